@@ -1,0 +1,153 @@
+package api
+
+import (
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Duration is a time.Duration that reads and writes YAML as a Go duration string
+// ("250ms", "2s"). A bare number is rejected: the unit must be explicit.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Seconds returns d in seconds.
+func (d Duration) Seconds() float64 { return time.Duration(d).Seconds() }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want a duration such as 250ms or 2s")
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: want a number with a unit, such as 250ms or 2s", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes d as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Source is where a config item was read: file and line. The loader fills it;
+// it is never read from YAML.
+type Source struct {
+	File string `yaml:"-" json:"-"`
+	Line int    `yaml:"-" json:"-"`
+}
+
+// String formats s as "file:line".
+func (s Source) String() string {
+	if s.File == "" {
+		return "<config>"
+	}
+	return fmt.Sprintf("%s:%d", s.File, s.Line)
+}
+
+// Hardware is one kind of device with a unit price in cost units per machine-hour
+// (paper §III-A: heterogeneous hardware at various prices).
+type Hardware struct {
+	Name  string  `yaml:"name"`
+	Price float64 `yaml:"price"`
+	Source
+}
+
+// ProfileEntry is one measured point of a profile: batch size b, concurrency c
+// (instances sharing one device: spatial multiplexing) and the duration d of one
+// batch on one instance.
+type ProfileEntry struct {
+	Batch       int      `yaml:"batch"`
+	Concurrency int      `yaml:"concurrency"`
+	Duration    Duration `yaml:"duration"`
+	Source
+}
+
+// Throughput returns t = c·b/d in requests per second.
+func (e ProfileEntry) Throughput() float64 {
+	c := e.Concurrency
+	if c == 0 {
+		c = 1
+	}
+	return float64(c*e.Batch) / e.Duration.Seconds()
+}
+
+// Profile holds the measured entries of one model on one hardware type.
+type Profile struct {
+	Model    string         `yaml:"model"`
+	Hardware string         `yaml:"hardware"`
+	Entries  []ProfileEntry `yaml:"entries"`
+	Source
+}
+
+// Module is a node of a session's DAG: a model run at a request rate (req/s), after
+// the modules it names in After (none: it takes the session's input).
+type Module struct {
+	Name  string   `yaml:"name"`
+	Model string   `yaml:"model"`
+	Rate  float64  `yaml:"rate"`
+	After []string `yaml:"after,omitempty"`
+	Source
+}
+
+// Session is one application: a DAG of modules and an end-to-end latency SLO
+// (paper §III-A).
+type Session struct {
+	Name    string   `yaml:"name"`
+	SLO     Duration `yaml:"slo"`
+	Modules []Module `yaml:"modules"`
+	Source
+}
+
+// Backend is one statically listed backend instance (membership `static`).
+type Backend struct {
+	ID       string `yaml:"id"`
+	Address  string `yaml:"address"`
+	Hardware string `yaml:"hardware"`
+	Source
+}
+
+// Config is the merged, validated content of one or more config files.
+// Produced by Load; immutable afterwards.
+type Config struct {
+	Hardware []Hardware `yaml:"hardware,omitempty"`
+	Profiles []Profile  `yaml:"profiles,omitempty"`
+	Sessions []Session  `yaml:"sessions,omitempty"`
+	Backends []Backend  `yaml:"backends,omitempty"`
+	// Membership is "static" (the default: Backends above) or "consul".
+	Membership string `yaml:"membership,omitempty"`
+}
+
+// HardwareByName returns the hardware type called name.
+func (c *Config) HardwareByName(name string) (Hardware, bool) {
+	for _, h := range c.Hardware {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return Hardware{}, false
+}
+
+// Session returns the session called name.
+func (c *Config) Session(name string) (*Session, bool) {
+	for i := range c.Sessions {
+		if c.Sessions[i].Name == name {
+			return &c.Sessions[i], true
+		}
+	}
+	return nil, false
+}
+
+// ProfilesOf returns every profile of model, one per hardware type.
+func (c *Config) ProfilesOf(model string) []Profile {
+	var out []Profile
+	for _, p := range c.Profiles {
+		if p.Model == model {
+			out = append(out, p)
+		}
+	}
+	return out
+}

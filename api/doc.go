@@ -1,0 +1,12 @@
+// Package api holds the types every other package speaks: the operator's config
+// (hardware catalog, profiles, sessions, static backends) and the scheduler's plan.
+//
+// Config values are produced by Load, which merges YAML files and validates them;
+// once Load returns, a *Config is immutable and may be shared by any number of
+// goroutines. Plan values are produced by the scheduler and read by the dispatcher,
+// the simulator and `piccolo plan -o json`; they are immutable once published.
+//
+// Units: durations are time.Duration in Go and milliseconds (`_ms`) in plan JSON;
+// rates are requests per second; prices are cost units per machine-hour, and cost is
+// Σ machines × price with fractional machines charged by occupancy (paper §III-A).
+package api

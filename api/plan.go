@@ -1,0 +1,56 @@
+package api
+
+// Plan is the scheduler's output (DESIGN.md "Plan JSON"): per session, per module, the
+// budget, WCL, dummy rate and config groups. Every policy writes this shape, so any
+// plan can be re-checked (Check), simulated or served. Immutable once published.
+type Plan struct {
+	Policy    string        `json:"policy"`
+	TotalCost float64       `json:"total_cost"`
+	RuntimeMs float64       `json:"runtime_ms"`
+	Sessions  []SessionPlan `json:"sessions"`
+}
+
+// SessionPlan is the plan of one session. Error is set, and Modules empty, when the
+// session could not be planned (infeasible SLO); the other sessions are still planned.
+type SessionPlan struct {
+	Name      string       `json:"name"`
+	SLOMs     float64      `json:"slo_ms"`
+	LatencyMs float64      `json:"latency_ms"`
+	Cost      float64      `json:"cost"`
+	Modules   []ModulePlan `json:"modules"`
+	Error     string       `json:"error,omitempty"`
+}
+
+// ModulePlan is the plan of one module. Rate is the module's request rate (req/s)
+// without dummies; DummyRate the synthetic rate added (paper §III-D); BudgetMs the
+// latency budget from the splitter (Algorithm 2); WCLMs the maximum over its groups.
+type ModulePlan struct {
+	Name      string      `json:"name"`
+	Model     string      `json:"model"`
+	After     []string    `json:"after,omitempty"`
+	Rate      float64     `json:"rate"`
+	DummyRate float64     `json:"dummy_rate"`
+	BudgetMs  float64     `json:"budget_ms"`
+	WCLMs     float64     `json:"wcl_ms"`
+	Cost      float64     `json:"cost"`
+	Configs   []GroupPlan `json:"configs"`
+}
+
+// GroupPlan is one config group: Machines (fractional: occupancy) running one config
+// that share one batch stream. Groups are listed in throughput-cost order; a group's
+// WCL is d + b/w with w the Rate of this group and of every group after it
+// (Theorem 1), unless the plan's policy documents another latency model.
+// Rate is what the group carries, dummies included; Cost = Machines × price.
+type GroupPlan struct {
+	Hardware    string   `json:"hardware"`
+	Price       float64  `json:"price"`
+	Batch       int      `json:"batch"`
+	Concurrency int      `json:"concurrency"`
+	DurationMs  float64  `json:"duration_ms"`
+	Throughput  float64  `json:"throughput"`
+	Machines    float64  `json:"machines"`
+	Rate        float64  `json:"rate"`
+	WCLMs       float64  `json:"wcl_ms"`
+	Cost        float64  `json:"cost"`
+	Backends    []string `json:"backends,omitempty"`
+}
