@@ -1,0 +1,92 @@
+package api
+
+import (
+	"fmt"
+)
+
+// Tensor is one named tensor as it travels through the gateway, the dispatcher and
+// the backend client: row-major, its elements as raw little-endian bytes exactly as
+// KServe v2 gRPC carries them in raw_input_contents / raw_output_contents. A BYTES
+// tensor holds each element as a 4-byte little-endian length followed by the bytes
+// (Triton's raw encoding). Stacking a batch on dimension 0 is concatenating Data.
+//
+// A Tensor is owned by one goroutine at a time; whoever passes it on stops using it.
+type Tensor struct {
+	Name     string
+	Datatype string  // KServe v2 datatype: BOOL, UINT8..UINT64, INT8..INT64, FP16, FP32, FP64, BF16, BYTES
+	Shape    []int64 // dimension 0 is the batch dimension where the model batches
+	Data     []byte
+}
+
+// ElementSize returns the size in bytes of one element of datatype, 0 for BYTES
+// (variable length) and -1 for a datatype KServe v2 does not define.
+func ElementSize(datatype string) int {
+	switch datatype {
+	case "BOOL", "UINT8", "INT8":
+		return 1
+	case "UINT16", "INT16", "FP16", "BF16":
+		return 2
+	case "UINT32", "INT32", "FP32":
+		return 4
+	case "UINT64", "INT64", "FP64":
+		return 8
+	case "BYTES":
+		return 0
+	}
+	return -1
+}
+
+// Datatypes lists the datatypes KServe v2 defines, for error messages.
+const Datatypes = "BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, FP32, FP64, BF16, BYTES"
+
+// NumElements returns the product of shape, or an error naming a negative dimension
+// or an overflow.
+func NumElements(shape []int64) (int64, error) {
+	n := int64(1)
+	for i, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("shape %v: dimension %d is %d; dimensions must be ≥ 0", shape, i, d)
+		}
+		if d != 0 && n > (1<<40)/d {
+			return 0, fmt.Errorf("shape %v: more than 2^40 elements", shape)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// Validate checks that t's datatype is known and that Data holds exactly the
+// elements its shape promises. It does not copy.
+func (t *Tensor) Validate() error {
+	size := ElementSize(t.Datatype)
+	if size < 0 {
+		return fmt.Errorf("tensor %q: unknown datatype %q; allowed: %s", t.Name, t.Datatype, Datatypes)
+	}
+	n, err := NumElements(t.Shape)
+	if err != nil {
+		return fmt.Errorf("tensor %q: %w", t.Name, err)
+	}
+	if size > 0 {
+		if int64(len(t.Data)) != n*int64(size) {
+			return fmt.Errorf("tensor %q: %s shape %v needs %d bytes, got %d", t.Name, t.Datatype, t.Shape, n*int64(size), len(t.Data))
+		}
+		return nil
+	}
+	// BYTES: walk the length prefixes.
+	var count int64
+	for off := 0; off < len(t.Data); count++ {
+		if off+4 > len(t.Data) {
+			return fmt.Errorf("tensor %q: BYTES element %d: truncated length prefix", t.Name, count)
+		}
+		l := int(uint32(t.Data[off]) | uint32(t.Data[off+1])<<8 | uint32(t.Data[off+2])<<16 | uint32(t.Data[off+3])<<24)
+		off += 4
+		if l < 0 || off+l > len(t.Data) {
+			return fmt.Errorf("tensor %q: BYTES element %d: length %d runs past the data", t.Name, count, l)
+		}
+		off += l
+	}
+	if count != n {
+		return fmt.Errorf("tensor %q: BYTES shape %v needs %d elements, got %d", t.Name, t.Shape, n, count)
+	}
+	return nil
+}
