@@ -4,10 +4,17 @@ package api
 // budget, WCL, dummy rate and config groups. Every policy writes this shape, so any
 // plan can be re-checked (Check), simulated or served. Immutable once published.
 type Plan struct {
-	Policy    string        `json:"policy"`
-	TotalCost float64       `json:"total_cost"`
-	RuntimeMs float64       `json:"runtime_ms"`
-	Sessions  []SessionPlan `json:"sessions"`
+	Policy string `json:"policy"`
+	// LatencyModel names the WCL formula the policy planned with, so a checker can
+	// recompute every group's WCL from this JSON alone: "tc-exact" (d + (b−1)/w),
+	// "tc-theorem1" (d + b/w), "rr-2d" (2d) or "local" (d + b/t).
+	LatencyModel string `json:"latency_model,omitempty"`
+	// MaxUtilization is the headroom the plan keeps: groups are sized so that each
+	// machine runs at most this share of its profiled throughput (1 = no headroom).
+	MaxUtilization float64       `json:"max_utilization,omitempty"`
+	TotalCost      float64       `json:"total_cost"`
+	RuntimeMs      float64       `json:"runtime_ms"`
+	Sessions       []SessionPlan `json:"sessions"`
 }
 
 // SessionPlan is the plan of one session. Error is set, and Modules empty, when the
