@@ -8,7 +8,7 @@ PICCOLO_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/piccolo
 BIN         := bin/piccolo
 TEST_FLAGS  ?= -count=1 -timeout 30m
 
-.PHONY: all build test bench lint demo clean
+.PHONY: all build test bench lint demo clean proto
 
 all: build
 
@@ -33,6 +33,11 @@ lint:
 demo: build
 	./$(BIN) plan -c configs/paper/profiles.yaml -c configs/paper/sessions.yaml --policy paper --max-utilization 1
 	./$(BIN) plan -c configs/paper/profiles.yaml -c configs/paper/sessions.yaml
+
+# proto regenerates api/inference from grpc_service.proto (installs protoc and the
+# Go plugins when missing). The generated code is committed: builds need no protoc.
+proto:
+	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/gen-proto.sh
 
 clean:
 	rm -rf bin out
