@@ -1,0 +1,1127 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ErrInvalidConfig matches (errors.Is) every *ConfigError: Load, LoadBytes and
+// Validate return only errors that match it.
+var ErrInvalidConfig = errors.New("invalid config")
+
+// ConfigError is one problem found in a config: where it is (File, Line, and the
+// Field path, such as "sessions[traffic].modules[car].rate") and what is wrong
+// and allowed (Msg). Err is the underlying cause when there is one (a file that
+// cannot be read), for errors.Is. Line is 0 when the problem is not on one line
+// (an unreadable file); File is empty for a Config built in Go.
+type ConfigError struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+	Err   error
+}
+
+// Error formats e as "file:line: field: msg", leaving out the parts that are empty.
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	if e.File == "" {
+		b.WriteString("<config>")
+	} else {
+		b.WriteString(e.File)
+	}
+	if e.Line > 0 {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap returns the underlying cause, if any.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// NamedDoc is one in-memory config document for LoadBytes; Name stands for the
+// file name in errors.
+type NamedDoc struct {
+	Name string
+	Data []byte
+}
+
+// Load reads the YAML files in order, merges them, validates the result and
+// returns it. Any file may hold any of the top-level keys hardware, profiles,
+// sessions, backends and membership (a file may also hold several YAML documents
+// separated by ---); lists are concatenated in file order, and a name defined
+// twice is an error naming both places. Profile concurrency 0 or missing is
+// normalised to 1. Every problem found is returned together, as errors.Join of
+// *ConfigError sorted by file and line; each matches ErrInvalidConfig. An empty
+// path list, a file that cannot be read, a path given twice and a YAML syntax
+// error are errors too. The returned Config is immutable by contract.
+func Load(paths ...string) (*Config, error) {
+	if len(paths) == 0 {
+		return nil, &ConfigError{Msg: "no config files given: want at least one YAML file"}
+	}
+	docs := make([]NamedDoc, 0, len(paths))
+	var errs []*ConfigError
+	seen := make(map[string]string, len(paths))
+	for _, path := range paths {
+		clean := filepath.Clean(path)
+		if first, dup := seen[clean]; dup {
+			errs = append(errs, &ConfigError{File: path, Msg: fmt.Sprintf("given twice (also as %s): list each config file once", first)})
+			continue
+		}
+		seen[clean] = path
+		data, err := os.ReadFile(path)
+		if err != nil {
+			cause := err
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				cause = pe.Err
+			}
+			errs = append(errs, &ConfigError{File: path, Msg: "cannot read config file: " + cause.Error(), Err: err})
+			continue
+		}
+		docs = append(docs, NamedDoc{Name: path, Data: data})
+	}
+	return load(docs, errs)
+}
+
+// LoadBytes is Load for in-memory documents: each doc's Name is used as the file
+// name in errors. It never panics, whatever the bytes.
+func LoadBytes(docs ...NamedDoc) (*Config, error) {
+	if len(docs) == 0 {
+		return nil, &ConfigError{Msg: "no config documents given: want at least one"}
+	}
+	return load(docs, nil)
+}
+
+// Validate checks c with the same rules as Load and returns every problem found
+// (errors.Join of *ConfigError), or nil. It does not modify c: a profile
+// concurrency of 0 is accepted as meaning 1. Errors carry the File and Line of
+// the item's Source when set.
+func (c *Config) Validate() error {
+	v := validator{c: c}
+	v.run()
+	return joinErrors(v.errs)
+}
+
+// load parses docs into one Config, normalises and validates it. pre holds
+// errors found before parsing (unreadable files); validation, which would then
+// report references to the missing content, is skipped when there are any.
+func load(docs []NamedDoc, pre []*ConfigError) (*Config, error) {
+	cfg := &Config{}
+	p := &parser{cfg: cfg, fields: make(map[fieldKey]fieldInfo), budget: maxNodes}
+	p.errs = pre
+	for _, d := range docs {
+		p.file(d)
+	}
+	normalize(cfg)
+	if len(pre) == 0 {
+		v := validator{c: cfg, fields: p.fields}
+		v.run()
+		p.errs = append(p.errs, v.errs...)
+	}
+	if len(p.errs) > 0 {
+		order := make(map[string]int, len(docs))
+		for i, d := range docs {
+			if _, ok := order[d.Name]; !ok {
+				order[d.Name] = i
+			}
+		}
+		sort.SliceStable(p.errs, func(i, j int) bool {
+			a, b := p.errs[i], p.errs[j]
+			oa, oka := order[a.File]
+			ob, okb := order[b.File]
+			if oka != okb {
+				return !oka // errors not tied to a document (pre) first
+			}
+			if oa != ob {
+				return oa < ob
+			}
+			return a.Line < b.Line
+		})
+		return nil, joinErrors(p.errs)
+	}
+	return cfg, nil
+}
+
+// normalize applies the documented defaults: concurrency 0 means 1.
+func normalize(c *Config) {
+	for i := range c.Profiles {
+		for j := range c.Profiles[i].Entries {
+			if c.Profiles[i].Entries[j].Concurrency == 0 {
+				c.Profiles[i].Entries[j].Concurrency = 1
+			}
+		}
+	}
+}
+
+func joinErrors(errs []*ConfigError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+// Limits that keep a hostile document from making Load slow or overflow.
+const (
+	maxNodes       = 1 << 20   // list items and fields visited per Load, aliases expanded
+	maxBatch       = 1_000_000 // profile batch size
+	maxConcurrency = 1_000_000 // profile concurrency
+)
+
+// Allowed keys, in the order they are listed in errors.
+var (
+	topKeys      = []string{"hardware", "profiles", "sessions", "backends", "membership"}
+	hardwareKeys = []string{"name", "price"}
+	profileKeys  = []string{"model", "hardware", "entries"}
+	entryKeys    = []string{"batch", "concurrency", "duration"}
+	sessionKeys  = []string{"name", "slo", "modules"}
+	moduleKeys   = []string{"name", "model", "rate", "after"}
+	backendKeys  = []string{"id", "address", "hardware"}
+)
+
+// Sections of a Config, for fieldKey.
+const (
+	secHardware   = "hardware"
+	secProfile    = "profiles"
+	secEntry      = "entries"
+	secSession    = "sessions"
+	secModule     = "modules"
+	secBackend    = "backends"
+	secMembership = "membership"
+)
+
+// fieldKey names one field of one item of the merged Config: i is the item's
+// index in its Config slice, j the entry or module index within it (-1 for
+// top-level items), field the YAML key ("price", "after[2]").
+type fieldKey struct {
+	sec   string
+	i, j  int
+	field string
+}
+
+// fieldInfo is where the parser found a field, and whether it already reported
+// the field as malformed (so the validator does not report it again).
+type fieldInfo struct {
+	file string
+	line int
+	bad  bool
+}
+
+// parser turns YAML nodes into Config items, recording where every field was.
+type parser struct {
+	cfg    *Config
+	fields map[fieldKey]fieldInfo
+	errs   []*ConfigError
+	name   string // current file
+	budget int    // nodes left to visit
+	over   bool   // budget exhausted and reported
+
+	membershipAt Source
+}
+
+func (p *parser) errorf(line int, field, format string, args ...any) {
+	p.errs = append(p.errs, &ConfigError{File: p.name, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// spend takes n from the visit budget, reporting once when it runs out.
+func (p *parser) spend(line int) bool {
+	if p.budget <= 0 {
+		if !p.over {
+			p.over = true
+			p.errorf(line, "", "document expands to more than %d items (through aliases?): refusing to read further", maxNodes)
+		}
+		return false
+	}
+	p.budget--
+	return true
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// file parses every YAML document of d.
+func (p *parser) file(d NamedDoc) {
+	p.name = d.Name
+	defer func() {
+		if r := recover(); r != nil { // the YAML library must not take the process down
+			p.errorf(0, "", "YAML parser failed: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(d.Data))
+	content := false
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			msg := err.Error()
+			line := 0
+			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+				line, _ = strconv.Atoi(m[1])
+				msg = m[2]
+			} else {
+				msg = strings.TrimPrefix(msg, "yaml: ")
+			}
+			p.errorf(line, "", "YAML syntax error: %s", msg)
+			return
+		}
+		if p.document(&doc) {
+			content = true
+		}
+	}
+	if !content {
+		p.errorf(0, "", "file holds no config: want a mapping with the keys %s", strings.Join(topKeys, ", "))
+	}
+}
+
+// document parses one YAML document; it reports whether the document had content.
+func (p *parser) document(doc *yaml.Node) bool {
+	root := doc
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return false
+		}
+		root = doc.Content[0]
+	}
+	root = resolve(root)
+	if isNull(root) {
+		return false
+	}
+	if root.Kind != yaml.MappingNode {
+		p.errorf(root.Line, "", "want a mapping with the keys %s; got %s", strings.Join(topKeys, ", "), describe(root))
+		return true
+	}
+	kv := p.pairs(root)
+	p.checkKeys(kv, "", topKeys)
+	done := make(map[string]bool, len(kv))
+	for _, f := range kv {
+		if !p.spend(f.key.Line) {
+			return true
+		}
+		if done[f.name] {
+			continue // reported by checkKeys
+		}
+		done[f.name] = true
+		switch f.name {
+		case "hardware":
+			p.list(f.val, "hardware", "a list of hardware types such as [{name: v100, price: 3.06}]", p.hardware)
+		case "profiles":
+			p.list(f.val, "profiles", "a list of profiles such as [{model: resnet50, hardware: v100, entries: [...]}]", p.profile)
+		case "sessions":
+			p.list(f.val, "sessions", "a list of sessions such as [{name: traffic, slo: 400ms, modules: [...]}]", p.session)
+		case "backends":
+			p.list(f.val, "backends", "a list of backends such as [{id: gpu-0, address: 127.0.0.1:9101, hardware: v100}]", p.backend)
+		case "membership":
+			p.membership(f.val)
+		}
+	}
+	return true
+}
+
+// pair is one key of a mapping and its value, aliases resolved.
+type pair struct {
+	name string // "" when the key is not a scalar
+	key  *yaml.Node
+	val  *yaml.Node
+}
+
+type pairs []pair
+
+func (kv pairs) get(name string) *yaml.Node {
+	for _, f := range kv {
+		if f.name == name {
+			return f.val
+		}
+	}
+	return nil
+}
+
+// pairs returns the keys of mapping n in order; non-scalar keys get name "".
+func (p *parser) pairs(n *yaml.Node) pairs {
+	kv := make(pairs, 0, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k == nil || v == nil {
+			continue
+		}
+		f := pair{key: k, val: v}
+		if k.Kind == yaml.ScalarNode {
+			f.name = k.Value
+		}
+		kv = append(kv, f)
+	}
+	return kv
+}
+
+// checkKeys reports keys of kv that are not allowed or repeated.
+func (p *parser) checkKeys(kv pairs, path string, allowed []string) {
+	first := make(map[string]int, len(kv))
+	for _, f := range kv {
+		switch {
+		case f.key.Kind != yaml.ScalarNode:
+			p.errorf(f.key.Line, path, "a key must be a plain name, got %s: allowed keys are %s", describe(f.key), strings.Join(allowed, ", "))
+		case f.name == "<<":
+			p.errorf(f.key.Line, path, "merge keys (<<) are not supported: write the keys out; allowed keys are %s", strings.Join(allowed, ", "))
+		case !containsString(allowed, f.name):
+			hint := ""
+			if s := closest(f.name, allowed); s != "" {
+				hint = fmt.Sprintf(" (did you mean %s?)", s)
+			}
+			p.errorf(f.key.Line, path, "unknown key %q%s: allowed keys are %s", f.name, hint, strings.Join(allowed, ", "))
+		default:
+			if line, dup := first[f.name]; dup {
+				p.errorf(f.key.Line, path, "key %q repeated (first at line %d): give each key once", f.name, line)
+			} else {
+				first[f.name] = f.key.Line
+			}
+		}
+	}
+}
+
+// list calls item for every element of the sequence n; null means empty.
+func (p *parser) list(n *yaml.Node, path, want string, item func(*yaml.Node, int)) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n.Line, path, "want %s; got %s", want, describe(n))
+		return
+	}
+	for i, c := range n.Content {
+		c = resolve(c)
+		if c == nil || !p.spend(c.Line) {
+			return
+		}
+		item(c, i)
+	}
+}
+
+// mapping checks that n is a mapping describing want; path names it in errors.
+func (p *parser) mapping(n *yaml.Node, path, want string) (pairs, bool) {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n.Line, path, "want %s; got %s", want, describe(n))
+		return nil, false
+	}
+	return p.pairs(n), true
+}
+
+// itemName returns the value of key name when it is a plain scalar, for labels.
+func itemName(kv pairs, name string) string {
+	if v := kv.get(name); v != nil && v.Kind == yaml.ScalarNode && !isNull(v) {
+		return v.Value
+	}
+	return ""
+}
+
+// field decodes the value of key name with dec. A missing or null value is
+// reported when required; a malformed one is reported and marked bad so the
+// validator stays quiet about it. k identifies the field, item is the item node.
+func (p *parser) field(kv pairs, item *yaml.Node, k fieldKey, path string, required bool, want string, dec func(*yaml.Node) error) {
+	fpath := path + "." + k.field
+	v := kv.get(k.field)
+	if v == nil || isNull(v) {
+		line := item.Line
+		if v != nil {
+			line = v.Line
+		}
+		if required {
+			p.errorf(line, fpath, "missing: want %s", want)
+			p.fields[k] = fieldInfo{file: p.name, line: line, bad: true}
+		} else {
+			p.fields[k] = fieldInfo{file: p.name, line: line}
+		}
+		return
+	}
+	if !p.spend(v.Line) {
+		return
+	}
+	info := fieldInfo{file: p.name, line: v.Line}
+	if err := dec(v); err != nil {
+		p.errorf(v.Line, fpath, "%s", err.Error())
+		info.bad = true
+	}
+	p.fields[k] = info
+}
+
+func (p *parser) hardware(n *yaml.Node, _ int) {
+	i := len(p.cfg.Hardware)
+	kv, ok := p.mapping(n, fmt.Sprintf("hardware[%d]", i), "a hardware type such as {name: v100, price: 3.06}")
+	if !ok {
+		return
+	}
+	h := Hardware{Source: Source{File: p.name, Line: n.Line}}
+	path := label(secHardware, itemName(kv, "name"), i)
+	p.checkKeys(kv, path, hardwareKeys)
+	k := fieldKey{sec: secHardware, i: i, j: -1}
+	p.field(kv, n, k.with("name"), path, true, "a hardware type name such as v100", decString(&h.Name))
+	p.field(kv, n, k.with("price"), path, true, "a price in cost units per machine-hour such as 3.06", decFloat(&h.Price, "a price in cost units per machine-hour such as 3.06"))
+	p.cfg.Hardware = append(p.cfg.Hardware, h)
+}
+
+func (p *parser) profile(n *yaml.Node, _ int) {
+	i := len(p.cfg.Profiles)
+	kv, ok := p.mapping(n, fmt.Sprintf("profiles[%d]", i), "a profile such as {model: resnet50, hardware: v100, entries: [...]}")
+	if !ok {
+		return
+	}
+	pr := Profile{Source: Source{File: p.name, Line: n.Line}}
+	path := profileLabel(itemName(kv, "model"), itemName(kv, "hardware"), i)
+	p.checkKeys(kv, path, profileKeys)
+	k := fieldKey{sec: secProfile, i: i, j: -1}
+	p.field(kv, n, k.with("model"), path, true, "a model name such as resnet50", decString(&pr.Model))
+	p.field(kv, n, k.with("hardware"), path, true, "a hardware type name such as v100", decString(&pr.Hardware))
+	p.field(kv, n, k.with("entries"), path, true, "a list of entries such as [{batch: 1, concurrency: 1, duration: 20ms}]", func(v *yaml.Node) error {
+		if v.Kind != yaml.SequenceNode {
+			return fmt.Errorf("want a list of entries such as [{batch: 1, concurrency: 1, duration: 20ms}]; got %s", describe(v))
+		}
+		for _, c := range v.Content {
+			c = resolve(c)
+			if c == nil || !p.spend(c.Line) {
+				break
+			}
+			p.entry(&pr, c, i, path)
+		}
+		return nil
+	})
+	p.cfg.Profiles = append(p.cfg.Profiles, pr)
+}
+
+func (p *parser) entry(pr *Profile, n *yaml.Node, i int, ppath string) {
+	j := len(pr.Entries)
+	path := fmt.Sprintf("%s.entries[%d]", ppath, j)
+	kv, ok := p.mapping(n, path, "a profile entry such as {batch: 8, concurrency: 1, duration: 18ms}")
+	if !ok {
+		return
+	}
+	e := ProfileEntry{Source: Source{File: p.name, Line: n.Line}}
+	p.checkKeys(kv, path, entryKeys)
+	k := fieldKey{sec: secEntry, i: i, j: j}
+	p.field(kv, n, k.with("batch"), path, true, "a batch size such as 8", decInt(&e.Batch, "a batch size (whole number ≥ 1) such as 8"))
+	p.field(kv, n, k.with("concurrency"), path, false, "", decInt(&e.Concurrency, "a concurrency (whole number ≥ 1) such as 2"))
+	p.field(kv, n, k.with("duration"), path, true, "a batch duration such as 18ms", decDuration(&e.Duration))
+	pr.Entries = append(pr.Entries, e)
+}
+
+func (p *parser) session(n *yaml.Node, _ int) {
+	i := len(p.cfg.Sessions)
+	kv, ok := p.mapping(n, fmt.Sprintf("sessions[%d]", i), "a session such as {name: traffic, slo: 400ms, modules: [...]}")
+	if !ok {
+		return
+	}
+	s := Session{Source: Source{File: p.name, Line: n.Line}}
+	path := label(secSession, itemName(kv, "name"), i)
+	p.checkKeys(kv, path, sessionKeys)
+	k := fieldKey{sec: secSession, i: i, j: -1}
+	p.field(kv, n, k.with("name"), path, true, "a session name such as traffic", decString(&s.Name))
+	p.field(kv, n, k.with("slo"), path, true, "an end-to-end latency objective such as 400ms", decDuration(&s.SLO))
+	p.field(kv, n, k.with("modules"), path, true, "a list of modules such as [{name: detect, model: ssd, rate: 100}]", func(v *yaml.Node) error {
+		if v.Kind != yaml.SequenceNode {
+			return fmt.Errorf("want a list of modules such as [{name: detect, model: ssd, rate: 100}]; got %s", describe(v))
+		}
+		for _, c := range v.Content {
+			c = resolve(c)
+			if c == nil || !p.spend(c.Line) {
+				break
+			}
+			p.module(&s, c, i, path)
+		}
+		return nil
+	})
+	p.cfg.Sessions = append(p.cfg.Sessions, s)
+}
+
+func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
+	j := len(s.Modules)
+	kv, ok := p.mapping(n, fmt.Sprintf("%s.modules[%d]", spath, j), "a module such as {name: car, model: resnet50, rate: 60, after: [detect]}")
+	if !ok {
+		return
+	}
+	m := Module{Source: Source{File: p.name, Line: n.Line}}
+	path := spath + "." + label(secModule, itemName(kv, "name"), j)
+	p.checkKeys(kv, path, moduleKeys)
+	k := fieldKey{sec: secModule, i: i, j: j}
+	p.field(kv, n, k.with("name"), path, true, "a module name such as detect", decString(&m.Name))
+	p.field(kv, n, k.with("model"), path, true, "a model name such as resnet50", decString(&m.Model))
+	p.field(kv, n, k.with("rate"), path, false, "", decFloat(&m.Rate, "a request rate in req/s such as 60"))
+	p.field(kv, n, k.with("after"), path, false, "", func(v *yaml.Node) error {
+		if v.Kind != yaml.SequenceNode {
+			return fmt.Errorf("want a list of module names such as [detect]; got %s", describe(v))
+		}
+		for a, c := range v.Content {
+			c = resolve(c)
+			if c == nil || !p.spend(c.Line) {
+				break
+			}
+			ak := k.with(fmt.Sprintf("after[%d]", len(m.After)))
+			var name string
+			if err := decString(&name)(c); err != nil {
+				p.errorf(c.Line, fmt.Sprintf("%s.after[%d]", path, a), "want a module name; got %s", describe(c))
+				continue
+			}
+			p.fields[ak] = fieldInfo{file: p.name, line: c.Line}
+			m.After = append(m.After, name)
+		}
+		return nil
+	})
+	s.Modules = append(s.Modules, m)
+}
+
+func (p *parser) backend(n *yaml.Node, _ int) {
+	i := len(p.cfg.Backends)
+	kv, ok := p.mapping(n, fmt.Sprintf("backends[%d]", i), "a backend such as {id: gpu-0, address: 127.0.0.1:9101, hardware: v100}")
+	if !ok {
+		return
+	}
+	b := Backend{Source: Source{File: p.name, Line: n.Line}}
+	path := label(secBackend, itemName(kv, "id"), i)
+	p.checkKeys(kv, path, backendKeys)
+	k := fieldKey{sec: secBackend, i: i, j: -1}
+	p.field(kv, n, k.with("id"), path, true, "a backend id such as gpu-0", decString(&b.ID))
+	p.field(kv, n, k.with("address"), path, true, "a host:port address such as 127.0.0.1:9101", decString(&b.Address))
+	p.field(kv, n, k.with("hardware"), path, true, "a hardware type name such as v100", decString(&b.Hardware))
+	p.cfg.Backends = append(p.cfg.Backends, b)
+}
+
+func (p *parser) membership(n *yaml.Node) {
+	if isNull(n) {
+		return
+	}
+	var v string
+	if err := decString(&v)(n); err != nil {
+		p.errorf(n.Line, "membership", "want static or consul; got %s", describe(n))
+		p.fields[fieldKey{sec: secMembership, j: -1}] = fieldInfo{file: p.name, line: n.Line, bad: true}
+		return
+	}
+	here := Source{File: p.name, Line: n.Line}
+	if prev := p.membershipAt; prev.File != "" {
+		if v != p.cfg.Membership {
+			p.errorf(n.Line, "membership", "set to %q at %s and to %q at %s: set it once", p.cfg.Membership, prev, v, here)
+		}
+		return
+	}
+	p.membershipAt = here
+	p.cfg.Membership = v
+	p.fields[fieldKey{sec: secMembership, j: -1}] = fieldInfo{file: p.name, line: n.Line}
+}
+
+func (k fieldKey) with(field string) fieldKey {
+	k.field = field
+	return k
+}
+
+// Decoders: each returns an error whose text says what was wanted and what was found.
+
+func decString(dst *string) func(*yaml.Node) error {
+	return func(n *yaml.Node) error {
+		if n.Kind != yaml.ScalarNode {
+			return fmt.Errorf("want a name; got %s", describe(n))
+		}
+		*dst = n.Value
+		return nil
+	}
+}
+
+func decFloat(dst *float64, want string) func(*yaml.Node) error {
+	return func(n *yaml.Node) error {
+		if n.Kind == yaml.ScalarNode {
+			if t := n.ShortTag(); t == "!!int" || t == "!!float" {
+				var f float64
+				if err := n.Decode(&f); err == nil {
+					*dst = f
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("want %s; got %s", want, describe(n))
+	}
+}
+
+func decInt(dst *int, want string) func(*yaml.Node) error {
+	return func(n *yaml.Node) error {
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
+			var i int
+			if err := n.Decode(&i); err == nil {
+				*dst = i
+				return nil
+			}
+		}
+		return fmt.Errorf("want %s; got %s", want, describe(n))
+	}
+}
+
+func decDuration(dst *Duration) func(*yaml.Node) error {
+	return func(n *yaml.Node) error {
+		return dst.UnmarshalYAML(n)
+	}
+}
+
+// resolve follows aliases to the node they name.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode; i++ {
+		if i > 100 {
+			return nil
+		}
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
+}
+
+// describe names what n is, for "want X; got Y" messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if isNull(n) {
+			return "nothing"
+		}
+		v := n.Value
+		if len(v) > 40 {
+			v = v[:40] + "..."
+		}
+		return strconv.Quote(v)
+	}
+	return "an unsupported YAML node"
+}
+
+// label names an item in a field path: sec[name], or sec[index] when it has no name.
+func label(sec, name string, i int) string {
+	if name == "" {
+		return fmt.Sprintf("%s[%d]", sec, i)
+	}
+	if strings.ContainsAny(name, "[]\". \t\r\n") || !strconv.IsPrint(firstRune(name)) {
+		return sec + "[" + strconv.Quote(name) + "]"
+	}
+	return sec + "[" + name + "]"
+}
+
+func profileLabel(model, hw string, i int) string {
+	if model == "" || hw == "" {
+		return label(secProfile, "", i)
+	}
+	return label(secProfile, model+"/"+hw, i)
+}
+
+func firstRune(s string) rune {
+	for _, r := range s {
+		return r
+	}
+	return ' '
+}
+
+func known(names map[string]int, name string) bool {
+	_, ok := names[name]
+	return ok
+}
+
+func containsString(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// closest returns the allowed key within edit distance 2 of key, if any.
+func closest(key string, allowed []string) string {
+	best, bestD := "", 3
+	for _, a := range allowed {
+		if d := editDistance(strings.ToLower(key), a); d < bestD {
+			best, bestD = a, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// validSessionName matches what may appear as a model name in a URL path segment.
+var validSessionName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// validator checks a merged Config. fields, when set by the parser, gives the
+// line of each field and which fields were already reported as malformed.
+type validator struct {
+	c      *Config
+	fields map[fieldKey]fieldInfo
+	errs   []*ConfigError
+}
+
+// fail reports a problem with field k of the item at src, path naming the field.
+func (v *validator) fail(k fieldKey, src Source, path, format string, args ...any) {
+	file, line := src.File, src.Line
+	if f, ok := v.fields[k]; ok {
+		if f.bad {
+			return
+		}
+		file, line = f.file, f.line
+	}
+	v.errs = append(v.errs, &ConfigError{File: file, Line: line, Field: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// at names where an item was defined: its Source, or its path for a Config built in Go.
+func at(src Source, path string) string {
+	if src.File == "" {
+		return path
+	}
+	return src.String()
+}
+
+func (v *validator) run() {
+	v.hardware()
+	v.profiles()
+	v.sessions()
+	v.backends()
+	v.membership()
+}
+
+func (v *validator) hardware() {
+	seen := make(map[string]int, len(v.c.Hardware))
+	for i, h := range v.c.Hardware {
+		path := label(secHardware, h.Name, i)
+		k := fieldKey{sec: secHardware, i: i, j: -1}
+		if h.Name == "" {
+			v.fail(k.with("name"), h.Source, path+".name", "must not be empty: want a hardware type name such as v100")
+		} else if j, dup := seen[h.Name]; dup {
+			prev := v.c.Hardware[j]
+			v.fail(k.with("name"), h.Source, path+".name", "hardware %s defined at %s and %s: hardware names must be unique",
+				h.Name, at(prev.Source, label(secHardware, "", j)), at(h.Source, label(secHardware, "", i)))
+		} else {
+			seen[h.Name] = i
+		}
+		if !(h.Price > 0) || math.IsInf(h.Price, 0) {
+			v.fail(k.with("price"), h.Source, path+".price", "must be a positive finite number (cost units per machine-hour), got %v", h.Price)
+		}
+	}
+}
+
+// hardwareNames lists the defined hardware names for "known are ..." messages.
+func (v *validator) hardwareNames() string {
+	var names []string
+	for _, h := range v.c.Hardware {
+		if h.Name != "" && !containsString(names, h.Name) {
+			names = append(names, h.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "none: define it under hardware, such as {name: v100, price: 3.06}"
+	}
+	return strings.Join(names, ", ")
+}
+
+func (v *validator) checkHardwareRef(k fieldKey, src Source, path, hw string) {
+	if hw == "" {
+		v.fail(k, src, path, "must not be empty: want a hardware type name; defined hardware: %s", v.hardwareNames())
+		return
+	}
+	if _, ok := v.c.HardwareByName(hw); !ok {
+		v.fail(k, src, path, "hardware %q is not defined; defined hardware: %s", hw, v.hardwareNames())
+	}
+}
+
+func (v *validator) profiles() {
+	type pair struct{ model, hw string }
+	seen := make(map[pair]int, len(v.c.Profiles))
+	for i, p := range v.c.Profiles {
+		path := profileLabel(p.Model, p.Hardware, i)
+		k := fieldKey{sec: secProfile, i: i, j: -1}
+		if p.Model == "" {
+			v.fail(k.with("model"), p.Source, path+".model", "must not be empty: want the model name, such as resnet50")
+		}
+		v.checkHardwareRef(k.with("hardware"), p.Source, path+".hardware", p.Hardware)
+		if p.Model != "" && p.Hardware != "" {
+			key := pair{p.Model, p.Hardware}
+			if j, dup := seen[key]; dup {
+				prev := v.c.Profiles[j]
+				v.fail(k, p.Source, path, "profile of model %s on hardware %s defined at %s and %s: give each (model, hardware) one profile with all its entries",
+					p.Model, p.Hardware, at(prev.Source, label(secProfile, "", j)), at(p.Source, label(secProfile, "", i)))
+			} else {
+				seen[key] = i
+			}
+		}
+		if len(p.Entries) == 0 {
+			v.fail(k.with("entries"), p.Source, path+".entries", "must list at least one entry, such as {batch: 1, concurrency: 1, duration: 20ms}")
+		}
+		type bc struct{ b, c int }
+		entries := make(map[bc]int, len(p.Entries))
+		for j, e := range p.Entries {
+			epath := fmt.Sprintf("%s.entries[%d]", path, j)
+			ek := fieldKey{sec: secEntry, i: i, j: j}
+			if e.Batch < 1 || e.Batch > maxBatch {
+				v.fail(ek.with("batch"), e.Source, epath+".batch", "must be a whole number from 1 to %d, got %d", maxBatch, e.Batch)
+			}
+			if e.Concurrency < 0 || e.Concurrency > maxConcurrency {
+				v.fail(ek.with("concurrency"), e.Source, epath+".concurrency", "must be a whole number from 1 to %d (0 or missing means 1), got %d", maxConcurrency, e.Concurrency)
+			}
+			if e.Duration <= 0 {
+				v.fail(ek.with("duration"), e.Source, epath+".duration", "must be a positive duration such as 18ms, got %s", e.Duration.D())
+			}
+			c := max(e.Concurrency, 1)
+			if j0, dup := entries[bc{e.Batch, c}]; dup {
+				v.fail(ek, e.Source, epath, "batch %d with concurrency %d is listed twice (entries[%d] at %s): give each (batch, concurrency) once",
+					e.Batch, c, j0, at(p.Entries[j0].Source, fmt.Sprintf("%s.entries[%d]", path, j0)))
+			} else {
+				entries[bc{e.Batch, c}] = j
+			}
+		}
+	}
+}
+
+// profiledModels lists the models that have a profile, for "known are ..." messages.
+func (v *validator) profiledModels() string {
+	var names []string
+	for _, p := range v.c.Profiles {
+		if p.Model != "" && !containsString(names, p.Model) {
+			names = append(names, p.Model)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+func (v *validator) sessions() {
+	seen := make(map[string]int, len(v.c.Sessions))
+	for i := range v.c.Sessions {
+		s := &v.c.Sessions[i]
+		path := label(secSession, s.Name, i)
+		k := fieldKey{sec: secSession, i: i, j: -1}
+		switch {
+		case s.Name == "":
+			v.fail(k.with("name"), s.Source, path+".name", "must not be empty: want a session name such as traffic")
+		case !validSessionName.MatchString(s.Name) || s.Name == "." || s.Name == "..":
+			v.fail(k.with("name"), s.Source, path+".name", "%q is not allowed: a session is exposed as a model name in URLs, so use only letters, digits, '-', '_' and '.' (and not . or ..)", s.Name)
+		}
+		if s.Name != "" {
+			if j, dup := seen[s.Name]; dup {
+				prev := v.c.Sessions[j]
+				v.fail(k.with("name"), s.Source, path+".name", "session %s defined at %s and %s: session names must be unique",
+					s.Name, at(prev.Source, label(secSession, "", j)), at(s.Source, label(secSession, "", i)))
+			} else {
+				seen[s.Name] = i
+			}
+		}
+		if s.SLO <= 0 {
+			v.fail(k.with("slo"), s.Source, path+".slo", "must be a positive duration such as 400ms, got %s", s.SLO.D())
+		}
+		if len(s.Modules) == 0 {
+			v.fail(k.with("modules"), s.Source, path+".modules", "must list at least one module, such as {name: detect, model: ssd, rate: 100}")
+			continue
+		}
+		if v.modules(s, i, path) {
+			v.dag(s, i, path)
+		}
+	}
+}
+
+// modules checks the modules of session s (index i); it reports whether the DAG
+// checks (cycles, fastest latency) make sense: no self-reference.
+func (v *validator) modules(s *Session, i int, spath string) bool {
+	dagOK := true
+	names := make(map[string]int, len(s.Modules))
+	var all []string
+	for j, m := range s.Modules {
+		k := fieldKey{sec: secModule, i: i, j: j}
+		path := spath + "." + label(secModule, m.Name, j)
+		if m.Name == "" {
+			v.fail(k.with("name"), m.Source, path+".name", "must not be empty: want a module name such as detect")
+			continue
+		}
+		if j0, dup := names[m.Name]; dup {
+			v.fail(k.with("name"), m.Source, path+".name", "module %s defined at %s and %s: module names must be unique within a session",
+				m.Name, at(s.Modules[j0].Source, fmt.Sprintf("%s.modules[%d]", spath, j0)), at(m.Source, fmt.Sprintf("%s.modules[%d]", spath, j)))
+			continue
+		}
+		names[m.Name] = j
+		all = append(all, m.Name)
+	}
+	for j, m := range s.Modules {
+		k := fieldKey{sec: secModule, i: i, j: j}
+		path := spath + "." + label(secModule, m.Name, j)
+		if m.Model == "" {
+			v.fail(k.with("model"), m.Source, path+".model", "must not be empty: want a model name; profiled models: %s", v.profiledModels())
+		} else if len(v.c.ProfilesOf(m.Model)) == 0 {
+			v.fail(k.with("model"), m.Source, path+".model", "model %q has no profile: add one under profiles (profiled models: %s)", m.Model, v.profiledModels())
+		}
+		if !(m.Rate >= 0) || math.IsInf(m.Rate, 0) {
+			v.fail(k.with("rate"), m.Source, path+".rate", "must be a finite number ≥ 0 (req/s), got %v", m.Rate)
+		}
+		for a, name := range m.After {
+			ak := k.with(fmt.Sprintf("after[%d]", a))
+			apath := fmt.Sprintf("%s.after[%d]", path, a)
+			switch {
+			case name == m.Name:
+				v.fail(ak, m.Source, apath, "module %s cannot run after itself", m.Name)
+				dagOK = false
+			case !known(names, name):
+				v.fail(ak, m.Source, apath, "%q is not a module of session %s; its modules are %s", name, s.Name, strings.Join(all, ", "))
+			case containsString(m.After[:a], name):
+				v.fail(ak, m.Source, apath, "%q is listed twice: name each module once", name)
+			}
+		}
+	}
+	return dagOK
+}
+
+// dag checks that session s has no cycle and that its SLO is not below the
+// fastest possible latency: the longest DAG path of each module's smallest
+// profiled duration.
+func (v *validator) dag(s *Session, i int, spath string) {
+	k := fieldKey{sec: secSession, i: i, j: -1}
+	order, err := s.TopoOrder()
+	if err != nil {
+		v.fail(k.with("modules"), s.Source, spath+".modules", "modules form a cycle: %s; after must describe a DAG", strings.Join(s.cycle(), " -> "))
+		return
+	}
+	if s.SLO <= 0 {
+		return
+	}
+	n := len(s.Modules)
+	fastest := make([]time.Duration, n) // smallest profiled duration of each module
+	for j, m := range s.Modules {
+		fastest[j] = -1
+		for _, p := range v.c.ProfilesOf(m.Model) {
+			for _, e := range p.Entries {
+				if d := e.Duration.D(); d > 0 && (fastest[j] < 0 || d < fastest[j]) {
+					fastest[j] = d
+				}
+			}
+		}
+		if fastest[j] < 0 {
+			return // reported as a missing or broken profile
+		}
+	}
+	finish := make([]time.Duration, n) // earliest finish of each module
+	pred := make([]int, n)
+	end := -1
+	for _, j := range order {
+		pred[j] = -1
+		var start time.Duration
+		for _, q := range s.Parents(j) {
+			if finish[q] > start || pred[j] < 0 {
+				start, pred[j] = max(start, finish[q]), q
+			}
+		}
+		finish[j] = start + fastest[j]
+		if end < 0 || finish[j] > finish[end] {
+			end = j
+		}
+	}
+	if s.SLO.D() >= finish[end] {
+		return
+	}
+	var path []string
+	for j := end; j >= 0; j = pred[j] {
+		path = append(path, s.Modules[j].Name)
+	}
+	for a, b := 0, len(path)-1; a < b; a, b = a+1, b-1 {
+		path[a], path[b] = path[b], path[a]
+	}
+	v.fail(k.with("slo"), s.Source, spath+".slo", "slo %s is below the fastest possible latency %s (path %s): raise the slo or profile faster configs",
+		s.SLO.D(), finish[end], strings.Join(path, " -> "))
+}
+
+func (v *validator) backends() {
+	seen := make(map[string]int, len(v.c.Backends))
+	for i, b := range v.c.Backends {
+		path := label(secBackend, b.ID, i)
+		k := fieldKey{sec: secBackend, i: i, j: -1}
+		if b.ID == "" {
+			v.fail(k.with("id"), b.Source, path+".id", "must not be empty: want a backend id such as gpu-0")
+		} else if j, dup := seen[b.ID]; dup {
+			prev := v.c.Backends[j]
+			v.fail(k.with("id"), b.Source, path+".id", "backend %s defined at %s and %s: backend ids must be unique",
+				b.ID, at(prev.Source, label(secBackend, "", j)), at(b.Source, label(secBackend, "", i)))
+		} else {
+			seen[b.ID] = i
+		}
+		if msg := checkAddress(b.Address); msg != "" {
+			v.fail(k.with("address"), b.Source, path+".address", "%s", msg)
+		}
+		v.checkHardwareRef(k.with("hardware"), b.Source, path+".hardware", b.Hardware)
+	}
+}
+
+// checkAddress returns what is wrong with a backend address, or "".
+func checkAddress(addr string) string {
+	const want = "want host:port such as 127.0.0.1:9101"
+	if addr == "" {
+		return "must not be empty: " + want
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return fmt.Sprintf("%q is not host:port: %s", addr, want)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Sprintf("port %q must be a number from 1 to 65535: %s", port, want)
+	}
+	return ""
+}
+
+func (v *validator) membership() {
+	switch v.c.Membership {
+	case "", "static", "consul":
+		return
+	}
+	v.fail(fieldKey{sec: secMembership, j: -1}, Source{}, "membership", "%q is not a membership: want static (the default: the backends listed in the config) or consul", v.c.Membership)
+}
