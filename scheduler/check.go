@@ -1,0 +1,144 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// Check re-checks a plan against the config it was made from, using nothing but the
+// plan's JSON fields and the config's DAGs and prices: every group's WCL recomputed
+// from its batch, duration and stream rate is within its module's budget; the
+// budgets and the WCLs of every DAG path fit the SLO; group rates add up to module
+// rate plus dummy rate; machines carry their rate within the plan's utilisation;
+// cost = Σ machines × price at every level. It returns every violation found.
+//
+// The WCL formulas are written out again here on purpose, so a planner bug in
+// wcl.go cannot hide from its own check.
+func Check(cfg *api.Config, p *api.Plan) error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	util := p.MaxUtilization
+	if util == 0 {
+		util = 1
+	}
+	wcl := func(g api.GroupPlan, w float64) float64 {
+		d := g.DurationMs / 1000
+		b := float64(g.Batch)
+		switch p.LatencyModel {
+		case "tc-theorem1":
+			return d + b/w
+		case "tc-exact":
+			if g.Batch <= 1 {
+				return d
+			}
+			return d + (b-1)/w
+		case "rr-2d":
+			return 2 * d
+		case "local":
+			return d + b/g.Throughput
+		}
+		return math.NaN()
+	}
+	if _, err := ModelByName(p.LatencyModel); err != nil {
+		bad("plan: %v", err)
+	}
+	rel := func(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
+	total := 0.0
+	for _, sp := range p.Sessions {
+		total += sp.Cost
+		s, ok := cfg.Session(sp.Name)
+		if !ok {
+			bad("session %q: not in the config", sp.Name)
+			continue
+		}
+		if sp.Error != "" {
+			continue
+		}
+		g, err := newGraph(s)
+		if err != nil {
+			bad("%v", err)
+			continue
+		}
+		if len(sp.Modules) != len(s.Modules) {
+			bad("session %q: plan has %d modules, config %d", s.Name, len(sp.Modules), len(s.Modules))
+			continue
+		}
+		slo := s.SLO.Seconds()
+		budgets := make([]float64, len(s.Modules))
+		wcls := make([]float64, len(s.Modules))
+		cost := 0.0
+		for i, mp := range sp.Modules {
+			m := s.Modules[i]
+			where := fmt.Sprintf("session %q module %q", s.Name, m.Name)
+			if mp.Name != m.Name || !rel(mp.Rate, m.Rate) {
+				bad("%s: plan has module %q at %.6g req/s, config %q at %.6g", where, mp.Name, mp.Rate, m.Name, m.Rate)
+			}
+			if mp.DummyRate < 0 {
+				bad("%s: negative dummy rate %.6g", where, mp.DummyRate)
+			}
+			budgets[i], wcls[i] = mp.BudgetMs/1000, mp.WCLMs/1000
+			rate, mcost, maxWCL := 0.0, 0.0, 0.0
+			w := 0.0
+			for k := len(mp.Configs) - 1; k >= 0; k-- {
+				gp := mp.Configs[k]
+				gw := fmt.Sprintf("%s group %d (%s b%d c%d)", where, k, gp.Hardware, gp.Batch, gp.Concurrency)
+				w += gp.Rate
+				rate += gp.Rate
+				mcost += gp.Cost
+				hw, ok := cfg.HardwareByName(gp.Hardware)
+				if !ok || !rel(hw.Price, gp.Price) {
+					bad("%s: price %.6g does not match the catalog", gw, gp.Price)
+				}
+				if t := float64(gp.Batch*gp.Concurrency) / (gp.DurationMs / 1000); !rel(t, gp.Throughput) {
+					bad("%s: throughput %.6g, but c·b/d = %.6g", gw, gp.Throughput, t)
+				}
+				if gp.Rate > gp.Machines*gp.Throughput*util*(1+1e-9)+1e-9 {
+					bad("%s: %.6g machines at utilisation %.2f carry %.6g req/s, less than its rate %.6g", gw, gp.Machines, util, gp.Machines*gp.Throughput*util, gp.Rate)
+				}
+				if !rel(gp.Cost, gp.Machines*gp.Price) {
+					bad("%s: cost %.6g ≠ machines × price %.6g", gw, gp.Cost, gp.Machines*gp.Price)
+				}
+				l := wcl(gp, w)
+				if !rel(l*1000, gp.WCLMs) {
+					bad("%s: WCL %.6gms, recomputed %.6gms", gw, gp.WCLMs, l*1000)
+				}
+				if l > budgets[i]+1e-9 {
+					bad("%s: WCL %.6gms exceeds the module budget %.6gms", gw, l*1000, mp.BudgetMs)
+				}
+				maxWCL = math.Max(maxWCL, l)
+				if k > 0 {
+					prev := mp.Configs[k-1]
+					if prev.Throughput/prev.Price < gp.Throughput/gp.Price*(1-1e-9) {
+						bad("%s: listed after a group of lower throughput-cost ratio", gw)
+					}
+				}
+			}
+			if !rel(rate, mp.Rate+mp.DummyRate) {
+				bad("%s: group rates add up to %.6g, want rate + dummy = %.6g", where, rate, mp.Rate+mp.DummyRate)
+			}
+			if !rel(mcost, mp.Cost) {
+				bad("%s: cost %.6g ≠ Σ group costs %.6g", where, mp.Cost, mcost)
+			}
+			if !rel(maxWCL*1000, mp.WCLMs) {
+				bad("%s: WCL %.6gms ≠ max over groups %.6gms", where, mp.WCLMs, maxWCL*1000)
+			}
+			cost += mp.Cost
+		}
+		if lb, _ := g.longest(budgets); lb > slo+1e-9 {
+			bad("session %q: budgets on path %v add up to %s, above the SLO %s", s.Name, g.criticalPath(budgets), fmtSeconds(lb), fmtSeconds(slo))
+		}
+		if lw, _ := g.longest(wcls); !rel(lw*1000, sp.LatencyMs) || lw > slo+1e-9 {
+			bad("session %q: latency %.6gms, longest WCL path %.6gms, SLO %.6gms", s.Name, sp.LatencyMs, lw*1000, slo*1000)
+		}
+		if !rel(cost, sp.Cost) {
+			bad("session %q: cost %.6g ≠ Σ module costs %.6g", s.Name, sp.Cost, cost)
+		}
+	}
+	if !rel(total, p.TotalCost) {
+		bad("plan: total cost %.6g ≠ Σ session costs %.6g", p.TotalCost, total)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,55 @@
+package scheduler
+
+import (
+	"math"
+)
+
+// planModule returns the cheapest config set for a module of rate T req/s within L
+// seconds: Algorithm 1, then, when dummy is on and the latency model depends on the
+// rate, the dummy generator of §III-D. A dummy rate is kept only if the total cost,
+// dummy machines included, strictly drops. Reports false when nothing fits.
+func planModule(cands []Candidate, T, L float64, p genParams, dummy bool) (moduleResult, bool) {
+	base, failedAt, ok := generateConfigs(cands, T, L, p)
+	if !dummy || !p.model.RateDependent() || T <= rateEps {
+		return base, ok
+	}
+	best, found := base, ok
+	try := func(d float64) {
+		if !(d > rateEps) || math.IsInf(d, 0) {
+			return
+		}
+		r, _, ok := generateConfigs(cands, T+d, L, p)
+		if !ok {
+			return
+		}
+		r.dummy = d
+		if !found || r.cost < best.cost-1e-9 {
+			best, found = r, true
+		}
+	}
+	switch {
+	case p.grouped:
+		// One group carries the whole stream: a config c whose batches collect too
+		// slowly at T becomes feasible once the stream reaches Need(c, L).
+		for _, c := range cands {
+			try(p.model.Need(c, L) - T)
+		}
+	case ok:
+		// Theorem 2: config c_i should process its own leftover workload
+		// u_i = Σ_{j>i} n_j t_j; dum_i = b_i/(L − d_i) − u_i (§III-D).
+		w := streamRates(base.groups)
+		for i, g := range base.groups {
+			u := w[i] - g.rate
+			if u < p.util*g.c.Throughput {
+				try(p.model.Need(g.c, L) - u)
+			}
+		}
+	default:
+		// Algorithm 1 found no config for the residual failedAt: raise the residual
+		// until some config can collect its batches in time.
+		for _, c := range cands {
+			try(p.model.Need(c, L) - failedAt)
+		}
+	}
+	return best, found
+}

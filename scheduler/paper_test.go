@@ -1,0 +1,206 @@
+package scheduler
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+const tol = 1e-6
+
+func near(a, b float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
+
+// tableI returns the paper's Table I profiles on one hardware type of price 1.
+func tableI() *api.Config {
+	entry := func(b int, d time.Duration) api.ProfileEntry {
+		return api.ProfileEntry{Batch: b, Concurrency: 1, Duration: api.Duration(d)}
+	}
+	return &api.Config{
+		Hardware: []api.Hardware{{Name: "unit", Price: 1}},
+		Profiles: []api.Profile{
+			{Model: "m1", Hardware: "unit", Entries: []api.ProfileEntry{entry(5, 100*time.Millisecond), entry(20, 250*time.Millisecond), entry(100, time.Second)}},
+			{Model: "m2", Hardware: "unit", Entries: []api.ProfileEntry{entry(2, 125*time.Millisecond), entry(4, 160*time.Millisecond), entry(8, 267*time.Millisecond)}},
+			{Model: "m3", Hardware: "unit", Entries: []api.ProfileEntry{entry(2, 167*time.Millisecond), entry(4, 200*time.Millisecond), entry(8, 320*time.Millisecond)}},
+		},
+	}
+}
+
+func withSessions(cfg *api.Config, s ...api.Session) *api.Config {
+	c := *cfg
+	c.Sessions = s
+	return &c
+}
+
+func m1Session(rate float64, slo time.Duration) api.Session {
+	return api.Session{Name: "s", SLO: api.Duration(slo), Modules: []api.Module{{Name: "m1", Model: "m1", Rate: rate}}}
+}
+
+type wantGroup struct {
+	batch    int
+	machines float64
+}
+
+func groupsOf(m api.ModulePlan) []wantGroup {
+	var out []wantGroup
+	for _, g := range m.Configs {
+		out = append(out, wantGroup{g.Batch, g.Machines})
+	}
+	return out
+}
+
+func sameGroups(a, b []wantGroup) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].batch != b[i].batch || !near(a[i].machines, b[i].machines) {
+			return false
+		}
+	}
+	return true
+}
+
+// §II and §III-D: M1 at 285 req/s, SLO 2 s.
+func TestPaperM1(t *testing.T) {
+	cfg := withSessions(tableI(), m1Session(285, 2*time.Second))
+	for _, tc := range []struct {
+		name   string
+		opts   Options
+		groups []wantGroup
+		cost   float64
+		dummy  float64
+	}{
+		{"paper no dummy: 2×b100 + 1×b20 + 0.1×b5", Options{Policy: "paper", NoDummy: true}, []wantGroup{{100, 2}, {20, 1}, {5, 0.1}}, 3.1, 0},
+		{"paper with dummy: 15 req/s, 3×b100", Options{Policy: "paper"}, []wantGroup{{100, 3}}, 3.0, 15},
+		{"piccolo, no headroom: one b100 group of 2.85", Options{Policy: "piccolo", MaxUtilization: 1}, []wantGroup{{100, 2.85}}, 2.85, 0},
+		{"piccolo, headroom 0.8", Options{Policy: "piccolo", MaxUtilization: 0.8}, []wantGroup{{100, 2.85 / 0.8}}, 2.85 / 0.8, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Plan(cfg, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := p.Sessions[0].Modules[0]
+			if got := groupsOf(m); !sameGroups(got, tc.groups) {
+				t.Errorf("groups %v, want %v", got, tc.groups)
+			}
+			if !near(p.TotalCost, tc.cost) || !near(m.DummyRate, tc.dummy) {
+				t.Errorf("cost %.4f dummy %.4f, want cost %.4f dummy %.4f", p.TotalCost, m.DummyRate, tc.cost, tc.dummy)
+			}
+			if err := Check(cfg, p); err != nil {
+				t.Errorf("plan fails its re-check: %v", err)
+			}
+		})
+	}
+}
+
+// §III-C: latency-cost efficiencies from b5 at 100 req/s.
+func TestLatencyCostEfficiency(t *testing.T) {
+	cands, err := candidates(tableI(), "m1", filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := points(moduleInput{rate: 100, cands: cands}, TheoremOne, 1)
+	byBatch := map[int]point{}
+	for _, p := range ps {
+		byBatch[p.c.Batch] = p
+	}
+	lc := func(to int) float64 {
+		from := byBatch[5]
+		return (from.cost - byBatch[to].cost) / (byBatch[to].wcl - from.wcl)
+	}
+	if got := lc(20); math.Abs(got-2.50) > 0.005 {
+		t.Errorf("LC(b5→b20) = %.4f, want 2.50", got)
+	}
+	if got := lc(100); math.Abs(got-0.54) > 0.005 {
+		t.Errorf("LC(b5→b100) = %.4f, want 0.54", got)
+	}
+}
+
+// §III-B, Fig. 3: machines A and B (b6, 2 s) and C (b2, 1 s) at 8 req/s.
+func TestTheoremOneFig3(t *testing.T) {
+	ab := Candidate{Batch: 6, Duration: 2, Throughput: 3, Price: 1}
+	c := Candidate{Batch: 2, Duration: 1, Throughput: 2, Price: 1}
+	groups := []group{{c: ab, machines: 2, rate: 6}, {c: c, machines: 1, rate: 2}}
+	w := streamRates(groups)
+	if !near(w[0], 8) || !near(w[1], 2) {
+		t.Fatalf("remaining workloads %v, want [8 2]", w)
+	}
+	if got := TheoremOne.WCL(ab, w[0]); !near(got, 2.75) {
+		t.Errorf("WCL(A) = %v, want 2.75", got)
+	}
+	if got := finish(groups, 0, TheoremOne).wcl; !near(got, 2.75) {
+		t.Errorf("module WCL = %v, want 2.75 (max over machines)", got)
+	}
+	if got := RoundRobin.WCL(ab, 8); !near(got, 4) {
+		t.Errorf("RR WCL(A) = %v, want 2d = 4", got)
+	}
+	if got := LocalThroughput.WCL(ab, 8); !near(got, 4) {
+		t.Errorf("local WCL(A) = %v, want d + b/t = 4", got)
+	}
+	if got := TCExact.WCL(ab, 8); !near(got, 2.625) {
+		t.Errorf("exact WCL(A) = %v, want d + (b−1)/w = 2.625", got)
+	}
+}
+
+// §II, Table II: the chain M2 -> M3 at 50 and 40 req/s with a 0.9 s SLO. Strategy 2
+// (b4 and b4) costs 4.00 machines, the cheapest of the three the paper lists.
+func TestPaperChainM2M3(t *testing.T) {
+	cfg := withSessions(tableI(), api.Session{Name: "chain", SLO: api.Duration(900 * time.Millisecond), Modules: []api.Module{
+		{Name: "m2", Model: "m2", Rate: 50}, {Name: "m3", Model: "m3", Rate: 40, After: []string{"m2"}},
+	}})
+	for _, policy := range Policies {
+		t.Run(policy, func(t *testing.T) {
+			p, err := Plan(cfg, Options{Policy: policy, MaxUtilization: 1, Reference: "paper"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Check(cfg, p); err != nil {
+				t.Errorf("plan fails its re-check: %v", err)
+			}
+			t.Logf("%s: cost %.3f latency %.1fms", policy, p.TotalCost, p.Sessions[0].LatencyMs)
+			if policy == "paper" && p.TotalCost > 4.0+1e-6 {
+				t.Errorf("paper policy costs %.3f, more than Table II's best split (4.00)", p.TotalCost)
+			}
+		})
+	}
+}
+
+func TestInfeasibleSessionNamesItself(t *testing.T) {
+	cfg := withSessions(tableI(), m1Session(285, 2*time.Second), m1Session(50, 50*time.Millisecond))
+	cfg.Sessions[1].Name = "too-fast"
+	for _, policy := range Policies {
+		p, err := Plan(cfg, Options{Policy: policy})
+		if !errors.Is(err, ErrInfeasible) {
+			t.Fatalf("%s: error %v, want ErrInfeasible", policy, err)
+		}
+		for _, want := range []string{`"too-fast"`, "fastest latency", "path m1", "SLO 50ms"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not say %s", policy, err, want)
+			}
+		}
+		if p == nil || len(p.Sessions) != 2 || p.Sessions[0].Error != "" || p.Sessions[0].Cost <= 0 || p.Sessions[1].Error == "" {
+			t.Errorf("%s: the feasible session was not planned beside the infeasible one: %+v", policy, p)
+		}
+	}
+}
+
+func TestPaperResidualNeedsDummy(t *testing.T) {
+	// 201 req/s, SLO 1.5 s: two b100 machines, then 1 req/s no config can batch in
+	// time under d + b/w (b5: 0.1 + 5/1 s). The dummy generator rescues it.
+	cfg := withSessions(tableI(), m1Session(201, 1500*time.Millisecond))
+	if _, err := Plan(cfg, Options{Policy: "paper", NoDummy: true}); !errors.Is(err, ErrInfeasible) {
+		t.Errorf("paper without dummy: error %v, want ErrInfeasible for the 1 req/s residual", err)
+	}
+	p, err := Plan(cfg, Options{Policy: "paper"})
+	if err != nil {
+		t.Fatalf("paper with dummy: %v", err)
+	}
+	if m := p.Sessions[0].Modules[0]; m.DummyRate <= 0 {
+		t.Errorf("paper with dummy planned no dummy rate: %+v", m)
+	}
+}

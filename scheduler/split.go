@@ -1,0 +1,171 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// splitKind names a latency-splitting strategy.
+type splitKind string
+
+const (
+	// splitLC is Algorithm 2: the move with the highest latency-cost efficiency.
+	splitLC splitKind = "lc"
+	// splitThroughput picks the move to the highest throughput-cost ratio
+	// (Scrooge's throughput-based split; Picc-tb).
+	splitThroughput splitKind = "throughput"
+	// splitCost picks the move that saves the most cost (InferLine's greedy).
+	splitCost splitKind = "cost"
+	// splitEven gives every module on a path an equal share (Clipper).
+	splitEven splitKind = "even"
+	// splitQuantized searches budgets in multiples of a quantum (Nexus; Picc-q).
+	splitQuantized splitKind = "quantized"
+)
+
+// moduleInput is what the splitter knows of one module.
+type moduleInput struct {
+	name  string
+	rate  float64 // req/s
+	cands []Candidate
+}
+
+// point is one module running one config alone at its whole rate: the view
+// Algorithm 2 works on (GetWCL with w = T_M, cost = p·T_M/t).
+type point struct {
+	wcl, cost float64
+	c         Candidate
+}
+
+func points(m moduleInput, model Model, util float64) []point {
+	ps := make([]point, len(m.cands))
+	for i, c := range m.cands {
+		if m.rate <= rateEps {
+			ps[i] = point{c: c}
+			continue
+		}
+		ps[i] = point{wcl: model.WCL(c, m.rate), cost: c.Price * m.rate / (util * c.Throughput), c: c}
+	}
+	return ps
+}
+
+// ErrInfeasible is wrapped by every error that says a session cannot meet its SLO.
+var ErrInfeasible = fmt.Errorf("infeasible")
+
+// fastest returns each module's minimum WCL at its rate, and the session's fastest
+// latency (the longest path of those).
+func fastest(g *graph, mods []moduleInput, model Model, util float64) ([]float64, float64) {
+	w := make([]float64, len(mods))
+	for i, m := range mods {
+		w[i] = math.Inf(1)
+		for _, p := range points(m, model, util) {
+			w[i] = math.Min(w[i], p.wcl)
+		}
+	}
+	total, _ := g.longest(w)
+	return w, total
+}
+
+func infeasibleError(session string, g *graph, w []float64, total, slo float64) error {
+	return fmt.Errorf("session %q: %w: the fastest latency it can reach is %s (path %s), above its SLO %s",
+		session, ErrInfeasible, fmtSeconds(total), strings.Join(g.criticalPath(w), " -> "), fmtSeconds(slo))
+}
+
+// SplitLatency is Algorithm 2 on any DAG, with the scoring of kind: start from the
+// minimum-WCL config of every module, repeatedly apply the config change with the
+// highest score whose longest path still fits the SLO, then scale each budget
+// linearly to its WCL over the longest path through the module (line 19). Budgets
+// are in seconds, by module index.
+func splitLatency(g *graph, mods []moduleInput, slo float64, model Model, util float64, kind splitKind) []float64 {
+	n := len(mods)
+	pts := make([][]point, n)
+	cur := make([]int, n)
+	w := make([]float64, n)
+	for i, m := range mods {
+		pts[i] = points(m, model, util)
+		for k, p := range pts[i] {
+			b := pts[i][cur[i]]
+			if p.wcl < b.wcl || (p.wcl == b.wcl && p.cost < b.cost) {
+				cur[i] = k
+			}
+		}
+		w[i] = pts[i][cur[i]].wcl
+	}
+	if kind == splitEven {
+		return evenSplit(g, slo)
+	}
+	for {
+		bestM, bestK := -1, -1
+		var bestScore, bestSave, bestDL float64
+		for i := range mods {
+			prev := pts[i][cur[i]]
+			old := w[i]
+			for k, p := range pts[i] {
+				save := prev.cost - p.cost
+				if k == cur[i] || save <= 1e-12 {
+					continue
+				}
+				dl := p.wcl - prev.wcl
+				var score float64
+				switch kind {
+				case splitThroughput:
+					score = p.c.Ratio()
+				case splitCost:
+					score = save
+				default: // splitLC, line 11
+					if dl <= 0 {
+						score = math.Inf(1)
+					} else {
+						score = save / dl
+					}
+				}
+				if bestM >= 0 && (score < bestScore || (score == bestScore && (save < bestSave || (save == bestSave && dl >= bestDL)))) {
+					continue
+				}
+				// Line 13, checking the candidate move (the published line checks
+				// the previous best, which would accept infeasible moves).
+				w[i] = p.wcl
+				total, _ := g.longest(w)
+				w[i] = old
+				if total > slo+latencyEps {
+					continue
+				}
+				bestM, bestK, bestScore, bestSave, bestDL = i, k, score, save, dl
+			}
+		}
+		if bestM < 0 {
+			break
+		}
+		cur[bestM] = bestK
+		w[bestM] = pts[bestM][bestK].wcl
+	}
+	return scaleBudgets(g, w, slo)
+}
+
+// scaleBudgets is Algorithm 2 line 19: L_M = WCL_M / (longest path through M) × L,
+// so every path's budgets add up to at most the SLO.
+func scaleBudgets(g *graph, w []float64, slo float64) []float64 {
+	_, through := g.longest(w)
+	out := make([]float64, len(w))
+	for i := range w {
+		if through[i] > 0 {
+			out[i] = w[i] / through[i] * slo
+		}
+	}
+	return out
+}
+
+// evenSplit gives each module SLO / (modules on the longest path through it, by
+// count): Clipper's even split generalised to DAGs.
+func evenSplit(g *graph, slo float64) []float64 {
+	ones := make([]float64, len(g.names))
+	for i := range ones {
+		ones[i] = 1
+	}
+	_, through := g.longest(ones)
+	out := make([]float64, len(ones))
+	for i := range out {
+		out[i] = slo / through[i]
+	}
+	return out
+}
