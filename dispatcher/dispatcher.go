@@ -1,0 +1,637 @@
+package dispatcher
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// Sender runs batches: the live gateway's backend client, or the simulator's
+// virtual backends. Send is called from whichever goroutine made the batch ready
+// (a Submit caller, a timer, a Done caller), never with the dispatcher's lock held;
+// it must not block for long (hand the batch to a connection's goroutine). It must
+// call b.Done exactly once, from any goroutine, and then forget b.
+type Sender interface {
+	Send(b *Batch)
+}
+
+// Options configure a Dispatcher. Sender is required.
+type Options struct {
+	// Policy is TC (the default) or RR.
+	Policy Policy
+	// Clock defaults to RealClock.
+	Clock Clock
+	// Sender runs the batches.
+	Sender Sender
+}
+
+// Stats are a module dispatcher's counters since New. Items are real requests;
+// dummies are counted apart and are never items.
+type Stats struct {
+	Submitted        uint64 // items accepted by Submit
+	Completed        uint64 // items completed through a sent batch (with or without error)
+	Failed           uint64 // of Completed, items whose batch the Sender failed
+	DeadlineOnSubmit uint64 // items Submit refused with ErrDeadline
+	DeadlineOnSend   uint64 // items failed with ErrDeadline when their batch was sent
+	DummiesInjected  uint64 // dummy arrivals at the planned dummy rate
+	DummiesDropped   uint64 // dummies of batches that held no real item (never sent)
+	// Slots are the current plan's machines, in rank order.
+	Slots []SlotStats
+}
+
+// SlotStats are the counters of one machine under the current plan.
+type SlotStats struct {
+	Slot    Slot
+	Batches uint64        // batches sent
+	Items   uint64        // real items sent
+	Dummies uint64        // dummies sent
+	Busy    time.Duration // lane-time of finished batches (sent → done)
+}
+
+// Dispatcher batches and dispatches one module's items to the machines of its plan
+// (§III-B). Submit, SetPlan, Stats and Close are safe for concurrent use; one mutex
+// per module guards the queues and is never held while calling the Sender or an
+// item's Done.
+type Dispatcher struct {
+	module string
+	policy Policy
+	clock  Clock
+	sender Sender
+
+	mu     sync.Mutex
+	st     *state
+	closed bool
+	free   *Batch // recycled batches (linked by link)
+	stats  Stats
+
+	dummyEvery time.Duration
+	dummyNext  time.Time
+	dummyTimer Timer
+}
+
+// state is one plan's dispatch table; SetPlan replaces it whole.
+type state struct {
+	budget   time.Duration
+	groups   []*group
+	machines []*machine
+	tc       *queue // TC: the module's one open batch
+	sumGroup float64
+	sumMach  float64
+	maxBatch int
+}
+
+type group struct {
+	batch    int
+	duration time.Duration
+	weight   float64 // planned batches/s: rate / batch
+	cur      float64 // smooth weighted round-robin
+	machines []*machine
+	next     int // rotation
+}
+
+type machine struct {
+	slot    Slot
+	g       *group
+	busy    int // lanes in use
+	pending batchFIFO
+	est     []time.Time // estimated free time per lane
+	stats   SlotStats
+	q       *queue // RR: this machine's own open batch
+	weight  float64
+	cur     float64
+}
+
+// queue holds an open batch and its deadline flush timer.
+type queue struct {
+	d       *Dispatcher
+	m       *machine // RR: the machine the queue feeds; TC: nil
+	open    *Batch
+	armed   bool
+	flushAt time.Time
+	timer   Timer
+}
+
+type outList struct{ head, tail *Batch }
+
+func (o *outList) push(b *Batch) {
+	b.link = nil
+	if o.tail == nil {
+		o.head = b
+	} else {
+		o.tail.link = b
+	}
+	o.tail = b
+}
+
+// New returns the dispatcher of module mp. Errors wrap ErrPlan and name the bad field.
+func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
+	if opts.Sender == nil {
+		return nil, fmt.Errorf("module %q: dispatcher needs a Sender", mp.Name)
+	}
+	if opts.Policy == "" {
+		opts.Policy = TC
+	}
+	if _, err := ParsePolicy(string(opts.Policy)); err != nil {
+		return nil, fmt.Errorf("module %q: %w", mp.Name, err)
+	}
+	if opts.Clock == nil {
+		opts.Clock = RealClock
+	}
+	d := &Dispatcher{module: mp.Name, policy: opts.Policy, clock: opts.Clock, sender: opts.Sender}
+	if err := d.SetPlan(mp); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Module returns the module's name.
+func (d *Dispatcher) Module() string { return d.module }
+
+// Policy returns the dispatch policy.
+func (d *Dispatcher) Policy() Policy { return d.policy }
+
+// Budget returns the module's latency budget under the current plan (0: none).
+func (d *Dispatcher) Budget() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.st.budget
+}
+
+func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
+	if mp.Name != d.module {
+		return nil, fmt.Errorf("plan of module %q given to the dispatcher of module %q: %w", mp.Name, d.module, ErrPlan)
+	}
+	slots, err := SlotsOf(mp)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{budget: time.Duration(mp.BudgetMs * float64(time.Millisecond))}
+	for _, s := range slots {
+		if len(st.groups) <= s.Group {
+			gp := mp.Configs[s.Group]
+			w := gp.Rate / float64(gp.Batch)
+			if w <= 0 { // no planned rate: share by capacity
+				w = gp.Machines * float64(s.Concurrency) / s.Duration.Seconds()
+			}
+			st.groups = append(st.groups, &group{batch: s.Batch, duration: s.Duration, weight: w})
+			st.sumGroup += w
+			st.maxBatch = max(st.maxBatch, s.Batch)
+		}
+		g := st.groups[s.Group]
+		m := &machine{slot: s, g: g, est: make([]time.Time, s.Concurrency), weight: s.RatePerSec}
+		m.stats.Slot = s
+		if m.weight <= 0 {
+			m.weight = s.Occupancy * float64(s.Concurrency*s.Batch) / s.Duration.Seconds()
+		}
+		st.sumMach += m.weight
+		g.machines = append(g.machines, m)
+		st.machines = append(st.machines, m)
+		if d.policy == RR {
+			m.q = &queue{d: d, m: m}
+		}
+	}
+	if d.policy == TC {
+		st.tc = &queue{d: d}
+	}
+	return st, nil
+}
+
+// SetPlan swaps in a new plan for the module, atomically with respect to Submit.
+// Items waiting in open batches or in machine queues move to the new slots in
+// arrival order; batches already sent finish on their old slots. Nothing is lost.
+// On error the old plan stays.
+func (d *Dispatcher) SetPlan(mp api.ModulePlan) error {
+	st, err := d.newState(mp)
+	if err != nil {
+		return err
+	}
+	var out outList
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	var moved []*Item
+	if d.st != nil {
+		moved = d.drainLocked()
+	}
+	d.st = st
+	now := d.clock.Now()
+	sort.SliceStable(moved, func(i, j int) bool { return moved[i].Arrival.Before(moved[j].Arrival) })
+	for _, it := range moved {
+		d.addLocked(it, now, &out)
+	}
+	every := time.Duration(0)
+	if mp.DummyRate > 0 {
+		every = time.Duration(float64(time.Second) / mp.DummyRate)
+		every = max(every, time.Microsecond)
+	}
+	if every != d.dummyEvery {
+		d.dummyEvery = every
+		if every == 0 {
+			if d.dummyTimer != nil {
+				d.dummyTimer.Stop()
+			}
+		} else {
+			d.dummyNext = now.Add(every)
+			if d.dummyTimer == nil {
+				d.dummyTimer = d.clock.AfterFunc(every, d.injectDummy)
+			} else {
+				d.dummyTimer.Reset(every)
+			}
+		}
+	}
+	d.mu.Unlock()
+	d.flush(&out)
+	return nil
+}
+
+// drainLocked empties the current state's open batches and machine queues and
+// returns their real items; their dummies are discarded.
+func (d *Dispatcher) drainLocked() []*Item {
+	var items []*Item
+	take := func(q *queue) {
+		if q == nil {
+			return
+		}
+		if q.armed {
+			q.armed = false
+			q.timer.Stop()
+		}
+		if b := q.open; b != nil {
+			q.open = nil
+			items = append(items, b.Items...)
+			d.recycleLocked(b)
+		}
+	}
+	take(d.st.tc)
+	for _, m := range d.st.machines {
+		take(m.q)
+		for m.pending.len() > 0 {
+			b := m.pending.pop()
+			items = append(items, b.Items...)
+			d.recycleLocked(b)
+		}
+	}
+	return items
+}
+
+// Submit queues it for dispatch. It returns ErrDeadline, without keeping the item,
+// when the item's deadline has already passed, ErrClosed after Close, and an error
+// when it has no Done callback; otherwise the item comes back through it.Done.
+// Submit never blocks on a backend; it allocates nothing.
+func (d *Dispatcher) Submit(it *Item) error {
+	if it.Done == nil {
+		return fmt.Errorf("module %q: item has no Done callback", d.module)
+	}
+	now := d.clock.Now()
+	if it.Arrival.IsZero() {
+		it.Arrival = now
+	}
+	it.Err, it.Outputs, it.Slot, it.Sent, it.Finished = nil, nil, nil, time.Time{}, time.Time{}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	if it.Deadline.IsZero() && d.st.budget > 0 {
+		it.Deadline = it.Arrival.Add(d.st.budget)
+	}
+	if !it.Deadline.IsZero() && now.After(it.Deadline) {
+		d.stats.DeadlineOnSubmit++
+		d.mu.Unlock()
+		return ErrDeadline
+	}
+	d.stats.Submitted++
+	var out outList
+	d.addLocked(it, now, &out)
+	d.mu.Unlock()
+	if out.head != nil {
+		d.flush(&out)
+	}
+	return nil
+}
+
+func (d *Dispatcher) queueFor() *queue {
+	st := d.st
+	if d.policy == TC {
+		return st.tc
+	}
+	// RR: smooth weighted round-robin over machines by planned rate.
+	ms := st.machines
+	if len(ms) == 1 {
+		return ms[0].q
+	}
+	best := ms[0]
+	for _, m := range ms {
+		m.cur += m.weight
+		if m.cur > best.cur {
+			best = m
+		}
+	}
+	best.cur -= st.sumMach
+	return best.q
+}
+
+func (d *Dispatcher) openLocked(q *queue) *Batch {
+	b := d.free
+	if b != nil {
+		d.free = b.link
+		b.link = nil
+	} else {
+		b = &Batch{d: d, Items: make([]*Item, 0, d.st.maxBatch)}
+	}
+	if q.m != nil {
+		b.g = q.m.g
+	} else {
+		b.g = d.st.pickGroup()
+	}
+	b.target = b.g.batch
+	q.open = b
+	return b
+}
+
+// pickGroup chooses the group that receives the next batch: smooth weighted
+// round-robin by planned batch rate, ties to the better throughput-cost rank.
+func (st *state) pickGroup() *group {
+	gs := st.groups
+	if len(gs) == 1 {
+		return gs[0]
+	}
+	best := gs[0]
+	for _, g := range gs {
+		g.cur += g.weight
+		if g.cur > best.cur {
+			best = g
+		}
+	}
+	best.cur -= st.sumGroup
+	return best
+}
+
+// pickMachine chooses the machine of g that receives a full batch: the next in
+// rotation with a free lane, else the one whose lane frees first.
+func (g *group) pickMachine() *machine {
+	n := len(g.machines)
+	var best *machine
+	var bestAt time.Time
+	for k := 0; k < n; k++ {
+		i := g.next + k
+		if i >= n {
+			i -= n
+		}
+		m := g.machines[i]
+		if m.busy < m.slot.Concurrency && m.pending.len() == 0 {
+			best = m
+			break
+		}
+		at := m.est[m.earliestLane()]
+		if best == nil || at.Before(bestAt) {
+			best, bestAt = m, at
+		}
+	}
+	g.next = best.slot.Machine + 1
+	if g.next == n {
+		g.next = 0
+	}
+	return best
+}
+
+func (m *machine) earliestLane() int {
+	j := 0
+	for i := 1; i < len(m.est); i++ {
+		if m.est[i].Before(m.est[j]) {
+			j = i
+		}
+	}
+	return j
+}
+
+func (d *Dispatcher) addLocked(it *Item, now time.Time, out *outList) {
+	q := d.queueFor()
+	b := q.open
+	if b == nil {
+		b = d.openLocked(q)
+	}
+	b.Items = append(b.Items, it)
+	if !it.Deadline.IsZero() && (b.minDL.IsZero() || it.Deadline.Before(b.minDL)) {
+		b.minDL = it.Deadline
+		// Deadline-aware flush: the latest send time that still meets the oldest
+		// deadline, given the group's batch duration.
+		at := b.minDL.Add(-b.g.duration)
+		if !at.After(now) {
+			d.dispatchLocked(q, now, out)
+			return
+		}
+		q.arm(at, now)
+	}
+	if b.Size() >= b.target {
+		d.dispatchLocked(q, now, out)
+	}
+}
+
+func (q *queue) arm(at, now time.Time) {
+	q.flushAt, q.armed = at, true
+	if q.timer == nil {
+		q.timer = q.d.clock.AfterFunc(at.Sub(now), q.fire)
+	} else {
+		q.timer.Reset(at.Sub(now))
+	}
+}
+
+// fire is the flush timer of q: it sends the open batch, partial, when its oldest
+// item cannot wait any longer.
+func (q *queue) fire() {
+	d := q.d
+	var out outList
+	d.mu.Lock()
+	if q.open != nil && q.armed && !d.closed {
+		now := d.clock.Now()
+		if now.Before(q.flushAt) { // early or stale wake-up
+			q.timer.Reset(q.flushAt.Sub(now))
+		} else {
+			d.dispatchLocked(q, now, &out)
+		}
+	}
+	d.mu.Unlock()
+	d.flush(&out)
+}
+
+func (d *Dispatcher) injectDummy() {
+	var out outList
+	d.mu.Lock()
+	if d.closed || d.dummyEvery == 0 {
+		d.mu.Unlock()
+		return
+	}
+	now := d.clock.Now()
+	d.stats.DummiesInjected++
+	q := d.queueFor()
+	b := q.open
+	if b == nil {
+		b = d.openLocked(q)
+	}
+	b.Dummies++
+	if b.Size() >= b.target {
+		d.dispatchLocked(q, now, &out)
+	}
+	d.dummyNext = d.dummyNext.Add(d.dummyEvery)
+	if !d.dummyNext.After(now) { // fell behind (real clock): skip, do not burst
+		d.dummyNext = now.Add(d.dummyEvery)
+	}
+	d.dummyTimer.Reset(d.dummyNext.Sub(now))
+	d.mu.Unlock()
+	d.flush(&out)
+}
+
+// dispatchLocked closes q's open batch and hands it to a machine: started now if
+// the machine has a free lane, else queued behind the machine's earlier batches.
+func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList) {
+	b := q.open
+	q.open = nil
+	if q.armed {
+		q.armed = false
+		q.timer.Stop()
+	}
+	if len(b.Items) == 0 { // dummies only: nothing to run
+		d.stats.DummiesDropped += uint64(b.Dummies)
+		d.recycleLocked(b)
+		return
+	}
+	m := q.m
+	if m == nil {
+		m = b.g.pickMachine()
+	}
+	b.m, b.Slot = m, &m.slot
+	lane := m.earliestLane()
+	start := m.est[lane]
+	if start.Before(now) {
+		start = now
+	}
+	m.est[lane] = start.Add(m.slot.Duration)
+	if m.busy < m.slot.Concurrency && m.pending.len() == 0 {
+		d.startLocked(b, now, out)
+	} else {
+		m.pending.push(b)
+	}
+}
+
+// startLocked takes a lane of b.m for b after failing the items whose deadline has
+// passed; b goes on out to be sent (or, with no item left, just to complete the
+// expired ones) once the lock is released.
+func (d *Dispatcher) startLocked(b *Batch, now time.Time, out *outList) {
+	kept := b.Items[:0]
+	for _, it := range b.Items {
+		if !it.Deadline.IsZero() && now.After(it.Deadline) {
+			b.expired = append(b.expired, it)
+		} else {
+			kept = append(kept, it)
+		}
+	}
+	clear(b.Items[len(kept):])
+	b.Items = kept
+	d.stats.DeadlineOnSend += uint64(len(b.expired))
+	if len(kept) == 0 {
+		d.stats.DummiesDropped += uint64(b.Dummies)
+		if len(b.expired) == 0 {
+			d.recycleLocked(b)
+			return
+		}
+		out.push(b)
+		return
+	}
+	m := b.m
+	m.busy++
+	m.stats.Batches++
+	m.stats.Items += uint64(len(kept))
+	m.stats.Dummies += uint64(b.Dummies)
+	b.Sent = now
+	out.push(b)
+}
+
+// flush acts on the batches made ready under the lock: fails their expired items,
+// then sends them (or recycles those left empty).
+func (d *Dispatcher) flush(out *outList) {
+	for b := out.head; b != nil; {
+		next := b.link
+		b.link = nil
+		if len(b.expired) > 0 {
+			now := d.clock.Now()
+			for i, it := range b.expired {
+				b.expired[i] = nil
+				it.Err, it.Finished = ErrDeadline, now
+				it.Done(it)
+			}
+			b.expired = b.expired[:0]
+		}
+		if len(b.Items) > 0 {
+			d.sender.Send(b)
+		} else {
+			d.mu.Lock()
+			d.recycleLocked(b)
+			d.mu.Unlock()
+		}
+		b = next
+	}
+}
+
+func (d *Dispatcher) recycleLocked(b *Batch) {
+	clear(b.Items)
+	b.Items = b.Items[:0]
+	b.Dummies, b.Slot, b.g, b.m, b.target = 0, nil, nil, nil, 0
+	b.minDL, b.Sent = time.Time{}, time.Time{}
+	b.link = d.free
+	d.free = b
+}
+
+// Close stops the dispatcher: later Submits fail with ErrClosed, queued items
+// complete with ErrClosed, batches already sent finish normally.
+func (d *Dispatcher) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	if d.dummyTimer != nil {
+		d.dummyTimer.Stop()
+	}
+	items := d.drainLocked()
+	d.mu.Unlock()
+	now := d.clock.Now()
+	for _, it := range items {
+		it.Err, it.Finished = ErrClosed, now
+		it.Done(it)
+	}
+	return nil
+}
+
+// Stats returns a snapshot of the counters.
+func (d *Dispatcher) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.stats
+	s.Slots = make([]SlotStats, len(d.st.machines))
+	for i, m := range d.st.machines {
+		s.Slots[i] = m.stats
+	}
+	return s
+}
+
+// Slots returns the current plan's machines in rank order.
+func (d *Dispatcher) Slots() []Slot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := make([]Slot, len(d.st.machines))
+	for i, m := range d.st.machines {
+		s[i] = m.slot
+	}
+	return s
+}
+
+// IsDeadline reports whether err is (or wraps) ErrDeadline.
+func IsDeadline(err error) bool { return errors.Is(err, ErrDeadline) }

@@ -1,0 +1,79 @@
+// Package dispatcher batches one module's requests and dispatches the batches to the
+// machines of the module's plan (paper §III-B). The live gateway and the simulator
+// run the same code: the dispatcher owns no socket and no goroutine, it is driven by
+// a Clock it is given (RealClock live, a *VirtualClock in `piccolo simulate`) and
+// hands batches to a Sender (the backend client live, virtual backends in the
+// simulator).
+//
+// # Slots and groups
+//
+// A module's plan (api.ModulePlan) lists config groups in throughput-cost order.
+// Each group of m machines has ceil(m) slots (machines; len(Backends) when the plan
+// is placed); a fractional last machine gets its share of the group's rate. The
+// machines of one group share one batch stream.
+//
+// # Throughput-cost dispatch (TC, the default)
+//
+// This is the semantics the planner's latency model assumes:
+//   - A module has ONE open batch at a time, filled from the module's single arrival
+//     stream (requests and dummy arrivals).
+//   - The group that will receive the open batch is chosen when the batch opens, by
+//     smooth weighted round-robin over groups with weight = planned batch rate
+//     (group rate / batch size, batches/s), ties to the better throughput-cost rank
+//     (plan order). Each group's long-run share is thus its planned rate. The open
+//     batch's target size is that group's batch size.
+//   - A full batch goes to the group's next machine in rotation that has a free
+//     lane (a machine has `concurrency` lanes); with none free, to the machine whose
+//     lane frees first (estimated from the profiled duration), where it queues.
+//   - Deadline-aware flush: each item has a module deadline (arrival + module
+//     budget unless the caller sets one). The open batch is flushed early, partial,
+//     at the latest time at which sending it still meets its earliest deadline given
+//     the group's duration (deadline − duration), and not before.
+//   - An item whose deadline has already passed when it is submitted is refused
+//     (Submit returns ErrDeadline); one whose deadline passes before its batch is
+//     handed to the Sender completes with ErrDeadline. Neither is ever sent; both
+//     are counted in Stats.
+//
+// With constant arrivals at the planned rates, a batch for group i collects b_i
+// items from the whole module stream W, so its oldest item waits (b_i−1)/W ≤
+// (b_i−1)/w_i before the batch is sent and d_i more to run: within Theorem 1's
+// d_i + b_i/w_i (w_i = rate of group i and every later group).
+//
+// # Dummies (§III-D)
+//
+// The dispatcher injects dummy arrivals at the module's planned dummy rate,
+// constant spacing, into the open batch. They count toward filling a batch but are
+// not items: a Batch carries only their number (Batch.Dummies) and the Sender pads
+// with them. Nothing of a dummy is ever returned to a client. A batch with no real
+// item is not sent (its dummies are counted as dropped).
+//
+// # Round-robin (RR, the baseline)
+//
+// Per item, smooth weighted round-robin over machines (weight = the machine's
+// planned rate); each machine batches its own items to its batch size with the same
+// deadline-aware flush. This is the dispatch of Nexus, InferLine and Clipper, whose
+// worst case the paper puts at 2d (Fig. 3, bottom).
+//
+// # Plan swap
+//
+// SetPlan replaces the slots atomically with respect to Submit: items in open
+// batches and machine queues are re-submitted to the new slots in arrival order;
+// batches already sent finish on their old slots. Nothing is lost.
+//
+// # Concurrency and allocation
+//
+// Submit, SetPlan, Stats, Slots and Close may be called from any goroutine. One
+// mutex per module dispatcher guards its queues; it is never held while calling the
+// Sender or an item's Done. Sender.Send is called from whichever goroutine made a
+// batch ready: a Submit caller, a timer (deadline flush, dummy arrival) or a
+// Batch.Done caller. Batch.Done is called by the Sender, once, from any goroutine;
+// it frees the lane, starts the machine's next queued batch and completes the
+// items through their Done callbacks on that goroutine.
+//
+// Items are owned by the caller and pooled by it; batches are pooled by the
+// dispatcher; timers are created once and re-armed (Timer.Reset). In steady state
+// Submit and Batch.Done allocate nothing (see BenchmarkSubmit).
+//
+// Slots are immutable; a Batch and its items belong to the Sender from Send until
+// it calls Done.
+package dispatcher

@@ -1,0 +1,145 @@
+package dispatcher
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// Item is one request to one module. The caller owns it: it fills Arrival,
+// Deadline, Inputs, Tag and Done, calls Submit, and gets it back exactly once
+// through Done (unless Submit returned an error, in which case Done is not called
+// and the caller keeps the item). Between Submit and Done the dispatcher and the
+// Sender own it and the caller must not touch it. Items are meant to be pooled by
+// the caller (sync.Pool or a free list): the dispatcher never allocates one.
+type Item struct {
+	// Arrival is when the item reached the module; zero means "now" at Submit.
+	Arrival time.Time
+	// Deadline is when the item must be done; zero means Arrival + the module
+	// budget (no deadline when the plan gives no budget).
+	Deadline time.Time
+	// Inputs are the item's tensors (one row each); read by the Sender.
+	Inputs []api.Tensor
+	// Tag is the caller's own context (a pointer keeps Submit allocation-free).
+	Tag any
+	// Done is called exactly once with the finished item, from the goroutine that
+	// finished it: the Sender's (after a batch), a timer's (deadline passed while
+	// queued) or Close's caller. It must not block for long.
+	Done func(*Item)
+
+	// Set by the dispatcher before Done.
+
+	// Outputs are the item's output tensors as the Sender split them (nil in the
+	// simulator).
+	Outputs []api.Tensor
+	// Err is nil on success; ErrDeadline when the deadline passed before the item
+	// could be sent; ErrClosed after Close; otherwise the Sender's error.
+	Err error
+	// Sent is when the item's batch went to the Sender (zero if never sent);
+	// Finished when the item was completed. Queue time is Sent−Arrival, compute
+	// time Finished−Sent.
+	Sent, Finished time.Time
+	// Slot is the machine the item ran on (nil if never sent).
+	Slot *Slot
+}
+
+// Batch is what the dispatcher hands to a Sender: the real items of one batch, in
+// arrival order, plus the number of dummy items the Sender pads it with (dummies
+// carry no payload and nothing of theirs is ever returned). The Sender reads Slot,
+// Items and Dummies, runs the batch, and calls Done exactly once; after Done it must
+// not touch the batch or its items.
+type Batch struct {
+	// Slot is the machine that runs the batch.
+	Slot *Slot
+	// Items are the real items, in arrival order (never empty when sent).
+	Items []*Item
+	// Dummies is the number of dummy items in the batch (§III-D).
+	Dummies int
+	// Sent is when the dispatcher handed the batch to the Sender.
+	Sent time.Time
+
+	d       *Dispatcher
+	g       *group
+	m       *machine
+	target  int
+	minDL   time.Time // earliest deadline among Items (zero: none)
+	expired []*Item   // items found past their deadline at send time
+	link    *Batch    // intrusive list of batches to act on after unlocking
+}
+
+// Size returns the number of items in the batch, dummies included.
+func (b *Batch) Size() int { return len(b.Items) + b.Dummies }
+
+// Done completes the batch: outputs[i] are the outputs of Items[i] (or nil: no
+// outputs, as in the simulator), err the batch's error (applied to every item).
+// It is called exactly once by the Sender, from any goroutine, possibly from within
+// Send. It completes every item through its Done callback, frees the machine's lane
+// and starts the machine's next queued batch.
+func (b *Batch) Done(outputs [][]api.Tensor, err error) {
+	d := b.d
+	now := d.clock.Now()
+	if err == nil && outputs != nil && len(outputs) != len(b.Items) {
+		err = fmt.Errorf("module %q slot %s: sender returned outputs for %d items, batch has %d: %w",
+			d.module, b.Slot, len(outputs), len(b.Items), ErrSender)
+	}
+	for i, it := range b.Items {
+		it.Err = err
+		if err == nil && outputs != nil {
+			it.Outputs = outputs[i]
+		}
+		it.Sent = b.Sent
+		it.Finished = now
+		it.Slot = b.Slot
+	}
+	n := uint64(len(b.Items))
+	var out outList
+	d.mu.Lock()
+	m := b.m
+	m.busy--
+	m.stats.Busy += now.Sub(b.Sent)
+	d.stats.Completed += n
+	if err != nil {
+		d.stats.Failed += n
+	}
+	for m.busy < m.slot.Concurrency && m.pending.len() > 0 {
+		d.startLocked(m.pending.pop(), now, &out)
+	}
+	d.mu.Unlock()
+	d.flush(&out)
+	for _, it := range b.Items {
+		it.Done(it)
+	}
+	d.mu.Lock()
+	d.recycleLocked(b)
+	d.mu.Unlock()
+}
+
+// batchFIFO is a ring of batches waiting for a free lane on one machine.
+type batchFIFO struct {
+	buf  []*Batch
+	head int
+	n    int
+}
+
+func (q *batchFIFO) len() int { return q.n }
+
+func (q *batchFIFO) push(b *Batch) {
+	if q.n == len(q.buf) {
+		nb := make([]*Batch, 2*len(q.buf)+4)
+		for i := 0; i < q.n; i++ {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = b
+	q.n++
+}
+
+func (q *batchFIFO) pop() *Batch {
+	b := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	return b
+}
