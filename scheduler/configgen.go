@@ -47,12 +47,8 @@ func generateConfigs(cands []Candidate, T, L float64, p genParams) (moduleResult
 		return moduleResult{}, 0, true
 	}
 	if p.grouped {
-		for _, c := range cands {
-			if p.model.WCL(c, T) <= L+latencyEps {
-				return finish([]group{{c: c, machines: T / (p.util * c.Throughput), rate: T}}, 0, p.model), 0, true
-			}
-		}
-		return moduleResult{}, T, false
+		r, ok := bestSingleGroup(cands, T, L, p, false)
+		return r, T, ok
 	}
 	var groups []group
 	used := map[Candidate]bool{}

@@ -9,6 +9,14 @@ import (
 // rate, the dummy generator of §III-D. A dummy rate is kept only if the total cost,
 // dummy machines included, strictly drops. Reports false when nothing fits.
 func planModule(cands []Candidate, T, L float64, p genParams, dummy bool) (moduleResult, bool) {
+	if p.grouped || !p.model.RateDependent() {
+		if T <= rateEps {
+			return moduleResult{}, true
+		}
+		if p.grouped {
+			return bestSingleGroup(cands, T, L, p, dummy)
+		}
+	}
 	base, failedAt, ok := generateConfigs(cands, T, L, p)
 	if !dummy || !p.model.RateDependent() || T <= rateEps {
 		return base, ok
@@ -28,12 +36,6 @@ func planModule(cands []Candidate, T, L float64, p genParams, dummy bool) (modul
 		}
 	}
 	switch {
-	case p.grouped:
-		// One group carries the whole stream: a config c whose batches collect too
-		// slowly at T becomes feasible once the stream reaches Need(c, L).
-		for _, c := range cands {
-			try(p.model.Need(c, L) - T)
-		}
 	case ok:
 		// Theorem 2: config c_i should process its own leftover workload
 		// u_i = Σ_{j>i} n_j t_j; dum_i = b_i/(L − d_i) − u_i (§III-D).
@@ -50,6 +52,35 @@ func planModule(cands []Candidate, T, L float64, p genParams, dummy bool) (modul
 		for _, c := range cands {
 			try(p.model.Need(c, L) - failedAt)
 		}
+	}
+	return best, found
+}
+
+// bestSingleGroup is Algorithm 1 and the dummy generator in closed form for the
+// grouped reading of Theorem 1, where one group carries the module's whole stream:
+// the cheapest config c whose WCL at the stream rate fits L, the stream being T, or,
+// with dummies, Need(c, L) when that is more (§III-D: a config whose batches
+// collect too slowly at T becomes feasible once dummies raise the stream). Ties go
+// to no dummy, then to throughput-cost order. It is also the exhaustive optimum of
+// that form: a later group's stream is a subset of the first's, so moving its load
+// to the first group never raises WCL or cost.
+func bestSingleGroup(cands []Candidate, T, L float64, p genParams, dummy bool) (moduleResult, bool) {
+	var best moduleResult
+	found := false
+	for _, c := range cands {
+		need := p.model.Need(c, L)
+		rate := T
+		if need > T+rateEps {
+			if !dummy || !p.model.RateDependent() || math.IsInf(need, 1) {
+				continue
+			}
+			rate = need
+		}
+		cost := c.Price * rate / (p.util * c.Throughput)
+		if found && cost >= best.cost-1e-12 {
+			continue
+		}
+		best, found = finish([]group{{c: c, machines: rate / (p.util * c.Throughput), rate: rate}}, rate-T, p.model), true
 	}
 	return best, found
 }

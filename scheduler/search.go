@@ -168,23 +168,9 @@ func optimalModule(cands []Candidate, T, L float64, pol policy) (moduleResult, b
 	}
 	p := pol.gen
 	if p.grouped || !p.model.RateDependent() {
-		var best moduleResult
-		found := false
-		for _, c := range cands {
-			need := p.model.Need(c, L)
-			rate := T
-			if need > T {
-				if !pol.dummy || !p.model.RateDependent() || math.IsInf(need, 1) {
-					continue
-				}
-				rate = need
-			}
-			r := finish([]group{{c: c, machines: rate / (p.util * c.Throughput), rate: rate}}, rate-T, p.model)
-			if !found || r.cost < best.cost-1e-12 {
-				best, found = r, true
-			}
-		}
-		return best, found
+		// For a rate-independent model a fractional group of the best feasible
+		// config costs what full machines plus one partial machine cost.
+		return bestSingleGroup(cands, T, L, p, pol.dummy)
 	}
 	s := fillSearch{cands: cands, L: L, p: p, dummy: pol.dummy, best: math.Inf(1)}
 	s.run(T, 0, 0, nil, 0)

@@ -95,11 +95,13 @@ func splitLatency(g *graph, mods []moduleInput, slo float64, model Model, util f
 		return evenSplit(g, slo)
 	}
 	for {
+		// Changing one module's WCL changes only the paths through it, so a move is
+		// feasible iff the longest path through the module still fits.
+		_, through := g.longest(w)
 		bestM, bestK := -1, -1
 		var bestScore, bestSave, bestDL float64
 		for i := range mods {
 			prev := pts[i][cur[i]]
-			old := w[i]
 			for k, p := range pts[i] {
 				save := prev.cost - p.cost
 				if k == cur[i] || save <= 1e-12 {
@@ -124,10 +126,7 @@ func splitLatency(g *graph, mods []moduleInput, slo float64, model Model, util f
 				}
 				// Line 13, checking the candidate move (the published line checks
 				// the previous best, which would accept infeasible moves).
-				w[i] = p.wcl
-				total, _ := g.longest(w)
-				w[i] = old
-				if total > slo+latencyEps {
+				if through[i]-w[i]+p.wcl > slo+latencyEps {
 					continue
 				}
 				bestM, bestK, bestScore, bestSave, bestDL = i, k, score, save, dl

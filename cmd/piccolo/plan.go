@@ -1,19 +1,112 @@
 package main
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
-// newPlanCmd is a placeholder until its issue lands.
 func newPlanCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "plan",
-		Short:  "(plan: not built yet)",
-		Hidden: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("plan is not built yet")
+	var (
+		files  []string
+		opts   scheduler.Options
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "plan -c FILE...",
+		Short: "Plan sessions at minimum cost within their SLOs and print the plan",
+		Long: `plan reads the config files (hardware, profiles, sessions), plans every session
+with the chosen policy and prints the plan: a table by default, the plan JSON of
+DESIGN.md with -o json. A session that cannot meet its SLO is reported on stderr
+with the fastest latency it could reach; the others are still planned, and the
+command exits 1.
+
+Policies: piccolo (default: TC dispatch with one batch stream per config group,
+headroom 0.8), paper (Piccolo as published), nexus, scrooge, inferline, clipper
+(the paper's baselines, Table III) and optimal (brute force under --reference's
+latency model).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o %q: allowed: table, json", output)
+			}
+			if len(files) == 0 {
+				return fmt.Errorf("no config given: pass -c FILE (repeatable)")
+			}
+			cfg, err := api.Load(files...)
+			if err != nil {
+				return err
+			}
+			plan, planErr := scheduler.Plan(cfg, opts)
+			if plan == nil {
+				return planErr
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(plan); err != nil {
+					return err
+				}
+			} else {
+				writePlanTable(cmd.OutOrStdout(), plan)
+			}
+			return planErr
 		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&files, "config", "c", nil, "config file (repeatable; files are merged)")
+	f.StringVar(&opts.Policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
+	f.BoolVar(&opts.NoDummy, "no-dummy", false, "disable the dummy generator (§III-D)")
+	f.BoolVar(&opts.NoReassign, "no-reassign", false, "do not reassign the remaining latency budget (§III-C)")
+	f.BoolVar(&opts.ReassignOnce, "reassign-once", false, "reassign the remaining budget to one module only (Picc-1re)")
+	f.IntVar(&opts.MaxConfigs, "max-configs", 0, "at most N distinct configs per module (0: the policy's own bound)")
+	f.Float64Var(&opts.MaxUtilization, "max-utilization", 0, "size machines to run at most this share of their throughput, in (0,1] (0: policy default, 0.8 for piccolo, 1 otherwise)")
+	f.StringVar(&opts.Model, "model", "", "override the latency model: tc-exact, tc-theorem1, rr-2d, local")
+	f.StringVar(&opts.Split, "split", "", "override the latency split: lc, throughput, cost, even, quantized")
+	f.DurationVar(&opts.Quantum, "quantum", 0, "step of a quantized split (default 10ms)")
+	f.BoolVar(&opts.NoBatching, "no-batching", false, "plan with batch size 1 only")
+	f.BoolVar(&opts.NoMultiplexing, "no-multiplexing", false, "plan with concurrency 1 only")
+	f.BoolVar(&opts.SingleHardware, "single-hardware", false, "plan each session on the one hardware type that is cheapest")
+	f.StringVar(&opts.Hardware, "hardware", "", "plan on this hardware type only")
+	f.StringVar(&opts.Reference, "reference", "", "for --policy optimal: the policy whose latency model the brute force uses (default piccolo)")
+	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+// writePlanTable prints a plan for people: one block per session, a row per config group.
+func writePlanTable(w io.Writer, p *api.Plan) {
+	fmt.Fprintf(w, "policy %s, latency model %s, max utilization %.2f: total cost %.4g (planned in %.3gms)\n",
+		p.Policy, p.LatencyModel, p.MaxUtilization, p.TotalCost, p.RuntimeMs)
+	for _, s := range p.Sessions {
+		fmt.Fprintln(w)
+		if s.Error != "" {
+			fmt.Fprintf(w, "session %s: SLO %gms: NOT PLANNED: %s\n", s.Name, s.SLOMs, s.Error)
+			continue
+		}
+		fmt.Fprintf(w, "session %s: SLO %gms, latency %.1fms, cost %.4g\n", s.Name, s.SLOMs, s.LatencyMs, s.Cost)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  MODULE\tRATE\tDUMMY\tBUDGET\tWCL\tCOST\tGROUP\tMACHINES\tGROUP RATE\tGROUP WCL")
+		for _, m := range s.Modules {
+			for k, g := range m.Configs {
+				group := fmt.Sprintf("%s b%d c%d %.4gms", g.Hardware, g.Batch, g.Concurrency, g.DurationMs)
+				if k == 0 {
+					fmt.Fprintf(tw, "  %s\t%.4g\t%.4g\t%.1fms\t%.1fms\t%.4g\t%s\t%.4g\t%.4g\t%.1fms\n",
+						m.Name, m.Rate, m.DummyRate, m.BudgetMs, m.WCLMs, m.Cost, group, g.Machines, g.Rate, g.WCLMs)
+				} else {
+					fmt.Fprintf(tw, "  \t\t\t\t\t\t%s\t%.4g\t%.4g\t%.1fms\n", group, g.Machines, g.Rate, g.WCLMs)
+				}
+			}
+			if len(m.Configs) == 0 {
+				fmt.Fprintf(tw, "  %s\t%.4g\t%.4g\t%.1fms\t%.1fms\t%.4g\t(idle)\t\t\t\n", m.Name, m.Rate, m.DummyRate, m.BudgetMs, m.WCLMs, m.Cost)
+			}
+		}
+		tw.Flush()
 	}
 }
