@@ -1,0 +1,27 @@
+// Package backends is both ends of the gateway → backend hop: the backend worker
+// server (`piccolo backend`) and the gateway-side client. Both speak the KServe v2
+// gRPC protocol of api/inference, so either end may be replaced by Triton.
+//
+// Server side. A Server serves GRPCInferenceService over one Executor (the sim
+// executor in backends/sim; ONNX and proxy executors later). Models start
+// unloaded: ModelReady is false and ModelInfer answers FAILED_PRECONDITION until
+// RepositoryModelLoad loads the model with parameters "batch" (max batch, items)
+// and "concurrency" (lanes), each an int64_param or a decimal string_param.
+// ModelInfer checks every input (datatype, shape, raw size, dimension 0 equal
+// across inputs, batch ≤ the loaded max batch) and answers INVALID_ARGUMENT naming
+// the tensor; it reads the loaded-model table from an immutable snapshot (no lock)
+// and logs nothing per request. An executor panic becomes INTERNAL.
+//
+// Client side. A Client holds one pooled *grpc.ClientConn per backend address
+// (Pool), with keepalive and 256 MiB message limits. Client.Infer takes a batch as
+// items, each item's inputs with dimension 0 = its rows (1 for one request),
+// stacks every input on dimension 0 into one ModelInfer with raw_input_contents,
+// checks the response and splits every output back per item. Errors wrap the
+// sentinels of errors.go (ErrBackendUnavailable, ErrBackendBadResponse, ...) or
+// ctx's error; deadlines come from ctx.
+//
+// Concurrency: Server and Client methods are safe for concurrent use from any
+// goroutine. Executor.Load is called by one goroutine at a time; Model.Run by many.
+// Tensors passed in are read, not kept; tensors returned belong to the caller and
+// may alias one response buffer.
+package backends

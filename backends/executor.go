@@ -1,0 +1,61 @@
+package backends
+
+import (
+	"context"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// Executor runs models on one kind of hardware: the sim executor sleeps the
+// profiled durations, others run real runtimes or forward to another server.
+// The Server calls Load and Models from its load/unload path (serialized: one call
+// at a time); what Load returns is then used from many goroutines at once.
+type Executor interface {
+	// Models lists the models this executor can load, sorted by name.
+	Models() []string
+	// Load prepares model to run batches of up to batch items on concurrency
+	// lanes (instances sharing the device). Zero batch or concurrency asks for the
+	// executor's default (the sim: its largest profiled entry). Errors wrap
+	// ErrUnknownModel, or ErrInvalidInput naming the value that is not allowed.
+	Load(model string, batch, concurrency int) (Model, error)
+}
+
+// Model is one loaded model. Run is called concurrently by any number of
+// goroutines; Close is called once, after the model is unloaded or replaced,
+// possibly while Runs are still in flight (they must finish normally).
+type Model interface {
+	// Info describes the model; it is immutable.
+	Info() ModelInfo
+	// Run runs one batch of n ≥ 1 items. Every input has dimension 0 equal to n
+	// and has passed validation against Info (datatype, sizes, batch ≤ MaxBatch).
+	// Outputs have dimension 0 equal to n, and row i of every output belongs to
+	// row i of the inputs. Run returns ctx's error if ctx ends first. Input Data
+	// may alias the request buffer: Run must not keep it after returning.
+	Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error)
+	// Close releases the model's resources.
+	Close() error
+}
+
+// ModelInfo describes a loaded model: what ModelMetadata reports and what the
+// server validates requests against.
+type ModelInfo struct {
+	Name     string
+	Platform string // e.g. "piccolo_sim"
+	// MaxBatch is the largest batch (items, dimension 0) one ModelInfer may carry.
+	MaxBatch int
+	// Concurrency is the number of lanes: batches that run at once.
+	Concurrency int
+	// Inputs and Outputs have -1 for a variable dimension; dimension 0 is the batch.
+	Inputs  []TensorSpec
+	Outputs []TensorSpec
+	// AnyInputs lets a request carry inputs not named in Inputs (any datatype and
+	// shape, still checked for consistency). Named inputs are always checked.
+	AnyInputs bool
+}
+
+// TensorSpec is the name, datatype and shape of a model input or output.
+type TensorSpec struct {
+	Name     string
+	Datatype string
+	Shape    []int64 // -1: any size
+}

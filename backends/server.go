@@ -1,0 +1,518 @@
+package backends
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/api/inference"
+)
+
+// MaxMessageBytes is the default limit of one gRPC message, both ways, for the
+// server and the client: a stacked batch of images is far above gRPC's 4 MiB.
+const MaxMessageBytes = 256 << 20
+
+// Load parameters accepted by RepositoryModelLoad, as int64_param or as a
+// decimal string_param.
+const (
+	ParamBatch       = "batch"       // max batch size, items (dimension 0)
+	ParamConcurrency = "concurrency" // lanes: batches running at once
+)
+
+// ServerOptions configure a Server. The zero value is usable.
+type ServerOptions struct {
+	Name    string      // ServerMetadata name; default "piccolo"
+	Version string      // ServerMetadata version; default "dev"
+	Logger  *zap.Logger // load, unload and panics; never per request. Default: no logs.
+}
+
+// Server serves the KServe v2 GRPCInferenceService over one Executor.
+//
+// ModelInfer reads the table of loaded models from an immutable snapshot, without
+// a lock; RepositoryModelLoad and RepositoryModelUnload are serialized by a mutex
+// and publish a new snapshot. Bad requests get INVALID_ARGUMENT naming the tensor;
+// a panicking executor gets INTERNAL, and the server goes on.
+type Server struct {
+	inference.UnimplementedGRPCInferenceServiceServer
+
+	exec    Executor
+	name    string
+	version string
+	log     *zap.Logger
+
+	mu       sync.Mutex                       // serializes load and unload
+	models   atomic.Pointer[map[string]Model] // snapshot; replaced, never mutated
+	draining atomic.Bool
+	panics   atomic.Int64
+}
+
+var _ inference.GRPCInferenceServiceServer = (*Server)(nil)
+
+// NewServer returns a Server running models on exec, with no model loaded.
+func NewServer(exec Executor, opts ServerOptions) (*Server, error) {
+	if exec == nil {
+		return nil, fmt.Errorf("backends: NewServer: executor is nil")
+	}
+	s := &Server{exec: exec, name: opts.Name, version: opts.Version, log: opts.Logger}
+	if s.name == "" {
+		s.name = "piccolo"
+	}
+	if s.version == "" {
+		s.version = "dev"
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	empty := map[string]Model{}
+	s.models.Store(&empty)
+	return s, nil
+}
+
+// NewGRPCServer returns a grpc.Server with s registered, message limits of
+// MaxMessageBytes and a keepalive policy that accepts the Client's pings.
+// Extra options are appended.
+func NewGRPCServer(s *Server, extra ...grpc.ServerOption) *grpc.Server {
+	opts := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}, extra...)
+	g := grpc.NewServer(opts...)
+	inference.RegisterGRPCInferenceServiceServer(g, s)
+	return g
+}
+
+// Load loads (or reloads with new settings) model with the given max batch and
+// concurrency; zero asks for the executor's default. It is what
+// RepositoryModelLoad does, callable in-process (e.g. to preload at start).
+func (s *Server) Load(model string, batch, concurrency int) (ModelInfo, error) {
+	if model == "" {
+		return ModelInfo{}, fmt.Errorf("%w: model name is empty", ErrInvalidInput)
+	}
+	if batch < 0 || concurrency < 0 {
+		return ModelInfo{}, fmt.Errorf("model %q: %w: batch %d and concurrency %d must be ≥ 1 (0: default)", model, ErrInvalidInput, batch, concurrency)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.exec.Load(model, batch, concurrency)
+	if err != nil {
+		return ModelInfo{}, fmt.Errorf("load model %q: %w", model, err)
+	}
+	old := *s.models.Load()
+	next := make(map[string]Model, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	prev := next[model]
+	next[model] = m
+	s.models.Store(&next)
+	if prev != nil {
+		_ = prev.Close()
+	}
+	info := m.Info()
+	s.log.Info("model loaded", zap.String("model", model), zap.Int("batch", info.MaxBatch), zap.Int("concurrency", info.Concurrency))
+	return info, nil
+}
+
+// Unload unloads model. Batches in flight finish. Unloading a model that the
+// executor knows but that is not loaded succeeds; an unknown one wraps
+// ErrUnknownModel.
+func (s *Server) Unload(model string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.models.Load()
+	m, ok := old[model]
+	if !ok {
+		if !s.knows(model) {
+			return fmt.Errorf("unload model %q: %w; this backend has: %s", model, ErrUnknownModel, strings.Join(s.exec.Models(), ", "))
+		}
+		return nil
+	}
+	next := make(map[string]Model, len(old))
+	for k, v := range old {
+		if k != model {
+			next[k] = v
+		}
+	}
+	s.models.Store(&next)
+	_ = m.Close()
+	s.log.Info("model unloaded", zap.String("model", model))
+	return nil
+}
+
+// Loaded returns the info of every loaded model.
+func (s *Server) Loaded() []ModelInfo {
+	m := *s.models.Load()
+	out := make([]ModelInfo, 0, len(m))
+	for _, v := range m {
+		out = append(out, v.Info())
+	}
+	return out
+}
+
+// Drain makes ServerReady answer false, so that balancers stop sending work
+// before the server stops. Requests still in flight or arriving are served.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Panics returns how many ModelInfer calls ended in a recovered executor panic.
+func (s *Server) Panics() int64 { return s.panics.Load() }
+
+func (s *Server) knows(model string) bool {
+	for _, m := range s.exec.Models() {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// lookup returns the loaded model, or an error saying why there is none.
+func (s *Server) lookup(model string) (Model, error) {
+	if m, ok := (*s.models.Load())[model]; ok {
+		return m, nil
+	}
+	if s.knows(model) {
+		return nil, fmt.Errorf("model %q: %w: load it with RepositoryModelLoad first", model, ErrModelNotLoaded)
+	}
+	return nil, fmt.Errorf("model %q: %w on this backend; it can load: %s", model, ErrUnknownModel, strings.Join(s.exec.Models(), ", "))
+}
+
+// ServerLive answers true while the process serves.
+func (s *Server) ServerLive(context.Context, *inference.ServerLiveRequest) (*inference.ServerLiveResponse, error) {
+	return &inference.ServerLiveResponse{Live: true}, nil
+}
+
+// ServerReady answers true until Drain.
+func (s *Server) ServerReady(context.Context, *inference.ServerReadyRequest) (*inference.ServerReadyResponse, error) {
+	return &inference.ServerReadyResponse{Ready: !s.draining.Load()}, nil
+}
+
+// ModelReady answers true when the model is loaded; false (not an error) when it
+// is not, loadable or not.
+func (s *Server) ModelReady(_ context.Context, req *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {
+	_, ok := (*s.models.Load())[req.GetName()]
+	return &inference.ModelReadyResponse{Ready: ok}, nil
+}
+
+// ServerMetadata reports the server's name, version and the model_repository extension.
+func (s *Server) ServerMetadata(context.Context, *inference.ServerMetadataRequest) (*inference.ServerMetadataResponse, error) {
+	return &inference.ServerMetadataResponse{Name: s.name, Version: s.version, Extensions: []string{"model_repository"}}, nil
+}
+
+// ModelMetadata reports a loaded model's inputs and outputs; NOT_FOUND or
+// FAILED_PRECONDITION when it is unknown or not loaded.
+func (s *Server) ModelMetadata(_ context.Context, req *inference.ModelMetadataRequest) (*inference.ModelMetadataResponse, error) {
+	m, err := s.lookup(req.GetName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	info := m.Info()
+	return &inference.ModelMetadataResponse{
+		Name:     info.Name,
+		Versions: []string{"1"},
+		Platform: info.Platform,
+		Inputs:   specsToProto(info.Inputs),
+		Outputs:  specsToProto(info.Outputs),
+	}, nil
+}
+
+func specsToProto(specs []TensorSpec) []*inference.ModelMetadataResponse_TensorMetadata {
+	out := make([]*inference.ModelMetadataResponse_TensorMetadata, len(specs))
+	for i, t := range specs {
+		out[i] = &inference.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
+	}
+	return out
+}
+
+// RepositoryIndex lists every model the executor can load, READY or UNAVAILABLE.
+func (s *Server) RepositoryIndex(_ context.Context, req *inference.RepositoryIndexRequest) (*inference.RepositoryIndexResponse, error) {
+	loaded := *s.models.Load()
+	resp := &inference.RepositoryIndexResponse{}
+	for _, name := range s.exec.Models() {
+		e := &inference.RepositoryIndexResponse_ModelIndex{Name: name, Version: "1", State: "UNAVAILABLE", Reason: "unloaded"}
+		if _, ok := loaded[name]; ok {
+			e.State, e.Reason = "READY", ""
+		} else if req.GetReady() {
+			continue
+		}
+		resp.Models = append(resp.Models, e)
+	}
+	return resp, nil
+}
+
+// RepositoryModelLoad loads or reloads a model. Parameters: "batch" and
+// "concurrency", each an int64_param or a decimal string_param, both optional
+// (default: the executor's, for the sim its largest profiled entry). Any other
+// parameter is rejected with INVALID_ARGUMENT.
+func (s *Server) RepositoryModelLoad(_ context.Context, req *inference.RepositoryModelLoadRequest) (*inference.RepositoryModelLoadResponse, error) {
+	var batch, concurrency int
+	for key, p := range req.GetParameters() {
+		var dst *int
+		switch key {
+		case ParamBatch:
+			dst = &batch
+		case ParamConcurrency:
+			dst = &concurrency
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "model %q: load parameter %q is not supported; allowed: %s, %s", req.GetModelName(), key, ParamBatch, ParamConcurrency)
+		}
+		v, err := intParam(p)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "model %q: load parameter %q: %v", req.GetModelName(), key, err)
+		}
+		*dst = v
+	}
+	if _, err := s.Load(req.GetModelName(), batch, concurrency); err != nil {
+		return nil, toStatus(err)
+	}
+	return &inference.RepositoryModelLoadResponse{}, nil
+}
+
+// intParam reads a positive int from an int64_param or a decimal string_param.
+func intParam(p *inference.ModelRepositoryParameter) (int, error) {
+	var v int64
+	switch c := p.GetParameterChoice().(type) {
+	case *inference.ModelRepositoryParameter_Int64Param:
+		v = c.Int64Param
+	case *inference.ModelRepositoryParameter_StringParam:
+		n, err := strconv.ParseInt(strings.TrimSpace(c.StringParam), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a whole number", c.StringParam)
+		}
+		v = n
+	default:
+		return 0, fmt.Errorf("want an int64_param or a decimal string_param")
+	}
+	if v < 1 || v > math.MaxInt32 {
+		return 0, fmt.Errorf("%d is out of range; want 1 to %d", v, math.MaxInt32)
+	}
+	return int(v), nil
+}
+
+// RepositoryModelUnload unloads a model; NOT_FOUND when the backend does not know it.
+func (s *Server) RepositoryModelUnload(_ context.Context, req *inference.RepositoryModelUnloadRequest) (*inference.RepositoryModelUnloadResponse, error) {
+	if len(req.GetParameters()) > 0 {
+		for key := range req.GetParameters() {
+			return nil, status.Errorf(codes.InvalidArgument, "model %q: unload parameter %q is not supported; none are", req.GetModelName(), key)
+		}
+	}
+	if err := s.Unload(req.GetModelName()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &inference.RepositoryModelUnloadResponse{}, nil
+}
+
+// ModelInfer validates the request against the loaded model, runs one batch and
+// answers with raw_output_contents. Codes: NOT_FOUND (unknown model),
+// FAILED_PRECONDITION (not loaded), INVALID_ARGUMENT (bad tensor or batch larger
+// than the loaded max batch, naming the tensor), DEADLINE_EXCEEDED/CANCELLED,
+// INTERNAL (executor failure or panic).
+func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (resp *inference.ModelInferResponse, err error) {
+	m, err := s.lookup(req.GetModelName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	info := m.Info()
+	inputs, n, err := requestInputs(&info, req)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("model %q: %w: %v", info.Name, ErrInvalidInput, err))
+	}
+	if err := checkRequestedOutputs(&info, req.GetOutputs()); err != nil {
+		return nil, toStatus(fmt.Errorf("model %q: %w: %v", info.Name, ErrInvalidInput, err))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.panics.Add(1)
+			resp, err = nil, status.Errorf(codes.Internal, "model %q: executor panicked: %v", info.Name, r)
+		}
+	}()
+	outputs, err := m.Run(ctx, inputs, n)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("model %q: batch of %d: %w", info.Name, n, err))
+	}
+	return inferResponse(req, &info, outputs, n)
+}
+
+// requestInputs turns the request's inputs into tensors (Data aliasing the
+// request) and checks them against info; it returns the batch size n.
+func requestInputs(info *ModelInfo, req *inference.ModelInferRequest) ([]api.Tensor, int, error) {
+	in := req.GetInputs()
+	raw := req.GetRawInputContents()
+	if len(in) == 0 {
+		return nil, 0, fmt.Errorf("request has no inputs")
+	}
+	if len(raw) != 0 && len(raw) != len(in) {
+		return nil, 0, fmt.Errorf("request has %d inputs but %d raw_input_contents; want one per input, in order", len(in), len(raw))
+	}
+	tensors := make([]api.Tensor, len(in))
+	n := int64(-1)
+	for i, t := range in {
+		name := t.GetName()
+		if name == "" {
+			return nil, 0, fmt.Errorf("input %d has no name", i)
+		}
+		for _, prev := range in[:i] {
+			if prev.GetName() == name {
+				return nil, 0, fmt.Errorf("input %q appears twice", name)
+			}
+		}
+		tensors[i] = api.Tensor{Name: name, Datatype: t.GetDatatype(), Shape: t.GetShape()}
+		switch {
+		case len(raw) != 0:
+			if t.GetContents() != nil {
+				return nil, 0, fmt.Errorf("input %q has both contents and raw_input_contents; send one", name)
+			}
+			tensors[i].Data = raw[i]
+		case t.GetContents() != nil:
+			data, err := contentsToRaw(t.GetDatatype(), t.GetContents())
+			if err != nil {
+				return nil, 0, fmt.Errorf("input %q: %v", name, err)
+			}
+			tensors[i].Data = data
+		}
+		if err := tensors[i].Validate(); err != nil {
+			return nil, 0, err
+		}
+		if len(t.GetShape()) == 0 {
+			return nil, 0, fmt.Errorf("input %q is a scalar; want dimension 0 to be the batch", name)
+		}
+		if n < 0 {
+			n = t.GetShape()[0]
+		} else if t.GetShape()[0] != n {
+			return nil, 0, fmt.Errorf("input %q has %d items in dimension 0, input %q has %d; all inputs must agree", name, t.GetShape()[0], in[0].GetName(), n)
+		}
+		if err := checkSpec(info, &tensors[i]); err != nil {
+			return nil, 0, err
+		}
+	}
+	if !info.AnyInputs && len(in) != len(info.Inputs) {
+		for _, spec := range info.Inputs {
+			if !hasInput(in, spec.Name) {
+				return nil, 0, fmt.Errorf("input %q is missing", spec.Name)
+			}
+		}
+	}
+	if n < 1 {
+		return nil, 0, fmt.Errorf("batch of %d items; want at least 1 in dimension 0", n)
+	}
+	if n > int64(info.MaxBatch) {
+		return nil, 0, fmt.Errorf("batch of %d items exceeds the loaded max batch %d", n, info.MaxBatch)
+	}
+	return tensors, int(n), nil
+}
+
+func hasInput(in []*inference.ModelInferRequest_InferInputTensor, name string) bool {
+	for _, t := range in {
+		if t.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSpec checks t against the model's declared input of the same name.
+func checkSpec(info *ModelInfo, t *api.Tensor) error {
+	for _, spec := range info.Inputs {
+		if spec.Name != t.Name {
+			continue
+		}
+		if spec.Datatype != t.Datatype {
+			return fmt.Errorf("input %q: datatype %s; the model wants %s", t.Name, t.Datatype, spec.Datatype)
+		}
+		if len(spec.Shape) != len(t.Shape) {
+			return fmt.Errorf("input %q: shape %v has %d dimensions; the model wants %v", t.Name, t.Shape, len(t.Shape), spec.Shape)
+		}
+		for d := 1; d < len(spec.Shape); d++ {
+			if spec.Shape[d] >= 0 && spec.Shape[d] != t.Shape[d] {
+				return fmt.Errorf("input %q: shape %v; the model wants %v (-1: any)", t.Name, t.Shape, spec.Shape)
+			}
+		}
+		return nil
+	}
+	if info.AnyInputs {
+		return nil
+	}
+	names := make([]string, len(info.Inputs))
+	for i, spec := range info.Inputs {
+		names[i] = spec.Name
+	}
+	return fmt.Errorf("input %q is not an input of the model; its inputs: %s", t.Name, strings.Join(names, ", "))
+}
+
+func checkRequestedOutputs(info *ModelInfo, want []*inference.ModelInferRequest_InferRequestedOutputTensor) error {
+	for _, w := range want {
+		found := false
+		for _, o := range info.Outputs {
+			if o.Name == w.GetName() {
+				found = true
+				break
+			}
+		}
+		if !found {
+			names := make([]string, len(info.Outputs))
+			for i, o := range info.Outputs {
+				names[i] = o.Name
+			}
+			return fmt.Errorf("requested output %q is not an output of the model; its outputs: %s", w.GetName(), strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
+// inferResponse builds the response from the executor's outputs, keeping only
+// the requested ones (all when none is named), after checking them: an executor
+// that breaks its contract gets INTERNAL, not a malformed response.
+func inferResponse(req *inference.ModelInferRequest, info *ModelInfo, outputs []api.Tensor, n int) (*inference.ModelInferResponse, error) {
+	want := req.GetOutputs()
+	resp := &inference.ModelInferResponse{ModelName: info.Name, ModelVersion: "1", Id: req.GetId()}
+	count := len(outputs)
+	if len(want) > 0 {
+		count = len(want)
+	}
+	resp.Outputs = make([]*inference.ModelInferResponse_InferOutputTensor, 0, count)
+	resp.RawOutputContents = make([][]byte, 0, count)
+	add := func(t *api.Tensor) error {
+		if err := t.Validate(); err != nil {
+			return status.Errorf(codes.Internal, "model %q: executor output: %v", info.Name, err)
+		}
+		if len(t.Shape) == 0 || t.Shape[0] != int64(n) {
+			return status.Errorf(codes.Internal, "model %q: executor output %q has shape %v; want %d items in dimension 0", info.Name, t.Name, t.Shape, n)
+		}
+		resp.Outputs = append(resp.Outputs, &inference.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape})
+		resp.RawOutputContents = append(resp.RawOutputContents, t.Data)
+		return nil
+	}
+	if len(want) == 0 {
+		for i := range outputs {
+			if err := add(&outputs[i]); err != nil {
+				return nil, err
+			}
+		}
+		return resp, nil
+	}
+	for _, w := range want {
+		i := 0
+		for i < len(outputs) && outputs[i].Name != w.GetName() {
+			i++
+		}
+		if i == len(outputs) {
+			return nil, status.Errorf(codes.Internal, "model %q: executor did not produce output %q", info.Name, w.GetName())
+		}
+		if err := add(&outputs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}

@@ -1,0 +1,19 @@
+// Package sim is the `sim` executor of `piccolo backend`: it emulates one
+// hardware type from the profiles in the config, so a whole cluster of GPUs can
+// be served on a laptop with the timing the planner assumes.
+//
+// A model is loaded with a max batch b and a concurrency c (RepositoryModelLoad
+// parameters "batch" and "concurrency"; default: the largest profiled entry).
+// A batch of n ≤ b items then takes the profiled duration of the smallest
+// profiled batch ≥ n at concurrency c, times an optional seeded jitter
+// factor in [1-J, 1+J]. At most c batches of a model run at once (c lanes);
+// further batches wait for a lane in FIFO order.
+//
+// Tensors: a sim model declares input0 FP32 [-1, -1] and accepts any other
+// inputs too (an upstream module's outputs pass straight through). It answers
+// output0 FP32 [n, 1] whose row i is Checksum of row i of every input, so a test
+// can tell that item i's output came from item i's input. (Declaring other
+// outputs per module is left for later.)
+//
+// Sim is immutable after New; loaded models are safe for concurrent Run.
+package sim

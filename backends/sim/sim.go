@@ -1,0 +1,325 @@
+package sim
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+)
+
+// Platform is what ModelMetadata reports as the platform of a sim model.
+const Platform = "piccolo_sim"
+
+// Default tensor names of a sim model.
+const (
+	InputName  = "input0"  // declared FP32 [-1, -1]; other inputs are accepted too
+	OutputName = "output0" // FP32 [n, 1]: row i is the checksum of input row i
+)
+
+// Options configure a Sim. The zero value is usable: no jitter.
+type Options struct {
+	// Jitter multiplies every batch duration by a factor drawn uniformly from
+	// [1-Jitter, 1+Jitter]; 0 ≤ Jitter < 1.
+	Jitter float64
+	// Seed seeds the jitter: the same seed gives the same factors in the same
+	// order of batches.
+	Seed uint64
+}
+
+// Sim emulates one hardware type from its profiles: a batch of n items takes the
+// profiled duration of the smallest profiled batch ≥ n at the loaded
+// concurrency, on one of `concurrency` lanes. Sim is immutable after New and safe
+// for concurrent use.
+type Sim struct {
+	hardware string
+	profiles map[string][]api.ProfileEntry // model -> entries on this hardware
+	models   []string                      // sorted
+	opts     Options
+}
+
+var _ backends.Executor = (*Sim)(nil)
+
+// New returns a Sim of hardware built from the profiles of that hardware (others
+// are ignored). It errors when no profile is for hardware, when an entry has a
+// batch, concurrency or duration that is not positive, or when Jitter is outside
+// [0, 1).
+func New(hardware string, profiles []api.Profile, opts Options) (*Sim, error) {
+	if hardware == "" {
+		return nil, fmt.Errorf("sim: hardware type is empty")
+	}
+	if opts.Jitter < 0 || opts.Jitter >= 1 || math.IsNaN(opts.Jitter) {
+		return nil, fmt.Errorf("sim: jitter %v is out of range; want 0 ≤ jitter < 1", opts.Jitter)
+	}
+	s := &Sim{hardware: hardware, profiles: map[string][]api.ProfileEntry{}, opts: opts}
+	var others []string
+	for _, p := range profiles {
+		if p.Hardware != hardware {
+			others = append(others, p.Hardware)
+			continue
+		}
+		for _, e := range p.Entries {
+			if e.Batch < 1 || e.Concurrency < 0 || e.Duration <= 0 {
+				return nil, fmt.Errorf("sim: %s: profile of %q on %q: entry batch %d, concurrency %d, duration %v: want batch ≥ 1, concurrency ≥ 1 (0 means 1) and duration > 0",
+					e.Source, p.Model, hardware, e.Batch, e.Concurrency, e.Duration.D())
+			}
+		}
+		s.profiles[p.Model] = append(s.profiles[p.Model], p.Entries...)
+	}
+	if len(s.profiles) == 0 {
+		if len(others) == 0 {
+			return nil, fmt.Errorf("sim: no profiles for hardware %q: the config has no profiles", hardware)
+		}
+		return nil, fmt.Errorf("sim: no profiles for hardware %q; the config profiles: %s", hardware, strings.Join(uniq(others), ", "))
+	}
+	for m := range s.profiles {
+		s.models = append(s.models, m)
+	}
+	sort.Strings(s.models)
+	return s, nil
+}
+
+func uniq(xs []string) []string {
+	sort.Strings(xs)
+	out := xs[:0]
+	for i, x := range xs {
+		if i == 0 || x != xs[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Hardware returns the emulated hardware type.
+func (s *Sim) Hardware() string { return s.hardware }
+
+// Models lists the models profiled on this hardware, sorted.
+func (s *Sim) Models() []string { return s.models }
+
+// Default returns the batch and concurrency a model is loaded with when none is
+// asked: those of its largest profiled entry (largest batch, then largest
+// concurrency), so that every profiled batch size fits.
+func (s *Sim) Default(model string) (batch, concurrency int, err error) {
+	entries, ok := s.profiles[model]
+	if !ok {
+		return 0, 0, fmt.Errorf("%w: %q has no profile on %s; profiled: %s", backends.ErrUnknownModel, model, s.hardware, strings.Join(s.models, ", "))
+	}
+	var best api.ProfileEntry
+	for _, e := range entries {
+		if e.Batch > best.Batch || (e.Batch == best.Batch && lanes(e.Concurrency) > lanes(best.Concurrency)) {
+			best = e
+		}
+	}
+	return best.Batch, lanes(best.Concurrency), nil
+}
+
+func lanes(c int) int {
+	if c == 0 {
+		return 1
+	}
+	return c
+}
+
+// Load prepares model with a max batch and a concurrency (0: Default). The
+// profile must have entries at that concurrency, one of them with batch ≥ the
+// max batch; otherwise the error wraps backends.ErrInvalidInput and lists what is
+// profiled.
+func (s *Sim) Load(model string, batch, concurrency int) (backends.Model, error) {
+	entries, ok := s.profiles[model]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q has no profile on %s; profiled: %s", backends.ErrUnknownModel, model, s.hardware, strings.Join(s.models, ", "))
+	}
+	if batch == 0 || concurrency == 0 {
+		b, c, _ := s.Default(model)
+		if concurrency == 0 {
+			concurrency = c
+		}
+		if batch == 0 {
+			batch = largestBatch(entries, concurrency)
+			if concurrency == c {
+				batch = b
+			}
+		}
+	}
+	// at[c] lists the entries of concurrency c sorted by batch.
+	var at []api.ProfileEntry
+	concs := map[int]bool{}
+	for _, e := range entries {
+		concs[lanes(e.Concurrency)] = true
+		if lanes(e.Concurrency) == concurrency {
+			at = append(at, e)
+		}
+	}
+	if len(at) == 0 {
+		return nil, fmt.Errorf("%w: %q on %s is not profiled at concurrency %d; profiled concurrencies: %v", backends.ErrInvalidInput, model, s.hardware, concurrency, sortedKeys(concs))
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i].Batch < at[j].Batch })
+	if max := at[len(at)-1].Batch; batch > max {
+		return nil, fmt.Errorf("%w: %q on %s at concurrency %d is profiled up to batch %d; batch %d has no duration", backends.ErrInvalidInput, model, s.hardware, concurrency, max, batch)
+	}
+	// durations[n] for n = 1..batch: the smallest profiled batch ≥ n. Duplicate
+	// batches keep the first after sorting (any is a measurement of it).
+	durations := make([]time.Duration, batch+1)
+	k := 0
+	for n := 1; n <= batch; n++ {
+		for at[k].Batch < n {
+			k++
+		}
+		durations[n] = at[k].Duration.D()
+	}
+	m := &simModel{
+		info: backends.ModelInfo{
+			Name: model, Platform: Platform, MaxBatch: batch, Concurrency: concurrency,
+			Inputs:    []backends.TensorSpec{{Name: InputName, Datatype: "FP32", Shape: []int64{-1, -1}}},
+			Outputs:   []backends.TensorSpec{{Name: OutputName, Datatype: "FP32", Shape: []int64{-1, 1}}},
+			AnyInputs: true,
+		},
+		durations: durations,
+		lanes:     make(chan struct{}, concurrency),
+		jitter:    s.opts.Jitter,
+		seed:      s.opts.Seed ^ fnv64(model),
+	}
+	return m, nil
+}
+
+func largestBatch(entries []api.ProfileEntry, concurrency int) int {
+	b := 0
+	for _, e := range entries {
+		if lanes(e.Concurrency) == concurrency && e.Batch > b {
+			b = e.Batch
+		}
+	}
+	return b
+}
+
+func sortedKeys(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// simModel is one loaded model: a table of durations by batch size and a lane
+// semaphore. Batches waiting for a lane queue in FIFO order (a Go channel's
+// blocked senders are served in order).
+type simModel struct {
+	info      backends.ModelInfo
+	durations []time.Duration // index: batch size n
+	lanes     chan struct{}
+	jitter    float64
+	seed      uint64
+	batches   atomic.Uint64 // jitter draw counter
+}
+
+var _ backends.Model = (*simModel)(nil)
+
+func (m *simModel) Info() backends.ModelInfo { return m.info }
+
+func (m *simModel) Close() error { return nil }
+
+// Duration returns how long a batch of n items runs, before jitter.
+func (m *simModel) Duration(n int) time.Duration { return m.durations[n] }
+
+// Run computes the outputs, waits for a lane, then holds it for the profiled
+// duration of n items (times the jitter factor) or until ctx ends.
+func (m *simModel) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error) {
+	if n < 1 || n >= len(m.durations) {
+		return nil, fmt.Errorf("%w: batch of %d items; the loaded max batch is %d", backends.ErrInvalidInput, n, m.info.MaxBatch)
+	}
+	out := api.Tensor{Name: OutputName, Datatype: "FP32", Shape: []int64{int64(n), 1}, Data: make([]byte, 4*n)}
+	if err := checksums(inputs, n, out.Data); err != nil {
+		return nil, fmt.Errorf("%w: %v", backends.ErrInvalidInput, err)
+	}
+	d := m.durations[n]
+	if m.jitter > 0 {
+		u := float64(splitmix64(m.seed+m.batches.Add(1)*0x9e3779b97f4a7c15)>>11) / (1 << 53)
+		d = time.Duration(float64(d) * (1 + m.jitter*(2*u-1)))
+	}
+	select {
+	case m.lanes <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-m.lanes }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return []api.Tensor{out}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// checksums writes into dst (4n bytes, FP32 little-endian) the checksum of every
+// input row: row i of every input, in input order, hashed together.
+func checksums(inputs []api.Tensor, n int, dst []byte) error {
+	offsets := make([][]int, len(inputs))
+	for j := range inputs {
+		var err error
+		if offsets[j], err = backends.RowOffsets(&inputs[j], nil); err != nil {
+			return err
+		}
+		if len(offsets[j]) != n+1 {
+			return fmt.Errorf("input %q has %d rows; want %d", inputs[j].Name, len(offsets[j])-1, n)
+		}
+	}
+	for i := 0; i < n; i++ {
+		h := uint32(fnvOffset)
+		for j := range inputs {
+			h = fnvAdd(h, inputs[j].Data[offsets[j][i]:offsets[j][i+1]])
+		}
+		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(fold(h)))
+	}
+	return nil
+}
+
+const (
+	fnvOffset = 2166136261
+	fnvPrime  = 16777619
+)
+
+func fnvAdd(h uint32, b []byte) uint32 {
+	for _, c := range b {
+		h ^= uint32(c)
+		h *= fnvPrime
+	}
+	return h
+}
+
+// fold keeps 24 bits of h, which a float32 holds exactly.
+func fold(h uint32) float32 { return float32((h ^ h>>24) & 0xffffff) }
+
+// Checksum returns what a sim model outputs in output0 for one input row, given
+// that row's bytes of every input in request order (for an item of one row: each
+// input's Data). FNV-1a over the bytes, folded to 24 bits, as a float32. Tests
+// use it to check that item i's output came from item i's input.
+func Checksum(rows ...[]byte) float32 {
+	h := uint32(fnvOffset)
+	for _, r := range rows {
+		h = fnvAdd(h, r)
+	}
+	return fold(h)
+}
