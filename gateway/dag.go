@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// BranchOutput is the name of the output tensor by which a module chooses which of
+// its children run (paper §III-A: a DAG whose edges carry only part of the rate).
+// Its elements are INT32 or INT64 indexes into the module's children (in the order
+// the session lists its modules) or BYTES naming children; every element chooses one
+// child, and children not chosen are skipped. A module without this output runs all
+// its children. The branch tensor is consumed: children do not receive it. A sink
+// module's "branch" output is an ordinary output.
+const BranchOutput = "branch"
+
+// maxChildren bounds a module's children so a branch choice fits a bit set.
+const maxChildren = 64
+
+// dag is a session compiled for execution: modules indexed in the order the session
+// lists them, with parents, children and precomputed response parameter keys.
+// Immutable once built.
+type dag struct {
+	name    string
+	slo     time.Duration
+	mods    []node
+	order   []int // topological
+	sources []int
+	sinks   []int
+	session api.Session
+}
+
+// node is one module of a dag.
+type node struct {
+	name     string
+	parents  []int
+	children []int
+	// fanout: the module has exactly one parent and a higher rate than it, so each
+	// parent output element (dim 0) becomes one item of this module (see doc.go).
+	fanout                        bool
+	queueKey, computeKey, totalKy string
+}
+
+// compile validates s as a DAG and indexes it. Errors name the session, the module
+// and what is allowed.
+func compile(s api.Session) (*dag, error) {
+	if s.Name == "" {
+		return nil, fmt.Errorf("%s: session without a name", s.Source)
+	}
+	if len(s.Modules) == 0 {
+		return nil, fmt.Errorf("%s: session %q has no modules", s.Source, s.Name)
+	}
+	if s.SLO < 0 {
+		return nil, fmt.Errorf("%s: session %q: SLO %v is negative", s.Source, s.Name, s.SLO.D())
+	}
+	d := &dag{name: s.Name, slo: s.SLO.D(), mods: make([]node, len(s.Modules)), session: s}
+	index := make(map[string]int, len(s.Modules))
+	for i, m := range s.Modules {
+		if m.Name == "" {
+			return nil, fmt.Errorf("%s: session %q: module %d has no name", m.Source, s.Name, i)
+		}
+		if _, dup := index[m.Name]; dup {
+			return nil, fmt.Errorf("%s: session %q: module %q is listed twice", m.Source, s.Name, m.Name)
+		}
+		index[m.Name] = i
+		d.mods[i] = node{
+			name:       m.Name,
+			queueKey:   "piccolo." + m.Name + ".queue_ms",
+			computeKey: "piccolo." + m.Name + ".compute_ms",
+			totalKy:    "piccolo." + m.Name + ".total_ms",
+		}
+	}
+	for i, m := range s.Modules {
+		for _, p := range m.After {
+			j, ok := index[p]
+			if !ok {
+				return nil, fmt.Errorf("%s: session %q: module %q runs after %q, which is not a module of the session (modules: %s)",
+					m.Source, s.Name, m.Name, p, strings.Join(moduleNames(s), ", "))
+			}
+			if j == i {
+				return nil, fmt.Errorf("%s: session %q: module %q runs after itself", m.Source, s.Name, m.Name)
+			}
+			d.mods[i].parents = append(d.mods[i].parents, j)
+			d.mods[j].children = append(d.mods[j].children, i)
+		}
+	}
+	for i := range d.mods {
+		n := &d.mods[i]
+		sort.Ints(n.children)
+		if len(n.children) > maxChildren {
+			return nil, fmt.Errorf("session %q: module %q has %d children; at most %d are allowed", s.Name, n.name, len(n.children), maxChildren)
+		}
+		if len(n.parents) == 0 {
+			d.sources = append(d.sources, i)
+		}
+		if len(n.children) == 0 {
+			d.sinks = append(d.sinks, i)
+		}
+		if len(n.parents) == 1 {
+			pr := s.Modules[n.parents[0]].Rate
+			n.fanout = pr > 0 && s.Modules[i].Rate > pr
+		}
+	}
+	// Kahn's algorithm: the topological order, and a cycle check.
+	indeg := make([]int, len(d.mods))
+	for i := range d.mods {
+		indeg[i] = len(d.mods[i].parents)
+	}
+	queue := append([]int(nil), d.sources...)
+	for len(queue) > 0 {
+		m := queue[0]
+		queue = queue[1:]
+		d.order = append(d.order, m)
+		for _, c := range d.mods[m].children {
+			if indeg[c]--; indeg[c] == 0 {
+				queue = append(queue, c)
+			}
+		}
+	}
+	if len(d.order) != len(d.mods) {
+		var cyc []string
+		for i, n := range indeg {
+			if n > 0 {
+				cyc = append(cyc, d.mods[i].name)
+			}
+		}
+		return nil, fmt.Errorf("%s: session %q: modules %s form a cycle; `after` must describe a DAG", s.Source, s.Name, strings.Join(cyc, ", "))
+	}
+	return d, nil
+}
+
+func moduleNames(s api.Session) []string {
+	out := make([]string, len(s.Modules))
+	for i, m := range s.Modules {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// estimate returns the longest path through the DAG when every module takes what
+// the runner estimates (0: unknown, counted as nothing).
+func (d *dag) estimate(r ModuleRunner) time.Duration {
+	var buf [16]time.Duration
+	finish := buf[:0]
+	if len(d.mods) > len(buf) {
+		finish = make([]time.Duration, len(d.mods))
+	} else {
+		finish = buf[:len(d.mods)]
+	}
+	var longest time.Duration
+	for _, m := range d.order {
+		var start time.Duration
+		for _, p := range d.mods[m].parents {
+			start = max(start, finish[p])
+		}
+		finish[m] = start + r.Estimate(d.name, d.mods[m].name)
+		longest = max(longest, finish[m])
+	}
+	return longest
+}

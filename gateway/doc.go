@@ -1,0 +1,57 @@
+// Package gateway is Piccolo's client-facing side: the KServe v2 (Open Inference
+// Protocol) HTTP and gRPC servers, the DAG executor that runs a session's modules,
+// and admission control. A session is exposed as a model, as a Triton ensemble is.
+//
+// # Request path
+//
+// A request arrives on the HTTP server (fasthttp; one goroutine per connection) or
+// the gRPC server (one goroutine per call). It is decoded (DecodeInferRequest for
+// JSON; raw_input_contents or typed contents for gRPC) into []api.Tensor and handed
+// to Executor.Infer on that goroutine, which blocks until the response is ready:
+//
+//  1. look up the session (ErrUnknownSession);
+//  2. admission: the deadline is arrival + the session's SLO (or the client's own
+//     deadline if earlier); when the longest path through the DAG, with every module
+//     costing what ModuleRunner.Estimate says (queue wait + batch duration), ends
+//     after the deadline, the request is rejected at once with ErrOverloaded
+//     instead of being queued to miss it;
+//  3. run the DAG: each module starts when all its parents have resolved, by
+//     calling ModuleRunner.Run, which returns at once and calls back from the
+//     runner's goroutine; children of one module run concurrently;
+//  4. answer with the sink modules' outputs and, as response parameters,
+//     "piccolo.<module>.queue_ms", ".compute_ms", ".total_ms" and "piccolo.e2e_ms".
+//
+// Errors are values wrapping one sentinel (ErrBadInput, ErrUnknownSession,
+// ErrTooLarge, ErrOverloaded, ErrDeadline, ErrUnavailable, ErrBackend), mapped once,
+// at the edge, by HTTPStatus and GRPCCode.
+//
+// # DAG semantics
+//
+//   - Sources (modules without `after`) get the request's inputs.
+//   - A module with one parent that ran gets that parent's outputs; with several,
+//     the concatenation of their outputs in `after` order. A tensor name output by
+//     two parents is kept from the first and renamed "<parent>.<name>" from later
+//     ones (the same rule names the response's outputs when two sinks collide).
+//   - Branch: a module with children that outputs a tensor named "branch"
+//     (BranchOutput; INT32/INT64 child indexes in session order, or BYTES child
+//     names) runs only the chosen children. A module runs when every parent has
+//     resolved and at least one parent that ran chose it; otherwise it is skipped,
+//     and a skip propagates the same way, so A→{B|C}→D runs D after whichever of B
+//     and C ran. Skipped sinks contribute no outputs.
+//   - Fan-out: a module with exactly one parent and a higher configured rate than
+//     that parent (more items than requests: e.g. one recognition per detected box)
+//     receives one item per element of dimension 0 of the parent's outputs (all of
+//     which must agree on dimension 0), each shaped [1, rest...]; the items run
+//     concurrently and their outputs are joined back on dimension 0 in item order
+//     before its children or the response see them. Zero elements: the module is
+//     skipped.
+//   - The first failure of any module fails the request once, with the module's
+//     name; the request's context is then cancelled and later results ignored.
+//
+// # Concurrency
+//
+// Executor's session table is an immutable snapshot swapped atomically by
+// SetSessions. A request's run state is private to it; hand-overs between runner
+// goroutines go through atomics. Tensors passed to Run belong to the runner from
+// then on; the executor never writes to them.
+package gateway
