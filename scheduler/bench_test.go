@@ -56,3 +56,31 @@ func BenchmarkPlanPiccolo5Modules(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkPlan100Modules(b *testing.B) {
+	spec := DefaultWorkloadSpec
+	spec.MinModules, spec.MaxModules = 100, 100
+	ws := GenerateWorkloads(100, 4, spec)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := Plan(ws[i%len(ws)], Options{}); err != nil && !isInfeasible(err) {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestPlan100Modules checks that a 100-module DAG plans and passes its check; its
+// speed is measured by BenchmarkPlan100Modules.
+func TestPlan100Modules(t *testing.T) {
+	spec := DefaultWorkloadSpec
+	spec.MinModules, spec.MaxModules = 100, 100
+	for _, cfg := range GenerateWorkloads(100, 2, spec) {
+		p, err := Plan(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(cfg, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,9 +1,10 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/piccolo-serving/piccolo/api"
 )
@@ -176,12 +177,11 @@ func candidates(cfg *api.Config, model string, f filter) ([]Candidate, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("model %q has no usable profile entry%s", model, f.describe())
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		ri, rj := out[i].Ratio(), out[j].Ratio()
-		if ri != rj {
-			return ri > rj
+	slices.SortStableFunc(out, func(a, b Candidate) int {
+		if c := cmp.Compare(b.Ratio(), a.Ratio()); c != 0 {
+			return c
 		}
-		return out[i].Duration < out[j].Duration
+		return cmp.Compare(a.Duration, b.Duration)
 	})
 	return out, nil
 }

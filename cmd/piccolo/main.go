@@ -27,6 +27,7 @@ func newRootCmd() *cobra.Command {
 		newLoadgenCmd(),
 		newProfileCmd(),
 		newDemoCmd(),
+		newBenchCmd(),
 		newVersionCmd(),
 	)
 	return root
