@@ -1,6 +1,7 @@
 package api
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,10 +12,12 @@ import (
 var ErrCycle = errors.New("modules form a cycle")
 
 // The helpers below read a session's DAG from the modules' After lists each time
-// they are called: they precompute nothing that could go stale and are O(n²) in the
-// number of modules, which is small. An After name that is not a module of the
-// session is ignored (Load rejects it); a repeated name counts once. Module
-// indices are positions in Session.Modules.
+// they are called: they precompute nothing that could go stale. Parents and
+// Children are O(n·k) for n modules of k After names each; TopoOrder, Sources and
+// Sinks are O((n+e)·log n). An After name that is not a module of the session is
+// ignored (Load rejects it); a repeated name counts once; when two modules share
+// a name (Load rejects that too) the first one is meant. Module indices are
+// positions in Session.Modules.
 
 // ModuleIndex returns the index of the module called name, or -1.
 func (s *Session) ModuleIndex(name string) int {
@@ -50,10 +53,17 @@ func (s *Session) Children(i int) []int {
 	if i < 0 || i >= len(s.Modules) {
 		return nil
 	}
+	name := s.Modules[i].Name
+	if s.ModuleIndex(name) != i {
+		return nil // a later duplicate name: After names mean the first
+	}
 	var out []int
 	for j := range s.Modules {
-		if containsInt(s.Parents(j), i) {
-			out = append(out, j)
+		for _, a := range s.Modules[j].After {
+			if a == name {
+				out = append(out, j)
+				break
+			}
 		}
 	}
 	return out
@@ -62,9 +72,10 @@ func (s *Session) Children(i int) []int {
 // Sources returns the indices of the modules with no parents (they take the
 // session's input), in ascending order.
 func (s *Session) Sources() []int {
+	parents, _ := s.graph()
 	var out []int
-	for i := range s.Modules {
-		if len(s.Parents(i)) == 0 {
+	for i, ps := range parents {
+		if len(ps) == 0 {
 			out = append(out, i)
 		}
 	}
@@ -74,9 +85,10 @@ func (s *Session) Sources() []int {
 // Sinks returns the indices of the modules with no children (their outputs are
 // the session's outputs), in ascending order.
 func (s *Session) Sinks() []int {
+	_, children := s.graph()
 	var out []int
-	for i := range s.Modules {
-		if len(s.Children(i)) == 0 {
+	for i, cs := range children {
+		if len(cs) == 0 {
 			out = append(out, i)
 		}
 	}
@@ -88,37 +100,72 @@ func (s *Session) Sinks() []int {
 // deterministic. If the After lists form a cycle it returns an error wrapping
 // ErrCycle that names the cycle, e.g. `session "s": modules form a cycle: a -> b -> a`.
 func (s *Session) TopoOrder() ([]int, error) {
-	n := len(s.Modules)
-	parents := make([][]int, n)
-	for i := range parents {
-		parents[i] = s.Parents(i)
+	parents, children := s.graph()
+	n := len(parents)
+	waiting := make([]int, n) // parents not yet ordered
+	ready := &intHeap{}
+	for i, ps := range parents {
+		waiting[i] = len(ps)
+		if waiting[i] == 0 {
+			heap.Push(ready, i)
+		}
 	}
-	done := make([]bool, n)
 	order := make([]int, 0, n)
-	for len(order) < n {
-		next := -1
-		for i := 0; i < n && next < 0; i++ {
-			if done[i] {
-				continue
-			}
-			ready := true
-			for _, p := range parents[i] {
-				if !done[p] {
-					ready = false
-					break
-				}
-			}
-			if ready {
-				next = i
+	for ready.Len() > 0 {
+		i := heap.Pop(ready).(int)
+		order = append(order, i)
+		for _, c := range children[i] {
+			if waiting[c]--; waiting[c] == 0 {
+				heap.Push(ready, c)
 			}
 		}
-		if next < 0 {
-			return nil, fmt.Errorf("session %q: %w: %s", s.Name, ErrCycle, strings.Join(s.cycle(), " -> "))
-		}
-		done[next] = true
-		order = append(order, next)
+	}
+	if len(order) < n {
+		return nil, fmt.Errorf("session %q: %w: %s", s.Name, ErrCycle, strings.Join(s.cycle(), " -> "))
 	}
 	return order, nil
+}
+
+// graph returns the parents (in After order) and children (ascending) of every
+// module, built in O(n+e) with a map local to the call.
+func (s *Session) graph() (parents, children [][]int) {
+	n := len(s.Modules)
+	index := make(map[string]int, n)
+	for i := range s.Modules {
+		if _, dup := index[s.Modules[i].Name]; !dup {
+			index[s.Modules[i].Name] = i
+		}
+	}
+	parents = make([][]int, n)
+	children = make([][]int, n)
+	var seen map[int]bool // for long After lists, where a linear check would be quadratic
+	for j := range s.Modules {
+		after := s.Modules[j].After
+		if len(after) > 16 {
+			seen = make(map[int]bool, len(after))
+		}
+		for _, name := range after {
+			p, ok := index[name]
+			if !ok {
+				continue
+			}
+			if len(after) > 16 {
+				if seen[p] {
+					continue
+				}
+				seen[p] = true
+			} else if containsInt(parents[j], p) {
+				continue
+			}
+			parents[j] = append(parents[j], p)
+		}
+	}
+	for j, ps := range parents {
+		for _, p := range ps {
+			children[p] = append(children[p], j)
+		}
+	}
+	return parents, children
 }
 
 // cycle returns the module names along one cycle of the DAG in data-flow order,
@@ -129,54 +176,47 @@ func (s *Session) cycle() []string {
 		onStack
 		finished
 	)
-	n := len(s.Modules)
-	children := make([][]int, n)
-	for j := 0; j < n; j++ {
-		for _, p := range s.Parents(j) {
-			children[p] = append(children[p], j)
-		}
-	}
+	_, children := s.graph()
+	n := len(children)
 	state := make([]int, n)
-	var stack []int
-	var found []int
-	var visit func(i int) bool
-	visit = func(i int) bool {
-		state[i] = onStack
-		stack = append(stack, i)
-		for _, c := range children[i] {
+	type frame struct{ node, next int } // next: index into children[node]
+	for root := 0; root < n; root++ {
+		if state[root] != unseen {
+			continue
+		}
+		stack := []frame{{root, 0}}
+		state[root] = onStack
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			if top.next == len(children[top.node]) {
+				state[top.node] = finished
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			c := children[top.node][top.next]
+			top.next++
 			switch state[c] {
-			case onStack:
-				for k, v := range stack {
-					if v == c {
-						found = append(append([]int(nil), stack[k:]...), c)
-						return true
-					}
-				}
 			case unseen:
-				if visit(c) {
-					return true
+				state[c] = onStack
+				stack = append(stack, frame{c, 0})
+			case onStack:
+				var names []string
+				for k := len(stack) - 1; k >= 0; k-- {
+					if stack[k].node == c {
+						for _, f := range stack[k:] {
+							names = append(names, s.Modules[f.node].Name)
+						}
+						return append(names, s.Modules[c].Name)
+					}
 				}
 			}
 		}
-		stack = stack[:len(stack)-1]
-		state[i] = finished
-		return false
 	}
-	for i := 0; i < n; i++ {
-		if state[i] == unseen && visit(i) {
-			break
-		}
-	}
-	if found == nil {
-		return nil
-	}
-	names := make([]string, len(found))
-	for k, i := range found {
-		names[k] = s.Modules[i].Name
-	}
-	return names
+	return nil
 }
 
+// containsInt reports whether x is in xs (linear: lists here are a module's
+// parents, few by nature, and a repeated After name is rejected by Load).
 func containsInt(xs []int, x int) bool {
 	for _, v := range xs {
 		if v == x {
@@ -184,4 +224,18 @@ func containsInt(xs []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// intHeap is a min-heap of module indices.
+type intHeap []int
+
+func (h intHeap) Len() int           { return len(h) }
+func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *intHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -138,7 +138,11 @@ func load(docs []NamedDoc, pre []*ConfigError) (*Config, error) {
 		p.file(d)
 	}
 	normalize(cfg)
-	if len(pre) == 0 {
+	switch {
+	case p.full:
+		p.errs = append(p.errs, &ConfigError{Msg: fmt.Sprintf("too many problems: only the first %d are shown", maxErrors)})
+	case len(pre) == 0 && !p.over:
+		// Validation would report references into unread files or cut-off content.
 		v := validator{c: cfg, fields: p.fields}
 		v.run()
 		p.errs = append(p.errs, v.errs...)
@@ -197,6 +201,7 @@ const (
 	maxNodes       = 1 << 20   // list items and fields visited per Load, aliases expanded
 	maxBatch       = 1_000_000 // profile batch size
 	maxConcurrency = 1_000_000 // profile concurrency
+	maxErrors      = 200       // problems reported per Load; the rest are summarised
 )
 
 // Allowed keys, in the order they are listed in errors.
@@ -246,11 +251,16 @@ type parser struct {
 	name   string // current file
 	budget int    // nodes left to visit
 	over   bool   // budget exhausted and reported
+	full   bool   // maxErrors reached
 
 	membershipAt Source
 }
 
 func (p *parser) errorf(line int, field, format string, args ...any) {
+	if len(p.errs) >= maxErrors {
+		p.full = true
+		return
+	}
 	p.errs = append(p.errs, &ConfigError{File: p.name, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -450,11 +460,17 @@ func itemName(kv pairs, name string) string {
 // validator stays quiet about it. k identifies the field, item is the item node.
 func (p *parser) field(kv pairs, item *yaml.Node, k fieldKey, path string, required bool, want string, dec func(*yaml.Node) error) {
 	fpath := path + "." + k.field
-	v := kv.get(k.field)
+	var key, v *yaml.Node
+	for _, f := range kv {
+		if f.name == k.field {
+			key, v = f.key, f.val
+			break
+		}
+	}
 	if v == nil || isNull(v) {
 		line := item.Line
-		if v != nil {
-			line = v.Line
+		if key != nil {
+			line = key.Line
 		}
 		if required {
 			p.errorf(line, fpath, "missing: want %s", want)
@@ -467,9 +483,10 @@ func (p *parser) field(kv pairs, item *yaml.Node, k fieldKey, path string, requi
 	if !p.spend(v.Line) {
 		return
 	}
-	info := fieldInfo{file: p.name, line: v.Line}
+	// The key's line: for a block list or mapping the value starts on the next one.
+	info := fieldInfo{file: p.name, line: key.Line}
 	if err := dec(v); err != nil {
-		p.errorf(v.Line, fpath, "%s", err.Error())
+		p.errorf(key.Line, fpath, "%s", err.Error())
 		info.bad = true
 	}
 	p.fields[k] = info
@@ -798,12 +815,19 @@ func editDistance(a, b string) int {
 // validSessionName matches what may appear as a model name in a URL path segment.
 var validSessionName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
-// validator checks a merged Config. fields, when set by the parser, gives the
-// line of each field and which fields were already reported as malformed.
+// validator checks a merged Config in time near-linear in its size. fields, when
+// set by the parser, gives the line of each field and which fields were already
+// reported as malformed.
 type validator struct {
 	c      *Config
 	fields map[fieldKey]fieldInfo
 	errs   []*ConfigError
+	full   bool // maxErrors reached
+
+	hw       map[string]bool          // defined hardware names
+	hwList   string                   // the same, for messages
+	fastest  map[string]time.Duration // smallest positive profiled duration of each profiled model (0: none)
+	profiled string                   // profiled model names, for messages
 }
 
 // fail reports a problem with field k of the item at src, path naming the field.
@@ -814,6 +838,10 @@ func (v *validator) fail(k fieldKey, src Source, path, format string, args ...an
 			return
 		}
 		file, line = f.file, f.line
+	}
+	if len(v.errs) >= maxErrors {
+		v.full = true
+		return
 	}
 	v.errs = append(v.errs, &ConfigError{File: file, Line: line, Field: path, Msg: fmt.Sprintf(format, args...)})
 }
@@ -826,12 +854,59 @@ func at(src Source, path string) string {
 	return src.String()
 }
 
+// nameList joins names for a message, showing at most 10.
+func nameList(names []string, none string) string {
+	const show = 10
+	switch {
+	case len(names) == 0:
+		return none
+	case len(names) > show:
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:show], ", "), len(names)-show)
+	}
+	return strings.Join(names, ", ")
+}
+
 func (v *validator) run() {
+	v.index()
 	v.hardware()
 	v.profiles()
 	v.sessions()
 	v.backends()
 	v.membership()
+	if v.full {
+		v.errs = append(v.errs, &ConfigError{Msg: fmt.Sprintf("too many problems: only the first %d are shown", maxErrors)})
+	}
+}
+
+// index builds the lookup tables the checks share.
+func (v *validator) index() {
+	v.hw = make(map[string]bool, len(v.c.Hardware))
+	var hw []string
+	for _, h := range v.c.Hardware {
+		if h.Name != "" && !v.hw[h.Name] {
+			v.hw[h.Name] = true
+			hw = append(hw, h.Name)
+		}
+	}
+	v.hwList = nameList(hw, "none: define it under hardware, such as {name: v100, price: 3.06}")
+	v.fastest = make(map[string]time.Duration, len(v.c.Profiles))
+	var models []string
+	for _, p := range v.c.Profiles {
+		if p.Model == "" {
+			continue
+		}
+		best, seen := v.fastest[p.Model]
+		if !seen {
+			models = append(models, p.Model)
+		}
+		for _, e := range p.Entries {
+			if d := e.Duration.D(); d > 0 && (best == 0 || d < best) {
+				best = d
+			}
+		}
+		v.fastest[p.Model] = best
+	}
+	v.profiled = nameList(models, "none")
 }
 
 func (v *validator) hardware() {
@@ -854,32 +929,19 @@ func (v *validator) hardware() {
 	}
 }
 
-// hardwareNames lists the defined hardware names for "known are ..." messages.
-func (v *validator) hardwareNames() string {
-	var names []string
-	for _, h := range v.c.Hardware {
-		if h.Name != "" && !containsString(names, h.Name) {
-			names = append(names, h.Name)
-		}
-	}
-	if len(names) == 0 {
-		return "none: define it under hardware, such as {name: v100, price: 3.06}"
-	}
-	return strings.Join(names, ", ")
-}
-
 func (v *validator) checkHardwareRef(k fieldKey, src Source, path, hw string) {
 	if hw == "" {
-		v.fail(k, src, path, "must not be empty: want a hardware type name; defined hardware: %s", v.hardwareNames())
+		v.fail(k, src, path, "must not be empty: want a hardware type name; defined hardware: %s", v.hwList)
 		return
 	}
-	if _, ok := v.c.HardwareByName(hw); !ok {
-		v.fail(k, src, path, "hardware %q is not defined; defined hardware: %s", hw, v.hardwareNames())
+	if !v.hw[hw] {
+		v.fail(k, src, path, "hardware %q is not defined; defined hardware: %s", hw, v.hwList)
 	}
 }
 
 func (v *validator) profiles() {
 	type pair struct{ model, hw string }
+	type bc struct{ b, c int }
 	seen := make(map[pair]int, len(v.c.Profiles))
 	for i, p := range v.c.Profiles {
 		path := profileLabel(p.Model, p.Hardware, i)
@@ -901,7 +963,6 @@ func (v *validator) profiles() {
 		if len(p.Entries) == 0 {
 			v.fail(k.with("entries"), p.Source, path+".entries", "must list at least one entry, such as {batch: 1, concurrency: 1, duration: 20ms}")
 		}
-		type bc struct{ b, c int }
 		entries := make(map[bc]int, len(p.Entries))
 		for j, e := range p.Entries {
 			epath := fmt.Sprintf("%s.entries[%d]", path, j)
@@ -924,20 +985,6 @@ func (v *validator) profiles() {
 			}
 		}
 	}
-}
-
-// profiledModels lists the models that have a profile, for "known are ..." messages.
-func (v *validator) profiledModels() string {
-	var names []string
-	for _, p := range v.c.Profiles {
-		if p.Model != "" && !containsString(names, p.Model) {
-			names = append(names, p.Model)
-		}
-	}
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
 }
 
 func (v *validator) sessions() {
@@ -975,7 +1022,7 @@ func (v *validator) sessions() {
 }
 
 // modules checks the modules of session s (index i); it reports whether the DAG
-// checks (cycles, fastest latency) make sense: no self-reference.
+// checks (cycles, fastest latency) make sense: no module runs after itself.
 func (v *validator) modules(s *Session, i int, spath string) bool {
 	dagOK := true
 	names := make(map[string]int, len(s.Modules))
@@ -995,29 +1042,32 @@ func (v *validator) modules(s *Session, i int, spath string) bool {
 		names[m.Name] = j
 		all = append(all, m.Name)
 	}
+	moduleList := nameList(all, "none")
 	for j, m := range s.Modules {
 		k := fieldKey{sec: secModule, i: i, j: j}
 		path := spath + "." + label(secModule, m.Name, j)
 		if m.Model == "" {
-			v.fail(k.with("model"), m.Source, path+".model", "must not be empty: want a model name; profiled models: %s", v.profiledModels())
-		} else if len(v.c.ProfilesOf(m.Model)) == 0 {
-			v.fail(k.with("model"), m.Source, path+".model", "model %q has no profile: add one under profiles (profiled models: %s)", m.Model, v.profiledModels())
+			v.fail(k.with("model"), m.Source, path+".model", "must not be empty: want a model name; profiled models: %s", v.profiled)
+		} else if _, ok := v.fastest[m.Model]; !ok {
+			v.fail(k.with("model"), m.Source, path+".model", "model %q has no profile: add one under profiles (profiled models: %s)", m.Model, v.profiled)
 		}
 		if !(m.Rate >= 0) || math.IsInf(m.Rate, 0) {
 			v.fail(k.with("rate"), m.Source, path+".rate", "must be a finite number ≥ 0 (req/s), got %v", m.Rate)
 		}
+		listed := make(map[string]bool, len(m.After))
 		for a, name := range m.After {
-			ak := k.with(fmt.Sprintf("after[%d]", a))
-			apath := fmt.Sprintf("%s.after[%d]", path, a)
+			ak := k.with("after[" + strconv.Itoa(a) + "]")
+			apath := path + ".after[" + strconv.Itoa(a) + "]"
 			switch {
 			case name == m.Name:
 				v.fail(ak, m.Source, apath, "module %s cannot run after itself", m.Name)
 				dagOK = false
 			case !known(names, name):
-				v.fail(ak, m.Source, apath, "%q is not a module of session %s; its modules are %s", name, s.Name, strings.Join(all, ", "))
-			case containsString(m.After[:a], name):
+				v.fail(ak, m.Source, apath, "%q is not a module of session %s; its modules are %s", name, s.Name, moduleList)
+			case listed[name]:
 				v.fail(ak, m.Source, apath, "%q is listed twice: name each module once", name)
 			}
+			listed[name] = true
 		}
 	}
 	return dagOK
@@ -1025,7 +1075,7 @@ func (v *validator) modules(s *Session, i int, spath string) bool {
 
 // dag checks that session s has no cycle and that its SLO is not below the
 // fastest possible latency: the longest DAG path of each module's smallest
-// profiled duration.
+// profiled duration (over all its entries on all hardware).
 func (v *validator) dag(s *Session, i int, spath string) {
 	k := fieldKey{sec: secSession, i: i, j: -1}
 	order, err := s.TopoOrder()
@@ -1036,33 +1086,25 @@ func (v *validator) dag(s *Session, i int, spath string) {
 	if s.SLO <= 0 {
 		return
 	}
-	n := len(s.Modules)
-	fastest := make([]time.Duration, n) // smallest profiled duration of each module
-	for j, m := range s.Modules {
-		fastest[j] = -1
-		for _, p := range v.c.ProfilesOf(m.Model) {
-			for _, e := range p.Entries {
-				if d := e.Duration.D(); d > 0 && (fastest[j] < 0 || d < fastest[j]) {
-					fastest[j] = d
-				}
-			}
-		}
-		if fastest[j] < 0 {
-			return // reported as a missing or broken profile
+	for _, m := range s.Modules {
+		if v.fastest[m.Model] <= 0 {
+			return // no usable profile: reported elsewhere
 		}
 	}
+	parents, _ := s.graph()
+	n := len(s.Modules)
 	finish := make([]time.Duration, n) // earliest finish of each module
-	pred := make([]int, n)
+	pred := make([]int, n)             // the parent that finishes last, -1 for none
 	end := -1
 	for _, j := range order {
 		pred[j] = -1
 		var start time.Duration
-		for _, q := range s.Parents(j) {
-			if finish[q] > start || pred[j] < 0 {
-				start, pred[j] = max(start, finish[q]), q
+		for _, q := range parents[j] {
+			if pred[j] < 0 || finish[q] > start {
+				start, pred[j] = finish[q], q
 			}
 		}
-		finish[j] = start + fastest[j]
+		finish[j] = start + v.fastest[s.Modules[j].Model]
 		if end < 0 || finish[j] > finish[end] {
 			end = j
 		}

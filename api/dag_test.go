@@ -1,0 +1,175 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// session builds a session from "name:after,after" specs.
+func session(specs ...string) *Session {
+	s := &Session{Name: "s"}
+	for _, spec := range specs {
+		var m Module
+		name, after, _ := strings.Cut(spec, ":")
+		m.Name = name
+		for after != "" {
+			var a string
+			a, after, _ = strings.Cut(after, ",")
+			m.After = append(m.After, a)
+		}
+		s.Modules = append(s.Modules, m)
+	}
+	return s
+}
+
+func TestDAGHelpers(t *testing.T) {
+	tests := []struct {
+		name     string
+		s        *Session
+		order    []int
+		parents  [][]int
+		children [][]int
+		sources  []int
+		sinks    []int
+	}{
+		{"single", session("a"), []int{0}, [][]int{nil}, [][]int{nil}, []int{0}, []int{0}},
+		{"chain listed backwards", session("c:b", "b:a", "a"),
+			[]int{2, 1, 0}, [][]int{{1}, {2}, nil}, [][]int{nil, {0}, {1}}, []int{2}, []int{0}},
+		{"diamond", session("detect", "car:detect", "plate:detect", "out:plate,car"),
+			[]int{0, 1, 2, 3}, [][]int{nil, {0}, {0}, {2, 1}}, [][]int{{1, 2}, {3}, {3}, nil}, []int{0}, []int{3}},
+		{"two sources, lowest index first", session("x:b", "b", "a"),
+			[]int{1, 0, 2}, [][]int{{1}, nil, nil}, [][]int{nil, {0}, nil}, []int{1, 2}, []int{0, 2}},
+		{"unknown and repeated after names", session("a", "b:a,a,zz"),
+			[]int{0, 1}, [][]int{nil, {0}}, [][]int{{1}, nil}, []int{0}, []int{1}},
+		{"empty", session(), []int{}, [][]int{}, [][]int{}, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			order, err := tc.s.TopoOrder()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.order, order); diff != "" {
+				t.Errorf("TopoOrder (-want +got):\n%s", diff)
+			}
+			for i := range tc.s.Modules {
+				if diff := cmp.Diff(tc.parents[i], tc.s.Parents(i)); diff != "" {
+					t.Errorf("Parents(%d) (-want +got):\n%s", i, diff)
+				}
+				if diff := cmp.Diff(tc.children[i], tc.s.Children(i)); diff != "" {
+					t.Errorf("Children(%d) (-want +got):\n%s", i, diff)
+				}
+			}
+			if diff := cmp.Diff(tc.sources, tc.s.Sources()); diff != "" {
+				t.Errorf("Sources (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.sinks, tc.s.Sinks()); diff != "" {
+				t.Errorf("Sinks (-want +got):\n%s", diff)
+			}
+			// Parents before children, each module once.
+			pos := make(map[int]int, len(order))
+			for k, i := range order {
+				pos[i] = k
+			}
+			if len(pos) != len(tc.s.Modules) {
+				t.Errorf("order %v does not hold each of %d modules once", order, len(tc.s.Modules))
+			}
+			for i := range tc.s.Modules {
+				for _, p := range tc.s.Parents(i) {
+					if pos[p] >= pos[i] {
+						t.Errorf("parent %d after child %d in %v", p, i, order)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDAGOutOfRange(t *testing.T) {
+	s := session("a", "b:a")
+	for _, i := range []int{-1, 2} {
+		if p := s.Parents(i); p != nil {
+			t.Errorf("Parents(%d) = %v, want nil", i, p)
+		}
+		if c := s.Children(i); c != nil {
+			t.Errorf("Children(%d) = %v, want nil", i, c)
+		}
+	}
+	if got := s.ModuleIndex("b"); got != 1 {
+		t.Errorf("ModuleIndex(b) = %d, want 1", got)
+	}
+	if got := s.ModuleIndex("zz"); got != -1 {
+		t.Errorf("ModuleIndex(zz) = %d, want -1", got)
+	}
+}
+
+func TestTopoOrderCycle(t *testing.T) {
+	tests := []struct {
+		name string
+		s    *Session
+		want string
+	}{
+		{"self", session("a:a"), `session "s": modules form a cycle: a -> a`},
+		{"two", session("a:b", "b:a"), `session "s": modules form a cycle: a -> b -> a`},
+		{"three behind a source", session("in", "a:in,c", "b:a", "c:b", "out:c"), `session "s": modules form a cycle: a -> b -> c -> a`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			order, err := tc.s.TopoOrder()
+			if err == nil {
+				t.Fatalf("TopoOrder = %v, want a cycle error", order)
+			}
+			if !errors.Is(err, ErrCycle) {
+				t.Errorf("error %v does not wrap ErrCycle", err)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error = %q, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestTopoOrderLarge checks that a long chain and a wide fan-in stay fast
+// (near-linear): a quadratic implementation would take minutes here.
+func TestTopoOrderLarge(t *testing.T) {
+	const n = 20000
+	s := &Session{Name: "big"}
+	for i := 0; i < n; i++ {
+		m := Module{Name: fmt.Sprint("m", i)}
+		if i > 0 {
+			m.After = []string{fmt.Sprint("m", i-1)}
+		}
+		s.Modules = append(s.Modules, m)
+	}
+	sink := Module{Name: "sink"}
+	for i := 0; i < n; i++ {
+		sink.After = append(sink.After, fmt.Sprint("m", i))
+	}
+	s.Modules = append(s.Modules, sink)
+	order, err := s.TopoOrder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != n+1 || order[0] != 0 || order[n] != n {
+		t.Errorf("order has %d modules, first %d, last %d", len(order), order[0], order[n])
+	}
+	// Close the chain into a cycle: the error must still come back.
+	s.Modules[0].After = []string{"sink"}
+	if _, err := s.TopoOrder(); !errors.Is(err, ErrCycle) {
+		t.Errorf("closed chain: err = %v, want ErrCycle", err)
+	}
+}
+
+func BenchmarkTopoOrder(b *testing.B) {
+	s := session("detect", "car:detect", "plate:detect", "face:detect", "ocr:plate", "out:car,ocr,face")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.TopoOrder(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
