@@ -53,11 +53,26 @@ type simBackend struct {
 
 func startSim(t testing.TB, opts sim.Options) *simBackend {
 	t.Helper()
+	return startSimConfig(t, testProfiles, "v100", opts)
+}
+
+// startSimProfile serves a sim of the first hardware type in profiles.
+func startSimProfile(t testing.TB, profiles string) *simBackend {
+	t.Helper()
 	var cfg api.Config
-	if err := yaml.Unmarshal([]byte(testProfiles), &cfg); err != nil {
+	if err := yaml.Unmarshal([]byte(profiles), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	exec, err := sim.New("v100", cfg.Profiles, opts)
+	return startSimConfig(t, profiles, cfg.Profiles[0].Hardware, sim.Options{})
+}
+
+func startSimConfig(t testing.TB, profiles, hardware string, opts sim.Options) *simBackend {
+	t.Helper()
+	var cfg api.Config
+	if err := yaml.Unmarshal([]byte(profiles), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	exec, err := sim.New(hardware, cfg.Profiles, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
