@@ -245,11 +245,7 @@ func (m *simModel) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.T
 	if err := checksums(inputs, n, out.Data); err != nil {
 		return nil, fmt.Errorf("%w: %v", backends.ErrInvalidInput, err)
 	}
-	d := m.durations[n]
-	if m.jitter > 0 {
-		u := float64(splitmix64(m.seed+m.batches.Add(1)*0x9e3779b97f4a7c15)>>11) / (1 << 53)
-		d = time.Duration(float64(d) * (1 + m.jitter*(2*u-1)))
-	}
+	d := m.jittered(n)
 	select {
 	case m.lanes <- struct{}{}:
 	case <-ctx.Done():
@@ -264,6 +260,17 @@ func (m *simModel) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.T
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// jittered returns the duration of a batch of n items times this batch's jitter
+// factor, drawn from [1-J, 1+J] by a seeded counter-based generator (lock-free).
+func (m *simModel) jittered(n int) time.Duration {
+	d := m.durations[n]
+	if m.jitter > 0 {
+		u := float64(splitmix64(m.seed+m.batches.Add(1)*0x9e3779b97f4a7c15)>>11) / (1 << 53)
+		d = time.Duration(float64(d) * (1 + m.jitter*(2*u-1)))
+	}
+	return d
 }
 
 func splitmix64(x uint64) uint64 {
