@@ -121,11 +121,8 @@ func resolve(o Options) (policy, error) {
 		return p, fmt.Errorf("max configs %d: must be ≥ 0 (0 = no bound)", o.MaxConfigs)
 	}
 	if o.MaxConfigs > 0 {
+		// A grouped plan (piccolo) uses one config per module anyway.
 		p.maxConfigs = o.MaxConfigs
-		if p.gen.grouped && o.MaxConfigs >= 1 {
-			// A grouped plan uses one config per module already.
-			p.maxConfigs = o.MaxConfigs
-		}
 	}
 	u := o.MaxUtilization
 	switch {
