@@ -159,19 +159,22 @@ func (e *Executor) Infer(ctx context.Context, session string, req *InferRequest,
 	select {
 	case <-r.signal:
 	case <-ctx.Done():
-		if eb := r.err.Load(); eb != nil { // the failure and the deadline raced
-			return eb.err
-		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	}
+	eb := r.err.Load()
+	if eb == nil && r.left.Load() == 0 {
+		return r.respond(req, resp, arrival)
+	}
+	// The deadline passed, or a module failed; a module that failed because the
+	// request's context ended is reported as the deadline it is.
+	if ctxErr := ctx.Err(); ctxErr != nil && (eb == nil || errors.Is(eb.err, context.DeadlineExceeded) ||
+		errors.Is(eb.err, ErrDeadline) || errors.Is(eb.err, context.Canceled)) {
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
 			return fmt.Errorf("%w: session %q: no response within %.1f ms; still running: %s",
 				ErrDeadline, session, ms(deadline.Sub(arrival)), r.running())
 		}
-		return fmt.Errorf("session %q: %w", session, ctx.Err())
+		return fmt.Errorf("session %q: %w", session, ctxErr)
 	}
-	if eb := r.err.Load(); eb != nil {
-		return eb.err
-	}
-	return r.respond(req, resp, arrival)
+	return eb.err
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

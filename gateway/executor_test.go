@@ -329,7 +329,7 @@ sessions:
 	})
 	t.Run("admission", func(t *testing.T) {
 		f := newFakeRunner()
-		f.estimate = 1500 * time.Millisecond // two modules: 3 s > the 2 s SLO
+		f.estimate.Store(int64(1500 * time.Millisecond)) // two modules: 3 s > the 2 s SLO
 		e := newTestExecutor(t, f)
 		err := e.Infer(context.Background(), "chain", &InferRequest{Inputs: input(0)}, &InferResponse{})
 		if !errors.Is(err, ErrOverloaded) || !strings.Contains(err.Error(), "3000.0 ms") {
@@ -338,7 +338,7 @@ sessions:
 		if f.callsOf("a") != 0 {
 			t.Errorf("a rejected request was queued")
 		}
-		f.estimate = 900 * time.Millisecond // 1.8 s < 2 s: admitted
+		f.estimate.Store(int64(900 * time.Millisecond)) // 1.8 s < 2 s: admitted
 		if err := e.Infer(context.Background(), "chain", &InferRequest{Inputs: input(0)}, &InferResponse{}); err != nil {
 			t.Errorf("1.8 s estimate under a 2 s SLO: %v", err)
 		}

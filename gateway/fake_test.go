@@ -22,8 +22,8 @@ type fakeRunner struct {
 	fn       map[string]func(in []api.Tensor) ([]api.Tensor, error)
 	delay    map[string]time.Duration
 	hang     map[string]bool
-	estimate time.Duration
-	sync     bool // call done on the caller's goroutine
+	estimate atomic.Int64 // time.Duration
+	sync     bool         // call done on the caller's goroutine
 
 	mu       sync.Mutex
 	calls    map[string]int
@@ -68,7 +68,9 @@ func (f *fakeRunner) Run(ctx context.Context, session, module string, in []api.T
 	go func() { defer f.inflight.Add(-1); work() }()
 }
 
-func (f *fakeRunner) Estimate(session, module string) time.Duration { return f.estimate }
+func (f *fakeRunner) Estimate(session, module string) time.Duration {
+	return time.Duration(f.estimate.Load())
+}
 
 func (f *fakeRunner) callsOf(module string) int {
 	f.mu.Lock()

@@ -1,0 +1,308 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/valyala/fasthttp"
+)
+
+// DefaultMaxBodyBytes is the default limit of an HTTP request body or gRPC message.
+const DefaultMaxBodyBytes = 64 << 20
+
+// ServerOptions configures the client-facing servers.
+type ServerOptions struct {
+	// MaxBodyBytes limits a request body (HTTP) or message (gRPC); over it, HTTP
+	// answers 413 and gRPC RESOURCE_EXHAUSTED. 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int
+	// Version is reported by server metadata.
+	Version string
+}
+
+// Server serves the executor's sessions as KServe v2 models over HTTP (fasthttp)
+// and gRPC. Every method is safe for concurrent use; the handlers run on the
+// servers' goroutines and block them for the duration of one request.
+type Server struct {
+	exec  *Executor
+	opts  ServerOptions
+	ready atomic.Bool
+	bufs  sync.Pool // *[]byte response buffers
+}
+
+// NewServer returns a server over exec. It starts ready; SetReady(false) makes
+// the readiness endpoints answer 503 (e.g. while draining on shutdown).
+func NewServer(exec *Executor, opts ServerOptions) (*Server, error) {
+	if exec == nil {
+		return nil, errors.New("gateway: NewServer needs an Executor")
+	}
+	if opts.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("gateway: max body %d bytes is negative", opts.MaxBodyBytes)
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	s := &Server{exec: exec, opts: opts}
+	s.ready.Store(true)
+	return s, nil
+}
+
+// SetReady sets what /v2/health/ready and ServerReady answer.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// NewHTTPServer returns a fasthttp server with the KServe v2 routes, the body limit
+// and JSON errors for requests fasthttp itself rejects.
+func (s *Server) NewHTTPServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               s.HandleHTTP,
+		Name:                  "piccolo",
+		MaxRequestBodySize:    s.opts.MaxBodyBytes,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+		Logger:                discardLogger{}, // connection errors are answered, not logged per request
+		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+				writeError(ctx, fmt.Errorf("%w: the body is over the limit of %d bytes (--max-body)", ErrTooLarge, s.opts.MaxBodyBytes))
+				return
+			}
+			writeError(ctx, badInput("malformed HTTP request: %v", err))
+		},
+	}
+}
+
+var (
+	pathV2     = []byte("/v2")
+	prefModels = []byte("/v2/models/")
+	jsonType   = []byte("application/json")
+)
+
+// HandleHTTP routes one HTTP request:
+//
+//	GET  /v2/health/live, /v2/health/ready, /v2 (server metadata)
+//	GET  /v2/models/{session}[/versions/{v}], .../ready
+//	POST /v2/models/{session}[/versions/{v}]/infer
+func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	switch {
+	case bytes.HasPrefix(path, prefModels):
+		s.handleModel(ctx, path[len(prefModels):])
+	case string(path) == "/v2/health/live":
+		if s.method(ctx, "GET") {
+			writeJSON(ctx, 200, `{"live":true}`)
+		}
+	case string(path) == "/v2/health/ready":
+		if s.method(ctx, "GET") {
+			if s.ready.Load() {
+				writeJSON(ctx, 200, `{"ready":true}`)
+			} else {
+				writeJSON(ctx, 503, `{"ready":false}`)
+			}
+		}
+	case bytes.Equal(path, pathV2):
+		if s.method(ctx, "GET") {
+			b := append([]byte(`{"name":"piccolo","version":`), strconv.Quote(s.opts.Version)...)
+			b = append(b, `,"extensions":[]}`...)
+			ctx.SetStatusCode(200)
+			ctx.SetContentTypeBytes(jsonType)
+			ctx.SetBody(b)
+		}
+	default:
+		writeError(ctx, fmt.Errorf("%w: no endpoint %s; endpoints: /v2, /v2/health/live, /v2/health/ready, /v2/models/{session}, /v2/models/{session}/ready, /v2/models/{session}/infer",
+			errNoRoute, strconv.Quote(string(path))))
+	}
+}
+
+var (
+	errNoRoute     = errors.New("not found")
+	errNotAllowed  = errors.New("method not allowed")
+	suffixInfer    = []byte("/infer")
+	suffixReady    = []byte("/ready")
+	infixVersions  = []byte("/versions/")
+	emptySessionEr = badInput("empty session name in the path: want /v2/models/{session}/...")
+)
+
+func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
+	if string(ctx.Method()) == want || (want == "GET" && ctx.IsHead()) {
+		return true
+	}
+	writeError(ctx, fmt.Errorf("%w: %s %s; use %s", errNotAllowed, ctx.Method(), ctx.Path(), want))
+	return false
+}
+
+func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
+	action := ""
+	switch {
+	case bytes.HasSuffix(rest, suffixInfer):
+		action, rest = "infer", rest[:len(rest)-len(suffixInfer)]
+	case bytes.HasSuffix(rest, suffixReady):
+		action, rest = "ready", rest[:len(rest)-len(suffixReady)]
+	}
+	if i := bytes.Index(rest, infixVersions); i >= 0 {
+		rest = rest[:i] // versions are accepted and ignored: a session has one
+	}
+	if len(rest) == 0 || bytes.IndexByte(rest, '/') >= 0 {
+		writeError(ctx, emptySessionOr(rest))
+		return
+	}
+	switch action {
+	case "infer":
+		if s.method(ctx, "POST") {
+			s.infer(ctx, rest)
+		}
+	case "ready":
+		if !s.method(ctx, "GET") {
+			return
+		}
+		if _, err := s.exec.lookup(string(rest)); err != nil {
+			writeError(ctx, err)
+			return
+		}
+		if s.ready.Load() {
+			writeJSON(ctx, 200, `{"ready":true}`)
+		} else {
+			writeJSON(ctx, 503, `{"ready":false}`)
+		}
+	default:
+		if !s.method(ctx, "GET") {
+			return
+		}
+		d, err := s.exec.lookup(string(rest))
+		if err != nil {
+			writeError(ctx, err)
+			return
+		}
+		ctx.SetStatusCode(200)
+		ctx.SetContentTypeBytes(jsonType)
+		ctx.SetBody(s.metadataJSON(d))
+	}
+}
+
+func emptySessionOr(rest []byte) error {
+	if len(rest) == 0 {
+		return emptySessionEr
+	}
+	return fmt.Errorf("%w: no endpoint /v2/models/%s; want /v2/models/{session}[/ready|/infer]", errNoRoute, rest)
+}
+
+// metadataJSON answers model metadata for a session: the first modules' inputs
+// and the sinks' outputs when the runner knows them (MetadataSource), and the
+// session's SLO and modules as parameters.
+func (s *Server) metadataJSON(d *dag) []byte {
+	in, out := s.sessionTensors(d)
+	b := append([]byte(`{"name":`), strconv.Quote(d.name)...)
+	b = append(b, `,"versions":["1"],"platform":"piccolo_session","inputs":`...)
+	b = appendTensorMeta(b, in)
+	b = append(b, `,"outputs":`...)
+	b = appendTensorMeta(b, out)
+	b = append(b, `,"parameters":{"slo_ms":`...)
+	b = strconv.AppendFloat(b, ms(d.slo), 'g', -1, 64)
+	b = append(b, `,"modules":`...)
+	names := make([]string, len(d.mods))
+	for i := range d.mods {
+		names[i] = d.mods[i].name
+	}
+	b = appendString(b, strings.Join(names, ","))
+	return append(b, "}}"...)
+}
+
+func appendTensorMeta(b []byte, ts []TensorMeta) []byte {
+	b = append(b, '[')
+	for i, t := range ts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendString(b, t.Name)
+		b = append(b, `,"datatype":`...)
+		b = appendString(b, t.Datatype)
+		b = append(b, `,"shape":[`...)
+		for j, d := range t.Shape {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, d, 10)
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, ']')
+}
+
+func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
+	name := string(session)
+	if _, err := s.exec.lookup(name); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	var req InferRequest
+	if err := DecodeInferRequest(ctx.PostBody(), &req); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	var resp InferResponse
+	// Not ctx itself: its Done channel is the server's, and a derived deadline
+	// context would then need a goroutine per request to watch it.
+	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {
+		writeError(ctx, err)
+		return
+	}
+	bp := s.getBuf()
+	b, err := AppendInferResponse((*bp)[:0], &resp)
+	if err != nil {
+		s.putBuf(bp)
+		writeError(ctx, fmt.Errorf("session %q: %w", name, err))
+		return
+	}
+	ctx.SetStatusCode(200)
+	ctx.SetContentTypeBytes(jsonType)
+	ctx.SetBody(b)
+	*bp = b
+	s.putBuf(bp)
+}
+
+func (s *Server) getBuf() *[]byte {
+	if bp, ok := s.bufs.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, 0, 4096)
+	return &b
+}
+
+func (s *Server) putBuf(bp *[]byte) {
+	if cap(*bp) <= 1<<20 { // do not pin huge buffers
+		s.bufs.Put(bp)
+	}
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, body string) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentTypeBytes(jsonType)
+	ctx.SetBodyString(body)
+}
+
+// writeError answers {"error": "..."} with the status HTTPStatus maps err to.
+func writeError(ctx *fasthttp.RequestCtx, err error) {
+	status := HTTPStatus(err)
+	switch {
+	case errors.Is(err, errNoRoute):
+		status = fasthttp.StatusNotFound
+	case errors.Is(err, errNotAllowed):
+		status = fasthttp.StatusMethodNotAllowed
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentTypeBytes(jsonType)
+	b := append(make([]byte, 0, 128), `{"error":`...)
+	b = appendString(b, err.Error())
+	ctx.SetBody(append(b, '}'))
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
