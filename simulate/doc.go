@@ -1,0 +1,26 @@
+// Package simulate is the discrete-event simulator behind `piccolo simulate`: it
+// runs a plan's sessions with the real dispatcher (package dispatcher) on a
+// dispatcher.VirtualClock, with virtual backends that finish each batch after its
+// group's profiled duration (optionally jittered), and reports latency, throughput,
+// goodput, SLO attainment, errors by kind and per-slot utilisation and cost.
+//
+// Load: each session's requests arrive per an arrival process (package arrival) at
+// the session's rate, the rate of its source modules (Options.RatePerSec overrides
+// it; module rates scale with it, the plan's machines and dummy rates do not).
+// A request visits the modules in DAG order; a module's items are submitted when
+// all its parents are done. A module whose rate differs from its first parent's
+// gets a deterministic share of the parent's items, Bresenham-style (rate 40 after
+// 50: 4 items of every 5), or copies when its rate is higher (fan-out), so constant
+// arrivals stay regular. A module's latency is its items' submission to completion;
+// a session's is arrival to the completion of its last item. A request one of whose
+// items fails is an error of that kind (deadline, ...) and its later modules do not run.
+//
+// The simulator is also the referee of the planner's latency model: simulate a plan
+// under constant arrivals at its planned rates and compare each group's slowest
+// item (GroupReport.MaxMs) with its WCL. What we measured is in the package README.
+//
+// Run is single-threaded and deterministic for a given plan and Options; it may be
+// called from several goroutines at once on different plans (nothing is shared).
+// The per-request path allocates nothing in steady state: items, requests, batch
+// completions and timers are pooled (see BenchmarkSimulate).
+package simulate

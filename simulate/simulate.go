@@ -1,0 +1,479 @@
+package simulate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/arrival"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+)
+
+// Options choose the load and the dispatch policy of a simulation.
+type Options struct {
+	// Policy is dispatcher.TC (default) or dispatcher.RR.
+	Policy dispatcher.Policy
+	// Arrival is the arrival process: constant (default), poisson or gamma.
+	Arrival string
+	// CV2 is the squared coefficient of variation of gamma arrivals.
+	CV2 float64
+	// RatePerSec, if > 0, replaces every session's request rate (req/s); module
+	// rates scale with it. The plan's machines and dummy rates stay as planned.
+	RatePerSec float64
+	// Duration is how long requests arrive (virtual time). Required.
+	Duration time.Duration
+	// Seed seeds the arrival processes and the jitter.
+	Seed uint64
+	// Jitter, in [0, 1), makes each batch last its profiled duration × (1 ± Jitter),
+	// uniformly; 0 runs every batch for exactly its profiled duration.
+	Jitter float64
+	// Drain bounds the virtual time given, after arrivals stop, to requests still
+	// in flight (default: 10 s plus 10 × the largest SLO). Requests unfinished by
+	// then count as errors of kind "unfinished".
+	Drain time.Duration
+}
+
+// Error kinds in reports.
+const (
+	KindDeadline   = "deadline"
+	KindClosed     = "closed"
+	KindSender     = "sender"
+	KindUnfinished = "unfinished"
+)
+
+var start = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Run simulates every planned session of plan (sessions with an Error are reported
+// as skipped) under the load in o, with the real dispatcher on a virtual clock, and
+// returns the report. Errors name the bad option or plan field.
+func Run(plan *api.Plan, o Options) (*Report, error) {
+	if plan == nil {
+		return nil, errors.New("simulate: no plan")
+	}
+	if o.Policy == "" {
+		o.Policy = dispatcher.TC
+	}
+	if _, err := dispatcher.ParsePolicy(string(o.Policy)); err != nil {
+		return nil, err
+	}
+	if o.Arrival == "" {
+		o.Arrival = "constant"
+	}
+	if o.Duration <= 0 {
+		return nil, fmt.Errorf("duration %v: must be > 0", o.Duration)
+	}
+	if o.RatePerSec < 0 || math.IsNaN(o.RatePerSec) || math.IsInf(o.RatePerSec, 0) {
+		return nil, fmt.Errorf("rate %v req/s: must be a finite number ≥ 0 (0: the plan's rates)", o.RatePerSec)
+	}
+	if o.Jitter < 0 || o.Jitter >= 1 || math.IsNaN(o.Jitter) {
+		return nil, fmt.Errorf("jitter %v: must be in [0, 1)", o.Jitter)
+	}
+	wall := time.Now()
+	s, err := newSim(plan, o)
+	if err != nil {
+		return nil, err
+	}
+	s.run()
+	r := s.report()
+	r.WallMs = float64(time.Since(wall).Microseconds()) / 1000
+	return r, nil
+}
+
+type sim struct {
+	o        Options
+	plan     *api.Plan
+	clock    *dispatcher.VirtualClock
+	sender   *sender
+	sessions []*session
+	skipped  []SessionReport
+	end      time.Time
+	live     int // requests not finished
+	itemFree []*simItem
+	reqFree  []*request
+	itemDone func(*dispatcher.Item)
+}
+
+type session struct {
+	sim     *sim
+	plan    *api.SessionPlan
+	rate    float64
+	proc    arrival.Process
+	timer   dispatcher.Timer
+	mods    []*module
+	order   []int // topological
+	sources []int
+	slo     time.Duration
+	lat     []time.Duration
+	arrived int
+	good    int
+	errs    map[string]int
+}
+
+type module struct {
+	plan     *api.ModulePlan
+	d        *dispatcher.Dispatcher
+	children []int
+	parents  int
+	primary  int     // parent whose item count drives this module's; -1: a source
+	ratio    float64 // items per primary-parent item (sources: per request)
+	acc      float64
+	budget   time.Duration
+	wcl      time.Duration
+	lat      []time.Duration
+	groupMax []time.Duration
+	groupN   []int
+	good     int
+	overWCL  int
+	errs     map[string]int
+}
+
+type request struct {
+	s        *session
+	arrival  time.Time
+	count    []int // items of each module
+	left     []int // items of each module not yet done
+	wait     []int // parents of each module not yet done
+	inflight int   // items in flight, plus one while the request is being advanced
+	failed   string
+}
+
+type simItem struct {
+	it  dispatcher.Item
+	req *request
+	mod int
+}
+
+func newSim(plan *api.Plan, o Options) (*sim, error) {
+	s := &sim{o: o, plan: plan, clock: dispatcher.NewVirtualClock(start)}
+	s.end = start.Add(o.Duration)
+	s.sender = &sender{clock: s.clock, jitter: o.Jitter, rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
+	s.itemDone = s.onItemDone
+	for si := range plan.Sessions {
+		sp := &plan.Sessions[si]
+		if sp.Error != "" || len(sp.Modules) == 0 {
+			why := sp.Error
+			if why == "" {
+				why = "no modules"
+			}
+			s.skipped = append(s.skipped, SessionReport{Name: sp.Name, SLOMs: sp.SLOMs, Skipped: why})
+			continue
+		}
+		ss, err := s.newSession(sp, uint64(si))
+		if err != nil {
+			return nil, fmt.Errorf("session %q: %w", sp.Name, err)
+		}
+		s.sessions = append(s.sessions, ss)
+	}
+	if len(s.sessions) == 0 {
+		return nil, errors.New("simulate: the plan has no session to simulate")
+	}
+	return s, nil
+}
+
+func (s *sim) newSession(sp *api.SessionPlan, index uint64) (*session, error) {
+	// The DAG helpers live on api.Session: build one from the plan's names.
+	dag := api.Session{Name: sp.Name}
+	for _, mp := range sp.Modules {
+		dag.Modules = append(dag.Modules, api.Module{Name: mp.Name, After: mp.After})
+	}
+	for i, mp := range sp.Modules {
+		for _, p := range mp.After {
+			if dag.ModuleIndex(p) < 0 {
+				return nil, fmt.Errorf("module %q runs after %q, which is not a module of the session", mp.Name, p)
+			}
+		}
+		if dag.ModuleIndex(mp.Name) != i {
+			return nil, fmt.Errorf("module %q is listed twice", mp.Name)
+		}
+	}
+	order, err := dag.TopoOrder()
+	if err != nil {
+		return nil, err
+	}
+	ss := &session{sim: s, plan: sp, order: order, errs: map[string]int{}, slo: ms(sp.SLOMs)}
+	ss.sources = dag.Sources()
+	for _, i := range ss.sources {
+		ss.rate = math.Max(ss.rate, sp.Modules[i].Rate)
+	}
+	planRate := ss.rate
+	if s.o.RatePerSec > 0 {
+		ss.rate = s.o.RatePerSec
+	}
+	if !(ss.rate > 0) {
+		return nil, errors.New("source modules have no rate: pass a rate")
+	}
+	for i := range sp.Modules {
+		mp := &sp.Modules[i]
+		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Clock: s.clock, Sender: s.sender})
+		if err != nil {
+			return nil, err
+		}
+		m := &module{plan: mp, d: d, children: dag.Children(i), primary: -1,
+			budget: ms(mp.BudgetMs), wcl: ms(mp.WCLMs), errs: map[string]int{},
+			groupMax: make([]time.Duration, len(mp.Configs)), groupN: make([]int, len(mp.Configs))}
+		parents := dag.Parents(i)
+		m.parents = len(parents)
+		if len(parents) == 0 {
+			m.ratio = 1
+			if planRate > 0 {
+				m.ratio = mp.Rate / planRate
+			}
+		} else {
+			m.primary = parents[0]
+			m.ratio = 1
+			if pr := sp.Modules[parents[0]].Rate; pr > 0 && mp.Rate > 0 {
+				m.ratio = mp.Rate / pr
+			}
+		}
+		want := int(float64(s.o.Duration.Seconds())*ss.rate*m.ratio*1.05) + 16
+		m.lat = make([]time.Duration, 0, min(want, 1<<24))
+		ss.mods = append(ss.mods, m)
+	}
+	ss.lat = make([]time.Duration, 0, min(int(s.o.Duration.Seconds()*ss.rate*1.05)+16, 1<<24))
+	proc, err := arrival.New(s.o.Arrival, ss.rate, s.o.CV2, s.o.Seed+index*0x5851f42d4c957f2d)
+	if err != nil {
+		return nil, err
+	}
+	ss.proc = proc
+	return ss, nil
+}
+
+func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+func (s *sim) run() {
+	for _, ss := range s.sessions {
+		ss.timer = s.clock.AfterFunc(0, ss.arrive)
+	}
+	s.clock.Run(s.end)
+	drain := s.o.Drain
+	if drain <= 0 {
+		drain = 10 * time.Second
+		for _, ss := range s.sessions {
+			drain = max(drain, 10*time.Second+10*ss.slo)
+		}
+	}
+	limit := s.end.Add(drain)
+	for s.live > 0 {
+		at, ok := s.clock.NextAt()
+		if !ok || at.After(limit) {
+			break
+		}
+		s.clock.Step()
+	}
+	for _, ss := range s.sessions {
+		for _, m := range ss.mods {
+			m.d.Close()
+		}
+	}
+}
+
+func (ss *session) arrive() {
+	s := ss.sim
+	now := s.clock.Now()
+	r := s.getRequest(ss)
+	r.arrival = now
+	ss.arrived++
+	s.live++
+	for _, i := range ss.order {
+		m := ss.mods[i]
+		r.wait[i] = m.parents
+		var units float64
+		if m.primary < 0 {
+			units = 1
+		} else {
+			units = float64(r.count[m.primary])
+		}
+		if units > 0 {
+			m.acc += m.ratio * units
+		}
+		n := int(m.acc + 1e-9)
+		m.acc -= float64(n)
+		r.count[i] = n
+	}
+	r.inflight = 1
+	for _, i := range ss.sources {
+		ss.startModule(r, i)
+	}
+	ss.release(r)
+	if gap := ss.proc.Next(); now.Add(gap).Before(s.end) {
+		ss.timer.Reset(gap)
+	}
+}
+
+func (ss *session) startModule(r *request, i int) {
+	n := r.count[i]
+	r.left[i] = n
+	if n == 0 {
+		ss.finishModule(r, i)
+		return
+	}
+	s := ss.sim
+	m := ss.mods[i]
+	for k := 0; k < n && r.failed == ""; k++ {
+		si := s.getItem()
+		si.req, si.mod = r, i
+		r.inflight++
+		if err := m.d.Submit(&si.it); err != nil {
+			r.inflight--
+			m.errs[kind(err)]++
+			r.failed = kind(err)
+			s.putItem(si)
+		}
+	}
+}
+
+func (ss *session) finishModule(r *request, i int) {
+	for _, c := range ss.mods[i].children {
+		r.wait[c]--
+		if r.wait[c] == 0 && r.failed == "" {
+			ss.startModule(r, c)
+		}
+	}
+}
+
+func (ss *session) release(r *request) {
+	r.inflight--
+	if r.inflight > 0 {
+		return
+	}
+	s := ss.sim
+	if r.failed != "" {
+		ss.errs[r.failed]++
+	} else {
+		lat := s.clock.Now().Sub(r.arrival)
+		ss.lat = append(ss.lat, lat)
+		if ss.slo <= 0 || lat <= ss.slo {
+			ss.good++
+		}
+	}
+	s.live--
+	s.putRequest(r)
+}
+
+func (s *sim) onItemDone(it *dispatcher.Item) {
+	si := it.Tag.(*simItem)
+	r, i := si.req, si.mod
+	ss := r.s
+	m := ss.mods[i]
+	if it.Err != nil {
+		k := kind(it.Err)
+		m.errs[k]++
+		r.failed = k
+	} else {
+		lat := it.Finished.Sub(it.Arrival)
+		m.lat = append(m.lat, lat)
+		if m.budget <= 0 || lat <= m.budget {
+			m.good++
+		}
+		if m.wcl > 0 && lat > m.wcl+time.Microsecond {
+			m.overWCL++
+		}
+		if g := it.Slot.Group; lat > m.groupMax[g] {
+			m.groupMax[g] = lat
+		}
+		m.groupN[it.Slot.Group]++
+	}
+	s.putItem(si)
+	r.left[i]--
+	if r.left[i] == 0 && r.failed == "" {
+		r.inflight++ // hold the request while its children start
+		ss.finishModule(r, i)
+		r.inflight--
+	}
+	ss.release(r)
+}
+
+func kind(err error) string {
+	switch {
+	case errors.Is(err, dispatcher.ErrDeadline):
+		return KindDeadline
+	case errors.Is(err, dispatcher.ErrClosed):
+		return KindClosed
+	}
+	return KindSender
+}
+
+func (s *sim) getItem() *simItem {
+	if n := len(s.itemFree); n > 0 {
+		si := s.itemFree[n-1]
+		s.itemFree = s.itemFree[:n-1]
+		return si
+	}
+	si := &simItem{}
+	si.it.Tag = si
+	si.it.Done = s.itemDone
+	return si
+}
+
+func (s *sim) putItem(si *simItem) {
+	si.req = nil
+	si.it.Arrival, si.it.Deadline = time.Time{}, time.Time{}
+	s.itemFree = append(s.itemFree, si)
+}
+
+func (s *sim) getRequest(ss *session) *request {
+	if n := len(s.reqFree); n > 0 {
+		r := s.reqFree[n-1]
+		s.reqFree = s.reqFree[:n-1]
+		if len(r.count) >= len(ss.mods) {
+			r.s, r.failed = ss, ""
+			return r
+		}
+	}
+	n := len(ss.mods)
+	return &request{s: ss, count: make([]int, n), left: make([]int, n), wait: make([]int, n)}
+}
+
+func (s *sim) putRequest(r *request) {
+	r.s = nil
+	s.reqFree = append(s.reqFree, r)
+}
+
+// sender runs batches on virtual backends: each batch is done after its slot's
+// profiled duration (× jitter). Completion records and their timers are reused.
+type sender struct {
+	clock  *dispatcher.VirtualClock
+	jitter float64
+	rng    *rand.Rand
+	free   []*completion
+}
+
+var _ dispatcher.Sender = (*sender)(nil)
+
+type completion struct {
+	s  *sender
+	b  *dispatcher.Batch
+	t  dispatcher.Timer
+	fn func()
+}
+
+func (s *sender) Send(b *dispatcher.Batch) {
+	var c *completion
+	if n := len(s.free); n > 0 {
+		c = s.free[n-1]
+		s.free = s.free[:n-1]
+	} else {
+		c = &completion{s: s}
+		c.fn = c.fire
+	}
+	c.b = b
+	d := b.Slot.Duration
+	if s.jitter > 0 {
+		d = time.Duration(float64(d) * (1 + s.jitter*(2*s.rng.Float64()-1)))
+	}
+	if c.t == nil {
+		c.t = s.clock.AfterFunc(d, c.fn)
+	} else {
+		c.t.Reset(d)
+	}
+}
+
+func (c *completion) fire() {
+	b := c.b
+	c.b = nil
+	c.s.free = append(c.s.free, c)
+	b.Done(nil, nil)
+}
