@@ -71,20 +71,26 @@ func (g *grpcTransport) infer(ctx context.Context, id uint64, p *Payload) kind {
 		RawInputContents: tmpl.RawInputContents,
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	deadline, _ := ctx.Deadline()
 	_, err := g.client.ModelInfer(ctx, req)
 	ctxErr := ctx.Err()
 	cancel()
 	if err == nil {
 		return kindOK
 	}
-	return grpcKind(err, ctxErr)
+	// gRPC sends our deadline to the server (grpc-timeout), which may report it
+	// expired a moment before our own timer fires: within 5 % of the timeout of
+	// our deadline, DEADLINE_EXCEEDED is our timeout, not the server's verdict.
+	ours := errors.Is(ctxErr, context.DeadlineExceeded) ||
+		(status.Code(err) == codes.DeadlineExceeded && !time.Now().Before(deadline.Add(-g.timeout/20)))
+	return grpcKind(err, ctxErr, ours)
 }
 
-// grpcKind maps a ModelInfer error to an outcome; ctxErr is the call context's
-// error, which tells our own timeout from a deadline the server reported.
-func grpcKind(err, ctxErr error) kind {
+// grpcKind maps a ModelInfer error to an outcome. ctxErr is the call context's
+// error; timedOut says the call ran into our own --timeout.
+func grpcKind(err, ctxErr error, timedOut bool) kind {
 	switch {
-	case errors.Is(ctxErr, context.DeadlineExceeded):
+	case timedOut:
 		return kindTimeout
 	case errors.Is(ctxErr, context.Canceled):
 		return kindCanceled
@@ -117,7 +123,7 @@ func grpcKind(err, ctxErr error) kind {
 // metadata reads ModelMetadata: the declared inputs. The gRPC message has no
 // parameters, so the SLO is never known from it.
 func (g *grpcTransport) metadata(ctx context.Context) (modelMetadata, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	ctx, cancel := context.WithTimeout(ctx, max(g.timeout, metadataTimeout))
 	defer cancel()
 	resp, err := g.client.ModelMetadata(ctx, &inference.ModelMetadataRequest{Name: g.session})
 	if err != nil {

@@ -24,6 +24,10 @@ type transport interface {
 	close()
 }
 
+// metadataTimeout is the least time the model metadata call is given: it runs once,
+// before the schedule, and may include connecting.
+const metadataTimeout = 5 * time.Second
+
 // modelMetadata is what Run reads from the server's model metadata.
 type modelMetadata struct {
 	inputs []TensorSpec
@@ -121,7 +125,7 @@ func (h *httpTransport) metadata(context.Context) (modelMetadata, error) {
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(h.metaURI)
 	req.Header.SetMethod(fasthttp.MethodGet)
-	if err := h.client.DoTimeout(req, resp, h.timeout); err != nil {
+	if err := h.client.DoTimeout(req, resp, max(h.timeout, metadataTimeout)); err != nil {
 		return modelMetadata{}, fmt.Errorf("GET %s: %w", h.metaURI, err)
 	}
 	if sc := resp.StatusCode(); sc != fasthttp.StatusOK {

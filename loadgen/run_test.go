@@ -77,7 +77,7 @@ func TestOpenLoopSlowServer(t *testing.T) {
 	}
 	// Every request carried its own id.
 	ids := map[string]bool{}
-	for _, b := range ts.bodies {
+	for _, b := range mustBodies(t, ts) {
 		ids[b.ID] = true
 	}
 	if len(ids) != 50 {
@@ -141,10 +141,10 @@ func TestTransportErrorAndMetadataFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCounts(t, rep)
-	if rep.OK != 5 || len(ts.bodies) != 5 {
-		t.Fatalf("ok %d, server bodies %d; want 5", rep.OK, len(ts.bodies))
+	if rep.OK != 5 || len(mustBodies(t, ts)) != 5 {
+		t.Fatalf("ok %d, server bodies %d; want 5", rep.OK, len(mustBodies(t, ts)))
 	}
-	in := ts.bodies[0].Inputs
+	in := mustBodies(t, ts)[0].Inputs
 	if len(in) != 1 || in[0].Name != "input0" || in[0].Datatype != "FP32" || !cmp.Equal(in[0].Shape, []int64{1, 1}) {
 		t.Errorf("fallback input %+v, want FP32 [1,1] input0", in)
 	}
@@ -165,7 +165,7 @@ func TestMetadataInputAndSLO(t *testing.T) {
 	if rep.OK != 3 {
 		t.Fatalf("ok %d, want 3 (errors %v)", rep.OK, rep.Errors)
 	}
-	in := ts.bodies[0].Inputs
+	in := mustBodies(t, ts)[0].Inputs
 	if len(in) != 2 {
 		t.Fatalf("server got %d inputs, want 2", len(in))
 	}

@@ -50,6 +50,13 @@ func startServer(t *testing.T, ts *testServer) *testServer {
 	return ts
 }
 
+// got returns copies of the decoded bodies and binary tails received so far.
+func (ts *testServer) got() ([]inferBody, [][]byte) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return append([]inferBody(nil), ts.bodies...), append([][]byte(nil), ts.binary...)
+}
+
 func (ts *testServer) handle(ctx *fasthttp.RequestCtx) {
 	path := string(ctx.Path())
 	if !strings.HasPrefix(path, "/v2/models/") {
@@ -102,4 +109,13 @@ func (ts *testServer) handle(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.SetContentType("application/json")
 	ctx.SetBodyString(`{"model_name":"s","id":"` + b.ID + `","outputs":[]}`)
+}
+
+func mustBodies(t *testing.T, ts *testServer) []inferBody {
+	t.Helper()
+	b, _ := ts.got()
+	if len(b) == 0 {
+		t.Fatal("the server received no infer request")
+	}
+	return b
 }
