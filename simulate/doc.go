@@ -14,6 +14,9 @@
 // arrivals stay regular. A module's latency is its items' submission to completion;
 // a session's is arrival to the completion of its last item. A request one of whose
 // items fails is an error of that kind (deadline, ...) and its later modules do not run.
+// Requests arriving within [0, Duration) are measured; arrivals go on, unmeasured,
+// while those drain, so the last ones see the same load (no end-of-run partial
+// batch waiting for its deadline flush).
 //
 // The simulator is also the referee of the planner's latency model: simulate a plan
 // under constant arrivals at its planned rates and compare each group's slowest

@@ -73,8 +73,19 @@ type ModuleReport struct {
 	DummiesInjected  uint64         `json:"dummies_injected"`
 	DummiesDropped   uint64         `json:"dummies_dropped"`
 	Cost             float64        `json:"cost"`
-	Groups           []GroupReport  `json:"groups"`
-	Slots            []SlotReport   `json:"slots"`
+	// Dispatcher holds the dispatcher's own counters: all items, the unmeasured
+	// ones of the drain included.
+	Dispatcher DispatchCounts `json:"dispatcher"`
+	Groups     []GroupReport  `json:"groups"`
+	Slots      []SlotReport   `json:"slots"`
+}
+
+// DispatchCounts are a module dispatcher's item counters (dispatcher.Stats).
+type DispatchCounts struct {
+	Submitted        uint64 `json:"submitted"`
+	Sent             uint64 `json:"sent"` // items that went to a backend in a batch
+	DeadlineOnSubmit uint64 `json:"deadline_on_submit"`
+	DeadlineOnSend   uint64 `json:"deadline_on_send"`
 }
 
 // GroupReport is one config group: its planned WCL and the slowest item it ran.
@@ -176,6 +187,10 @@ func (m *module) report(win float64, elapsed time.Duration) ModuleReport {
 		OverWCL: m.overWCL, DummiesInjected: st.DummiesInjected, DummiesDropped: st.DummiesDropped, Cost: m.plan.Cost}
 	if n := len(m.lat) + sumErrs(m.errs); n > 0 {
 		mr.BudgetAttainment = float64(m.good) / float64(n)
+	}
+	mr.Dispatcher = DispatchCounts{Submitted: st.Submitted, DeadlineOnSubmit: st.DeadlineOnSubmit, DeadlineOnSend: st.DeadlineOnSend}
+	for _, sl := range st.Slots {
+		mr.Dispatcher.Sent += sl.Items
 	}
 	mr.Latency = Summarize(m.lat)
 	if len(m.errs) > 0 {

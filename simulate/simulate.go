@@ -138,6 +138,7 @@ type request struct {
 	wait     []int // parents of each module not yet done
 	inflight int   // items in flight, plus one while the request is being advanced
 	failed   string
+	measured bool // arrived within the measured window [0, Duration)
 }
 
 type simItem struct {
@@ -275,8 +276,11 @@ func (ss *session) arrive() {
 	now := s.clock.Now()
 	r := s.getRequest(ss)
 	r.arrival = now
-	ss.arrived++
-	s.live++
+	r.measured = now.Before(s.end)
+	if r.measured {
+		ss.arrived++
+		s.live++
+	}
 	for _, i := range ss.order {
 		m := ss.mods[i]
 		r.wait[i] = m.parents
@@ -298,9 +302,9 @@ func (ss *session) arrive() {
 		ss.startModule(r, i)
 	}
 	ss.release(r)
-	if gap := ss.proc.Next(); now.Add(gap).Before(s.end) {
-		ss.timer.Reset(gap)
-	}
+	// Arrivals go on after the window, unmeasured, so that the measured requests
+	// still in flight see the same load until they finish.
+	ss.timer.Reset(ss.proc.Next())
 }
 
 func (ss *session) startModule(r *request, i int) {
@@ -318,7 +322,9 @@ func (ss *session) startModule(r *request, i int) {
 		r.inflight++
 		if err := m.d.Submit(&si.it); err != nil {
 			r.inflight--
-			m.errs[kind(err)]++
+			if r.measured {
+				m.errs[kind(err)]++
+			}
 			r.failed = kind(err)
 			s.putItem(si)
 		}
@@ -340,16 +346,18 @@ func (ss *session) release(r *request) {
 		return
 	}
 	s := ss.sim
-	if r.failed != "" {
-		ss.errs[r.failed]++
-	} else {
-		lat := s.clock.Now().Sub(r.arrival)
-		ss.lat = append(ss.lat, lat)
-		if ss.slo <= 0 || lat <= ss.slo {
-			ss.good++
+	if r.measured {
+		if r.failed != "" {
+			ss.errs[r.failed]++
+		} else {
+			lat := s.clock.Now().Sub(r.arrival)
+			ss.lat = append(ss.lat, lat)
+			if ss.slo <= 0 || lat <= ss.slo {
+				ss.good++
+			}
 		}
+		s.live--
 	}
-	s.live--
 	s.putRequest(r)
 }
 
@@ -360,9 +368,11 @@ func (s *sim) onItemDone(it *dispatcher.Item) {
 	m := ss.mods[i]
 	if it.Err != nil {
 		k := kind(it.Err)
-		m.errs[k]++
+		if r.measured {
+			m.errs[k]++
+		}
 		r.failed = k
-	} else {
+	} else if r.measured {
 		lat := it.Finished.Sub(it.Arrival)
 		m.lat = append(m.lat, lat)
 		if m.budget <= 0 || lat <= m.budget {
