@@ -282,16 +282,11 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // file parses every YAML document of d.
 func (p *parser) file(d NamedDoc) {
 	p.name = d.Name
-	defer func() {
-		if r := recover(); r != nil { // the YAML library must not take the process down
-			p.errorf(0, "", "YAML parser failed: %v", r)
-		}
-	}()
 	dec := yaml.NewDecoder(bytes.NewReader(d.Data))
 	content := false
 	for {
 		var doc yaml.Node
-		err := dec.Decode(&doc)
+		err := decodeNode(dec, &doc)
 		if err == io.EOF {
 			break
 		}
@@ -314,6 +309,17 @@ func (p *parser) file(d NamedDoc) {
 	if !content {
 		p.errorf(0, "", "file holds no config: want a mapping with the keys %s", strings.Join(topKeys, ", "))
 	}
+}
+
+// decodeNode reads the next YAML document, turning a panic of the YAML library
+// into an error: no input may take the process down.
+func decodeNode(dec *yaml.Decoder, doc *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: YAML parser failed: %v", r)
+		}
+	}()
+	return dec.Decode(doc)
 }
 
 // document parses one YAML document; it reports whether the document had content.

@@ -545,3 +545,47 @@ func TestLoadBytesAliasBomb(t *testing.T) {
 	}
 	t.Logf("%d bytes rejected in %v", b.Len(), time.Since(start))
 }
+
+// FuzzLoadBytes checks that no input makes LoadBytes panic, and that what it
+// returns is consistent: either a Config that validates and whose sessions are
+// DAGs, or only *ConfigError values naming the document. Seeds are in
+// testdata/fuzz/FuzzLoadBytes.
+func FuzzLoadBytes(f *testing.F) {
+	f.Add([]byte(base))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := LoadBytes(NamedDoc{Name: "fuzz.yaml", Data: data})
+		if err != nil {
+			if cfg != nil {
+				t.Fatal("Config returned along with errors")
+			}
+			for _, ce := range configErrors(t, err) {
+				if (ce.File != "fuzz.yaml" && ce.File != "") || ce.Msg == "" || ce.Line < 0 {
+					t.Fatalf("malformed error %#v", ce)
+				}
+			}
+			_, again := LoadBytes(NamedDoc{Name: "fuzz.yaml", Data: data})
+			if again == nil || again.Error() != err.Error() {
+				t.Fatalf("second load differs:\n%v\n---\n%v", err, again)
+			}
+			return
+		}
+		if cfg == nil {
+			t.Fatal("nil Config without an error")
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("loaded config does not validate: %v", err)
+		}
+		for i := range cfg.Sessions {
+			if _, err := cfg.Sessions[i].TopoOrder(); err != nil {
+				t.Fatalf("loaded session: %v", err)
+			}
+		}
+		for _, p := range cfg.Profiles {
+			for _, e := range p.Entries {
+				if e.Concurrency < 1 || e.Batch < 1 || e.Duration <= 0 {
+					t.Fatalf("loaded entry %+v", e)
+				}
+			}
+		}
+	})
+}
