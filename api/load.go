@@ -427,7 +427,7 @@ func (p *parser) checkKeys(kv pairs, path string, allowed []string) {
 }
 
 // list calls item for every element of the sequence n; null means empty.
-func (p *parser) list(n *yaml.Node, path, want string, item func(*yaml.Node, int)) {
+func (p *parser) list(n *yaml.Node, path, want string, item func(*yaml.Node)) {
 	if isNull(n) {
 		return
 	}
@@ -435,12 +435,12 @@ func (p *parser) list(n *yaml.Node, path, want string, item func(*yaml.Node, int
 		p.errorf(n.Line, path, "want %s; got %s", want, describe(n))
 		return
 	}
-	for i, c := range n.Content {
+	for _, c := range n.Content {
 		c = resolve(c)
 		if c == nil || !p.spend(c.Line) {
 			return
 		}
-		item(c, i)
+		item(c)
 	}
 }
 
@@ -498,7 +498,7 @@ func (p *parser) field(kv pairs, item *yaml.Node, k fieldKey, path string, requi
 	p.fields[k] = info
 }
 
-func (p *parser) hardware(n *yaml.Node, _ int) {
+func (p *parser) hardware(n *yaml.Node) {
 	i := len(p.cfg.Hardware)
 	kv, ok := p.mapping(n, fmt.Sprintf("hardware[%d]", i), "a hardware type such as {name: v100, price: 3.06}")
 	if !ok {
@@ -513,7 +513,7 @@ func (p *parser) hardware(n *yaml.Node, _ int) {
 	p.cfg.Hardware = append(p.cfg.Hardware, h)
 }
 
-func (p *parser) profile(n *yaml.Node, _ int) {
+func (p *parser) profile(n *yaml.Node) {
 	i := len(p.cfg.Profiles)
 	kv, ok := p.mapping(n, fmt.Sprintf("profiles[%d]", i), "a profile such as {model: resnet50, hardware: v100, entries: [...]}")
 	if !ok {
@@ -557,7 +557,7 @@ func (p *parser) entry(pr *Profile, n *yaml.Node, i int, ppath string) {
 	pr.Entries = append(pr.Entries, e)
 }
 
-func (p *parser) session(n *yaml.Node, _ int) {
+func (p *parser) session(n *yaml.Node) {
 	i := len(p.cfg.Sessions)
 	kv, ok := p.mapping(n, fmt.Sprintf("sessions[%d]", i), "a session such as {name: traffic, slo: 400ms, modules: [...]}")
 	if !ok {
@@ -621,7 +621,7 @@ func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
 	s.Modules = append(s.Modules, m)
 }
 
-func (p *parser) backend(n *yaml.Node, _ int) {
+func (p *parser) backend(n *yaml.Node) {
 	i := len(p.cfg.Backends)
 	kv, ok := p.mapping(n, fmt.Sprintf("backends[%d]", i), "a backend such as {id: gpu-0, address: 127.0.0.1:9101, hardware: v100}")
 	if !ok {
@@ -750,7 +750,7 @@ func label(sec, name string, i int) string {
 	if name == "" {
 		return fmt.Sprintf("%s[%d]", sec, i)
 	}
-	if strings.ContainsAny(name, "[]\". \t\r\n") || !strconv.IsPrint(firstRune(name)) {
+	if strings.IndexFunc(name, func(r rune) bool { return strings.ContainsRune("[]\". ", r) || !strconv.IsPrint(r) }) >= 0 {
 		return sec + "[" + strconv.Quote(name) + "]"
 	}
 	return sec + "[" + name + "]"
@@ -761,13 +761,6 @@ func profileLabel(model, hw string, i int) string {
 		return label(secProfile, "", i)
 	}
 	return label(secProfile, model+"/"+hw, i)
-}
-
-func firstRune(s string) rune {
-	for _, r := range s {
-		return r
-	}
-	return ' '
 }
 
 func known(names map[string]int, name string) bool {

@@ -589,3 +589,40 @@ func FuzzLoadBytes(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkLoadBytes measures loading the paper's example configs (two files,
+// parsed, merged and validated).
+func BenchmarkLoadBytes(b *testing.B) {
+	var docs []NamedDoc
+	for _, name := range []string{"profiles.yaml", "sessions.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "configs", "paper", name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs = append(docs, NamedDoc{Name: name, Data: data})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := LoadBytes(docs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestLoadBytesTooManyProblems checks that a badly broken file yields a bounded
+// report that says it was cut.
+func TestLoadBytesTooManyProblems(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("hardware:\n")
+	for i := 0; i < 500; i++ {
+		b.WriteString("  - {name: h" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + ", price: 0}\n")
+	}
+	_, err := LoadBytes(NamedDoc{"big.yaml", []byte(b.String())})
+	got := configErrors(t, err)
+	if len(got) != maxErrors+1 {
+		t.Fatalf("got %d errors, want %d and a summary", len(got), maxErrors)
+	}
+	if last := got[len(got)-1]; last.Msg != "too many problems: only the first 200 are shown" {
+		t.Errorf("last error = %v, want the summary", last)
+	}
+}
