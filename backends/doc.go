@@ -10,7 +10,9 @@
 // ModelInfer checks every input (datatype, shape, raw size, dimension 0 equal
 // across inputs, batch ≤ the loaded max batch) and answers INVALID_ARGUMENT naming
 // the tensor; it reads the loaded-model table from an immutable snapshot (no lock)
-// and logs nothing per request. An executor panic becomes INTERNAL.
+// and logs nothing per request. An executor panic becomes INTERNAL. With
+// ServerOptions.Metrics it counts batches, items and errors per model
+// (piccolo_backend_*), through counters resolved at load.
 //
 // Client side. A Client holds one pooled *grpc.ClientConn per backend address
 // (Pool), with keepalive and 256 MiB message limits. Client.Infer takes a batch as

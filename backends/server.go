@@ -36,6 +36,7 @@ type ServerOptions struct {
 	Name    string      // ServerMetadata name; default "piccolo"
 	Version string      // ServerMetadata version; default "dev"
 	Logger  *zap.Logger // load, unload and panics; never per request. Default: no logs.
+	Metrics *Metrics    // default: none recorded
 }
 
 // Server serves the KServe v2 GRPCInferenceService over one Executor.
@@ -52,20 +53,28 @@ type Server struct {
 	version string
 	log     *zap.Logger
 
-	mu       sync.Mutex                       // serializes load and unload
-	models   atomic.Pointer[map[string]Model] // snapshot; replaced, never mutated
+	metrics  *Metrics
+	mu       sync.Mutex                         // serializes load and unload
+	models   atomic.Pointer[map[string]*loaded] // snapshot; replaced, never mutated
 	draining atomic.Bool
 	panics   atomic.Int64
 }
 
 var _ inference.GRPCInferenceServiceServer = (*Server)(nil)
 
+// loaded is one entry of the loaded-model snapshot; immutable.
+type loaded struct {
+	model   Model
+	info    ModelInfo
+	metrics modelMetrics
+}
+
 // NewServer returns a Server running models on exec, with no model loaded.
 func NewServer(exec Executor, opts ServerOptions) (*Server, error) {
 	if exec == nil {
 		return nil, fmt.Errorf("backends: NewServer: executor is nil")
 	}
-	s := &Server{exec: exec, name: opts.Name, version: opts.Version, log: opts.Logger}
+	s := &Server{exec: exec, name: opts.Name, version: opts.Version, log: opts.Logger, metrics: opts.Metrics}
 	if s.name == "" {
 		s.name = "piccolo"
 	}
@@ -75,7 +84,7 @@ func NewServer(exec Executor, opts ServerOptions) (*Server, error) {
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
-	empty := map[string]Model{}
+	empty := map[string]*loaded{}
 	s.models.Store(&empty)
 	return s, nil
 }
@@ -110,18 +119,18 @@ func (s *Server) Load(model string, batch, concurrency int) (ModelInfo, error) {
 	if err != nil {
 		return ModelInfo{}, fmt.Errorf("load model %q: %w", model, err)
 	}
+	info := m.Info()
 	old := *s.models.Load()
-	next := make(map[string]Model, len(old)+1)
+	next := make(map[string]*loaded, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
 	prev := next[model]
-	next[model] = m
+	next[model] = &loaded{model: m, info: info, metrics: s.metrics.forModel(info)}
 	s.models.Store(&next)
 	if prev != nil {
-		_ = prev.Close()
+		_ = prev.model.Close()
 	}
-	info := m.Info()
 	s.log.Info("model loaded", zap.String("model", model), zap.Int("batch", info.MaxBatch), zap.Int("concurrency", info.Concurrency))
 	return info, nil
 }
@@ -140,14 +149,15 @@ func (s *Server) Unload(model string) error {
 		}
 		return nil
 	}
-	next := make(map[string]Model, len(old))
+	next := make(map[string]*loaded, len(old))
 	for k, v := range old {
 		if k != model {
 			next[k] = v
 		}
 	}
 	s.models.Store(&next)
-	_ = m.Close()
+	s.metrics.unloaded(model)
+	_ = m.model.Close()
 	s.log.Info("model unloaded", zap.String("model", model))
 	return nil
 }
@@ -157,7 +167,7 @@ func (s *Server) Loaded() []ModelInfo {
 	m := *s.models.Load()
 	out := make([]ModelInfo, 0, len(m))
 	for _, v := range m {
-		out = append(out, v.Info())
+		out = append(out, v.info)
 	}
 	return out
 }
@@ -179,7 +189,7 @@ func (s *Server) knows(model string) bool {
 }
 
 // lookup returns the loaded model, or an error saying why there is none.
-func (s *Server) lookup(model string) (Model, error) {
+func (s *Server) lookup(model string) (*loaded, error) {
 	if m, ok := (*s.models.Load())[model]; ok {
 		return m, nil
 	}
@@ -218,7 +228,7 @@ func (s *Server) ModelMetadata(_ context.Context, req *inference.ModelMetadataRe
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	info := m.Info()
+	info := m.info
 	return &inference.ModelMetadataResponse{
 		Name:     info.Name,
 		Versions: []string{"1"},
@@ -324,25 +334,33 @@ func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	info := m.Info()
-	inputs, n, err := requestInputs(&info, req)
-	if err != nil {
-		return nil, toStatus(fmt.Errorf("model %q: %w: %v", info.Name, ErrInvalidInput, err))
-	}
-	if err := checkRequestedOutputs(&info, req.GetOutputs()); err != nil {
-		return nil, toStatus(fmt.Errorf("model %q: %w: %v", info.Name, ErrInvalidInput, err))
-	}
+	info := &m.info
 	defer func() {
 		if r := recover(); r != nil {
 			s.panics.Add(1)
 			resp, err = nil, status.Errorf(codes.Internal, "model %q: executor panicked: %v", info.Name, r)
 		}
+		if err != nil {
+			m.metrics.failed(status.Code(err).String())
+		}
 	}()
-	outputs, err := m.Run(ctx, inputs, n)
+	inputs, n, err := requestInputs(info, req)
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("model %q: %w: %v", info.Name, ErrInvalidInput, err))
+	}
+	if err := checkRequestedOutputs(info, req.GetOutputs()); err != nil {
+		return nil, toStatus(fmt.Errorf("model %q: %w: %v", info.Name, ErrInvalidInput, err))
+	}
+	start := time.Now()
+	outputs, err := m.model.Run(ctx, inputs, n)
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("model %q: batch of %d: %w", info.Name, n, err))
 	}
-	return inferResponse(req, &info, outputs, n)
+	resp, err = inferResponse(req, info, outputs, n)
+	if err == nil {
+		m.metrics.ok(n, time.Since(start).Seconds())
+	}
+	return resp, err
 }
 
 // requestInputs turns the request's inputs into tensors (Data aliasing the

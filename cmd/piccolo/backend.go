@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os/signal"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -30,6 +34,7 @@ type backendOptions struct {
 	models   []string
 	logFmt   string
 	drain    time.Duration
+	metrics  string // listen address of /metrics; empty: none
 }
 
 // backendExecutors builds an executor by name. Registered by hand: the whole set is here.
@@ -65,7 +70,9 @@ FP32 [n, 1], a checksum of each input row.
 
 Models start unloaded unless listed in --models (loaded with their largest
 profiled entry). RepositoryModelLoad takes the parameters "batch" and
-"concurrency" (int64_param or decimal string_param). On SIGINT or SIGTERM the
+"concurrency" (int64_param or decimal string_param). With --metrics-listen,
+Prometheus metrics are served at /metrics (batches, items, errors, batch
+seconds, loaded settings, by model). On SIGINT or SIGTERM the
 backend reports not ready, finishes the batches in flight (up to --drain) and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,6 +92,7 @@ backend reports not ready, finishes the batches in flight (up to --drain) and ex
 	f.Uint64Var(&o.seed, "seed", 1, "sim: jitter seed")
 	f.StringSliceVar(&o.models, "models", nil, "models to load at start, comma-separated (default: none; wait for RepositoryModelLoad)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
+	f.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus /metrics on this host:port (default: off)")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let batches in flight finish")
 	return cmd
 }
@@ -127,7 +135,13 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	srv, err := backends.NewServer(exec, backends.ServerOptions{Version: version, Logger: log})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := backends.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	srv, err := backends.NewServer(exec, backends.ServerOptions{Version: version, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
 	}
@@ -139,6 +153,19 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
+	}
+	if o.metrics != "" {
+		mlis, err := net.Listen("tcp", o.metrics)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("--metrics-listen %s: %w", o.metrics, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hs.Serve(mlis) }()
+		defer hs.Close()
+		log.Info("metrics serving", zap.String("address", mlis.Addr().String()))
 	}
 	g := backends.NewGRPCServer(srv)
 	served := make(chan error, 1)

@@ -1,0 +1,85 @@
+package backends
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Prometheus metrics of a Server, all labelled by model. The
+// per-model children are resolved once, at load, so ModelInfer only adds to
+// counters it already holds.
+type Metrics struct {
+	batches     *prometheus.CounterVec
+	items       *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	seconds     *prometheus.HistogramVec
+	maxBatch    *prometheus.GaugeVec
+	concurrency *prometheus.GaugeVec
+}
+
+// NewMetrics creates the backend metrics and registers them on reg:
+// piccolo_backend_batches_total, piccolo_backend_items_total,
+// piccolo_backend_errors_total (by gRPC code), piccolo_backend_batch_seconds
+// (executor run time, queueing for a lane included), and the loaded settings
+// piccolo_backend_model_max_batch and piccolo_backend_model_concurrency (absent
+// when the model is not loaded).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_backend_batches_total", Help: "Batches run (successful ModelInfer calls)."}, []string{"model"}),
+		items:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_backend_items_total", Help: "Items (dimension-0 rows) run in successful batches."}, []string{"model"}),
+		errors:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_backend_errors_total", Help: "Failed ModelInfer calls by gRPC code."}, []string{"model", "code"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "piccolo_backend_batch_seconds", Help: "Executor time of one batch in seconds, waiting for a lane included.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"model"}),
+		maxBatch:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_backend_model_max_batch", Help: "Loaded max batch of the model."}, []string{"model"}),
+		concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_backend_model_concurrency", Help: "Loaded concurrency (lanes) of the model."}, []string{"model"}),
+	}
+	for _, c := range []prometheus.Collector{m.batches, m.items, m.errors, m.seconds, m.maxBatch, m.concurrency} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// modelMetrics are one loaded model's resolved children; the zero value (no
+// Metrics) records nothing.
+type modelMetrics struct {
+	parent  *Metrics
+	model   string
+	batches prometheus.Counter
+	items   prometheus.Counter
+	seconds prometheus.Observer
+}
+
+func (m *Metrics) forModel(info ModelInfo) modelMetrics {
+	if m == nil {
+		return modelMetrics{}
+	}
+	m.maxBatch.WithLabelValues(info.Name).Set(float64(info.MaxBatch))
+	m.concurrency.WithLabelValues(info.Name).Set(float64(info.Concurrency))
+	return modelMetrics{parent: m, model: info.Name,
+		batches: m.batches.WithLabelValues(info.Name), items: m.items.WithLabelValues(info.Name), seconds: m.seconds.WithLabelValues(info.Name)}
+}
+
+func (m *Metrics) unloaded(model string) {
+	if m == nil {
+		return
+	}
+	m.maxBatch.DeleteLabelValues(model)
+	m.concurrency.DeleteLabelValues(model)
+}
+
+func (mm *modelMetrics) ok(n int, seconds float64) {
+	if mm.parent == nil {
+		return
+	}
+	mm.batches.Inc()
+	mm.items.Add(float64(n))
+	mm.seconds.Observe(seconds)
+}
+
+func (mm *modelMetrics) failed(code string) {
+	if mm.parent == nil {
+		return
+	}
+	mm.parent.errors.WithLabelValues(mm.model, code).Inc()
+}
