@@ -124,6 +124,9 @@ func LoadBytes(docs ...NamedDoc) (*Config, error) {
 func (c *Config) Validate() error {
 	v := validator{c: c}
 	v.run()
+	if v.full {
+		v.errs = append(v.errs, tooMany())
+	}
 	return joinErrors(v.errs)
 }
 
@@ -138,14 +141,14 @@ func load(docs []NamedDoc, pre []*ConfigError) (*Config, error) {
 		p.file(d)
 	}
 	normalize(cfg)
-	switch {
-	case p.full:
-		p.errs = append(p.errs, &ConfigError{Msg: fmt.Sprintf("too many problems: only the first %d are shown", maxErrors)})
-	case len(pre) == 0 && !p.over:
-		// Validation would report references into unread files or cut-off content.
+	full := p.full
+	if !full && len(pre) == 0 && !p.over {
+		// Skipped otherwise: it would report references into unread files or
+		// cut-off content.
 		v := validator{c: cfg, fields: p.fields}
 		v.run()
 		p.errs = append(p.errs, v.errs...)
+		full = v.full || len(p.errs) > maxErrors
 	}
 	if len(p.errs) > 0 {
 		order := make(map[string]int, len(docs))
@@ -166,6 +169,9 @@ func load(docs []NamedDoc, pre []*ConfigError) (*Config, error) {
 			}
 			return a.Line < b.Line
 		})
+		if full {
+			p.errs = append(p.errs[:min(len(p.errs), maxErrors)], tooMany())
+		}
 		return nil, joinErrors(p.errs)
 	}
 	return cfg, nil
@@ -180,6 +186,10 @@ func normalize(c *Config) {
 			}
 		}
 	}
+}
+
+func tooMany() *ConfigError {
+	return &ConfigError{Msg: fmt.Sprintf("too many problems: only the first %d are shown", maxErrors)}
 }
 
 func joinErrors(errs []*ConfigError) error {
@@ -872,9 +882,6 @@ func (v *validator) run() {
 	v.sessions()
 	v.backends()
 	v.membership()
-	if v.full {
-		v.errs = append(v.errs, &ConfigError{Msg: fmt.Sprintf("too many problems: only the first %d are shown", maxErrors)})
-	}
 }
 
 // index builds the lookup tables the checks share.
