@@ -1,19 +1,112 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/arrival"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
-// newSimulateCmd is a placeholder until its issue lands.
 func newSimulateCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "simulate",
-		Short:  "(simulate: not built yet)",
-		Hidden: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("simulate is not built yet")
+	var (
+		files    []string
+		planFile string
+		policy   string
+		dispatch string
+		output   string
+		o        simulate.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "simulate [-c FILE...] [--plan PLAN.json]",
+		Short: "Simulate a plan with the real dispatcher on a virtual clock",
+		Long: `simulate runs a discrete-event simulation of a plan: requests arrive per the
+arrival process, go through the real dispatcher (TC or round-robin) on a virtual
+clock, and virtual backends run each batch for its profiled duration. It reports
+p50/p90/p99/p99.9/max latency, throughput, goodput, SLO attainment and errors by
+kind per session and module, each group's slowest item against its WCL, and per
+slot the batches, mean batch size, dummies, utilisation and cost.
+
+The plan is read from --plan (plan JSON as 'piccolo plan -o json' writes it, or
+written by hand); without --plan, the config files given with -c are planned with
+--policy first. --rate replaces each session's request rate (module rates scale
+with it; machines and dummy rates stay as planned).
+
+Under constant arrivals at the planned rates no item should exceed its group's
+WCL: 'over WCL' counts those that do.`,
+		Example: `  piccolo plan -c configs/paper/profiles.yaml -c configs/paper/sessions.yaml -o json > plan.json
+  piccolo simulate --plan plan.json --dispatch tc --arrival poisson --duration 60s
+  piccolo simulate -c configs/paper/profiles.yaml -c configs/paper/sessions.yaml --dispatch rr -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o %q: allowed: table, json", output)
+			}
+			p, err := dispatcher.ParsePolicy(dispatch)
+			if err != nil {
+				return fmt.Errorf("--dispatch: %w", err)
+			}
+			o.Policy = p
+			if _, err := arrival.New(o.Arrival, 1, max(o.CV2, 1), 0); err != nil {
+				return fmt.Errorf("--arrival: %w", err)
+			}
+			if o.Arrival == "gamma" && !(o.CV2 > 0) {
+				return fmt.Errorf("--arrival gamma needs --cv2 > 0 (1 is Poisson, larger is burstier)")
+			}
+			plan, err := loadPlan(files, planFile, policy)
+			if err != nil {
+				return err
+			}
+			r, err := simulate.Run(plan, o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			return r.WriteTable(cmd.OutOrStdout())
 		},
 	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&files, "config", "c", nil, "config file (repeatable; files are merged); planned with --policy when --plan is not given")
+	f.StringVar(&planFile, "plan", "", "plan JSON to simulate (as written by 'piccolo plan -o json', or by hand)")
+	f.StringVar(&policy, "policy", "piccolo", "planning policy when --plan is not given: "+fmt.Sprint(scheduler.Policies))
+	f.StringVar(&dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
+	f.StringVar(&o.Arrival, "arrival", "constant", "arrival process: "+arrival.Kinds)
+	f.Float64Var(&o.CV2, "cv2", 0, "squared coefficient of variation of gamma arrivals")
+	f.Float64Var(&o.RatePerSec, "rate", 0, "request rate per session in req/s (0: the plan's)")
+	f.DurationVar(&o.Duration, "duration", 0, "how long requests arrive, in virtual time (e.g. 60s)")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed of the arrival processes and jitter")
+	f.Float64Var(&o.Jitter, "jitter", 0, "batch durations vary uniformly by ±this fraction, in [0,1)")
+	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	_ = cmd.MarkFlagRequired("duration")
+	return cmd
+}
+
+// loadPlan reads the plan file, or plans the configs with the planning policy.
+func loadPlan(files []string, planFile, policy string) (*api.Plan, error) {
+	if planFile != "" {
+		return simulate.ReadPlanFile(planFile)
+	}
+	if len(files) == 0 {
+		return nil, errors.New("nothing to simulate: pass --plan PLAN.json, or -c FILE (repeatable) to plan first")
+	}
+	cfg, err := api.Load(files...)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: policy})
+	if plan == nil {
+		return nil, err
+	}
+	// Sessions that could not be planned are reported as skipped; the rest run.
+	return plan, nil
 }
