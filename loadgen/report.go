@@ -34,7 +34,7 @@ type Report struct {
 	// client overload", "canceled".
 	Errors map[string]int64 `json:"errors"`
 
-	DurationS     float64         `json:"duration_s"`      // from the first send to the last reply (or the end of the drain), s
+	DurationS     float64         `json:"duration_s"`      // from the first send to the last reply (or the end of the drain), at least the sending time unless interrupted, s
 	OfferedRate   float64         `json:"offered_rps"`     // Sent / the configured duration, req/s
 	Throughput    float64         `json:"throughput_rps"`  // OK / DurationS, req/s
 	Goodput       *float64        `json:"goodput_rps"`     // successful replies within the SLO / DurationS, req/s

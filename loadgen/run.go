@@ -228,7 +228,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	cancel() // abandoned gRPC calls stop now; their late outcomes lose the CAS
 	stopBar()
 
-	rep.fill(r.results[:sent], slo, o.Duration, end.Sub(start))
+	elapsed := end.Sub(start)
+	if !rep.Interrupted {
+		elapsed = max(elapsed, o.Duration) // the window is at least the sending time
+	}
+	rep.fill(r.results[:sent], slo, o.Duration, elapsed)
 	rep.LateSends = late
 	rep.MaxSendLagMs = ms(maxLag)
 	return rep, nil

@@ -1,19 +1,124 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/piccolo-serving/piccolo/loadgen"
 )
 
-// newLoadgenCmd is a placeholder until its issue lands.
 func newLoadgenCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "loadgen",
-		Short:  "(loadgen: not built yet)",
-		Hidden: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("loadgen is not built yet")
+	var (
+		o         loadgen.Options
+		inputs    []string
+		inputName string
+		output    string
+		plotPath  string
+		quiet     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "loadgen --target URL|ADDR --session S --rate R",
+		Short: "Send open-loop inference load to a session and report latency, goodput and errors",
+		Long: `loadgen sends KServe v2 inference requests to one session at the times an arrival
+process dictates (constant, poisson or gamma with --cv2), whatever the replies: a slow
+server never slows the sends (open loop). Sends stop after --duration; replies still
+missing --drain later count as "timeout". At most --max-inflight requests are
+outstanding; a request due beyond that is counted as "dropped: client overload".
+Sends the scheduler released late (a loaded client) are counted as late sends.
+
+HTTP: POST {target}/v2/models/{session}/infer. gRPC: inference.GRPCInferenceService
+ModelInfer at host:port.
+
+Inputs (--input, repeatable, cycled over the requests): a KServe v2 JSON request
+body, a .png/.jpg image (sent as a BYTES tensor named --input-name of shape [1];
+over HTTP with Triton's binary-data extension), or a directory of them. Without
+--input the model metadata's declared inputs are sent as zeros (dimension 0 = 1).
+
+The SLO for goodput and attainment is --slo, else the gateway's model metadata
+parameter slo_ms (HTTP), else n/a. The report (-o table or json) gives sent,
+completed, ok, errors by kind, throughput, goodput, SLO attainment, nearest-rank
+p50/p90/p99/p99.9/max latency of successful requests, and late sends; --plot
+writes their latency CDF (.png, .svg or .pdf).`,
+		Example: `  piccolo loadgen --target http://127.0.0.1:8000 --session traffic --rate 100 --duration 30s --slo 400ms
+  piccolo loadgen --target 127.0.0.1:8001 --protocol grpc --session ocr --rate 20 --arrival gamma --cv2 4 \
+      --input testdata/images -o json --plot cdf.png`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o %q: allowed: table, json", output)
+			}
+			if o.MaxInflight <= 0 {
+				return fmt.Errorf("--max-inflight %d: must be > 0", o.MaxInflight)
+			}
+			for _, d := range []struct {
+				name string
+				v    time.Duration
+			}{{"--duration", o.Duration}, {"--drain", o.Drain}, {"--timeout", o.Timeout}} {
+				if d.v <= 0 {
+					return fmt.Errorf("%s %v: must be > 0", d.name, d.v)
+				}
+			}
+			if len(inputs) > 0 {
+				p, err := loadgen.LoadInputs(inputs, inputName)
+				if err != nil {
+					return err
+				}
+				o.Payloads = p
+			}
+			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+				o.Progress = os.Stderr
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := loadgen.Run(ctx, o)
+			if err != nil {
+				return err
+			}
+			if plotPath != "" {
+				slo := o.SLO
+				if rep.SLOMs != nil {
+					slo = time.Duration(*rep.SLOMs * float64(time.Millisecond))
+				}
+				title := fmt.Sprintf("%s: %s %.4g req/s", rep.Session, rep.Arrival, rep.Rate)
+				if err := loadgen.WritePlot(plotPath, title, rep.Latencies, slo); err != nil {
+					return err
+				}
+			}
+			if output == "json" {
+				return loadgen.WriteJSON(cmd.OutOrStdout(), rep)
+			}
+			return loadgen.WriteTable(cmd.OutOrStdout(), rep)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.Target, "target", "", "server: http://host:port[/base] or host:port (HTTP), host:port (gRPC)")
+	f.StringVar(&o.Protocol, "protocol", "http", "protocol: "+loadgen.Protocols)
+	f.StringVar(&o.Session, "session", "", "session (the model name the gateway exposes)")
+	f.Float64Var(&o.Rate, "rate", 0, "mean request rate, req/s")
+	f.StringVar(&o.Arrival, "arrival", "poisson", "arrival process: constant, poisson, gamma")
+	f.Float64Var(&o.CV2, "cv2", 1, "squared coefficient of variation of inter-arrival gaps (gamma only; >1 is burstier)")
+	f.Uint64Var(&o.Seed, "seed", 1, "arrival process seed (same seed, same schedule)")
+	f.DurationVar(&o.Duration, "duration", loadgenDefault.Duration, "how long to send")
+	f.DurationVar(&o.Drain, "drain", loadgenDefault.Drain, "how long to wait for replies after the last send; still missing then: timeout")
+	f.DurationVar(&o.Timeout, "timeout", loadgenDefault.Timeout, "per-request client timeout")
+	f.IntVar(&o.MaxInflight, "max-inflight", loadgenDefault.MaxInflight, "at most this many outstanding requests; beyond: dropped (client overload)")
+	f.DurationVar(&o.SLO, "slo", 0, "latency objective for goodput and attainment (default: the model metadata's slo_ms)")
+	f.StringArrayVar(&inputs, "input", nil, "request input: KServe v2 JSON body, .png/.jpg image, or a directory (repeatable; cycled)")
+	f.StringVar(&inputName, "input-name", "image", "tensor name for image inputs")
+	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	f.StringVar(&plotPath, "plot", "", "write the latency CDF to this file (.png, .svg, .pdf)")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar (it is also off when stderr is not a terminal)")
+	_ = cmd.MarkFlagRequired("target")
+	_ = cmd.MarkFlagRequired("session")
+	_ = cmd.MarkFlagRequired("rate")
+	return cmd
 }
+
+// loadgenDefault holds the defaults of the loadgen flags.
+var loadgenDefault = loadgen.Options{Duration: 10 * time.Second, Drain: 10 * time.Second, Timeout: 10 * time.Second, MaxInflight: 10000}
