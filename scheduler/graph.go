@@ -6,8 +6,8 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 )
 
-// graph is a session's DAG by module index, with the longest-path arithmetic the
-// splitter needs. Immutable after newGraph.
+// graph is a session's DAG by module index (from api.Session's DAG helpers), with
+// the longest-path arithmetic the splitter needs. Immutable after newGraph.
 type graph struct {
 	names    []string
 	parents  [][]int
@@ -16,41 +16,16 @@ type graph struct {
 }
 
 func newGraph(s *api.Session) (*graph, error) {
+	topo, err := s.TopoOrder()
+	if err != nil {
+		return nil, fmt.Errorf("session %q: %w", s.Name, err)
+	}
 	n := len(s.Modules)
-	g := &graph{names: make([]string, n), parents: make([][]int, n), children: make([][]int, n)}
-	index := make(map[string]int, n)
+	g := &graph{names: make([]string, n), parents: make([][]int, n), children: make([][]int, n), topo: topo}
 	for i, m := range s.Modules {
 		g.names[i] = m.Name
-		index[m.Name] = i
-	}
-	for i, m := range s.Modules {
-		for _, a := range m.After {
-			j, ok := index[a]
-			if !ok {
-				return nil, fmt.Errorf("session %q module %q: after names unknown module %q", s.Name, m.Name, a)
-			}
-			g.parents[i] = append(g.parents[i], j)
-			g.children[j] = append(g.children[j], i)
-		}
-	}
-	indeg := make([]int, n)
-	for i := range g.parents {
-		indeg[i] = len(g.parents[i])
-	}
-	for i := 0; i < n; i++ {
-		if indeg[i] == 0 {
-			g.topo = append(g.topo, i)
-		}
-	}
-	for k := 0; k < len(g.topo); k++ {
-		for _, c := range g.children[g.topo[k]] {
-			if indeg[c]--; indeg[c] == 0 {
-				g.topo = append(g.topo, c)
-			}
-		}
-	}
-	if len(g.topo) != n {
-		return nil, fmt.Errorf("session %q: modules form a cycle", s.Name)
+		g.parents[i] = s.Parents(i)
+		g.children[i] = s.Children(i)
 	}
 	return g, nil
 }
