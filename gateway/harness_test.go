@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/api/inference"
+	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/backends/sim"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/scheduler"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// harnessProfiles is the config text of the integration tests: two modules of a
+// chain on v100 sims, fast enough for a loaded 2-core machine.
+const harnessProfiles = `
+hardware:
+  - {name: v100, price: 3}
+profiles:
+  - model: det
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 4ms}
+      - {batch: 4, concurrency: 1, duration: 6ms}
+      - {batch: 8, concurrency: 1, duration: 8ms}
+  - model: rec
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 3ms}
+      - {batch: 8, concurrency: 1, duration: 6ms}
+sessions:
+  - name: pipe
+    slo: 400ms
+    modules:
+      - {name: detect, model: det, rate: 50}
+      - {name: recognize, model: rec, rate: 50, after: [detect]}
+`
+
+// harness is a gateway and its sim backends booted from config text on loopback.
+type harness struct {
+	cfg      *api.Config
+	url      string
+	grpc     inference.GRPCInferenceServiceClient
+	runner   *LiveRunner
+	backends []*grpc.Server
+}
+
+// startHarness boots n sim backends of hardware v100, then a gateway planned with
+// the piccolo policy over them; everything is stopped in t.Cleanup.
+func startHarness(t testing.TB, configText string, n int, policy string) *harness {
+	t.Helper()
+	var bl strings.Builder
+	bl.WriteString("backends:\n")
+	base, err := api.LoadBytes(api.NamedDoc{Name: "profiles.yaml", Data: []byte(configText)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{}
+	for i := range n {
+		exec, err := sim.New("v100", base.Profiles, sim.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := backends.NewServer(exec, backends.ServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := backends.NewGRPCServer(srv)
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go g.Serve(lis)
+		t.Cleanup(g.Stop)
+		h.backends = append(h.backends, g)
+		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, lis.Addr().String())
+	}
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "profiles.yaml", Data: []byte(configText)},
+		api.NamedDoc{Name: "backends.yaml", Data: []byte(bl.String())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cfg = cfg
+	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	pol, _ := dispatcher.ParsePolicy(policy)
+	runner, err := NewLiveRunner(context.Background(), cfg, plan, LiveOptions{Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runner.Close() })
+	h.runner = runner
+	exec, err := NewExecutor(runner, cfg.Sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(exec, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.NewHTTPServer()
+	go hs.Serve(hl)
+	t.Cleanup(func() { hs.Shutdown() })
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := srv.NewGRPCServer()
+	go gs.Serve(gl)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	h.url = "http://" + hl.Addr().String()
+	h.grpc = inference.NewGRPCInferenceServiceClient(conn)
+	return h
+}
+
+func TestIntegrationChain(t *testing.T) {
+	for _, policy := range []string{"tc", "rr"} {
+		t.Run(policy, func(t *testing.T) {
+			h := startHarness(t, harnessProfiles, 2, policy)
+			// 40 concurrent clients, each with its own input: every answer must be
+			// the checksum chain of its own input (batching must not mix items).
+			var wg sync.WaitGroup
+			for c := range 40 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					v := float32(c)
+					body := fmt.Sprintf(`{"id":"c%d","inputs":[{"name":"input0","shape":[1,2],"datatype":"FP32","data":[%v,1]}]}`, c, v)
+					status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", body)
+					if status != 200 {
+						t.Errorf("client %d: status %d %v", c, status, m)
+						return
+					}
+					want := sim.Checksum(fp32(sim.Checksum(fp32(v, 1))))
+					out := m["outputs"].([]any)[0].(map[string]any)
+					got := out["data"].([]any)[0].(float64)
+					if float32(got) != want || m["id"] != fmt.Sprintf("c%d", c) {
+						t.Errorf("client %d: id %v output %v, want c%d and %v (the chain of its own input)", c, m["id"], got, c, want)
+					}
+					p := m["parameters"].(map[string]any)
+					if p["piccolo.e2e_ms"].(float64) <= 0 || p["piccolo.recognize.compute_ms"].(float64) <= 0 {
+						t.Errorf("client %d: timings %v", c, p)
+					}
+				}()
+			}
+			wg.Wait()
+			st := h.runner.Stats()
+			if s := st["pipe/detect"]; s.Completed != 40 || s.Failed != 0 {
+				t.Errorf("detect dispatcher: completed %d failed %d, want 40 and 0", s.Completed, s.Failed)
+			}
+		})
+	}
+}
+
+func TestIntegrationGRPCAndMetadata(t *testing.T) {
+	h := startHarness(t, harnessProfiles, 1, "tc")
+	resp, err := h.grpc.ModelInfer(context.Background(), &inference.ModelInferRequest{
+		ModelName:        "pipe",
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}}},
+		RawInputContents: [][]byte{fp32(7)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fp32(sim.Checksum(fp32(sim.Checksum(fp32(7)))))
+	if len(resp.RawOutputContents) != 1 || string(resp.RawOutputContents[0]) != string(want) {
+		t.Errorf("gRPC output %v, want %v", resp.RawOutputContents, want)
+	}
+	_, m := httpDo(t, "GET", h.url+"/v2/models/pipe", "")
+	b, _ := json.Marshal(m)
+	if !strings.Contains(string(b), `"inputs":[{"datatype":"FP32","name":"input0","shape":[-1,-1]}]`) ||
+		!strings.Contains(string(b), `"outputs":[{"datatype":"FP32","name":"output0"`) {
+		t.Errorf("metadata %s, want the sim models' input0 and output0", b)
+	}
+}
+
+// TestIntegrationBackendDown: requests to a session whose backend has gone fail
+// with 503 (or 504 if the deadline comes first), promptly, and never hang.
+func TestIntegrationBackendDown(t *testing.T) {
+	h := startHarness(t, harnessProfiles, 1, "tc")
+	h.backends[0].Stop()
+	start := time.Now()
+	status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", `{"inputs":[{"name":"input0","shape":[1,1],"datatype":"FP32","data":[1]}]}`)
+	if status != 503 && status != 504 {
+		t.Errorf("status %d %v, want 503 or 504", status, m)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("took %v to fail, want about the 400 ms SLO at most", el)
+	}
+}
+
+// TestIntegrationMixedShapes: requests whose inputs cannot be stacked together
+// (different trailing dimensions) may land in one batch; each must still succeed.
+func TestIntegrationMixedShapes(t *testing.T) {
+	h := startHarness(t, harnessProfiles, 1, "tc")
+	var wg sync.WaitGroup
+	for c := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Two shapes in flight at once: they cannot be stacked together.
+			width := 1 + c%2
+			data := strings.TrimSuffix(strings.Repeat("1,", width), ",")
+			body := fmt.Sprintf(`{"inputs":[{"name":"input0","shape":[1,%d],"datatype":"FP32","data":[%s]}]}`, width, data)
+			if status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", body); status != 200 {
+				t.Errorf("client %d (width %d): status %d %v", c, width, status, m)
+			}
+		}()
+	}
+	wg.Wait()
+}

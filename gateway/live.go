@@ -1,0 +1,526 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+)
+
+// Place assigns backends to the machines of plan, the embedded default until the
+// control plane's placement lands: for each group, in plan order (session, module,
+// group), its ceil(machines) machines take the next backends of the group's
+// hardware type in round-robin order. Backends are used once each while any is
+// free; when a hardware type has fewer backends than planned machines, the
+// rotation wraps and machines share a backend (Shared counts those machines).
+// Groups that already list backends keep them. Sessions whose plan failed are
+// copied as they are. Errors name the module and hardware that has no backend.
+func Place(plan *api.Plan, backendList []api.Backend) (placed *api.Plan, shared int, err error) {
+	byHW := map[string][]string{}
+	for _, b := range backendList {
+		byHW[b.Hardware] = append(byHW[b.Hardware], b.ID)
+	}
+	next := map[string]int{}
+	out := *plan
+	out.Sessions = make([]api.SessionPlan, len(plan.Sessions))
+	for si, sp := range plan.Sessions {
+		sp.Modules = append([]api.ModulePlan(nil), sp.Modules...)
+		for mi := range sp.Modules {
+			mp := &sp.Modules[mi]
+			mp.Configs = append([]api.GroupPlan(nil), mp.Configs...)
+			for gi := range mp.Configs {
+				g := &mp.Configs[gi]
+				if len(g.Backends) > 0 {
+					continue
+				}
+				ids := byHW[g.Hardware]
+				if len(ids) == 0 {
+					return nil, 0, fmt.Errorf("session %q module %q group %d: no backend of hardware %q in the config's backends list (have: %s)",
+						sp.Name, mp.Name, gi, g.Hardware, hardwareList(byHW))
+				}
+				n := int(math.Ceil(g.Machines - 1e-9))
+				g.Backends = make([]string, n)
+				for i := range n {
+					if next[g.Hardware] >= len(ids) {
+						shared++
+					}
+					g.Backends[i] = ids[next[g.Hardware]%len(ids)]
+					next[g.Hardware]++
+				}
+			}
+		}
+		out.Sessions[si] = sp
+	}
+	return &out, shared, nil
+}
+
+func hardwareList(byHW map[string][]string) string {
+	if len(byHW) == 0 {
+		return "none"
+	}
+	var s []string
+	for hw, ids := range byHW {
+		s = append(s, fmt.Sprintf("%s: %s", hw, strings.Join(ids, ", ")))
+	}
+	sort.Strings(s)
+	return strings.Join(s, "; ")
+}
+
+// LiveOptions configure a LiveRunner.
+type LiveOptions struct {
+	// Policy is the dispatch policy, dispatcher.TC (default) or dispatcher.RR.
+	Policy dispatcher.Policy
+	// Clients gives the backend clients; default: a new backends.Pool, closed by
+	// Close.
+	Clients *backends.Pool
+	// LoadTimeout bounds loading the models on the backends (default 30s).
+	LoadTimeout time.Duration
+}
+
+// LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher
+// built from the plan's ModulePlan (§III-B TC dispatch) whose Sender sends whole
+// batches to the placed backends with the backend client. Its module table is
+// immutable after NewLiveRunner; Run and Estimate take no lock of their own.
+type LiveRunner struct {
+	sessions map[string]map[string]*liveModule
+	failed   map[string]string // session -> why it has no plan
+	pool     *backends.Pool
+	ownPool  bool
+}
+
+var (
+	_ ModuleRunner      = (*LiveRunner)(nil)
+	_ MetadataSource    = (*LiveRunner)(nil)
+	_ dispatcher.Sender = (*liveModule)(nil)
+)
+
+// liveModule is one module: its dispatcher, the clients of its backends, and the
+// numbers admission control reads.
+type liveModule struct {
+	session, name, model string
+	disp                 *dispatcher.Dispatcher
+	clients              map[string]*backends.Client // backend id -> client
+	budget               time.Duration
+	wcl                  time.Duration
+	capacity             float64 // planned req/s the module's machines serve
+	outstanding          atomic.Int64
+	items                sync.Pool
+	itemDone             func(*dispatcher.Item)
+	inputs, outputs      []TensorMeta
+	hasMeta              bool
+}
+
+// NewLiveRunner places plan on cfg's static backends (Place), loads every module's
+// model on its backends with the largest batch and concurrency any of its groups
+// there needs (RepositoryModelLoad), and builds one dispatcher per module.
+// Sessions whose plan failed are served with ErrUnavailable naming the reason.
+func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts LiveOptions) (*LiveRunner, error) {
+	if plan == nil {
+		return nil, errors.New("gateway: NewLiveRunner needs a plan")
+	}
+	placed, _, err := Place(plan, cfg.Backends)
+	if err != nil {
+		return nil, err
+	}
+	addr := map[string]string{}
+	for _, b := range cfg.Backends {
+		addr[b.ID] = b.Address
+	}
+	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, pool: opts.Clients}
+	if r.pool == nil {
+		r.pool, r.ownPool = backends.NewPool(backends.ClientOptions{}), true
+	}
+	fail := func(err error) (*LiveRunner, error) {
+		r.Close()
+		return nil, err
+	}
+	type loadKey struct{ backend, model string }
+	loads := map[loadKey][2]int{} // batch, concurrency
+	for _, sp := range placed.Sessions {
+		if sp.Error != "" {
+			r.failed[sp.Name] = sp.Error
+			continue
+		}
+		mods := map[string]*liveModule{}
+		r.sessions[sp.Name] = mods
+		for _, mp := range sp.Modules {
+			lm := &liveModule{session: sp.Name, name: mp.Name, model: mp.Model, clients: map[string]*backends.Client{},
+				budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)),
+				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond))}
+			lm.itemDone = lm.finish
+			for _, g := range mp.Configs {
+				// A fractional machine is placed on a whole backend, which serves
+				// at its full throughput unless shared.
+				lm.capacity += g.Throughput * math.Ceil(g.Machines-1e-9)
+				for _, id := range g.Backends {
+					a, ok := addr[id]
+					if !ok {
+						return fail(fmt.Errorf("session %q module %q: plan names backend %q, which is not in the config", sp.Name, mp.Name, id))
+					}
+					c, err := r.pool.Client(a)
+					if err != nil {
+						return fail(fmt.Errorf("session %q module %q: backend %q: %w", sp.Name, mp.Name, id, err))
+					}
+					lm.clients[id] = c
+					k := loadKey{id, mp.Model}
+					l := loads[k]
+					loads[k] = [2]int{max(l[0], g.Batch), max(l[1], g.Concurrency, 1)}
+				}
+			}
+			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Sender: lm})
+			if err != nil {
+				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
+			}
+			lm.disp = d
+			mods[mp.Name] = lm
+		}
+	}
+	timeout := opts.LoadTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	keys := make([]loadKey, 0, len(loads))
+	for k := range loads {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].backend < keys[j].backend || keys[i].backend == keys[j].backend && keys[i].model < keys[j].model
+	})
+	meta := map[string]backends.ModelInfo{}
+	for _, k := range keys {
+		c, _ := r.pool.Client(addr[k.backend])
+		l := loads[k]
+		if err := c.Load(lctx, k.model, l[0], l[1]); err != nil {
+			return fail(fmt.Errorf("load model %q on backend %q (batch %d, concurrency %d): %w", k.model, k.backend, l[0], l[1], err))
+		}
+		if _, ok := meta[k.model]; !ok {
+			if info, err := c.Metadata(lctx, k.model); err == nil {
+				meta[k.model] = info
+			}
+		}
+	}
+	for _, mods := range r.sessions {
+		for _, lm := range mods {
+			if info, ok := meta[lm.model]; ok {
+				lm.inputs, lm.outputs, lm.hasMeta = specsToMeta(info.Inputs), specsToMeta(info.Outputs), true
+			}
+		}
+	}
+	return r, nil
+}
+
+func specsToMeta(specs []backends.TensorSpec) []TensorMeta {
+	out := make([]TensorMeta, len(specs))
+	for i, s := range specs {
+		out[i] = TensorMeta{Name: s.Name, Datatype: s.Datatype, Shape: s.Shape}
+	}
+	return out
+}
+
+// Close closes every dispatcher (queued items fail with ErrUnavailable) and, if
+// the runner made it, the client pool.
+func (r *LiveRunner) Close() error {
+	var errs []error
+	for _, mods := range r.sessions {
+		for _, lm := range mods {
+			if lm.disp != nil {
+				errs = append(errs, lm.disp.Close())
+			}
+		}
+	}
+	if r.ownPool && r.pool != nil {
+		errs = append(errs, r.pool.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns each module's dispatcher counters, keyed "session/module".
+func (r *LiveRunner) Stats() map[string]dispatcher.Stats {
+	out := map[string]dispatcher.Stats{}
+	for s, mods := range r.sessions {
+		for m, lm := range mods {
+			out[s+"/"+m] = lm.disp.Stats()
+		}
+	}
+	return out
+}
+
+func (r *LiveRunner) module(session, module string) (*liveModule, error) {
+	if lm, ok := r.sessions[session][module]; ok {
+		return lm, nil
+	}
+	if why, ok := r.failed[session]; ok {
+		return nil, fmt.Errorf("%w: session %q has no plan: %s", ErrUnavailable, session, why)
+	}
+	return nil, fmt.Errorf("%w: session %q module %q is not in the plan", ErrUnavailable, session, module)
+}
+
+// Run submits one item to the module's dispatcher. The item's deadline is the
+// module's budget from now or the request's deadline, whichever is earlier.
+func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+	done func([]api.Tensor, Timing, error)) {
+	lm, err := r.module(session, module)
+	if err != nil {
+		done(nil, Timing{}, err)
+		return
+	}
+	li, _ := lm.items.Get().(*liveItem)
+	if li == nil {
+		li = &liveItem{}
+	}
+	it := &li.Item
+	now := time.Now()
+	it.Arrival, it.Deadline, it.Inputs, it.Tag, it.Done = now, deadline, inputs, li, lm.itemDone
+	li.done, li.deadline = done, deadline
+	if lm.budget > 0 {
+		if b := now.Add(lm.budget); b.Before(deadline) {
+			it.Deadline = b
+		}
+	}
+	lm.outstanding.Add(1)
+	if err := lm.disp.Submit(it); err != nil {
+		lm.outstanding.Add(-1)
+		*li = liveItem{}
+		lm.items.Put(li)
+		done(nil, Timing{}, mapBackendError(fmt.Errorf("module %q: %w", module, err)))
+	}
+}
+
+// liveItem is a dispatcher item with the executor's callback and an error of its
+// own (the dispatcher applies one error to a whole batch; a Sender that ran items
+// separately sets err on the ones that failed). Pooled per module.
+type liveItem struct {
+	dispatcher.Item
+	done     func([]api.Tensor, Timing, error)
+	deadline time.Time // the request's end-to-end deadline: bounds the backend call
+	err      error
+}
+
+// finish is every item's Done: it reports the outcome to the executor and
+// recycles the item.
+func (lm *liveModule) finish(it *dispatcher.Item) {
+	lm.outstanding.Add(-1)
+	li := it.Tag.(*liveItem)
+	done := li.done
+	var t Timing
+	if !it.Sent.IsZero() {
+		t = Timing{Queue: it.Sent.Sub(it.Arrival), Compute: it.Finished.Sub(it.Sent)}
+	}
+	out, err := it.Outputs, it.Err
+	if err == nil {
+		err = li.err
+	}
+	*li = liveItem{}
+	lm.items.Put(li)
+	if err != nil {
+		out, err = nil, mapBackendError(err)
+	}
+	done(out, t, err)
+}
+
+// Estimate is the module's planned WCL plus the time its machines need to drain
+// the items beyond what the plan expects in flight (Little's law: capacity × WCL).
+func (r *LiveRunner) Estimate(session, module string) time.Duration {
+	lm, ok := r.sessions[session][module]
+	if !ok || lm.capacity <= 0 {
+		return 0
+	}
+	excess := float64(lm.outstanding.Load()) - lm.capacity*lm.wcl.Seconds()
+	if excess <= 0 {
+		return lm.wcl
+	}
+	return lm.wcl + time.Duration(excess/lm.capacity*float64(time.Second))
+}
+
+// ModuleMetadata returns the module's model's tensors as its backend reported them.
+func (r *LiveRunner) ModuleMetadata(session, module string) (inputs, outputs []TensorMeta, ok bool) {
+	lm, found := r.sessions[session][module]
+	if !found || !lm.hasMeta {
+		return nil, nil, false
+	}
+	return lm.inputs, lm.outputs, true
+}
+
+// Send runs a batch on its slot's backend on a goroutine of its own (Send must not
+// block). Dummies pad the batch with copies of the first item's inputs; their
+// outputs are dropped. Items whose tensors cannot be stacked together (different
+// names, datatypes or trailing dimensions) go in separate calls, and when the
+// backend rejects a batch of several items as invalid, each item is retried alone,
+// so one bad request never fails another.
+func (lm *liveModule) Send(b *dispatcher.Batch) { go lm.send(b) }
+
+func (lm *liveModule) send(b *dispatcher.Batch) {
+	c := lm.clients[b.Slot.Backend]
+	if c == nil {
+		b.Done(nil, fmt.Errorf("%w: module %q: slot %s has no backend client", ErrUnavailable, lm.name, b.Slot))
+		return
+	}
+	var latest time.Time
+	for _, it := range b.Items {
+		if dl := it.Tag.(*liveItem).deadline; dl.After(latest) {
+			latest = dl
+		}
+	}
+	if latest.IsZero() {
+		latest = time.Now().Add(DefaultTimeout)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), latest)
+	defer cancel()
+	items := make([][]api.Tensor, len(b.Items), len(b.Items)+b.Dummies)
+	for i, it := range b.Items {
+		items[i] = it.Inputs
+	}
+	out, errs, err := lm.infer(ctx, c, items, b.Dummies)
+	if err == nil {
+		for i, e := range errs {
+			if e != nil {
+				b.Items[i].Tag.(*liveItem).err = e
+			}
+		}
+	}
+	b.Done(out, err)
+}
+
+// infer runs items (plus dummies) in as few ModelInfer calls as stacking allows.
+// err is set when the whole batch failed; otherwise errs[i] (when errs is not nil)
+// is item i's own failure.
+func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, err error) {
+	groups := stackGroups(items)
+	if len(groups) == 1 {
+		all := items
+		for range dummies {
+			all = append(all, items[0])
+		}
+		out, err := c.Infer(ctx, lm.model, all)
+		if err != nil && len(items) > 1 && errors.Is(err, backends.ErrInvalidInput) {
+			return lm.inferEach(ctx, c, items)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return out[:len(items)], nil, nil
+	}
+	out = make([][]api.Tensor, len(items))
+	errs = make([]error, len(items))
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := make([][]api.Tensor, len(g))
+			for i, idx := range g {
+				sub[i] = items[idx]
+			}
+			res, subErrs, err := lm.infer(ctx, c, sub, 0)
+			for i, idx := range g {
+				switch {
+				case err != nil:
+					errs[idx] = err
+				case subErrs != nil && subErrs[i] != nil:
+					errs[idx] = subErrs[i]
+				default:
+					out[idx] = res[i]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errs, nil
+}
+
+// inferEach runs every item alone, so that one item the backend rejects does not
+// fail the others.
+func (lm *liveModule) inferEach(ctx context.Context, c *backends.Client, items [][]api.Tensor) ([][]api.Tensor, []error, error) {
+	out := make([][]api.Tensor, len(items))
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.Infer(ctx, lm.model, items[i:i+1])
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			out[i] = res[0]
+		}()
+	}
+	wg.Wait()
+	return out, errs, nil
+}
+
+// stackGroups partitions items into groups that can be stacked in one call:
+// same input names, datatypes and dimensions after dimension 0. The common case,
+// one group, allocates one small slice.
+func stackGroups(items [][]api.Tensor) [][]int {
+	if len(items) <= 1 || allStackable(items) {
+		return [][]int{nil}
+	}
+	var groups [][]int
+next:
+	for i := range items {
+		for gi, g := range groups {
+			if stackable(items[g[0]], items[i]) {
+				groups[gi] = append(g, i)
+				continue next
+			}
+		}
+		groups = append(groups, []int{i})
+	}
+	return groups
+}
+
+func allStackable(items [][]api.Tensor) bool {
+	for _, it := range items[1:] {
+		if !stackable(items[0], it) {
+			return false
+		}
+	}
+	return true
+}
+
+func stackable(a, b []api.Tensor) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Datatype != b[i].Datatype || len(a[i].Shape) != len(b[i].Shape) ||
+			len(a[i].Shape) == 0 || !equalDims(a[i].Shape[1:], b[i].Shape[1:]) {
+			return false
+		}
+	}
+	return true
+}
+
+// mapBackendError wraps err, from the dispatcher or the backend client, with the
+// gateway sentinel the edge maps to a status.
+func mapBackendError(err error) error {
+	var sentinel error
+	switch {
+	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+		sentinel = ErrDeadline
+	case errors.Is(err, backends.ErrInvalidInput):
+		sentinel = ErrBadInput
+	case errors.Is(err, dispatcher.ErrClosed), errors.Is(err, backends.ErrBackendUnavailable),
+		errors.Is(err, backends.ErrModelNotLoaded), errors.Is(err, backends.ErrUnknownModel),
+		errors.Is(err, backends.ErrBackendOverloaded), errors.Is(err, backends.ErrPoolClosed):
+		sentinel = ErrUnavailable
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrBackend), errors.Is(err, ErrDeadline), errors.Is(err, ErrBadInput):
+		return err
+	default:
+		sentinel = ErrBackend
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
+}
