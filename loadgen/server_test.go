@@ -20,6 +20,8 @@ type testServer struct {
 	delay time.Duration
 	// status, when set, gives the reply status for request id (0 means 200).
 	status func(id int) int
+	// lean answers 200 without decoding or recording (for benchmarks).
+	lean bool
 	// metadata is the body of GET /v2/models/{session}; "" answers 404.
 	metadata string
 
@@ -37,7 +39,7 @@ type inferBody struct {
 	Inputs []jsonTensor `json:"inputs"`
 }
 
-func startServer(t *testing.T, ts *testServer) *testServer {
+func startServer(t testing.TB, ts *testServer) *testServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,6 +71,10 @@ func (ts *testServer) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		ctx.SetBodyString(ts.metadata)
+		return
+	}
+	if ts.lean {
+		ctx.SetBodyString(`{"outputs":[]}`)
 		return
 	}
 	ts.received.Add(1)
@@ -111,7 +117,7 @@ func (ts *testServer) handle(ctx *fasthttp.RequestCtx) {
 	ctx.SetBodyString(`{"model_name":"s","id":"` + b.ID + `","outputs":[]}`)
 }
 
-func mustBodies(t *testing.T, ts *testServer) []inferBody {
+func mustBodies(t testing.TB, ts *testServer) []inferBody {
 	t.Helper()
 	b, _ := ts.got()
 	if len(b) == 0 {
