@@ -26,7 +26,7 @@ type Report struct {
 	Inputs []string `json:"inputs"`
 
 	Sent      int64 `json:"sent"`      // requests the schedule released, dropped ones included
-	Completed int64 `json:"completed"` // requests that got a reply from the server, successful or not
+	Completed int64 `json:"completed"` // requests that got a reply, successful or not (gRPC UNAVAILABLE counts: gRPC reports a refused connection the same way)
 	OK        int64 `json:"ok"`        // successful replies
 	// Errors counts every request that did not succeed, by kind: "rejected:
 	// overloaded", "deadline", "bad request", "not found", "unauthorized", "server
