@@ -84,6 +84,14 @@ type LiveOptions struct {
 	Clients *backends.Pool
 	// LoadTimeout bounds loading the models on the backends (default 30s).
 	LoadTimeout time.Duration
+	// SlackFraction is the share of a module's budget kept free for what the
+	// dispatcher does not model (the network, the gateway, a loaded host): an
+	// item's dispatch deadline is min(now + budget, the request's deadline)
+	// minus this share of the budget. The TC dispatcher flushes a partial batch
+	// at the last moment that meets that deadline, so at low load a request
+	// takes nearly its budget; without slack it would arrive just too late.
+	// Default 0.1; negative means none.
+	SlackFraction float64
 }
 
 // LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher
@@ -110,6 +118,7 @@ type liveModule struct {
 	disp                 *dispatcher.Dispatcher
 	clients              map[string]*backends.Client // backend id -> client
 	budget               time.Duration
+	slack                time.Duration
 	wcl                  time.Duration
 	capacity             float64 // planned req/s the module's machines serve
 	outstanding          atomic.Int64
@@ -157,6 +166,12 @@ func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 				budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)),
 				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond))}
 			lm.itemDone = lm.finish
+			switch {
+			case opts.SlackFraction == 0:
+				lm.slack = lm.budget / 10
+			case opts.SlackFraction > 0:
+				lm.slack = time.Duration(float64(lm.budget) * opts.SlackFraction)
+			}
 			for _, g := range mp.Configs {
 				// A fractional machine is placed on a whole backend, which serves
 				// at its full throughput unless shared.
@@ -266,8 +281,9 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 	return nil, fmt.Errorf("%w: session %q module %q is not in the plan", ErrUnavailable, session, module)
 }
 
-// Run submits one item to the module's dispatcher. The item's deadline is the
-// module's budget from now or the request's deadline, whichever is earlier.
+// Run submits one item to the module's dispatcher. The item's dispatch deadline
+// is the module's budget from now or the request's deadline, whichever is
+// earlier, less the slack (LiveOptions.SlackFraction).
 func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
 	done func([]api.Tensor, Timing, error)) {
 	lm, err := r.module(session, module)
@@ -288,6 +304,7 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 			it.Deadline = b
 		}
 	}
+	it.Deadline = it.Deadline.Add(-lm.slack)
 	lm.outstanding.Add(1)
 	if err := lm.disp.Submit(it); err != nil {
 		lm.outstanding.Add(-1)
