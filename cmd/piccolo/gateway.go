@@ -1,19 +1,199 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
-// newGatewayCmd is a placeholder until its issue lands.
+// gatewayOptions are the flags of `piccolo gateway`.
+type gatewayOptions struct {
+	files      []string
+	listen     string
+	grpcListen string
+	policy     string
+	dispatch   string
+	maxBody    int
+	slack      float64
+	logFmt     string
+	drain      time.Duration
+}
+
 func newGatewayCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "gateway",
-		Short:  "(gateway: not built yet)",
-		Hidden: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("gateway is not built yet")
+	o := &gatewayOptions{}
+	cmd := &cobra.Command{
+		Use:   "gateway -c FILE... [--listen ADDR] [--grpc-listen ADDR]",
+		Short: "Serve sessions as KServe v2 models over HTTP and gRPC, batching onto the backends",
+		Long: `gateway loads the config (hardware, profiles, sessions and the static backends
+list), plans every session with the scheduler (--policy), places the plan on the
+backends (each config group's machines take the next backends of its hardware
+type, round-robin), loads the models there with the plan's batch size and
+concurrency, and serves each session as a KServe v2 model:
+
+  HTTP (fasthttp, --listen):  GET /v2, /v2/health/live, /v2/health/ready,
+                              /v2/models/{session}, /v2/models/{session}/ready;
+                              POST /v2/models/{session}/infer
+  gRPC (--grpc-listen):       inference.GRPCInferenceService
+
+A request runs the session's DAG; each module's items are batched and dispatched
+by --dispatch (tc: the paper's throughput-cost dispatch; rr: round-robin). A request
+whose deadline (arrival + SLO) cannot be met given the current queues is rejected
+at once (HTTP 429, gRPC RESOURCE_EXHAUSTED). Responses carry per-module queue,
+compute and total milliseconds as parameters "piccolo.<module>.queue_ms" etc.
+
+Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
+On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
+(up to --drain) and exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runGateway(ctx, o, func(httpAddr, grpcAddr string) {
+				fmt.Fprintf(cmd.OutOrStdout(), "piccolo gateway: HTTP on %s, gRPC on %s\n", httpAddr, grpcAddr)
+			})
 		},
 	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.files, "config", "c", nil, "config file (repeatable; files are merged)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8000", "HTTP listen address host:port (port 0: any free port)")
+	f.StringVar(&o.grpcListen, "grpc-listen", "127.0.0.1:8001", "gRPC listen address host:port (must differ from --listen)")
+	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
+	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
+	f.IntVar(&o.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
+	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
+	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
+	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
+	return cmd
+}
+
+// runGateway serves until ctx ends, then drains. ready is called with the bound
+// addresses once both servers accept connections.
+func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grpcAddr string)) error {
+	if len(o.files) == 0 {
+		return errors.New("no config given: pass -c FILE (repeatable) with hardware, profiles, sessions and backends")
+	}
+	pol, err := dispatcher.ParsePolicy(o.dispatch)
+	if err != nil {
+		return fmt.Errorf("--dispatch: %w", err)
+	}
+	if o.maxBody <= 0 {
+		return fmt.Errorf("--max-body %d: must be > 0 bytes", o.maxBody)
+	}
+	if o.slack < 0 || o.slack >= 1 {
+		return fmt.Errorf("--slack %v: must be in [0, 1)", o.slack)
+	}
+	if o.logFmt != "json" && o.logFmt != "console" {
+		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
+	}
+	if o.listen == o.grpcListen {
+		return fmt.Errorf("--listen and --grpc-listen are both %s: HTTP and gRPC need their own ports", o.listen)
+	}
+	cfg, err := api.Load(o.files...)
+	if err != nil {
+		return err
+	}
+	if cfg.Membership == "consul" {
+		return errors.New("membership consul is not supported by `piccolo gateway` yet: use membership static with a backends list")
+	}
+	if len(cfg.Sessions) == 0 {
+		return errors.New("the config has no sessions: nothing to serve")
+	}
+	if len(cfg.Backends) == 0 {
+		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")
+	}
+	log, err := newBackendLogger(o.logFmt)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	plan, planErr := scheduler.Plan(cfg, scheduler.Options{Policy: o.policy})
+	if plan == nil {
+		return fmt.Errorf("--policy %s: %w", o.policy, planErr)
+	}
+	for _, sp := range plan.Sessions {
+		if sp.Error != "" {
+			log.Warn("session not planned; it will answer 503", zap.String("session", sp.Name), zap.String("reason", sp.Error))
+		}
+	}
+	if _, shared, err := gateway.Place(plan, cfg.Backends); err != nil {
+		return err
+	} else if shared > 0 {
+		log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", shared))
+	}
+	slack := o.slack
+	if slack == 0 {
+		slack = -1 // LiveOptions: negative means none
+	}
+	runner, err := gateway.NewLiveRunner(ctx, cfg, plan, gateway.LiveOptions{Policy: pol, SlackFraction: slack})
+	if err != nil {
+		return err
+	}
+	defer runner.Close()
+	exec, err := gateway.NewExecutor(runner, cfg.Sessions)
+	if err != nil {
+		return err
+	}
+	srv, err := gateway.NewServer(exec, gateway.ServerOptions{MaxBodyBytes: o.maxBody, Version: version})
+	if err != nil {
+		return err
+	}
+	hl, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", o.listen, err)
+	}
+	gl, err := net.Listen("tcp", o.grpcListen)
+	if err != nil {
+		hl.Close()
+		return fmt.Errorf("--grpc-listen %s: %w", o.grpcListen, err)
+	}
+	hs := srv.NewHTTPServer()
+	gs := srv.NewGRPCServer()
+	served := make(chan error, 2)
+	go func() { served <- hs.Serve(hl) }()
+	go func() { served <- gs.Serve(gl) }()
+	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()),
+		zap.String("policy", plan.Policy), zap.String("dispatch", string(pol)), zap.Float64("plan_cost", plan.TotalCost),
+		zap.Strings("sessions", exec.Sessions()))
+	if ready != nil {
+		ready(hl.Addr().String(), gl.Addr().String())
+	}
+
+	select {
+	case err := <-served:
+		hs.Shutdown()
+		gs.Stop()
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("gateway draining", zap.Duration("drain", o.drain))
+	srv.SetReady(false)
+	dctx, cancel := context.WithTimeout(context.Background(), o.drain)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	if err := hs.ShutdownWithContext(dctx); err != nil {
+		log.Warn("HTTP drain timed out; requests in flight were cut off", zap.Error(err))
+	}
+	select {
+	case <-stopped:
+	case <-dctx.Done():
+		gs.Stop()
+		log.Warn("gRPC drain timed out; requests in flight were cut off")
+	}
+	log.Info("gateway stopped")
+	return nil
 }
