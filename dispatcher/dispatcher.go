@@ -343,7 +343,7 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 		d.free = b.link
 		b.link = nil
 	} else {
-		b = &Batch{d: d, Items: make([]*Item, 0, d.st.maxBatch)}
+		b = &Batch{d: d, Items: make([]*Item, 0, min(d.st.maxBatch, 1024))}
 	}
 	if q.m != nil {
 		b.g = q.m.g

@@ -302,7 +302,7 @@ func TestNewRejectsBadPlans(t *testing.T) {
 		want string
 	}{
 		{"no groups", api.ModulePlan{Name: "m"}, "no config groups"},
-		{"batch 0", api.ModulePlan{Name: "m", Configs: []api.GroupPlan{gp(0, 10, 1, 1)}}, "batch 0: must be ≥ 1"},
+		{"batch 0", api.ModulePlan{Name: "m", Configs: []api.GroupPlan{gp(0, 10, 1, 1)}}, "batch 0: must be in [1, 65536]"},
 		{"duration 0", api.ModulePlan{Name: "m", Configs: []api.GroupPlan{gp(1, 0, 1, 1)}}, "duration_ms 0"},
 		{"machines 0", api.ModulePlan{Name: "m", Configs: []api.GroupPlan{gp(1, 1, 0, 1)}}, "machines 0"},
 		{"negative dummy", api.ModulePlan{Name: "m", DummyRate: -1, Configs: []api.GroupPlan{good}}, "dummy_rate -1"},

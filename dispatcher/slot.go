@@ -91,8 +91,8 @@ func SlotsOf(mp api.ModulePlan) ([]Slot, error) {
 	if bad(mp.DummyRate) || mp.DummyRate < 0 {
 		return nil, fmt.Errorf("module %q: dummy_rate %v: must be a finite number ≥ 0: %w", mp.Name, mp.DummyRate, ErrPlan)
 	}
-	if bad(mp.BudgetMs) || mp.BudgetMs < 0 {
-		return nil, fmt.Errorf("module %q: budget_ms %v: must be a finite number ≥ 0: %w", mp.Name, mp.BudgetMs, ErrPlan)
+	if bad(mp.BudgetMs) || mp.BudgetMs < 0 || mp.BudgetMs > maxMs {
+		return nil, fmt.Errorf("module %q: budget_ms %v: must be in [0, %g]: %w", mp.Name, mp.BudgetMs, float64(maxMs), ErrPlan)
 	}
 	var slots []Slot
 	for gi, g := range mp.Configs {
@@ -104,12 +104,12 @@ func SlotsOf(mp api.ModulePlan) ([]Slot, error) {
 			conc = 1
 		}
 		switch {
-		case g.Batch < 1:
-			return nil, errf("batch %d: must be ≥ 1", g.Batch)
-		case conc < 1:
-			return nil, errf("concurrency %d: must be ≥ 1", g.Concurrency)
-		case bad(g.DurationMs) || g.DurationMs <= 0:
-			return nil, errf("duration_ms %v: must be a finite number > 0", g.DurationMs)
+		case g.Batch < 1 || g.Batch > MaxBatch:
+			return nil, errf("batch %d: must be in [1, %d]", g.Batch, MaxBatch)
+		case conc < 1 || conc > MaxConcurrency:
+			return nil, errf("concurrency %d: must be in [1, %d]", g.Concurrency, MaxConcurrency)
+		case bad(g.DurationMs) || g.DurationMs <= 0 || g.DurationMs > maxMs:
+			return nil, errf("duration_ms %v: must be > 0 and ≤ %g", g.DurationMs, float64(maxMs))
 		case bad(g.Machines) || g.Machines <= 0 || g.Machines > 1e4:
 			return nil, errf("machines %v: must be a number > 0 and ≤ 10000", g.Machines)
 		case bad(g.Rate) || g.Rate < 0:
@@ -140,5 +140,13 @@ func SlotsOf(mp api.ModulePlan) ([]Slot, error) {
 	}
 	return slots, nil
 }
+
+// Bounds on a group's numbers: far above any real profile, low enough that a
+// typo cannot make the dispatcher allocate gigabytes.
+const (
+	MaxBatch       = 1 << 16
+	MaxConcurrency = 1 << 10
+	maxMs          = 24 * 3600 * 1000 // a day, in ms
+)
 
 func bad(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }

@@ -194,6 +194,9 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if bad(sp.SLOMs) || sp.SLOMs < 0 || sp.SLOMs > 1e9 {
+		return nil, fmt.Errorf("slo_ms %v: must be in [0, 1e9]", sp.SLOMs)
+	}
 	ss := &session{sim: s, plan: sp, order: order, errs: map[string]int{}, slo: ms(sp.SLOMs)}
 	ss.sources = dag.Sources()
 	for _, i := range ss.sources {
@@ -206,8 +209,17 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64) (*session, error) {
 	if !(ss.rate > 0) {
 		return nil, errors.New("source modules have no rate: pass a rate")
 	}
+	if ss.rate > maxRate || ss.rate < minRate {
+		return nil, fmt.Errorf("request rate %g req/s: the simulator takes %g to %g", ss.rate, minRate, float64(maxRate))
+	}
+	if n := ss.rate * s.o.Duration.Seconds(); n > maxRequests {
+		return nil, fmt.Errorf("%g req/s for %v is %.3g requests: the simulator takes at most %g a session", ss.rate, s.o.Duration, n, float64(maxRequests))
+	}
 	for i := range sp.Modules {
 		mp := &sp.Modules[i]
+		if mp.Rate < 0 || bad(mp.Rate) {
+			return nil, fmt.Errorf("module %q: rate %v: must be a finite number ≥ 0", mp.Name, mp.Rate)
+		}
 		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Clock: s.clock, Sender: s.sender})
 		if err != nil {
 			return nil, err
@@ -229,6 +241,9 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64) (*session, error) {
 				m.ratio = mp.Rate / pr
 			}
 		}
+		if r := mp.Rate / planRate; m.ratio > maxFanOut || bad(m.ratio) || r > maxFanOut {
+			return nil, fmt.Errorf("module %q: rate %g is %g items per item of its parent (or per request): at most %d allowed", mp.Name, mp.Rate, m.ratio, maxFanOut)
+		}
 		want := int(float64(s.o.Duration.Seconds())*ss.rate*m.ratio*1.05) + 16
 		m.lat = make([]time.Duration, 0, min(want, 1<<24))
 		ss.mods = append(ss.mods, m)
@@ -241,6 +256,16 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64) (*session, error) {
 	ss.proc = proc
 	return ss, nil
 }
+
+// Limits that keep a simulation finite and its memory bounded.
+const (
+	maxRate     = 1e7  // req/s per session
+	minRate     = 1e-3 // req/s: slower gaps overflow time.Duration in arrival
+	maxRequests = 1e9  // measured requests per session
+	maxFanOut   = 1000
+)
+
+func bad(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }
 
 func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 
