@@ -48,6 +48,32 @@
 //   - The first failure of any module fails the request once, with the module's
 //     name; the request's context is then cancelled and later results ignored.
 //
+// # Live runner and placement
+//
+// LiveRunner is the ModuleRunner of `piccolo gateway`: one dispatcher (package
+// dispatcher, TC or RR) per module, built from the plan's ModulePlan, whose Sender
+// runs each batch on its slot's backend with the backend client (one goroutine per
+// batch; the call is bounded by the latest end-to-end deadline of its items).
+// An item's dispatch deadline is min(now + module budget, request deadline) less
+// LiveOptions.SlackFraction of the budget. Items that cannot be stacked together
+// go in separate calls, and a batch the backend rejects as invalid is retried item
+// by item, so one bad request never fails another. Estimate (admission) is the
+// module's planned WCL plus the time to drain the items in flight beyond the
+// plan's expected count (capacity × WCL, Little's law).
+//
+// Place is the embedded default placement until the control plane's lands: each
+// group's ceil(machines) machines take the next backends of its hardware type from
+// the config's static list, round-robin; with fewer backends than machines, they
+// share. A model is loaded on each backend (RepositoryModelLoad) with the largest
+// batch and concurrency any group placed there needs.
+//
+// # Metrics
+//
+// With ServerOptions.Metrics, GET /metrics on the HTTP port serves
+// piccolo_gateway_requests_total{session,protocol,code} and
+// piccolo_gateway_request_seconds{session}, plus whatever else is registered
+// (`piccolo gateway` registers the LiveRunner: piccolo_dispatcher_* per module).
+//
 // # Concurrency
 //
 // Executor's session table is an immutable snapshot swapped atomically by

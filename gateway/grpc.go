@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"net/http"
+	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
@@ -84,24 +86,39 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetad
 // double parameters. The client's deadline, if earlier than the SLO, is the
 // request's deadline.
 func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	start := time.Now()
+	resp, err := g.modelInfer(ctx, req)
+	status := http.StatusOK
+	if err != nil {
+		status = HTTPStatus(err)
+	}
+	g.s.opts.Metrics.observe(req.GetModelName(), true, status, time.Since(start))
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+// modelInfer answers ModelInfer; errors are the gateway's, not yet statuses.
+func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
 	session := req.GetModelName()
 	if _, err := g.s.exec.lookup(session); err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	inputs, err := grpcInputs(req)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	r := InferRequest{ID: req.GetId(), Inputs: inputs}
 	for _, o := range req.GetOutputs() {
 		if o.GetName() == "" {
-			return nil, grpcError(badInput("outputs: an output without a name"))
+			return nil, badInput("outputs: an output without a name")
 		}
 		r.Outputs = append(r.Outputs, o.GetName())
 	}
 	var resp InferResponse
 	if err := g.s.exec.Infer(ctx, session, &r, &resp); err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	out := &inference.ModelInferResponse{
 		ModelName:         resp.ModelName,
@@ -115,7 +132,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 	}
 	for i, t := range resp.Outputs {
 		if err := t.Validate(); err != nil {
-			return nil, grpcError(wrapBackend(fmt.Sprintf("session %q output", session), err))
+			return nil, wrapBackend(fmt.Sprintf("session %q output", session), err)
 		}
 		out.Outputs[i] = &inference.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
 		out.RawOutputContents[i] = t.Data

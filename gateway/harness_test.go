@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -108,7 +111,13 @@ func startHarness(t testing.TB, configText string, n int, policy string) *harnes
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(exec, ServerOptions{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(runner)
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(exec, ServerOptions{Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +179,21 @@ func TestIntegrationChain(t *testing.T) {
 			st := h.runner.Stats()
 			if s := st["pipe/detect"]; s.Completed != 40 || s.Failed != 0 {
 				t.Errorf("detect dispatcher: completed %d failed %d, want 40 and 0", s.Completed, s.Failed)
+			}
+			resp, err := http.Get(h.url + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, want := range []string{
+				`piccolo_gateway_requests_total{code="200",protocol="http",session="pipe"} 40`,
+				`piccolo_dispatcher_items_total{module="recognize",outcome="completed",session="pipe"} 40`,
+				`piccolo_gateway_request_seconds_count{session="pipe"} 40`,
+			} {
+				if !strings.Contains(string(text), want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
 			}
 		})
 	}

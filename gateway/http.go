@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -23,6 +24,8 @@ type ServerOptions struct {
 	MaxBodyBytes int
 	// Version is reported by server metadata.
 	Version string
+	// Metrics, when set, counts requests and serves GET /metrics on the HTTP port.
+	Metrics *Metrics
 }
 
 // Server serves the executor's sessions as KServe v2 models over HTTP (fasthttp)
@@ -52,6 +55,9 @@ func NewServer(exec *Executor, opts ServerOptions) (*Server, error) {
 	}
 	s := &Server{exec: exec, opts: opts}
 	s.ready.Store(true)
+	if opts.Metrics != nil {
+		opts.Metrics.setSessions(exec.Sessions())
+	}
 	return s, nil
 }
 
@@ -106,6 +112,8 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 				writeJSON(ctx, 503, `{"ready":false}`)
 			}
 		}
+	case string(path) == "/metrics" && s.opts.Metrics != nil:
+		s.opts.Metrics.handler(ctx)
 	case bytes.Equal(path, pathV2):
 		if s.method(ctx, "GET") {
 			b := append([]byte(`{"name":"piccolo","version":`), strconv.Quote(s.opts.Version)...)
@@ -236,35 +244,39 @@ func appendTensorMeta(b []byte, ts []TensorMeta) []byte {
 }
 
 func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
+	start := time.Now()
 	name := string(session)
+	status := s.inferHTTP(ctx, name)
+	s.opts.Metrics.observe(name, false, status, time.Since(start))
+}
+
+// inferHTTP answers one infer request and returns the status it answered with.
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 	if _, err := s.exec.lookup(name); err != nil {
-		writeError(ctx, err)
-		return
+		return writeError(ctx, err)
 	}
 	var req InferRequest
 	if err := DecodeInferRequest(ctx.PostBody(), &req); err != nil {
-		writeError(ctx, err)
-		return
+		return writeError(ctx, err)
 	}
 	var resp InferResponse
 	// Not ctx itself: its Done channel is the server's, and a derived deadline
 	// context would then need a goroutine per request to watch it.
 	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {
-		writeError(ctx, err)
-		return
+		return writeError(ctx, err)
 	}
 	bp := s.getBuf()
 	b, err := AppendInferResponse((*bp)[:0], &resp)
 	if err != nil {
 		s.putBuf(bp)
-		writeError(ctx, fmt.Errorf("session %q: %w", name, err))
-		return
+		return writeError(ctx, fmt.Errorf("session %q: %w", name, err))
 	}
 	ctx.SetStatusCode(200)
 	ctx.SetContentTypeBytes(jsonType)
 	ctx.SetBody(b)
 	*bp = b
 	s.putBuf(bp)
+	return 200
 }
 
 func (s *Server) getBuf() *[]byte {
@@ -287,8 +299,9 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, body string) {
 	ctx.SetBodyString(body)
 }
 
-// writeError answers {"error": "..."} with the status HTTPStatus maps err to.
-func writeError(ctx *fasthttp.RequestCtx, err error) {
+// writeError answers {"error": "..."} with the status HTTPStatus maps err to,
+// and returns that status.
+func writeError(ctx *fasthttp.RequestCtx, err error) int {
 	status := HTTPStatus(err)
 	switch {
 	case errors.Is(err, errNoRoute):
@@ -301,6 +314,7 @@ func writeError(ctx *fasthttp.RequestCtx, err error) {
 	b := append(make([]byte, 0, 128), `{"error":`...)
 	b = appendString(b, err.Error())
 	ctx.SetBody(append(b, '}'))
+	return status
 }
 
 type discardLogger struct{}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -47,6 +49,7 @@ concurrency, and serves each session as a KServe v2 model:
                               /v2/models/{session}, /v2/models/{session}/ready;
                               POST /v2/models/{session}/infer
   gRPC (--grpc-listen):       inference.GRPCInferenceService
+  Prometheus text:            GET /metrics on the HTTP port
 
 A request runs the session's DAG; each module's items are batched and dispatched
 by --dispatch (tc: the paper's throughput-cost dispatch; rr: round-robin). A request
@@ -147,7 +150,13 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	srv, err := gateway.NewServer(exec, gateway.ServerOptions{MaxBodyBytes: o.maxBody, Version: version})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), runner)
+	metrics, err := gateway.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	srv, err := gateway.NewServer(exec, gateway.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: metrics})
 	if err != nil {
 		return err
 	}
