@@ -87,6 +87,9 @@ func generateConfigs(cands []Candidate, T, L float64, p genParams) (moduleResult
 // finish fills in the cost and WCL of a config set (Theorem 1: a group's stream
 // rate is its own rate plus that of every group after it).
 func finish(groups []group, dummy float64, m Model) moduleResult {
+	if dummy > 0 {
+		m = withDummies(m)
+	}
 	r := moduleResult{groups: groups, dummy: dummy}
 	w := 0.0
 	for i := len(groups) - 1; i >= 0; i-- {

@@ -26,7 +26,9 @@ func planModule(cands []Candidate, T, L float64, p genParams, dummy bool) (modul
 		if !(d > rateEps) || math.IsInf(d, 0) {
 			return
 		}
-		r, _, ok := generateConfigs(cands, T+d, L, p)
+		pd := p
+		pd.model = withDummies(p.model)
+		r, _, ok := generateConfigs(cands, T+d, L, pd)
 		if !ok {
 			return
 		}
@@ -43,14 +45,14 @@ func planModule(cands []Candidate, T, L float64, p genParams, dummy bool) (modul
 		for i, g := range base.groups {
 			u := w[i] - g.rate
 			if u < p.util*g.c.Throughput {
-				try(p.model.Need(g.c, L) - u)
+				try(withDummies(p.model).Need(g.c, L) - u)
 			}
 		}
 	default:
 		// Algorithm 1 found no config for the residual failedAt: raise the residual
 		// until some config can collect its batches in time.
 		for _, c := range cands {
-			try(p.model.Need(c, L) - failedAt)
+			try(withDummies(p.model).Need(c, L) - failedAt)
 		}
 	}
 	return best, found
@@ -74,7 +76,11 @@ func bestSingleGroup(cands []Candidate, T, L float64, p genParams, dummy bool) (
 			if !dummy || !p.model.RateDependent() || math.IsInf(need, 1) {
 				continue
 			}
-			rate = need
+			// With dummies in the stream the model may be more conservative.
+			rate = math.Max(need, withDummies(p.model).Need(c, L))
+			if math.IsInf(rate, 1) {
+				continue
+			}
 		}
 		cost := c.Price * rate / (p.util * c.Throughput)
 		if found && cost >= best.cost-1e-12 {

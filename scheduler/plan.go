@@ -174,11 +174,15 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 			BudgetMs: ms(budgets[i]), WCLMs: ms(r.wcl), Cost: r.cost, Configs: []api.GroupPlan{},
 		}
 		stream := streamRates(r.groups)
+		gm := model
+		if r.dummy > 0 {
+			gm = withDummies(model)
+		}
 		for k, gr := range r.groups {
 			mp.Configs = append(mp.Configs, api.GroupPlan{
 				Hardware: gr.c.Hardware, Price: gr.c.Price, Batch: gr.c.Batch, Concurrency: gr.c.Concurrency,
 				DurationMs: ms(gr.c.Duration), Throughput: gr.c.Throughput, Machines: gr.machines,
-				Rate: gr.rate, WCLMs: ms(model.WCL(gr.c, stream[k])), Cost: gr.machines * gr.c.Price,
+				Rate: gr.rate, WCLMs: ms(gm.WCL(gr.c, stream[k])), Cost: gr.machines * gr.c.Price,
 			})
 		}
 		sp.Cost += r.cost

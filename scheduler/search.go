@@ -212,6 +212,7 @@ func (s *fillSearch) run(rw float64, k0 int, cost float64, groups []group, _ flo
 		if need > rw+rateEps {
 			// Too slow a stream for c: pad the residual with dummies up to what c
 			// needs, on one partial machine (§III-D).
+			need = math.Max(need, withDummies(s.p.model).Need(c, s.L))
 			if s.dummy && need <= capacity && !math.IsInf(need, 1) {
 				g := append(groups[:len(groups):len(groups)], group{c: c, machines: need / capacity, rate: need})
 				s.record(cost+c.Price*need/capacity, g, need-rw)

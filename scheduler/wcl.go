@@ -58,6 +58,18 @@ var (
 	LocalThroughput Model = local{}
 )
 
+// withDummies returns the model that bounds a module's WCL once dummy requests are
+// in its stream. The exact collection time (b−1)/w assumes one evenly spaced stream;
+// real and dummy arrivals are two independent streams, so a batch can hold one
+// dummy fewer than average and its oldest item waits up to b/w: Theorem 1's bound
+// (found by the simulator, simulate/wcl_test.go). Other models are unchanged.
+func withDummies(m Model) Model {
+	if m == TCExact {
+		return TheoremOne
+	}
+	return m
+}
+
 // ModelByName returns the latency model a plan names.
 func ModelByName(name string) (Model, error) {
 	for _, m := range []Model{TheoremOne, TCExact, RoundRobin, LocalThroughput} {
