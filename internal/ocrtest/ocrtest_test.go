@@ -1,0 +1,103 @@
+package ocrtest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSamples(t *testing.T) {
+	samples := Samples()
+	if len(samples) != 24 {
+		t.Fatalf("%d samples; want 24", len(samples))
+	}
+	seen := map[string]bool{}
+	words := 0
+	for _, s := range samples {
+		if seen[s.Name] {
+			t.Errorf("duplicate name %s", s.Name)
+		}
+		seen[s.Name] = true
+		words += len(s.Words())
+	}
+	if words < 60 {
+		t.Errorf("%d words in all; want at least 60 for a meaningful accuracy", words)
+	}
+}
+
+// TestWriteDeterministicAndSmall: the set renders to the same bytes twice, each
+// PNG decodes to at most 640×640 (the det canvas), and the whole set is small.
+func TestWriteDeterministicAndSmall(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	samples, err := Write(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(b); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, s := range samples {
+		x, err := os.ReadFile(filepath.Join(a, s.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, _ := os.ReadFile(filepath.Join(b, s.Name))
+		if sha256.Sum256(x) != sha256.Sum256(y) {
+			t.Errorf("%s: two renderings differ", s.Name)
+		}
+		total += len(x)
+		img, err := png.Decode(bytes.NewReader(x))
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		if r := img.Bounds(); r.Dx() > 640 || r.Dy() > 640 || r.Dx() < 32 || r.Dy() < 32 {
+			t.Errorf("%s: %v; want between 32 and 640 on each side", s.Name, r)
+		}
+	}
+	if total > 600<<10 {
+		t.Errorf("the set is %d KB; want it small (≤ 600 KB)", total>>10)
+	}
+	t.Logf("%d images, %d KB", len(samples), total>>10)
+	var got []Sample
+	m, err := os.ReadFile(filepath.Join(a, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(m, &got); err != nil || len(got) != len(samples) || got[0].Lines[0] != "HELLO WORLD 2026" {
+		t.Errorf("manifest: %v, %d samples", err, len(got))
+	}
+}
+
+func TestRenderErrors(t *testing.T) {
+	for _, s := range []Sample{
+		{Name: "font", Lines: []string{"a"}, Font: "comic", SizePx: 20, Background: "white"},
+		{Name: "size", Lines: []string{"a"}, Font: "bold", SizePx: 2, Background: "white"},
+		{Name: "bg", Lines: []string{"a"}, Font: "bold", SizePx: 20, Background: "plaid"},
+		{Name: "empty", Font: "bold", SizePx: 20, Background: "white"},
+	} {
+		if _, err := Render(s); err == nil {
+			t.Errorf("%s: Render succeeded; want an error", s.Name)
+		}
+	}
+}
+
+func TestWordAccuracy(t *testing.T) {
+	for _, c := range []struct {
+		want, got []string
+		n         int
+	}{
+		{[]string{"a", "b", "c"}, []string{"c", "a", "b"}, 3},
+		{[]string{"a", "a"}, []string{"a"}, 1},
+		{[]string{"a"}, []string{"a", "a", "x"}, 1},
+		{[]string{"Exit"}, []string{"exit"}, 0},
+	} {
+		if n := WordAccuracy(c.want, c.got); n != c.n {
+			t.Errorf("WordAccuracy(%v, %v) = %d; want %d", c.want, c.got, n, c.n)
+		}
+	}
+}
