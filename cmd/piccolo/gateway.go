@@ -101,7 +101,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if o.logFmt != "json" && o.logFmt != "console" {
 		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
 	}
-	if o.listen == o.grpcListen {
+	if _, port, _ := net.SplitHostPort(o.listen); o.listen == o.grpcListen && port != "0" {
 		return fmt.Errorf("--listen and --grpc-listen are both %s: HTTP and gRPC need their own ports", o.listen)
 	}
 	cfg, err := api.Load(o.files...)

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGatewayServesAndDrains boots a `piccolo backend` and a `piccolo gateway`
+// from config files on loopback, runs one request through both, and stops the
+// gateway with a request in flight: the request must still be answered.
+func TestGatewayServesAndDrains(t *testing.T) {
+	dir := t.TempDir()
+	profiles := filepath.Join(dir, "profiles.yaml")
+	write := func(path, text string) {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(profiles, `
+hardware:
+  - {name: v100, price: 3}
+profiles:
+  - model: det
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 30ms}
+      - {batch: 4, concurrency: 1, duration: 40ms}
+sessions:
+  - name: s
+    slo: 1s
+    modules:
+      - {name: d, model: det, rate: 20}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	baddr := make(chan string, 1)
+	bdone := make(chan error, 1)
+	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json", drain: 5 * time.Second}
+	go func() { bdone <- runBackend(ctx, bo, func(a string) { baddr <- a }) }()
+	var backendAddr string
+	select {
+	case backendAddr = <-baddr:
+	case err := <-bdone:
+		t.Fatalf("backend exited: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("backend did not start")
+	}
+	backendsFile := filepath.Join(dir, "backends.yaml")
+	write(backendsFile, fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", backendAddr))
+
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	gaddr := make(chan string, 1)
+	gdone := make(chan error, 1)
+	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second}
+	go func() { gdone <- runGateway(gctx, o, func(h, _ string) { gaddr <- h }) }()
+	var url string
+	select {
+	case h := <-gaddr:
+		url = "http://" + h
+	case err := <-gdone:
+		t.Fatalf("gateway exited: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("gateway did not start")
+	}
+	body := `{"inputs":[{"name":"input0","shape":[1,2],"datatype":"FP32","data":[1,2]}]}`
+	post := func() (int, string) {
+		resp, err := http.Post(url+"/v2/models/s/infer", "application/json", strings.NewReader(body))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, b := post(); status != 200 || !strings.Contains(b, `"piccolo.d.compute_ms"`) {
+		t.Fatalf("infer: %d %s", status, b)
+	}
+	inflight := make(chan string, 1)
+	go func() {
+		status, b := post()
+		inflight <- fmt.Sprint(status, " ", b)
+	}()
+	time.Sleep(100 * time.Millisecond) // the request is queued in the dispatcher
+	stop()
+	select {
+	case err := <-gdone:
+		if err != nil {
+			t.Errorf("gateway shutdown: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("gateway did not stop")
+	}
+	if got := <-inflight; !strings.HasPrefix(got, "200 ") {
+		t.Errorf("request in flight at shutdown: %s, want 200", got)
+	}
+
+	t.Run("flag errors", func(t *testing.T) {
+		for _, tc := range []struct {
+			o    gatewayOptions
+			want string
+		}{
+			{gatewayOptions{}, "no config given"},
+			{gatewayOptions{files: []string{profiles}, dispatch: "fifo", maxBody: 1, logFmt: "json"}, `unknown dispatch policy "fifo"`},
+			{gatewayOptions{files: []string{profiles}, dispatch: "tc", maxBody: 0, logFmt: "json"}, "--max-body 0"},
+			{gatewayOptions{files: []string{profiles}, dispatch: "tc", maxBody: 1, logFmt: "json", listen: ":1", grpcListen: ":1"}, "need their own ports"},
+			{gatewayOptions{files: []string{profiles}, dispatch: "tc", maxBody: 1, logFmt: "json", listen: ":1", grpcListen: ":2"}, "no backends"},
+		} {
+			err := runGateway(context.Background(), &tc.o, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("runGateway(%+v) = %v, want an error containing %q", tc.o, err, tc.want)
+			}
+		}
+	})
+}
