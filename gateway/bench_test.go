@@ -231,3 +231,35 @@ sessions:
 		}
 	}
 }
+
+// BenchmarkHandleHTTP is the HTTP handler's cost per request (route, decode,
+// execute a one-module session with an instant runner, encode), without sockets.
+func BenchmarkHandleHTTP(b *testing.B) {
+	exec, err := NewExecutor(echoRunner{}, sessionsFromYAML(b, `
+sessions:
+  - name: echo
+    slo: 1s
+    modules:
+      - {name: e, model: m, rate: 1}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := NewServer(exec, ServerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ctx fasthttp.RequestCtx
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		ctx.Request.SetRequestURI("/v2/models/echo/infer")
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetBody(benchBody)
+		srv.HandleHTTP(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+}

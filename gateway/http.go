@@ -73,6 +73,8 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 		MaxRequestBodySize:    s.opts.MaxBodyBytes,
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
+		ReadTimeout:           time.Minute,     // a client must send its request within this
+		IdleTimeout:           2 * time.Minute, // keep-alive connections idle longer are closed
 		Logger:                discardLogger{}, // connection errors are answered, not logged per request
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
