@@ -9,7 +9,9 @@
 // JSON; raw_input_contents or typed contents for gRPC) into []api.Tensor and handed
 // to Executor.Infer on that goroutine, which blocks until the response is ready:
 //
-//  1. look up the session (ErrUnknownSession);
+//  1. look up the session (ErrUnknownSession); when the runner knows its models'
+//     tensors (MetadataSource), check the inputs against the source modules'
+//     declared datatypes and shapes (ErrBadInput) before anything is queued;
 //  2. admission: the deadline is arrival + the session's SLO (or the client's own
 //     deadline if earlier); when the longest path through the DAG, with every module
 //     costing what ModuleRunner.Estimate says (queue wait + batch duration), ends

@@ -45,6 +45,7 @@ const DefaultTimeout = 30 * time.Second
 // finish on the table they started with.
 type Executor struct {
 	runner ModuleRunner
+	meta   MetadataSource // runner's, when it knows its modules' tensors
 	table  atomic.Pointer[sessionTable]
 }
 
@@ -60,6 +61,7 @@ func NewExecutor(runner ModuleRunner, sessions []api.Session) (*Executor, error)
 		return nil, errors.New("gateway: NewExecutor needs a ModuleRunner")
 	}
 	e := &Executor{runner: runner}
+	e.meta, _ = runner.(MetadataSource)
 	if err := e.SetSessions(sessions); err != nil {
 		return nil, err
 	}
@@ -131,6 +133,9 @@ func (e *Executor) Infer(ctx context.Context, session string, req *InferRequest,
 	if len(req.Inputs) == 0 {
 		return badInput("session %q: the request has no inputs", session)
 	}
+	if err := e.checkInputs(d, req.Inputs); err != nil {
+		return err
+	}
 	timeout := d.slo
 	if timeout == 0 {
 		timeout = DefaultTimeout
@@ -175,6 +180,42 @@ func (e *Executor) Infer(ctx context.Context, session string, req *InferRequest,
 		return fmt.Errorf("session %q: %w", session, ctxErr)
 	}
 	return eb.err
+}
+
+// checkInputs checks the request's inputs against what the source modules'
+// models declare (MetadataSource), so that a request the backend would refuse is
+// refused before it takes a place in a batch: a declared input must have the
+// declared datatype, rank and fixed dimensions after dimension 0.
+func (e *Executor) checkInputs(d *dag, inputs []api.Tensor) error {
+	if e.meta == nil {
+		return nil
+	}
+	for _, m := range d.sources {
+		decl, _, ok := e.meta.ModuleMetadata(d.name, d.mods[m].name)
+		if !ok {
+			continue
+		}
+		for i := range inputs {
+			t := &inputs[i]
+			for _, spec := range decl {
+				if spec.Name != t.Name {
+					continue
+				}
+				if spec.Datatype != t.Datatype {
+					return badInput("session %q: input %q is %s; module %q wants %s", d.name, t.Name, t.Datatype, d.mods[m].name, spec.Datatype)
+				}
+				fits := len(spec.Shape) == len(t.Shape)
+				for k := 1; fits && k < len(spec.Shape); k++ {
+					fits = spec.Shape[k] < 0 || spec.Shape[k] == t.Shape[k]
+				}
+				if !fits {
+					return badInput("session %q: input %q has shape %v; module %q wants %v (-1: any; dimension 0 is the batch)",
+						d.name, t.Name, t.Shape, d.mods[m].name, spec.Shape)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -256,3 +256,21 @@ func TestIntegrationMixedShapes(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestIntegrationInputChecks: a request the source module's model would refuse is
+// refused by the gateway with 400 before it reaches a dispatcher.
+func TestIntegrationInputChecks(t *testing.T) {
+	h := startHarness(t, harnessProfiles, 1, "tc")
+	for _, tc := range []struct{ body, want string }{
+		{`{"inputs":[{"name":"input0","shape":[1,1],"datatype":"INT32","data":[1]}]}`, `input "input0" is INT32; module "detect" wants FP32`},
+		{`{"inputs":[{"name":"input0","shape":[3],"datatype":"FP32","data":[1,2,3]}]}`, `input "input0" has shape [3]; module "detect" wants [-1 -1]`},
+	} {
+		status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", tc.body)
+		if status != 400 || !strings.Contains(fmt.Sprint(m["error"]), tc.want) {
+			t.Errorf("status %d %v, want 400 with %q", status, m, tc.want)
+		}
+	}
+	if s := h.runner.Stats()["pipe/detect"]; s.Submitted != 0 {
+		t.Errorf("%d refused requests reached the dispatcher", s.Submitted)
+	}
+}

@@ -313,6 +313,9 @@ func writeError(ctx *fasthttp.RequestCtx, err error) int {
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(jsonType)
+	if status == fasthttp.StatusTooManyRequests {
+		ctx.Response.Header.Set("Retry-After", "1")
+	}
 	b := append(make([]byte, 0, 128), `{"error":`...)
 	b = appendString(b, err.Error())
 	ctx.SetBody(append(b, '}'))
