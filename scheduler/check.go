@@ -12,7 +12,8 @@ import (
 // plan's JSON fields and the config's DAGs and prices: every group's WCL recomputed
 // from its batch, duration and stream rate is within its module's budget; the
 // budgets and the WCLs of every DAG path fit the SLO; group rates add up to module
-// rate plus dummy rate; machines carry their rate within the plan's utilisation;
+// rate plus dummy rate; a module's WCL is its groups' worst plus the longest
+// burst its parents pass on; machines carry their rate within the plan's utilisation;
 // cost = Σ machines × price at every level. It returns every violation found.
 //
 // The WCL formulas are written out again here on purpose, so a planner bug in
@@ -72,6 +73,20 @@ func Check(cfg *api.Config, p *api.Plan) error {
 			continue
 		}
 		slo := s.SLO.Seconds()
+		// The burst each module passes to its children (scheduler.burstOf),
+		// recomputed from the JSON.
+		burst := make([]float64, len(s.Modules))
+		for i, mp := range sp.Modules {
+			W, bMax, dMin, dMax := 0.0, 0, math.Inf(1), 0.0
+			for _, gp := range mp.Configs {
+				W += gp.Rate
+				bMax = max(bMax, gp.Batch)
+				dMin, dMax = math.Min(dMin, gp.DurationMs/1000), math.Max(dMax, gp.DurationMs/1000)
+			}
+			if W > 0 {
+				burst[i] = float64(bMax)/W + dMax - dMin
+			}
+		}
 		budgets := make([]float64, len(s.Modules))
 		wcls := make([]float64, len(s.Modules))
 		cost := 0.0
@@ -127,8 +142,15 @@ func Check(cfg *api.Config, p *api.Plan) error {
 			if !rel(mcost, mp.Cost) {
 				bad("%s: cost %.6g ≠ Σ group costs %.6g", where, mp.Cost, mcost)
 			}
-			if !rel(maxWCL*1000, mp.WCLMs) {
-				bad("%s: WCL %.6gms ≠ max over groups %.6gms", where, mp.WCLMs, maxWCL*1000)
+			beta := 0.0
+			for _, p := range g.parents[i] {
+				beta = math.Max(beta, burst[p])
+			}
+			if !rel((maxWCL+beta)*1000, mp.WCLMs) {
+				bad("%s: WCL %.6gms ≠ max over groups %.6gms + parents' burst %.6gms", where, mp.WCLMs, maxWCL*1000, beta*1000)
+			}
+			if mp.WCLMs > mp.BudgetMs*(1+1e-9)+1e-9 {
+				bad("%s: WCL %.6gms exceeds its budget %.6gms", where, mp.WCLMs, mp.BudgetMs)
 			}
 			cost += mp.Cost
 		}

@@ -18,6 +18,10 @@ type moduleResult struct {
 	dummy  float64 // dummy rate, req/s (§III-D)
 	cost   float64 // Σ machines × price
 	wcl    float64 // seconds: max over groups
+	// burst is the longest gap, in seconds, between two batch completions of the
+	// module: its children receive their items in bursts that far apart (see
+	// burstOf).
+	burst float64
 }
 
 // genParams selects the form of Algorithm 1.
@@ -97,7 +101,28 @@ func finish(groups []group, dummy float64, m Model) moduleResult {
 		r.cost += groups[i].machines * groups[i].c.Price
 		r.wcl = math.Max(r.wcl, m.WCL(groups[i].c, w))
 	}
+	r.burst = burstOf(groups)
 	return r
+}
+
+// burstOf bounds the gap between two consecutive batch completions of a module:
+// one batch's collection from the module's whole stream, b/W, plus the spread of
+// the groups' durations, since a batch of a faster group sent later can finish
+// first. A child module receives its items in bursts at most this far apart, so
+// its oldest item can wait this much longer than its own (b−1)/w (found by the
+// simulator; docs/planner.md).
+func burstOf(groups []group) float64 {
+	W, bMax := 0.0, 0
+	dMin, dMax := math.Inf(1), 0.0
+	for _, g := range groups {
+		W += g.rate
+		bMax = max(bMax, g.c.Batch)
+		dMin, dMax = math.Min(dMin, g.c.Duration), math.Max(dMax, g.c.Duration)
+	}
+	if W <= 0 {
+		return 0
+	}
+	return float64(bMax)/W + dMax - dMin
 }
 
 // streamRates returns, for each group, w_i: its rate plus the rates after it.

@@ -58,35 +58,126 @@ func planSession(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, 
 	if w, total := fastest(g, mods, pol.model, pol.gen.util); total > slo+latencyEps && !(pol.dummy && pol.model.RateDependent()) {
 		return api.SessionPlan{}, infeasibleError(s.Name, g, w, total, slo)
 	}
+	// The split and the config generator see each module's own WCL; the bursts a
+	// module's children receive (burstOf) are only known once the parents' configs
+	// are. So plan, measure the longest path with the bursts, and if it is over
+	// the SLO plan again with that much less latency to split (at most a few
+	// rounds; the search policies place bursts exactly and need one).
 	var results []moduleResult
-	switch {
-	case pol.optimal:
-		results, err = searchSplit(g, mods, slo, pol, optimalOptions)
-	case pol.split == splitQuantized:
-		results, err = searchSplit(g, mods, slo, pol, quantizedOptions)
-	default:
-		budgets := splitLatency(g, mods, slo, pol.model, pol.gen.util, pol.split)
-		results = make([]moduleResult, len(mods))
-		for i, m := range mods {
-			r, ok := planModule(m.cands, m.rate, budgets[i], pol.gen, pol.dummy)
-			if !ok {
-				err = fmt.Errorf("module %q: %w: no config set serves %.4g req/s within its budget %s (policy %s, latency model %s)",
-					m.name, ErrInfeasible, m.rate, fmtSeconds(budgets[i]), pol.name, pol.model.Name())
+	reserve := 0.0
+	for round := 0; ; round++ {
+		results, err = planModules(g, mods, slo, slo-reserve, pol)
+		if err != nil && round > 0 {
+			// Splitting less latency failed: fall back to the fastest plan.
+			if r, ok := fastestPlan(g, mods, slo, pol); ok {
+				results, err = r, nil
 				break
 			}
-			results[i] = r
+		}
+		if err != nil {
+			if w, total := fastest(g, mods, pol.model, pol.gen.util); total > slo+latencyEps {
+				return api.SessionPlan{}, infeasibleError(s.Name, g, w, total, slo)
+			}
+			return api.SessionPlan{}, fmt.Errorf("session %q: %w", s.Name, err)
+		}
+		over := pathLength(g, results) - slo
+		if over <= latencyEps {
+			break
+		}
+		if round == 4 || slo-reserve-over <= 0 {
+			// Last resort: every module at its fastest config, then the slack
+			// given out by reassignment, which sees the bursts.
+			if r, ok := fastestPlan(g, mods, slo, pol); ok {
+				results = r
+				break
+			}
+			return api.SessionPlan{}, fmt.Errorf("session %q: %w: with the bursts its modules pass to their children the plan needs %s, above its SLO %s",
+				s.Name, ErrInfeasible, fmtSeconds(over+slo), fmtSeconds(slo))
+		}
+		reserve += over
+	}
+	return sessionPlan(s, g, mods, results, slo, pol.model), nil
+}
+
+// planModules plans every module within an SLO of split seconds for the split and
+// slo seconds for reassignment.
+func planModules(g *graph, mods []moduleInput, slo, split float64, pol policy) ([]moduleResult, error) {
+	switch {
+	case pol.optimal:
+		return searchSplit(g, mods, slo, pol, optimalOptions)
+	case pol.split == splitQuantized:
+		return searchSplit(g, mods, slo, pol, quantizedOptions)
+	}
+	budgets := splitLatency(g, mods, split, pol.model, pol.gen.util, pol.split)
+	results := make([]moduleResult, len(mods))
+	for i, m := range mods {
+		r, ok := planModule(m.cands, m.rate, budgets[i], pol.gen, pol.dummy)
+		if !ok {
+			return nil, fmt.Errorf("module %q: %w: no config set serves %.4g req/s within its budget %s (policy %s, latency model %s)",
+				m.name, ErrInfeasible, m.rate, fmtSeconds(budgets[i]), pol.name, pol.model.Name())
+		}
+		results[i] = r
+	}
+	reassign(g, mods, results, slo, pol)
+	return results, nil
+}
+
+// fastestPlan runs every module on the single config that adds least latency to a
+// path (Algorithm 2's default DAG, counting bursts), then reassigns the remaining latency; it reports false when even
+// that, with the bursts, does not fit the SLO.
+func fastestPlan(g *graph, mods []moduleInput, slo float64, pol policy) ([]moduleResult, bool) {
+	results := make([]moduleResult, len(mods))
+	for i, m := range mods {
+		if m.rate <= rateEps {
+			continue
+		}
+		// The config of least latency on a path: its WCL, plus the burst it
+		// passes on where it has children.
+		best := math.Inf(1)
+		for _, c := range m.cands {
+			r := finish([]group{{c: c, machines: m.rate / (pol.gen.util * c.Throughput), rate: m.rate}}, 0, pol.model)
+			l := r.wcl
+			if len(g.children[i]) > 0 {
+				l += r.burst
+			}
+			if l < best {
+				best, results[i] = l, r
+			}
 		}
 	}
-	if err != nil {
-		if w, total := fastest(g, mods, pol.model, pol.gen.util); total > slo+latencyEps {
-			return api.SessionPlan{}, infeasibleError(s.Name, g, w, total, slo)
-		}
-		return api.SessionPlan{}, fmt.Errorf("session %q: %w", s.Name, err)
+	if pathLength(g, results) > slo+latencyEps {
+		return nil, false
 	}
 	if !pol.optimal {
 		reassign(g, mods, results, slo, pol)
 	}
-	return sessionPlan(s, g, mods, results, slo, pol.model), nil
+	return results, true
+}
+
+// betas returns, for each module, the burst its parents pass it: the longest gap
+// between two batch completions of any parent (burstOf).
+func betas(g *graph, results []moduleResult) []float64 {
+	b := make([]float64, len(results))
+	for i := range results {
+		for _, p := range g.parents[i] {
+			b[i] = math.Max(b[i], results[p].burst)
+		}
+	}
+	return b
+}
+
+// weights returns each module's latency on a path: its WCL plus its parents' burst.
+func weights(g *graph, results []moduleResult) []float64 {
+	w := betas(g, results)
+	for i, r := range results {
+		w[i] += r.wcl
+	}
+	return w
+}
+
+func pathLength(g *graph, results []moduleResult) float64 {
+	total, _ := g.longest(weights(g, results))
+	return total
 }
 
 // planSingleHardware plans the session once per hardware type its models have
@@ -129,17 +220,26 @@ func planSingleHardware(cfg *api.Config, s *api.Session, pol policy) (api.Sessio
 // bounds the rounds (Picc-0re: none, Picc-1re: one).
 func reassign(g *graph, mods []moduleInput, results []moduleResult, slo float64, pol policy) {
 	for round := 0; pol.reassign < 0 || round < pol.reassign; round++ {
-		w := wcls(results)
+		w := weights(g, results)
 		_, through := g.longest(w)
+		beta := betas(g, results)
 		bestI, bestSave := -1, 1e-9
 		var bestR moduleResult
 		for i, m := range mods {
-			maxL := slo - (through[i] - w[i])
-			if maxL <= w[i]+latencyEps {
+			maxL := slo - (through[i] - w[i]) - beta[i]
+			if maxL <= results[i].wcl+latencyEps {
 				continue
 			}
 			r, ok := planModule(m.cands, m.rate, maxL, pol.gen, pol.dummy)
-			if ok && results[i].cost-r.cost > bestSave {
+			if !ok || results[i].cost-r.cost <= bestSave {
+				continue
+			}
+			// A new config changes the bursts the module's children see.
+			old := results[i]
+			results[i] = r
+			fits := pathLength(g, results) <= slo+latencyEps
+			results[i] = old
+			if fits {
 				bestI, bestSave, bestR = i, results[i].cost-r.cost, r
 			}
 		}
@@ -158,12 +258,13 @@ func wcls(results []moduleResult) []float64 {
 	return w
 }
 
-// sessionPlan writes the result in the plan shape. Final budgets share the slack of
+// sessionPlan writes the result in the plan shape. A module's WCL is its groups'
+// worst plus the burst its parents pass it (betas). Final budgets share the slack of
 // every path in proportion to the modules' WCLs (Algorithm 2 line 19 applied to the
 // WCLs the config sets reach), so each budget is at least its module's WCL and
 // every path's budgets add up to at most the SLO.
 func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleResult, slo float64, model Model) api.SessionPlan {
-	w := wcls(results)
+	w := weights(g, results)
 	latency, _ := g.longest(w)
 	budgets := scaleBudgets(g, w, slo)
 	sp := api.SessionPlan{Name: s.Name, SLOMs: ms(slo), LatencyMs: ms(latency)}
@@ -171,7 +272,7 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 		r := results[i]
 		mp := api.ModulePlan{
 			Name: m.Name, Model: m.Model, After: m.After, Rate: mods[i].rate, DummyRate: r.dummy,
-			BudgetMs: ms(budgets[i]), WCLMs: ms(r.wcl), Cost: r.cost, Configs: []api.GroupPlan{},
+			BudgetMs: ms(budgets[i]), WCLMs: ms(w[i]), Cost: r.cost, Configs: []api.GroupPlan{},
 		}
 		stream := streamRates(r.groups)
 		gm := model

@@ -120,10 +120,14 @@ func searchSplit(g *graph, mods []moduleInput, slo float64, pol policy, list opt
 			return
 		}
 		i := g.topo[k]
-		start := 0.0
+		// The latest parent's finish, plus the longest burst any parent passes on
+		// (betas, burstOf).
+		start, beta := 0.0, 0.0
 		for _, p := range g.parents[i] {
 			start = math.Max(start, finish[p])
+			beta = math.Max(beta, opts[p][choice[p]].r.burst)
 		}
+		start += beta
 		o := opts[i]
 		// From the cheapest (longest) option down: once the bound fails, every
 		// remaining option is dearer and fails too.
