@@ -44,7 +44,7 @@ type Sample struct {
 	Background string   `json:"background"` // white, paper, gray, gradient, grid, dark
 }
 
-// Samples returns the fixed test set: 24 samples, 30 lines, 76 words.
+// Samples returns the fixed test set: 24 samples, 28 lines, 72 words.
 func Samples() []Sample {
 	type s = Sample
 	list := []Sample{
