@@ -64,6 +64,22 @@ type harness struct {
 // the piccolo policy over them; everything is stopped in t.Cleanup.
 func startHarness(t testing.TB, configText string, n int, policy string) *harness {
 	t.Helper()
+	specs := make([]harnessBackend, n)
+	for i := range specs {
+		specs[i].hardware = "v100"
+	}
+	return startHarnessWith(t, configText, policy, specs)
+}
+
+// harnessBackend is one sim backend of a harness: its hardware type and, to play
+// a misbehaving backend, a wrapper around the real server.
+type harnessBackend struct {
+	hardware string
+	wrap     func(*backends.Server) inference.GRPCInferenceServiceServer
+}
+
+func startHarnessWith(t testing.TB, configText, policy string, specs []harnessBackend) *harness {
+	t.Helper()
 	var bl strings.Builder
 	bl.WriteString("backends:\n")
 	base, err := api.LoadBytes(api.NamedDoc{Name: "profiles.yaml", Data: []byte(configText)})
@@ -71,8 +87,8 @@ func startHarness(t testing.TB, configText string, n int, policy string) *harnes
 		t.Fatal(err)
 	}
 	h := &harness{}
-	for i := range n {
-		exec, err := sim.New("v100", base.Profiles, sim.Options{})
+	for i, spec := range specs {
+		exec, err := sim.New(spec.hardware, base.Profiles, sim.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +96,13 @@ func startHarness(t testing.TB, configText string, n int, policy string) *harnes
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := backends.NewGRPCServer(srv)
+		var g *grpc.Server
+		if spec.wrap != nil {
+			g = grpc.NewServer()
+			inference.RegisterGRPCInferenceServiceServer(g, spec.wrap(srv))
+		} else {
+			g = backends.NewGRPCServer(srv)
+		}
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +110,7 @@ func startHarness(t testing.TB, configText string, n int, policy string) *harnes
 		go g.Serve(lis)
 		t.Cleanup(g.Stop)
 		h.backends = append(h.backends, g)
-		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, lis.Addr().String())
+		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: %s}\n", i, lis.Addr().String(), spec.hardware)
 	}
 	cfg, err := api.LoadBytes(api.NamedDoc{Name: "profiles.yaml", Data: []byte(configText)},
 		api.NamedDoc{Name: "backends.yaml", Data: []byte(bl.String())})
@@ -273,4 +295,78 @@ func TestIntegrationInputChecks(t *testing.T) {
 	if s := h.runner.Stats()["pipe/detect"]; s.Submitted != 0 {
 		t.Errorf("%d refused requests reached the dispatcher", s.Submitted)
 	}
+}
+
+// badBackend is a backend whose ModelInfer hangs until the caller gives up, or
+// answers outputs of the wrong size; everything else is the real server's.
+type badBackend struct {
+	*backends.Server
+	hang bool
+}
+
+func (b badBackend) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	if b.hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	resp, err := b.Server.ModelInfer(ctx, req)
+	if err == nil && len(resp.RawOutputContents) > 0 {
+		resp.RawOutputContents[0] = resp.RawOutputContents[0][:1] // garbage
+	}
+	return resp, err
+}
+
+// TestIntegrationMisbehavingBackends: a session on a backend that hangs answers
+// 504 at its SLO and one on a backend that answers garbage 502, while a session on
+// a healthy backend keeps answering 200 promptly.
+func TestIntegrationMisbehavingBackends(t *testing.T) {
+	const cfg = `
+hardware:
+  - {name: v100, price: 3}
+  - {name: t4, price: 1}
+  - {name: a10, price: 2}
+profiles:
+  - {model: hangs, hardware: v100, entries: [{batch: 1, concurrency: 1, duration: 20ms}]}
+  - {model: lies, hardware: a10, entries: [{batch: 1, concurrency: 1, duration: 20ms}]}
+  - {model: fine, hardware: t4, entries: [{batch: 1, concurrency: 1, duration: 20ms}, {batch: 4, concurrency: 1, duration: 30ms}]}
+sessions:
+  - {name: bad, slo: 500ms, modules: [{name: m, model: hangs, rate: 5}]}
+  - {name: ugly, slo: 500ms, modules: [{name: m, model: lies, rate: 5}]}
+  - {name: good, slo: 1s, modules: [{name: m, model: fine, rate: 20}]}
+`
+	h := startHarnessWith(t, cfg, "tc", []harnessBackend{
+		{hardware: "v100", wrap: func(s *backends.Server) inference.GRPCInferenceServiceServer { return badBackend{s, true} }},
+		{hardware: "a10", wrap: func(s *backends.Server) inference.GRPCInferenceServiceServer { return badBackend{s, false} }},
+		{hardware: "t4"},
+	})
+	body := `{"inputs":[{"name":"input0","shape":[1,1],"datatype":"FP32","data":[1]}]}`
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			status, m := httpDo(t, "POST", h.url+"/v2/models/bad/infer", body)
+			if status != 504 || !strings.Contains(fmt.Sprint(m["error"]), "deadline exceeded") {
+				t.Errorf("hanging backend: %d %v, want 504", status, m)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			status, m := httpDo(t, "POST", h.url+"/v2/models/ugly/infer", body)
+			if status != 502 || !strings.Contains(fmt.Sprint(m["error"]), "bad response from backend") {
+				t.Errorf("garbage backend: %d %v, want 502", status, m)
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	for range 5 {
+		if status, m := httpDo(t, "POST", h.url+"/v2/models/good/infer", body); status != 200 {
+			t.Errorf("healthy session while others misbehave: %d %v", status, m)
+		}
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("5 requests to the healthy session took %v", el)
+	}
+	wg.Wait()
 }
