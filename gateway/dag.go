@@ -41,8 +41,8 @@ type node struct {
 	children []int
 	// fanout: the module has exactly one parent and a higher rate than it, so each
 	// parent output element (dim 0) becomes one item of this module (see doc.go).
-	fanout                        bool
-	queueKey, computeKey, totalKy string
+	fanout                         bool
+	queueKey, computeKey, totalKey string
 }
 
 // compile validates s as a DAG and indexes it. Errors name the session, the module
@@ -71,7 +71,7 @@ func compile(s api.Session) (*dag, error) {
 			name:       m.Name,
 			queueKey:   "piccolo." + m.Name + ".queue_ms",
 			computeKey: "piccolo." + m.Name + ".compute_ms",
-			totalKy:    "piccolo." + m.Name + ".total_ms",
+			totalKey:   "piccolo." + m.Name + ".total_ms",
 		}
 	}
 	for i, m := range s.Modules {

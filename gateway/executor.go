@@ -581,7 +581,7 @@ func (r *run) respond(req *InferRequest, resp *InferResponse, arrival time.Time)
 		params = append(params,
 			Param{n.queueKey, ms(mr.timing.Queue)},
 			Param{n.computeKey, ms(mr.timing.Compute)},
-			Param{n.totalKy, ms(mr.total)})
+			Param{n.totalKey, ms(mr.total)})
 	}
 	params = append(params, Param{"piccolo.e2e_ms", ms(time.Since(arrival))})
 	*resp = InferResponse{ModelName: d.name, ID: req.ID, Parameters: params, Outputs: outs}

@@ -131,12 +131,12 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 }
 
 var (
-	errNoRoute     = errors.New("not found")
-	errNotAllowed  = errors.New("method not allowed")
-	suffixInfer    = []byte("/infer")
-	suffixReady    = []byte("/ready")
-	infixVersions  = []byte("/versions/")
-	emptySessionEr = badInput("empty session name in the path: want /v2/models/{session}/...")
+	errNoRoute      = errors.New("not found")
+	errNotAllowed   = errors.New("method not allowed")
+	suffixInfer     = []byte("/infer")
+	suffixReady     = []byte("/ready")
+	infixVersions   = []byte("/versions/")
+	errEmptySession = badInput("empty session name in the path: want /v2/models/{session}/...")
 )
 
 func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
@@ -159,7 +159,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		rest = rest[:i] // versions are accepted and ignored: a session has one
 	}
 	if len(rest) == 0 || bytes.IndexByte(rest, '/') >= 0 {
-		writeError(ctx, emptySessionOr(rest))
+		writeError(ctx, routeError(rest))
 		return
 	}
 	switch action {
@@ -195,9 +195,9 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 	}
 }
 
-func emptySessionOr(rest []byte) error {
+func routeError(rest []byte) error {
 	if len(rest) == 0 {
-		return emptySessionEr
+		return errEmptySession
 	}
 	return fmt.Errorf("%w: no endpoint /v2/models/%s; want /v2/models/{session}[/ready|/infer]", errNoRoute, rest)
 }

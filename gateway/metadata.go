@@ -18,8 +18,8 @@ type MetadataSource interface {
 
 func (s *Server) sessionTensors(d *dag) (in, out []TensorMeta) {
 	in, out = []TensorMeta{}, []TensorMeta{}
-	src, ok := s.exec.runner.(MetadataSource)
-	if !ok {
+	src := s.exec.meta
+	if src == nil {
 		return in, out
 	}
 	for _, m := range d.sources {
