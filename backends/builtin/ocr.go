@@ -34,7 +34,7 @@ type OCR struct {
 	// rectangle by area·ratio/perimeter on every side; MinSide (pixels) drops
 	// smaller regions; MaxBoxes bounds the boxes of one image.
 	Threshold, BoxThreshold, UnclipRatio, MinSide float64
-	MaxBoxes                                   int
+	MaxBoxes                                      int
 	// FlipThreshold is the least 180° probability of the direction classifier
 	// for which a crop is turned over.
 	FlipThreshold float64
@@ -81,8 +81,20 @@ func (o OCR) Validate() error {
 // the image is empty.
 var ErrBadImage = errors.New("bad image")
 
-// DecodeImage decodes a PNG, JPEG or GIF image. Errors wrap ErrBadImage.
+// MaxImagePixels bounds the pixels of an image DecodeImage accepts (checked from
+// the header, before decoding), so a small file cannot claim a huge image.
+const MaxImagePixels = 40 << 20
+
+// DecodeImage decodes a PNG, JPEG or GIF image of at most MaxImagePixels pixels.
+// Errors wrap ErrBadImage.
 func DecodeImage(b []byte) (image.Image, error) {
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v (allowed formats: png, jpeg, gif)", ErrBadImage, err)
+	}
+	if cfg.Width < 1 || cfg.Height < 1 || int64(cfg.Width)*int64(cfg.Height) > MaxImagePixels {
+		return nil, fmt.Errorf("%w: %d×%d pixels; allowed: 1 to %d pixels", ErrBadImage, cfg.Width, cfg.Height, MaxImagePixels)
+	}
 	img, format, err := image.Decode(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v (allowed formats: png, jpeg, gif)", ErrBadImage, err)
