@@ -149,7 +149,7 @@ func Check(cfg *api.Config, p *api.Plan) error {
 			if !rel((maxWCL+beta)*1000, mp.WCLMs) {
 				bad("%s: WCL %.6gms ≠ max over groups %.6gms + parents' burst %.6gms", where, mp.WCLMs, maxWCL*1000, beta*1000)
 			}
-			if mp.WCLMs > mp.BudgetMs*(1+1e-9)+1e-9 {
+			if mp.WCLMs > mp.BudgetMs*(1+1e-6)+1e-6 {
 				bad("%s: WCL %.6gms exceeds its budget %.6gms", where, mp.WCLMs, mp.BudgetMs)
 			}
 			cost += mp.Cost

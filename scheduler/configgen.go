@@ -35,6 +35,10 @@ type genParams struct {
 	maxConfigs int
 	// util is the maximum utilisation of a machine (headroom); 1 = none.
 	util float64
+	// maxBurst, when > 0, bounds the burst (burstOf, seconds) a module may pass
+	// to its children; set per call for modules that have children. Only the
+	// grouped form reads it.
+	maxBurst float64
 }
 
 const (

@@ -71,6 +71,11 @@ func bestSingleGroup(cands []Candidate, T, L float64, p genParams, dummy bool) (
 	found := false
 	for _, c := range cands {
 		need := p.model.Need(c, L)
+		if p.maxBurst > 0 {
+			// One group's burst is b/rate: a big batch at a low rate holds its
+			// children's items back; dummies can speed it up too.
+			need = math.Max(need, float64(c.Batch)/p.maxBurst)
+		}
 		rate := T
 		if need > T+rateEps {
 			if !dummy || !p.model.RateDependent() || math.IsInf(need, 1) {

@@ -104,7 +104,7 @@ func TestLatencyCostEfficiency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := points(moduleInput{rate: 100, cands: cands}, TheoremOne, 1)
+	ps := points(moduleInput{rate: 100, cands: cands}, TheoremOne, 1, false)
 	byBatch := map[int]point{}
 	for _, p := range ps {
 		byBatch[p.c.Batch] = p

@@ -91,6 +91,9 @@ func planSession(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, 
 				results = r
 				break
 			}
+			if w, total := fastest(g, mods, pol.model, pol.gen.util); total > slo+latencyEps {
+				return api.SessionPlan{}, infeasibleError(s.Name, g, w, total, slo)
+			}
 			return api.SessionPlan{}, fmt.Errorf("session %q: %w: with the bursts its modules pass to their children the plan needs %s, above its SLO %s",
 				s.Name, ErrInfeasible, fmtSeconds(over+slo), fmtSeconds(slo))
 		}
@@ -108,10 +111,12 @@ func planModules(g *graph, mods []moduleInput, slo, split float64, pol policy) (
 	case pol.split == splitQuantized:
 		return searchSplit(g, mods, slo, pol, quantizedOptions)
 	}
-	budgets := splitLatency(g, mods, split, pol.model, pol.gen.util, pol.split)
+	budgets, allow := splitLatency(g, mods, split, pol.model, pol.gen.util, pol.split)
 	results := make([]moduleResult, len(mods))
 	for i, m := range mods {
-		r, ok := planModule(m.cands, m.rate, budgets[i], pol.gen, pol.dummy)
+		gp := pol.gen
+		gp.maxBurst = allow[i]
+		r, ok := planModule(m.cands, m.rate, budgets[i], gp, pol.dummy)
 		if !ok {
 			return nil, fmt.Errorf("module %q: %w: no config set serves %.4g req/s within its budget %s (policy %s, latency model %s)",
 				m.name, ErrInfeasible, m.rate, fmtSeconds(budgets[i]), pol.name, pol.model.Name())
@@ -230,17 +235,26 @@ func reassign(g *graph, mods []moduleInput, results []moduleResult, slo float64,
 			if maxL <= results[i].wcl+latencyEps {
 				continue
 			}
-			r, ok := planModule(m.cands, m.rate, maxL, pol.gen, pol.dummy)
-			if !ok || results[i].cost-r.cost <= bestSave {
-				continue
+			// A new config changes the bursts the module's children see: try
+			// keeping its burst, then letting it grow.
+			tries := []float64{0}
+			if len(g.children[i]) > 0 && results[i].burst > 0 {
+				tries = []float64{results[i].burst, 0}
 			}
-			// A new config changes the bursts the module's children see.
-			old := results[i]
-			results[i] = r
-			fits := pathLength(g, results) <= slo+latencyEps
-			results[i] = old
-			if fits {
-				bestI, bestSave, bestR = i, results[i].cost-r.cost, r
+			for _, mb := range tries {
+				gp := pol.gen
+				gp.maxBurst = mb
+				r, ok := planModule(m.cands, m.rate, maxL, gp, pol.dummy)
+				if !ok || results[i].cost-r.cost <= bestSave {
+					continue
+				}
+				old := results[i]
+				results[i] = r
+				fits := pathLength(g, results) <= slo+latencyEps
+				results[i] = old
+				if fits {
+					bestI, bestSave, bestR = i, results[i].cost-r.cost, r
+				}
 			}
 		}
 		if bestI < 0 {

@@ -32,12 +32,14 @@ type moduleInput struct {
 
 // point is one module running one config alone at its whole rate: the view
 // Algorithm 2 works on (GetWCL with w = T_M, cost = p·T_M/t).
+// For a module with children, burst is what it adds to their paths (burstOf of
+// one group: b/T) and wcl includes it.
 type point struct {
-	wcl, cost float64
-	c         Candidate
+	wcl, cost, burst float64
+	c                Candidate
 }
 
-func points(m moduleInput, model Model, util float64) []point {
+func points(m moduleInput, model Model, util float64, hasChildren bool) []point {
 	ps := make([]point, len(m.cands))
 	for i, c := range m.cands {
 		if m.rate <= rateEps {
@@ -45,6 +47,10 @@ func points(m moduleInput, model Model, util float64) []point {
 			continue
 		}
 		ps[i] = point{wcl: model.WCL(c, m.rate), cost: c.Price * m.rate / (util * c.Throughput), c: c}
+		if hasChildren {
+			ps[i].burst = float64(c.Batch) / m.rate
+			ps[i].wcl += ps[i].burst
+		}
 	}
 	return ps
 }
@@ -58,7 +64,7 @@ func fastest(g *graph, mods []moduleInput, model Model, util float64) ([]float64
 	w := make([]float64, len(mods))
 	for i, m := range mods {
 		w[i] = math.Inf(1)
-		for _, p := range points(m, model, util) {
+		for _, p := range points(m, model, util, len(g.children[i]) > 0) {
 			w[i] = math.Min(w[i], p.wcl)
 		}
 	}
@@ -76,13 +82,17 @@ func infeasibleError(session string, g *graph, w []float64, total, slo float64) 
 // highest score whose longest path still fits the SLO, then scale each budget
 // linearly to its WCL over the longest path through the module (line 19). Budgets
 // are in seconds, by module index.
-func splitLatency(g *graph, mods []moduleInput, slo float64, model Model, util float64, kind splitKind) []float64 {
+//
+// A module with children also passes them a burst (burstOf); the split counts it
+// on every path and returns, beside each module's WCL budget, the burst allowance
+// the module may pass on (0 for modules without children).
+func splitLatency(g *graph, mods []moduleInput, slo float64, model Model, util float64, kind splitKind) ([]float64, []float64) {
 	n := len(mods)
 	pts := make([][]point, n)
 	cur := make([]int, n)
 	w := make([]float64, n)
 	for i, m := range mods {
-		pts[i] = points(m, model, util)
+		pts[i] = points(m, model, util, len(g.children[i]) > 0)
 		for k, p := range pts[i] {
 			b := pts[i][cur[i]]
 			if p.wcl < b.wcl || (p.wcl == b.wcl && p.cost < b.cost) {
@@ -92,7 +102,7 @@ func splitLatency(g *graph, mods []moduleInput, slo float64, model Model, util f
 		w[i] = pts[i][cur[i]].wcl
 	}
 	if kind == splitEven {
-		return evenSplit(g, slo)
+		return evenSplit(g, slo), make([]float64, n)
 	}
 	for {
 		// Changing one module's WCL changes only the paths through it, so a move is
@@ -138,7 +148,16 @@ func splitLatency(g *graph, mods []moduleInput, slo float64, model Model, util f
 		cur[bestM] = bestK
 		w[bestM] = pts[bestM][bestK].wcl
 	}
-	return scaleBudgets(g, w, slo)
+	shares := scaleBudgets(g, w, slo)
+	allow := make([]float64, n)
+	for i := range shares {
+		p := pts[i][cur[i]]
+		if p.wcl > 0 {
+			allow[i] = shares[i] * p.burst / p.wcl
+			shares[i] -= allow[i]
+		}
+	}
+	return shares, allow
 }
 
 // scaleBudgets is Algorithm 2 line 19: L_M = WCL_M / (longest path through M) × L,
@@ -148,7 +167,8 @@ func scaleBudgets(g *graph, w []float64, slo float64) []float64 {
 	out := make([]float64, len(w))
 	for i := range w {
 		if through[i] > 0 {
-			out[i] = w[i] / through[i] * slo
+			// Never below the WCL: a path may exceed the SLO by rounding.
+			out[i] = w[i] * math.Max(1, slo/through[i])
 		}
 	}
 	return out
