@@ -186,3 +186,23 @@ func TestOCREndToEnd(t *testing.T) {
 		t.Errorf("word accuracy %.1f%%; want ≥ 90%%", 100*acc)
 	}
 }
+
+// BenchmarkOCR reads one test image (two lines) per op through every step, on
+// 1 and 2 intra-op threads.
+func BenchmarkOCR(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			p := newPipeline(b, threads)
+			png, err := ocrtest.EncodePNG(ocrtest.Samples()[8])
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := p.read(context.Background(), png); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
