@@ -160,6 +160,9 @@ func (c *Client) Infer(ctx context.Context, model string, items [][]api.Tensor) 
 	if err != nil {
 		return nil, fromStatus(ctx, c.addr, fmt.Sprintf("model %q", model), err)
 	}
+	if len(rows) == 1 && resp.GetParameters()[ParamFanOut].GetBoolParam() {
+		rows[0] = -1 // a fan-out model: the one item gets every row
+	}
 	out, err := splitOutputs(resp, rows)
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: model %q: %w: %v", c.addr, model, ErrBackendBadResponse, err)
@@ -236,7 +239,9 @@ func stackItems(model string, items [][]api.Tensor) (*inference.ModelInferReques
 	return req, rows, nil
 }
 
-// splitOutputs checks resp and cuts every output into the items' rows.
+// splitOutputs checks resp and cuts every output into the items' rows. rows
+// [-1] (a fan-out answer) gives the one item all rows of every output, which
+// must agree on dimension 0.
 func splitOutputs(resp *inference.ModelInferResponse, rows []int64) ([][]api.Tensor, error) {
 	outs := resp.GetOutputs()
 	raw := resp.GetRawOutputContents()
@@ -250,6 +255,7 @@ func splitOutputs(resp *inference.ModelInferResponse, rows []int64) ([][]api.Ten
 	for _, k := range rows {
 		total += k
 	}
+	fanOut := len(rows) == 1 && rows[0] < 0
 	result := make([][]api.Tensor, len(rows))
 	backing := make([]api.Tensor, len(rows)*len(outs))
 	for i := range result {
@@ -273,7 +279,13 @@ func splitOutputs(resp *inference.ModelInferResponse, rows []int64) ([][]api.Ten
 		if err := t.Validate(); err != nil {
 			return nil, err
 		}
+		if fanOut && len(t.Shape) > 0 && j == 0 {
+			total, rows[0] = t.Shape[0], t.Shape[0]
+		}
 		if len(t.Shape) == 0 || t.Shape[0] != total {
+			if fanOut {
+				return nil, fmt.Errorf("output %q has shape %v; a fan-out answer's outputs must agree on dimension 0 (%d rows)", t.Name, t.Shape, total)
+			}
 			return nil, fmt.Errorf("output %q has shape %v; want %d rows in dimension 0, one per input row", t.Name, t.Shape, total)
 		}
 		var err error

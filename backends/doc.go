@@ -14,6 +14,17 @@
 // ServerOptions.Metrics it counts batches, items and errors per model
 // (piccolo_backend_*), through counters resolved at load.
 //
+// Fan-out. A model whose Info has FanOut (e.g. builtin's ocr-boxes: one row
+// per text box found) answers one item with any number of output rows k ≥ 0,
+// equal across its outputs. The Server loads it with max batch 1 only, checks
+// that its outputs agree on dimension 0 instead of equalling the batch, and
+// marks the response with the parameter ParamFanOut (bool true); the Client,
+// seeing the mark on a one-item call, gives that item all k rows. Without the
+// mark (any other model, or a Triton server) the rows must equal the items'.
+// The gateway needs nothing more: it runs a fan-out model's module one item a
+// batch (the plan's batch 1) and fans the k rows out to the children whose
+// rate is higher (gateway/doc.go).
+//
 // Client side. A Client holds one pooled *grpc.ClientConn per backend address
 // (Pool), with keepalive and 256 MiB message limits. Client.Infer takes a batch as
 // items, each item's inputs with dimension 0 = its rows (1 for one request),

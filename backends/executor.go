@@ -29,7 +29,8 @@ type Model interface {
 	// Run runs one batch of n ≥ 1 items. Every input has dimension 0 equal to n
 	// and has passed validation against Info (datatype, sizes, batch ≤ MaxBatch).
 	// Outputs have dimension 0 equal to n, and row i of every output belongs to
-	// row i of the inputs. Run returns ctx's error if ctx ends first. Input Data
+	// row i of the inputs (a FanOut model: n is 1 and the outputs have any
+	// number of rows, equal across outputs). Run returns ctx's error if ctx ends first. Input Data
 	// may alias the request buffer: Run must not keep it after returning.
 	Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error)
 	// Close releases the model's resources.
@@ -51,6 +52,13 @@ type ModelInfo struct {
 	// AnyInputs lets a request carry inputs not named in Inputs (any datatype and
 	// shape, still checked for consistency). Named inputs are always checked.
 	AnyInputs bool
+	// FanOut marks a model whose outputs have any number of rows (k ≥ 0, equal
+	// across its outputs) for its one input item: e.g. a text detector's boxes,
+	// one row per box found. A fan-out model runs one item a call (MaxBatch 1;
+	// the Server refuses to load it otherwise), and the Server marks its
+	// responses with the parameter ParamFanOut so the Client gives the one item
+	// all rows.
+	FanOut bool
 }
 
 // TensorSpec is the name, datatype and shape of a model input or output.

@@ -31,6 +31,16 @@ const (
 	ParamConcurrency = "concurrency" // lanes: batches running at once
 )
 
+// ParamFanOut is the response parameter (bool_param true) by which the Server
+// says that the answering model fans out (ModelInfo.FanOut): its outputs' rows
+// all belong to the request's one item, however many there are.
+const ParamFanOut = "piccolo_fan_out"
+
+// fanOutParams is the parameters map of every fan-out response; never mutated.
+var fanOutParams = map[string]*inference.InferParameter{
+	ParamFanOut: {ParameterChoice: &inference.InferParameter_BoolParam{BoolParam: true}},
+}
+
 // ServerOptions configure a Server. The zero value is usable.
 type ServerOptions struct {
 	Name    string      // ServerMetadata name; default "piccolo"
@@ -120,6 +130,10 @@ func (s *Server) Load(model string, batch, concurrency int) (ModelInfo, error) {
 		return ModelInfo{}, fmt.Errorf("load model %q: %w", model, err)
 	}
 	info := m.Info()
+	if info.FanOut && info.MaxBatch != 1 {
+		_ = m.Close()
+		return ModelInfo{}, fmt.Errorf("load model %q: %w: it fans out (any number of output rows for one item), so it runs batch 1 only, not %d", model, ErrInvalidInput, info.MaxBatch)
+	}
 	old := *s.models.Load()
 	next := make(map[string]*loaded, len(old)+1)
 	for k, v := range old {
@@ -495,6 +509,12 @@ func checkRequestedOutputs(info *ModelInfo, want []*inference.ModelInferRequest_
 func inferResponse(req *inference.ModelInferRequest, info *ModelInfo, outputs []api.Tensor, n int) (*inference.ModelInferResponse, error) {
 	want := req.GetOutputs()
 	resp := &inference.ModelInferResponse{ModelName: info.Name, ModelVersion: "1", Id: req.GetId()}
+	rows := int64(n)
+	if info.FanOut {
+		// Any row count, the same for every output: the first sets it.
+		resp.Parameters = fanOutParams
+		rows = -1
+	}
 	count := len(outputs)
 	if len(want) > 0 {
 		count = len(want)
@@ -505,7 +525,13 @@ func inferResponse(req *inference.ModelInferRequest, info *ModelInfo, outputs []
 		if err := t.Validate(); err != nil {
 			return status.Errorf(codes.Internal, "model %q: executor output: %v", info.Name, err)
 		}
-		if len(t.Shape) == 0 || t.Shape[0] != int64(n) {
+		if rows < 0 && len(t.Shape) > 0 {
+			rows = t.Shape[0]
+		}
+		if len(t.Shape) == 0 || t.Shape[0] != rows {
+			if info.FanOut {
+				return status.Errorf(codes.Internal, "model %q: executor output %q has shape %v; a fan-out model's outputs must agree on dimension 0 (%d rows)", info.Name, t.Name, t.Shape, rows)
+			}
 			return status.Errorf(codes.Internal, "model %q: executor output %q has shape %v; want %d items in dimension 0", info.Name, t.Name, t.Shape, n)
 		}
 		resp.Outputs = append(resp.Outputs, &inference.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape})

@@ -133,6 +133,7 @@ func (e *Executor) Load(model string, batch, concurrency int) (backends.Model, e
 		}
 		m.run = e.runBoxes
 		m.info.AnyInputs = true // scale is optional
+		m.info.FanOut = true    // k rows out, one per box found
 		m.info.Inputs = []backends.TensorSpec{spec(NameDet, "FP32", -1, 1, s, s), spec(NameCanvas, "UINT8", -1, s, s, 3)}
 		m.info.Outputs = []backends.TensorSpec{spec(NameX, "FP32", -1, 3, CropHeight, cw), spec(NameCrop, "FP32", -1, 3, CropHeight, rw),
 			spec(NameCropWidth, "INT32", -1, 1), spec(NameBox, "FP32", -1, 8), spec(NameBoxScore, "FP32", -1, 1)}
