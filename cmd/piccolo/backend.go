@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -20,6 +22,8 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/backends/builtin"
+	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/backends/sim"
 )
 
@@ -35,6 +39,9 @@ type backendOptions struct {
 	logFmt   string
 	drain    time.Duration
 	metrics  string // listen address of /metrics; empty: none
+	ortLib   string // onnx, ocr: path of libonnxruntime.so.1
+	modelDir string // onnx, ocr: directory of <model>.onnx (and ppocr_keys_v1.txt)
+	threads  int    // onnx, ocr: intra-op threads per lane
 }
 
 // backendExecutors builds an executor by name. Registered by hand: the whole set is here.
@@ -42,6 +49,54 @@ var backendExecutors = map[string]func(o *backendOptions, cfg *api.Config) (back
 	"sim": func(o *backendOptions, cfg *api.Config) (backends.Executor, error) {
 		return sim.New(o.hardware, cfg.Profiles, sim.Options{Jitter: o.jitter, Seed: o.seed})
 	},
+	"onnx": func(o *backendOptions, _ *api.Config) (backends.Executor, error) { return newONNXExecutor(o) },
+	"builtin": func(o *backendOptions, _ *api.Config) (backends.Executor, error) {
+		return builtin.New(builtin.Options{Dictionary: filepath.Join(o.modelDir, "ppocr_keys_v1.txt")})
+	},
+	// ocr: the OCR session's Go processing modules and ONNX models in one process.
+	"ocr": func(o *backendOptions, _ *api.Config) (backends.Executor, error) {
+		b, err := builtin.New(builtin.Options{Dictionary: filepath.Join(o.modelDir, "ppocr_keys_v1.txt")})
+		if err != nil {
+			return nil, err
+		}
+		x, err := newONNXExecutor(o)
+		if err != nil {
+			return nil, err
+		}
+		return backends.NewUnion(b, x)
+	},
+}
+
+// modelCache is where `make models` (scripts/fetch-models.sh) fetches into, as
+// internal/ocrtest.Cache finds it: $PICCOLO_CACHE, else
+// $XDG_CACHE_HOME/piccolo, else ~/.cache/piccolo.
+func modelCache() string {
+	if d := os.Getenv("PICCOLO_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "piccolo")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "piccolo")
+}
+
+// newONNXExecutor runs the models of --model-dir, the OCR models at the fixed
+// shapes the builtin OCR steps pad to (backends/onnx/doc.go: padding, not buckets).
+func newONNXExecutor(o *backendOptions) (*onnx.Executor, error) {
+	if o.threads < 1 {
+		return nil, fmt.Errorf("--intra-op-threads %d: want ≥ 1", o.threads)
+	}
+	ocr := builtin.DefaultOCR()
+	s := int64(ocr.DetSize)
+	return onnx.New(onnx.Options{
+		Library: o.ortLib, ModelDir: o.modelDir, IntraOpThreads: o.threads, PassThrough: true,
+		Shapes: map[string][]int64{
+			"ocr-det": {3, s, s},
+			"ocr-cls": {3, builtin.CropHeight, int64(ocr.ClsWidth)},
+			"ocr-rec": {3, builtin.CropHeight, int64(ocr.RecWidth)},
+		},
+	})
 }
 
 func backendExecutorNames() string {
@@ -68,6 +123,14 @@ loaded concurrency (times a seeded jitter factor in [1-J, 1+J] with --jitter J);
 at most "concurrency" batches of a model run at once. Its models answer output0
 FP32 [n, 1], a checksum of each input row.
 
+Executor onnx runs the ONNX models of --model-dir (<model>.onnx) with ONNX
+Runtime (--ort-lib) on --intra-op-threads threads per lane; the OCR models at
+their padded shapes (ocr-det 3×640×640, ocr-cls 3×48×192, ocr-rec 3×48×320),
+passing through inputs they do not consume. Executor builtin runs the Go OCR
+steps (ocr-pre, ocr-boxes, ocr-rotate, ocr-ctc; the dictionary is
+--model-dir/ppocr_keys_v1.txt). Executor ocr serves both from one process. They
+need no config; ` + "`make models`" + ` fetches the files to the default paths.
+
 Models start unloaded unless listed in --models (loaded with their largest
 profiled entry). RepositoryModelLoad takes the parameters "batch" and
 "concurrency" (int64_param or decimal string_param). With --metrics-listen,
@@ -87,7 +150,10 @@ backend reports not ready, finishes the batches in flight (up to --drain) and ex
 	f.StringVar(&o.listen, "listen", "127.0.0.1:9101", "gRPC listen address host:port (port 0: any free port)")
 	f.StringVar(&o.hardware, "hardware", "", "hardware type this backend is (required), e.g. v100")
 	f.StringArrayVarP(&o.files, "config", "c", nil, "config file with the hardware's profiles (repeatable; files are merged)")
-	f.StringVar(&o.executor, "executor", "sim", "executor: "+backendExecutorNames())
+	f.StringVar(&o.executor, "executor", "sim", "executor: "+backendExecutorNames()+" (ocr: builtin and onnx in one process)")
+	f.StringVar(&o.ortLib, "ort-lib", filepath.Join(modelCache(), "onnxruntime-1.30.0", "libonnxruntime.so.1"), "onnx, ocr: ONNX Runtime shared library (make models fetches it)")
+	f.StringVar(&o.modelDir, "model-dir", filepath.Join(modelCache(), "ocr-models-1.4.2"), "onnx, builtin, ocr: directory of <model>.onnx and ppocr_keys_v1.txt")
+	f.IntVar(&o.threads, "intra-op-threads", 1, "onnx, ocr: ONNX Runtime threads per lane (cpu-2t: 2)")
 	f.Float64Var(&o.jitter, "jitter", 0, "sim: multiplicative jitter J of batch durations, 0 ≤ J < 1")
 	f.Uint64Var(&o.seed, "seed", 1, "sim: jitter seed")
 	f.StringSliceVar(&o.models, "models", nil, "models to load at start, comma-separated (default: none; wait for RepositoryModelLoad)")
@@ -103,7 +169,7 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	if o.hardware == "" {
 		return errors.New("--hardware is required: the hardware type whose profiles this backend runs, e.g. v100")
 	}
-	if len(o.files) == 0 {
+	if len(o.files) == 0 && o.executor == "sim" {
 		return errors.New("no config given: pass -c FILE (repeatable) with the profiles of the hardware")
 	}
 	build, ok := backendExecutors[o.executor]
@@ -113,9 +179,12 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	if o.logFmt != "json" && o.logFmt != "console" {
 		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
 	}
-	cfg, err := api.Load(o.files...)
-	if err != nil {
-		return err
+	cfg := &api.Config{}
+	if len(o.files) > 0 {
+		var err error
+		if cfg, err = api.Load(o.files...); err != nil {
+			return err
+		}
 	}
 	if len(cfg.Hardware) > 0 {
 		if _, ok := cfg.HardwareByName(o.hardware); !ok {
