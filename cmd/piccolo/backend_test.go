@@ -91,7 +91,7 @@ func TestBackendFlagErrors(t *testing.T) {
 		{"no hardware", backendOptions{files: []string{cfgPath}, executor: "sim", logFmt: "json"}, "--hardware is required"},
 		{"no config", backendOptions{hardware: "t4", executor: "sim", logFmt: "json"}, "no config"},
 		{"unknown executor", backendOptions{hardware: "t4", files: []string{cfgPath}, executor: "tpu", logFmt: "json"}, "allowed: builtin, ocr, onnx, sim"},
-		{"onnx with no models", backendOptions{hardware: "cpu-1t", executor: "onnx", logFmt: "json", modelDir: t.TempDir(), threads: 1}, "has no .onnx file"},
+		{"onnx with no models", backendOptions{hardware: "cpu-1t", executor: "onnx", logFmt: "json", ortLib: "/x/libonnxruntime.so.1", modelDir: t.TempDir(), threads: 1}, "has no .onnx file"},
 		{"onnx with no threads", backendOptions{hardware: "cpu-1t", executor: "onnx", logFmt: "json", threads: 0}, "--intra-op-threads 0"},
 		{"no profiles for hardware", backendOptions{hardware: "v100", files: []string{cfgPath}, executor: "sim", logFmt: "json"}, "no profiles for hardware"},
 		{"unknown preload", backendOptions{hardware: "t4", files: []string{cfgPath}, executor: "sim", logFmt: "json", models: []string{"x"}}, "unknown model"},
