@@ -31,10 +31,11 @@ lint:
 		$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...; \
 	else echo "staticcheck did not install; skipped"; fi
 
-# demo runs the most complete main job that exists so far: plan the example sessions.
-demo: build
-	./$(BIN) plan -c configs/paper/profiles.yaml -c configs/paper/sessions.yaml --policy paper --max-utilization 1
-	./$(BIN) plan -c configs/paper/profiles.yaml -c configs/paper/sessions.yaml
+# demo runs the main job on its embedded default: backends and a gateway on
+# loopback, a minute of load per session, the figures a user checks
+# (DEMO_FLAGS=--serve keeps it running).
+demo: build models
+	./$(BIN) demo $(DEMO_FLAGS)
 
 # proto regenerates api/inference from grpc_service.proto (installs protoc and the
 # Go plugins when missing). The generated code is committed: builds need no protoc.

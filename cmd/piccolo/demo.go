@@ -1,19 +1,44 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/piccolo-serving/piccolo/internal/demo"
 )
 
-// newDemoCmd is a placeholder until its issue lands.
 func newDemoCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "demo",
-		Short:  "(demo: not built yet)",
-		Hidden: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("demo is not built yet")
+	var o demo.Options
+	cmd := &cobra.Command{
+		Use:   "demo [-c FILE...] [--duration 60s] [--serve]",
+		Short: "Start backends and a gateway on loopback, load every session, print what it measured",
+		Long: `demo runs the main job on its embedded default (or the configs given with -c):
+it plans every session, starts the backends the plan needs (sim executors for GPU
+types; real ONNX Runtime backends for cpu-<N>t types) and a gateway over them as
+child processes on loopback, sends Poisson load at each session's planned rate for
+--duration, and prints per session the throughput, p50/p99 latency, SLO attainment,
+the plan's cost and the round-robin baseline's. Latency plots and the processes'
+logs go to --out. With --serve it keeps everything running and prints the URLs and
+a request to paste.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			o.Out, o.Log = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			_, err := demo.Run(ctx, o)
+			return err
 		},
 	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.Files, "config", "c", nil, "config file (repeatable); default: the embedded demo configs")
+	f.DurationVar(&o.Duration, "duration", 60*time.Second, "how long to load each session")
+	f.BoolVar(&o.Serve, "serve", false, "keep running after the load; print URLs and a curl request")
+	f.StringVar(&o.OutDir, "out", "out/demo", "directory for latency plots and process logs")
+	f.IntVar(&o.MaxBackendsPerType, "max-backends", 6, "at most this many backend processes per hardware type")
+	cmd.SetContext(context.Background())
+	return cmd
 }

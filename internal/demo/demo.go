@@ -1,0 +1,429 @@
+// Package demo is `piccolo demo`: the main job on its embedded default. It starts,
+// as child processes of one process tree on loopback, the backends a plan needs and
+// a gateway over them, drives every planned session with open-loop Poisson load at
+// its planned rate, prints per session what a user checks (throughput, p50/p99
+// latency, SLO attainment, the plan's cost beside the round-robin baseline's), writes
+// latency plots, and shuts everything down.
+//
+// Hardware types named cpu-<N>t run real ONNX Runtime backends with N intra-op
+// threads (executor "ocr"); every other type runs the "sim" executor, which emulates
+// the type from its profiles. Run is called once, from the command's goroutine.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/configs"
+	"github.com/piccolo-serving/piccolo/loadgen"
+	"github.com/piccolo-serving/piccolo/scheduler"
+)
+
+// Options configure a demo run.
+type Options struct {
+	// Files are config files; empty runs the embedded default (configs.Demo).
+	Files []string
+	// Duration is how long each session is loaded (default 60s).
+	Duration time.Duration
+	// Serve keeps everything running after the load, until ctx ends.
+	Serve bool
+	// OutDir receives the latency plots and the processes' logs (default out/demo).
+	OutDir string
+	// Binary is the piccolo executable to start children from (default: this one).
+	Binary string
+	// MaxBackendsPerType caps the backend processes of one hardware type; planned
+	// machines beyond it share backends (default 6).
+	MaxBackendsPerType int
+	// Out receives the report; Log receives progress lines.
+	Out, Log io.Writer
+}
+
+// Result is what a run measured, per session.
+type Result struct {
+	Sessions []SessionResult
+}
+
+// SessionResult is one session's figures.
+type SessionResult struct {
+	Name            string
+	Rate            float64 // req/s offered
+	Report          *loadgen.Report
+	PlanCost        float64
+	BaselineCost    float64 // the round-robin baseline's plan (policy nexus); NaN if it cannot plan
+	BaselinePolicy  string
+	Plot            string
+	NotPlannedError string
+}
+
+var cpuType = regexp.MustCompile(`^cpu-(\d+)t$`)
+
+// Run runs the demo. It returns after the load (or, with Serve, when ctx ends),
+// with every child process stopped.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Duration <= 0 {
+		o.Duration = 60 * time.Second
+	}
+	if o.OutDir == "" {
+		o.OutDir = filepath.Join("out", "demo")
+	}
+	if o.MaxBackendsPerType <= 0 {
+		o.MaxBackendsPerType = 6
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Log == nil {
+		o.Log = os.Stderr
+	}
+	if o.Binary == "" {
+		b, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("demo: cannot find the piccolo binary: %w", err)
+		}
+		o.Binary = b
+	}
+	logs := filepath.Join(o.OutDir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	files := o.Files
+	if len(files) == 0 {
+		var err error
+		if files, err = writeEmbedded(filepath.Join(o.OutDir, "config")); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := api.Load(files...)
+	if err != nil {
+		return nil, err
+	}
+	plan, planErr := scheduler.Plan(cfg, scheduler.Options{})
+	if plan == nil {
+		return nil, planErr
+	}
+	logf(o.Log, "planned %d session(s) with policy piccolo: total cost %.3g", len(plan.Sessions), plan.TotalCost)
+
+	// One backend per planned machine of each hardware type, up to the cap.
+	need := map[string]int{}
+	for _, s := range plan.Sessions {
+		for _, m := range s.Modules {
+			for _, g := range m.Configs {
+				need[g.Hardware] += int(math.Ceil(g.Machines - 1e-9))
+			}
+		}
+	}
+	procs := &processes{}
+	defer procs.stop(o.Log)
+	var backendsYAML strings.Builder
+	backendsYAML.WriteString("backends:\n")
+	for _, hw := range sortedKeys(need) {
+		n := min(need[hw], o.MaxBackendsPerType)
+		for i := 0; i < n; i++ {
+			addr, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			id := fmt.Sprintf("%s-%d", hw, i)
+			args := []string{"backend", "--listen", addr, "--hardware", hw, "--log", "console"}
+			for _, f := range files {
+				args = append(args, "-c", f)
+			}
+			if m := cpuType.FindStringSubmatch(hw); m != nil {
+				args = append(args, "--executor", "ocr", "--intra-op-threads", m[1])
+			} else {
+				args = append(args, "--executor", "sim")
+			}
+			if err := procs.start(o.Binary, args, filepath.Join(logs, id+".log")); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(&backendsYAML, "  - {id: %s, address: %q, hardware: %s}\n", id, addr, hw)
+		}
+		logf(o.Log, "started %d %s backend(s)", n, hw)
+	}
+	bfile := filepath.Join(o.OutDir, "config", "backends.yaml")
+	if err := os.MkdirAll(filepath.Dir(bfile), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(bfile, []byte(backendsYAML.String()), 0o644); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	grpcAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"gateway", "--listen", httpAddr, "--grpc-listen", grpcAddr, "--log", "console", "-c", bfile}
+	for _, f := range files {
+		args = append(args, "-c", f)
+	}
+	if err := procs.start(o.Binary, args, filepath.Join(logs, "gateway.log")); err != nil {
+		return nil, err
+	}
+	url := "http://" + httpAddr
+	if err := waitReady(ctx, url+"/v2/health/ready", 90*time.Second, procs); err != nil {
+		return nil, fmt.Errorf("demo: the gateway did not become ready (see %s): %w", filepath.Join(logs, "gateway.log"), err)
+	}
+	logf(o.Log, "gateway ready: HTTP %s, gRPC %s; loading every session for %s", url, grpcAddr, o.Duration)
+
+	res := &Result{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var runErr error
+	for _, sp := range plan.Sessions {
+		s, _ := cfg.Session(sp.Name)
+		r := SessionResult{Name: sp.Name, PlanCost: sp.Cost, BaselinePolicy: "nexus", BaselineCost: math.NaN(), NotPlannedError: sp.Error}
+		if bp, err := scheduler.Plan(&api.Config{Hardware: cfg.Hardware, Profiles: cfg.Profiles, Sessions: []api.Session{*s}}, scheduler.Options{Policy: "nexus", MaxUtilization: plan.MaxUtilization}); err == nil {
+			r.BaselineCost = bp.TotalCost
+		}
+		r.Rate = sessionRate(s)
+		res.Sessions = append(res.Sessions, r)
+		if sp.Error != "" {
+			continue
+		}
+		i := len(res.Sessions) - 1
+		wg.Add(1)
+		go func(i int, s *api.Session) {
+			defer wg.Done()
+			rep, err := loadgen.Run(ctx, loadgen.Options{
+				Target: url, Protocol: "http", Session: s.Name, Rate: res.Sessions[i].Rate, Arrival: "poisson", Seed: 1,
+				Duration: o.Duration, Drain: 10 * time.Second, Timeout: 10 * time.Second, SLO: s.SLO.D(),
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				runErr = errors.Join(runErr, fmt.Errorf("session %s: %w", s.Name, err))
+				return
+			}
+			res.Sessions[i].Report = rep
+			plot := filepath.Join(o.OutDir, "latency-"+s.Name+".png")
+			if err := loadgen.WritePlot(plot, "session "+s.Name, rep.Latencies, s.SLO.D()); err == nil {
+				res.Sessions[i].Plot = plot
+			}
+		}(i, s)
+	}
+	wg.Wait()
+	if runErr != nil {
+		return res, runErr
+	}
+	writeReport(o.Out, res)
+	if o.Serve {
+		fmt.Fprintf(o.Out, "\nServing until interrupted (Ctrl-C):\n  HTTP  %s   (metrics: %s/metrics)\n  gRPC  %s\n\nTry:\n", url, url, grpcAddr)
+		for _, sp := range plan.Sessions {
+			if sp.Error == "" {
+				fmt.Fprintf(o.Out, "  curl -s -X POST %s/v2/models/%s/infer -d '{\"inputs\":[{\"name\":\"input0\",\"shape\":[1,1],\"datatype\":\"FP32\",\"data\":[1]}]}'\n", url, sp.Name)
+				break
+			}
+		}
+		<-ctx.Done()
+	}
+	return res, nil
+}
+
+// sessionRate is a session's request rate: the largest rate of its source modules.
+func sessionRate(s *api.Session) float64 {
+	r := 0.0
+	for _, i := range s.Sources() {
+		r = math.Max(r, s.Modules[i].Rate)
+	}
+	return r
+}
+
+func writeReport(w io.Writer, res *Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tRATE\tSENT\tOK\tTHROUGHPUT\tP50\tP99\tSLO\tSLO ATTAINMENT\tPLAN COST\tROUND-ROBIN BASELINE COST")
+	for _, s := range res.Sessions {
+		base := "cannot plan"
+		if !math.IsNaN(s.BaselineCost) {
+			base = fmt.Sprintf("%.3g (%s, %+.0f%%)", s.BaselineCost, s.BaselinePolicy, 100*(s.BaselineCost-s.PlanCost)/s.PlanCost)
+		}
+		if s.Report == nil {
+			fmt.Fprintf(tw, "%s\t%.4g\t-\t-\t-\t-\t-\t-\tnot planned: %s\t-\t%s\n", s.Name, s.Rate, s.NotPlannedError, base)
+			continue
+		}
+		r := s.Report
+		att, slo := "n/a", "-"
+		if r.SLOAttainment != nil {
+			att = fmt.Sprintf("%.2f%%", 100**r.SLOAttainment)
+		}
+		if r.SLOMs != nil {
+			slo = fmt.Sprintf("%gms", *r.SLOMs)
+		}
+		fmt.Fprintf(tw, "%s\t%.4g/s\t%d\t%d\t%.4g/s\t%.1fms\t%.1fms\t%s\t%s\t%.3g\t%s\n",
+			s.Name, s.Rate, r.Sent, r.OK, r.Throughput, r.P50Ms, r.P99Ms, slo, att, s.PlanCost, base)
+	}
+	tw.Flush()
+	for _, s := range res.Sessions {
+		if s.Report != nil && len(s.Report.Errors) > 0 {
+			fmt.Fprintf(w, "%s errors: %v\n", s.Name, s.Report.Errors)
+		}
+		if s.Plot != "" {
+			fmt.Fprintf(w, "%s latency CDF: %s\n", s.Name, s.Plot)
+		}
+	}
+}
+
+// writeEmbedded copies the embedded default configs to dir, for the children.
+func writeEmbedded(dir string) ([]string, error) {
+	var out []string
+	for _, name := range configs.Demo {
+		data, err := fs.ReadFile(configs.FS, name)
+		if err != nil {
+			return nil, fmt.Errorf("demo: embedded config %s: %w", name, err)
+		}
+		p := filepath.Join(dir, filepath.Base(name))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("demo: no free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func waitReady(ctx context.Context, url string, limit time.Duration, procs *processes) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if err := procs.exited(); err != nil {
+			return err
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("%s answers %d", url, resp.StatusCode)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// processes are the demo's children; stop ends them all.
+type processes struct {
+	mu    sync.Mutex
+	procs []*child
+}
+
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	log  *os.File
+}
+
+func (p *processes) start(bin string, args []string, logPath string) error {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("demo: starting %s %s: %w", bin, strings.Join(args, " "), err)
+	}
+	c := &child{name: args[0] + " " + filepath.Base(logPath), cmd: cmd, done: make(chan struct{}), log: f}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	p.mu.Lock()
+	p.procs = append(p.procs, c)
+	p.mu.Unlock()
+	return nil
+}
+
+// exited reports the first child that has already exited, as an error.
+func (p *processes) exited() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.procs {
+		select {
+		case <-c.done:
+			return fmt.Errorf("%s exited early (%v); see %s", c.name, c.err, c.log.Name())
+		default:
+		}
+	}
+	return nil
+}
+
+// stop sends SIGTERM to every child (gateway first, it was started last), waits up
+// to 15 s, then kills what is left.
+func (p *processes) stop(log io.Writer) {
+	p.mu.Lock()
+	procs := p.procs
+	p.procs = nil
+	p.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		_ = procs[i].cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.After(15 * time.Second)
+	for _, c := range procs {
+		select {
+		case <-c.done:
+		case <-deadline:
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+		c.log.Close()
+	}
+	if len(procs) > 0 {
+		logf(log, "stopped %d process(es)", len(procs))
+	}
+}
+
+func logf(w io.Writer, format string, a ...any) {
+	fmt.Fprintf(w, "demo: "+format+"\n", a...)
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
