@@ -39,8 +39,9 @@ type node struct {
 	name     string
 	parents  []int
 	children []int
-	// fanout: the module has exactly one parent and a higher rate than it, so each
-	// parent output element (dim 0) becomes one item of this module (see doc.go).
+	// fanout: the module has exactly one parent and a higher rate than it, or the
+	// same rate as a parent that fans out, so each parent output element (dim 0)
+	// becomes one item of this module (see doc.go).
 	fanout                         bool
 	queueKey, computeKey, totalKey string
 }
@@ -100,10 +101,6 @@ func compile(s api.Session) (*dag, error) {
 		if len(n.children) == 0 {
 			d.sinks = append(d.sinks, i)
 		}
-		if len(n.parents) == 1 {
-			pr := s.Modules[n.parents[0]].Rate
-			n.fanout = pr > 0 && s.Modules[i].Rate > pr
-		}
 	}
 	// Kahn's algorithm: the topological order, and a cycle check.
 	indeg := make([]int, len(d.mods))
@@ -129,6 +126,18 @@ func compile(s api.Session) (*dag, error) {
 			}
 		}
 		return nil, fmt.Errorf("%s: session %q: modules %s form a cycle; `after` must describe a DAG", s.Source, s.Name, strings.Join(cyc, ", "))
+	}
+	// Fan-out, in topological order so that a parent's is known: a higher rate
+	// than the one parent starts it; the same rate as a fanned-out parent keeps
+	// it (one item per element all along a chain such as cls → rotate → rec).
+	for _, i := range d.order {
+		n := &d.mods[i]
+		if len(n.parents) != 1 {
+			continue
+		}
+		p := n.parents[0]
+		pr, r := s.Modules[p].Rate, s.Modules[i].Rate
+		n.fanout = pr > 0 && (r > pr || r == pr && d.mods[p].fanout)
 	}
 	return d, nil
 }

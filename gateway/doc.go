@@ -46,7 +46,11 @@
 //     which must agree on dimension 0), each shaped [1, rest...]; the items run
 //     concurrently and their outputs are joined back on dimension 0 in item order
 //     before its children or the response see them. Zero elements: the module is
-//     skipped.
+//     skipped. A child with one parent that fans out and the same rate as it
+//     fans out too (its items are the parent's elements again), so a chain such
+//     as box → classify → recognize runs one item per box all along and is
+//     batched per box; a lower rate (e.g. a per-request summary) gets the joined
+//     tensors as one item.
 //   - The first failure of any module fails the request once, with the module's
 //     name; the request's context is then cancelled and later results ignored.
 //
