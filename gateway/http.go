@@ -56,7 +56,7 @@ func NewServer(exec *Executor, opts ServerOptions) (*Server, error) {
 	s := &Server{exec: exec, opts: opts}
 	s.ready.Store(true)
 	if opts.Metrics != nil {
-		opts.Metrics.setSessions(exec.Sessions())
+		opts.Metrics.setExecutor(exec)
 	}
 	return s, nil
 }

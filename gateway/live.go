@@ -92,6 +92,9 @@ type LiveOptions struct {
 	// takes nearly its budget; without slack it would arrive just too late.
 	// Default 0.1; negative means none.
 	SlackFraction float64
+	// Metrics, when set, records each module's queue and compute times and batch
+	// sizes (children resolved here, once per module).
+	Metrics *Metrics
 }
 
 // LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher
@@ -126,6 +129,7 @@ type liveModule struct {
 	itemDone             func(*dispatcher.Item)
 	inputs, outputs      []TensorMeta
 	hasMeta              bool
+	metrics              *moduleMetrics // nil: none recorded
 }
 
 // NewLiveRunner places plan on cfg's static backends (Place), loads every module's
@@ -166,6 +170,7 @@ func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 				budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)),
 				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond))}
 			lm.itemDone = lm.finish
+			lm.metrics = opts.Metrics.module(sp.Name, mp.Name)
 			switch {
 			case opts.SlackFraction == 0:
 				lm.slack = lm.budget / 10
@@ -333,6 +338,7 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 	var t Timing
 	if !it.Sent.IsZero() {
 		t = Timing{Queue: it.Sent.Sub(it.Arrival), Compute: it.Finished.Sub(it.Sent)}
+		lm.metrics.item(t)
 	}
 	out, err := it.Outputs, it.Err
 	if err == nil {
@@ -378,6 +384,7 @@ func (r *LiveRunner) ModuleMetadata(session, module string) (inputs, outputs []T
 func (lm *liveModule) Send(b *dispatcher.Batch) { go lm.send(b) }
 
 func (lm *liveModule) send(b *dispatcher.Batch) {
+	lm.metrics.batch(len(b.Items) + b.Dummies)
 	c := lm.clients[b.Slot.Backend]
 	if c == nil {
 		b.Done(nil, fmt.Errorf("%w: module %q: slot %s has no backend client", ErrUnavailable, lm.name, b.Slot))
