@@ -3,12 +3,15 @@ package profiler_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -331,5 +334,139 @@ func TestParseSizes(t *testing.T) {
 				t.Errorf("ParseSizes(%q) = %v; want %v", tc.in, got, tc.want)
 			}
 		}
+	}
+}
+
+// recorder is an executor whose model "rec" declares one BYTES input "image" and
+// records every batch it runs.
+type recorder struct {
+	mu      sync.Mutex
+	batches [][]api.Tensor
+}
+
+var _ backends.Executor = (*recorder)(nil)
+
+func (r *recorder) Models() []string { return []string{"rec"} }
+
+func (r *recorder) Load(model string, batch, concurrency int) (backends.Model, error) {
+	if model != "rec" {
+		return nil, fmt.Errorf("%w: %q", backends.ErrUnknownModel, model)
+	}
+	return &recModel{r: r, info: backends.ModelInfo{
+		Name: "rec", MaxBatch: batch, Concurrency: concurrency,
+		Inputs:  []backends.TensorSpec{{Name: "image", Datatype: "BYTES", Shape: []int64{-1}}},
+		Outputs: []backends.TensorSpec{{Name: "out", Datatype: "FP32", Shape: []int64{-1, 1}}},
+	}}, nil
+}
+
+type recModel struct {
+	r    *recorder
+	info backends.ModelInfo
+}
+
+func (m *recModel) Info() backends.ModelInfo { return m.info }
+func (m *recModel) Close() error             { return nil }
+
+func (m *recModel) Run(_ context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error) {
+	kept := make([]api.Tensor, len(inputs))
+	for i, t := range inputs {
+		kept[i] = api.Tensor{Name: t.Name, Datatype: t.Datatype, Shape: slices.Clone(t.Shape), Data: slices.Clone(t.Data)}
+	}
+	m.r.mu.Lock()
+	m.r.batches = append(m.r.batches, kept)
+	m.r.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	return []api.Tensor{{Name: "out", Datatype: "FP32", Shape: []int64{int64(n), 1}, Data: make([]byte, 4*n)}}, nil
+}
+
+// TestRunImagesMakeBytesBatches checks what reaches the server: with two image
+// inputs a batch of 3 is one BYTES tensor [3] holding image 1, image 2, image 1;
+// and the progress bar counts every point.
+func TestRunImagesMakeBytesBatches(t *testing.T) {
+	rec := &recorder{}
+	srv, err := backends.NewServer(rec, backends.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := backends.NewGRPCServer(srv)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+
+	dir := t.TempDir()
+	for name, body := range map[string]string{"a.png": "first image", "b.jpg": "second"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payloads, err := loadgen.LoadInputs([]string{dir}, "image")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	o := profiler.Options{
+		Target: lis.Addr().String(), Model: "rec", Hardware: "cpu",
+		Batches: []int{3, 1}, Concurrencies: []int{1, 2},
+		Duration: 50 * time.Millisecond, Warmup: 1, Inputs: payloads, Progress: &progress,
+	}
+	res, err := profiler.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Points) != 4 {
+		t.Fatalf("%d points; want 4", len(res.Points))
+	}
+	seen := map[int64]bool{}
+	for _, b := range rec.batches {
+		if len(b) != 1 || b[0].Name != "image" || b[0].Datatype != "BYTES" || len(b[0].Shape) != 1 {
+			t.Fatalf("batch %+v; want one BYTES tensor image [n]", b)
+		}
+		n := b[0].Shape[0]
+		seen[n] = true
+		var want []byte
+		for k := int64(0); k < n; k++ {
+			img := []string{"first image", "second"}[k%2]
+			want = binary.LittleEndian.AppendUint32(want, uint32(len(img)))
+			want = append(want, img...)
+		}
+		if !bytes.Equal(b[0].Data, want) {
+			t.Errorf("batch of %d carries %q; want %q", n, b[0].Data, want)
+		}
+	}
+	if !seen[1] || !seen[3] || len(seen) != 2 {
+		t.Errorf("batch sizes seen %v; want 1 and 3", seen)
+	}
+	if !strings.Contains(progress.String(), "4/4") {
+		t.Errorf("progress output %q; want it to reach 4/4 points", progress.String())
+	}
+	if l := srv.Loaded(); len(l) != 0 {
+		t.Errorf("models still loaded after Run: %v", l)
+	}
+}
+
+// TestRunNoLoad profiles the model as the server has it loaded and leaves it
+// loaded; without a loaded model NoLoad is an error.
+func TestRunNoLoad(t *testing.T) {
+	addr, srv := startSim(t)
+	o := options(addr)
+	o.NoLoad, o.Batches, o.Concurrencies, o.Duration, o.Warmup = true, []int{2}, []int{2}, 100*time.Millisecond, 0
+	if _, err := profiler.Run(context.Background(), o); !errors.Is(err, backends.ErrModelNotLoaded) {
+		t.Errorf("no-load of a model not loaded: error %v; want ErrModelNotLoaded", err)
+	}
+	if _, err := srv.Load("m", 4, 2); err != nil {
+		t.Fatal(err)
+	}
+	res, err := profiler.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := profiled(t, 2, 2); len(res.Points) != 1 || res.Points[0].Duration < d {
+		t.Errorf("points %+v; want one of at least %v", res.Points, d)
+	}
+	if l := srv.Loaded(); len(l) != 1 || l[0].MaxBatch != 4 || l[0].Concurrency != 2 {
+		t.Errorf("loaded %+v; want m still loaded as it was (batch 4, concurrency 2)", l)
 	}
 }
