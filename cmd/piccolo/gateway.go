@@ -123,10 +123,21 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	defer func() { _ = log.Sync() }()
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := gateway.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	planStart := time.Now()
 	plan, planErr := scheduler.Plan(cfg, scheduler.Options{Policy: o.policy})
 	if plan == nil {
 		return fmt.Errorf("--policy %s: %w", o.policy, planErr)
 	}
+	if err := metrics.SetPlan(plan, "initial", time.Since(planStart)); err != nil {
+		return err
+	}
+	metrics.SetMembership(cfg.Backends)
 	for _, sp := range plan.Sessions {
 		if sp.Error != "" {
 			log.Warn("session not planned; it will answer 503", zap.String("session", sp.Name), zap.String("reason", sp.Error))
@@ -141,7 +152,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	runner, err := gateway.NewLiveRunner(ctx, cfg, plan, gateway.LiveOptions{Policy: pol, SlackFraction: slack})
+	runner, err := gateway.NewLiveRunner(ctx, cfg, plan, gateway.LiveOptions{Policy: pol, SlackFraction: slack, Metrics: metrics})
 	if err != nil {
 		return err
 	}
@@ -150,12 +161,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), runner)
-	metrics, err := gateway.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
+	reg.MustRegister(runner)
 	srv, err := gateway.NewServer(exec, gateway.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: metrics})
 	if err != nil {
 		return err
