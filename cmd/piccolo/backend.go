@@ -38,7 +38,8 @@ type backendOptions struct {
 	models   []string
 	logFmt   string
 	drain    time.Duration
-	metrics  string // listen address of /metrics; empty: none
+	metrics  string // listen address of /metrics: host:port, auto (gRPC port + 1000) or off/empty: none
+	gpu      bool   // read GPU telemetry with NVML
 	ortLib   string // onnx, ocr: path of libonnxruntime.so.1
 	modelDir string // onnx, ocr: directory of <model>.onnx (and ppocr_keys_v1.txt)
 	threads  int    // onnx, ocr: intra-op threads per lane
@@ -133,9 +134,11 @@ need no config; ` + "`make models`" + ` fetches the files to the default paths.
 
 Models start unloaded unless listed in --models (loaded with their largest
 profiled entry). RepositoryModelLoad takes the parameters "batch" and
-"concurrency" (int64_param or decimal string_param). With --metrics-listen,
-Prometheus metrics are served at /metrics (batches, items, errors, batch
-seconds, loaded settings, by model). On SIGINT or SIGTERM the
+"concurrency" (int64_param or decimal string_param). Prometheus metrics are
+served at /metrics on --metrics-listen (default: the gRPC port + 1000; "off" for
+none): batches, items, errors, batch seconds, loaded settings, by model, and,
+with a GPU, piccolo_gpu_* (name, memory, utilisation, power, from NVML). Without
+--hardware the hardware type is named from the GPU. On SIGINT or SIGTERM the
 backend reports not ready, finishes the batches in flight (up to --drain) and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -148,7 +151,7 @@ backend reports not ready, finishes the batches in flight (up to --drain) and ex
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", "127.0.0.1:9101", "gRPC listen address host:port (port 0: any free port)")
-	f.StringVar(&o.hardware, "hardware", "", "hardware type this backend is (required), e.g. v100")
+	f.StringVar(&o.hardware, "hardware", "", "hardware type this backend is, e.g. v100 (default: named from the first GPU's name; required without a GPU)")
 	f.StringArrayVarP(&o.files, "config", "c", nil, "config file with the hardware's profiles (repeatable; files are merged)")
 	f.StringVar(&o.executor, "executor", "sim", "executor: "+backendExecutorNames()+" (ocr: builtin and onnx in one process)")
 	f.StringVar(&o.ortLib, "ort-lib", filepath.Join(modelCache(), "onnxruntime-1.30.0", "libonnxruntime.so.1"), "onnx, ocr: ONNX Runtime shared library (make models fetches it)")
@@ -158,7 +161,8 @@ backend reports not ready, finishes the batches in flight (up to --drain) and ex
 	f.Uint64Var(&o.seed, "seed", 1, "sim: jitter seed")
 	f.StringSliceVar(&o.models, "models", nil, "models to load at start, comma-separated (default: none; wait for RepositoryModelLoad)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
-	f.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus /metrics on this host:port (default: off)")
+	f.StringVar(&o.metrics, "metrics-listen", "auto", "serve Prometheus /metrics on this host:port; auto: the --listen host at its port + 1000 (9101 → 10101); off: none")
+	f.BoolVar(&o.gpu, "gpu-telemetry", true, "read the GPUs with NVML: metrics piccolo_gpu_*, and the hardware type when --hardware is not given")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let batches in flight finish")
 	return cmd
 }
@@ -166,8 +170,9 @@ backend reports not ready, finishes the batches in flight (up to --drain) and ex
 // runBackend serves until ctx ends, then drains. ready is called with the bound
 // address once the backend accepts connections.
 func runBackend(ctx context.Context, o *backendOptions, ready func(addr string)) error {
-	if o.hardware == "" {
-		return errors.New("--hardware is required: the hardware type whose profiles this backend runs, e.g. v100")
+	tel, gpuErr := openBackendGPU(o.gpu)
+	if tel != nil {
+		defer tel.Close()
 	}
 	if len(o.files) == 0 && o.executor == "sim" {
 		return errors.New("no config given: pass -c FILE (repeatable) with the profiles of the hardware")
@@ -183,6 +188,12 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	if len(o.files) > 0 {
 		var err error
 		if cfg, err = api.Load(o.files...); err != nil {
+			return err
+		}
+	}
+	if o.hardware == "" {
+		var err error
+		if o.hardware, err = hardwareFromGPU(tel, gpuErr, cfg); err != nil {
 			return err
 		}
 	}
@@ -210,6 +221,14 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	if err != nil {
 		return err
 	}
+	if tel != nil {
+		reg.MustRegister(tel)
+		for _, d := range tel.Devices() {
+			log.Info("GPU", zap.Int("index", d.Index), zap.String("name", d.Name), zap.Uint64("memory_bytes", d.MemoryBytes))
+		}
+	} else if o.gpu {
+		log.Info("no GPU telemetry", zap.Error(gpuErr))
+	}
 	srv, err := backends.NewServer(exec, backends.ServerOptions{Version: version, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
@@ -223,11 +242,16 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
-	if o.metrics != "" {
-		mlis, err := net.Listen("tcp", o.metrics)
+	maddr, err := backendMetricsAddr(o.metrics, lis.Addr().String())
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	if maddr != "" {
+		mlis, err := net.Listen("tcp", maddr)
 		if err != nil {
 			lis.Close()
-			return fmt.Errorf("--metrics-listen %s: %w", o.metrics, err)
+			return fmt.Errorf("--metrics-listen %s (%s): %w", o.metrics, maddr, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

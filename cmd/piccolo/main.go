@@ -28,6 +28,7 @@ func newRootCmd() *cobra.Command {
 		newProfileCmd(),
 		newDemoCmd(),
 		newBenchCmd(),
+		newStatusCmd(),
 		newVersionCmd(),
 	)
 	return root

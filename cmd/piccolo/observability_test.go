@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// getMetrics reads url and checks it as `promtool check metrics` does (promlint).
+func getMetrics(t *testing.T, url string) string {
+	t.Helper()
+	var text []byte
+	for i := 0; ; i++ {
+		resp, err := http.Get(url)
+		if err == nil {
+			text, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		if err == nil {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	problems, err := promlint.New(bytes.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatalf("promlint %s: %v", url, err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint %s: %s: %s", url, p.Metric, p.Text)
+	}
+	return string(text)
+}
+
+// TestObservability boots a backend (metrics on, NVML on: this machine has no
+// GPU, so it must say so and carry on) and a gateway, sends requests, checks
+// both processes' /metrics with promlint, and reads the gateway with
+// `piccolo status`.
+func TestObservability(t *testing.T) {
+	dir := t.TempDir()
+	profiles := filepath.Join(dir, "profiles.yaml")
+	if err := os.WriteFile(profiles, []byte(`
+hardware:
+  - {name: v100, price: 3}
+profiles:
+  - model: det
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 5ms}
+      - {batch: 4, concurrency: 1, duration: 8ms}
+sessions:
+  - name: s
+    slo: 500ms
+    modules:
+      - {name: d, model: det, rate: 20}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	metricsAddr := freeAddr(t)
+	baddr := make(chan string, 1)
+	bdone := make(chan error, 1)
+	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json",
+		drain: 5 * time.Second, metrics: metricsAddr, gpu: true}
+	go func() { bdone <- runBackend(ctx, bo, func(a string) { baddr <- a }) }()
+	var backendAddr string
+	select {
+	case backendAddr = <-baddr:
+	case err := <-bdone:
+		t.Fatalf("backend exited: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("backend did not start")
+	}
+	backendsFile := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(backendsFile, []byte(fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", backendAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gaddr := make(chan string, 1)
+	gdone := make(chan error, 1)
+	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second}
+	go func() { gdone <- runGateway(ctx, o, func(h, _ string) { gaddr <- h }) }()
+	var url string
+	select {
+	case h := <-gaddr:
+		url = "http://" + h
+	case err := <-gdone:
+		t.Fatalf("gateway exited: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("gateway did not start")
+	}
+	body := `{"inputs":[{"name":"input0","shape":[1,2],"datatype":"FP32","data":[1,2]}]}`
+	const n = 5
+	for range n {
+		resp, err := http.Post(url+"/v2/models/s/infer", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("infer: HTTP %d", resp.StatusCode)
+		}
+	}
+
+	btext := getMetrics(t, "http://"+metricsAddr+"/metrics")
+	if !strings.Contains(btext, `piccolo_backend_items_total{model="det"} 5`) {
+		t.Errorf("backend /metrics lacks 5 items of det:\n%s", grepLines(btext, "piccolo_backend_"))
+	}
+	if strings.Contains(btext, "piccolo_gpu_") {
+		t.Errorf("backend without a GPU exports GPU metrics:\n%s", grepLines(btext, "piccolo_gpu_"))
+	}
+	gtext := getMetrics(t, url+"/metrics")
+	for _, want := range []string{
+		`piccolo_gateway_requests_total{code="200",protocol="http",session="s"} 5`,
+		`piccolo_plan_replans_total{cause="initial"} 1`,
+		`piccolo_membership_backends{hardware="v100"} 1`,
+		`piccolo_gateway_module_compute_seconds_count{module="d",session="s"} 5`,
+	} {
+		if !strings.Contains(gtext, want) {
+			t.Errorf("gateway /metrics lacks %s", want)
+		}
+	}
+
+	var out bytes.Buffer
+	if err := runStatus(ctx, &statusOptions{target: url, timeout: 5 * time.Second}, &out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("piccolo status:\n%s", out.String())
+	for _, re := range []string{
+		`plan \(from /metrics\): cost 0\.15/h, age [^,]+, re-plans: initial 1`,
+		`backends: v100 1`,
+		`(?m)^s +500ms +yes +5 +5 +0 +0 +100\.0% +≤\S+ +≤\S+$`,
+		`(?m)^s +d +\S+ +\S+ +20\.0 +0\.0 +\d+\.\d +v100×0\.05 +≤\S+ +≤\S+ +\d`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("status output does not match %s", re)
+		}
+	}
+	var win bytes.Buffer
+	if err := runStatus(ctx, &statusOptions{target: strings.TrimPrefix(url, "http://"), window: 200 * time.Millisecond, timeout: 5 * time.Second}, &win); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^s +500ms +yes +0 +0 +0 +0 +- +- +-$`).MatchString(win.String()) {
+		t.Errorf("status over an idle window:\n%s\nwant zero requests and no attainment", win.String())
+	}
+	if err := runStatus(ctx, &statusOptions{target: "http://" + freeAddr(t), timeout: time.Second}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "/metrics") {
+		t.Errorf("status of nothing = %v, want an error naming /metrics", err)
+	}
+}
+
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestBackendMetricsAddr(t *testing.T) {
+	for _, tc := range []struct{ flag, grpc, want, err string }{
+		{"auto", "127.0.0.1:9101", "127.0.0.1:10101", ""},
+		{"auto", "127.0.0.1:0", "127.0.0.1:0", ""},
+		{"auto", "[::1]:9101", "[::1]:10101", ""},
+		{"off", "127.0.0.1:9101", "", ""},
+		{"", "127.0.0.1:9101", "", ""},
+		{"0.0.0.0:9400", "127.0.0.1:9101", "0.0.0.0:9400", ""},
+		{"auto", "127.0.0.1:65000", "", "over 65535"},
+	} {
+		got, err := backendMetricsAddr(tc.flag, tc.grpc)
+		if got != tc.want || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("backendMetricsAddr(%q, %q) = %q, %v; want %q, error containing %q", tc.flag, tc.grpc, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestBackendWithoutHardwareOrGPU(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(cfgPath, []byte("hardware:\n  - {name: v100, price: 3}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := runBackend(context.Background(), &backendOptions{files: []string{cfgPath}, executor: "sim", logFmt: "json", gpu: true}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--hardware is required") || !strings.Contains(err.Error(), "no NVIDIA GPU") {
+		t.Errorf("runBackend without --hardware on a GPU-less machine = %v, want it to ask for --hardware and say there is no GPU", err)
+	}
+}
