@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -147,6 +148,8 @@ sessions:
 		}
 	}
 
+	checkDashboard(t, gtext+btext)
+
 	var out bytes.Buffer
 	if err := runStatus(ctx, &statusOptions{target: url, timeout: 5 * time.Second}, &out); err != nil {
 		t.Fatal(err)
@@ -172,6 +175,50 @@ sessions:
 	if err := runStatus(ctx, &statusOptions{target: "http://" + freeAddr(t), timeout: time.Second}, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "/metrics") {
 		t.Errorf("status of nothing = %v, want an error naming /metrics", err)
+	}
+}
+
+// checkDashboard checks configs/grafana/piccolo.json is valid JSON with panels
+// and that every piccolo_ metric its queries use is one the processes export
+// (piccolo_gpu_* only exist with a GPU: those are checked by name).
+func checkDashboard(t *testing.T, exported string) {
+	t.Helper()
+	raw, err := os.ReadFile("../../configs/grafana/piccolo.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("configs/grafana/piccolo.json: %v", err)
+	}
+	if dash.Title == "" || len(dash.Panels) < 8 {
+		t.Fatalf("dashboard %q has %d panels", dash.Title, len(dash.Panels))
+	}
+	gpu := map[string]bool{"piccolo_gpu_utilization_ratio": true, "piccolo_gpu_power_watts": true, "piccolo_gpu_memory_used_bytes": true,
+		"piccolo_gpu_memory_total_bytes": true, "piccolo_gpu_memory_utilization_ratio": true, "piccolo_gpu_info": true}
+	name := regexp.MustCompile(`piccolo_[a-z_]+`)
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, m := range name.FindAllString(tg.Expr, -1) {
+				if gpu[m] {
+					continue
+				}
+				if !strings.Contains(exported, "\n"+m+"{") && !strings.Contains(exported, "\n"+m+" ") {
+					t.Errorf("panel %q queries %s, which no process exports", p.Title, m)
+				}
+			}
+		}
 	}
 }
 
