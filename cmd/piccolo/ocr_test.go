@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/api/inference"
+	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+)
+
+// ocrConfig is the OCR session's config: hardware, measured profiles, session.
+const ocrConfig = "../../configs/ocr.yaml"
+
+// TestOCRThroughGateway is the OCR session end to end: three `piccolo backend
+// --executor ocr` (one per hardware type of configs/ocr.yaml) and a `piccolo
+// gateway` planned from configs/ocr.yaml, on loopback. The 24 test images are
+// sent over gRPC (raw BYTES) at the session's planned rate for ocrSendFor; every
+// request must be answered, the exact-match word accuracy must be ≥ 90% and ≥
+// 99% of the requests must end within the SLO (measured at the client).
+func TestOCRThroughGateway(t *testing.T) {
+	lib, dir := ocrtest.RequireModels(t)
+	if testing.Short() {
+		t.Skip("-short: the OCR session runs for about 30 s")
+	}
+	cfg, err := api.Load(ocrConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := cfg.Sessions[0]
+	slo, rate := sess.SLO.D(), sess.Modules[0].Rate
+	if rate <= 0 || slo <= 0 {
+		t.Fatalf("%s: session %q has rate %v and SLO %v; want both > 0", ocrConfig, sess.Name, rate, slo)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tmp := t.TempDir()
+	var list strings.Builder
+	list.WriteString("backends:\n")
+	for _, hw := range cfg.Hardware {
+		threads := 1
+		if hw.Name == "cpu-2t" {
+			threads = 2
+		}
+		addrs, done := make(chan string, 1), make(chan error, 1)
+		o := &backendOptions{listen: "127.0.0.1:0", hardware: hw.Name, executor: "ocr", ortLib: lib, modelDir: dir,
+			threads: threads, logFmt: "json", drain: 5 * time.Second}
+		go func() { done <- runBackend(ctx, o, func(a string) { addrs <- a }) }()
+		select {
+		case a := <-addrs:
+			fmt.Fprintf(&list, "  - {id: %s-0, address: %q, hardware: %s}\n", hw.Name, a, hw.Name)
+		case err := <-done:
+			t.Fatalf("backend %s exited: %v", hw.Name, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("backend %s did not start", hw.Name)
+		}
+	}
+	backendsFile := filepath.Join(tmp, "backends.yaml")
+	if err := os.WriteFile(backendsFile, []byte(list.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway runs as the command does, with its default flags.
+	gcmd := newGatewayCmd()
+	gcmd.SetArgs([]string{"-c", ocrConfig, "-c", backendsFile, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--max-body", "67108864"})
+	pr, pw := io.Pipe()
+	gcmd.SetOut(pw)
+	gdone := make(chan error, 1)
+	go func() { gdone <- gcmd.ExecuteContext(ctx); pw.Close() }()
+	gaddr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if _, after, ok := strings.Cut(sc.Text(), "gRPC on "); ok {
+				gaddr <- strings.TrimSpace(after)
+			}
+		}
+	}()
+	var grpcAddr string
+	select {
+	case grpcAddr = <-gaddr:
+	case err := <-gdone:
+		t.Fatalf("gateway exited: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("gateway did not start")
+	}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(backends.MaxMessageBytes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := inference.NewGRPCInferenceServiceClient(conn)
+
+	samples := ocrtest.Samples()
+	images := make([][]byte, len(samples))
+	for i, s := range samples {
+		png, err := ocrtest.EncodePNG(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		images[i] = binary.LittleEndian.AppendUint32(nil, uint32(len(png)))
+		images[i] = append(images[i], png...)
+	}
+
+	// Open loop at the planned rate: request i leaves at start + i/rate.
+	n := int(ocrSendFor.Seconds() * rate)
+	n = max(n, len(samples))
+	type result struct {
+		latency time.Duration
+		words   int // expected words read exactly
+		err     error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := samples[i%len(samples)]
+			rctx, rcancel := context.WithTimeout(ctx, 4*slo)
+			defer rcancel()
+			sent := time.Now()
+			resp, err := client.ModelInfer(rctx, &inference.ModelInferRequest{
+				ModelName:        sess.Name,
+				Id:               fmt.Sprint(i),
+				Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "image", Datatype: "BYTES", Shape: []int64{1}}},
+				RawInputContents: [][]byte{images[i%len(samples)]},
+			})
+			results[i].latency = time.Since(sent)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			texts, err := responseTexts(resp)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			results[i].words = ocrtest.WordAccuracy(s.Words(), strings.Fields(strings.Join(texts, " ")))
+			if results[i].words < len(s.Words()) {
+				t.Logf("%s: read %q, want %q", s.Name, texts, s.Lines)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	var words, want, within, failed int
+	lat := make([]time.Duration, 0, n)
+	for i, r := range results {
+		want += len(samples[i%len(samples)].Words())
+		words += r.words
+		if r.err != nil {
+			failed++
+			t.Errorf("request %d (%s): %v", i, samples[i%len(samples)].Name, r.err)
+			continue
+		}
+		lat = append(lat, r.latency)
+		if r.latency <= slo {
+			within++
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	}
+	acc, att := float64(words)/float64(want), float64(within)/float64(n)
+	t.Logf("OCR session through the gateway: %d requests at %.1f req/s in %v; word accuracy %d/%d = %.1f%%; within the SLO %v: %d/%d = %.1f%% (p50 %v, p99 %v, max %v); failed %d",
+		n, rate, elapsed.Round(time.Millisecond), words, want, 100*acc, slo, within, n, 100*att,
+		pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond), failed)
+	if acc < 0.9 {
+		t.Errorf("word accuracy %.1f%%, want ≥ 90%%", 100*acc)
+	}
+	if att < 0.99 {
+		t.Errorf("%.1f%% of requests within the SLO %v, want ≥ 99%%", 100*att, slo)
+	}
+}
+
+// ocrSendFor is how long TestOCRThroughGateway sends requests.
+const ocrSendFor = 30 * time.Second
+
+// responseTexts returns the elements of the response's BYTES output "text"
+// (none when the image had no text: the recognition modules were skipped).
+func responseTexts(resp *inference.ModelInferResponse) ([]string, error) {
+	for i, o := range resp.GetOutputs() {
+		if o.GetName() != "text" {
+			continue
+		}
+		if o.GetDatatype() != "BYTES" || i >= len(resp.GetRawOutputContents()) {
+			return nil, fmt.Errorf("output text is %s with %d raw contents; want BYTES in raw_output_contents", o.GetDatatype(), len(resp.GetRawOutputContents()))
+		}
+		data := resp.GetRawOutputContents()[i]
+		var out []string
+		for off := 0; off < len(data); {
+			if off+4 > len(data) {
+				return nil, fmt.Errorf("output text: truncated element at byte %d", off)
+			}
+			l := int(binary.LittleEndian.Uint32(data[off:]))
+			if off+4+l > len(data) {
+				return nil, fmt.Errorf("output text: element of %d bytes runs past the data", l)
+			}
+			out = append(out, string(data[off+4:off+4+l]))
+			off += 4 + l
+		}
+		return out, nil
+	}
+	return nil, nil
+}
