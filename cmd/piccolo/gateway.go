@@ -19,6 +19,7 @@ import (
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // gatewayOptions are the flags of `piccolo gateway`.
@@ -27,6 +28,8 @@ type gatewayOptions struct {
 	listen     string
 	grpcListen string
 	policy     string
+	maxUtil    float64
+	burst      float64
 	dispatch   string
 	maxBody    int
 	slack      float64
@@ -74,6 +77,8 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8000", "HTTP listen address host:port (port 0: any free port)")
 	f.StringVar(&o.grpcListen, "grpc-listen", "127.0.0.1:8001", "gRPC listen address host:port (must differ from --listen)")
 	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
+	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
+	f.Float64Var(&o.burst, "burst-target", 0.999, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.IntVar(&o.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
@@ -130,7 +135,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	planStart := time.Now()
-	plan, planErr := scheduler.Plan(cfg, scheduler.Options{Policy: o.policy})
+	plan, planErr := planForServing(cfg, scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}, o.burst)
 	if plan == nil {
 		return fmt.Errorf("--policy %s: %w", o.policy, planErr)
 	}
@@ -211,4 +216,19 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	log.Info("gateway stopped")
 	return nil
+}
+
+// planForServing plans for serving: with a utilisation given, as asked; without,
+// the cheapest plan whose simulation under Poisson arrivals meets the SLO for
+// burstTarget of requests (simulate.PlanForBursts), so the headroom follows the
+// plan's slack instead of a fixed guess.
+func planForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64) (*api.Plan, error) {
+	if opts.MaxUtilization != 0 {
+		return scheduler.Plan(cfg, opts)
+	}
+	if burstTarget == 0 {
+		burstTarget = 0.999
+	}
+	plan, _, err := simulate.PlanForBursts(cfg, opts, burstTarget, 1)
+	return plan, err
 }

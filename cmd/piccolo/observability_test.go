@@ -104,7 +104,7 @@ sessions:
 	gaddr := make(chan string, 1)
 	gdone := make(chan error, 1)
 	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
-		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second}
+		policy: "piccolo", maxUtil: 0.8, dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second}
 	go func() { gdone <- runGateway(ctx, o, func(h, _ string) { gaddr <- h }) }()
 	var url string
 	select {

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +35,7 @@ import (
 	"github.com/piccolo-serving/piccolo/configs"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // Options configure a demo run.
@@ -51,6 +53,8 @@ type Options struct {
 	// MaxBackendsPerType caps the backend processes of one hardware type; planned
 	// machines beyond it share backends (default 6).
 	MaxBackendsPerType int
+	// MaxUtilization is the planner's headroom (0: its default).
+	MaxUtilization float64
 	// Out receives the report; Log receives progress lines.
 	Out, Log io.Writer
 }
@@ -114,11 +118,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, planErr := scheduler.Plan(cfg, scheduler.Options{})
+	var plan *api.Plan
+	var planErr error
+	if o.MaxUtilization != 0 {
+		plan, planErr = scheduler.Plan(cfg, scheduler.Options{MaxUtilization: o.MaxUtilization})
+	} else {
+		// The headroom that meets the SLO for 99.9% of simulated Poisson
+		// requests, as the gateway chooses it by default.
+		plan, _, planErr = simulate.PlanForBursts(cfg, scheduler.Options{}, 0.999, 1)
+	}
 	if plan == nil {
 		return nil, planErr
 	}
-	logf(o.Log, "planned %d session(s) with policy piccolo: total cost %.3g", len(plan.Sessions), plan.TotalCost)
+	logf(o.Log, "planned %d session(s) with policy piccolo at utilisation %.2f: total cost %.3g", len(plan.Sessions), plan.MaxUtilization, plan.TotalCost)
 
 	// One backend per planned machine of each hardware type, up to the cap.
 	need := map[string]int{}
@@ -172,7 +184,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"gateway", "--listen", httpAddr, "--grpc-listen", grpcAddr, "--log", "console", "-c", bfile}
+	args := []string{"gateway", "--listen", httpAddr, "--grpc-listen", grpcAddr, "--log", "console", "-c", bfile,
+		"--max-utilization", strconv.FormatFloat(plan.MaxUtilization, 'g', -1, 64)}
 	for _, f := range files {
 		args = append(args, "-c", f)
 	}

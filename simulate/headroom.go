@@ -1,0 +1,61 @@
+package simulate
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/scheduler"
+)
+
+// Utilizations are the maximum utilisations PlanForBursts tries, in order.
+var Utilizations = []float64{0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5}
+
+// PlanForBursts plans cfg with opts at decreasing maximum utilisation (Utilizations)
+// until a simulation of the plan under Poisson arrivals at the planned rates (60 s
+// of virtual time, the given seed, TC dispatch) meets every session's SLO for at
+// least target of its requests — the burstiness check InferLine makes by
+// simulation. Planning at 100% of the profiled throughput leaves queues to grow
+// without bound under random arrivals; a fixed headroom is either wasteful or too
+// little depending on the plan's slack. It returns the cheapest plan that passes,
+// its utilisation, and its simulated report; when none passes, the last (most
+// headroom) with an error saying so. opts.MaxUtilization is ignored.
+func PlanForBursts(cfg *api.Config, opts scheduler.Options, target float64, seed uint64) (*api.Plan, *Report, error) {
+	if !(target > 0 && target <= 1) {
+		return nil, nil, fmt.Errorf("burst target %v: must be in (0, 1]", target)
+	}
+	var plan *api.Plan
+	var rep *Report
+	var planErr error
+	for _, u := range Utilizations {
+		opts.MaxUtilization = u
+		p, err := scheduler.Plan(cfg, opts)
+		if p == nil {
+			return nil, nil, err
+		}
+		plan, planErr = p, err
+		r, err := Run(p, Options{Policy: dispatcher.TC, Arrival: "poisson", Duration: 60 * time.Second, Seed: seed})
+		if err != nil {
+			return nil, nil, fmt.Errorf("simulating the plan at utilisation %.2f: %w", u, err)
+		}
+		rep = r
+		if meets(r, target) {
+			return plan, rep, planErr
+		}
+	}
+	return plan, rep, errors.Join(planErr, fmt.Errorf("no plan down to utilisation %.2f meets the SLO for %.2f%% of simulated Poisson requests", Utilizations[len(Utilizations)-1], 100*target))
+}
+
+func meets(r *Report, target float64) bool {
+	for _, s := range r.Sessions {
+		if s.Skipped != "" || s.Requests == 0 {
+			continue
+		}
+		if s.SLOAttainment < target {
+			return false
+		}
+	}
+	return true
+}
