@@ -4,11 +4,12 @@ package configs
 
 import "embed"
 
-// FS holds the demo's default configs (demo/*.yaml) and the paper's examples
-// (paper/*.yaml).
+// FS holds the demo's default configs (demo/*.yaml, ocr.yaml) and the paper's
+// examples (paper/*.yaml).
 //
-//go:embed demo/*.yaml paper/*.yaml
+//go:embed demo/*.yaml paper/*.yaml ocr.yaml
 var FS embed.FS
 
-// Demo lists the files of the demo's embedded default, in FS.
-var Demo = []string{"demo/paper-gpus.yaml"}
+// Demo lists the files of the demo's embedded default, in FS: the OCR session on
+// real ONNX Runtime CPU backends and the paper's chain on simulated GPUs.
+var Demo = []string{"ocr.yaml", "demo/paper-gpus.yaml"}

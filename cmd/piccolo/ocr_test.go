@@ -148,7 +148,7 @@ func TestOCRThroughGateway(t *testing.T) {
 				results[i].err = err
 				return
 			}
-			texts, err := responseTexts(resp)
+			texts, err := ocrtest.ResponseTexts(resp)
 			if err != nil {
 				results[i].err = err
 				return
@@ -198,31 +198,3 @@ func TestOCRThroughGateway(t *testing.T) {
 
 // ocrSendFor is how long TestOCRThroughGateway sends requests.
 const ocrSendFor = 30 * time.Second
-
-// responseTexts returns the elements of the response's BYTES output "text"
-// (none when the image had no text: the recognition modules were skipped).
-func responseTexts(resp *inference.ModelInferResponse) ([]string, error) {
-	for i, o := range resp.GetOutputs() {
-		if o.GetName() != "text" {
-			continue
-		}
-		if o.GetDatatype() != "BYTES" || i >= len(resp.GetRawOutputContents()) {
-			return nil, fmt.Errorf("output text is %s with %d raw contents; want BYTES in raw_output_contents", o.GetDatatype(), len(resp.GetRawOutputContents()))
-		}
-		data := resp.GetRawOutputContents()[i]
-		var out []string
-		for off := 0; off < len(data); {
-			if off+4 > len(data) {
-				return nil, fmt.Errorf("output text: truncated element at byte %d", off)
-			}
-			l := int(binary.LittleEndian.Uint32(data[off:]))
-			if off+4+l > len(data) {
-				return nil, fmt.Errorf("output text: element of %d bytes runs past the data", l)
-			}
-			out = append(out, string(data[off+4:off+4+l]))
-			off += 4 + l
-		}
-		return out, nil
-	}
-	return nil, nil
-}

@@ -5,9 +5,12 @@
 // latency, SLO attainment, the plan's cost beside the round-robin baseline's), writes
 // latency plots, and shuts everything down.
 //
-// Hardware types named cpu-<N>t run real ONNX Runtime backends with N intra-op
-// threads (executor "ocr"); every other type runs the "sim" executor, which emulates
-// the type from its profiles. Run is called once, from the command's goroutine.
+// Hardware types named cpu-... run real backends (executor "ocr": ONNX Runtime and
+// the Go processing modules; cpu-<N>t with N intra-op threads); every other type
+// runs the "sim" executor, which emulates the type from its profiles. A session
+// whose source module runs ocr-pre is sent the OCR test images (internal/ocrtest)
+// over gRPC, and the demo reports its word accuracy. Run is called once, from the
+// command's goroutine.
 package demo
 
 import (
@@ -70,13 +73,14 @@ type SessionResult struct {
 	Rate            float64 // req/s offered
 	Report          *loadgen.Report
 	PlanCost        float64
-	BaselineCost    float64 // the round-robin baseline's plan (policy nexus); NaN if it cannot plan
+	BaselineCost    float64 // the round-robin baseline's plan (BaselinePolicy); NaN if none can plan
 	BaselinePolicy  string
 	Plot            string
 	NotPlannedError string
+	OCR             *OCRAccuracy // for an OCR session: the test images read back
 }
 
-var cpuType = regexp.MustCompile(`^cpu-(\d+)t$`)
+var cpuThreads = regexp.MustCompile(`^cpu-(\d+)t$`)
 
 // Run runs the demo. It returns after the load (or, with Serve, when ctx ends),
 // with every child process stopped.
@@ -144,6 +148,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	procs := &processes{}
 	defer procs.stop(o.Log)
 	var backendsYAML strings.Builder
+	var backendAddrs []string
 	backendsYAML.WriteString("backends:\n")
 	for _, hw := range sortedKeys(need) {
 		n := min(need[hw], o.MaxBackendsPerType)
@@ -157,17 +162,26 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			for _, f := range files {
 				args = append(args, "-c", f)
 			}
-			if m := cpuType.FindStringSubmatch(hw); m != nil {
+			switch m := cpuThreads.FindStringSubmatch(hw); {
+			case m != nil:
 				args = append(args, "--executor", "ocr", "--intra-op-threads", m[1])
-			} else {
+			case strings.HasPrefix(hw, "cpu-"):
+				args = append(args, "--executor", "ocr")
+			default:
 				args = append(args, "--executor", "sim")
 			}
 			if err := procs.start(o.Binary, args, filepath.Join(logs, id+".log")); err != nil {
 				return nil, err
 			}
 			fmt.Fprintf(&backendsYAML, "  - {id: %s, address: %q, hardware: %s}\n", id, addr, hw)
+			backendAddrs = append(backendAddrs, addr)
 		}
 		logf(o.Log, "started %d %s backend(s)", n, hw)
+	}
+	for _, a := range backendAddrs {
+		if err := waitListening(ctx, a, 90*time.Second, procs); err != nil {
+			return nil, fmt.Errorf("demo: backend %s did not start (logs in %s): %w", a, logs, err)
+		}
 	}
 	bfile := filepath.Join(o.OutDir, "config", "backends.yaml")
 	if err := os.MkdirAll(filepath.Dir(bfile), 0o755); err != nil {
@@ -198,15 +212,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	logf(o.Log, "gateway ready: HTTP %s, gRPC %s; loading every session for %s", url, grpcAddr, o.Duration)
 
+	ocrPayloads, err := ocrImages()
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var runErr error
 	for _, sp := range plan.Sessions {
 		s, _ := cfg.Session(sp.Name)
-		r := SessionResult{Name: sp.Name, PlanCost: sp.Cost, BaselinePolicy: "nexus", BaselineCost: math.NaN(), NotPlannedError: sp.Error}
-		if bp, err := scheduler.Plan(&api.Config{Hardware: cfg.Hardware, Profiles: cfg.Profiles, Sessions: []api.Session{*s}}, scheduler.Options{Policy: "nexus", MaxUtilization: plan.MaxUtilization}); err == nil {
-			r.BaselineCost = bp.TotalCost
+		r := SessionResult{Name: sp.Name, PlanCost: sp.Cost, BaselineCost: math.NaN(), NotPlannedError: sp.Error}
+		// The round-robin baselines, Nexus first; InferLine where Nexus (one
+		// hardware type) cannot plan the session at all.
+		for _, base := range []string{"nexus", "inferline"} {
+			one := &api.Config{Hardware: cfg.Hardware, Profiles: cfg.Profiles, Sessions: []api.Session{*s}}
+			if bp, err := scheduler.Plan(one, scheduler.Options{Policy: base, MaxUtilization: plan.MaxUtilization}); err == nil {
+				r.BaselineCost, r.BaselinePolicy = bp.TotalCost, base
+				break
+			}
 		}
 		r.Rate = sessionRate(s)
 		res.Sessions = append(res.Sessions, r)
@@ -217,10 +241,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		wg.Add(1)
 		go func(i int, s *api.Session) {
 			defer wg.Done()
-			rep, err := loadgen.Run(ctx, loadgen.Options{
+			lo := loadgen.Options{
 				Target: url, Protocol: "http", Session: s.Name, Rate: res.Sessions[i].Rate, Arrival: "poisson", Seed: 1,
 				Duration: o.Duration, Drain: 10 * time.Second, Timeout: 10 * time.Second, SLO: s.SLO.D(),
-			})
+			}
+			if isOCR(s) {
+				// Images travel as raw BYTES, which gRPC carries as they are.
+				lo.Target, lo.Protocol, lo.Payloads = grpcAddr, "grpc", ocrPayloads
+			}
+			rep, err := loadgen.Run(ctx, lo)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -237,6 +266,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	wg.Wait()
 	if runErr != nil {
 		return res, runErr
+	}
+	for i := range res.Sessions {
+		if s, _ := cfg.Session(res.Sessions[i].Name); res.Sessions[i].Report != nil && isOCR(s) {
+			acc, err := ocrAccuracy(ctx, grpcAddr, s.Name)
+			if err != nil {
+				return res, fmt.Errorf("session %s: reading the test images: %w", s.Name, err)
+			}
+			res.Sessions[i].OCR = acc
+		}
 	}
 	writeReport(o.Out, res)
 	if o.Serve {
@@ -286,6 +324,10 @@ func writeReport(w io.Writer, res *Result) {
 	}
 	tw.Flush()
 	for _, s := range res.Sessions {
+		if s.OCR != nil {
+			fmt.Fprintf(w, "%s accuracy on the %d test images: %d/%d words exact (%.1f%%), %d/%d images exact\n",
+				s.Name, s.OCR.Images, s.OCR.WordsRead, s.OCR.Words, 100*float64(s.OCR.WordsRead)/float64(max(s.OCR.Words, 1)), s.OCR.ImagesExact, s.OCR.Images)
+		}
 		if s.Report != nil && len(s.Report.Errors) > 0 {
 			fmt.Fprintf(w, "%s errors: %v\n", s.Name, s.Report.Errors)
 		}
@@ -323,6 +365,29 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// waitListening waits until something accepts connections at addr.
+func waitListening(ctx context.Context, addr string, limit time.Duration, procs *processes) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if err := procs.exited(); err != nil {
+			return err
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func waitReady(ctx context.Context, url string, limit time.Duration, procs *processes) error {

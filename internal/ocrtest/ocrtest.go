@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"encoding/binary"
+	"github.com/piccolo-serving/piccolo/api/inference"
 	"golang.org/x/image/draw"
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/gofont/gobold"
@@ -254,4 +256,33 @@ func WordAccuracy(want, got []string) (matched int) {
 		}
 	}
 	return matched
+}
+
+// ResponseTexts returns the elements of a gateway response's BYTES output "text",
+// the recognised lines of the OCR session (none when the image had no text: the
+// recognition modules were skipped).
+func ResponseTexts(resp *inference.ModelInferResponse) ([]string, error) {
+	for i, o := range resp.GetOutputs() {
+		if o.GetName() != "text" {
+			continue
+		}
+		if o.GetDatatype() != "BYTES" || i >= len(resp.GetRawOutputContents()) {
+			return nil, fmt.Errorf("output text is %s with %d raw contents; want BYTES in raw_output_contents", o.GetDatatype(), len(resp.GetRawOutputContents()))
+		}
+		data := resp.GetRawOutputContents()[i]
+		var out []string
+		for off := 0; off < len(data); {
+			if off+4 > len(data) {
+				return nil, fmt.Errorf("output text: truncated element at byte %d", off)
+			}
+			l := int(binary.LittleEndian.Uint32(data[off:]))
+			if off+4+l > len(data) {
+				return nil, fmt.Errorf("output text: element of %d bytes runs past the data", l)
+			}
+			out = append(out, string(data[off+4:off+4+l]))
+			off += 4 + l
+		}
+		return out, nil
+	}
+	return nil, nil
 }

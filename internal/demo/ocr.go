@@ -1,0 +1,99 @@
+package demo
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/api/inference"
+	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+	"github.com/piccolo-serving/piccolo/loadgen"
+)
+
+// OCRAccuracy is what the OCR session read from the test images, each sent once.
+type OCRAccuracy struct {
+	Images, ImagesExact int
+	Words, WordsRead    int // words in the images; words read exactly
+}
+
+// isOCR reports whether a session takes images: a source module runs ocr-pre.
+func isOCR(s *api.Session) bool {
+	for _, i := range s.Sources() {
+		if s.Modules[i].Model == "ocr-pre" {
+			return true
+		}
+	}
+	return false
+}
+
+// ocrImages renders the OCR test images as loadgen payloads (BYTES "image").
+func ocrImages() ([]loadgen.Payload, error) {
+	var out []loadgen.Payload
+	for _, s := range ocrtest.Samples() {
+		png, err := ocrtest.EncodePNG(s)
+		if err != nil {
+			return nil, err
+		}
+		p, err := loadgen.ImagePayload("image", png)
+		if err != nil {
+			return nil, err
+		}
+		p.Source = s.Name
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ocrAccuracy sends every test image once to session over gRPC and counts the
+// words read exactly.
+func ocrAccuracy(ctx context.Context, addr, session string) (*OCRAccuracy, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	client := inference.NewGRPCInferenceServiceClient(conn)
+	acc := &OCRAccuracy{}
+	for _, s := range ocrtest.Samples() {
+		png, err := ocrtest.EncodePNG(s)
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err := client.ModelInfer(rctx, &inference.ModelInferRequest{
+			ModelName:        session,
+			Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "image", Datatype: "BYTES", Shape: []int64{1}}},
+			RawInputContents: [][]byte{lengthPrefixed(png)},
+		})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", s.Name, err)
+		}
+		texts, err := ocrtest.ResponseTexts(resp)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", s.Name, err)
+		}
+		want := s.Words()
+		read := ocrtest.WordAccuracy(want, strings.Fields(strings.Join(texts, " ")))
+		acc.Images++
+		acc.Words += len(want)
+		acc.WordsRead += read
+		if read == len(want) {
+			acc.ImagesExact++
+		}
+	}
+	return acc, nil
+}
+
+// lengthPrefixed is one BYTES element in raw form: a 4-byte little-endian length,
+// then the bytes.
+func lengthPrefixed(b []byte) []byte {
+	return append(binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(b)), uint32(len(b))), b...)
+}
