@@ -94,6 +94,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 	}
 	g.s.opts.Metrics.observe(req.GetModelName(), true, status, time.Since(start))
 	if err != nil {
+		g.s.logFailure(req.GetModelName(), req.GetId(), err)
 		return nil, grpcError(err)
 	}
 	return resp, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.uber.org/zap"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,11 @@ type ServerOptions struct {
 	Version string
 	// Metrics, when set, counts requests and serves GET /metrics on the HTTP port.
 	Metrics *Metrics
+	// Logger receives one line per failed request, with the session and the
+	// request id: at warn for the gateway's and backends' failures (5xx), at
+	// debug for the client's (4xx). Nothing is logged for a request that
+	// succeeds. Nil logs nothing.
+	Logger *zap.Logger
 }
 
 // Server serves the executor's sessions as KServe v2 models over HTTP (fasthttp)
@@ -265,6 +271,7 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 	// Not ctx itself: its Done channel is the server's, and a derived deadline
 	// context would then need a goroutine per request to watch it.
 	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {
+		s.logFailure(name, req.ID, err)
 		return writeError(ctx, err)
 	}
 	bp := s.getBuf()
@@ -325,3 +332,19 @@ func writeError(ctx *fasthttp.RequestCtx, err error) int {
 type discardLogger struct{}
 
 func (discardLogger) Printf(string, ...any) {}
+
+// logFailure logs a failed infer request with its session and request id (not on
+// the success path, so never per request in steady state).
+func (s *Server) logFailure(session, requestID string, err error) {
+	if s.opts.Logger == nil {
+		return
+	}
+	status := HTTPStatus(err)
+	level := zap.DebugLevel
+	if status >= 500 {
+		level = zap.WarnLevel
+	}
+	if ce := s.opts.Logger.Check(level, "request failed"); ce != nil {
+		ce.Write(zap.String("session", session), zap.String("request_id", requestID), zap.Int("status", status), zap.Error(err))
+	}
+}

@@ -291,7 +291,12 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 
 func newBackendLogger(format string) (*zap.Logger, error) {
 	if format == "console" {
-		return zap.NewDevelopment()
+		// Readable, without stack traces on warnings, and sampled like the
+		// production logger so a storm of failing requests cannot flood it.
+		cfg := zap.NewDevelopmentConfig()
+		cfg.DisableStacktrace = true
+		cfg.Sampling = &zap.SamplingConfig{Initial: 100, Thereafter: 100}
+		return cfg.Build()
 	}
 	return zap.NewProduction()
 }
