@@ -280,9 +280,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Serve {
 		fmt.Fprintf(o.Out, "\nServing until interrupted (Ctrl-C):\n  HTTP  %s   (metrics: %s/metrics)\n  gRPC  %s\n\nTry:\n", url, url, grpcAddr)
 		for _, sp := range plan.Sessions {
-			if sp.Error == "" {
+			s, _ := cfg.Session(sp.Name)
+			switch {
+			case sp.Error != "":
+			case isOCR(s):
+				fmt.Fprintf(o.Out, "  piccolo loadgen --target %s --protocol grpc --session %s --rate 1 --duration 10s --input IMAGE.png\n", grpcAddr, sp.Name)
+			default:
 				fmt.Fprintf(o.Out, "  curl -s -X POST %s/v2/models/%s/infer -d '{\"inputs\":[{\"name\":\"input0\",\"shape\":[1,1],\"datatype\":\"FP32\",\"data\":[1]}]}'\n", url, sp.Name)
-				break
 			}
 		}
 		<-ctx.Done()
