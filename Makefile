@@ -8,18 +8,18 @@ PICCOLO_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/piccolo
 BIN         := bin/piccolo
 TEST_FLAGS  ?= -count=1 -timeout 30m
 
-.PHONY: all build test bench lint demo clean proto models
+.PHONY: all build test bench lint demo clean proto models consul
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/piccolo
 
-# test fetches the real models first (once; cached) and requires them, so the
-# ONNX Runtime and OCR tests run for real instead of skipping.
-test: models
+# test fetches the real models and Consul first (once; cached) and requires them,
+# so the ONNX Runtime, OCR and Consul tests run for real instead of skipping.
+test: models consul
 	$(GO) vet ./...
-	PICCOLO_REQUIRE_MODELS=1 PICCOLO_CACHE=$(PICCOLO_CACHE) $(GO) test $(TEST_FLAGS) ./...
+	PICCOLO_REQUIRE_MODELS=1 PICCOLO_REQUIRE_CONSUL=1 PICCOLO_CACHE=$(PICCOLO_CACHE) $(GO) test $(TEST_FLAGS) ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -46,6 +46,12 @@ proto:
 # once, checked against scripts/models.sha256; prints their paths.
 models:
 	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/fetch-models.sh
+
+# consul builds Consul v1.22.6 into $(PICCOLO_CACHE)/bin once (about 6 minutes
+# on 2 cores; no Debian package exists); prints its path. Tests start their own
+# dev agents with it on free loopback ports (internal/consultest).
+consul:
+	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/consul.sh
 
 clean:
 	rm -rf bin out
