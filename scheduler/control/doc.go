@@ -13,4 +13,12 @@
 // the monitor's time at least once per bucket (Run, or Advance from a ticker);
 // Snapshot(now) returns the rates, a JSON-ready value a gateway can send to a
 // remote scheduler. Every method is safe from any goroutine.
+//
+// Place (placement.go) — a pure function: plan + the live members ({ID,
+// Hardware}) + the previous placed plan → the placed plan (one backend id per
+// machine in GroupPlan.Backends, the form gateway.NewLiveRunner and the
+// dispatcher accept) and a Shortfall (devices needed vs present per hardware
+// type, idle devices, under-provisioned groups). Full machines get a device of
+// their own; fractional machines of different modules share devices, first-fit
+// decreasing, never beyond occupancy 1. Stable: modules stay where they ran.
 package control

@@ -1,0 +1,434 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// Member is one live backend as placement needs it: its id and hardware type.
+// The membership package's richer Member converts to this in the wiring.
+type Member struct {
+	ID       string `json:"id"`
+	Hardware string `json:"hardware"`
+}
+
+// ErrShortfall is what Shortfall.Err wraps: the pool has fewer devices of some
+// hardware type than the plan needs.
+var ErrShortfall = errors.New("not enough backends for the plan")
+
+// Shortfall reports how a placement used the pool: per hardware type, devices
+// needed vs present, and which groups got fewer machines than planned. A
+// placement with no shortfall has Modules empty and Needed ≤ Present everywhere.
+type Shortfall struct {
+	// Hardware lists every hardware type the plan or the pool has, by name.
+	Hardware []HardwareUse `json:"hardware"`
+	// Modules lists the groups placed on fewer machines than planned, in plan order.
+	Modules []ModuleShortfall `json:"modules,omitempty"`
+}
+
+// HardwareUse is one hardware type's devices: Needed by the plan (full machines
+// plus the devices the fractional machines pack onto), Present in the pool, Used
+// by the placement (≤ Present) and the Idle ones' ids (present, unused: free to
+// release or unload).
+type HardwareUse struct {
+	Hardware string   `json:"hardware"`
+	Needed   int      `json:"needed"`
+	Present  int      `json:"present"`
+	Used     int      `json:"used"`
+	Idle     []string `json:"idle,omitempty"`
+}
+
+// ModuleShortfall is one group placed on fewer machines than planned: Machines
+// planned, Placed (the placed plan's Machines; 0 when the group was dropped).
+type ModuleShortfall struct {
+	Session  string  `json:"session"`
+	Module   string  `json:"module"`
+	Group    int     `json:"group"`
+	Hardware string  `json:"hardware"`
+	Machines float64 `json:"machines"`
+	Placed   float64 `json:"placed"`
+}
+
+// Missing returns the devices missing over all hardware types: Σ max(0, Needed − Present).
+func (s Shortfall) Missing() int {
+	n := 0
+	for _, h := range s.Hardware {
+		n += max(0, h.Needed-h.Present)
+	}
+	return n
+}
+
+// Err returns nil when the pool sufficed, else an error wrapping ErrShortfall
+// that names, per hardware type, devices needed vs present and the
+// under-provisioned modules.
+func (s Shortfall) Err() error {
+	if s.Missing() == 0 && len(s.Modules) == 0 {
+		return nil
+	}
+	var hw, mods []string
+	for _, h := range s.Hardware {
+		if h.Needed > h.Present {
+			hw = append(hw, fmt.Sprintf("%s: %d needed, %d present", h.Hardware, h.Needed, h.Present))
+		}
+	}
+	for _, m := range s.Modules {
+		mods = append(mods, fmt.Sprintf("%s/%s on %s: %.3g of %.3g machines", m.Session, m.Module, m.Hardware, m.Placed, m.Machines))
+	}
+	return fmt.Errorf("%w: %s; under-provisioned: %s", ErrShortfall, strings.Join(hw, "; "), strings.Join(mods, "; "))
+}
+
+// occEps is the tolerance on occupancies: a device holds fractions summing to at
+// most 1 + occEps, and a machine count within occEps of an integer is whole.
+const occEps = 1e-9
+
+// unit is one machine of one group: a full device or a fractional occupancy.
+type unit struct {
+	group  int     // index into groups
+	slot   int     // position in the group's backends
+	occ    float64 // 1 for a full machine
+	prefer []int   // device indices this module ran on before, in that order
+	dev    int     // device placed on (-1 before)
+}
+
+type groupRef struct {
+	s, m, g int
+	key     Key
+	hw      string
+	units   []int
+}
+
+type device struct {
+	id      string
+	used    float64
+	virtual bool
+	claims  int // pending units that ran on it before
+}
+
+// Place assigns every machine of plan to a concrete backend of its group's
+// hardware type and returns the placed plan (a copy; plan is not modified) with
+// one backend id per machine in GroupPlan.Backends: a group of 2.4 machines gets
+// 3 ids, the last for its fractional machine. Backends already in plan are
+// ignored: prev, the previous placed plan (may be nil), is what placement keeps.
+//
+// Full machines get a device of their own; fractional machines of different
+// modules are packed onto shared devices first-fit decreasing by occupancy, never
+// beyond occupancy 1 (spatial multiplexing, paper §III-A). Placement is stable: a
+// module's machines go first to the devices it ran on in prev (its model is
+// loaded there), and new machines take devices no other module ran on before
+// taking one that another module's pending machine may want back.
+//
+// When the pool is too small it places what fits: first one machine for every
+// module (so every session stays served, at reduced capacity), then full machines
+// in each module's throughput-cost order (group 0 first), then fractions; a group
+// placed on fewer machines keeps its config with Machines, Rate and Cost scaled
+// to what was placed (admission sheds the rest), a group with none is dropped,
+// and a session with a module left without any group gets Error ("under-
+// provisioned ...") and no modules. The Shortfall says, per hardware type,
+// devices needed vs present, and which groups are short. Sessions whose plan
+// failed are copied as they are.
+//
+// Errors (and no plan) for a nil plan, a member without id or hardware, a
+// duplicate member id, or a group whose machines are not a finite number ≥ 0.
+func Place(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error) {
+	if plan == nil {
+		return nil, Shortfall{}, errors.New("placement: no plan")
+	}
+	// Devices per hardware type, by id.
+	devs := map[string][]*device{}
+	seen := map[string]bool{}
+	for i, mb := range members {
+		switch {
+		case mb.ID == "" || mb.Hardware == "":
+			return nil, Shortfall{}, fmt.Errorf("placement: member %d (id %q, hardware %q): id and hardware must both be set", i, mb.ID, mb.Hardware)
+		case seen[mb.ID]:
+			return nil, Shortfall{}, fmt.Errorf("placement: member id %q listed twice; ids must be unique", mb.ID)
+		}
+		seen[mb.ID] = true
+		devs[mb.Hardware] = append(devs[mb.Hardware], &device{id: mb.ID})
+	}
+	present := map[string]int{}
+	for hw, ds := range devs {
+		sort.Slice(ds, func(i, j int) bool { return ds[i].id < ds[j].id })
+		present[hw] = len(ds)
+	}
+	index := func(hw, id string) int {
+		for i, d := range devs[hw] {
+			if d.id == id {
+				return i
+			}
+		}
+		return -1
+	}
+
+	// Where each module ran before, per hardware type, in order of first use.
+	before := map[Key]map[string][]string{}
+	if prev != nil {
+		for _, sp := range prev.Sessions {
+			for _, mp := range sp.Modules {
+				k := Key{sp.Name, mp.Name}
+				for _, g := range mp.Configs {
+					if before[k] == nil {
+						before[k] = map[string][]string{}
+					}
+					for _, id := range g.Backends {
+						if !contains(before[k][g.Hardware], id) {
+							before[k][g.Hardware] = append(before[k][g.Hardware], id)
+						}
+					}
+				}
+			}
+		}
+	}
+
+	// One unit per machine.
+	var groups []groupRef
+	var units []unit
+	for si, sp := range plan.Sessions {
+		if sp.Error != "" {
+			continue
+		}
+		for mi, mp := range sp.Modules {
+			k := Key{sp.Name, mp.Name}
+			for gi, g := range mp.Configs {
+				if math.IsNaN(g.Machines) || math.IsInf(g.Machines, 0) || g.Machines < 0 {
+					return nil, Shortfall{}, fmt.Errorf("placement: session %q module %q group %d: machines %v: must be a finite number ≥ 0", sp.Name, mp.Name, gi, g.Machines)
+				}
+				ref := groupRef{s: si, m: mi, g: gi, key: k, hw: g.Hardware}
+				var prefer []int
+				for _, id := range before[k][g.Hardware] {
+					if i := index(g.Hardware, id); i >= 0 {
+						prefer = append(prefer, i)
+					}
+				}
+				n := int(math.Ceil(g.Machines - occEps))
+				for slot := range n {
+					occ := 1.0
+					if slot == n-1 {
+						if f := g.Machines - float64(n-1); f < 1-occEps {
+							occ = f
+						}
+					}
+					ref.units = append(ref.units, len(units))
+					units = append(units, unit{group: len(groups), slot: slot, occ: occ, prefer: prefer, dev: -1})
+				}
+				groups = append(groups, ref)
+			}
+		}
+	}
+	for _, u := range units {
+		for _, d := range u.prefer {
+			devs[groups[u.group].hw][d].claims++
+		}
+	}
+
+	// Priority, so that a short pool still serves every session it can: first
+	// one machine per module (the first machine of its first group), then the
+	// other full machines in throughput-cost order (the group's position in its
+	// module), then the other fractions; within a tier full machines come
+	// before fractions, and fractions largest first (first-fit decreasing).
+	order := make([]int, len(units))
+	for i := range order {
+		order[i] = i
+	}
+	tier := func(u unit) int {
+		switch {
+		case u.slot == 0 && groups[u.group].g == 0:
+			return 0
+		case u.occ >= 1:
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ua, ub := units[order[a]], units[order[b]]
+		if ta, tb := tier(ua), tier(ub); ta != tb {
+			return ta < tb
+		}
+		fa, fb := ua.occ >= 1, ub.occ >= 1
+		if fa != fb {
+			return fa
+		}
+		if fa {
+			return groups[ua.group].g < groups[ub.group].g
+		}
+		return ua.occ > ub.occ
+	})
+	for _, ui := range order {
+		u := &units[ui]
+		hw := groups[u.group].hw
+		u.dev = pick(devs[hw], u)
+		if u.dev == len(devs[hw]) {
+			devs[hw] = append(devs[hw], &device{id: fmt.Sprintf("<missing %s %d>", hw, u.dev), virtual: true})
+		}
+		devs[hw][u.dev].used += u.occ
+		for _, d := range u.prefer {
+			devs[hw][d].claims--
+		}
+	}
+
+	// The placed plan.
+	out := *plan
+	out.Sessions = make([]api.SessionPlan, len(plan.Sessions))
+	out.TotalCost = 0
+	for si, sp := range plan.Sessions {
+		if sp.Error == "" {
+			sp.Modules = append([]api.ModulePlan(nil), sp.Modules...)
+			for mi := range sp.Modules {
+				mp := &sp.Modules[mi]
+				mp.Configs = append([]api.GroupPlan(nil), mp.Configs...)
+				for gi := range mp.Configs {
+					mp.Configs[gi].Backends = nil
+				}
+			}
+		}
+		out.Sessions[si] = sp
+	}
+	var short Shortfall
+	for _, ref := range groups {
+		g := &out.Sessions[ref.s].Modules[ref.m].Configs[ref.g]
+		placed := 0.0
+		g.Backends = make([]string, 0, len(ref.units))
+		var frac string
+		for _, ui := range ref.units {
+			u := units[ui]
+			d := devs[ref.hw][u.dev]
+			if d.virtual {
+				continue
+			}
+			placed += u.occ
+			if u.occ < 1 {
+				frac = d.id
+			} else {
+				g.Backends = append(g.Backends, d.id)
+			}
+		}
+		if frac != "" {
+			g.Backends = append(g.Backends, frac)
+		}
+		if placed < g.Machines-occEps {
+			short.Modules = append(short.Modules, ModuleShortfall{Session: ref.key.Session, Module: ref.key.Module, Group: ref.g,
+				Hardware: ref.hw, Machines: g.Machines, Placed: placed})
+			scale := placed / g.Machines
+			g.Rate *= scale
+			g.Cost *= scale
+			g.Machines = placed
+		}
+	}
+	for si := range out.Sessions {
+		sp := &out.Sessions[si]
+		if sp.Error != "" {
+			continue
+		}
+		var empty []string
+		sp.Cost = 0
+		for mi := range sp.Modules {
+			mp := &sp.Modules[mi]
+			had := false
+			for _, g := range plan.Sessions[si].Modules[mi].Configs {
+				had = had || g.Machines > 0
+			}
+			kept := mp.Configs[:0]
+			mp.Cost = 0
+			for _, g := range mp.Configs {
+				if g.Machines > 0 {
+					kept = append(kept, g)
+					mp.Cost += g.Cost
+				}
+			}
+			mp.Configs = kept
+			if had && len(kept) == 0 {
+				empty = append(empty, mp.Name)
+			}
+			sp.Cost += mp.Cost
+		}
+		if len(empty) > 0 {
+			*sp = api.SessionPlan{Name: sp.Name, SLOMs: sp.SLOMs,
+				Error: fmt.Sprintf("under-provisioned: no backend left for module(s) %s", strings.Join(empty, ", "))}
+		}
+		out.TotalCost += sp.Cost
+	}
+	for hw := range present {
+		if _, ok := devs[hw]; !ok {
+			devs[hw] = nil
+		}
+	}
+	for hw, ds := range devs {
+		h := HardwareUse{Hardware: hw, Present: present[hw]}
+		for _, d := range ds {
+			switch {
+			case d.used > 0:
+				h.Needed++
+				if !d.virtual {
+					h.Used++
+				}
+			case !d.virtual:
+				h.Idle = append(h.Idle, d.id)
+			}
+		}
+		short.Hardware = append(short.Hardware, h)
+	}
+	sort.Slice(short.Hardware, func(i, j int) bool { return short.Hardware[i].Hardware < short.Hardware[j].Hardware })
+	return &out, short, nil
+}
+
+// pick returns the device for u among ds (len(ds): a new, missing device).
+func pick(ds []*device, u *unit) int {
+	fits := func(d *device) bool { return d.used+u.occ <= 1+occEps }
+	// The devices this module ran on before.
+	for _, i := range u.prefer {
+		if d := ds[i]; (u.occ >= 1 && d.used == 0) || (u.occ < 1 && fits(d)) {
+			return i
+		}
+	}
+	// A fraction: first fit on a device already shared (real ones come first).
+	if u.occ < 1 {
+		for i, d := range ds {
+			if d.used > 0 && fits(d) {
+				if d.virtual && freeReal(ds) >= 0 {
+					break
+				}
+				return i
+			}
+		}
+	}
+	// A free device nobody wants back, then any free device.
+	for i, d := range ds {
+		if !d.virtual && d.used == 0 && d.claims == 0 {
+			return i
+		}
+	}
+	if i := freeReal(ds); i >= 0 {
+		return i
+	}
+	// The pool is short: pack onto the missing devices as if they existed,
+	// so Needed counts what the plan needs.
+	for i, d := range ds {
+		if d.virtual && (d.used == 0 || (u.occ < 1 && fits(d))) {
+			return i
+		}
+	}
+	return len(ds)
+}
+
+func freeReal(ds []*device) int {
+	for i, d := range ds {
+		if !d.virtual && d.used == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
