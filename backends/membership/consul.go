@@ -1,0 +1,216 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"time"
+
+	capi "github.com/hashicorp/consul/api"
+	"go.uber.org/zap"
+)
+
+// ServiceName is the Consul service every backend registers as.
+const ServiceName = "piccolo-backend"
+
+// ConsulOptions tune a Consul watcher. The zero value is the default.
+type ConsulOptions struct {
+	// Service is the Consul service to watch (default ServiceName).
+	Service string
+	// WaitTime bounds one blocking query (default 30 s; Consul adds up to
+	// WaitTime/16 of jitter). A change ends the query at once.
+	WaitTime time.Duration
+	// MaxBackoff caps the wait between failed queries (default 2 s). The wait
+	// doubles from 50 ms with each failure, jittered down to half.
+	MaxBackoff time.Duration
+	// Logger says when Consul becomes unreachable and when it is back (once
+	// each, not per retry). Default: no logs.
+	Logger *zap.Logger
+}
+
+// Consul is the membership of the backends registered in Consul as service
+// ServiceName whose health checks pass (membership `consul`). It watches the
+// health endpoint with blocking queries, so a registration, a deregistration
+// or a check going critical reaches fn as soon as the agent knows it. When
+// Consul is unreachable it gives one Stale snapshot holding the last members,
+// retries with backoff, and gives a fresh snapshot when Consul answers again.
+type Consul struct {
+	client     *capi.Client
+	addr       string
+	service    string
+	waitTime   time.Duration
+	maxBackoff time.Duration
+	log        *zap.Logger
+}
+
+var _ Membership = (*Consul)(nil)
+
+// NewConsul returns a watcher of the Consul agent at addr (host:port of its
+// HTTP API, or an http:// URL). The ACL token, if any, comes from the
+// environment as for the consul CLI (CONSUL_HTTP_TOKEN). It does not contact
+// Consul: Watch does.
+func NewConsul(addr string, o ConsulOptions) (*Consul, error) {
+	client, err := newClient(addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &Consul{client: client, addr: addr, service: o.Service, waitTime: o.WaitTime, maxBackoff: o.MaxBackoff, log: o.Logger}
+	if c.service == "" {
+		c.service = ServiceName
+	}
+	if c.waitTime <= 0 {
+		c.waitTime = 30 * time.Second
+	}
+	if c.maxBackoff <= 0 {
+		c.maxBackoff = 2 * time.Second
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	return c, nil
+}
+
+func newClient(addr string) (*capi.Client, error) {
+	if addr == "" {
+		return nil, errors.New("consul address is empty: want host:port of the agent's HTTP API, such as 127.0.0.1:8500")
+	}
+	cfg := capi.DefaultConfig()
+	cfg.Address = addr
+	client, err := capi.NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("consul %s: %w", addr, err)
+	}
+	return client, nil
+}
+
+// Addr returns the agent address the watcher queries.
+func (c *Consul) Addr() string { return c.addr }
+
+// Watch implements Membership: fn gets the passing instances of the service,
+// first after the first query (a Stale, empty snapshot if Consul does not
+// answer), then on every change of members or of staleness.
+func (c *Consul) Watch(ctx context.Context, fn func(Snapshot)) error {
+	var (
+		last     Snapshot
+		have     bool
+		index    uint64
+		failures int
+	)
+	for ctx.Err() == nil {
+		q := &capi.QueryOptions{WaitIndex: index, WaitTime: c.waitTime}
+		// Bound the request too, in case the agent hangs instead of failing.
+		qctx, cancel := context.WithTimeout(ctx, c.waitTime+c.waitTime/16+5*time.Second)
+		entries, meta, err := c.client.Health().Service(c.service, "", true, q.WithContext(qctx))
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			failures++
+			index = 0 // a restarted agent counts from scratch: do not block on the old index
+			if !have || !last.Stale {
+				c.log.Warn("consul unreachable; keeping the last membership",
+					zap.String("consul", c.addr), zap.Int("members", len(last.Members)), zap.Error(err))
+				last = Snapshot{Members: last.Members, Stale: true, At: time.Now(), Source: "consul",
+					Err: fmt.Errorf("consul %s: %w", c.addr, err)}
+				have = true
+				fn(last)
+			}
+			if !sleep(ctx, backoff(failures, c.maxBackoff)) {
+				return nil
+			}
+			continue
+		}
+		if failures > 0 {
+			c.log.Info("consul reachable again", zap.String("consul", c.addr), zap.Int("failures", failures))
+			failures = 0
+		}
+		// Blocking-query hygiene (Consul docs): an index that went backwards
+		// means the agent's state was reset; an index of 0 must not be reused.
+		switch {
+		case meta.LastIndex < index:
+			index = 0
+		case meta.LastIndex == 0:
+			index = 1
+		default:
+			index = meta.LastIndex
+		}
+		s := snapshotOf(entries)
+		s.At = time.Now()
+		if have && !last.Stale && s.SameMembers(last) && errText(s.Err) == errText(last.Err) {
+			continue
+		}
+		last, have = s, true
+		fn(s)
+	}
+	return nil
+}
+
+// snapshotOf reads the members out of passing service entries.
+func snapshotOf(entries []*capi.ServiceEntry) Snapshot {
+	s := Snapshot{Source: "consul", Members: make([]Member, 0, len(entries))}
+	var errs []error
+	seen := make(map[string]string, len(entries)) // id → node
+	for _, e := range entries {
+		if e == nil || e.Service == nil {
+			continue
+		}
+		host := e.Service.Address
+		node := ""
+		if e.Node != nil {
+			node = e.Node.Node
+			if host == "" {
+				host = e.Node.Address
+			}
+		}
+		addr := net.JoinHostPort(host, strconv.Itoa(e.Service.Port))
+		if prev, dup := seen[e.Service.ID]; dup {
+			errs = append(errs, fmt.Errorf("%w %q at %s: registered on nodes %q and %q; the one on %q is ignored",
+				ErrBadMember, e.Service.ID, addr, prev, node, node))
+			continue
+		}
+		m, err := memberFromMeta(e.Service.ID, addr, e.Service.Meta)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		seen[m.ID] = node
+		s.Members = append(s.Members, m)
+	}
+	sortMembers(s.Members)
+	s.Err = errors.Join(errs...)
+	return s
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// backoff returns the wait after the n-th failure in a row: 50 ms doubling,
+// capped at max, jittered uniformly into [d/2, d].
+func backoff(n int, max time.Duration) time.Duration {
+	d := 50 * time.Millisecond
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
