@@ -232,3 +232,23 @@ func (s Snapshot) Envelopes() map[Key]float64 {
 	}
 	return out
 }
+
+// Current returns the rate (req/s) of every key in s over the shortest window:
+// what arrives now, without the envelope's memory of bursts.
+func (s Snapshot) Current() map[Key]float64 {
+	out := make(map[Key]float64, len(s.Rates))
+	w := 0
+	for i, d := range s.Windows {
+		if d < s.Windows[w] {
+			w = i
+		}
+	}
+	for _, r := range s.Rates {
+		if w < len(r.Windows) {
+			out[Key{r.Session, r.Module}] += r.Windows[w]
+		} else {
+			out[Key{r.Session, r.Module}] += r.Envelope
+		}
+	}
+	return out
+}

@@ -1,0 +1,617 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// Re-plan causes, the values of Replan.Cause. The first five are
+// gateway.ReplanCauses; CausePeriodic is the control loop's periodic re-plan.
+const (
+	CauseInitial    = "initial"
+	CauseRate       = "rate"
+	CauseMembership = "membership"
+	CauseConfig     = "config"
+	CauseManual     = "manual"
+	CausePeriodic   = "periodic"
+)
+
+// Replan is one decision of the control loop, handed to Options.Publish.
+// Immutable: Publish may keep it.
+type Replan struct {
+	// Cause is one of the Cause constants.
+	Cause string
+	// Plan is the placed plan to serve: one backend id per machine.
+	Plan *api.Plan
+	// Unplaced is the planner's output before placement (Backends empty).
+	Unplaced *api.Plan
+	// Shortfall is what placement reported (devices needed vs present).
+	Shortfall Shortfall
+	// Rates are the module rates (req/s) the plan was made for: measured
+	// envelopes where a rate re-plan took them, else the config's.
+	Rates map[Key]float64
+	// PlanErr joins the sessions the planner could not plan (they are in Plan
+	// with Error set); nil when all were planned.
+	PlanErr error
+	// Trigger is when the cause was seen: the config or membership change
+	// arrived, or the rate first left the hysteresis band.
+	Trigger time.Time
+	// PlanTook is the planner's runtime (0 when a membership change only
+	// re-placed the last plan); PlaceTook is placement's.
+	PlanTook, PlaceTook time.Duration
+	// At is when the decision was handed to Publish.
+	At time.Time
+}
+
+// Options configure a Controller. Plan and Publish are required.
+type Options struct {
+	// Plan is the planner: scheduler.Plan with options, or simulate.PlanForBursts.
+	// A nil plan means failure; a plan with an error means some sessions failed
+	// (they carry Error) and the plan is still served.
+	Plan func(*api.Config) (*api.Plan, error)
+	// Publish hands a decision to whoever serves it (the gateway's swap, Consul
+	// KV). Called from Run's goroutine. An error keeps the previous plan as the
+	// published one, and the controller tries again at the next tick.
+	Publish func(*Replan) error
+	// Clock is the time the controller runs on (default SystemClock).
+	Clock Clock
+	// Tick is how often rates and the periodic re-plan are checked (default 1s).
+	Tick time.Duration
+	// Period re-plans periodically with the measured rates (default 10m;
+	// negative: never).
+	Period time.Duration
+	// HysteresisUp and HysteresisDown are the band around the planned rate of a
+	// module, as fractions: a measured envelope above planned×(1+up) for
+	// SustainUp, or below planned×(1−down) for SustainDown, re-plans (cause
+	// "rate"). Defaults 0.2 and 0.3; down is wider and slower, so a plan does not
+	// flap between sizes.
+	HysteresisUp, HysteresisDown float64
+	// SustainUp and SustainDown are how long a rate must stay outside the band
+	// (defaults 3s and 30s).
+	SustainUp, SustainDown time.Duration
+	// Headroom multiplies measured rates before planning (default 1: the
+	// planner's own utilisation headroom is the margin).
+	Headroom float64
+	// MinRateFraction floors a measured rate at this share of the config's rate
+	// for the module (default 0.1), so an idle module keeps a machine and a
+	// feasible plan. A session the planner finds infeasible at measured rates is
+	// planned again at the config's rates.
+	MinRateFraction float64
+	// StaleRates drops a source's snapshot older than this (default 10s): a
+	// gateway that stopped reporting no longer counts.
+	StaleRates time.Duration
+	// Logger logs each decision and failure (default: none).
+	Logger *zap.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Plan == nil || o.Publish == nil {
+		return errors.New("controller: Options.Plan and Options.Publish are required")
+	}
+	if o.Clock == nil {
+		o.Clock = SystemClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	dur := func(d *time.Duration, def time.Duration, name string) error {
+		if *d == 0 {
+			*d = def
+		}
+		if *d < 0 && name != "period" {
+			return fmt.Errorf("controller: %s %v: must be > 0", name, *d)
+		}
+		return nil
+	}
+	frac := func(f *float64, def float64, name string, hi float64) error {
+		if *f == 0 {
+			*f = def
+		}
+		if !(*f > 0 && *f < hi) {
+			return fmt.Errorf("controller: %s %v: must be in (0, %v)", name, *f, hi)
+		}
+		return nil
+	}
+	return errors.Join(
+		dur(&o.Tick, time.Second, "tick"),
+		dur(&o.Period, 10*time.Minute, "period"),
+		dur(&o.SustainUp, 3*time.Second, "sustain up"),
+		dur(&o.SustainDown, 30*time.Second, "sustain down"),
+		dur(&o.StaleRates, 10*time.Second, "stale rates"),
+		frac(&o.HysteresisUp, 0.2, "hysteresis up", math.Inf(1)),
+		frac(&o.HysteresisDown, 0.3, "hysteresis down", 1),
+		frac(&o.Headroom, 1, "headroom", math.Inf(1)),
+		frac(&o.MinRateFraction, 0.1, "min rate fraction", 1.0000001),
+	)
+}
+
+// Status is what the controller last did, for the admin API and logs.
+type Status struct {
+	// Last is the last published decision (nil before the first).
+	Last *Replan
+	// Replans counts published decisions by cause; Unchanged counts re-plans
+	// that gave the plan already published (not published again).
+	Replans   map[string]int
+	Unchanged int
+	// Members is the membership the controller places on.
+	Members []Member
+	// Measured is the latest merged envelope rate (req/s) per module.
+	Measured map[Key]float64
+	// Err is the last failure (planner or publish), "" after a success.
+	Err string
+}
+
+// Controller is the control loop (issue 4): it holds the config, the
+// membership, the measured rates and the last plan, and re-plans on a config
+// change, a membership change, a rate outside the hysteresis band, a manual
+// request, and periodically; it places each plan on the members and publishes
+// it. SetConfig, SetMembers, ObserveRates, Replan and Status may be called from
+// any goroutine; they never block on a re-plan. Run does the work, from one
+// goroutine.
+type Controller struct {
+	o    Options
+	wake chan struct{}
+
+	mu      sync.Mutex // guards the inputs below
+	in      inputs
+	sources map[string]Snapshot
+
+	status atomic.Pointer[Status]
+
+	// Owned by Run's goroutine.
+	cfg      *api.Config
+	decl     map[Key]float64 // cfg's module rates
+	members  []Member
+	hwSet    string // sorted hardware types present, joined
+	placed   *api.Plan
+	unplaced *api.Plan
+	planned  map[Key]float64 // rates the current plan was made for
+	override map[Key]float64 // measured rates in use instead of the config's
+	upSince  map[Key]time.Time
+	downFrom map[Key]time.Time
+	lastPlan time.Time
+	retry    *pendingCause
+	counts   map[string]int
+	same     int
+}
+
+type inputs struct {
+	cfg         *api.Config
+	cfgAt       time.Time
+	members     []Member
+	membersSet  bool
+	membersAt   time.Time
+	manual      bool
+	manualAt    time.Time
+	lastMeasure map[Key]float64
+}
+
+type pendingCause struct {
+	cause   string
+	trigger time.Time
+}
+
+// New returns a controller for cfg (validated: api.Load's output) and the
+// initial members. The first Run step plans with cause "initial". Errors name
+// a missing Plan or Publish, or an option out of range.
+func New(cfg *api.Config, members []Member, o Options) (*Controller, error) {
+	if cfg == nil {
+		return nil, errors.New("controller: no config")
+	}
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	c := &Controller{o: o, wake: make(chan struct{}, 1), sources: map[string]Snapshot{},
+		planned: map[Key]float64{}, override: map[Key]float64{}, upSince: map[Key]time.Time{}, downFrom: map[Key]time.Time{},
+		counts: map[string]int{}}
+	c.cfg, c.decl = cfg, declared(cfg)
+	c.setMembers(members)
+	c.status.Store(&Status{Replans: map[string]int{}, Members: c.members})
+	return c, nil
+}
+
+// SetConfig hands the controller a new validated config; it re-plans with cause
+// "config". Measured rates stay in use for the modules whose configured rate did
+// not change.
+func (c *Controller) SetConfig(cfg *api.Config) {
+	c.mu.Lock()
+	c.in.cfg, c.in.cfgAt = cfg, c.o.Clock.Now()
+	c.mu.Unlock()
+	c.poke()
+}
+
+// SetMembers hands the controller the live backends; it re-places the plan
+// (and re-plans when a hardware type appeared or vanished), cause "membership".
+func (c *Controller) SetMembers(members []Member) {
+	m := append([]Member(nil), members...)
+	c.mu.Lock()
+	c.in.members, c.in.membersSet, c.in.membersAt = m, true, c.o.Clock.Now()
+	c.mu.Unlock()
+	c.poke()
+}
+
+// ObserveRates records source's latest snapshot (a gateway id; "" is fine for
+// one). The measured rate of a module is the sum over sources of their envelope
+// rates, from snapshots younger than Options.StaleRates. Evaluated at the next tick.
+func (c *Controller) ObserveRates(source string, s Snapshot) {
+	c.mu.Lock()
+	c.sources[source] = s
+	c.mu.Unlock()
+}
+
+// Replan asks for a re-plan now with cause "manual".
+func (c *Controller) Replan() {
+	c.mu.Lock()
+	c.in.manual, c.in.manualAt = true, c.o.Clock.Now()
+	c.mu.Unlock()
+	c.poke()
+}
+
+// Status returns what the controller last did. Safe from any goroutine; the
+// value is immutable.
+func (c *Controller) Status() *Status { return c.status.Load() }
+
+func (c *Controller) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run plans at once (cause "initial"), then re-plans as inputs arrive and at
+// every tick, until ctx ends; returns ctx.Err(). Call it from one goroutine.
+func (c *Controller) Run(ctx context.Context) error {
+	tick, stop := c.o.Clock.Tick(c.o.Tick)
+	defer stop()
+	c.step(c.o.Clock.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.wake:
+		case <-tick:
+		}
+		c.step(c.o.Clock.Now())
+	}
+}
+
+// step takes the pending inputs, decides whether to re-plan, and does it.
+func (c *Controller) step(now time.Time) {
+	c.mu.Lock()
+	in := c.in
+	c.in = inputs{}
+	measured, current := map[Key]float64{}, map[Key]float64{}
+	for src, s := range c.sources {
+		if now.Sub(s.At) > c.o.StaleRates {
+			delete(c.sources, src)
+			continue
+		}
+		for k, r := range s.Envelopes() {
+			measured[k] += r
+		}
+		for k, r := range s.Current() {
+			current[k] += r
+		}
+	}
+	c.mu.Unlock()
+
+	var cause *pendingCause
+	raise := func(name string, at time.Time) {
+		if cause == nil {
+			cause = &pendingCause{name, at}
+		}
+	}
+	plan := false // run the planner (else only re-place)
+	if c.placed == nil {
+		raise(CauseInitial, now)
+		plan = true
+	}
+	if in.cfg != nil {
+		c.applyConfig(in.cfg)
+		raise(CauseConfig, in.cfgAt)
+		plan = true
+	}
+	if in.membersSet {
+		old := c.hwSet
+		c.setMembers(in.members)
+		raise(CauseMembership, in.membersAt)
+		plan = plan || old != c.hwSet
+	}
+	if in.manual {
+		raise(CauseManual, in.manualAt)
+		plan = true
+	}
+	if c.retry != nil {
+		raise(c.retry.cause, c.retry.trigger)
+		plan = true
+	}
+	if at, ok := c.rateOutOfBand(now, measured, current); ok {
+		raise(CauseRate, at)
+		c.takeMeasured(measured)
+		plan = true
+	}
+	if c.o.Period > 0 && c.placed != nil && now.Sub(c.lastPlan) >= c.o.Period {
+		raise(CausePeriodic, now)
+		c.takeMeasured(measured)
+		plan = true
+	}
+	c.publishStatus(measured, "")
+	if cause == nil {
+		return
+	}
+	c.replan(now, *cause, plan, measured)
+}
+
+// applyConfig switches to cfg, dropping the measured rates of modules that are
+// gone or whose configured rate changed (the operator's new rate wins).
+func (c *Controller) applyConfig(cfg *api.Config) {
+	now := declared(cfg)
+	for k := range c.override {
+		if r, ok := now[k]; !ok || r != c.decl[k] {
+			delete(c.override, k)
+		}
+	}
+	c.cfg, c.decl = cfg, now
+}
+
+func (c *Controller) setMembers(members []Member) {
+	c.members = append([]Member(nil), members...)
+	sort.Slice(c.members, func(i, j int) bool { return c.members[i].ID < c.members[j].ID })
+	hw := map[string]bool{}
+	for _, m := range c.members {
+		hw[m.Hardware] = true
+	}
+	c.hwSet = fmt.Sprint(sortedKeys(hw))
+}
+
+// rateOutOfBand reports whether some module's rate has stayed above or below
+// the hysteresis band around its planned rate long enough, and since when. Up
+// is judged on the current rate (the shortest window), so a burst shorter than
+// SustainUp does not re-plan although the envelope remembers it for a window;
+// down on the envelope, so every window must have fallen. Modules without a
+// measurement are not judged.
+func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]float64) (time.Time, bool) {
+	var first time.Time
+	fired := false
+	for k, planned := range c.planned {
+		m, ok := measured[k]
+		if !ok {
+			delete(c.upSince, k)
+			delete(c.downFrom, k)
+			continue
+		}
+		check := func(out bool, since map[Key]time.Time, sustain time.Duration) {
+			if !out {
+				delete(since, k)
+				return
+			}
+			s, ok := since[k]
+			if !ok {
+				s = now
+				since[k] = now
+			}
+			if now.Sub(s) >= sustain {
+				if !fired || s.Before(first) {
+					first = s
+				}
+				fired = true
+			}
+		}
+		check(current[k] > planned*(1+c.o.HysteresisUp), c.upSince, c.o.SustainUp)
+		floor := c.floor(k)
+		// Below the band, unless already planned at the floor.
+		check(m < planned*(1-c.o.HysteresisDown) && planned > floor*(1+1e-9), c.downFrom, c.o.SustainDown)
+	}
+	return first, fired
+}
+
+// takeMeasured makes the measured rates the ones to plan for.
+func (c *Controller) takeMeasured(measured map[Key]float64) {
+	for k, m := range measured {
+		if _, ok := c.decl[k]; ok {
+			c.override[k] = math.Max(m*c.o.Headroom, c.floor(k))
+		}
+	}
+}
+
+func (c *Controller) floor(k Key) float64 { return c.decl[k] * c.o.MinRateFraction }
+
+func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measured map[Key]float64) {
+	log := c.o.Logger.With(zap.String("cause", cause.cause))
+	r := &Replan{Cause: cause.cause, Trigger: cause.trigger, Unplaced: c.unplaced, Rates: c.planned}
+	fail := func(err error) {
+		c.retry = &cause
+		log.Warn("re-plan failed; serving the last plan", zap.Error(err))
+		c.publishStatus(measured, err.Error())
+	}
+	if plan || c.unplaced == nil {
+		cfg, rates := c.planningConfig()
+		start := time.Now()
+		p, err := c.o.Plan(cfg)
+		if p == nil {
+			fail(fmt.Errorf("planner: %w", err))
+			return
+		}
+		p, err = c.fallBack(p, err, rates)
+		r.PlanTook = time.Since(start)
+		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
+	}
+	start := time.Now()
+	placed, short, err := Place(r.Unplaced, c.members, c.placed)
+	if err != nil {
+		fail(fmt.Errorf("placement: %w", err))
+		return
+	}
+	r.PlaceTook = time.Since(start)
+	r.Plan, r.Shortfall = placed, short
+	c.lastPlan = now
+	clear(c.upSince)
+	clear(c.downFrom)
+	if c.placed != nil && samePlan(c.placed, placed) {
+		c.retry = nil
+		c.planned, c.unplaced = r.Rates, r.Unplaced
+		c.same++
+		c.publishStatus(measured, "")
+		return
+	}
+	r.At = c.o.Clock.Now()
+	if err := c.o.Publish(r); err != nil {
+		fail(fmt.Errorf("publish: %w", err))
+		return
+	}
+	c.retry = nil
+	c.placed, c.unplaced, c.planned = placed, r.Unplaced, r.Rates
+	c.counts[r.Cause]++
+	log.Info("plan published", zap.Float64("cost", placed.TotalCost), zap.Duration("plan_took", r.PlanTook),
+		zap.Duration("place_took", r.PlaceTook), zap.Int("devices_missing", short.Missing()), zap.Error(r.PlanErr))
+	if err := short.Err(); err != nil {
+		log.Warn("pool too small for the plan", zap.Error(err))
+	}
+	c.publishStatus(measured, "")
+	st := *c.status.Load()
+	st.Last = r
+	c.status.Store(&st)
+}
+
+// planningConfig is the config the planner sees: module rates replaced by the
+// measured ones in use, and, when members are known, only the hardware types
+// present (so a type that left is planned around, not waited for).
+func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
+	cfg := *c.cfg
+	rates := map[Key]float64{}
+	cfg.Sessions = make([]api.Session, len(c.cfg.Sessions))
+	for i, s := range c.cfg.Sessions {
+		s.Modules = append([]api.Module(nil), s.Modules...)
+		for j := range s.Modules {
+			m := &s.Modules[j]
+			k := Key{s.Name, m.Name}
+			if r, ok := c.override[k]; ok {
+				m.Rate = r
+			}
+			rates[k] = m.Rate
+		}
+		cfg.Sessions[i] = s
+	}
+	if len(c.members) > 0 {
+		present := map[string]bool{}
+		for _, m := range c.members {
+			present[m.Hardware] = true
+		}
+		var hw []api.Hardware
+		for _, h := range cfg.Hardware {
+			if present[h.Name] {
+				hw = append(hw, h)
+			}
+		}
+		if len(hw) > 0 {
+			cfg.Hardware = hw
+			var profs []api.Profile
+			for _, p := range cfg.Profiles {
+				if present[p.Hardware] {
+					profs = append(profs, p)
+				}
+			}
+			cfg.Profiles = profs
+		}
+	}
+	return &cfg, rates
+}
+
+// fallBack plans again, at the config's rates, every session that failed at
+// lowered measured rates (a lower rate can make an SLO infeasible: batches fill
+// slower), and splices the results in.
+func (c *Controller) fallBack(p *api.Plan, planErr error, rates map[Key]float64) (*api.Plan, error) {
+	if planErr == nil {
+		return p, nil
+	}
+	decl := c.decl
+	var errs []error
+	for i, sp := range p.Sessions {
+		if sp.Error == "" {
+			continue
+		}
+		lowered := false
+		for k, r := range rates {
+			if k.Session == sp.Name && r < decl[k] {
+				lowered = true
+			}
+		}
+		if !lowered {
+			errs = append(errs, errors.New(sp.Error))
+			continue
+		}
+		cfg, _ := c.planningConfig()
+		s, _ := cfg.Session(sp.Name)
+		one := *s
+		one.Modules = append([]api.Module(nil), s.Modules...)
+		for j := range one.Modules {
+			k := Key{one.Name, one.Modules[j].Name}
+			one.Modules[j].Rate = decl[k]
+			rates[k] = decl[k]
+			delete(c.override, k)
+		}
+		cfg.Sessions = []api.Session{one}
+		q, err := c.o.Plan(cfg)
+		if q == nil || len(q.Sessions) != 1 {
+			errs = append(errs, fmt.Errorf("session %q: %s; at the config's rates: %v", sp.Name, sp.Error, err))
+			continue
+		}
+		p.TotalCost += q.Sessions[0].Cost - sp.Cost
+		p.Sessions[i] = q.Sessions[0]
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return p, errors.Join(errs...)
+}
+
+func (c *Controller) publishStatus(measured map[Key]float64, errText string) {
+	old := c.status.Load()
+	counts := make(map[string]int, len(c.counts))
+	for k, v := range c.counts {
+		counts[k] = v
+	}
+	c.status.Store(&Status{Last: old.Last, Replans: counts, Unchanged: c.same, Members: c.members, Measured: measured, Err: errText})
+}
+
+// samePlan reports whether two placed plans serve the same way (planner
+// runtime aside).
+func samePlan(a, b *api.Plan) bool {
+	x, y := *a, *b
+	x.RuntimeMs, y.RuntimeMs = 0, 0
+	return reflect.DeepEqual(x, y)
+}
+
+// declared returns the configured rate (req/s) of every module of cfg.
+func declared(cfg *api.Config) map[Key]float64 {
+	out := map[Key]float64{}
+	if cfg == nil {
+		return out
+	}
+	for _, s := range cfg.Sessions {
+		for _, m := range s.Modules {
+			out[Key{s.Name, m.Name}] = m.Rate
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

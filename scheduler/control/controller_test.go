@@ -1,0 +1,313 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/scheduler"
+)
+
+type fakeClock struct{ now *time.Time }
+
+func (f fakeClock) Now() time.Time { return *f.now }
+func (f fakeClock) Tick(time.Duration) (<-chan time.Time, func()) {
+	return nil, func() {}
+}
+
+// controlConfig is one session with one module on v100 (price 1), whose profile
+// saturates at batch 16: a machine serves about 800 req/s, so cost follows rate.
+func controlConfig(rate float64, slo time.Duration) *api.Config {
+	p := api.Profile{Model: "m", Hardware: "v100"}
+	for b := 1; b <= 16; b *= 2 {
+		p.Entries = append(p.Entries, api.ProfileEntry{Batch: b, Concurrency: 1, Duration: api.Duration(time.Duration(5+b) * time.Millisecond)})
+	}
+	return &api.Config{
+		Hardware: []api.Hardware{{Name: "v100", Price: 1}},
+		Profiles: []api.Profile{p},
+		Sessions: []api.Session{{Name: "s", SLO: api.Duration(slo), Modules: []api.Module{{Name: "a", Model: "m", Rate: rate}}}},
+	}
+}
+
+// harness drives a controller and a rate monitor on a fake clock, one second a step.
+type harness struct {
+	t         *testing.T
+	now       time.Time
+	mon       *RateMonitor
+	ctr       *Counter
+	c         *Controller
+	published []*Replan
+	fail      error
+}
+
+func newHarness(t *testing.T, cfg *api.Config, members []Member, o Options) *harness {
+	h := &harness{t: t, now: t0}
+	var err error
+	h.mon, err = NewRateMonitor(t0, MonitorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ctr = h.mon.Handle("s", "a")
+	o.Clock = fakeClock{&h.now}
+	o.Plan = func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) }
+	o.Publish = func(r *Replan) error {
+		if h.fail != nil {
+			return h.fail
+		}
+		h.published = append(h.published, r)
+		return nil
+	}
+	h.c, err = New(cfg, members, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c.step(h.now)
+	if len(h.published) != 1 || h.published[0].Cause != CauseInitial {
+		t.Fatalf("first step published %d plans; want one with cause initial", len(h.published))
+	}
+	return h
+}
+
+// run feeds rate(second) req/s for secs seconds, reporting rates and stepping the controller each second.
+func (h *harness) run(secs int, rate func(int) float64) {
+	for i := range secs {
+		feed(h.mon, h.ctr, &h.now, rate(i), time.Second)
+		h.c.ObserveRates("gw", h.mon.Snapshot(h.now))
+		h.c.step(h.now)
+	}
+}
+
+func (h *harness) last() *Replan { return h.published[len(h.published)-1] }
+
+// noisy is r ± 10%, alternating: inside the band.
+func noisy(r float64) func(int) float64 {
+	return func(i int) float64 { return r * (1 + 0.1*float64(i%3-1)) }
+}
+
+func TestControllerRateStepUpAndDown(t *testing.T) {
+	const R = 400
+	h := newHarness(t, controlConfig(R, 200*time.Millisecond), pool("v100", 10), Options{})
+	base := h.last().Plan.TotalCost
+
+	h.run(60, noisy(R))
+	if len(h.published) != 1 {
+		t.Fatalf("±10%% noise re-planned %d times: causes %v; want none", len(h.published)-1, causes(h.published[1:]))
+	}
+
+	step := h.now
+	h.run(20, noisy(2*R))
+	if n := len(h.published) - 1; n != 1 || h.last().Cause != CauseRate {
+		t.Fatalf("R→2R: %d re-plans %v; want exactly one with cause rate", n, causes(h.published[1:]))
+	}
+	up := h.last()
+	took := up.At.Sub(step)
+	t.Logf("R→2R: re-planned %v after the step; cost %.3f → %.3f", took, base, up.Plan.TotalCost)
+	if took > 10*time.Second {
+		t.Errorf("R→2R re-planned %v after the step; want within 10s", took)
+	}
+	if ratio := up.Plan.TotalCost / base; ratio < 1.5 || ratio > 2.6 {
+		t.Errorf("cost %.3f → %.3f (×%.2f): want it to follow the rate ×2", base, up.Plan.TotalCost, ratio)
+	}
+	if r := up.Rates[Key{"s", "a"}]; r < 1.7*R || r > 2.5*R {
+		t.Errorf("planned rate after the step: %v req/s; want about %v", r, 2*R)
+	}
+
+	step = h.now
+	h.run(25, noisy(R))
+	if n := len(h.published) - 2; n != 0 {
+		t.Fatalf("step down re-planned within 25 s (%v); want the down-hysteresis (30 s sustained) to hold it", causes(h.published[2:]))
+	}
+	h.run(60, noisy(R))
+	if n := len(h.published) - 2; n != 1 || h.last().Cause != CauseRate {
+		t.Fatalf("2R→R: %d re-plans %v; want exactly one with cause rate", n, causes(h.published[2:]))
+	}
+	down := h.last()
+	t.Logf("2R→R: re-planned %v after the step; cost %.3f → %.3f; idle devices %d → %d", down.At.Sub(step),
+		up.Plan.TotalCost, down.Plan.TotalCost, len(up.Shortfall.Hardware[0].Idle), len(down.Shortfall.Hardware[0].Idle))
+	if down.Plan.TotalCost > 0.75*up.Plan.TotalCost {
+		t.Errorf("cost after the step down %.3f; want well below %.3f", down.Plan.TotalCost, up.Plan.TotalCost)
+	}
+	if len(down.Shortfall.Hardware[0].Idle) <= len(up.Shortfall.Hardware[0].Idle) {
+		t.Errorf("idle devices %d after the step down, %d before: want machines released", len(down.Shortfall.Hardware[0].Idle), len(up.Shortfall.Hardware[0].Idle))
+	}
+}
+
+func TestControllerShortBurstDoesNotReplan(t *testing.T) {
+	h := newHarness(t, controlConfig(400, 200*time.Millisecond), pool("v100", 10), Options{})
+	h.run(10, noisy(400))
+	h.run(2, noisy(1200)) // 2 s burst, shorter than SustainUp
+	h.run(20, noisy(400))
+	if len(h.published) != 1 {
+		t.Errorf("a 2 s burst re-planned: %v; want none (sustain up 3 s)", causes(h.published[1:]))
+	}
+}
+
+func TestControllerMembershipChange(t *testing.T) {
+	members := pool("v100", 6)
+	h := newHarness(t, controlConfig(2000, 200*time.Millisecond), members, Options{})
+	first := h.last().Plan
+	used := first.Sessions[0].Modules[0].Configs[0].Backends
+	if len(used) < 2 {
+		t.Fatalf("plan uses %v; the test needs at least 2 backends", used)
+	}
+	var left []Member
+	for _, m := range members {
+		if m.ID != used[0] {
+			left = append(left, m)
+		}
+	}
+	h.now = h.now.Add(100 * time.Millisecond)
+	h.c.SetMembers(left)
+	h.c.step(h.now)
+	if len(h.published) != 2 || h.last().Cause != CauseMembership {
+		t.Fatalf("membership change: published %v; want one more with cause membership", causes(h.published))
+	}
+	r := h.last()
+	if r.PlanTook != 0 {
+		t.Errorf("same hardware types: planner ran (%v); want only a re-placement", r.PlanTook)
+	}
+	occupancy(t, r.Plan, left) // fails if the departed backend is named
+	if err := r.Shortfall.Err(); err != nil {
+		t.Errorf("3 backends suffice: %v", err)
+	}
+	// The last v100 leaving: the pool is short, the shortfall says so.
+	h.c.SetMembers(nil)
+	h.c.step(h.now)
+	if s := h.last().Shortfall; s.Missing() == 0 || h.last().Plan.Sessions[0].Error == "" {
+		t.Errorf("no members: missing %d, session error %q; want a shortfall and the session unserved", s.Missing(), h.last().Plan.Sessions[0].Error)
+	}
+}
+
+func TestControllerConfigChangeAndManual(t *testing.T) {
+	h := newHarness(t, controlConfig(400, 200*time.Millisecond), pool("v100", 10), Options{})
+	before := h.last().Plan.TotalCost
+	h.c.SetConfig(controlConfig(1600, 200*time.Millisecond))
+	h.c.step(h.now)
+	if len(h.published) != 2 || h.last().Cause != CauseConfig {
+		t.Fatalf("config change: published %v; want one more with cause config", causes(h.published))
+	}
+	if h.last().Plan.TotalCost <= before {
+		t.Errorf("rate 400→1600 in the config: cost %v → %v; want higher", before, h.last().Plan.TotalCost)
+	}
+	// A manual re-plan of an unchanged world finds the same plan: not published again.
+	h.c.Replan()
+	h.c.step(h.now)
+	if len(h.published) != 2 || h.c.Status().Unchanged != 1 {
+		t.Errorf("manual re-plan with nothing changed: published %v, unchanged %d; want nothing new, 1", causes(h.published), h.c.Status().Unchanged)
+	}
+	// Nothing pending: a step does nothing.
+	h.c.step(h.now)
+	if len(h.published) != 2 {
+		t.Errorf("idle step published %v", causes(h.published[2:]))
+	}
+}
+
+func TestControllerPublishFailureRetries(t *testing.T) {
+	h := newHarness(t, controlConfig(400, 200*time.Millisecond), pool("v100", 10), Options{})
+	h.fail = errors.New("consul down")
+	h.c.SetConfig(controlConfig(800, 200*time.Millisecond))
+	h.c.step(h.now)
+	if len(h.published) != 1 || h.c.Status().Err == "" {
+		t.Fatalf("failed publish: published %d, status error %q; want the initial plan only and the error", len(h.published), h.c.Status().Err)
+	}
+	h.fail = nil
+	h.now = h.now.Add(time.Second)
+	h.c.step(h.now)
+	if len(h.published) != 2 || h.last().Cause != CauseConfig || h.c.Status().Err != "" {
+		t.Errorf("after the publisher recovered: %v, error %q; want the config re-plan published", causes(h.published), h.c.Status().Err)
+	}
+}
+
+func TestControllerInfeasibleAtLowRateFallsBack(t *testing.T) {
+	// At 100 req/s a batch-1 machine meets 40 ms (d + b/w = 6 + 10 ms); at the
+	// 10 req/s floor it cannot (6 + 100 ms): the session is planned at 100.
+	h := newHarness(t, controlConfig(100, 40*time.Millisecond), pool("v100", 4), Options{SustainDown: 5 * time.Second})
+	if e := h.last().Plan.Sessions[0].Error; e != "" {
+		t.Fatalf("initial plan: %s", e)
+	}
+	h.run(60, func(int) float64 { return 1 })
+	for _, r := range h.published {
+		if e := r.Plan.Sessions[0].Error; e != "" {
+			t.Fatalf("%s re-plan at a low measured rate left the session unserved: %s", r.Cause, e)
+		}
+	}
+	if len(h.published) > 2 {
+		t.Errorf("re-planned %v; want at most one attempt at the low rate (then planned at the floor)", causes(h.published))
+	}
+}
+
+func TestControllerStaleSourceIgnored(t *testing.T) {
+	h := newHarness(t, controlConfig(400, 200*time.Millisecond), pool("v100", 10), Options{})
+	h.c.ObserveRates("gone", Snapshot{At: h.now, Rates: []ModuleRate{{Session: "s", Module: "a", Envelope: 5000}}})
+	h.now = h.now.Add(15 * time.Second)
+	h.run(10, noisy(400))
+	if len(h.published) != 1 {
+		t.Errorf("a snapshot 15 s old drove a re-plan: %v", causes(h.published[1:]))
+	}
+}
+
+func TestControllerOptionErrors(t *testing.T) {
+	ok := Options{Plan: func(*api.Config) (*api.Plan, error) { return nil, nil }, Publish: func(*Replan) error { return nil }}
+	for name, o := range map[string]Options{
+		"no plan":         {Publish: ok.Publish},
+		"down ≥ 1":        {Plan: ok.Plan, Publish: ok.Publish, HysteresisDown: 1},
+		"negative tick":   {Plan: ok.Plan, Publish: ok.Publish, Tick: -time.Second},
+		"negative up":     {Plan: ok.Plan, Publish: ok.Publish, HysteresisUp: -0.1},
+		"headroom is NaN": {Plan: ok.Plan, Publish: ok.Publish, Headroom: math.NaN()},
+	} {
+		if _, err := New(controlConfig(1, time.Second), nil, o); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := New(nil, nil, ok); err == nil {
+		t.Error("nil config: no error")
+	}
+}
+
+// TestControllerRun drives Run on the system clock: inputs from another
+// goroutine reach Publish.
+func TestControllerRun(t *testing.T) {
+	got := make(chan *Replan, 8)
+	c, err := New(controlConfig(400, 200*time.Millisecond), pool("v100", 4), Options{
+		Tick:    20 * time.Millisecond,
+		Plan:    func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) },
+		Publish: func(r *Replan) error { got <- r; return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	wait := func(cause string) {
+		select {
+		case r := <-got:
+			if r.Cause != cause {
+				t.Fatalf("published cause %q; want %q", r.Cause, cause)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s plan within 10 s", cause)
+		}
+	}
+	wait(CauseInitial)
+	c.SetMembers(pool("v100", 4)[1:]) // v100-0, where the plan runs, leaves
+	wait(CauseMembership)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run returned %v; want context.Canceled", err)
+	}
+	if st := c.Status(); st.Replans[CauseInitial] != 1 || st.Replans[CauseMembership] != 1 || st.Last == nil {
+		t.Errorf("status %+v; want one initial and one membership re-plan", st)
+	}
+}
+
+func causes(rs []*Replan) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Cause)
+	}
+	return out
+}
