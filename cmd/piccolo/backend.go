@@ -23,6 +23,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/builtin"
+	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/backends/sim"
 )
@@ -43,6 +44,8 @@ type backendOptions struct {
 	ortLib   string // onnx, ocr: path of libonnxruntime.so.1
 	modelDir string // onnx, ocr: directory of <model>.onnx (and ppocr_keys_v1.txt)
 	threads  int    // onnx, ocr: intra-op threads per lane
+	consul   string // Consul agent HTTP address to register with; "": none (backend_consul.go)
+	id       string // Consul registration id; "": <hardware>-<host>-<port>
 }
 
 // backendExecutors builds an executor by name. Registered by hand: the whole set is here.
@@ -139,7 +142,14 @@ served at /metrics on --metrics-listen (default: the gRPC port + 1000; "off" for
 none): batches, items, errors, batch seconds, loaded settings, by model, and,
 with a GPU, piccolo_gpu_* (name, memory, utilisation, power, from NVML). Without
 --hardware the hardware type is named from the GPU. On SIGINT or SIGTERM the
-backend reports not ready, finishes the batches in flight (up to --drain) and exits.`,
+backend reports not ready, finishes the batches in flight (up to --drain) and exits.
+
+With --consul ADDR it registers with that Consul agent as service piccolo-backend
+(id --id, else <hardware>-<host>-<port>; meta: hardware, price from the catalog,
+GPU name and memory from NVML, models) with a TCP check of its gRPC port every
+second, so gateways see it join, and drop it within about a second of dying. It
+re-registers if the agent restarts, and deregisters on SIGINT or SIGTERM before
+draining.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -164,6 +174,8 @@ backend reports not ready, finishes the batches in flight (up to --drain) and ex
 	f.StringVar(&o.metrics, "metrics-listen", "auto", "serve Prometheus /metrics on this host:port; auto: the --listen host at its port + 1000 (9101 → 10101); off: none")
 	f.BoolVar(&o.gpu, "gpu-telemetry", true, "read the GPUs with NVML: metrics piccolo_gpu_*, and the hardware type when --hardware is not given")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let batches in flight finish")
+	f.StringVar(&o.consul, "consul", "", "register with the Consul agent at this host:port (HTTP API) as service "+membership.ServiceName+" (meta: hardware, price, GPU, models; TCP check every 1s); deregister on shutdown")
+	f.StringVar(&o.id, "id", "", "with --consul: the registration id (default <hardware>-<host>-<port>)")
 	return cmd
 }
 
@@ -183,6 +195,9 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	}
 	if o.logFmt != "json" && o.logFmt != "console" {
 		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
+	}
+	if err := checkConsulFlags(o); err != nil {
+		return err
 	}
 	cfg := &api.Config{}
 	if len(o.files) > 0 {
@@ -266,6 +281,11 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	addr := lis.Addr().String()
 	log.Info("backend serving", zap.String("address", addr), zap.String("hardware", o.hardware),
 		zap.String("executor", o.executor), zap.Strings("models", exec.Models()))
+	deregister, err := registerBackend(ctx, o, backendMember(o, cfg, tel, exec.Models(), addr), log)
+	if err != nil {
+		g.Stop()
+		return err
+	}
 	if ready != nil {
 		ready(addr)
 	}
@@ -275,6 +295,7 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 		return fmt.Errorf("serving on %s: %w", addr, err)
 	case <-ctx.Done():
 	}
+	deregister() // gateways stop sending before the drain
 	log.Info("backend draining", zap.Duration("drain", o.drain))
 	srv.Drain()
 	stopped := make(chan struct{})
