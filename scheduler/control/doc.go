@@ -21,4 +21,37 @@
 // type, idle devices, under-provisioned groups). Full machines get a device of
 // their own; fractional machines of different modules share devices, first-fit
 // decreasing, never beyond occupancy 1. Stable: modules stay where they ran.
+//
+// Controller (controller.go) — the control loop. New(cfg, members, Options{Plan,
+// Publish}) then Run(ctx) from one goroutine; from any goroutine, SetConfig
+// (cause "config"), SetMembers (cause "membership": re-place the last plan, or
+// re-plan when a hardware type appeared or vanished), ObserveRates(source,
+// snapshot) (cause "rate": the 1 s rate above planned×(1+0.2) for 3 s, or the
+// envelope below planned×(1−0.3) for 30 s; the new plan uses the measured
+// envelopes), Replan (cause "manual"), and every Period (cause "periodic").
+// Each decision runs the injected planner, places the result on the members
+// and calls the injected Publish with a *Replan (placed plan, cause,
+// shortfall, the rates planned for, how long planning and placement took). A
+// plan identical to the published one is not published again. Status()
+// returns the last decision and counts for the admin API.
+//
+// Wiring (embedded scheduler inside the gateway):
+//
+//	mon, _ := control.NewRateMonitor(time.Now(), control.MonitorOptions{})
+//	go mon.Run(ctx, control.SystemClock{})        // advances the buckets
+//	// per module, when a plan is loaded:  c := mon.Handle(session, module)
+//	// per request:                        c.Add(1)
+//	ctl, _ := control.New(cfg, members, control.Options{
+//		Plan:    func(c *api.Config) (*api.Plan, error) { return scheduler.Plan(c, opts) },
+//		Publish: func(r *control.Replan) error { /* build LiveRunner from r.Plan, swap, metrics.SetPlan(r.Plan, r.Cause, r.PlanTook+r.PlaceTook) */ },
+//	})
+//	go ctl.Run(ctx)
+//	// every second: ctl.ObserveRates("gateway-1", mon.Snapshot(time.Now()))
+//	// on a membership event: ctl.SetMembers(converted members)
+//	// on a valid config change: ctl.SetConfig(cfg)
+//
+// With several gateways, each sends its Snapshot (JSON) to the elected
+// scheduler, which calls ObserveRates with the gateway's id; rates add up.
+// Members convert from the membership package as Member{ID, Hardware}; a
+// static config's backends as Member{b.ID, b.Hardware}.
 package control
