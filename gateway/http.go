@@ -32,6 +32,9 @@ type ServerOptions struct {
 	// debug for the client's (4xx). Nothing is logged for a request that
 	// succeeds. Nil logs nothing.
 	Logger *zap.Logger
+	// Admin, when set, serves the admin API under /admin/ on the HTTP port
+	// (admin.go); without it /admin/ answers 404 saying the API is off.
+	Admin *Admin
 }
 
 // Server serves the executor's sessions as KServe v2 models over HTTP (fasthttp)
@@ -120,6 +123,12 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 				writeJSON(ctx, 503, `{"ready":false}`)
 			}
 		}
+	case bytes.HasPrefix(path, prefAdmin):
+		if s.opts.Admin == nil {
+			writeError(ctx, fmt.Errorf("%w: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
+			return
+		}
+		s.opts.Admin.Handle(ctx)
 	case string(path) == "/metrics" && s.opts.Metrics != nil:
 		s.opts.Metrics.handler(ctx)
 	case bytes.Equal(path, pathV2):

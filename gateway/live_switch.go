@@ -1,0 +1,362 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+)
+
+// LiveSwitch is the ModuleRunner of a gateway whose plan changes while it runs:
+// it serves through the current LiveRunner, and Apply builds a LiveRunner for a
+// new plan (models loaded on its backends first), swaps it in atomically, and
+// keeps the previous one open until what was submitted to it has finished, so
+// no request is lost in the swap. Run and Estimate take no lock: one atomic load
+// of the current runner. A module the current runner does not know (a session
+// just removed) is looked up in the runners still draining, so a request that
+// started before the swap finishes on the plan it started with.
+//
+// Apply calls are serialised by the LiveSwitch; Run, Estimate, ModuleMetadata,
+// Plan and Collect may be called from any goroutine at any time.
+type LiveSwitch struct {
+	opts LiveOptions // Clients set: one pool shared by every runner
+	pool *backends.Pool
+	own  bool // pool made here; closed by Close
+
+	applyMu sync.Mutex
+	cur     atomic.Pointer[liveState]
+	drainMu sync.Mutex
+	drains  []*LiveRunner                 // previous runners not closed yet
+	oldView atomic.Pointer[[]*LiveRunner] // lock-free copy of drains for Run
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// liveState is one generation: a runner, the placed plan it runs and the config
+// it was built from. Immutable.
+type liveState struct {
+	runner *LiveRunner
+	plan   *api.Plan // placed: every group lists its backends
+	cfg    *api.Config
+	grace  time.Duration // how long a request started on this runner can last
+}
+
+var (
+	_ ModuleRunner         = (*LiveSwitch)(nil)
+	_ MetadataSource       = (*LiveSwitch)(nil)
+	_ prometheus.Collector = (*LiveSwitch)(nil)
+)
+
+// NewLiveSwitch builds the first LiveRunner from plan over cfg's backends
+// (NewLiveRunner). opts.Clients, when nil, is a pool made here and shared by
+// every runner Apply builds later; Close closes it.
+func NewLiveSwitch(ctx context.Context, cfg *api.Config, plan *api.Plan, opts LiveOptions) (*LiveSwitch, error) {
+	s := &LiveSwitch{opts: opts, pool: opts.Clients}
+	if s.pool == nil {
+		s.pool, s.own = backends.NewPool(backends.ClientOptions{}), true
+		s.opts.Clients = s.pool
+	}
+	st, err := s.build(ctx, cfg, plan)
+	if err != nil {
+		if s.own {
+			s.pool.Close()
+		}
+		return nil, err
+	}
+	s.cur.Store(st)
+	empty := []*LiveRunner{}
+	s.oldView.Store(&empty)
+	return s, nil
+}
+
+func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan *api.Plan) (*liveState, error) {
+	if cfg == nil || plan == nil {
+		return nil, errors.New("gateway: a live plan needs a config and a plan")
+	}
+	placed, _, err := Place(plan, cfg.Backends)
+	if err != nil {
+		return nil, err
+	}
+	r, err := NewLiveRunner(ctx, cfg, placed, s.opts)
+	if err != nil {
+		return nil, err
+	}
+	return &liveState{runner: r, plan: placed, cfg: cfg, grace: graceOf(cfg)}, nil
+}
+
+// graceOf is how long a request started under cfg may still be running: its
+// longest SLO (DefaultTimeout for a session without one), plus a second.
+func graceOf(cfg *api.Config) time.Duration {
+	var g time.Duration
+	for _, s := range cfg.Sessions {
+		d := s.SLO.D()
+		if d <= 0 {
+			d = DefaultTimeout
+		}
+		g = max(g, d)
+	}
+	return g + time.Second
+}
+
+// Apply places plan on cfg's backends, loads the models there with the plan's
+// batch sizes and concurrencies, and swaps the new dispatch table in: requests
+// submitted from then on use it; items already submitted finish on the previous
+// runner, which is closed once they have (or, at the latest, after its longest
+// SLO plus DefaultTimeout). An error (a group whose hardware has no backend, a
+// backend that refuses the load) leaves the running plan as it was. Apply calls
+// are serialised.
+func (s *LiveSwitch) Apply(ctx context.Context, cfg *api.Config, plan *api.Plan) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.drainMu.Lock()
+	closed := s.closed
+	s.drainMu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: the gateway is shutting down", ErrUnavailable)
+	}
+	st, err := s.build(ctx, cfg, plan)
+	if err != nil {
+		return err
+	}
+	s.drainMu.Lock()
+	if s.closed { // Close ran while we built: do not leak the new runner
+		s.drainMu.Unlock()
+		return errors.Join(st.runner.Close(), fmt.Errorf("%w: the gateway is shutting down", ErrUnavailable))
+	}
+	old := s.cur.Swap(st)
+	s.drains = append(s.drains, old.runner)
+	s.publishDrainsLocked()
+	s.wg.Add(1)
+	s.drainMu.Unlock()
+	go s.drain(old)
+	return nil
+}
+
+func (s *LiveSwitch) publishDrainsLocked() {
+	v := append([]*LiveRunner(nil), s.drains...)
+	s.oldView.Store(&v)
+}
+
+// drain closes old once nothing submitted to it is outstanding and a request
+// that started just before the swap can no longer reach it (old.grace), or after
+// old.grace + DefaultTimeout at the latest.
+func (s *LiveSwitch) drain(old *liveState) {
+	defer s.wg.Done()
+	start := time.Now()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		el := time.Since(start)
+		if el >= old.grace && old.runner.outstanding() == 0 || el >= old.grace+DefaultTimeout {
+			break
+		}
+		s.drainMu.Lock()
+		closed := s.closed
+		s.drainMu.Unlock()
+		if closed {
+			return // Close closes it
+		}
+	}
+	s.drainMu.Lock()
+	for i, r := range s.drains {
+		if r == old.runner {
+			s.drains = append(s.drains[:i:i], s.drains[i+1:]...)
+			s.publishDrainsLocked()
+			s.drainMu.Unlock()
+			old.runner.Close()
+			return
+		}
+	}
+	s.drainMu.Unlock()
+}
+
+// outstanding is the number of items submitted and not yet done, all modules.
+func (r *LiveRunner) outstanding() int64 {
+	var n int64
+	for _, mods := range r.sessions {
+		for _, lm := range mods {
+			n += lm.outstanding.Load()
+		}
+	}
+	return n
+}
+
+// Close closes the current runner and every runner still draining (their queued
+// items fail with ErrUnavailable) and the client pool if it was made here.
+func (s *LiveSwitch) Close() error {
+	s.drainMu.Lock()
+	if s.closed {
+		s.drainMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	rs := append([]*LiveRunner{s.cur.Load().runner}, s.drains...)
+	s.drains = nil
+	s.drainMu.Unlock()
+	s.wg.Wait()
+	var errs []error
+	for _, r := range rs {
+		errs = append(errs, r.Close())
+	}
+	if s.own {
+		errs = append(errs, s.pool.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Plan returns the running plan, placed: every group lists its backend ids.
+// Immutable; do not modify.
+func (s *LiveSwitch) Plan() *api.Plan { return s.cur.Load().plan }
+
+// Config returns the config the running plan was built from. Immutable.
+func (s *LiveSwitch) Config() *api.Config { return s.cur.Load().cfg }
+
+// Runner returns the current LiveRunner (for its Stats).
+func (s *LiveSwitch) Runner() *LiveRunner { return s.cur.Load().runner }
+
+// runnerFor is the runner that serves session's module: the current one, or
+// one still draining that knows it.
+func (s *LiveSwitch) runnerFor(session, module string) *LiveRunner {
+	r := s.cur.Load().runner
+	if _, ok := r.sessions[session][module]; ok {
+		return r
+	}
+	for _, o := range *s.oldView.Load() {
+		if _, ok := o.sessions[session][module]; ok {
+			return o
+		}
+	}
+	return r // answers why it cannot run the module
+}
+
+// Run implements ModuleRunner on the runner that serves the module.
+func (s *LiveSwitch) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+	done func([]api.Tensor, Timing, error)) {
+	s.runnerFor(session, module).Run(ctx, session, module, inputs, deadline, done)
+}
+
+// Estimate implements ModuleRunner.
+func (s *LiveSwitch) Estimate(session, module string) time.Duration {
+	return s.runnerFor(session, module).Estimate(session, module)
+}
+
+// ModuleMetadata implements MetadataSource.
+func (s *LiveSwitch) ModuleMetadata(session, module string) (inputs, outputs []TensorMeta, ok bool) {
+	return s.runnerFor(session, module).ModuleMetadata(session, module)
+}
+
+// Describe implements prometheus.Collector.
+func (s *LiveSwitch) Describe(ch chan<- *prometheus.Desc) { s.cur.Load().runner.Describe(ch) }
+
+// Collect implements prometheus.Collector with the current runner's counters
+// (they restart from 0 when a new plan is applied: a counter reset to Prometheus).
+func (s *LiveSwitch) Collect(ch chan<- prometheus.Metric) { s.cur.Load().runner.Collect(ch) }
+
+// Planner makes a plan for a config: scheduler.Plan, or the serving planner of
+// `piccolo gateway` (simulate.PlanForBursts). A plan may carry per-session
+// errors (sessions it could not plan); err is for a config it could not plan at
+// all. Called from ConfigStore.Update's goroutine, one call at a time.
+type Planner func(cfg *api.Config) (*api.Plan, error)
+
+// EmbeddedControl is the default OnConfig of `piccolo gateway` (the scheduler
+// inside the gateway): re-plan the new config, refuse it if a session that was
+// planned before, or that the change adds or modifies, cannot be planned now,
+// then swap the plan (LiveSwitch.Apply) and the sessions (Executor.SetSessions)
+// in, and record the plan in Metrics. The control loop replaces it when it lands.
+type EmbeddedControl struct {
+	Planner  Planner
+	Switch   *LiveSwitch
+	Executor *Executor
+	Metrics  *Metrics    // optional
+	Logger   *zap.Logger // optional: one info line per applied change
+}
+
+// Apply is an OnConfig.
+func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause string) error {
+	if c.Planner == nil || c.Switch == nil || c.Executor == nil {
+		return errors.New("gateway: EmbeddedControl needs a Planner, a Switch and an Executor")
+	}
+	start := time.Now()
+	plan, err := c.Planner(cfg)
+	if plan == nil {
+		if err == nil {
+			err = errors.New("the planner returned no plan")
+		}
+		return fmt.Errorf("plan: %w", err)
+	}
+	took := time.Since(start)
+	prev := c.Switch.Plan()
+	prevCfg := c.Switch.Config()
+	var bad []string
+	for _, sp := range plan.Sessions {
+		if sp.Error == "" {
+			continue
+		}
+		if wasFailing(prev, sp.Name) && !changed(prevCfg, cfg, sp.Name) {
+			continue // failing before and untouched: not this change's fault
+		}
+		bad = append(bad, fmt.Sprintf("session %q cannot be planned: %s", sp.Name, sp.Error))
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return errors.New(strings.Join(bad, "; "))
+	}
+	if err := c.Switch.Apply(ctx, cfg, plan); err != nil {
+		return fmt.Errorf("place the new plan: %w", err)
+	}
+	// The runner knows every session of the new config before the executor
+	// serves them; a session removed is still served by the draining runner for
+	// requests that started before.
+	if err := c.Executor.SetSessions(cfg.Sessions); err != nil {
+		return fmt.Errorf("serve the new sessions: %w", err) // cannot happen for a valid config
+	}
+	if c.Metrics != nil {
+		c.Metrics.setExecutor(c.Executor)
+		_ = c.Metrics.SetPlan(plan, cause, took)
+		c.Metrics.SetMembership(cfg.Backends)
+	}
+	if c.Logger != nil {
+		c.Logger.Info("new plan live", zap.String("cause", cause), zap.Float64("plan_cost", plan.TotalCost),
+			zap.Duration("planner_runtime", took), zap.Duration("took", time.Since(start)), zap.Strings("sessions", c.Executor.Sessions()))
+	}
+	return nil
+}
+
+func wasFailing(p *api.Plan, session string) bool {
+	for _, sp := range p.Sessions {
+		if sp.Name == session {
+			return sp.Error != ""
+		}
+	}
+	return false
+}
+
+// changed reports whether session differs between a and b (or is new in b).
+// Sources (file and line) do not count.
+func changed(a, b *api.Config, session string) bool {
+	sa, okA := a.Session(session)
+	sb, okB := b.Session(session)
+	if !okA || !okB {
+		return true
+	}
+	if sa.Name != sb.Name || sa.SLO != sb.SLO || len(sa.Modules) != len(sb.Modules) {
+		return true
+	}
+	for i := range sa.Modules {
+		ma, mb := sa.Modules[i], sb.Modules[i]
+		if ma.Name != mb.Name || ma.Model != mb.Model || ma.Rate != mb.Rate || strings.Join(ma.After, ",") != strings.Join(mb.After, ",") {
+			return true
+		}
+	}
+	return false
+}
