@@ -115,11 +115,17 @@ func RegisterWith(ctx context.Context, consulAddr string, m Member, o RegisterOp
 		return nil, fmt.Errorf("registering backend %q with consul %s: %w", m.ID, consulAddr, err)
 	}
 
+	// A re-registration starts critical: the backend shows again only once
+	// its check passes, so a keeper outliving its gRPC server lists nothing.
+	again := *reg
+	againCheck := *reg.Check
+	againCheck.Status = capi.HealthCritical
+	again.Check = &againCheck
 	keepCtx, stop := context.WithCancel(context.Background())
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
-		keep(keepCtx, agent, reg, o)
+		keep(keepCtx, agent, &again, o)
 	}()
 	var once sync.Once
 	deregister = func(ctx context.Context) error {
