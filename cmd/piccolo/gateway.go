@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -35,6 +36,8 @@ type gatewayOptions struct {
 	slack      float64
 	logFmt     string
 	drain      time.Duration
+	adminToken string
+	watch      bool
 }
 
 func newGatewayCmd() *cobra.Command {
@@ -60,6 +63,16 @@ whose deadline (arrival + SLO) cannot be met given the current queues is rejecte
 at once (HTTP 429, gRPC RESOURCE_EXHAUSTED). Responses carry per-module queue,
 compute and total milliseconds as parameters "piccolo.<module>.queue_ms" etc.
 
+Admin API (only with --admin-token or PICCOLO_ADMIN_TOKEN; every request must
+send "Authorization: Bearer <token>", else 401):
+  GET /admin/sessions, GET|PUT|DELETE /admin/sessions/{name},
+  GET /admin/plan, GET /admin/backends          (docs/control-plane.md)
+A session PUT or DELETE is validated with the rest of the running config,
+re-planned and swapped in live; an invalid or unplannable change is refused
+(400/422) and nothing changes. With --watch (default) the -c files are
+reloaded when they change; an invalid edit is logged and the running config
+stays. Admin changes are not written to the files.
+
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 (up to --drain) and exits.`,
@@ -84,6 +97,8 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
+	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
+	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
 	return cmd
 }
 
@@ -157,17 +172,45 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	runner, err := gateway.NewLiveRunner(ctx, cfg, plan, gateway.LiveOptions{Policy: pol, SlackFraction: slack, Metrics: metrics})
+	sw, err := gateway.NewLiveSwitch(ctx, cfg, plan, gateway.LiveOptions{Policy: pol, SlackFraction: slack, Metrics: metrics})
 	if err != nil {
 		return err
 	}
-	defer runner.Close()
-	exec, err := gateway.NewExecutor(runner, cfg.Sessions)
+	defer sw.Close()
+	exec, err := gateway.NewExecutor(sw, cfg.Sessions)
 	if err != nil {
 		return err
 	}
-	reg.MustRegister(runner)
-	srv, err := gateway.NewServer(exec, gateway.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: metrics, Logger: log})
+	reg.MustRegister(sw)
+	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
+	control := &gateway.EmbeddedControl{
+		Planner: func(c *api.Config) (*api.Plan, error) { return planForServing(c, planOpts, o.burst) },
+		Switch:  sw, Executor: exec, Metrics: metrics, Logger: log,
+	}
+	store, err := gateway.NewConfigStore(cfg, control.Apply)
+	if err != nil {
+		return err
+	}
+	token := o.adminToken
+	if token == "" {
+		token = os.Getenv("PICCOLO_ADMIN_TOKEN")
+	}
+	var admin *gateway.Admin
+	if token != "" {
+		if admin, err = gateway.NewAdmin(gateway.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}); err != nil {
+			return err
+		}
+	} else {
+		log.Info("admin API off: pass --admin-token or set PICCOLO_ADMIN_TOKEN to turn it on")
+	}
+	if o.watch {
+		cw, err := gateway.StartConfigWatcher(ctx, store, o.files, gateway.WatchOptions{Logger: log})
+		if err != nil {
+			return err
+		}
+		defer cw.Close()
+	}
+	srv, err := gateway.NewServer(exec, gateway.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: metrics, Logger: log, Admin: admin})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// TestGatewayAdminAndWatch boots `piccolo backend` and `piccolo gateway` with the
+// admin token from the environment and file watching on: the admin API needs
+// the token, a PUT re-plans live, and an edit of a -c file is reloaded.
+func TestGatewayAdminAndWatch(t *testing.T) {
+	t.Setenv("PICCOLO_ADMIN_TOKEN", "tok")
+	dir := t.TempDir()
+	profiles := filepath.Join(dir, "profiles.yaml")
+	text := `
+hardware:
+  - {name: v100, price: 3}
+profiles:
+  - model: det
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 30ms}
+      - {batch: 4, concurrency: 1, duration: 40ms}
+sessions:
+  - name: s
+    slo: 1s
+    modules:
+      - {name: d, model: det, rate: 20}
+`
+	if err := os.WriteFile(profiles, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	baddr := make(chan string, 1)
+	bdone := make(chan error, 1)
+	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json", drain: time.Second}
+	go func() { bdone <- runBackend(ctx, bo, func(a string) { baddr <- a }) }()
+	var backendAddr string
+	select {
+	case backendAddr = <-baddr:
+	case err := <-bdone:
+		t.Fatalf("backend exited: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("backend did not start")
+	}
+	backendsFile := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(backendsFile, []byte(fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", backendAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gaddr := make(chan string, 1)
+	gdone := make(chan error, 1)
+	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, watch: true}
+	go func() { gdone <- runGateway(ctx, o, func(h, _ string) { gaddr <- h }) }()
+	var url string
+	select {
+	case h := <-gaddr:
+		url = "http://" + h
+	case err := <-gdone:
+		t.Fatalf("gateway exited: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("gateway did not start")
+	}
+	do := func(method, path, token, body string) (int, string) {
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, b := do("GET", "/admin/plan", "", ""); st != 401 {
+		t.Errorf("GET /admin/plan without a token: %d %s", st, b)
+	}
+	sloOf := func() float64 {
+		st, b := do("GET", "/admin/plan", "tok", "")
+		var p api.Plan
+		if st != 200 || json.Unmarshal([]byte(b), &p) != nil || len(p.Sessions) != 1 {
+			t.Fatalf("GET /admin/plan: %d %s", st, b)
+		}
+		return p.Sessions[0].SLOMs
+	}
+	if got := sloOf(); got != 1000 {
+		t.Errorf("initial plan SLO %v ms", got)
+	}
+	if st, b := do("PUT", "/admin/sessions/s", "tok", "name: s\nslo: 600ms\nmodules:\n  - {name: d, model: det, rate: 20}\n"); st != 200 {
+		t.Fatalf("PUT: %d %s", st, b)
+	}
+	if got := sloOf(); got != 600 {
+		t.Errorf("plan SLO after the PUT: %v ms, want 600", got)
+	}
+	if err := os.WriteFile(profiles, []byte(strings.Replace(text, "slo: 1s", "slo: 900ms", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for sloOf() != 900 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the file edit was not applied within 20 s (plan SLO %v ms)", sloOf())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	body := `{"inputs":[{"name":"input0","shape":[1,2],"datatype":"FP32","data":[1,2]}]}`
+	if st, b := do("POST", "/v2/models/s/infer", "", body); st != 200 {
+		t.Errorf("infer after the changes: %d %s", st, b)
+	}
+	cancel()
+	select {
+	case err := <-gdone:
+		if err != nil {
+			t.Errorf("gateway: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("gateway did not stop")
+	}
+}
