@@ -9,9 +9,11 @@
 // the source is unreachable (Members is then the last view seen, Err says
 // why), At, Source. Snapshot.Backends gives the []api.Backend that
 // gateway.Place and gateway.Metrics.SetMembership take; ByHardware the counts.
-// fn runs on the watcher's goroutine: it should hand the snapshot over (a
-// channel of capacity 1 holding the latest, or an atomic pointer) and return;
-// while it runs, further changes coalesce into the next call.
+// fn runs on the watcher's goroutine: it should hand the snapshot over and
+// return; while it runs, further changes coalesce into the next call.
+// Updates(ctx, m) does that hand-over: it runs Watch on its own goroutine and
+// returns a channel that always holds the latest snapshot (the control loop's
+// select reads it).
 //
 // Static (membership `static`, the embedded default) is the config's backends
 // list priced from its hardware catalog: one snapshot, never stale.
