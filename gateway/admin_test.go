@@ -352,6 +352,9 @@ modules:
 	if st != 200 || head.Get("ETag") != `"2"` {
 		t.Fatalf("PUT pipe: %d ETag %q %s", st, head.Get("ETag"), b)
 	}
+	var res changeResult
+	_ = json.Unmarshal(b, &res)
+	t.Logf("PUT pipe under load: re-planned and swapped in %.1f ms (version %d)", res.TookMs, res.Version)
 	after := h.plan(t)
 	np := sessionPlan(after, "pipe")
 	if np.SLOMs != 700 || budgetSum(np) > 700+1e-6 || budgetSum(np) >= budgetSum(pipe) {
