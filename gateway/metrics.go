@@ -40,7 +40,8 @@ import (
 //	piccolo_plan_module_rate{session, module, kind="request"|"dummy"},
 //	piccolo_plan_machines{session, module, hardware}, piccolo_plan_timestamp_seconds,
 //	piccolo_plan_age_seconds, piccolo_plan_replans_total{cause}, piccolo_planner_seconds,
-//	piccolo_membership_backends{hardware}
+//	piccolo_membership_backends{hardware}, piccolo_membership_stale (1 while the
+//	membership source is unreachable and the last members are served)
 //
 // Label sets are bounded by the config: sessions, modules, hardware types, the
 // statuses the gateway answers with and the causes in ReplanCauses. Requests to
@@ -70,6 +71,7 @@ type Metrics struct {
 	machines       *prometheus.GaugeVec
 	membership     *prometheus.GaugeVec
 	membershipSeen map[string]bool
+	stale          prometheus.Gauge
 }
 
 type sessionMetrics struct {
@@ -84,9 +86,9 @@ type sessionMetrics struct {
 var metricCodes = []int{200, 400, 404, 405, 413, 429, 499, 502, 503, 504}
 
 // ReplanCauses are the values of piccolo_plan_replans_total's cause label:
-// the first plan, a change of measured rates, of membership, of the config, or
-// an operator's request.
-var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual"}
+// the first plan, a change of measured rates, of membership, of the config, an
+// operator's request, or the control loop's periodic re-plan.
+var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic"}
 
 // latencyBuckets are the buckets of every latency histogram, in seconds: 1 ms
 // to about 16 s, doubling.
@@ -124,7 +126,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		planRuntime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "piccolo_planner_seconds",
 			Help: "Planner runtime per plan, in seconds.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 		replans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_plan_replans_total",
-			Help: "Plans made, by cause: initial, rate, membership, config, manual."}, []string{"cause"}),
+			Help: "Plans made, by cause: initial, rate, membership, config, manual, periodic."}, []string{"cause"}),
 		sessionCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_session_cost",
 			Help: "Cost of a session's plan, in cost units per hour."}, []string{"session"}),
 		sessionSLO: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_session_slo_seconds",
@@ -141,6 +143,8 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		membership: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_membership_backends",
 			Help: "Backends the gateway knows, by hardware type."}, []string{"hardware"}),
 		membershipSeen: map[string]bool{},
+		stale: prometheus.NewGauge(prometheus.GaugeOpts{Name: "piccolo_membership_stale",
+			Help: "1 while the membership source (Consul) is unreachable and the gateway serves the last members it saw, else 0."}),
 	}
 	age := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "piccolo_plan_age_seconds",
 		Help: "Seconds since the current plan was made (0 before the first plan)."}, func() float64 {
@@ -152,7 +156,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	})
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.violations, m.rejections, m.queue, m.compute, m.batchSize,
 		m.planCost, m.planTimestamp, m.planRuntime, m.replans, m.sessionCost, m.sessionSLO, m.moduleBudget, m.moduleWCL,
-		m.moduleRate, m.machines, m.membership, age} {
+		m.moduleRate, m.machines, m.membership, m.stale, age} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway metrics: %w", err)
 		}
@@ -301,6 +305,19 @@ func (m *Metrics) SetPlan(plan *api.Plan, cause string, took time.Duration) erro
 	m.planRuntime.Observe(took.Seconds())
 	m.replans.WithLabelValues(cause).Inc()
 	return nil
+}
+
+// SetMembershipStale sets piccolo_membership_stale: true while the membership
+// source is unreachable and the last members it gave are served.
+func (m *Metrics) SetMembershipStale(stale bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if stale {
+		v = 1
+	}
+	m.stale.Set(v)
 }
 
 // SetMembership records the backends the gateway knows, counted by hardware
