@@ -17,9 +17,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -38,6 +40,13 @@ type gatewayOptions struct {
 	drain      time.Duration
 	adminToken string
 	watch      bool
+	consul     string // Consul agent HTTP address; "": membership from the config (gateway_control.go)
+
+	// Tests only: the control loop's options (Plan, Publish are set by the
+	// wiring) and a hook called with every plan made live.
+	control control.Options
+	monitor control.MonitorOptions
+	onPlan  func(planEvent)
 }
 
 func newGatewayCmd() *cobra.Command {
@@ -73,6 +82,14 @@ re-planned and swapped in live; an invalid or unplannable change is refused
 reloaded when they change; an invalid edit is logged and the running config
 stays. Admin changes are not written to the files.
 
+With --consul ADDR (or membership: consul, which needs the flag) the backends
+come from Consul (service piccolo-backend, registered by piccolo backend
+--consul) and the control loop runs inside the gateway: it re-plans and
+re-places on a membership change, a sustained rate change (measured on the
+request path), a config change and periodically, and swaps each plan in live.
+When Consul is unreachable the gateway keeps serving the last members it saw
+(metric piccolo_membership_stale 1).
+
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 (up to --drain) and exits.`,
@@ -99,6 +116,7 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
+	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and run the control loop: re-plan on membership, rate and config changes (default: membership from the config, `membership: consul` requires this flag)")
 	return cmd
 }
 
@@ -128,13 +146,13 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	if cfg.Membership == "consul" {
-		return errors.New("membership consul is not supported by `piccolo gateway` yet: use membership static with a backends list")
+	if cfg.Membership == "consul" && o.consul == "" {
+		return errNoConsul
 	}
 	if len(cfg.Sessions) == 0 {
 		return errors.New("the config has no sessions: nothing to serve")
 	}
-	if len(cfg.Backends) == 0 {
+	if o.consul == "" && len(cfg.Backends) == 0 {
 		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")
 	}
 	log, err := newBackendLogger(o.logFmt)
@@ -149,45 +167,62 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	planStart := time.Now()
-	plan, planErr := planForServing(cfg, scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}, o.burst)
-	if plan == nil {
-		return fmt.Errorf("--policy %s: %w", o.policy, planErr)
+	slack := o.slack
+	if slack == 0 {
+		slack = -1 // LiveOptions: negative means none
 	}
-	if err := metrics.SetPlan(plan, "initial", time.Since(planStart)); err != nil {
-		return err
+	liveOpts := gateway.LiveOptions{Policy: pol, SlackFraction: slack, Metrics: metrics}
+	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
+	planner := func(c *api.Config) (*api.Plan, error) { return planForServing(c, planOpts, o.burst) }
+	var (
+		sw     *gateway.LiveSwitch
+		runner gateway.ModuleRunner
+		cc     *consulControl
+	)
+	if o.consul != "" {
+		if cc, err = startConsulControl(ctx, o, cfg, metrics, log, liveOpts, planner); err != nil {
+			return err
+		}
+		sw = cc.sw
+		runner = countingRunner{LiveSwitch: sw, cc: cc}
+	} else {
+		planStart := time.Now()
+		plan, planErr := planner(cfg)
+		if plan == nil {
+			return fmt.Errorf("--policy %s: %w", o.policy, planErr)
+		}
+		if err := metrics.SetPlan(plan, "initial", time.Since(planStart)); err != nil {
+			return err
+		}
+		metrics.SetMembership(cfg.Backends)
+		if _, shared, err := gateway.Place(plan, cfg.Backends); err != nil {
+			return err
+		} else if shared > 0 {
+			log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", shared))
+		}
+		if sw, err = gateway.NewLiveSwitch(ctx, cfg, plan, liveOpts); err != nil {
+			return err
+		}
+		runner = sw
 	}
-	metrics.SetMembership(cfg.Backends)
+	defer sw.Close()
+	plan := sw.Plan()
 	for _, sp := range plan.Sessions {
 		if sp.Error != "" {
 			log.Warn("session not planned; it will answer 503", zap.String("session", sp.Name), zap.String("reason", sp.Error))
 		}
 	}
-	if _, shared, err := gateway.Place(plan, cfg.Backends); err != nil {
-		return err
-	} else if shared > 0 {
-		log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", shared))
-	}
-	slack := o.slack
-	if slack == 0 {
-		slack = -1 // LiveOptions: negative means none
-	}
-	sw, err := gateway.NewLiveSwitch(ctx, cfg, plan, gateway.LiveOptions{Policy: pol, SlackFraction: slack, Metrics: metrics})
-	if err != nil {
-		return err
-	}
-	defer sw.Close()
-	exec, err := gateway.NewExecutor(sw, cfg.Sessions)
+	exec, err := gateway.NewExecutor(runner, cfg.Sessions)
 	if err != nil {
 		return err
 	}
 	reg.MustRegister(sw)
-	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	control := &gateway.EmbeddedControl{
-		Planner: func(c *api.Config) (*api.Plan, error) { return planForServing(c, planOpts, o.burst) },
-		Switch:  sw, Executor: exec, Metrics: metrics, Logger: log,
+	embedded := &gateway.EmbeddedControl{Planner: planner, Switch: sw, Executor: exec, Metrics: metrics, Logger: log}
+	onConfig := embedded.Apply
+	if cc != nil {
+		onConfig = cc.onConfig(embedded)
 	}
-	store, err := gateway.NewConfigStore(cfg, control.Apply)
+	store, err := gateway.NewConfigStore(cfg, onConfig)
 	if err != nil {
 		return err
 	}
@@ -197,7 +232,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	var admin *gateway.Admin
 	if token != "" {
-		if admin, err = gateway.NewAdmin(gateway.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}); err != nil {
+		aopts := gateway.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
+		if cc != nil {
+			aopts.Backends = cc.backends
+		}
+		if admin, err = gateway.NewAdmin(aopts); err != nil {
 			return err
 		}
 	} else {
