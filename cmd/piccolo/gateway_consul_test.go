@@ -219,7 +219,7 @@ func (p *planEvents) last() planEvent {
 }
 
 // waitPlan waits for a plan made live that satisfies ok.
-func (p *planEvents) waitPlan(t *testing.T, timeout time.Duration, what string, ok func(planEvent) bool) planEvent {
+func (p *planEvents) waitPlan(t testing.TB, timeout time.Duration, what string, ok func(planEvent) bool) planEvent {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
@@ -273,7 +273,7 @@ sessions:
 
 // startConsulGateway runs `piccolo gateway --consul` in-process and returns
 // its HTTP base URL.
-func startConsulGateway(t *testing.T, ctx context.Context, cfgPath, consul string, ctl control.Options, mon control.MonitorOptions,
+func startConsulGateway(t testing.TB, ctx context.Context, cfgPath, consul string, ctl control.Options, mon control.MonitorOptions,
 	evs *planEvents) string {
 	t.Helper()
 	o := &gatewayOptions{files: []string{cfgPath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo",
@@ -300,7 +300,7 @@ func startConsulGateway(t *testing.T, ctx context.Context, cfgPath, consul strin
 	return ""
 }
 
-func metricLine(t *testing.T, url, name string) string {
+func metricLine(t testing.TB, url, name string) string {
 	t.Helper()
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
@@ -431,7 +431,7 @@ func TestGatewayConsulBackendKilled(t *testing.T) {
 
 // membersOf returns the backends the admin view would list (the gateway's
 // piccolo_membership_backends gauge, summed).
-func membersOf(t *testing.T, url string) []string {
+func membersOf(t testing.TB, url string) []string {
 	t.Helper()
 	line := metricLine(t, url, `piccolo_membership_backends`)
 	var n float64
