@@ -42,36 +42,15 @@ sessions:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	baddr := make(chan string, 1)
-	bdone := make(chan error, 1)
 	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json", drain: time.Second}
-	go func() { bdone <- runBackend(ctx, bo, func(a string) { baddr <- a }) }()
-	var backendAddr string
-	select {
-	case backendAddr = <-baddr:
-	case err := <-bdone:
-		t.Fatalf("backend exited: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("backend did not start")
-	}
+	backendAddr, _ := startBackend(t, ctx, bo)
 	backendsFile := filepath.Join(dir, "backends.yaml")
 	if err := os.WriteFile(backendsFile, []byte(fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", backendAddr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gaddr := make(chan string, 1)
-	gdone := make(chan error, 1)
 	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, watch: true}
-	go func() { gdone <- runGateway(ctx, o, func(h, _ string) { gaddr <- h }) }()
-	var url string
-	select {
-	case h := <-gaddr:
-		url = "http://" + h
-	case err := <-gdone:
-		t.Fatalf("gateway exited: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("gateway did not start")
-	}
+	url, gdone := startGateway(t, ctx, o)
 	do := func(method, path, token, body string) (int, string) {
 		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
 		if token != "" {
