@@ -63,14 +63,16 @@
 // An item's dispatch deadline is min(now + module budget, request deadline) less
 // LiveOptions.SlackFraction of the budget. Items that cannot be stacked together
 // go in separate calls, and a batch the backend rejects as invalid is retried item
-// by item, so one bad request never fails another. Estimate (admission) is the
-// module's planned WCL plus the time to drain the items in flight beyond the
-// plan's expected count (capacity × WCL, Little's law).
+// by item, so one bad request never fails another. Estimate (admission) is a
+// lower bound: the module's shortest batch duration plus the time to drain the
+// items in flight beyond the plan's expected count (capacity × WCL, Little's law).
 //
-// Place is the embedded default placement until the control plane's lands: each
-// group's ceil(machines) machines take the next backends of its hardware type from
-// the config's static list, round-robin; with fewer backends than machines, they
-// share. A model is loaded on each backend (RepositoryModelLoad) with the largest
+// Place is the placement of static membership (no --consul): each group's
+// ceil(machines) machines take the next backends of its hardware type from the
+// config's list, round-robin; with fewer backends than machines, they share.
+// With Consul membership the control loop places plans (scheduler/control.Place:
+// fractional machines packed to occupancy ≤ 1, stable across re-plans) and Place
+// leaves groups that already name backends as they are. A model is loaded on each backend (RepositoryModelLoad) with the largest
 // batch and concurrency any group placed there needs.
 //
 // # Live config and the admin API
