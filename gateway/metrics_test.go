@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"math"
 	"net"
@@ -20,8 +19,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/backends"
-	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
@@ -63,28 +60,8 @@ func startMetricsGateway(t testing.TB, configText string) *metricsGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bl strings.Builder
-	bl.WriteString("backends:\n")
-	for i := range 2 {
-		exec, err := sim.New("v100", base.Profiles, sim.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := backends.NewServer(exec, backends.ServerOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := backends.NewGRPCServer(srv)
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go g.Serve(lis)
-		t.Cleanup(g.Stop)
-		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, lis.Addr().String())
-	}
 	cfg, err := api.LoadBytes(api.NamedDoc{Name: "config.yaml", Data: []byte(configText)},
-		api.NamedDoc{Name: "backends.yaml", Data: []byte(bl.String())})
+		api.NamedDoc{Name: "backends.yaml", Data: []byte(startSimBackends(t, base.Profiles, 2))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -264,14 +264,6 @@ func reassign(g *graph, mods []moduleInput, results []moduleResult, slo float64,
 	}
 }
 
-func wcls(results []moduleResult) []float64 {
-	w := make([]float64, len(results))
-	for i, r := range results {
-		w[i] = r.wcl
-	}
-	return w
-}
-
 // sessionPlan writes the result in the plan shape. A module's WCL is its groups'
 // worst plus the burst its parents pass it (betas). Final budgets share the slack of
 // every path in proportion to the modules' WCLs (Algorithm 2 line 19 applied to the

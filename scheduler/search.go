@@ -177,7 +177,7 @@ func optimalModule(cands []Candidate, T, L float64, pol policy) (moduleResult, b
 		return bestSingleGroup(cands, T, L, p, pol.dummy)
 	}
 	s := fillSearch{cands: cands, L: L, p: p, dummy: pol.dummy, best: math.Inf(1)}
-	s.run(T, 0, 0, nil, 0)
+	s.run(T, 0, 0, nil)
 	if math.IsInf(s.best, 1) {
 		return moduleResult{}, false
 	}
@@ -200,7 +200,7 @@ type fillSearch struct {
 // every workload of the planner benchmark well inside it.
 const maxFillNodes = 2_000_000
 
-func (s *fillSearch) run(rw float64, k0 int, cost float64, groups []group, _ float64) {
+func (s *fillSearch) run(rw float64, k0 int, cost float64, groups []group) {
 	s.nodes++
 	if s.nodes > maxFillNodes || cost >= s.best-1e-12 {
 		return
@@ -230,7 +230,7 @@ func (s *fillSearch) run(rw float64, k0 int, cost float64, groups []group, _ flo
 		}
 		full := math.Floor(rw/capacity + 1e-9)
 		g := append(groups[:len(groups):len(groups)], group{c: c, machines: full, rate: full * capacity})
-		s.run(rw-full*capacity, k, cost+full*c.Price, g, 0)
+		s.run(rw-full*capacity, k, cost+full*c.Price, g)
 	}
 }
 

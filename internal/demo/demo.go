@@ -373,14 +373,41 @@ func freeAddr() (string, error) {
 
 // waitListening waits until something accepts connections at addr.
 func waitListening(ctx context.Context, addr string, limit time.Duration, procs *processes) error {
+	return poll(ctx, limit, procs, func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+// waitReady waits until url answers 200.
+func waitReady(ctx context.Context, url string, limit time.Duration, procs *processes) error {
+	return poll(ctx, limit, procs, func() error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answers %d", url, resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// poll calls check every 100 ms until it succeeds, a child exits, ctx ends or
+// limit passes (then it returns check's last error).
+func poll(ctx context.Context, limit time.Duration, procs *processes, check func() error) error {
 	deadline := time.Now().Add(limit)
 	for {
 		if err := procs.exited(); err != nil {
 			return err
 		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		err := check()
 		if err == nil {
-			c.Close()
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -390,34 +417,6 @@ func waitListening(ctx context.Context, addr string, limit time.Duration, procs 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func waitReady(ctx context.Context, url string, limit time.Duration, procs *processes) error {
-	deadline := time.Now().Add(limit)
-	for {
-		if err := procs.exited(); err != nil {
-			return err
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = fmt.Errorf("%s answers %d", url, resp.StatusCode)
-			}
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
