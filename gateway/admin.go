@@ -460,7 +460,7 @@ func withSession(cur *api.Config, name string, body []byte, docName string) (*ap
 	if i >= 0 {
 		rest.Sessions = append(append([]api.Session(nil), cur.Sessions[:i]...), cur.Sessions[i+1:]...)
 	}
-	restYAML, err := yaml.Marshal(configDoc(&rest))
+	restYAML, err := api.EncodeYAML(&rest)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: write the running config: %w", err)
 	}
@@ -590,53 +590,4 @@ func (a *Admin) writeYAML(ctx *fasthttp.RequestCtx, v any) {
 	ctx.SetStatusCode(200)
 	ctx.SetContentType("application/yaml")
 	ctx.SetBody(b)
-}
-
-// configDoc is cfg with the config file's field names, for yaml.Marshal (the api
-// types embed their Source, which yaml would write as a key).
-func configDoc(cfg *api.Config) any {
-	type hw struct {
-		Name  string  `yaml:"name"`
-		Price float64 `yaml:"price"`
-	}
-	type entry struct {
-		Batch       int    `yaml:"batch"`
-		Concurrency int    `yaml:"concurrency"`
-		Duration    string `yaml:"duration"`
-	}
-	type profile struct {
-		Model    string  `yaml:"model"`
-		Hardware string  `yaml:"hardware"`
-		Entries  []entry `yaml:"entries"`
-	}
-	type backend struct {
-		ID       string `yaml:"id"`
-		Address  string `yaml:"address"`
-		Hardware string `yaml:"hardware"`
-	}
-	type doc struct {
-		Hardware   []hw          `yaml:"hardware,omitempty"`
-		Profiles   []profile     `yaml:"profiles,omitempty"`
-		Sessions   []sessionJSON `yaml:"sessions,omitempty"`
-		Backends   []backend     `yaml:"backends,omitempty"`
-		Membership string        `yaml:"membership,omitempty"`
-	}
-	d := doc{Membership: cfg.Membership}
-	for _, h := range cfg.Hardware {
-		d.Hardware = append(d.Hardware, hw{h.Name, h.Price})
-	}
-	for _, p := range cfg.Profiles {
-		pr := profile{Model: p.Model, Hardware: p.Hardware}
-		for _, e := range p.Entries {
-			pr.Entries = append(pr.Entries, entry{e.Batch, max(e.Concurrency, 1), e.Duration.D().String()})
-		}
-		d.Profiles = append(d.Profiles, pr)
-	}
-	for i := range cfg.Sessions {
-		d.Sessions = append(d.Sessions, toSessionJSON(&cfg.Sessions[i]))
-	}
-	for _, b := range cfg.Backends {
-		d.Backends = append(d.Backends, backend{b.ID, b.Address, b.Hardware})
-	}
-	return d
 }
