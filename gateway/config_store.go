@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,4 +103,42 @@ func (s *ConfigStore) Update(ctx context.Context, cause string, ifVersion uint64
 	snap := &ConfigSnapshot{Config: next, Version: cur.Version + 1, Cause: cause, At: time.Now()}
 	s.cur.Store(snap)
 	return *snap, nil
+}
+
+// Adopt records cfg, made live by someone else (a plan the cluster's scheduler
+// published, carrying a config another gateway's admin API changed), as the
+// running config, without calling OnConfig. It never waits for an Update in
+// progress (that Update may be waiting for this very plan); the version is one
+// more than the current. Returns the new snapshot.
+func (s *ConfigStore) Adopt(cfg *api.Config, cause string) ConfigSnapshot {
+	for {
+		cur := s.cur.Load()
+		next := &ConfigSnapshot{Config: cfg, Version: cur.Version + 1, Cause: cause, At: time.Now()}
+		if s.cur.CompareAndSwap(cur, next) {
+			return *next
+		}
+	}
+}
+
+// Unplannable is the rule a config change must pass before it goes live: every
+// session of plan (made for cfg) that the change adds or modifies, or that was
+// planned before (prev, for prevCfg), must be planned. A session that failed
+// before and is untouched does not refuse the change. The error lists every
+// refused session and why; nil when the change may go live.
+func Unplannable(plan, prev *api.Plan, prevCfg, cfg *api.Config) error {
+	var bad []string
+	for _, sp := range plan.Sessions {
+		if sp.Error == "" {
+			continue
+		}
+		if prev != nil && prevCfg != nil && wasFailing(prev, sp.Name) && !changed(prevCfg, cfg, sp.Name) {
+			continue // failing before and untouched: not this change's fault
+		}
+		bad = append(bad, fmt.Sprintf("session %q cannot be planned: %s", sp.Name, sp.Error))
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return errors.New(strings.Join(bad, "; "))
 }

@@ -53,7 +53,7 @@ var _ Membership = (*Consul)(nil)
 // environment as for the consul CLI (CONSUL_HTTP_TOKEN). It does not contact
 // Consul: Watch does.
 func NewConsul(addr string, o ConsulOptions) (*Consul, error) {
-	client, err := newClient(addr)
+	client, err := NewClient(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,11 @@ func NewConsul(addr string, o ConsulOptions) (*Consul, error) {
 	return c, nil
 }
 
-func newClient(addr string) (*capi.Client, error) {
+// NewClient returns a consul/api client of the agent at addr (host:port of its
+// HTTP API, or an http:// URL); the ACL token comes from CONSUL_HTTP_TOKEN as for
+// the consul CLI. Shared by the membership watcher, Register and the cluster
+// mode (scheduler/cluster), so every part reads the address the same way.
+func NewClient(addr string) (*capi.Client, error) {
 	if addr == "" {
 		return nil, errors.New("consul address is empty: want host:port of the agent's HTTP API, such as 127.0.0.1:8500")
 	}

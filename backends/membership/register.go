@@ -87,7 +87,7 @@ func RegisterWith(ctx context.Context, consulAddr string, m Member, o RegisterOp
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	client, err := newClient(consulAddr)
+	client, err := NewClient(consulAddr)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -41,6 +42,14 @@ type gatewayOptions struct {
 	adminToken string
 	watch      bool
 	consul     string // Consul agent HTTP address; "": membership from the config (gateway_control.go)
+
+	// With --consul (gateway_control.go, scheduler/cluster).
+	clusterPrefix string        // KV prefix of the cluster
+	schedule      bool          // run a scheduler candidate in this gateway
+	schedulerID   string        // the candidate's id (default gateway-<gateway id>)
+	schedulerTTL  time.Duration // the candidate's heartbeat TTL
+	gatewayID     string        // this gateway's id in Consul (rates key)
+	configWait    time.Duration // how long an admin change waits for its plan
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
@@ -84,11 +93,18 @@ stays. Admin changes are not written to the files.
 
 With --consul ADDR (or membership: consul, which needs the flag) the backends
 come from Consul (service piccolo-backend, registered by piccolo backend
---consul) and the control loop runs inside the gateway: it re-plans and
-re-places on a membership change, a sustained rate change (measured on the
-request path), a config change and periodically, and swaps each plan in live.
-When Consul is unreachable the gateway keeps serving the last members it saw
-(metric piccolo_membership_stale 1).
+--consul) and the gateway joins a cluster whose plan lives in Consul KV under
+--cluster-prefix: it serves the plan the cluster's scheduler publishes, swapping
+each new one in live, and reports its measured rates there. Unless
+--schedule=false it is also a scheduler candidate: one candidate in the cluster
+(gateways, or standalone piccolo scheduler processes) is elected with a Consul
+lock and re-plans and re-places on a membership change, a sustained rate
+change, a config change and periodically; a standby takes over when it dies.
+The cluster's config lives in Consul too: the first scheduler seeds it from its
+-c files, and an admin-API change or an edited -c file on any gateway is
+planned there, stored with check-and-set and answered once its plan is live.
+When Consul is unreachable the gateway keeps serving the last plan and members
+it saw (metric piccolo_membership_stale 1).
 
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
@@ -117,6 +133,12 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
 	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and run the control loop: re-plan on membership, rate and config changes (default: membership from the config, `membership: consul` requires this flag)")
+	f.StringVar(&o.clusterPrefix, "cluster-prefix", cluster.DefaultPrefix, "with --consul: the Consul KV prefix of this cluster's config, plan, lock and rates")
+	f.BoolVar(&o.schedule, "schedule", true, "with --consul: also run for the cluster's scheduler (false: only follow the published plan)")
+	f.StringVar(&o.schedulerID, "scheduler-id", "", "with --consul: this gateway's scheduler candidate id (default gateway-<gateway id>)")
+	f.DurationVar(&o.schedulerTTL, "scheduler-ttl", cluster.DefaultTTL, "with --consul: how long the elected scheduler may miss heartbeats before a standby takes over (>= 1s)")
+	f.StringVar(&o.gatewayID, "gateway-id", "", "with --consul: this gateway's id for its rate reports (default <host>-<HTTP port>)")
+	f.DurationVar(&o.configWait, "config-wait", 15*time.Second, "with --consul: how long an admin change waits for its plan to go live before answering")
 	return cmd
 }
 
@@ -185,6 +207,12 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		}
 		sw = cc.sw
 		runner = countingRunner{LiveSwitch: sw, cc: cc}
+		cfg = cc.servedConfig() // the cluster's config, which may differ from the -c files
+		if cc.sched != nil {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "piccolo_scheduler_leader",
+				Help: "1 when this process is the cluster's elected scheduler, else 0 (--consul)."},
+				func() float64 { return b2f(cc.sched.Leading()) }))
+		}
 	} else {
 		planStart := time.Now()
 		plan, planErr := planner(cfg)
@@ -220,11 +248,14 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	embedded := &gateway.EmbeddedControl{Planner: planner, Switch: sw, Executor: exec, Metrics: metrics, Logger: log}
 	onConfig := embedded.Apply
 	if cc != nil {
-		onConfig = cc.onConfig(embedded)
+		onConfig = cc.onConfig
 	}
 	store, err := gateway.NewConfigStore(cfg, onConfig)
 	if err != nil {
 		return err
+	}
+	if cc != nil {
+		cc.attach(exec, store)
 	}
 	token := o.adminToken
 	if token == "" {
@@ -313,4 +344,11 @@ func planForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64
 	}
 	plan, _, err := simulate.PlanForBursts(cfg, opts, burstTarget, 1)
 	return plan, err
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

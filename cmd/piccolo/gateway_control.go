@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -14,57 +17,72 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
 
-// consulControl is the embedded control plane of `piccolo gateway --consul`
-// (docs/control-plane.md, "Wiring"): Consul membership → Controller.SetMembers;
-// a RateMonitor counted on the request path → Controller.ObserveRates every
-// second; Controller.Publish → LiveSwitch.Apply + Metrics.SetPlan. Config
-// changes (admin API, file watcher) are applied synchronously by
-// gateway.EmbeddedControl (so a refused change answers 422 and changes nothing)
-// and then handed to Controller.SetConfig, which re-places the accepted plan
-// on the live members.
+// consulControl is the control plane of `piccolo gateway --consul`
+// (docs/control-plane.md, "Distribution"): the gateway follows the plan the
+// cluster's scheduler publishes in Consul KV and, unless --schedule=false,
+// runs a scheduler candidate itself (scheduler/cluster.Scheduler), so one
+// gateway alone runs itself and several gateways elect one scheduler.
 //
-// Goroutines: the membership loop (watch), the rate loop (report), the
-// controller's Run (publish), the ConfigStore's Update (onConfig); the request
-// path only reads counters through an atomic pointer.
+//   - follow (WatchPlan's goroutine): each new Record → LiveSwitch.Apply(its
+//     config with backends, its placed plan) → Executor.SetSessions →
+//     ConfigStore.Adopt when the sessions changed elsewhere → Metrics.SetPlan.
+//   - report (a ticker): the request-path rate counters → Consul rates/<id>.
+//   - watch (membership): the admin API's backends view and the
+//     piccolo_membership* metrics; the scheduler has its own watch.
+//   - onConfig (ConfigStore.Update's goroutine): an operator's change is
+//     planned here to refuse what cannot be planned (422, nothing changes),
+//     written to Consul with check-and-set, and answered once a plan for it is
+//     live on this gateway.
+//
+// The request path only reads counters through an atomic pointer.
 type consulControl struct {
 	log     *zap.Logger
 	metrics *gateway.Metrics
 	opts    gateway.LiveOptions
 	ctx     context.Context
-	onPlan  func(planEvent) // tests: every plan made live
+	kv      *cluster.Client
+	sched   *cluster.Scheduler // nil with --schedule=false
+	planner gateway.Planner
+	id      string
+	wait    time.Duration // how long a config change waits for its plan
+	onPlan  func(planEvent)
 
+	latest   atomic.Pointer[cluster.Record] // the newest record seen (applied or not)
 	mon      *control.RateMonitor
 	counters atomic.Pointer[map[string]map[string]*control.Counter] // session → source module
-	base     atomic.Pointer[api.Config]                             // running config, without backends
-	ctl      *control.Controller
 
-	mu    sync.Mutex // guards known, snap, sw (publish, watch, admin)
-	known map[string]api.Backend
-	snap  membership.Snapshot
-	sw    *gateway.LiveSwitch
-	first chan struct{} // closed once the first plan is live
+	mu      sync.Mutex // guards everything below (follow, attach, onConfig, backends)
+	sw      *gateway.LiveSwitch
+	exec    *gateway.Executor
+	store   *gateway.ConfigStore
+	applied *cluster.Record // the record live on this gateway
+	served  *api.Config     // its config, without backends
+	snap    membership.Snapshot
+	first   chan struct{} // closed once the first plan is live
+	changed chan struct{} // closed and replaced at every applied record
 }
 
 // planEvent is one plan made live by the control plane: what caused it, when
-// the cause was seen (Trigger) and when the new dispatch table was live.
+// the scheduler saw the cause (Trigger) and when this gateway had the new
+// dispatch table live.
 type planEvent struct {
 	Cause   string
 	Trigger time.Time
 	Live    time.Time
 	Plan    *api.Plan
+	Leader  string
 }
 
-// startConsulControl waits for Consul's first membership with at least one
-// backend, starts the controller, and returns once its first plan is live
-// (cc.sw serves it). Errors: Consul unreachable before any member is seen is
-// not one (the wait continues until ctx ends, logging why); a planner or
-// placement failure on the first plan is.
+// startConsulControl starts following the cluster's plan (and, with
+// o.schedule, campaigning to be its scheduler) and returns once the first plan
+// is live (cc.sw serves it). Until then it waits, logging why, until ctx ends.
 func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config, metrics *gateway.Metrics, log *zap.Logger,
 	live gateway.LiveOptions, planner gateway.Planner) (*consulControl, error) {
-	w, err := membership.NewConsul(o.consul, membership.ConsulOptions{Logger: log})
+	kv, err := cluster.New(o.consul, cluster.Options{Prefix: o.clusterPrefix, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("--consul %s: %w", o.consul, err)
 	}
@@ -72,90 +90,239 @@ func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config,
 	if err != nil {
 		return nil, err
 	}
-	cc := &consulControl{log: log, metrics: metrics, opts: live, ctx: ctx, onPlan: o.onPlan, mon: mon,
-		known: map[string]api.Backend{}, first: make(chan struct{})}
-	cc.base.Store(cfg)
+	w, err := membership.NewConsul(o.consul, membership.ConsulOptions{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("--consul %s: %w", o.consul, err)
+	}
+	cc := &consulControl{log: log, metrics: metrics, opts: live, ctx: ctx, kv: kv, planner: planner, id: o.gatewayID,
+		wait: o.configWait, onPlan: o.onPlan, mon: mon, first: make(chan struct{}), changed: make(chan struct{})}
+	if cc.id == "" {
+		cc.id = defaultGatewayID(o.listen)
+	}
+	if cc.wait <= 0 {
+		cc.wait = 15 * time.Second
+	}
 	cc.setCounters(cfg)
-
-	updates := membership.Updates(ctx, w)
-	var snap membership.Snapshot
-	warned := false
-	for len(snap.Members) == 0 {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for backends in Consul at %s: %w", o.consul, ctx.Err())
-		case s, ok := <-updates:
-			if !ok {
-				return nil, fmt.Errorf("--consul %s: the membership watch ended", o.consul)
-			}
-			snap = s
+	if o.schedule {
+		id := o.schedulerID
+		if id == "" {
+			id = "gateway-" + cc.id
 		}
-		if len(snap.Members) == 0 && !warned {
-			log.Warn("no backends in Consul yet; waiting for one to register", zap.String("consul", o.consul),
-				zap.Bool("stale", snap.Stale), zap.Error(snap.Err))
-			warned = true
+		copts := o.control
+		cc.sched, err = cluster.NewScheduler(kv, cluster.SchedulerOptions{ID: id, Seed: cfg, Plan: planner, Members: w,
+			Control: copts, TTL: o.schedulerTTL, Logger: log})
+		if err != nil {
+			return nil, err
 		}
+		go func() { _ = cc.sched.Run(ctx) }()
 	}
-	cc.noteSnapshot(snap)
-
-	copts := o.control
-	copts.Plan = planner
-	copts.Publish = cc.publish
-	if copts.Logger == nil {
-		copts.Logger = log
-	}
-	if cc.ctl, err = control.New(cfg, members(snap), copts); err != nil {
-		return nil, err
-	}
+	go cc.watch(ctx, membership.Updates(ctx, w))
+	go func() { _ = kv.WatchPlan(ctx, cc.follow) }()
 	go func() { _ = mon.Run(ctx, control.SystemClock{}) }()
-	go func() { _ = cc.ctl.Run(ctx) }()
+
+	warn := time.NewTimer(5 * time.Second)
+	defer warn.Stop()
 	for {
 		select {
 		case <-cc.first:
-			go cc.watch(ctx, updates, snap)
 			go cc.report(ctx)
 			return cc, nil
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-			if st := cc.ctl.Status(); st.Err != "" {
-				return nil, fmt.Errorf("first plan: %s", st.Err)
-			}
+			return nil, fmt.Errorf("waiting for the cluster's first plan in Consul at %s: %w", o.consul, ctx.Err())
+		case <-warn.C:
+			log.Warn("no plan in Consul yet: waiting for the cluster's scheduler to publish one (is a scheduler running, and a backend registered?)",
+				zap.String("consul", o.consul), zap.String("plan_key", kv.PlanKey()), zap.Bool("scheduler_here", o.schedule))
 		}
 	}
 }
 
-func members(s membership.Snapshot) []control.Member {
-	out := make([]control.Member, len(s.Members))
-	for i, m := range s.Members {
-		out[i] = control.Member{ID: m.ID, Hardware: m.Hardware}
+// defaultGatewayID is "<host>-<HTTP port>": unique per gateway on a host.
+func defaultGatewayID(listen string) string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "host"
 	}
-	return out
+	_, port, _ := net.SplitHostPort(listen)
+	if port == "" || port == "0" {
+		return fmt.Sprintf("%s-pid%d", h, os.Getpid())
+	}
+	return h + "-" + port
 }
 
-// noteSnapshot records a fresh snapshot: its members' addresses join the known
-// ones (a backend that left stays known, so a plan placed just before it left
-// still resolves while the next one is made).
-func (cc *consulControl) noteSnapshot(s membership.Snapshot) {
+// follow makes a published record live on this gateway. A record this gateway
+// cannot apply (a config the loader refuses, a backend refusing the load) is
+// logged and the running plan stays; the next record is tried afresh.
+func (cc *consulControl) follow(rec *cluster.Record) {
+	cc.latest.Store(rec)
+	if !cc.apply(rec) {
+		// Try the same record again while it is the newest (a backend that
+		// refused the load may be restarting); a newer record supersedes it.
+		time.AfterFunc(2*time.Second, func() {
+			if cc.ctx.Err() == nil && cc.latest.Load() == rec {
+				cc.follow(rec)
+			}
+		})
+	}
+}
+
+// apply makes rec live; false when it could not (logged; the last plan stays).
+func (cc *consulControl) apply(rec *cluster.Record) bool {
+	full, err := cluster.DecodeConfig("consul plan record", []byte(rec.Config))
+	if err != nil {
+		cc.log.Error("published plan not applied: its config is not valid", zap.Uint64("version", rec.Version), zap.Error(err))
+		return false
+	}
+	cfg := *full
+	cfg.Backends, cfg.Membership = nil, ""
 	cc.mu.Lock()
-	cc.snap = s
-	for _, b := range s.Backends() {
-		cc.known[b.ID] = b
+	defer cc.mu.Unlock()
+	if cc.latest.Load() != rec {
+		return true // superseded while waiting for the lock (a retry racing a newer record)
 	}
-	cc.mu.Unlock()
-	cc.metrics.SetMembership(s.Backends())
-	cc.metrics.SetMembershipStale(false)
+	if cc.applied != nil && cc.applied.Config == rec.Config && samePlaced(cc.applied.Plan, rec.Plan) {
+		// A new leader's first plan, or one re-published: the dispatch table
+		// stays; only what the record says about it changes.
+		cc.applied = rec
+		cc.notifyLocked(rec, time.Now())
+		return true
+	}
+	if cc.sw == nil {
+		sw, err := gateway.NewLiveSwitch(cc.ctx, full, rec.Plan, cc.opts)
+		if err != nil {
+			cc.log.Error("published plan not applied", zap.Uint64("version", rec.Version), zap.String("leader", rec.Leader), zap.Error(err))
+			return false
+		}
+		cc.sw = sw
+		defer close(cc.first)
+	} else if err := cc.sw.Apply(cc.ctx, full, rec.Plan); err != nil {
+		cc.log.Error("published plan not applied; serving the last one", zap.Uint64("version", rec.Version),
+			zap.String("leader", rec.Leader), zap.Error(err))
+		return false
+	}
+	live := time.Now()
+	cc.applied, cc.served = rec, &cfg
+	cc.syncSessionsLocked("config")
+	cc.setCounters(&cfg)
+	if err := cc.metrics.SetPlan(rec.Plan, rec.Cause, time.Duration(rec.PlanTookMs*1e6)); err != nil {
+		cc.log.Warn("plan metrics", zap.Error(err))
+	}
+	cc.log.Info("new plan live", zap.String("cause", rec.Cause), zap.String("leader", rec.Leader), zap.Uint64("version", rec.Version),
+		zap.Float64("plan_cost", rec.Plan.TotalCost), zap.Duration("since_trigger", live.Sub(rec.Trigger)),
+		zap.Int("devices_missing", rec.DevicesMissing))
+	cc.notifyLocked(rec, live)
+	return true
 }
 
-// watch hands membership changes to the controller. A Stale snapshot keeps the
-// last members (serving continues on them) and sets piccolo_membership_stale.
-func (cc *consulControl) watch(ctx context.Context, updates <-chan membership.Snapshot, last membership.Snapshot) {
+// notifyLocked wakes the config changes waiting for their plan, and the tests' hook.
+func (cc *consulControl) notifyLocked(rec *cluster.Record, live time.Time) {
+	close(cc.changed)
+	cc.changed = make(chan struct{})
+	if cc.onPlan != nil {
+		cc.onPlan(planEvent{Cause: rec.Cause, Trigger: rec.Trigger, Live: live, Plan: rec.Plan, Leader: rec.Leader})
+	}
+}
+
+// samePlaced reports whether two placed plans serve the same way (planner
+// runtime aside).
+func samePlaced(a, b *api.Plan) bool {
+	x, y := *a, *b
+	x.RuntimeMs, y.RuntimeMs = 0, 0
+	return reflect.DeepEqual(x, y)
+}
+
+// syncSessionsLocked makes the executor and the config store serve the applied
+// record's sessions when they differ (a change made at another gateway, or a
+// record applied between startConsulControl and attach).
+func (cc *consulControl) syncSessionsLocked(cause string) {
+	if cc.exec == nil || cc.store == nil || cc.served == nil {
+		return
+	}
+	cur := cc.store.Current().Config
+	if sameShared(cur, cc.served) {
+		return
+	}
+	if err := cc.exec.SetSessions(cc.served.Sessions); err != nil {
+		cc.log.Error("serve the published sessions", zap.Error(err)) // cannot happen: the loader validated them
+		return
+	}
+	cc.store.Adopt(cc.served, cause)
+}
+
+// attach hands the control plane the executor and the config store, made after
+// the first plan went live.
+func (cc *consulControl) attach(exec *gateway.Executor, store *gateway.ConfigStore) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.exec, cc.store = exec, store
+	cc.syncSessionsLocked("config")
+}
+
+// servedConfig is the config of the first live plan, without backends: what
+// the executor and the config store start with.
+func (cc *consulControl) servedConfig() *api.Config {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.served
+}
+
+// onConfig is the ConfigStore's OnConfig with Consul: plan the change here
+// (refusing what cannot be planned, as the embedded gateway does), store it in
+// Consul if nobody changed the config meanwhile, and return once a plan made
+// for it is live on this gateway (or an error saying it is stored but not yet
+// planned).
+func (cc *consulControl) onConfig(ctx context.Context, cfg *api.Config, cause string) error {
+	cc.mu.Lock()
+	prev, prevCfg, ifIndex := cc.applied.Plan, cc.served, cc.applied.ConfigIndex
+	cc.mu.Unlock()
+	plan, err := cc.planner(cfg)
+	if plan == nil {
+		if err == nil {
+			err = errors.New("the planner returned no plan")
+		}
+		return fmt.Errorf("plan: %w", err)
+	}
+	if err := gateway.Unplannable(plan, prev, prevCfg, cfg); err != nil {
+		return err
+	}
+	idx, err := cc.kv.PutConfig(ctx, cfg, ifIndex)
+	if err != nil {
+		if errors.Is(err, cluster.ErrConfigChanged) {
+			return fmt.Errorf("the cluster's config was changed at another gateway (or its plan is not live here yet): read it again and retry: %w", err)
+		}
+		return err
+	}
+	timeout := time.NewTimer(cc.wait)
+	defer timeout.Stop()
+	for {
+		cc.mu.Lock()
+		done := cc.applied.ConfigIndex >= idx
+		ch := cc.changed
+		cc.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("stored in Consul (%s index %d), not yet live here: %w", cc.kv.ConfigKey(), idx, ctx.Err())
+		case <-timeout.C:
+			return fmt.Errorf("stored in Consul (%s index %d) but no plan for it went live within %v: is a scheduler running? It goes live when one publishes",
+				cc.kv.ConfigKey(), idx, cc.wait)
+		}
+	}
+}
+
+// watch keeps the admin API's backends view and the membership metrics; a
+// Stale snapshot keeps the last members and sets piccolo_membership_stale.
+func (cc *consulControl) watch(ctx context.Context, updates <-chan membership.Snapshot) {
 	stale := false
 	for s := range updates {
 		if s.Stale {
 			if !stale {
-				cc.log.Warn("membership source unreachable: serving the last members", zap.Int("members", len(last.Members)),
-					zap.Error(s.Err))
+				cc.mu.Lock()
+				n := len(cc.snap.Members)
+				cc.mu.Unlock()
+				cc.log.Warn("membership source unreachable: serving the last plan and members", zap.Int("members", n), zap.Error(s.Err))
 			}
 			stale = true
 			cc.metrics.SetMembershipStale(true)
@@ -165,24 +332,34 @@ func (cc *consulControl) watch(ctx context.Context, updates <-chan membership.Sn
 			cc.log.Info("membership source back", zap.Int("members", len(s.Members)))
 			stale = false
 		}
-		cc.noteSnapshot(s)
-		if !s.SameMembers(last) {
-			cc.ctl.SetMembers(members(s))
-		}
-		last = s
+		cc.mu.Lock()
+		cc.snap = s
+		cc.mu.Unlock()
+		cc.metrics.SetMembership(s.Backends())
+		cc.metrics.SetMembershipStale(false)
 	}
 }
 
-// report hands the measured rates to the controller every second.
+// report writes the measured rates to Consul every second, for the cluster's
+// scheduler. A failed write is logged once per outage (the scheduler drops a
+// gateway's rates that stop changing).
 func (cc *consulControl) report(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = cc.kv.DeleteRates(dctx, cc.id)
+			cancel()
 			return
 		case now := <-t.C:
-			cc.ctl.ObserveRates("", expandRates(cc.base.Load(), cc.mon.Snapshot(now)))
+			err := cc.kv.PutRates(ctx, cc.id, cc.mon.Snapshot(now))
+			if err != nil && !failing && ctx.Err() == nil {
+				cc.log.Warn("cannot report rates to Consul", zap.Error(err))
+			}
+			failing = err != nil
 		}
 	}
 }
@@ -201,116 +378,6 @@ func (cc *consulControl) setCounters(cfg *api.Config) {
 	cc.counters.Store(&m)
 }
 
-// expandRates turns the measured request rates of each session's source modules
-// into rates for every module: a module's rate is the session's measured
-// request rate times its configured rate over the sources' configured rate, so a
-// fan-out module keeps its configured ratio.
-func expandRates(cfg *api.Config, s control.Snapshot) control.Snapshot {
-	measured := map[string]control.ModuleRate{}
-	for _, r := range s.Rates {
-		if m, ok := measured[r.Session]; !ok || r.Envelope > m.Envelope {
-			measured[r.Session] = r
-		}
-	}
-	out := control.Snapshot{At: s.At, Windows: s.Windows}
-	for _, sess := range cfg.Sessions {
-		src, ok := measured[sess.Name]
-		if !ok {
-			continue
-		}
-		var srcRate float64
-		for _, m := range sess.Modules {
-			if len(m.After) == 0 {
-				srcRate = max(srcRate, m.Rate)
-			}
-		}
-		if srcRate <= 0 {
-			continue
-		}
-		for _, m := range sess.Modules {
-			f := m.Rate / srcRate
-			r := control.ModuleRate{Session: sess.Name, Module: m.Name, Envelope: src.Envelope * f, Windows: make([]float64, len(src.Windows))}
-			for i, w := range src.Windows {
-				r.Windows[i] = w * f
-			}
-			out.Rates = append(out.Rates, r)
-		}
-	}
-	return out
-}
-
-// withBackends is cfg with Backends = every backend seen in Consul (the ids a
-// placed plan may name).
-func (cc *consulControl) withBackends(cfg *api.Config) *api.Config {
-	c := *cfg
-	cc.mu.Lock()
-	c.Backends = make([]api.Backend, 0, len(cc.known))
-	for _, m := range cc.snap.Members { // live ones first, in id order
-		c.Backends = append(c.Backends, cc.known[m.ID])
-	}
-	for id, b := range cc.known {
-		if _, live := cc.snap.Member(id); !live {
-			c.Backends = append(c.Backends, b)
-		}
-	}
-	cc.mu.Unlock()
-	return &c
-}
-
-// publish is the controller's Publish: make the placed plan live.
-func (cc *consulControl) publish(r *control.Replan) error {
-	base := cc.base.Load()
-	if err := sameSessions(base, r.Plan); err != nil {
-		return fmt.Errorf("the config changed while planning (%w); re-planning", err)
-	}
-	cfg := cc.withBackends(base)
-	cc.mu.Lock()
-	sw := cc.sw
-	cc.mu.Unlock()
-	switch {
-	case sw == nil:
-		s, err := gateway.NewLiveSwitch(cc.ctx, cfg, r.Plan, cc.opts)
-		if err != nil {
-			return err
-		}
-		cc.mu.Lock()
-		cc.sw = s
-		cc.mu.Unlock()
-		defer close(cc.first)
-	case r.Cause == control.CauseConfig && samePlaced(sw.Plan(), r.Plan):
-		// EmbeddedControl made this config live already, placed the same way.
-	default:
-		if err := sw.Apply(cc.ctx, cfg, r.Plan); err != nil {
-			return err
-		}
-	}
-	live := time.Now()
-	cause := r.Cause
-	if err := cc.metrics.SetPlan(r.Plan, cause, r.PlanTook+r.PlaceTook); err != nil {
-		cc.log.Warn("plan metrics", zap.Error(err))
-	}
-	cc.log.Info("new plan live", zap.String("cause", cause), zap.Float64("plan_cost", r.Plan.TotalCost),
-		zap.Duration("since_trigger", live.Sub(r.Trigger)), zap.Int("devices_missing", r.Shortfall.Missing()))
-	if cc.onPlan != nil {
-		cc.onPlan(planEvent{Cause: cause, Trigger: r.Trigger, Live: live, Plan: r.Plan})
-	}
-	return nil
-}
-
-// onConfig is the ConfigStore's OnConfig with Consul: EmbeddedControl applies
-// the change (refusing what cannot be planned), then the controller learns it.
-func (cc *consulControl) onConfig(ec *gateway.EmbeddedControl) gateway.OnConfig {
-	return func(ctx context.Context, cfg *api.Config, cause string) error {
-		if err := ec.Apply(ctx, cc.withBackends(cfg), cause); err != nil {
-			return err
-		}
-		cc.base.Store(cfg)
-		cc.setCounters(cfg)
-		cc.ctl.SetConfig(cfg)
-		return nil
-	}
-}
-
 // backends is the admin API's view of the Consul membership.
 func (cc *consulControl) backends() gateway.BackendView {
 	cc.mu.Lock()
@@ -327,22 +394,12 @@ func (cc *consulControl) backends() gateway.BackendView {
 	return v
 }
 
-func sameSessions(cfg *api.Config, p *api.Plan) error {
-	if len(cfg.Sessions) != len(p.Sessions) {
-		return fmt.Errorf("%d sessions in the config, %d in the plan", len(cfg.Sessions), len(p.Sessions))
-	}
-	for _, sp := range p.Sessions {
-		if _, ok := cfg.Session(sp.Name); !ok {
-			return fmt.Errorf("session %q is no longer in the config", sp.Name)
-		}
-	}
-	return nil
-}
-
-func samePlaced(a, b *api.Plan) bool {
-	x, y := *a, *b
-	x.RuntimeMs, y.RuntimeMs = 0, 0
-	return reflect.DeepEqual(x, y)
+// sameShared reports whether two configs share the same sessions, hardware and
+// profiles (sources and backends aside).
+func sameShared(a, b *api.Config) bool {
+	x, err1 := api.EncodeYAML(&api.Config{Hardware: a.Hardware, Profiles: a.Profiles, Sessions: a.Sessions})
+	y, err2 := api.EncodeYAML(&api.Config{Hardware: b.Hardware, Profiles: b.Profiles, Sessions: b.Sessions})
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // countingRunner is the LiveSwitch with the rate monitor's counters: the

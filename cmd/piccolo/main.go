@@ -24,6 +24,7 @@ func newRootCmd() *cobra.Command {
 		newSimulateCmd(),
 		newBackendCmd(),
 		newGatewayCmd(),
+		newSchedulerCmd(),
 		newLoadgenCmd(),
 		newProfileCmd(),
 		newDemoCmd(),

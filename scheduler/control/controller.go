@@ -34,6 +34,10 @@ type Replan struct {
 	Cause string
 	// Plan is the placed plan to serve: one backend id per machine.
 	Plan *api.Plan
+	// Config is the config Plan was made for (the one last handed to New or
+	// SetConfig before this decision); a publisher that serves the plan with
+	// its sessions must take them from here, not from a newer SetConfig.
+	Config *api.Config
 	// Unplaced is the planner's output before placement (Backends empty).
 	Unplaced *api.Plan
 	// Shortfall is what placement reported (devices needed vs present).
@@ -429,7 +433,7 @@ func (c *Controller) floor(k Key) float64 { return c.decl[k] * c.o.MinRateFracti
 
 func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measured map[Key]float64) {
 	log := c.o.Logger.With(zap.String("cause", cause.cause))
-	r := &Replan{Cause: cause.cause, Trigger: cause.trigger, Unplaced: c.unplaced, Rates: c.planned}
+	r := &Replan{Cause: cause.cause, Trigger: cause.trigger, Unplaced: c.unplaced, Rates: c.planned, Config: c.cfg}
 	fail := func(err error) {
 		c.retry = &cause
 		log.Warn("re-plan failed; serving the last plan", zap.Error(err))

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/consultest"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
+)
+
+// schedulerHelperEnv switches the test binary into a `piccolo scheduler` child
+// process (TestHelperSchedulerProcess), so a test can SIGKILL the leader.
+const schedulerHelperEnv = "PICCOLO_TEST_SCHEDULER_OPTS"
+
+// TestHelperSchedulerProcess is not a test: run as a child process with
+// schedulerHelperEnv set ({Config, Consul, ID}), it runs a scheduler candidate,
+// prints "READY" and exits when its stdin closes (the parent died).
+func TestHelperSchedulerProcess(t *testing.T) {
+	spec := os.Getenv(schedulerHelperEnv)
+	if spec == "" {
+		t.Skip("helper process for the cluster tests")
+	}
+	var h struct{ Config, Consul, ID string }
+	if err := json.Unmarshal([]byte(spec), &h); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
+	o := &schedulerOptions{files: []string{h.Config}, consul: h.Consul, prefix: "piccolo", id: h.ID, ttl: 2 * time.Second,
+		policy: "piccolo", burst: 0.999, logFmt: "json", control: control.Options{Period: -1}}
+	if err := runScheduler(ctx, o, func(string) { fmt.Println("READY") }); err != nil {
+		fmt.Fprintln(os.Stderr, "helper scheduler:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+type schedulerProc struct {
+	id  string
+	cmd *exec.Cmd
+}
+
+func startSchedulerProc(t *testing.T, cfgPath, consul, id string) *schedulerProc {
+	t.Helper()
+	spec, _ := json.Marshal(map[string]string{"Config": cfgPath, "Consul": consul, "ID": id})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSchedulerProcess$")
+	cmd.Env = append(os.Environ(), schedulerHelperEnv+"="+string(spec))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &lockedWriter{w: &stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == "READY" {
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("scheduler %s did not start; stderr:\n%s", id, stderr.String())
+	}
+	return &schedulerProc{id: id, cmd: cmd}
+}
+
+// startFollower runs `piccolo gateway --consul --schedule=false` in-process
+// with the admin API on (token "tok") and returns its HTTP base URL.
+func startFollower(t *testing.T, ctx context.Context, cfgPath, consul, id string, evs *planEvents) string {
+	t.Helper()
+	o := &gatewayOptions{files: []string{cfgPath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo",
+		dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second, consul: consul,
+		clusterPrefix: "piccolo", gatewayID: id, adminToken: "tok", configWait: 15 * time.Second, onPlan: evs.add}
+	url, done := startGateway(t, ctx, o)
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Errorf("gateway %s did not stop", id)
+		}
+	})
+	return url
+}
+
+func adminDo(t *testing.T, url, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func adminPlan(t *testing.T, url string) *api.Plan {
+	t.Helper()
+	st, b := adminDo(t, url, "GET", "/admin/plan", "tok", "")
+	var p api.Plan
+	if st != 200 || json.Unmarshal([]byte(b), &p) != nil {
+		t.Fatalf("GET %s/admin/plan: %d %s", url, st, b)
+	}
+	return &p
+}
+
+// TestClusterTwoGatewaysStandbyScheduler is issue 4's distribution test, with a
+// real Consul agent: two scheduler processes (one elected with the Consul
+// lock, one standby), two gateways that only follow the plan published in
+// Consul KV, four sim backends (processes), Poisson load on both gateways.
+//
+//  1. Both gateways serve the leader's plan.
+//  2. The leader is SIGKILLed: the standby takes over after its TTL and both
+//     gateways serve its plan; every request is answered throughout.
+//  3. A backend in the plan is SIGKILLed: the new leader re-plans and both
+//     gateways drop it.
+//  4. An admin PUT on one gateway changes the SLO: both gateways serve the
+//     re-planned session; an invalid PUT changes nothing; no token → 401.
+func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Consul, two schedulers and four backend processes")
+	}
+	agent := consultest.Start(t)
+	dir := t.TempDir()
+	const rate = 240.0
+	cfgPath := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, consulTestConfig, rate), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	procs := map[string]*backendProc{}
+	for i := range 4 {
+		id := fmt.Sprintf("gpu-%d", i)
+		procs[id] = startBackendProc(t, cfgPath, "v100", agent.Addr(), id)
+	}
+	scheds := map[string]*schedulerProc{}
+	scheds["sched-a"] = startSchedulerProc(t, cfgPath, agent.Addr(), "sched-a")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ev1, ev2 := newPlanEvents(), newPlanEvents()
+	url1 := startFollower(t, ctx, cfgPath, agent.Addr(), "gw-1", ev1)
+	url2 := startFollower(t, ctx, cfgPath, agent.Addr(), "gw-2", ev2)
+	scheds["sched-b"] = startSchedulerProc(t, cfgPath, agent.Addr(), "sched-b")
+	// Wait until both gateways see all four backends and serve the same plan.
+	deadline := time.Now().Add(20 * time.Second)
+	for len(membersOf(t, url1)) < 4 || len(membersOf(t, url2)) < 4 || !samePlaced(adminPlan(t, url1), adminPlan(t, url2)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the two gateways serve different plans:\n%v\n%v", placedOn(adminPlan(t, url1)), placedOn(adminPlan(t, url2)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	leader := ev1.last().Leader
+	standby := "sched-a"
+	if leader == "sched-a" {
+		standby = "sched-b"
+	}
+	t.Logf("leader %s, standby %s; plan cost %.2f on %v", leader, standby, ev1.last().Plan.TotalCost, placedOn(ev1.last().Plan))
+
+	lctx, stopLoad := context.WithCancel(ctx)
+	load1 := startLoad(lctx, url1+"/v2/models/s/infer", inferBody, func() float64 { return rate / 2 })
+	load2 := startLoad(lctx, url2+"/v2/models/s/infer", inferBody, func() float64 { return rate / 2 })
+	time.Sleep(3 * time.Second)
+
+	// 2. The leader dies.
+	killedSched := time.Now()
+	if err := scheds[leader].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	byStandby := func(e planEvent) bool { return e.Leader == standby }
+	f1 := ev1.waitPlan(t, 15*time.Second, "a plan from the standby", byStandby)
+	f2 := ev2.waitPlan(t, 15*time.Second, "a plan from the standby", byStandby)
+	t.Logf("leader SIGKILLed → standby's plan live on gateway 1 after %v, gateway 2 after %v (cause %s, cost %.2f)",
+		f1.Live.Sub(killedSched).Round(time.Millisecond), f2.Live.Sub(killedSched).Round(time.Millisecond), f1.Cause, f1.Plan.TotalCost)
+	if d := later(f1.Live, f2.Live).Sub(killedSched); d > 10*time.Second {
+		t.Errorf("failover took %v, want ≤ 10 s (TTL 2 s)", d)
+	}
+	time.Sleep(2 * time.Second)
+
+	// 3. A backend in the plan dies; the new leader re-plans for both gateways.
+	used := placedOn(ev1.last().Plan)
+	victim := procs[used[len(used)-1]]
+	killed := time.Now()
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	without := func(e planEvent) bool { return !slices.Contains(placedOn(e.Plan), victim.id) }
+	o1 := ev1.waitPlan(t, 10*time.Second, victim.id+" out", without)
+	o2 := ev2.waitPlan(t, 10*time.Second, victim.id+" out", without)
+	t.Logf("backend %s SIGKILLed → Consul reported it after %v; out of gateway 1's table after %v, gateway 2's after %v (%v and %v after the report)",
+		victim.id, o1.Trigger.Sub(killed).Round(time.Millisecond), o1.Live.Sub(killed).Round(time.Millisecond), o2.Live.Sub(killed).Round(time.Millisecond),
+		o1.Live.Sub(o1.Trigger).Round(time.Millisecond), o2.Live.Sub(o2.Trigger).Round(time.Millisecond))
+	for i, o := range []planEvent{o1, o2} {
+		if d := o.Live.Sub(killed); d > 5*time.Second {
+			t.Errorf("gateway %d: killed backend out after %v, want ≤ 5 s", i+1, d)
+		}
+		if d := o.Live.Sub(o.Trigger); d > time.Second {
+			t.Errorf("gateway %d: new plan live %v after Consul reported the change, want ≤ 1 s", i+1, d)
+		}
+	}
+	time.Sleep(6 * time.Second)
+	tailEnd := time.Now()
+
+	// 4. Operators change the session at gateway 2.
+	if st, b := adminDo(t, url2, "PUT", "/admin/sessions/s", "", "name: s\nslo: 500ms\nmodules:\n  - {name: d, model: det, rate: 240}\n"); st != 401 {
+		t.Errorf("PUT without a token: %d %s, want 401", st, b)
+	}
+	before := adminPlan(t, url1)
+	if st, b := adminDo(t, url1, "PUT", "/admin/sessions/s", "tok", "name: s\nslo: 500ms\nmodules:\n  - {name: d, model: nope, rate: 240}\n"); st != 400 {
+		t.Errorf("PUT with an unknown model: %d %s, want 400", st, b)
+	}
+	if after := adminPlan(t, url1); !samePlaced(before, after) {
+		t.Errorf("an invalid PUT changed the plan")
+	}
+	put := time.Now()
+	if st, b := adminDo(t, url2, "PUT", "/admin/sessions/s", "tok", "name: s\nslo: 500ms\nmodules:\n  - {name: d, model: det, rate: 240}\n"); st != 200 {
+		t.Fatalf("PUT on gateway 2: %d %s", st, b)
+	}
+	answered := time.Since(put)
+	c1 := ev1.waitPlan(t, 10*time.Second, "the 500ms SLO", func(e planEvent) bool { return e.Plan.Sessions[0].SLOMs == 500 })
+	t.Logf("admin PUT on gateway 2 answered after %v (plan live there); live on gateway 1 after %v", answered.Round(time.Millisecond),
+		c1.Live.Sub(put).Round(time.Millisecond))
+	if p := adminPlan(t, url2); p.Sessions[0].SLOMs != 500 {
+		t.Errorf("gateway 2 serves SLO %v ms after its PUT answered, want 500", p.Sessions[0].SLOMs)
+	}
+	if st, b := adminDo(t, url1, "GET", "/admin/sessions/s", "tok", ""); st != 200 || !strings.Contains(b, `500ms`) {
+		t.Errorf("gateway 1's admin view of session s after the change at gateway 2: %d %s", st, b)
+	}
+
+	stopLoad()
+	outs := append(load1.wait(), load2.wait()...)
+	slo := 400 * time.Millisecond
+	unanswered := 0
+	for _, o := range outs {
+		if o.status == 0 {
+			unanswered++
+			if unanswered <= 3 {
+				t.Errorf("request sent at +%v got no HTTP answer: %s", o.sent.Sub(killedSched).Round(time.Millisecond), o.body)
+			}
+		} else if o.status != 200 && !strings.Contains(o.body, "error") {
+			t.Errorf("status %d without an error message: %q", o.status, o.body)
+		}
+	}
+	failover, nf := attainment(outs, killedSched, f1.Live.Add(time.Second), slo)
+	tail, nt := attainment(outs, later(o1.Live, o2.Live).Add(time.Second), tailEnd, slo)
+	t.Logf("requests %d, all answered: %v; SLO attainment across the scheduler failover %.4f (%d), after the backend re-plan %.4f (%d)",
+		len(outs), unanswered == 0, failover, nf, tail, nt)
+	if failover < 0.99 {
+		t.Errorf("SLO attainment across the scheduler failover %.4f, want ≥ 0.99 (the gateways keep serving the last plan)", failover)
+	}
+	if tail < 0.99 {
+		t.Errorf("SLO attainment after the re-plan %.4f over %d requests, want ≥ 0.99", tail, nt)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

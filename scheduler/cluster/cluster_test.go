@@ -1,0 +1,263 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/internal/consultest"
+	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/cluster"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
+)
+
+const testConfig = `
+hardware:
+  - {name: t4, price: 0.5}
+profiles:
+  - model: m
+    hardware: t4
+    entries:
+      - {batch: 1, concurrency: 1, duration: 10ms}
+      - {batch: 4, concurrency: 1, duration: 20ms}
+sessions:
+  - name: s
+    slo: 200ms
+    modules:
+      - {name: a, model: m, rate: 50}
+      - {name: b, model: m, rate: 50, after: [a]}
+backends:
+  - {id: t4-0, address: 127.0.0.1:1, hardware: t4}
+  - {id: t4-1, address: 127.0.0.1:2, hardware: t4}
+`
+
+func loadTestConfig(t *testing.T) *api.Config {
+	t.Helper()
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "test.yaml", Data: []byte(testConfig)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func newClient(t *testing.T, addr string) *cluster.Client {
+	t.Helper()
+	c, err := cluster.New(addr, cluster.Options{WaitTime: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func planner(c *api.Config) (*api.Plan, error) {
+	return scheduler.Plan(c, scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8})
+}
+
+// records collects the plans a follower sees.
+type records struct {
+	mu  sync.Mutex
+	all []*cluster.Record
+	ch  chan *cluster.Record
+}
+
+func watchPlans(ctx context.Context, c *cluster.Client) *records {
+	r := &records{ch: make(chan *cluster.Record, 100)}
+	go func() {
+		_ = c.WatchPlan(ctx, func(rec *cluster.Record) {
+			r.mu.Lock()
+			r.all = append(r.all, rec)
+			r.mu.Unlock()
+			r.ch <- rec
+		})
+	}()
+	return r
+}
+
+func (r *records) wait(t *testing.T, timeout time.Duration, what string, ok func(*cluster.Record) bool) *cluster.Record {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case rec := <-r.ch:
+			if ok(rec) {
+				return rec
+			}
+		case <-deadline:
+			t.Fatalf("no plan record with %s within %v", what, timeout)
+		}
+	}
+}
+
+func startCandidate(t *testing.T, ctx context.Context, c *cluster.Client, id string, seed *api.Config) (*cluster.Scheduler, <-chan struct{}) {
+	t.Helper()
+	s, err := cluster.NewScheduler(c, cluster.SchedulerOptions{ID: id, Seed: seed, Plan: planner,
+		Members: membership.Static(seed.Backends, seed.Hardware), Control: control.Options{Period: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	return s, done
+}
+
+// The config key is written with check-and-set: a writer that read an old
+// index is refused with ErrConfigChanged and the stored config stays.
+func TestConfigCheckAndSet(t *testing.T) {
+	agent := consultest.Start(t)
+	ctx := context.Background()
+	c := newClient(t, agent.Addr())
+	cfg := loadTestConfig(t)
+	if got, idx, err := c.Config(ctx); err != nil || got != nil || idx != 0 {
+		t.Fatalf("empty cluster: Config = %v, %d, %v; want nil, 0, nil", got, idx, err)
+	}
+	idx, err := c.PutConfig(ctx, cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutConfig(ctx, cfg, 0); !errors.Is(err, cluster.ErrConfigChanged) {
+		t.Fatalf("second create: err = %v, want ErrConfigChanged", err)
+	}
+	changed := *cfg
+	changed.Sessions = append([]api.Session(nil), cfg.Sessions...)
+	changed.Sessions[0].SLO = api.Duration(300 * time.Millisecond)
+	idx2, err := c.PutConfig(ctx, &changed, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutConfig(ctx, cfg, idx); !errors.Is(err, cluster.ErrConfigChanged) {
+		t.Fatalf("write against the old index: err = %v, want ErrConfigChanged", err)
+	}
+	got, gotIdx, err := c.Config(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotIdx != idx2 || got.Sessions[0].SLO.D() != 300*time.Millisecond {
+		t.Fatalf("stored config: index %d SLO %v; want index %d SLO 300ms", gotIdx, got.Sessions[0].SLO.D(), idx2)
+	}
+	if len(got.Backends) != 0 {
+		t.Errorf("the shared config holds backends %v; they come from Consul membership", got.Backends)
+	}
+}
+
+// Two candidates: one leads and publishes; when it stops, the standby takes
+// over within a few seconds and publishes a plan under its own name; a config
+// change in Consul is re-planned by the new leader.
+func TestElectionFailoverAndConfigChange(t *testing.T) {
+	agent := consultest.Start(t)
+	cfg := loadTestConfig(t)
+	root, cancelRoot := context.WithCancel(context.Background())
+	defer cancelRoot()
+	follower := newClient(t, agent.Addr())
+	recs := watchPlans(root, follower)
+
+	ctxA, stopA := context.WithCancel(root)
+	a, doneA := startCandidate(t, ctxA, newClient(t, agent.Addr()), "cand-a", cfg)
+	first := recs.wait(t, 20*time.Second, "a first plan", func(*cluster.Record) bool { return true })
+	if first.Leader != "cand-a" || first.Cause != control.CauseInitial {
+		t.Fatalf("first record: leader %q cause %q; want cand-a, initial", first.Leader, first.Cause)
+	}
+	if !a.Leading() {
+		t.Fatal("cand-a published but does not report leading")
+	}
+	served, err := cluster.DecodeConfig("record", []byte(first.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(served.Backends) != 2 || len(served.Sessions) != 1 {
+		t.Fatalf("record config: %d backends, %d sessions; want 2 and 1", len(served.Backends), len(served.Sessions))
+	}
+	if err := scheduler.Check(served, first.Plan); err != nil {
+		t.Errorf("published plan does not check against its config: %v", err)
+	}
+
+	b, _ := startCandidate(t, root, newClient(t, agent.Addr()), "cand-b", cfg)
+	time.Sleep(500 * time.Millisecond)
+	if b.Leading() {
+		t.Fatal("two candidates lead at once")
+	}
+	stopped := time.Now()
+	stopA()
+	<-doneA
+	rec := recs.wait(t, 15*time.Second, "leader cand-b", func(r *cluster.Record) bool { return r.Leader == "cand-b" })
+	t.Logf("clean stop of the leader → standby's first plan: %v (record version %d, previous %d)", time.Since(stopped).Round(time.Millisecond), rec.Version, first.Version)
+	if rec.Version <= first.Version {
+		t.Errorf("the new leader's version %d does not continue from %d", rec.Version, first.Version)
+	}
+
+	// An operator's change written to Consul is planned by the leader.
+	c := newClient(t, agent.Addr())
+	_, idx, err := c.Config(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := *cfg
+	changed.Sessions = append([]api.Session(nil), cfg.Sessions...)
+	changed.Sessions[0].SLO = api.Duration(400 * time.Millisecond)
+	newIdx, err := c.PutConfig(root, &changed, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = recs.wait(t, 10*time.Second, "the new config's index", func(r *cluster.Record) bool { return r.ConfigIndex >= newIdx })
+	if rec.Cause != control.CauseConfig || rec.Plan.Sessions[0].SLOMs != 400 {
+		t.Fatalf("after the config change: cause %q, SLO %v ms; want config, 400", rec.Cause, rec.Plan.Sessions[0].SLOMs)
+	}
+}
+
+// A leadership whose session does not hold the lock cannot publish: the
+// fencing transaction refuses it and the plan key is untouched.
+func TestDeposedLeaderCannotPublish(t *testing.T) {
+	agent := consultest.Start(t)
+	ctx := context.Background()
+	c := newClient(t, agent.Addr())
+	cfg := loadTestConfig(t)
+	led := make(chan *cluster.Leadership, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Campaign(cctx, "cand-x", 0, func(lctx context.Context, l *cluster.Leadership) {
+			led <- l
+			<-lctx.Done()
+		})
+	}()
+	var l *cluster.Leadership
+	select {
+	case l = <-led:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the only candidate was not elected within 20 s")
+	}
+	plan, err := planner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Publish(ctx, &cluster.Record{Version: 1, Leader: "cand-x", Plan: plan}); err != nil {
+		t.Fatalf("the leader's publish: %v", err)
+	}
+	cancel() // steps down: releases the lock and destroys its session
+	<-done
+	err = l.Publish(ctx, &cluster.Record{Version: 2, Leader: "cand-x", Plan: plan})
+	if !errors.Is(err, cluster.ErrNotLeader) {
+		t.Fatalf("publish after stepping down: err = %v, want ErrNotLeader", err)
+	}
+	rec, _, err := c.Plan(ctx)
+	if err != nil || rec == nil || rec.Version != 1 {
+		t.Fatalf("plan key after the refused publish: %+v, %v; want version 1", rec, err)
+	}
+}
+
+// ExpandRates scales each session's measured source rate to every module by
+// the configured ratios.
+func TestExpandRates(t *testing.T) {
+	cfg := loadTestConfig(t)
+	cfg.Sessions[0].Modules[1].Rate = 150 // b: 3 items per request (fan-out)
+	s := control.Snapshot{Windows: []time.Duration{time.Second, 5 * time.Second},
+		Rates: []control.ModuleRate{{Session: "s", Module: "a", Envelope: 20, Windows: []float64{20, 10}}}}
+	got := cluster.ExpandRates(cfg, s).Envelopes()
+	if got[control.Key{Session: "s", Module: "a"}] != 20 || got[control.Key{Session: "s", Module: "b"}] != 60 {
+		t.Fatalf("expanded envelopes %v; want a 20, b 60", got)
+	}
+}

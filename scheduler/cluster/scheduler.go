@@ -1,0 +1,335 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
+)
+
+// SchedulerOptions configure a scheduler candidate. ID, Seed and Plan are required.
+type SchedulerOptions struct {
+	// ID names the candidate (unique in the cluster; DefaultID()).
+	ID string
+	// Seed is the config written to Consul when the cluster has none yet (the
+	// candidate's -c files). Once Consul holds a config, that one is planned.
+	Seed *api.Config
+	// Plan is the planner (scheduler.Plan or simulate.PlanForBursts with options).
+	Plan func(*api.Config) (*api.Plan, error)
+	// Members is the backend membership (default: membership.NewConsul on the
+	// same agent).
+	Members membership.Membership
+	// Control tunes the control loop; Plan, Publish and Logger are set here.
+	Control control.Options
+	// TTL is the candidate's heartbeat TTL (default DefaultTTL).
+	TTL time.Duration
+	// RatesEvery is how often the leader reads the gateways' rates (default 1 s).
+	RatesEvery time.Duration
+	// Logger (default none).
+	Logger *zap.Logger
+	// OnPublish, when set, is called after each published Record (tests, metrics).
+	OnPublish func(*Record)
+}
+
+// Scheduler is a candidate for the cluster's scheduler: Run campaigns, and
+// while elected runs the control loop (control.Controller) on the config in
+// Consul, the Consul membership and the gateways' reported rates, publishing
+// each decision as a Record. Leading and Status may be called from any goroutine.
+type Scheduler struct {
+	c       *Client
+	o       SchedulerOptions
+	leading atomic.Bool
+	ctl     atomic.Pointer[control.Controller]
+}
+
+// NewScheduler checks o and returns a candidate; Run starts it.
+func NewScheduler(c *Client, o SchedulerOptions) (*Scheduler, error) {
+	if o.ID == "" || o.Seed == nil || o.Plan == nil {
+		return nil, errors.New("cluster: a scheduler needs an ID, a seed config and a planner")
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.RatesEvery <= 0 {
+		o.RatesEvery = time.Second
+	}
+	if o.Members == nil {
+		m, err := membership.NewConsul(c.addr, membership.ConsulOptions{Logger: o.Logger})
+		if err != nil {
+			return nil, err
+		}
+		o.Members = m
+	}
+	return &Scheduler{c: c, o: o}, nil
+}
+
+// Run campaigns until ctx ends (Client.Campaign); returns nil then.
+func (s *Scheduler) Run(ctx context.Context) error {
+	return s.c.Campaign(ctx, s.o.ID, s.o.TTL, s.lead)
+}
+
+// Leading reports whether this candidate is the cluster's scheduler now.
+func (s *Scheduler) Leading() bool { return s.leading.Load() }
+
+// Status is the control loop's status while leading; nil otherwise.
+func (s *Scheduler) Status() *control.Status {
+	if c := s.ctl.Load(); c != nil && s.leading.Load() {
+		return c.Status()
+	}
+	return nil
+}
+
+// term is one leadership: the state of the elected scheduler.
+type term struct {
+	s   *Scheduler
+	l   *Leadership
+	log *zap.Logger
+
+	mu      sync.Mutex // guards the fields below
+	known   map[string]api.Backend
+	snap    membership.Snapshot
+	index   map[*api.Config]uint64 // config → its ModifyIndex in Consul
+	cfg     *api.Config            // latest config from Consul (for expanding rates)
+	version uint64
+}
+
+// lead is the elected scheduler's work, until ctx ends.
+func (s *Scheduler) lead(ctx context.Context, l *Leadership) {
+	s.leading.Store(true)
+	defer s.leading.Store(false)
+	t := &term{s: s, l: l, log: s.o.Logger.With(zap.String("scheduler", s.o.ID)), known: map[string]api.Backend{},
+		index: map[*api.Config]uint64{}}
+	if err := t.run(ctx); err != nil && ctx.Err() == nil {
+		t.log.Error("scheduler: stepping down", zap.Error(err))
+	}
+}
+
+func (t *term) run(ctx context.Context) error {
+	cfg, idx, err := t.s.c.Config(ctx)
+	if err != nil {
+		return err
+	}
+	if cfg == nil {
+		if idx, err = t.s.c.PutConfig(ctx, t.s.o.Seed, 0); err != nil {
+			return fmt.Errorf("seed the cluster's config: %w", err)
+		}
+		cfg = withoutBackends(t.s.o.Seed)
+		t.log.Info("seeded the cluster's config from this scheduler's files", zap.Uint64("index", idx))
+	}
+	if prev, _, err := t.s.c.Plan(ctx); err == nil && prev != nil {
+		t.version = prev.Version
+	}
+	t.index[cfg] = idx
+	t.cfg = cfg
+
+	updates := membership.Updates(ctx, t.s.o.Members)
+	var snap membership.Snapshot
+	warned := false
+	for len(snap.Members) == 0 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case s, ok := <-updates:
+			if !ok {
+				return errors.New("the membership watch ended")
+			}
+			snap = s
+		}
+		if len(snap.Members) == 0 && !warned {
+			t.log.Warn("no backends in Consul yet; waiting for one to register", zap.Bool("stale", snap.Stale), zap.Error(snap.Err))
+			warned = true
+		}
+	}
+	t.noteSnapshot(snap)
+
+	copts := t.s.o.Control
+	copts.Plan = t.s.o.Plan
+	copts.Publish = func(r *control.Replan) error { return t.publish(ctx, r) }
+	copts.Logger = t.log
+	ctl, err := control.New(cfg, members(snap), copts)
+	if err != nil {
+		return err
+	}
+	t.s.ctl.Store(ctl)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); _ = ctl.Run(ctx) }()
+	go func() { defer wg.Done(); t.watchMembers(ctx, ctl, updates, snap) }()
+	go func() { defer wg.Done(); t.watchConfig(ctx, ctl, idx) }()
+	t.readRates(ctx, ctl)
+	wg.Wait()
+	return nil
+}
+
+// publish is the controller's Publish: the placed plan and its config, with
+// every backend it may name, as one Record.
+func (t *term) publish(ctx context.Context, r *control.Replan) error {
+	t.mu.Lock()
+	idx := t.index[r.Config]
+	full := *r.Config
+	full.Backends = make([]api.Backend, 0, len(t.known))
+	for _, m := range t.snap.Members { // live ones first, in id order
+		full.Backends = append(full.Backends, t.known[m.ID])
+	}
+	for id, b := range t.known { // and the ones that left, which a plan placed just before may name
+		if _, live := t.snap.Member(id); !live {
+			full.Backends = append(full.Backends, b)
+		}
+	}
+	t.version++
+	version := t.version
+	t.mu.Unlock()
+	y, err := api.EncodeYAML(&full)
+	if err != nil {
+		return err
+	}
+	rec := &Record{Version: version, Leader: t.l.ID(), Cause: r.Cause, Trigger: r.Trigger, At: time.Now(), ConfigIndex: idx,
+		Config: string(y), Plan: r.Plan, PlanTookMs: float64(r.PlanTook+r.PlaceTook) / 1e6, DevicesMissing: r.Shortfall.Missing()}
+	if err := t.l.Publish(ctx, rec); err != nil {
+		return err
+	}
+	if t.s.o.OnPublish != nil {
+		t.s.o.OnPublish(rec)
+	}
+	return nil
+}
+
+func (t *term) noteSnapshot(s membership.Snapshot) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.snap = s
+	for _, b := range s.Backends() {
+		t.known[b.ID] = b
+	}
+}
+
+// watchMembers hands membership changes to the controller; a Stale snapshot
+// (Consul unreachable) keeps the last members.
+func (t *term) watchMembers(ctx context.Context, ctl *control.Controller, updates <-chan membership.Snapshot, last membership.Snapshot) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s, ok := <-updates:
+			if !ok {
+				return
+			}
+			if s.Stale {
+				continue
+			}
+			t.noteSnapshot(s)
+			if !s.SameMembers(last) {
+				ctl.SetMembers(members(s))
+			}
+			last = s
+		}
+	}
+}
+
+// watchConfig hands each new config in Consul to the controller. A value the
+// loader refuses (written by hand, or by an older version) is logged and the
+// running config stays.
+func (t *term) watchConfig(ctx context.Context, ctl *control.Controller, have uint64) {
+	_ = t.s.c.WatchKey(ctx, t.s.c.ConfigKey(), func(ev KeyEvent) {
+		if ev.Stale || ev.Value == nil || ev.Index == have {
+			return
+		}
+		cfg, err := DecodeConfig(t.s.c.ConfigKey(), ev.Value)
+		if err != nil {
+			t.log.Error("the config in Consul is not valid: keeping the running one", zap.Error(err))
+			return
+		}
+		have = ev.Index
+		t.mu.Lock()
+		t.index[cfg] = ev.Index
+		t.cfg = cfg
+		t.mu.Unlock()
+		ctl.SetConfig(cfg)
+	})
+}
+
+// readRates reads the gateways' reports every RatesEvery and hands each one
+// that changed since the last read to the controller, stamped with this
+// scheduler's clock (so gateways' clocks do not matter) and expanded from the
+// source modules to every module (ExpandRates).
+func (t *term) readRates(ctx context.Context, ctl *control.Controller) {
+	tick := time.NewTicker(t.s.o.RatesEvery)
+	defer tick.Stop()
+	seen := map[string]uint64{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			rs, err := t.s.c.Rates(ctx)
+			if err != nil && ctx.Err() == nil {
+				t.log.Debug("read the gateways' rates", zap.Error(err))
+			}
+			t.mu.Lock()
+			cfg := t.cfg
+			t.mu.Unlock()
+			for _, g := range rs {
+				if seen[g.Gateway] == g.Index {
+					continue
+				}
+				seen[g.Gateway] = g.Index
+				g.Snapshot.At = now
+				ctl.ObserveRates(g.Gateway, ExpandRates(cfg, g.Snapshot))
+			}
+		}
+	}
+}
+
+func members(s membership.Snapshot) []control.Member {
+	out := make([]control.Member, len(s.Members))
+	for i, m := range s.Members {
+		out[i] = control.Member{ID: m.ID, Hardware: m.Hardware}
+	}
+	return out
+}
+
+// ExpandRates turns the measured request rates of each session's source
+// modules (what a gateway counts) into rates for every module of cfg: a
+// module's rate is the session's measured request rate times its configured
+// rate over the sources' configured rate, so a fan-out module keeps its ratio.
+func ExpandRates(cfg *api.Config, s control.Snapshot) control.Snapshot {
+	measured := map[string]control.ModuleRate{}
+	for _, r := range s.Rates {
+		if m, ok := measured[r.Session]; !ok || r.Envelope > m.Envelope {
+			measured[r.Session] = r
+		}
+	}
+	out := control.Snapshot{At: s.At, Windows: s.Windows}
+	for _, sess := range cfg.Sessions {
+		src, ok := measured[sess.Name]
+		if !ok {
+			continue
+		}
+		var srcRate float64
+		for _, m := range sess.Modules {
+			if len(m.After) == 0 {
+				srcRate = max(srcRate, m.Rate)
+			}
+		}
+		if srcRate <= 0 {
+			continue
+		}
+		for _, m := range sess.Modules {
+			f := m.Rate / srcRate
+			r := control.ModuleRate{Session: sess.Name, Module: m.Name, Envelope: src.Envelope * f, Windows: make([]float64, len(src.Windows))}
+			for i, w := range src.Windows {
+				r.Windows[i] = w * f
+			}
+			out.Rates = append(out.Rates, r)
+		}
+	}
+	return out
+}
