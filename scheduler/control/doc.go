@@ -50,8 +50,9 @@
 //	// on a membership event: ctl.SetMembers(converted members)
 //	// on a valid config change: ctl.SetConfig(cfg)
 //
-// With several gateways, each sends its Snapshot (JSON) to the elected
-// scheduler, which calls ObserveRates with the gateway's id; rates add up.
+// With several gateways (scheduler/cluster), each writes its Snapshot (JSON)
+// to Consul KV; the elected scheduler reads them and calls ObserveRates with
+// the gateway's id; rates add up.
 // Members convert from the membership package as Member{ID, Hardware}; a
 // static config's backends as Member{b.ID, b.Hardware}.
 package control
