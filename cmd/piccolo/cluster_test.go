@@ -285,3 +285,31 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// piccolo scheduler refuses bad flags with a message naming the flag.
+func TestSchedulerFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, consulTestConfig, 100.0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok := schedulerOptions{files: []string{cfgPath}, consul: "127.0.0.1:1", ttl: 2 * time.Second, policy: "piccolo", logFmt: "json"}
+	for _, tc := range []struct {
+		change func(*schedulerOptions)
+		want   string
+	}{
+		{func(o *schedulerOptions) { o.consul = "" }, "--consul is required"},
+		{func(o *schedulerOptions) { o.files = nil }, "no config given"},
+		{func(o *schedulerOptions) { o.ttl = 500 * time.Millisecond }, "--ttl 500ms: must be at least 1s"},
+		{func(o *schedulerOptions) { o.policy = "fifo" }, `--policy "fifo": allowed:`},
+		{func(o *schedulerOptions) { o.logFmt = "xml" }, `--log "xml"`},
+		{func(o *schedulerOptions) { o.files = []string{filepath.Join(dir, "missing.yaml")} }, "missing.yaml"},
+	} {
+		o := ok
+		tc.change(&o)
+		err := runScheduler(context.Background(), &o, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want one containing %q", err, tc.want)
+		}
+	}
+}
