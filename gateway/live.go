@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/dispatcher"
@@ -84,6 +86,12 @@ type LiveOptions struct {
 	Clients *backends.Pool
 	// LoadTimeout bounds loading the models on the backends (default 30s).
 	LoadTimeout time.Duration
+	// UnloadTimeout bounds one batch of unloads a LiveSwitch sends after a
+	// previous plan has drained (default 5s). Unused by a LiveRunner alone.
+	UnloadTimeout time.Duration
+	// Logger receives the LiveSwitch's info line per batch of unloads and its
+	// debug lines for unloads that found nothing to do; nil logs nothing.
+	Logger *zap.Logger
 	// SlackFraction is the share of a module's budget kept free for what the
 	// dispatcher does not model (the network, the gateway, a loaded host): an
 	// item's dispatch deadline is min(now + budget, the request's deadline)
@@ -104,9 +112,14 @@ type LiveOptions struct {
 type LiveRunner struct {
 	sessions map[string]map[string]*liveModule
 	failed   map[string]string // session -> why it has no plan
+	loaded   map[modelAt]bool  // what NewLiveRunner loaded, by backend address
 	pool     *backends.Pool
 	ownPool  bool
 }
+
+// modelAt is a model loaded on the backend at addr (a host:port, not a backend
+// id: two configs may give one backend different ids, or one id a new address).
+type modelAt struct{ addr, model string }
 
 var (
 	_ ModuleRunner      = (*LiveRunner)(nil)
@@ -149,7 +162,7 @@ func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	for _, b := range cfg.Backends {
 		addr[b.ID] = b.Address
 	}
-	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, pool: opts.Clients}
+	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients}
 	if r.pool == nil {
 		r.pool, r.ownPool = backends.NewPool(backends.ClientOptions{}), true
 	}
@@ -228,6 +241,7 @@ func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		if err := c.Load(lctx, k.model, l[0], l[1]); err != nil {
 			return fail(fmt.Errorf("load model %q on backend %q (batch %d, concurrency %d): %w", k.model, k.backend, l[0], l[1], err))
 		}
+		r.loaded[modelAt{addr[k.backend], k.model}] = true
 		if _, ok := meta[k.model]; !ok {
 			if info, err := c.Metadata(lctx, k.model); err == nil {
 				meta[k.model] = info
