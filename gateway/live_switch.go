@@ -26,14 +26,32 @@ import (
 // just removed) is looked up in the runners still draining, so a request that
 // started before the swap finishes on the plan it started with.
 //
+// Once a previous runner has drained and been closed, its drain goroutine
+// unloads (backends.Client.Unload) every model that runner loaded on a backend
+// address and that neither the current runner (the switch's state at that
+// moment, so after A→B→A nothing A needs is unloaded) nor a runner still
+// draining loads there. The unload waits for the drain so that requests still
+// on the old plan finish on loaded models; it holds the Apply lock, so an Apply
+// never loads a model that an unload then removes. A batch of unloads is
+// bounded by LiveOptions.UnloadTimeout (5 s) and never fails anything: a
+// backend that no longer has the model (another gateway unloaded it first:
+// with several gateways on one plan each unloads the same models, which is
+// idempotent) or that cannot be reached (it left) is logged at debug, any
+// other error at warn, and each batch's unloads in one info line. Close
+// unloads nothing: other gateways may still serve those models.
+//
 // Apply calls are serialised by the LiveSwitch; Run, Estimate, ModuleMetadata,
 // Plan and Collect may be called from any goroutine at any time.
 type LiveSwitch struct {
 	opts LiveOptions // Clients set: one pool shared by every runner
 	pool *backends.Pool
 	own  bool // pool made here; closed by Close
+	log  *zap.Logger
 
-	applyMu sync.Mutex
+	// stop is canceled by Close: it ends the unloads in flight.
+	stop    context.Context
+	stopNow context.CancelFunc
+	applyMu sync.Mutex // serialises Apply and the unloads after a drain
 	cur     atomic.Pointer[liveState]
 	drainMu sync.Mutex
 	drains  []*LiveRunner                 // previous runners not closed yet
@@ -61,7 +79,13 @@ var (
 // (NewLiveRunner). opts.Clients, when nil, is a pool made here and shared by
 // every runner Apply builds later; Close closes it.
 func NewLiveSwitch(ctx context.Context, cfg *api.Config, plan *api.Plan, opts LiveOptions) (*LiveSwitch, error) {
-	s := &LiveSwitch{opts: opts, pool: opts.Clients}
+	s := &LiveSwitch{opts: opts, pool: opts.Clients, log: opts.Logger}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.opts.UnloadTimeout <= 0 {
+		s.opts.UnloadTimeout = 5 * time.Second
+	}
 	if s.pool == nil {
 		s.pool, s.own = backends.NewPool(backends.ClientOptions{}), true
 		s.opts.Clients = s.pool
@@ -74,6 +98,7 @@ func NewLiveSwitch(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		return nil, err
 	}
 	s.cur.Store(st)
+	s.stop, s.stopNow = context.WithCancel(context.Background())
 	empty := []*LiveRunner{}
 	s.oldView.Store(&empty)
 	return s, nil
@@ -112,9 +137,10 @@ func graceOf(cfg *api.Config) time.Duration {
 // batch sizes and concurrencies, and swaps the new dispatch table in: requests
 // submitted from then on use it; items already submitted finish on the previous
 // runner, which is closed once they have (or, at the latest, after its longest
-// SLO plus DefaultTimeout). An error (a group whose hardware has no backend, a
-// backend that refuses the load) leaves the running plan as it was. Apply calls
-// are serialised.
+// SLO plus DefaultTimeout), and the models only it used are then unloaded (see
+// LiveSwitch). An error (a group whose hardware has no backend, a backend that
+// refuses the load) leaves the running plan as it was. Apply calls are
+// serialised, and wait for a batch of unloads in progress (UnloadTimeout at most).
 func (s *LiveSwitch) Apply(ctx context.Context, cfg *api.Config, plan *api.Plan) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -149,7 +175,8 @@ func (s *LiveSwitch) publishDrainsLocked() {
 
 // drain closes old once nothing submitted to it is outstanding and a request
 // that started just before the swap can no longer reach it (old.grace), or after
-// old.grace + DefaultTimeout at the latest.
+// old.grace + DefaultTimeout at the latest, then unloads what only old used
+// (unloadDropped). Nothing is closed or unloaded once Close has begun.
 func (s *LiveSwitch) drain(old *liveState) {
 	defer s.wg.Done()
 	start := time.Now()
@@ -174,10 +201,68 @@ func (s *LiveSwitch) drain(old *liveState) {
 			s.publishDrainsLocked()
 			s.drainMu.Unlock()
 			old.runner.Close()
+			s.unloadDropped(old.runner)
 			return
 		}
 	}
 	s.drainMu.Unlock()
+}
+
+// unloadDropped unloads every model old loaded on a backend where neither the
+// current runner nor a runner still draining loads it. It runs on old's drain
+// goroutine, after old is closed, holding applyMu so that no Apply loads a
+// model between the choice and the unload. Errors are logged, never returned.
+func (s *LiveSwitch) unloadDropped(old *LiveRunner) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.drainMu.Lock()
+	if s.closed {
+		s.drainMu.Unlock()
+		return
+	}
+	keep := []*LiveRunner{s.cur.Load().runner}
+	keep = append(keep, s.drains...)
+	s.drainMu.Unlock()
+	var drop []modelAt
+	for k := range old.loaded {
+		used := false
+		for _, r := range keep {
+			used = used || r.loaded[k]
+		}
+		if !used {
+			drop = append(drop, k)
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	sort.Slice(drop, func(i, j int) bool {
+		return drop[i].addr < drop[j].addr || drop[i].addr == drop[j].addr && drop[i].model < drop[j].model
+	})
+	ctx, cancel := context.WithTimeout(s.stop, s.opts.UnloadTimeout)
+	defer cancel()
+	var unloaded, gone []string
+	for _, k := range drop {
+		name := k.model + "@" + k.addr
+		c, err := s.pool.Client(k.addr)
+		if err == nil {
+			err = c.Unload(ctx, k.model)
+		}
+		switch {
+		case err == nil:
+			unloaded = append(unloaded, name)
+		case s.stop.Err() != nil:
+			return // Close: the gateway is going away, and unloads nothing
+		case errors.Is(err, backends.ErrUnknownModel), errors.Is(err, backends.ErrBackendUnavailable):
+			// Unloaded already (another gateway was first), or the backend left.
+			gone = append(gone, name)
+			s.log.Debug("model to unload is gone", zap.String("model", k.model), zap.String("backend", k.addr), zap.Error(err))
+		default:
+			s.log.Warn("unload a model the plan no longer uses", zap.String("model", k.model), zap.String("backend", k.addr), zap.Error(err))
+		}
+	}
+	s.log.Info("unloaded models the plan no longer uses", zap.Strings("unloaded", unloaded), zap.Strings("already_gone", gone),
+		zap.Int("failed", len(drop)-len(unloaded)-len(gone)))
 }
 
 // outstanding is the number of items submitted and not yet done, all modules.
@@ -192,7 +277,9 @@ func (r *LiveRunner) outstanding() int64 {
 }
 
 // Close closes the current runner and every runner still draining (their queued
-// items fail with ErrUnavailable) and the client pool if it was made here.
+// items fail with ErrUnavailable) and the client pool if it was made here. It
+// unloads nothing (other gateways may serve the same models) and cancels
+// unloads in flight.
 func (s *LiveSwitch) Close() error {
 	s.drainMu.Lock()
 	if s.closed {
@@ -200,6 +287,7 @@ func (s *LiveSwitch) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.stopNow()
 	rs := append([]*LiveRunner{s.cur.Load().runner}, s.drains...)
 	s.drains = nil
 	s.drainMu.Unlock()
