@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -20,13 +22,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
 )
 
 // statusOptions are the flags of `piccolo status`.
 type statusOptions struct {
-	target  string
-	window  time.Duration
-	timeout time.Duration
+	target     string
+	window     time.Duration
+	timeout    time.Duration
+	adminToken string    // bearer token of /admin/; empty: $PICCOLO_ADMIN_TOKEN
+	stderr     io.Writer // warnings; nil: os.Stderr
 }
 
 func newStatusCmd() *cobra.Command {
@@ -44,13 +49,20 @@ func newStatusCmd() *cobra.Command {
             measured rate, machines by hardware, queue and compute p50, mean
             batch size.
 
-The plan comes from GET /admin/plan (the plan JSON) when the gateway serves it,
-and from the piccolo_plan_* metrics of GET /metrics otherwise. Live figures come
+The plan comes from GET /admin/plan (the plan JSON) when the gateway serves it
+and accepts the admin token (--admin-token, default $PICCOLO_ADMIN_TOKEN, sent
+as Authorization: Bearer), and from the piccolo_plan_* metrics of GET /metrics
+otherwise; the first line says which. A gateway that refuses the token (HTTP
+401) gets a one-line warning on stderr. With the token, the backends the
+gateway serves with come from GET /admin/backends: id, hardware, address, what
+the plan placed there, and the membership's source (static or consul) and
+whether it is stale. Live figures come
 from /metrics: cumulative since the gateway started, or, with --window D, over
 the D between two scrapes. Latency percentiles are read from histogram buckets:
 "≤256ms" means the bucket that holds the percentile ends at 256 ms.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.stderr = cmd.ErrOrStderr()
 			return runStatus(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
@@ -58,6 +70,7 @@ the D between two scrapes. Latency percentiles are read from histogram buckets:
 	f.StringVar(&o.target, "target", "http://127.0.0.1:8000", "the gateway's HTTP address (http://host:port or host:port)")
 	f.DurationVar(&o.window, "window", 0, "measure live figures over this window between two scrapes (0: since the gateway started)")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "timeout of each HTTP request")
+	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the gateway's admin API, for /admin/plan and /admin/backends (default: $PICCOLO_ADMIN_TOKEN)")
 	return cmd
 }
 
@@ -67,9 +80,20 @@ type statusSnapshot struct {
 	fams map[string]*dto.MetricFamily
 }
 
+// runStatus prints the status of the gateway at o.target to w, and warnings to
+// o.stderr. Errors: the target is malformed, or its /metrics cannot be read or
+// parsed; the admin API is optional.
 func runStatus(ctx context.Context, o *statusOptions, w io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	stderr := o.stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	token := o.adminToken
+	if token == "" {
+		token = os.Getenv("PICCOLO_ADMIN_TOKEN")
 	}
 	base := strings.TrimRight(o.target, "/")
 	if !strings.Contains(base, "://") {
@@ -99,8 +123,15 @@ func runStatus(ctx context.Context, o *statusOptions, w io.Writer) error {
 		}
 		from = first
 	}
-	plan, planSource := fetchPlan(ctx, client, base)
-	return writeStatus(ctx, w, client, base, plan, planSource, from, now)
+	plan, planSource, err := fetchPlan(ctx, client, base, token)
+	if err != nil {
+		fmt.Fprintf(stderr, "piccolo status: warning: %v; the plan comes from /metrics\n", err)
+	}
+	var bv *gateway.BackendView
+	if plan != nil { // the token works
+		bv = fetchBackends(ctx, client, base, token)
+	}
+	return writeStatus(ctx, w, client, base, plan, planSource, bv, from, now)
 }
 
 func scrapeGateway(ctx context.Context, client *http.Client, base string) (*statusSnapshot, error) {
@@ -120,9 +151,17 @@ func scrapeGateway(ctx context.Context, client *http.Client, base string) (*stat
 }
 
 func httpGet(ctx context.Context, client *http.Client, u string) ([]byte, int, error) {
+	return httpGetAuth(ctx, client, u, "")
+}
+
+// httpGetAuth is httpGet with Authorization: Bearer token (none when empty).
+func httpGetAuth(ctx context.Context, client *http.Client, u, token string) ([]byte, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -133,17 +172,69 @@ func httpGet(ctx context.Context, client *http.Client, u string) ([]byte, int, e
 	return b, resp.StatusCode, err
 }
 
-// fetchPlan reads /admin/plan; nil when the gateway does not serve it.
-func fetchPlan(ctx context.Context, client *http.Client, base string) (*api.Plan, string) {
-	body, status, err := httpGet(ctx, client, base+"/admin/plan")
+// fetchPlan reads /admin/plan with token; the plan is nil (and its source
+// "/metrics") when the gateway does not serve it. err, for a warning, is set
+// only when the gateway refused the token (HTTP 401): a gateway without the
+// admin API (404) or an older one is no cause for one.
+func fetchPlan(ctx context.Context, client *http.Client, base, token string) (*api.Plan, string, error) {
+	body, status, err := httpGetAuth(ctx, client, base+"/admin/plan", token)
+	if err == nil && status == http.StatusUnauthorized {
+		if token == "" {
+			return nil, "/metrics", errors.New("the gateway's admin API needs a token: pass --admin-token or set PICCOLO_ADMIN_TOKEN")
+		}
+		return nil, "/metrics", errors.New("the gateway's admin API refused the token (HTTP 401): check --admin-token or PICCOLO_ADMIN_TOKEN")
+	}
 	if err != nil || status != http.StatusOK {
-		return nil, "/metrics"
+		return nil, "/metrics", nil
 	}
 	var p api.Plan
 	if err := json.Unmarshal(body, &p); err != nil || len(p.Sessions) == 0 {
-		return nil, "/metrics"
+		return nil, "/metrics", nil
 	}
-	return &p, "/admin/plan"
+	return &p, "/admin/plan", nil
+}
+
+// fetchBackends reads /admin/backends with token; nil when it cannot.
+func fetchBackends(ctx context.Context, client *http.Client, base, token string) *gateway.BackendView {
+	body, status, err := httpGetAuth(ctx, client, base+"/admin/backends", token)
+	if err != nil || status != http.StatusOK {
+		return nil
+	}
+	var v gateway.BackendView
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil
+	}
+	return &v
+}
+
+// writeBackends prints the membership of bv: a heading with its source and
+// whether it is stale, then one row a backend.
+func writeBackends(w io.Writer, bv *gateway.BackendView) error {
+	src := bv.Source
+	if src == "" {
+		src = "-"
+	}
+	head := "backends (from /admin/backends): source " + src
+	if bv.Stale {
+		head += ", STALE"
+		if !bv.At.IsZero() {
+			head += " since " + bv.At.UTC().Format(time.RFC3339)
+		}
+		if bv.Error != "" {
+			head += ": " + bv.Error
+		}
+	}
+	fmt.Fprintln(w, head)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tHARDWARE\tADDRESS\tPLACED")
+	for _, b := range bv.Backends {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.ID, b.Hardware, b.Address, orNone(b.Placed))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w)
+	return err
 }
 
 // series is one sample: its labels and value (counter/gauge) or histogram.
@@ -354,7 +445,7 @@ func modulesOf(plan *api.Plan, now *statusSnapshot) (sessions []string, slo map[
 }
 
 func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base string, plan *api.Plan, planSource string,
-	from, now *statusSnapshot) error {
+	bv *gateway.BackendView, from, now *statusSnapshot) error {
 	span := "since start"
 	elapsed := 0.0
 	if from != nil {
@@ -384,6 +475,11 @@ func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base str
 	}
 	sort.Strings(hw)
 	fmt.Fprintf(w, "backends: %s\n\n", orNone(hw))
+	if bv != nil {
+		if err := writeBackends(w, bv); err != nil {
+			return err
+		}
+	}
 
 	sessions, slo, mods := modulesOf(plan, now)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/gateway"
+)
+
+// TestStatusAdminToken boots `piccolo backend` and `piccolo gateway` with the
+// admin API on, and runs `piccolo status` (the cobra command, flags parsed) with
+// the right token from the flag and from the environment, a wrong token and
+// none. With the token the plan comes from /admin/plan and the backends from
+// /admin/backends; without it status warns once on stderr, naming the flag and
+// the variable, and prints the plan from /metrics.
+func TestStatusAdminToken(t *testing.T) {
+	t.Setenv("PICCOLO_ADMIN_TOKEN", "") // the gateway takes its token from the flag
+	dir := t.TempDir()
+	profiles := filepath.Join(dir, "profiles.yaml")
+	if err := os.WriteFile(profiles, []byte(`
+hardware:
+  - {name: v100, price: 3}
+profiles:
+  - model: det
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 5ms}
+      - {batch: 4, concurrency: 1, duration: 8ms}
+sessions:
+  - name: s
+    slo: 500ms
+    modules:
+      - {name: d, model: det, rate: 20}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json", drain: time.Second}
+	backendAddr, _ := startBackend(t, ctx, bo)
+	backendsFile := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(backendsFile, []byte(fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", backendAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, adminToken: "tok"}
+	url, _ := startGateway(t, ctx, o)
+
+	// Rows every run prints, whichever source the plan comes from.
+	planRows := []string{
+		`(?m)^s +500ms +yes +`,
+		`(?m)^s +d +\S+ +\S+ +20\.0 +\S+ +\S+ +v100×\S+ `,
+	}
+	backendRows := []string{
+		`(?m)^backends \(from /admin/backends\): source static$`,
+		`(?m)^ID +HARDWARE +ADDRESS +PLACED$`,
+		`(?m)^gpu-0 +v100 +` + regexp.QuoteMeta(backendAddr) + ` +s/d$`,
+	}
+	const warning = "the plan comes from /metrics"
+	for _, tc := range []struct {
+		name      string
+		env, flag string
+		want      []string // regexps stdout matches
+		wantNot   []string // regexps stdout must not match
+		warn      string   // what stderr says; empty: nothing
+	}{
+		{name: "flag", flag: "tok", want: append([]string{`plan \(from /admin/plan\): policy piccolo, cost `}, backendRows...)},
+		{name: "env", env: "tok", want: append([]string{`plan \(from /admin/plan\): policy piccolo, cost `}, backendRows...)},
+		{name: "flag wins over env", env: "wrong", flag: "tok", want: []string{`plan \(from /admin/plan\)`}},
+		{name: "wrong token", flag: "wrong", want: []string{`plan \(from /metrics\): cost `}, wantNot: []string{`/admin/backends`},
+			warn: "refused the token (HTTP 401): check --admin-token or PICCOLO_ADMIN_TOKEN"},
+		{name: "no token", want: []string{`plan \(from /metrics\): cost `}, wantNot: []string{`/admin/backends`},
+			warn: "needs a token: pass --admin-token or set PICCOLO_ADMIN_TOKEN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("PICCOLO_ADMIN_TOKEN", tc.env)
+			args := []string{"--target", url}
+			if tc.flag != "" {
+				args = append(args, "--admin-token", tc.flag)
+			}
+			cmd := newStatusCmd()
+			var out, errOut bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&errOut)
+			cmd.SetArgs(args)
+			if err := cmd.ExecuteContext(ctx); err != nil {
+				t.Fatalf("status %v: %v\nstderr: %s", args, err, errOut.String())
+			}
+			t.Logf("piccolo status %v:\n%s", args, out.String())
+			for _, re := range append(tc.want, planRows...) {
+				if !regexp.MustCompile(re).MatchString(out.String()) {
+					t.Errorf("stdout does not match %s", re)
+				}
+			}
+			for _, re := range tc.wantNot {
+				if regexp.MustCompile(re).MatchString(out.String()) {
+					t.Errorf("stdout matches %s; it should not", re)
+				}
+			}
+			stderr := errOut.String()
+			switch {
+			case tc.warn == "" && stderr != "":
+				t.Errorf("stderr %q, want nothing", stderr)
+			case tc.warn != "" && (!strings.Contains(stderr, tc.warn) || !strings.Contains(stderr, warning) || strings.Count(stderr, "\n") != 1):
+				t.Errorf("stderr %q, want one line saying %q and %q", stderr, tc.warn, warning)
+			}
+		})
+	}
+}
+
+// TestStatusWriteBackends: the backends table, its heading with the source, and
+// a stale membership marked as such with when and why.
+func TestStatusWriteBackends(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		view gateway.BackendView
+		want string
+	}{
+		{
+			name: "static",
+			view: gateway.BackendView{Source: "static", Backends: []gateway.BackendInfo{
+				{ID: "gpu-0", Hardware: "v100", Address: "10.0.0.1:9101", Placed: []string{"s/a", "s/b"}},
+				{ID: "cpu-10", Hardware: "cpu-4c", Address: "10.0.0.2:9101"},
+			}},
+			want: "backends (from /admin/backends): source static\n" +
+				"ID      HARDWARE  ADDRESS        PLACED\n" +
+				"gpu-0   v100      10.0.0.1:9101  s/a, s/b\n" +
+				"cpu-10  cpu-4c    10.0.0.2:9101  none\n\n",
+		},
+		{
+			name: "stale consul",
+			view: gateway.BackendView{Source: "consul", Stale: true, At: at, Error: "consul: connection refused",
+				Backends: []gateway.BackendInfo{{ID: "gpu-0", Hardware: "v100", Address: "10.0.0.1:9101"}}},
+			want: "backends (from /admin/backends): source consul, STALE since 2026-11-23T10:00:00Z: consul: connection refused\n" +
+				"ID     HARDWARE  ADDRESS        PLACED\n" +
+				"gpu-0  v100      10.0.0.1:9101  none\n\n",
+		},
+		{
+			name: "none",
+			view: gateway.BackendView{},
+			want: "backends (from /admin/backends): source -\nID  HARDWARE  ADDRESS  PLACED\n\n",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := writeBackends(&b, &tc.view); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", b.String(), tc.want)
+			}
+		})
+	}
+}
