@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,37 +54,8 @@ type schedulerProc struct {
 
 func startSchedulerProc(t *testing.T, cfgPath, consul, id string) *schedulerProc {
 	t.Helper()
-	spec, _ := json.Marshal(map[string]string{"Config": cfgPath, "Consul": consul, "ID": id})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSchedulerProcess$")
-	cmd.Env = append(os.Environ(), schedulerHelperEnv+"="+string(spec))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &lockedWriter{w: &stderr}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "READY" {
-				close(ready)
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("scheduler %s did not start; stderr:\n%s", id, stderr.String())
-	}
+	cmd, _, _ := startChild(t, "TestHelperSchedulerProcess", schedulerHelperEnv,
+		map[string]string{"Config": cfgPath, "Consul": consul, "ID": id}, "READY")
 	return &schedulerProc{id: id, cmd: cmd}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,17 +50,7 @@ sessions:
 		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, watch: true}
 	url, gdone := startGateway(t, ctx, o)
 	do := func(method, path, token, body string) (int, string) {
-		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return adminDo(t, url, method, path, token, body)
 	}
 	if st, b := do("GET", "/admin/plan", "", ""); st != 401 {
 		t.Errorf("GET /admin/plan without a token: %d %s", st, b)

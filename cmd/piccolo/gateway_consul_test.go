@@ -61,9 +61,20 @@ type backendProc struct {
 
 func startBackendProc(t *testing.T, cfgPath, hardware, consul, id string) *backendProc {
 	t.Helper()
-	spec, _ := json.Marshal(map[string]string{"Config": cfgPath, "Hardware": hardware, "Consul": consul, "ID": id})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBackendProcess$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd, stdin, addr := startChild(t, "TestHelperBackendProcess", helperEnv,
+		map[string]string{"Config": cfgPath, "Hardware": hardware, "Consul": consul, "ID": id}, "ADDR ")
+	return &backendProc{id: id, addr: addr, cmd: cmd, stdin: stdin}
+}
+
+// startChild runs the test binary as a helper process: only the test named
+// helper, with env set to spec as JSON. It returns once the child prints a line
+// starting with prefix (the rest of the line is returned); the child is killed
+// in the test's Cleanup, and sees its stdin close when the parent dies.
+func startChild(t *testing.T, helper, env string, spec any, prefix string) (*exec.Cmd, io.WriteCloser, string) {
+	t.Helper()
+	js, _ := json.Marshal(spec)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$")
+	cmd.Env = append(os.Environ(), env+"="+string(js))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -77,23 +88,26 @@ func startBackendProc(t *testing.T, cfgPath, hardware, consul, id string) *backe
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &backendProc{id: id, cmd: cmd, stdin: stdin}
-	t.Cleanup(func() { p.stdin.Close(); _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
-	addr := make(chan string, 1)
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "ADDR "); ok {
-				addr <- a
+			if rest, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+				select {
+				case line <- rest:
+				default:
+				}
 			}
 		}
 	}()
 	select {
-	case p.addr = <-addr:
+	case rest := <-line:
+		return cmd, stdin, rest
 	case <-time.After(30 * time.Second):
-		t.Fatalf("backend %s did not start; stderr:\n%s", id, stderr.String())
+		t.Fatalf("%s (%s) did not start; stderr:\n%s", helper, string(js), stderr.String())
 	}
-	return p
+	return nil, nil, ""
 }
 
 type lockedWriter struct {
