@@ -65,7 +65,7 @@ func NewServer(exec *Executor, opts ServerOptions) (*Server, error) {
 	s := &Server{exec: exec, opts: opts}
 	s.ready.Store(true)
 	if opts.Metrics != nil {
-		opts.Metrics.setExecutor(exec)
+		opts.Metrics.SetExecutor(exec)
 	}
 	return s, nil
 }

@@ -383,21 +383,8 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 		return fmt.Errorf("plan: %w", err)
 	}
 	took := time.Since(start)
-	prev := c.Switch.Plan()
-	prevCfg := c.Switch.Config()
-	var bad []string
-	for _, sp := range plan.Sessions {
-		if sp.Error == "" {
-			continue
-		}
-		if wasFailing(prev, sp.Name) && !changed(prevCfg, cfg, sp.Name) {
-			continue // failing before and untouched: not this change's fault
-		}
-		bad = append(bad, fmt.Sprintf("session %q cannot be planned: %s", sp.Name, sp.Error))
-	}
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		return errors.New(strings.Join(bad, "; "))
+	if err := Unplannable(plan, c.Switch.Plan(), c.Switch.Config(), cfg); err != nil {
+		return err
 	}
 	if err := c.Switch.Apply(ctx, cfg, plan); err != nil {
 		return fmt.Errorf("place the new plan: %w", err)
@@ -409,7 +396,7 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 		return fmt.Errorf("serve the new sessions: %w", err) // cannot happen for a valid config
 	}
 	if c.Metrics != nil {
-		c.Metrics.setExecutor(c.Executor)
+		c.Metrics.SetExecutor(c.Executor)
 		_ = c.Metrics.SetPlan(plan, cause, took)
 		c.Metrics.SetMembership(cfg.Backends)
 	}

@@ -169,8 +169,11 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	return m, nil
 }
 
-// setExecutor resolves the per-session children of the executor's sessions.
-func (m *Metrics) setExecutor(e *Executor) {
+// SetExecutor resolves the per-session children (and the SLO that counts a
+// violation) of the executor's sessions. NewServer calls it; whoever changes
+// the executor's sessions afterwards (EmbeddedControl, the cluster follower)
+// calls it again after Executor.SetSessions.
+func (m *Metrics) SetExecutor(e *Executor) {
 	names := e.Sessions()
 	slos := make(map[string]time.Duration, len(names))
 	for _, n := range names {

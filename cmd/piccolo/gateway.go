@@ -193,7 +193,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	liveOpts := gateway.LiveOptions{Policy: pol, SlackFraction: slack, Metrics: metrics}
+	liveOpts := gateway.LiveOptions{Policy: pol, SlackFraction: slack, Metrics: metrics, Logger: log}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return planForServing(c, planOpts, o.burst) }
 	var (

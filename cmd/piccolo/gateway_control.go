@@ -245,6 +245,7 @@ func (cc *consulControl) syncSessionsLocked(cause string) {
 		cc.log.Error("serve the published sessions", zap.Error(err)) // cannot happen: the loader validated them
 		return
 	}
+	cc.metrics.SetExecutor(cc.exec)
 	cc.store.Adopt(cc.served, cause)
 }
 
