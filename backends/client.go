@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -318,6 +319,17 @@ type Pool struct {
 	mu      sync.Mutex // serializes adding and closing
 	clients atomic.Pointer[map[string]*Client]
 	closed  bool
+}
+
+// Addrs returns the addresses the pool holds a client for, sorted.
+func (p *Pool) Addrs() []string {
+	m := *p.clients.Load()
+	out := make([]string, 0, len(m))
+	for a := range m {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // NewPool returns an empty Pool whose clients use opts.

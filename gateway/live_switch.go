@@ -223,6 +223,7 @@ func (s *LiveSwitch) unloadDropped(old *LiveRunner) {
 	keep := []*LiveRunner{s.cur.Load().runner}
 	keep = append(keep, s.drains...)
 	s.drainMu.Unlock()
+	defer s.closeUnused(old, keep) // after the unloads, which need the connections
 	var drop []modelAt
 	for k := range old.loaded {
 		used := false
@@ -263,6 +264,30 @@ func (s *LiveSwitch) unloadDropped(old *LiveRunner) {
 	}
 	s.log.Info("unloaded models the plan no longer uses", zap.Strings("unloaded", unloaded), zap.Strings("already_gone", gone),
 		zap.Int("failed", len(drop)-len(unloaded)-len(gone)))
+}
+
+// closeUnused closes the pooled connections to the backends old loaded models
+// on and no runner in keep loads anything on (a backend that left, or one the
+// plan no longer uses), so a gateway under membership churn does not keep a
+// connection per backend it ever served. A later plan that places a model there
+// again dials anew. Called with applyMu held.
+func (s *LiveSwitch) closeUnused(old *LiveRunner, keep []*LiveRunner) {
+	used := map[string]bool{}
+	for _, r := range keep {
+		for k := range r.loaded {
+			used[k.addr] = true
+		}
+	}
+	closed := map[string]bool{}
+	for k := range old.loaded {
+		if used[k.addr] || closed[k.addr] {
+			continue
+		}
+		closed[k.addr] = true
+		if err := s.pool.Remove(k.addr); err != nil {
+			s.log.Debug("close the connection to a backend no longer used", zap.String("backend", k.addr), zap.Error(err))
+		}
+	}
 }
 
 // outstanding is the number of items submitted and not yet done, all modules.

@@ -230,6 +230,10 @@ func TestLiveSwitchUnloadsDroppedModel(t *testing.T) {
 	if !ready(t, onA[0], "a") {
 		t.Errorf("a, which the current plan uses, is no longer loaded on %s", onA[0])
 	}
+	// The backend that served only b has no use any more: its connection is closed.
+	if got := sw.pool.Addrs(); !slices.Equal(got, onA) {
+		t.Errorf("pooled connections after the drain: %v, want only the backend still used %v", got, onA)
+	}
 	unloaded, gone := unloadLines(logs)
 	if want := [][]string{{"b@" + onB[0]}}; fmt.Sprint(unloaded) != fmt.Sprint(want) || len(gone[0]) != 0 {
 		t.Errorf("unload info lines: unloaded %v, already gone %v; want one line unloading %v", unloaded, gone, want)
