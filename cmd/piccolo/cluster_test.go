@@ -283,3 +283,60 @@ func TestSchedulerFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// Two gateways, both scheduler candidates (the default with --consul): one
+// leads; when it shuts down cleanly it releases the lock before exiting, so
+// the other gateway leads and publishes at once rather than after the TTL, and
+// keeps serving.
+func TestClusterGatewayLeaderStopsCleanly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Consul and a backend process")
+	}
+	agent := consultest.Start(t)
+	cfgPath := filepath.Join(t.TempDir(), "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, consulTestConfig, 50.0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startBackendProc(t, cfgPath, "v100", agent.Addr(), "gpu-0")
+	ctx1, stop1 := context.WithCancel(context.Background())
+	defer stop1()
+	ctx2, stop2 := context.WithCancel(context.Background())
+	defer stop2()
+	ev1, ev2 := newPlanEvents(), newPlanEvents()
+	url1 := startConsulGateway(t, ctx1, cfgPath, agent.Addr(), control.Options{}, control.MonitorOptions{}, ev1)
+	url2 := startConsulGateway(t, ctx2, cfgPath, agent.Addr(), control.Options{}, control.MonitorOptions{}, ev2)
+	leading := func(url string) bool { return metricLine(t, url, "piccolo_scheduler_leader") == "piccolo_scheduler_leader 1" }
+	if leading(url1) == leading(url2) {
+		t.Fatalf("leader metric: gateway 1 %v, gateway 2 %v; want exactly one", leading(url1), leading(url2))
+	}
+	stop, otherURL, other := stop1, url2, ev2
+	if leading(url2) {
+		stop, otherURL, other = stop2, url1, ev1
+	}
+	oldLeader := other.last().Leader
+	stopped := time.Now()
+	stop()
+	e := other.waitPlan(t, 10*time.Second, "a plan from the other gateway's candidate", func(e planEvent) bool { return e.Leader != oldLeader })
+	took := e.Live.Sub(stopped)
+	t.Logf("leading gateway stopped → the other gateway's candidate published after %v (TTL %v)", took.Round(time.Millisecond), 2*time.Second)
+	if took > 1500*time.Millisecond {
+		t.Errorf("handover after a clean stop took %v; the lock should be released on shutdown, not left to the TTL", took)
+	}
+	if !leading(otherURL) {
+		t.Error("the remaining gateway does not report itself leader")
+	}
+	if st, b := adminDoNoToken(t, otherURL+"/v2/models/s/infer", inferBody); st != 200 {
+		t.Errorf("infer on the remaining gateway: %d %s", st, b)
+	}
+}
+
+func adminDoNoToken(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

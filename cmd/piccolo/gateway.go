@@ -327,6 +327,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		gs.Stop()
 		log.Warn("gRPC drain timed out; requests in flight were cut off")
 	}
+	if cc != nil {
+		cc.waitStepDown(3 * time.Second)
+	}
 	log.Info("gateway stopped")
 	return nil
 }

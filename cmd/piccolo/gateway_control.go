@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"reflect"
@@ -46,6 +47,7 @@ type consulControl struct {
 	ctx     context.Context
 	kv      *cluster.Client
 	sched   *cluster.Scheduler // nil with --schedule=false
+	stopped chan struct{}      // closed when sched.Run has returned (lock released)
 	planner gateway.Planner
 	id      string
 	wait    time.Duration // how long a config change waits for its plan
@@ -95,7 +97,8 @@ func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config,
 		return nil, fmt.Errorf("--consul %s: %w", o.consul, err)
 	}
 	cc := &consulControl{log: log, metrics: metrics, opts: live, ctx: ctx, kv: kv, planner: planner, id: o.gatewayID,
-		wait: o.configWait, onPlan: o.onPlan, mon: mon, first: make(chan struct{}), changed: make(chan struct{})}
+		wait: o.configWait, onPlan: o.onPlan, mon: mon, first: make(chan struct{}), changed: make(chan struct{}),
+		stopped: make(chan struct{})}
 	if cc.id == "" {
 		cc.id = defaultGatewayID(o.listen)
 	}
@@ -114,7 +117,7 @@ func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config,
 		if err != nil {
 			return nil, err
 		}
-		go func() { _ = cc.sched.Run(ctx) }()
+		go func() { defer close(cc.stopped); _ = cc.sched.Run(ctx) }()
 	}
 	go cc.watch(ctx, membership.Updates(ctx, w))
 	go func() { _ = kv.WatchPlan(ctx, cc.follow) }()
@@ -136,15 +139,30 @@ func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config,
 	}
 }
 
-// defaultGatewayID is "<host>-<HTTP port>": unique per gateway on a host.
+// waitStepDown waits, up to timeout, for this gateway's scheduler candidate to
+// release the lock and deregister after ctx ended, so a standby takes over at
+// once instead of after the TTL.
+func (cc *consulControl) waitStepDown(timeout time.Duration) {
+	if cc.sched == nil {
+		return
+	}
+	select {
+	case <-cc.stopped:
+	case <-time.After(timeout):
+		cc.log.Warn("the scheduler candidate did not step down in time; a standby takes over after the TTL", zap.Duration("waited", timeout))
+	}
+}
+
+// defaultGatewayID is "<host>-<HTTP port>": unique per gateway on a host
+// (with --listen port 0, "<host>-pid<pid>-<random>").
 func defaultGatewayID(listen string) string {
 	h, err := os.Hostname()
 	if err != nil || h == "" {
 		h = "host"
 	}
 	_, port, _ := net.SplitHostPort(listen)
-	if port == "" || port == "0" {
-		return fmt.Sprintf("%s-pid%d", h, os.Getpid())
+	if port == "" || port == "0" { // any free port: not known yet, and not unique in a process
+		return fmt.Sprintf("%s-pid%d-%06x", h, os.Getpid(), rand.N(1<<24))
 	}
 	return h + "-" + port
 }

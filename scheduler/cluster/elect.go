@@ -142,10 +142,13 @@ func (c *Client) campaignOnce(ctx context.Context, id, checkID string, ttl time.
 		defer cancel()
 		_, _ = c.c.Session().Destroy(sid, (&capi.WriteOptions{}).WithContext(dctx))
 	}()
+	// LockWaitTime bounds each blocking query of a waiting candidate: api.Lock
+	// looks at its stop channel only between queries, so a standby whose ctx
+	// ends leaves within a second (one cheap query a second while waiting).
 	value, _ := json.Marshal(map[string]string{"leader": id})
 	lock, err := c.c.LockOpts(&capi.LockOptions{
 		Key: c.LockKey(), Value: value, Session: sid,
-		LockWaitTime: 5 * time.Second, MonitorRetries: 3, MonitorRetryTime: 250 * time.Millisecond,
+		LockWaitTime: time.Second, MonitorRetries: 3, MonitorRetryTime: 250 * time.Millisecond,
 	})
 	if err != nil {
 		return err
