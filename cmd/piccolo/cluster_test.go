@@ -305,7 +305,9 @@ func TestClusterGatewayLeaderStopsCleanly(t *testing.T) {
 	ev1, ev2 := newPlanEvents(), newPlanEvents()
 	url1 := startConsulGateway(t, ctx1, cfgPath, agent.Addr(), control.Options{}, control.MonitorOptions{}, ev1)
 	url2 := startConsulGateway(t, ctx2, cfgPath, agent.Addr(), control.Options{}, control.MonitorOptions{}, ev2)
-	leading := func(url string) bool { return metricLine(t, url, "piccolo_scheduler_leader") == "piccolo_scheduler_leader 1" }
+	leading := func(url string) bool {
+		return metricLine(t, url, "piccolo_scheduler_leader") == "piccolo_scheduler_leader 1"
+	}
 	if leading(url1) == leading(url2) {
 		t.Fatalf("leader metric: gateway 1 %v, gateway 2 %v; want exactly one", leading(url1), leading(url2))
 	}
