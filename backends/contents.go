@@ -10,7 +10,9 @@ import (
 
 // contentsToRaw encodes typed InferTensorContents as the raw little-endian bytes
 // api.Tensor holds, for peers that send typed contents instead of raw contents.
-// FP16 and BF16 have no typed form in the protocol and must come raw.
+// FP16 and BF16 have no typed form in the protocol and must come raw. A value
+// that does not fit its datatype (INT8 300, say: the protocol carries INT8 and
+// INT16 in int32 fields) is an error naming the element, never truncated.
 func contentsToRaw(datatype string, c *inference.InferTensorContents) ([]byte, error) {
 	var out []byte
 	switch datatype {
@@ -23,14 +25,22 @@ func contentsToRaw(datatype string, c *inference.InferTensorContents) ([]byte, e
 		}
 	case "INT8", "INT16", "INT32":
 		size := map[string]int{"INT8": 1, "INT16": 2, "INT32": 4}[datatype]
+		lo, hi := int64(-1)<<(8*size-1), int64(1)<<(8*size-1)-1
 		out = make([]byte, 0, size*len(c.GetIntContents()))
-		for _, v := range c.GetIntContents() {
+		for i, v := range c.GetIntContents() {
+			if int64(v) < lo || int64(v) > hi {
+				return nil, fmt.Errorf("%s element %d is %d: out of range [%d, %d]", datatype, i, v, lo, hi)
+			}
 			out = binary.LittleEndian.AppendUint32(out, uint32(v))[:len(out)+size]
 		}
 	case "UINT8", "UINT16", "UINT32":
 		size := map[string]int{"UINT8": 1, "UINT16": 2, "UINT32": 4}[datatype]
+		hi := uint64(1)<<(8*size) - 1
 		out = make([]byte, 0, size*len(c.GetUintContents()))
-		for _, v := range c.GetUintContents() {
+		for i, v := range c.GetUintContents() {
+			if uint64(v) > hi {
+				return nil, fmt.Errorf("%s element %d is %d: out of range [0, %d]", datatype, i, v, hi)
+			}
 			out = binary.LittleEndian.AppendUint32(out, v)[:len(out)+size]
 		}
 	case "INT64":
