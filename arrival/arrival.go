@@ -58,4 +58,13 @@ type sampler struct{ dist randomer }
 
 func (s *sampler) Next() time.Duration { return seconds(s.dist.Rand()) }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// seconds converts a gap in seconds to a Duration, saturating at the largest
+// Duration (about 292 years) instead of overflowing to a negative gap when the
+// rate is tiny or a sample lands far in the tail.
+func seconds(s float64) time.Duration {
+	ns := s * float64(time.Second)
+	if ns >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ns)
+}

@@ -55,3 +55,19 @@ func TestSeedReproducible(t *testing.T) {
 		}
 	}
 }
+
+// A tiny rate's gap saturates at the largest Duration instead of overflowing
+// to a negative one (which would schedule every arrival at once).
+func TestTinyRateGapSaturates(t *testing.T) {
+	for _, kind := range []string{"constant", "poisson", "gamma"} {
+		p, err := New(kind, 1e-12, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			if g := p.Next(); g <= 0 {
+				t.Fatalf("%s at 1e-12 req/s: gap %v, want > 0", kind, g)
+			}
+		}
+	}
+}
