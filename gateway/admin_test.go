@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
@@ -58,24 +59,33 @@ func startSimBackends(t testing.TB, profiles []api.Profile, n int) string {
 	var bl strings.Builder
 	bl.WriteString("backends:\n")
 	for i := range n {
-		ex, err := sim.New("v100", profiles, sim.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := backends.NewServer(ex, backends.ServerOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := backends.NewGRPCServer(srv)
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go g.Serve(lis)
-		t.Cleanup(g.Stop)
-		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, lis.Addr().String())
+		addr, _ := startSimBackend(t, profiles)
+		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, addr)
 	}
 	return bl.String()
+}
+
+// startSimBackend serves one v100 sim backend over gRPC on a free loopback
+// port until the test ends; it returns the address and the server (to stop it
+// early).
+func startSimBackend(t testing.TB, profiles []api.Profile) (string, *grpc.Server) {
+	t.Helper()
+	ex, err := sim.New("v100", profiles, sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := backends.NewServer(ex, backends.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := backends.NewGRPCServer(srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	return lis.Addr().String(), g
 }
 
 func testPlanner(cfg *api.Config) (*api.Plan, error) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,27 +116,4 @@ func (s *ConfigStore) Adopt(cfg *api.Config, cause string) ConfigSnapshot {
 			return *next
 		}
 	}
-}
-
-// Unplannable is the rule a config change must pass before it goes live: every
-// session of plan (made for cfg) that the change adds or modifies, or that was
-// planned before (prev, for prevCfg), must be planned. A session that failed
-// before and is untouched does not refuse the change. The error lists every
-// refused session and why; nil when the change may go live.
-func Unplannable(plan, prev *api.Plan, prevCfg, cfg *api.Config) error {
-	var bad []string
-	for _, sp := range plan.Sessions {
-		if sp.Error == "" {
-			continue
-		}
-		if prev != nil && prevCfg != nil && wasFailing(prev, sp.Name) && !changed(prevCfg, cfg, sp.Name) {
-			continue // failing before and untouched: not this change's fault
-		}
-		bad = append(bad, fmt.Sprintf("session %q cannot be planned: %s", sp.Name, sp.Error))
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	sort.Strings(bad)
-	return errors.New(strings.Join(bad, "; "))
 }

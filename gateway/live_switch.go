@@ -278,12 +278,11 @@ func (s *LiveSwitch) closeUnused(old *LiveRunner, keep []*LiveRunner) {
 			used[k.addr] = true
 		}
 	}
-	closed := map[string]bool{}
 	for k := range old.loaded {
-		if used[k.addr] || closed[k.addr] {
+		if used[k.addr] {
 			continue
 		}
-		closed[k.addr] = true
+		used[k.addr] = true // closed once
 		if err := s.pool.Remove(k.addr); err != nil {
 			s.log.Debug("close the connection to a backend no longer used", zap.String("backend", k.addr), zap.Error(err))
 		}
@@ -400,17 +399,11 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 		return errors.New("gateway: EmbeddedControl needs a Planner, a Switch and an Executor")
 	}
 	start := time.Now()
-	plan, err := c.Planner(cfg)
-	if plan == nil {
-		if err == nil {
-			err = errors.New("the planner returned no plan")
-		}
-		return fmt.Errorf("plan: %w", err)
-	}
-	took := time.Since(start)
-	if err := Unplannable(plan, c.Switch.Plan(), c.Switch.Config(), cfg); err != nil {
+	plan, err := PlanChange(c.Planner, cfg, c.Switch.Plan(), c.Switch.Config())
+	if err != nil {
 		return err
 	}
+	took := time.Since(start)
 	if err := c.Switch.Apply(ctx, cfg, plan); err != nil {
 		return fmt.Errorf("place the new plan: %w", err)
 	}
@@ -430,6 +423,38 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 			zap.Duration("planner_runtime", took), zap.Duration("took", time.Since(start)), zap.Strings("sessions", c.Executor.Sessions()))
 	}
 	return nil
+}
+
+// PlanChange plans cfg, a change of the config prevCfg served by the plan prev,
+// and applies the rule a change must pass before it goes live: every session
+// that the change adds or modifies, or that was planned before, must be
+// planned; a session that failed before and is untouched does not refuse the
+// change. The error names every refused session and why (the admin API
+// answers 422); on success the plan is returned. Used by EmbeddedControl and
+// by the cluster mode's gateways, which refuse a change before storing it.
+func PlanChange(planner Planner, cfg *api.Config, prev *api.Plan, prevCfg *api.Config) (*api.Plan, error) {
+	plan, err := planner(cfg)
+	if plan == nil {
+		if err == nil {
+			err = errors.New("the planner returned no plan")
+		}
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	var bad []string
+	for _, sp := range plan.Sessions {
+		if sp.Error == "" {
+			continue
+		}
+		if prev != nil && prevCfg != nil && wasFailing(prev, sp.Name) && !changed(prevCfg, cfg, sp.Name) {
+			continue // failing before and untouched: not this change's fault
+		}
+		bad = append(bad, fmt.Sprintf("session %q cannot be planned: %s", sp.Name, sp.Error))
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return nil, errors.New(strings.Join(bad, "; "))
+	}
+	return plan, nil
 }
 
 func wasFailing(p *api.Plan, session string) bool {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -52,25 +51,11 @@ func startUnloadRig(t *testing.T, n int) *unloadRig {
 	var bl strings.Builder
 	bl.WriteString("backends:\n")
 	for i := range n {
-		ex, err := sim.New("v100", base.Profiles, sim.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := backends.NewServer(ex, backends.ServerOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := backends.NewGRPCServer(srv)
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go g.Serve(lis)
-		t.Cleanup(g.Stop)
-		rig.servers[lis.Addr().String()] = g
+		addr, g := startSimBackend(t, base.Profiles)
+		rig.servers[addr] = g
 		id := fmt.Sprintf("gpu-%d", i)
-		rig.addr[id] = lis.Addr().String()
-		fmt.Fprintf(&bl, "  - {id: %s, address: %q, hardware: v100}\n", id, lis.Addr().String())
+		rig.addr[id] = addr
+		fmt.Fprintf(&bl, "  - {id: %s, address: %q, hardware: v100}\n", id, addr)
 	}
 	rig.backends = bl.String()
 	return rig
@@ -106,6 +91,20 @@ func (rig *unloadRig) placedOn(plan *api.Plan, model string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// serveAB starts a LiveSwitch serving sessions sa and sb, which the plan puts
+// on one backend each; it returns the switch, its logs and the backend of a
+// and of b (one address each).
+func (rig *unloadRig) serveAB(t *testing.T) (*LiveSwitch, *observer.ObservedLogs, []string, []string) {
+	t.Helper()
+	cfg, plan := rig.config(t, sessionA, sessionB)
+	sw, logs := newObservedSwitch(t, cfg, plan)
+	onA, onB := rig.placedOn(sw.Plan(), "a"), rig.placedOn(sw.Plan(), "b")
+	if len(onA) != 1 || len(onB) != 1 || onA[0] == onB[0] {
+		t.Fatalf("plan places a on %v and b on %v; the test wants one backend each", onA, onB)
+	}
+	return sw, logs, onA, onB
 }
 
 // ready asks the backend at addr over gRPC (ModelReady) whether model is loaded.
@@ -184,12 +183,7 @@ func anyStrings(v any) []string {
 // line names what was unloaded.
 func TestLiveSwitchUnloadsDroppedModel(t *testing.T) {
 	rig := startUnloadRig(t, 2)
-	cfg1, plan1 := rig.config(t, sessionA, sessionB)
-	sw, logs := newObservedSwitch(t, cfg1, plan1)
-	onA, onB := rig.placedOn(sw.Plan(), "a"), rig.placedOn(sw.Plan(), "b")
-	if len(onA) != 1 || len(onB) != 1 || onA[0] == onB[0] {
-		t.Fatalf("plan places a on %v and b on %v; the test wants one backend each", onA, onB)
-	}
+	sw, logs, onA, onB := rig.serveAB(t)
 	if !ready(t, onB[0], "b") || !ready(t, onA[0], "a") {
 		t.Fatal("the first plan's models are not loaded")
 	}
@@ -280,12 +274,7 @@ func TestLiveSwitchKeepsModelOfCurrentPlan(t *testing.T) {
 // switch serves on.
 func TestLiveSwitchUnloadToleratesGoneBackend(t *testing.T) {
 	rig := startUnloadRig(t, 2)
-	cfg1, plan1 := rig.config(t, sessionA, sessionB)
-	sw, logs := newObservedSwitch(t, cfg1, plan1)
-	onA, onB := rig.placedOn(sw.Plan(), "a"), rig.placedOn(sw.Plan(), "b")
-	if len(onA) != 1 || len(onB) != 1 || onA[0] == onB[0] {
-		t.Fatalf("plan places a on %v and b on %v; the test wants one backend each", onA, onB)
-	}
+	sw, logs, onA, onB := rig.serveAB(t)
 	rig.servers[onB[0]].Stop()
 	cfg2, plan2 := rig.config(t, sessionA)
 	if err := sw.Apply(context.Background(), cfg2, plan2); err != nil {

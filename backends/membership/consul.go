@@ -123,7 +123,7 @@ func (c *Consul) Watch(ctx context.Context, fn func(Snapshot)) error {
 				have = true
 				fn(last)
 			}
-			if !sleep(ctx, backoff(failures, c.maxBackoff)) {
+			if !Sleep(ctx, Backoff(failures, c.maxBackoff)) {
 				return nil
 			}
 			continue
@@ -196,9 +196,10 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// backoff returns the wait after the n-th failure in a row: 50 ms doubling,
-// capped at max, jittered uniformly into [d/2, d].
-func backoff(n int, max time.Duration) time.Duration {
+// Backoff returns the wait after the n-th failure in a row of a Consul query:
+// 50 ms doubling, capped at max, jittered uniformly into [d/2, d]. Shared by
+// the watchers here and in scheduler/cluster.
+func Backoff(n int, max time.Duration) time.Duration {
 	d := 50 * time.Millisecond
 	for i := 1; i < n && d < max; i++ {
 		d *= 2
@@ -207,8 +208,8 @@ func backoff(n int, max time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// sleep waits d or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits d or until ctx ends; it reports whether ctx is still live.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

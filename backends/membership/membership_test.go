@@ -162,10 +162,10 @@ func TestSnapshotOfEntries(t *testing.T) {
 func TestBackoff(t *testing.T) {
 	max := 2 * time.Second
 	for n := 1; n <= 20; n++ {
-		d := backoff(n, max)
+		d := Backoff(n, max)
 		ceil := min(50*time.Millisecond<<min(n-1, 10), max)
 		if d < ceil/2 || d > ceil {
-			t.Errorf("backoff(%d) = %v; want in [%v, %v]", n, d, ceil/2, ceil)
+			t.Errorf("Backoff(%d) = %v; want in [%v, %v]", n, d, ceil/2, ceil)
 		}
 	}
 }

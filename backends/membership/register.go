@@ -146,7 +146,7 @@ func RegisterWith(ctx context.Context, consulAddr string, m Member, o RegisterOp
 // keep re-registers reg whenever the agent no longer holds it, until ctx ends.
 func keep(ctx context.Context, agent *capi.Agent, reg *capi.AgentServiceRegistration, o RegisterOptions) {
 	lost := false // logged once per loss
-	for sleep(ctx, o.Refresh) {
+	for Sleep(ctx, o.Refresh) {
 		qctx, cancel := context.WithTimeout(ctx, o.Refresh+5*time.Second)
 		_, _, err := agent.Service(reg.ID, (&capi.QueryOptions{}).WithContext(qctx))
 		if err == nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,9 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -230,8 +226,7 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := processRegistry()
 	metrics, err := backends.NewMetrics(reg)
 	if err != nil {
 		return err
@@ -268,11 +263,7 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 			lis.Close()
 			return fmt.Errorf("--metrics-listen %s (%s): %w", o.metrics, maddr, err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = hs.Serve(mlis) }()
-		defer hs.Close()
+		defer serveMetrics(mlis, reg, nil).Close()
 		log.Info("metrics serving", zap.String("address", mlis.Addr().String()))
 	}
 	g := backends.NewGRPCServer(srv)

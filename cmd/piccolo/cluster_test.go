@@ -27,24 +27,12 @@ const schedulerHelperEnv = "PICCOLO_TEST_SCHEDULER_OPTS"
 // schedulerHelperEnv set ({Config, Consul, ID}), it runs a scheduler candidate,
 // prints "READY" and exits when its stdin closes (the parent died).
 func TestHelperSchedulerProcess(t *testing.T) {
-	spec := os.Getenv(schedulerHelperEnv)
-	if spec == "" {
-		t.Skip("helper process for the cluster tests")
-	}
 	var h struct{ Config, Consul, ID string }
-	if err := json.Unmarshal([]byte(spec), &h); err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		os.Exit(2)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
-	o := &schedulerOptions{files: []string{h.Config}, consul: h.Consul, prefix: "piccolo", id: h.ID, ttl: 2 * time.Second,
-		policy: "piccolo", burst: 0.999, logFmt: "json", control: control.Options{Period: -1}}
-	if err := runScheduler(ctx, o, func(string) { fmt.Println("READY") }); err != nil {
-		fmt.Fprintln(os.Stderr, "helper scheduler:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	helperMain(t, schedulerHelperEnv, &h, func(ctx context.Context) error {
+		o := &schedulerOptions{files: []string{h.Config}, consul: h.Consul, prefix: "piccolo", id: h.ID, ttl: 2 * time.Second,
+			policy: "piccolo", burst: 0.999, logFmt: "json", control: control.Options{Period: -1}}
+		return runScheduler(ctx, o, func(string) { fmt.Println("READY") })
+	})
 }
 
 type schedulerProc struct {
@@ -140,7 +128,7 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 	scheds["sched-b"] = startSchedulerProc(t, cfgPath, agent.Addr(), "sched-b")
 	// Wait until both gateways see all four backends and serve the same plan.
 	deadline := time.Now().Add(20 * time.Second)
-	for len(membersOf(t, url1)) < 4 || len(membersOf(t, url2)) < 4 || !samePlaced(adminPlan(t, url1), adminPlan(t, url2)) {
+	for len(membersOf(t, url1)) < 4 || len(membersOf(t, url2)) < 4 || !control.SamePlan(adminPlan(t, url1), adminPlan(t, url2)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the two gateways serve different plans:\n%v\n%v", placedOn(adminPlan(t, url1)), placedOn(adminPlan(t, url2)))
 		}
@@ -205,7 +193,7 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 	if st, b := adminDo(t, url1, "PUT", "/admin/sessions/s", "tok", "name: s\nslo: 500ms\nmodules:\n  - {name: d, model: nope, rate: 240}\n"); st != 400 {
 		t.Errorf("PUT with an unknown model: %d %s, want 400", st, b)
 	}
-	if after := adminPlan(t, url1); !samePlaced(before, after) {
+	if after := adminPlan(t, url1); !control.SamePlan(before, after) {
 		t.Errorf("an invalid PUT changed the plan")
 	}
 	put := time.Now()

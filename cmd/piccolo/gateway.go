@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -183,8 +180,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	defer func() { _ = log.Sync() }()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := processRegistry()
 	metrics, err := gateway.NewMetrics(reg)
 	if err != nil {
 		return err
@@ -209,9 +205,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		runner = countingRunner{LiveSwitch: sw, cc: cc}
 		cfg = cc.servedConfig() // the cluster's config, which may differ from the -c files
 		if cc.sched != nil {
-			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "piccolo_scheduler_leader",
-				Help: "1 when this process is the cluster's elected scheduler, else 0 (--consul)."},
-				func() float64 { return b2f(cc.sched.Leading()) }))
+			reg.MustRegister(leaderGauge(cc.sched))
 		}
 	} else {
 		planStart := time.Now()
@@ -245,10 +239,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	reg.MustRegister(sw)
-	embedded := &gateway.EmbeddedControl{Planner: planner, Switch: sw, Executor: exec, Metrics: metrics, Logger: log}
-	onConfig := embedded.Apply
+	var onConfig gateway.OnConfig
 	if cc != nil {
 		onConfig = cc.onConfig
+	} else {
+		onConfig = (&gateway.EmbeddedControl{Planner: planner, Switch: sw, Executor: exec, Metrics: metrics, Logger: log}).Apply
 	}
 	store, err := gateway.NewConfigStore(cfg, onConfig)
 	if err != nil {
@@ -257,10 +252,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if cc != nil {
 		cc.attach(exec, store)
 	}
-	token := o.adminToken
-	if token == "" {
-		token = os.Getenv("PICCOLO_ADMIN_TOKEN")
-	}
+	token := adminToken(o.adminToken)
 	var admin *gateway.Admin
 	if token != "" {
 		aopts := gateway.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
@@ -347,11 +339,4 @@ func planForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64
 	}
 	plan, _, err := simulate.PlanForBursts(cfg, opts, burstTarget, 1)
 	return plan, err
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

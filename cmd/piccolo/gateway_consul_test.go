@@ -31,22 +31,32 @@ const helperEnv = "PICCOLO_TEST_BACKEND_OPTS"
 // helperEnv set (JSON backendOptions fields), it serves a backend, prints
 // "ADDR host:port" on stdout and exits when its stdin closes (the parent died).
 func TestHelperBackendProcess(t *testing.T) {
-	spec := os.Getenv(helperEnv)
-	if spec == "" {
+	var h struct{ Config, Hardware, Consul, ID string }
+	helperMain(t, helperEnv, &h, func(ctx context.Context) error {
+		o := &backendOptions{listen: "127.0.0.1:0", hardware: h.Hardware, files: []string{h.Config}, executor: "sim",
+			logFmt: "json", drain: 2 * time.Second, metrics: "off", consul: h.Consul, id: h.ID}
+		return runBackend(ctx, o, func(a string) { fmt.Printf("ADDR %s\n", a) })
+	})
+}
+
+// helperMain is the body of a helper-process "test": skipped unless env is
+// set; else env's JSON is read into spec and run is called with a context that
+// ends when stdin closes (the parent died), and the process exits 0 when run
+// returns nil, 1 with the error on stderr otherwise (2: a malformed spec).
+// startChild starts such a process.
+func helperMain(t *testing.T, env string, spec any, run func(ctx context.Context) error) {
+	js := os.Getenv(env)
+	if js == "" {
 		t.Skip("helper process for the Consul tests")
 	}
-	var h struct{ Config, Hardware, Consul, ID string }
-	if err := json.Unmarshal([]byte(spec), &h); err != nil {
+	if err := json.Unmarshal([]byte(js), spec); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
-	o := &backendOptions{listen: "127.0.0.1:0", hardware: h.Hardware, files: []string{h.Config}, executor: "sim",
-		logFmt: "json", drain: 2 * time.Second, metrics: "off", consul: h.Consul, id: h.ID}
-	err := runBackend(ctx, o, func(a string) { fmt.Printf("ADDR %s\n", a) })
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper backend:", err)
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,9 +109,8 @@ func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config,
 		if id == "" {
 			id = "gateway-" + cc.id
 		}
-		copts := o.control
 		cc.sched, err = cluster.NewScheduler(kv, cluster.SchedulerOptions{ID: id, Seed: cfg, Plan: planner, Members: w,
-			Control: copts, TTL: o.schedulerTTL, Logger: log})
+			Control: o.control, TTL: o.schedulerTTL, Logger: log})
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +120,7 @@ func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config,
 	go func() { _ = kv.WatchPlan(ctx, cc.follow) }()
 	go func() { _ = mon.Run(ctx, control.SystemClock{}) }()
 
-	warn := time.NewTimer(5 * time.Second)
+	warn := time.NewTicker(5 * time.Second)
 	defer warn.Stop()
 	for {
 		select {
@@ -154,17 +151,13 @@ func (cc *consulControl) waitStepDown(timeout time.Duration) {
 }
 
 // defaultGatewayID is "<host>-<HTTP port>": unique per gateway on a host
-// (with --listen port 0, "<host>-pid<pid>-<random>").
+// (with --listen port 0, "<host>-<pid>-<random>").
 func defaultGatewayID(listen string) string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "host"
-	}
 	_, port, _ := net.SplitHostPort(listen)
 	if port == "" || port == "0" { // any free port: not known yet, and not unique in a process
-		return fmt.Sprintf("%s-pid%d-%06x", h, os.Getpid(), rand.N(1<<24))
+		return fmt.Sprintf("%s-%06x", cluster.DefaultID(), rand.N(1<<24))
 	}
-	return h + "-" + port
+	return cluster.Hostname() + "-" + port
 }
 
 // follow makes a published record live on this gateway. A record this gateway
@@ -197,7 +190,7 @@ func (cc *consulControl) apply(rec *cluster.Record) bool {
 	if cc.latest.Load() != rec {
 		return true // superseded while waiting for the lock (a retry racing a newer record)
 	}
-	if cc.applied != nil && cc.applied.Config == rec.Config && samePlaced(cc.applied.Plan, rec.Plan) {
+	if cc.applied != nil && cc.applied.Config == rec.Config && control.SamePlan(cc.applied.Plan, rec.Plan) {
 		// A new leader's first plan, or one re-published: the dispatch table
 		// stays; only what the record says about it changes.
 		cc.applied = rec
@@ -238,14 +231,6 @@ func (cc *consulControl) notifyLocked(rec *cluster.Record, live time.Time) {
 	if cc.onPlan != nil {
 		cc.onPlan(planEvent{Cause: rec.Cause, Trigger: rec.Trigger, Live: live, Plan: rec.Plan, Leader: rec.Leader})
 	}
-}
-
-// samePlaced reports whether two placed plans serve the same way (planner
-// runtime aside).
-func samePlaced(a, b *api.Plan) bool {
-	x, y := *a, *b
-	x.RuntimeMs, y.RuntimeMs = 0, 0
-	return reflect.DeepEqual(x, y)
 }
 
 // syncSessionsLocked makes the executor and the config store serve the applied
@@ -293,14 +278,7 @@ func (cc *consulControl) onConfig(ctx context.Context, cfg *api.Config, cause st
 	cc.mu.Lock()
 	prev, prevCfg, ifIndex := cc.applied.Plan, cc.served, cc.applied.ConfigIndex
 	cc.mu.Unlock()
-	plan, err := cc.planner(cfg)
-	if plan == nil {
-		if err == nil {
-			err = errors.New("the planner returned no plan")
-		}
-		return fmt.Errorf("plan: %w", err)
-	}
-	if err := gateway.Unplannable(plan, prev, prevCfg, cfg); err != nil {
+	if _, err := gateway.PlanChange(cc.planner, cfg, prev, prevCfg); err != nil {
 		return err
 	}
 	idx, err := cc.kv.PutConfig(ctx, cfg, ifIndex)

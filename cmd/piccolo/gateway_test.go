@@ -42,8 +42,7 @@ sessions:
 	defer cancel()
 	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json", drain: 5 * time.Second}
 	backendAddr, _ := startBackend(t, ctx, bo)
-	backendsFile := filepath.Join(dir, "backends.yaml")
-	write(backendsFile, fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", backendAddr))
+	backendsFile := writeBackendsFile(t, dir, backendAddr)
 
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -2,9 +2,23 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
+
+// writeBackendsFile writes dir/backends.yaml listing the backend at addr as
+// gpu-0 of hardware v100 (static membership), and returns its path.
+func writeBackendsFile(t testing.TB, dir, addr string) string {
+	t.Helper()
+	path := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, "backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", addr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // startBackend runs `piccolo backend` with o on a goroutine and returns its address
 // once it serves, and the channel its result arrives on when ctx ends.

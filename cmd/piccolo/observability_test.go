@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -87,10 +86,7 @@ sessions:
 	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json",
 		drain: 5 * time.Second, metrics: metricsAddr, gpu: true}
 	backendAddr, _ := startBackend(t, ctx, bo)
-	backendsFile := filepath.Join(dir, "backends.yaml")
-	if err := os.WriteFile(backendsFile, []byte(fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", backendAddr)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	backendsFile := writeBackendsFile(t, dir, backendAddr)
 	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 		policy: "piccolo", maxUtil: 0.8, dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second}
 	url, _ := startGateway(t, ctx, o)

@@ -12,9 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -128,23 +125,15 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 	}
 	addr := ""
 	if o.listen != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "piccolo_scheduler_leader",
-				Help: "1 when this process is the cluster's elected scheduler, else 0."},
-				func() float64 { return b2f(sched.Leading()) }))
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-			fmt.Fprintf(w, "ok leader=%v\n", sched.Leading())
-		})
+		reg := processRegistry()
+		reg.MustRegister(leaderGauge(sched))
 		ln, err := net.Listen("tcp", o.listen)
 		if err != nil {
 			return fmt.Errorf("--listen %s: %w", o.listen, err)
 		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
+		defer serveMetrics(ln, reg, map[string]http.HandlerFunc{"/healthz": func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, "ok leader=%v\n", sched.Leading())
+		}}).Close()
 		addr = ln.Addr().String()
 	}
 	log.Info("scheduler candidate running", zap.String("id", id), zap.String("consul", o.consul), zap.String("lock", kv.LockKey()))

@@ -80,6 +80,18 @@ type statusSnapshot struct {
 	fams map[string]*dto.MetricFamily
 }
 
+// adminTokenEnv names the variable holding the admin API's bearer token when
+// --admin-token is not given (piccolo gateway and piccolo status).
+const adminTokenEnv = "PICCOLO_ADMIN_TOKEN"
+
+// adminToken is flag, or $PICCOLO_ADMIN_TOKEN when flag is empty.
+func adminToken(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv(adminTokenEnv)
+}
+
 // runStatus prints the status of the gateway at o.target to w, and warnings to
 // o.stderr. Errors: the target is malformed, or its /metrics cannot be read or
 // parsed; the admin API is optional.
@@ -91,10 +103,7 @@ func runStatus(ctx context.Context, o *statusOptions, w io.Writer) error {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	token := o.adminToken
-	if token == "" {
-		token = os.Getenv("PICCOLO_ADMIN_TOKEN")
-	}
+	token := adminToken(o.adminToken)
 	base := strings.TrimRight(o.target, "/")
 	if !strings.Contains(base, "://") {
 		base = "http://" + base

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -45,10 +44,7 @@ sessions:
 	defer cancel()
 	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json", drain: time.Second}
 	backendAddr, _ := startBackend(t, ctx, bo)
-	backendsFile := filepath.Join(dir, "backends.yaml")
-	if err := os.WriteFile(backendsFile, []byte(fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", backendAddr)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	backendsFile := writeBackendsFile(t, dir, backendAddr)
 	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, adminToken: "tok"}
 	url, _ := startGateway(t, ctx, o)

@@ -10,6 +10,8 @@ import (
 
 	capi "github.com/hashicorp/consul/api"
 	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/backends/membership"
 )
 
 // SchedulerService is the Consul service every scheduler candidate registers
@@ -31,9 +33,8 @@ type Leadership struct {
 	session string
 }
 
-// ID is the leader's candidate id; Session its Consul session.
-func (l *Leadership) ID() string      { return l.id }
-func (l *Leadership) Session() string { return l.session }
+// ID is the leader's candidate id.
+func (l *Leadership) ID() string { return l.id }
 
 // Publish stores r as the cluster's plan in one transaction that first checks
 // the lock is still held by this leadership's session (fencing: a leader that
@@ -102,7 +103,7 @@ func (c *Client) Campaign(ctx context.Context, id string, ttl time.Duration, lea
 		} else {
 			failures = 1
 		}
-		if !sleepCtx(ctx, c.backoff(failures)) {
+		if !membership.Sleep(ctx, membership.Backoff(failures, c.maxBO)) {
 			break
 		}
 	}
@@ -198,10 +199,12 @@ func (c *Client) heartbeat(ctx context.Context, checkID string, period time.Dura
 }
 
 // DefaultID is a candidate id unique on this host: "<host>-<pid>".
-func DefaultID() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "host"
+func DefaultID() string { return fmt.Sprintf("%s-%d", Hostname(), os.Getpid()) }
+
+// Hostname is the host's name for ids, "host" when the system has none.
+func Hostname() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
 	}
-	return fmt.Sprintf("%s-%d", h, os.Getpid())
+	return "host"
 }

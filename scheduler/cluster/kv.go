@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -70,10 +69,6 @@ func New(addr string, o Options) (*Client, error) {
 	}
 	return cl, nil
 }
-
-// Addr is the agent address; Prefix the cluster's KV prefix.
-func (c *Client) Addr() string   { return c.addr }
-func (c *Client) Prefix() string { return c.prefix }
 
 func (c *Client) key(parts ...string) string { return c.prefix + "/" + strings.Join(parts, "/") }
 
@@ -218,7 +213,7 @@ func (c *Client) WatchKey(ctx context.Context, key string, fn func(KeyEvent)) er
 				c.log.Warn("consul unreachable: keeping the last value", zap.String("key", key), zap.Error(err))
 				fn(KeyEvent{Stale: true, Err: err})
 			}
-			if !sleepCtx(ctx, c.backoff(failures)) {
+			if !membership.Sleep(ctx, membership.Backoff(failures, c.maxBO)) {
 				return nil
 			}
 			continue
@@ -309,21 +304,4 @@ func (c *Client) Rates(ctx context.Context) ([]GatewayRates, error) {
 func (c *Client) DeleteRates(ctx context.Context, gateway string) error {
 	_, err := c.c.KV().Delete(c.ratesPrefix()+gateway, (&capi.WriteOptions{}).WithContext(ctx))
 	return err
-}
-
-func (c *Client) backoff(failures int) time.Duration {
-	d := 50 * time.Millisecond << min(failures-1, 10)
-	d = min(d, c.maxBO)
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

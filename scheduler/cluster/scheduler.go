@@ -35,19 +35,16 @@ type SchedulerOptions struct {
 	RatesEvery time.Duration
 	// Logger (default none).
 	Logger *zap.Logger
-	// OnPublish, when set, is called after each published Record (tests, metrics).
-	OnPublish func(*Record)
 }
 
 // Scheduler is a candidate for the cluster's scheduler: Run campaigns, and
 // while elected runs the control loop (control.Controller) on the config in
 // Consul, the Consul membership and the gateways' reported rates, publishing
-// each decision as a Record. Leading and Status may be called from any goroutine.
+// each decision as a Record. Leading may be called from any goroutine.
 type Scheduler struct {
 	c       *Client
 	o       SchedulerOptions
 	leading atomic.Bool
-	ctl     atomic.Pointer[control.Controller]
 }
 
 // NewScheduler checks o and returns a candidate; Run starts it.
@@ -78,14 +75,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 // Leading reports whether this candidate is the cluster's scheduler now.
 func (s *Scheduler) Leading() bool { return s.leading.Load() }
-
-// Status is the control loop's status while leading; nil otherwise.
-func (s *Scheduler) Status() *control.Status {
-	if c := s.ctl.Load(); c != nil && s.leading.Load() {
-		return c.Status()
-	}
-	return nil
-}
 
 // term is one leadership: the state of the elected scheduler.
 type term struct {
@@ -158,7 +147,6 @@ func (t *term) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t.s.ctl.Store(ctl)
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); _ = ctl.Run(ctx) }()
@@ -196,9 +184,13 @@ func (t *term) publish(ctx context.Context, r *control.Replan) error {
 	if err := t.l.Publish(ctx, rec); err != nil {
 		return err
 	}
-	if t.s.o.OnPublish != nil {
-		t.s.o.OnPublish(rec)
+	t.mu.Lock()
+	for c, i := range t.index { // the controller never goes back to an older config
+		if i < idx {
+			delete(t.index, c)
+		}
 	}
+	t.mu.Unlock()
 	return nil
 }
 

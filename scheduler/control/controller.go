@@ -462,7 +462,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	c.lastPlan = now
 	clear(c.upSince)
 	clear(c.downFrom)
-	if c.placed != nil && samePlan(c.placed, placed) {
+	if c.placed != nil && SamePlan(c.placed, placed) {
 		c.retry = nil
 		c.planned, c.unplaced = r.Rates, r.Unplaced
 		c.same++
@@ -589,9 +589,10 @@ func (c *Controller) publishStatus(measured map[Key]float64, errText string) {
 	c.status.Store(&Status{Last: old.Last, Replans: counts, Unchanged: c.same, Members: c.members, Measured: measured, Err: errText})
 }
 
-// samePlan reports whether two placed plans serve the same way (planner
-// runtime aside).
-func samePlan(a, b *api.Plan) bool {
+// SamePlan reports whether two placed plans serve the same way (the planner's
+// runtime aside): the controller does not publish a plan equal to the last one,
+// and a gateway does not swap in a published plan equal to the one it serves.
+func SamePlan(a, b *api.Plan) bool {
 	x, y := *a, *b
 	x.RuntimeMs, y.RuntimeMs = 0, 0
 	return reflect.DeepEqual(x, y)

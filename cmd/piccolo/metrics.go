@@ -1,0 +1,48 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/piccolo-serving/piccolo/scheduler/cluster"
+)
+
+// processRegistry is a Prometheus registry holding the Go runtime and process
+// collectors, which every piccolo process serves.
+func processRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// serveMetrics serves GET /metrics of reg, and the extra handlers by path, on
+// lis (the backend's and the standalone scheduler's metrics port; the gateway
+// serves /metrics on its own HTTP server). Close the server to stop.
+func serveMetrics(lis net.Listener, reg *prometheus.Registry, extra map[string]http.HandlerFunc) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	for path, h := range extra {
+		mux.HandleFunc(path, h)
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(lis) }()
+	return hs
+}
+
+// leaderGauge is piccolo_scheduler_leader: 1 while s is the cluster's elected
+// scheduler.
+func leaderGauge(s *cluster.Scheduler) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "piccolo_scheduler_leader",
+		Help: "1 when this process is the cluster's elected scheduler, else 0 (--consul)."},
+		func() float64 {
+			if s.Leading() {
+				return 1
+			}
+			return 0
+		})
+}
