@@ -302,7 +302,7 @@ func startConsulGateway(t testing.TB, ctx context.Context, cfgPath, consul strin
 	t.Helper()
 	o := &gatewayOptions{files: []string{cfgPath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo",
 		dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second, consul: consul,
-		schedule: true, control: ctl, monitor: mon, onPlan: evs.add}
+		schedule: true, adminToken: "tok", control: ctl, monitor: mon, onPlan: evs.add}
 	gaddr := make(chan string, 1)
 	gdone := make(chan error, 1)
 	go func() { gdone <- runGateway(ctx, o, func(h, _ string) { gaddr <- h }) }()
@@ -417,6 +417,14 @@ func TestGatewayConsulBackendKilled(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	okDuring := load.ok.Load() - okBefore
 	stale := metricLine(t, url, "piccolo_membership_stale")
+	var view struct {
+		Stale    bool
+		Backends []struct{ ID string }
+	}
+	if st, b := adminDo(t, url, "GET", "/admin/backends", "tok", ""); st != 200 || json.Unmarshal([]byte(b), &view) != nil ||
+		!view.Stale || len(view.Backends) != 3 {
+		t.Errorf("GET /admin/backends with Consul stopped: %d %s; want stale with the last 3 members", st, b)
+	}
 	stopLoad()
 	outs := load.wait()
 

@@ -322,6 +322,9 @@ func (cc *consulControl) watch(ctx context.Context, updates <-chan membership.Sn
 				cc.log.Warn("membership source unreachable: serving the last plan and members", zap.Int("members", n), zap.Error(s.Err))
 			}
 			stale = true
+			cc.mu.Lock()
+			cc.snap.Stale, cc.snap.Err = true, s.Err // the admin view: the last members, marked stale
+			cc.mu.Unlock()
 			cc.metrics.SetMembershipStale(true)
 			continue
 		}
