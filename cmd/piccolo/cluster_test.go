@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/internal/consultest"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
 
@@ -106,18 +105,8 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Consul, two schedulers and four backend processes")
 	}
-	agent := consultest.Start(t)
-	dir := t.TempDir()
 	const rate = 240.0
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, consulTestConfig, rate), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	procs := map[string]*backendProc{}
-	for i := range 4 {
-		id := fmt.Sprintf("gpu-%d", i)
-		procs[id] = startBackendProc(t, cfgPath, "v100", agent.Addr(), id)
-	}
+	agent, cfgPath, procs := startConsulRig(t, rate, 4)
 	scheds := map[string]*schedulerProc{}
 	scheds["sched-a"] = startSchedulerProc(t, cfgPath, agent.Addr(), "sched-a")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -214,17 +203,7 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 	stopLoad()
 	outs := append(load1.wait(), load2.wait()...)
 	slo := 400 * time.Millisecond
-	unanswered := 0
-	for _, o := range outs {
-		if o.status == 0 {
-			unanswered++
-			if unanswered <= 3 {
-				t.Errorf("request sent at +%v got no HTTP answer: %s", o.sent.Sub(killedSched).Round(time.Millisecond), o.body)
-			}
-		} else if o.status != 200 && !strings.Contains(o.body, "error") {
-			t.Errorf("status %d without an error message: %q", o.status, o.body)
-		}
-	}
+	unanswered := checkAnswered(t, outs, killedSched)
 	failover, nf := attainment(outs, killedSched, f1.Live.Add(time.Second), slo)
 	tail, nt := attainment(outs, later(o1.Live, o2.Live).Add(time.Second), tailEnd, slo)
 	t.Logf("requests %d, all answered: %v; SLO attainment across the scheduler failover %.4f (%d), after the backend re-plan %.4f (%d)",
@@ -280,12 +259,7 @@ func TestClusterGatewayLeaderStopsCleanly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Consul and a backend process")
 	}
-	agent := consultest.Start(t)
-	cfgPath := filepath.Join(t.TempDir(), "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, consulTestConfig, 50.0), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	startBackendProc(t, cfgPath, "v100", agent.Addr(), "gpu-0")
+	agent, cfgPath, _ := startConsulRig(t, 50, 1)
 	ctx1, stop1 := context.WithCancel(context.Background())
 	defer stop1()
 	ctx2, stop2 := context.WithCancel(context.Background())

@@ -131,6 +131,42 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// checkAnswered fails t for every request without an HTTP answer (the first
+// three are named, by send time after ref) and for every failure without an
+// error message; it returns how many got no answer.
+func checkAnswered(t *testing.T, outs []outcome, ref time.Time) int {
+	t.Helper()
+	unanswered := 0
+	for _, o := range outs {
+		if o.status == 0 {
+			unanswered++
+			if unanswered <= 3 {
+				t.Errorf("request sent at +%v got no HTTP answer: %s", o.sent.Sub(ref).Round(time.Millisecond), o.body)
+			}
+		} else if o.status != 200 && !strings.Contains(o.body, "error") {
+			t.Errorf("status %d without an error message: %q", o.status, o.body)
+		}
+	}
+	return unanswered
+}
+
+// startConsulRig starts a Consul agent, writes consulTestConfig at rate (req/s)
+// and starts n `piccolo backend --consul` processes gpu-0… registered there.
+func startConsulRig(t *testing.T, rate float64, n int) (*consultest.Agent, string, map[string]*backendProc) {
+	t.Helper()
+	agent := consultest.Start(t)
+	cfgPath := filepath.Join(t.TempDir(), "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, consulTestConfig, rate), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	procs := map[string]*backendProc{}
+	for i := range n {
+		id := fmt.Sprintf("gpu-%d", i)
+		procs[id] = startBackendProc(t, cfgPath, "v100", agent.Addr(), id)
+	}
+	return agent, cfgPath, procs
+}
+
 // outcome is one request of the test's open-loop load.
 type outcome struct {
 	sent    time.Time
@@ -353,18 +389,8 @@ func TestGatewayConsulBackendKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Consul and four backend processes")
 	}
-	agent := consultest.Start(t)
-	dir := t.TempDir()
 	const rate = 300.0
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, consulTestConfig, rate), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	procs := map[string]*backendProc{}
-	for i := range 4 {
-		id := fmt.Sprintf("gpu-%d", i)
-		procs[id] = startBackendProc(t, cfgPath, "v100", agent.Addr(), id)
-	}
+	agent, cfgPath, procs := startConsulRig(t, rate, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs := newPlanEvents()
@@ -429,17 +455,7 @@ func TestGatewayConsulBackendKilled(t *testing.T) {
 	outs := load.wait()
 
 	slo := 400 * time.Millisecond
-	unanswered := 0
-	for _, o := range outs {
-		if o.status == 0 {
-			unanswered++
-			if unanswered <= 3 {
-				t.Errorf("request sent at +%v got no HTTP answer: %s", o.sent.Sub(killed).Round(time.Millisecond), o.body)
-			}
-		} else if o.status != 200 && !strings.Contains(o.body, "error") {
-			t.Errorf("status %d without an error message: %q", o.status, o.body)
-		}
-	}
+	unanswered := checkAnswered(t, outs, killed)
 	pre, npre := attainment(outs, killed.Add(-3*time.Second), killed, slo)
 	win, nwin := attainment(outs, killed, after.Live, slo)
 	tail, ntail := attainment(outs, after.Live.Add(time.Second), tailEnd, slo)
@@ -481,16 +497,8 @@ func TestGatewayConsulRateStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Consul and two backend processes")
 	}
-	agent := consultest.Start(t)
-	dir := t.TempDir()
 	const rate = 120.0
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, consulTestConfig, rate), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		startBackendProc(t, cfgPath, "v100", agent.Addr(), fmt.Sprintf("gpu-%d", i))
-	}
+	agent, cfgPath, _ := startConsulRig(t, rate, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs := newPlanEvents()

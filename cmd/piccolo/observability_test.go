@@ -56,14 +56,10 @@ func getMetrics(t *testing.T, url string) string {
 	return string(text)
 }
 
-// TestObservability boots a backend (metrics on, NVML on: this machine has no
-// GPU, so it must say so and carry on) and a gateway, sends requests, checks
-// both processes' /metrics with promlint, and reads the gateway with
-// `piccolo status`.
-func TestObservability(t *testing.T) {
-	dir := t.TempDir()
-	profiles := filepath.Join(dir, "profiles.yaml")
-	if err := os.WriteFile(profiles, []byte(`
+// detSessionConfig is one v100 profile of model det (5 ms at batch 1, 8 ms at
+// batch 4) and session s (SLO 500 ms, module d at 20 req/s): the config of the
+// observability and status tests.
+const detSessionConfig = `
 hardware:
   - {name: v100, price: 3}
 profiles:
@@ -77,7 +73,16 @@ sessions:
     slo: 500ms
     modules:
       - {name: d, model: det, rate: 20}
-`), 0o644); err != nil {
+`
+
+// TestObservability boots a backend (metrics on, NVML on: this machine has no
+// GPU, so it must say so and carry on) and a gateway, sends requests, checks
+// both processes' /metrics with promlint, and reads the gateway with
+// `piccolo status`.
+func TestObservability(t *testing.T) {
+	dir := t.TempDir()
+	profiles := filepath.Join(dir, "profiles.yaml")
+	if err := os.WriteFile(profiles, []byte(detSessionConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -23,21 +23,7 @@ func TestStatusAdminToken(t *testing.T) {
 	t.Setenv("PICCOLO_ADMIN_TOKEN", "") // the gateway takes its token from the flag
 	dir := t.TempDir()
 	profiles := filepath.Join(dir, "profiles.yaml")
-	if err := os.WriteFile(profiles, []byte(`
-hardware:
-  - {name: v100, price: 3}
-profiles:
-  - model: det
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 5ms}
-      - {batch: 4, concurrency: 1, duration: 8ms}
-sessions:
-  - name: s
-    slo: 500ms
-    modules:
-      - {name: d, model: det, rate: 20}
-`), 0o644); err != nil {
+	if err := os.WriteFile(profiles, []byte(detSessionConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
