@@ -147,41 +147,46 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	procs := &processes{}
 	defer procs.stop(o.Log)
-	var backendsYAML strings.Builder
-	var backendAddrs []string
-	backendsYAML.WriteString("backends:\n")
+	type backend struct {
+		id, hw string
+		c      *child
+	}
+	var backends []backend
 	for _, hw := range sortedKeys(need) {
 		n := min(need[hw], o.MaxBackendsPerType)
 		for i := 0; i < n; i++ {
-			addr, err := freeAddr()
+			id := fmt.Sprintf("%s-%d", hw, i)
+			extra := []string{"--executor", "sim"}
+			switch m := cpuThreads.FindStringSubmatch(hw); {
+			case m != nil:
+				extra = []string{"--executor", "ocr", "--intra-op-threads", m[1]}
+			case strings.HasPrefix(hw, "cpu-"):
+				extra = []string{"--executor", "ocr"}
+			}
+			// Two ports: gRPC and /metrics. The backend's default metrics port
+			// (gRPC + 1000) lands in the ephemeral range, where another
+			// process's socket may hold it, so the demo picks it too.
+			c, err := procs.start(o.Binary, 2, func(addrs []string) []string {
+				args := []string{"backend", "--listen", addrs[0], "--metrics-listen", addrs[1], "--hardware", hw, "--log", "console"}
+				for _, f := range files {
+					args = append(args, "-c", f)
+				}
+				return append(args, extra...)
+			}, filepath.Join(logs, id+".log"))
 			if err != nil {
 				return nil, err
 			}
-			id := fmt.Sprintf("%s-%d", hw, i)
-			args := []string{"backend", "--listen", addr, "--hardware", hw, "--log", "console"}
-			for _, f := range files {
-				args = append(args, "-c", f)
-			}
-			switch m := cpuThreads.FindStringSubmatch(hw); {
-			case m != nil:
-				args = append(args, "--executor", "ocr", "--intra-op-threads", m[1])
-			case strings.HasPrefix(hw, "cpu-"):
-				args = append(args, "--executor", "ocr")
-			default:
-				args = append(args, "--executor", "sim")
-			}
-			if err := procs.start(o.Binary, args, filepath.Join(logs, id+".log")); err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(&backendsYAML, "  - {id: %s, address: %q, hardware: %s}\n", id, addr, hw)
-			backendAddrs = append(backendAddrs, addr)
+			backends = append(backends, backend{id: id, hw: hw, c: c})
 		}
 		logf(o.Log, "started %d %s backend(s)", n, hw)
 	}
-	for _, a := range backendAddrs {
-		if err := waitListening(ctx, a, 90*time.Second, procs); err != nil {
-			return nil, fmt.Errorf("demo: backend %s did not start (logs in %s): %w", a, logs, err)
+	var backendsYAML strings.Builder
+	backendsYAML.WriteString("backends:\n")
+	for _, b := range backends {
+		if err := waitListening(ctx, b.c, 90*time.Second, procs); err != nil {
+			return nil, fmt.Errorf("demo: backend %s did not start (logs in %s): %w", b.id, logs, err)
 		}
+		fmt.Fprintf(&backendsYAML, "  - {id: %s, address: %q, hardware: %s}\n", b.id, b.c.addr(0), b.hw)
 	}
 	bfile := filepath.Join(o.OutDir, "config", "backends.yaml")
 	if err := os.MkdirAll(filepath.Dir(bfile), 0o755); err != nil {
@@ -190,26 +195,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := os.WriteFile(bfile, []byte(backendsYAML.String()), 0o644); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	httpAddr, err := freeAddr()
+	gw, err := procs.start(o.Binary, 2, func(addrs []string) []string {
+		args := []string{"gateway", "--listen", addrs[0], "--grpc-listen", addrs[1], "--log", "console", "-c", bfile,
+			"--max-utilization", strconv.FormatFloat(plan.MaxUtilization, 'g', -1, 64)}
+		for _, f := range files {
+			args = append(args, "-c", f)
+		}
+		return args
+	}, filepath.Join(logs, "gateway.log"))
 	if err != nil {
 		return nil, err
 	}
-	grpcAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"gateway", "--listen", httpAddr, "--grpc-listen", grpcAddr, "--log", "console", "-c", bfile,
-		"--max-utilization", strconv.FormatFloat(plan.MaxUtilization, 'g', -1, 64)}
-	for _, f := range files {
-		args = append(args, "-c", f)
-	}
-	if err := procs.start(o.Binary, args, filepath.Join(logs, "gateway.log")); err != nil {
-		return nil, err
-	}
-	url := "http://" + httpAddr
-	if err := waitReady(ctx, url+"/v2/health/ready", 90*time.Second, procs); err != nil {
+	if err := waitReady(ctx, gw, "/v2/health/ready", 90*time.Second, procs); err != nil {
 		return nil, fmt.Errorf("demo: the gateway did not become ready (see %s): %w", filepath.Join(logs, "gateway.log"), err)
 	}
+	httpAddr, grpcAddr := gw.addr(0), gw.addr(1)
+	url := "http://" + httpAddr
 	logf(o.Log, "gateway ready: HTTP %s, gRPC %s; loading every session for %s", url, grpcAddr, o.Duration)
 
 	ocrPayloads, err := ocrImages()
@@ -371,20 +372,21 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// waitListening waits until something accepts connections at addr.
-func waitListening(ctx context.Context, addr string, limit time.Duration, procs *processes) error {
+// waitListening waits until something accepts connections at c's first address.
+func waitListening(ctx context.Context, c *child, limit time.Duration, procs *processes) error {
 	return poll(ctx, limit, procs, func() error {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		conn, err := net.DialTimeout("tcp", c.addr(0), time.Second)
 		if err == nil {
-			c.Close()
+			conn.Close()
 		}
 		return err
 	})
 }
 
-// waitReady waits until url answers 200.
-func waitReady(ctx context.Context, url string, limit time.Duration, procs *processes) error {
+// waitReady waits until path on c's first address answers 200 over HTTP.
+func waitReady(ctx context.Context, c *child, path string, limit time.Duration, procs *processes) error {
 	return poll(ctx, limit, procs, func() error {
+		url := "http://" + c.addr(0) + path
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -398,8 +400,9 @@ func waitReady(ctx context.Context, url string, limit time.Duration, procs *proc
 	})
 }
 
-// poll calls check every 100 ms until it succeeds, a child exits, ctx ends or
-// limit passes (then it returns check's last error).
+// poll calls check every 100 ms until it succeeds, a child exits (one that
+// lost a port race is started again first), ctx ends or limit passes (then it
+// returns check's last error).
 func poll(ctx context.Context, limit time.Duration, procs *processes, check func() error) error {
 	deadline := time.Now().Add(limit)
 	for {
@@ -421,52 +424,118 @@ func poll(ctx context.Context, limit time.Duration, procs *processes, check func
 	}
 }
 
-// processes are the demo's children; stop ends them all.
+// portRetries is how many times a child that found a picked port taken is
+// started again on fresh ones.
+const portRetries = 3
+
+// processes are the demo's children; stop ends them all. Children listen on
+// loopback ports the demo picks with freeAddr, so that it knows where they
+// are before they log anything. Such a port can be taken by another process
+// between the pick and the child's bind (and on a busy machine is, now and
+// then); exited starts a child that exited saying so again on fresh ports.
+// Methods are called from the demo's goroutine; the fields a restart changes
+// are guarded by mu.
 type processes struct {
 	mu    sync.Mutex
 	procs []*child
 }
 
+// child is one process of the demo; argsFor gives its arguments for the
+// addresses it is to listen on.
 type child struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	log  *os.File
+	name    string
+	bin     string
+	ports   int
+	argsFor func(addrs []string) []string
+	logPath string
+	tries   int
+
+	// One run's state; replaced by a restart, under processes.mu.
+	addrs []string
+	cmd   *exec.Cmd
+	done  chan struct{}
+	err   error
+	log   *os.File
 }
 
-func (p *processes) start(bin string, args []string, logPath string) error {
-	f, err := os.Create(logPath)
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+// addr returns the child's i-th listen address, host:port.
+func (c *child) addr(i int) string {
+	return c.addrs[i]
+}
+
+// start runs bin with argsFor's arguments for ports fresh loopback addresses,
+// its output going to logPath.
+func (p *processes) start(bin string, ports int, argsFor func(addrs []string) []string, logPath string) (*child, error) {
+	c := &child{bin: bin, ports: ports, argsFor: argsFor, logPath: logPath}
+	if err := c.run(); err != nil {
+		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("demo: starting %s %s: %w", bin, strings.Join(args, " "), err)
-	}
-	c := &child{name: args[0] + " " + filepath.Base(logPath), cmd: cmd, done: make(chan struct{}), log: f}
-	go func() {
-		c.err = cmd.Wait()
-		close(c.done)
-	}()
+	c.name = c.cmd.Args[1] + " " + filepath.Base(logPath)
 	p.mu.Lock()
 	p.procs = append(p.procs, c)
 	p.mu.Unlock()
+	return c, nil
+}
+
+// run picks c's addresses and starts one run of it.
+func (c *child) run() error {
+	addrs := make([]string, c.ports)
+	for i := range addrs {
+		a, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		addrs[i] = a
+	}
+	f, err := os.Create(c.logPath)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	args := c.argsFor(addrs)
+	cmd := exec.Command(c.bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("demo: starting %s %s: %w", c.bin, strings.Join(args, " "), err)
+	}
+	done := make(chan struct{})
+	c.addrs, c.cmd, c.done, c.err, c.log = addrs, cmd, done, nil, f
+	go func() {
+		err := cmd.Wait()
+		c.err = err // read only after done is closed
+		close(done)
+	}()
 	return nil
 }
 
-// exited reports the first child that has already exited, as an error.
+// lostPortRace reports whether c's last run exited because an address it
+// was given was already in use.
+func (c *child) lostPortRace() bool {
+	b, err := os.ReadFile(c.logPath)
+	return err == nil && strings.Contains(string(b), "address already in use")
+}
+
+// exited reports the first child that has already exited, as an error; a
+// child that lost a port race is started again (at most portRetries times)
+// instead.
 func (p *processes) exited() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.procs {
 		select {
 		case <-c.done:
-			return fmt.Errorf("%s exited early (%v); see %s", c.name, c.err, c.log.Name())
 		default:
+			continue
 		}
+		if c.tries < portRetries && c.lostPortRace() {
+			c.tries++
+			c.log.Close()
+			if err := c.run(); err != nil {
+				return err
+			}
+			continue
+		}
+		return fmt.Errorf("%s exited early (%v); see %s", c.name, c.err, c.log.Name())
 	}
 	return nil
 }
