@@ -133,22 +133,30 @@ type ports struct{ http, serfLAN, serfWAN, server int }
 func Start(tb testing.TB) *Agent {
 	tb.Helper()
 	a := &Agent{tb: tb, bin: Binary(tb)}
-	p, err := freePorts(4)
-	if err != nil {
-		tb.Fatalf("consultest: choosing ports: %v", err)
-	}
-	a.ports = ports{http: p[0], serfLAN: p[1], serfWAN: p[2], server: p[3]}
-	a.node = fmt.Sprintf("piccolo-test-%d", a.ports.http)
 	tb.Cleanup(func() {
 		a.Kill()
 		if tb.Failed() && a.log != nil {
 			tb.Logf("consul agent %s log (tail):\n%s", a.Addr(), lastLines(a.log.String(), 40))
 		}
 	})
-	if err := a.start(); err != nil {
-		tb.Fatalf("consultest: %v", err)
+	// The ports were free when picked; another process can take one before
+	// the agent binds it (now and then, on a busy machine). Such a start is
+	// tried again on fresh ports.
+	for try := 1; ; try++ {
+		p, err := freePorts(4)
+		if err != nil {
+			tb.Fatalf("consultest: choosing ports: %v", err)
+		}
+		a.ports = ports{http: p[0], serfLAN: p[1], serfWAN: p[2], server: p[3]}
+		a.node = fmt.Sprintf("piccolo-test-%d", a.ports.http)
+		err = a.start()
+		if err == nil {
+			return a
+		}
+		if try == 3 || !strings.Contains(a.log.String(), "address already in use") {
+			tb.Fatalf("consultest: %v", err)
+		}
 	}
-	return a
 }
 
 // Addr returns the agent's HTTP API address, host:port (what consul/api's
