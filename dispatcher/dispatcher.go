@@ -281,7 +281,7 @@ func (d *Dispatcher) drainLocked() []*Item {
 }
 
 // Submit queues it for dispatch. It returns ErrDeadline, without keeping the item,
-// when the item's deadline has already passed, ErrClosed after Close, and an error
+// when the item's expiry (by default its deadline) has already passed, ErrClosed after Close, and an error
 // when it has no Done callback; otherwise the item comes back through it.Done.
 // Submit never blocks on a backend; it allocates nothing.
 func (d *Dispatcher) Submit(it *Item) error {
@@ -301,7 +301,7 @@ func (d *Dispatcher) Submit(it *Item) error {
 	if it.Deadline.IsZero() && d.st.budget > 0 {
 		it.Deadline = it.Arrival.Add(d.st.budget)
 	}
-	if !it.Deadline.IsZero() && now.After(it.Deadline) {
+	if it.expired(now) {
 		d.stats.DeadlineOnSubmit++
 		d.mu.Unlock()
 		return ErrDeadline
@@ -520,13 +520,13 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList) {
 	}
 }
 
-// startLocked takes a lane of b.m for b after failing the items whose deadline has
+// startLocked takes a lane of b.m for b after failing the items whose expiry has
 // passed; b goes on out to be sent (or, with no item left, just to complete the
 // expired ones) once the lock is released.
 func (d *Dispatcher) startLocked(b *Batch, now time.Time, out *outList) {
 	kept := b.Items[:0]
 	for _, it := range b.Items {
-		if !it.Deadline.IsZero() && now.After(it.Deadline) {
+		if it.expired(now) {
 			b.expired = append(b.expired, it)
 		} else {
 			kept = append(kept, it)

@@ -153,6 +153,43 @@ func TestDeadlineFailFast(t *testing.T) {
 	}
 }
 
+func TestExpiryOutlastsTheModuleDeadline(t *testing.T) {
+	// As TestDeadlineFailFast, but the items may be sent until 1.5 s after
+	// arrival (their request's deadline leaves room): the second item, queued
+	// past its 500 ms module deadline, is sent when the machine frees at 1 s; a
+	// third, whose expiry passes while it queues, is given up.
+	mp := api.ModulePlan{Name: "m", BudgetMs: 500, Configs: []api.GroupPlan{gp(1, 1000, 1, 1)}}
+	d, clock, s := newVirtual(t, mp, TC)
+	tr := newTracker()
+	for i, at := range []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond} {
+		it := tr.item(time.Time{})
+		exp := 1500 * time.Millisecond
+		if i == 2 {
+			exp = 1700 * time.Millisecond // expires at 1.9 s; the machine frees at 2 s
+		}
+		clock.AfterFunc(at, func() {
+			it.Arrival = clock.Now()
+			it.Expiry = clock.Now().Add(exp)
+			if err := d.Submit(it); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	clock.Run(t0.Add(10 * time.Second))
+	if len(s.batches) != 2 || s.batches[1].at != time.Second {
+		t.Errorf("batches %+v, want two, the second at 1s (past its module deadline, before its expiry)", s.batches)
+	}
+	if tr.errs["ok"] != 2 || tr.errs[ErrDeadline.Error()] != 1 {
+		t.Errorf("completions %v, want 2 ok and 1 deadline", tr.errs)
+	}
+	// An expiry already past at Submit is refused even when the deadline is not.
+	it := tr.item(clock.Now())
+	it.Deadline, it.Expiry = clock.Now().Add(time.Second), clock.Now().Add(-time.Millisecond)
+	if err := d.Submit(it); !errors.Is(err, ErrDeadline) {
+		t.Errorf("Submit past expiry = %v, want ErrDeadline", err)
+	}
+}
+
 func TestDummiesFillBatchesAndNeverReturn(t *testing.T) {
 	// 30 req/s real + 10 req/s dummy into batches of 4: 10 batches/s on one machine
 	// of 50 ms. Over 10 s, 100 dummies, each batch mixes both, every real item

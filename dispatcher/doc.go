@@ -29,10 +29,12 @@
 //     budget unless the caller sets one). The open batch is flushed early, partial,
 //     at the latest time at which sending it still meets its earliest deadline given
 //     the group's duration (deadline − duration), and not before.
-//   - An item whose deadline has already passed when it is submitted is refused
-//     (Submit returns ErrDeadline); one whose deadline passes before its batch is
-//     handed to the Sender completes with ErrDeadline. Neither is ever sent; both
-//     are counted in Stats.
+//   - An item whose expiry (Item.Expiry, by default its deadline) has already
+//     passed when it is submitted is refused (Submit returns ErrDeadline); one
+//     whose expiry passes before its batch is handed to the Sender completes with
+//     ErrDeadline. Neither is ever sent; both are counted in Stats. The deadline
+//     times the flush; the expiry, which the gateway derives from the request's
+//     end-to-end deadline, decides when an item is given up.
 //
 // With constant arrivals at the planned rates, a batch for group i collects b_i
 // items from the whole module stream W, so its oldest item waits (b_i−1)/W ≤

@@ -19,6 +19,12 @@ type Item struct {
 	// Deadline is when the item must be done; zero means Arrival + the module
 	// budget (no deadline when the plan gives no budget).
 	Deadline time.Time
+	// Expiry is the latest time the item may still be handed to the Sender;
+	// zero means Deadline. Deadline decides when a partial batch is flushed;
+	// Expiry only when an item is given up. The gateway sets it past Deadline
+	// when the request's end-to-end deadline leaves room: a module budget is the
+	// planner's split of the SLO, and an item late on it can still meet the SLO.
+	Expiry time.Time
 	// Inputs are the item's tensors (one row each); read by the Sender.
 	Inputs []api.Tensor
 	// Tag is the caller's own context (a pointer keeps Submit allocation-free).
@@ -33,8 +39,8 @@ type Item struct {
 	// Outputs are the item's output tensors as the Sender split them (nil in the
 	// simulator).
 	Outputs []api.Tensor
-	// Err is nil on success; ErrDeadline when the deadline passed before the item
-	// could be sent; ErrClosed after Close; otherwise the Sender's error.
+	// Err is nil on success; ErrDeadline when the expiry (by default the
+	// deadline) passed before the item could be sent; ErrClosed after Close; otherwise the Sender's error.
 	Err error
 	// Sent is when the item's batch went to the Sender (zero if never sent);
 	// Finished when the item was completed. Queue time is Sent−Arrival, compute
@@ -142,4 +148,14 @@ func (q *batchFIFO) pop() *Batch {
 	q.head = (q.head + 1) % len(q.buf)
 	q.n--
 	return b
+}
+
+// expired reports whether it may no longer be sent at now: past its Expiry,
+// or past its Deadline when it has no Expiry.
+func (it *Item) expired(now time.Time) bool {
+	at := it.Expiry
+	if at.IsZero() {
+		at = it.Deadline
+	}
+	return !at.IsZero() && now.After(at)
 }

@@ -137,6 +137,7 @@ type liveModule struct {
 	slack                time.Duration
 	wcl                  time.Duration
 	minDuration          time.Duration // the shortest batch duration of the module's groups
+	tail                 time.Duration // the longest path of minDurations after this module to a sink
 	capacity             float64       // planned req/s the module's machines serve
 	outstanding          atomic.Int64
 	items                sync.Pool
@@ -220,6 +221,7 @@ func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			lm.disp = d
 			mods[mp.Name] = lm
 		}
+		setTails(sp.Modules, mods)
 	}
 	timeout := opts.LoadTimeout
 	if timeout <= 0 {
@@ -305,8 +307,12 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 }
 
 // Run submits one item to the module's dispatcher. The item's dispatch deadline
-// is the module's budget from now or the request's deadline, whichever is
-// earlier, less the slack (LiveOptions.SlackFraction).
+// (which times the flush of a partial batch) is the module's budget from now or
+// the request's deadline, whichever is earlier, less the slack
+// (LiveOptions.SlackFraction). Its expiry (when it is failed with ErrDeadline
+// instead of sent) is the later of that and the request's deadline less the
+// shortest time the rest of the DAG needs (docs/dataplane.md, "Module
+// deadlines").
 func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
 	done func([]api.Tensor, Timing, error)) {
 	lm, err := r.module(session, module)
@@ -328,6 +334,14 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 		}
 	}
 	it.Deadline = it.Deadline.Add(-lm.slack)
+	// The module deadline times the flush; the item is given up only when the
+	// request can no longer make its own deadline, with this module's and the
+	// longest downstream path's shortest durations still to run. A queue that
+	// holds an item past its share of the SLO (a burst, a slow host) then costs
+	// that request latency, not an error.
+	if exp := deadline.Add(-lm.minDuration - lm.tail - lm.slack); exp.After(it.Deadline) {
+		it.Expiry = exp
+	}
 	lm.outstanding.Add(1)
 	if err := lm.disp.Submit(it); err != nil {
 		lm.outstanding.Add(-1)
@@ -368,6 +382,39 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 		out, err = nil, mapBackendError(err)
 	}
 	done(out, t, err)
+}
+
+// setTails sets each module's tail: the longest path, in shortest batch
+// durations, from the module's children to a sink of the session's DAG (which
+// the config loader checked is acyclic).
+func setTails(modules []api.ModulePlan, mods map[string]*liveModule) {
+	children := map[string][]string{}
+	for _, mp := range modules {
+		for _, p := range mp.After {
+			children[p] = append(children[p], mp.Name)
+		}
+	}
+	done := map[string]bool{}
+	var tail func(name string) time.Duration
+	tail = func(name string) time.Duration {
+		lm := mods[name]
+		if lm == nil || done[name] {
+			if lm == nil {
+				return 0
+			}
+			return lm.tail
+		}
+		done[name] = true
+		for _, c := range children[name] {
+			if cm := mods[c]; cm != nil {
+				lm.tail = max(lm.tail, cm.minDuration+tail(c))
+			}
+		}
+		return lm.tail
+	}
+	for _, mp := range modules {
+		tail(mp.Name)
+	}
 }
 
 // Estimate is a lower bound on how long an item submitted now takes in the module:
