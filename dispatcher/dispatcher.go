@@ -23,6 +23,8 @@ type Sender interface {
 type Options struct {
 	// Policy is TC (the default) or RR.
 	Policy Policy
+	// Flush is FlushDeadline (the default) or FlushIdle.
+	Flush Flush
 	// Clock defaults to RealClock.
 	Clock Clock
 	// Sender runs the batches.
@@ -59,6 +61,7 @@ type SlotStats struct {
 type Dispatcher struct {
 	module string
 	policy Policy
+	idle   bool // Flush is FlushIdle
 	clock  Clock
 	sender Sender
 
@@ -67,6 +70,11 @@ type Dispatcher struct {
 	closed bool
 	free   *Batch // recycled batches (linked by link)
 	stats  Stats
+
+	// FlushIdle's arrival-gap estimate (items and dummies), exponentially
+	// weighted: the time the open batch needs to fill.
+	lastArrival time.Time
+	gap         float64 // seconds
 
 	dummyEvery time.Duration
 	dummyNext  time.Time
@@ -85,12 +93,14 @@ type state struct {
 }
 
 type group struct {
-	batch    int
-	duration time.Duration
-	weight   float64 // planned batches/s: rate / batch
-	cur      float64 // smooth weighted round-robin
-	machines []*machine
-	next     int // rotation
+	share     float64 // of the module's items: planned rate / the module's
+	occupancy float64 // machines: the sum of the slots' occupancies
+	batch     int
+	duration  time.Duration
+	weight    float64 // planned batches/s: rate / batch
+	cur       float64 // smooth weighted round-robin
+	machines  []*machine
+	next      int // rotation
 }
 
 type machine struct {
@@ -138,10 +148,16 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	if _, err := ParsePolicy(string(opts.Policy)); err != nil {
 		return nil, fmt.Errorf("module %q: %w", mp.Name, err)
 	}
+	if opts.Flush == "" {
+		opts.Flush = FlushDeadline
+	}
+	if _, err := ParseFlush(string(opts.Flush)); err != nil {
+		return nil, fmt.Errorf("module %q: %w", mp.Name, err)
+	}
 	if opts.Clock == nil {
 		opts.Clock = RealClock
 	}
-	d := &Dispatcher{module: mp.Name, policy: opts.Policy, clock: opts.Clock, sender: opts.Sender}
+	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, clock: opts.Clock, sender: opts.Sender}
 	if err := d.SetPlan(mp); err != nil {
 		return nil, err
 	}
@@ -182,6 +198,7 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 			st.maxBatch = max(st.maxBatch, s.Batch)
 		}
 		g := st.groups[s.Group]
+		g.occupancy += s.Occupancy
 		m := &machine{slot: s, g: g, est: make([]time.Time, s.Concurrency), weight: s.RatePerSec}
 		m.stats.Slot = s
 		if m.weight <= 0 {
@@ -193,6 +210,16 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		if d.policy == RR {
 			m.q = &queue{d: d, m: m}
 		}
+	}
+	for _, g := range st.groups {
+		g.share = g.weight / st.sumGroup * float64(g.batch)
+	}
+	var sumShare float64
+	for _, g := range st.groups {
+		sumShare += g.share
+	}
+	for _, g := range st.groups {
+		g.share /= sumShare
 	}
 	if d.policy == TC {
 		st.tc = &queue{d: d}
@@ -220,6 +247,9 @@ func (d *Dispatcher) SetPlan(mp api.ModulePlan) error {
 		moved = d.drainLocked()
 	}
 	d.st = st
+	if r := mp.Rate + mp.DummyRate; r > 0 && d.gap == 0 {
+		d.gap = 1 / r // the planned rate until arrivals say otherwise
+	}
 	now := d.clock.Now()
 	sort.SliceStable(moved, func(i, j int) bool { return moved[i].Arrival.Before(moved[j].Arrival) })
 	for _, it := range moved {
@@ -412,6 +442,9 @@ func (m *machine) earliestLane() int {
 }
 
 func (d *Dispatcher) addLocked(it *Item, now time.Time, out *outList) {
+	if d.idle {
+		d.arrivedLocked(now)
+	}
 	q := d.queueFor()
 	b := q.open
 	if b == nil {
@@ -429,7 +462,68 @@ func (d *Dispatcher) addLocked(it *Item, now time.Time, out *outList) {
 		}
 		q.arm(at, now)
 	}
-	if b.Size() >= b.target {
+	if b.Size() >= b.target || d.idle && d.worthFlushing(b) && q.idleMachine(b.g) {
+		d.dispatchLocked(q, now, out)
+	}
+}
+
+// idleFlushUtilization is the highest utilisation FlushIdle's partial batches
+// may bring their machines to (were every batch that small).
+const idleFlushUtilization = 0.8
+
+// gapWeight is the weight of the newest gap in FlushIdle's estimate.
+const gapWeight = 0.1
+
+// arrivedLocked updates the arrival-gap estimate with an arrival at now.
+func (d *Dispatcher) arrivedLocked(now time.Time) {
+	if !d.lastArrival.IsZero() {
+		g := now.Sub(d.lastArrival).Seconds()
+		d.gap += gapWeight * (g - d.gap)
+	}
+	d.lastArrival = now
+}
+
+// worthFlushing reports whether sending b now, partial, leaves its machines
+// enough capacity: were every batch of the size b has now, the machines that
+// share b's stream would keep up with their share of the estimated arrival
+// rate (k items per batch, n machines of duration d: k·n/d ≥ share/gap).
+func (d *Dispatcher) worthFlushing(b *Batch) bool {
+	share, n := b.g.share, b.g.occupancy
+	if d.policy == RR {
+		share, n = 1/float64(len(d.st.machines)), 1
+	}
+	return idleFlushUtilization*float64(b.Size())*n*d.gap >= share*b.g.duration.Seconds()
+}
+
+// idleMachine reports whether a machine that q's batches go to (RR: q's own;
+// TC: any of g's) has a free lane and nothing queued.
+func (q *queue) idleMachine(g *group) bool {
+	if q.m != nil {
+		return q.m.idle()
+	}
+	for _, m := range g.machines {
+		if m.idle() {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *machine) idle() bool { return m.busy < m.slot.Concurrency && m.pending.len() == 0 }
+
+// idleFlushLocked is FlushIdle's half in Batch.Done: m has just freed a lane
+// and, with nothing queued on it, the open batch that would go to m (RR: m's
+// own; TC: the module's, when its group is m's) goes now, partial. A machine of
+// a plan already replaced matches no open batch.
+func (d *Dispatcher) idleFlushLocked(m *machine, now time.Time, out *outList) {
+	if !m.idle() || d.closed {
+		return
+	}
+	q := m.q
+	if q == nil {
+		q = d.st.tc
+	}
+	if b := q.open; b != nil && len(b.Items) > 0 && b.g == m.g && d.worthFlushing(b) {
 		d.dispatchLocked(q, now, out)
 	}
 }
@@ -470,6 +564,9 @@ func (d *Dispatcher) injectDummy() {
 	}
 	now := d.clock.Now()
 	d.stats.DummiesInjected++
+	if d.idle {
+		d.arrivedLocked(now)
+	}
 	q := d.queueFor()
 	b := q.open
 	if b == nil {

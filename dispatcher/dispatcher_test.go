@@ -450,3 +450,58 @@ func TestConcurrentSubmitRealClock(t *testing.T) {
 		})
 	}
 }
+
+func TestIdleFlush(t *testing.T) {
+	// Batch 4, 100 ms per batch, budget 300 ms, one machine, planned for 1
+	// req/s. Items at 0, 10, 20 and 30 ms. FlushDeadline waits for the batch to
+	// fill (at 30 ms). FlushIdle sends the first item alone at once, the machine
+	// being idle, and the next three together when the machine frees at 100 ms:
+	// the arrival gap it estimates (from the planned 1 s towards the measured
+	// 10 ms) still leaves capacity for batches of 1 and 3. Planned for 1000
+	// req/s, a batch of 1 would overload the machine: FlushIdle then waits for
+	// the batch to fill, as FlushDeadline does.
+	slow := api.ModulePlan{Name: "m", Rate: 1, BudgetMs: 300, Configs: []api.GroupPlan{gp(4, 100, 1, 1)}}
+	busy := slow
+	busy.Rate = 1000
+	for _, tc := range []struct {
+		name   string
+		mp     api.ModulePlan
+		policy Policy
+		flush  Flush
+		want   []sentBatch
+	}{
+		{"tc/deadline", slow, TC, FlushDeadline, []sentBatch{{at: 30 * time.Millisecond, items: 4}}},
+		{"tc/idle", slow, TC, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}},
+		{"rr/idle", slow, RR, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}},
+		{"tc/idle/planned-busy", busy, TC, FlushIdle, []sentBatch{{at: 30 * time.Millisecond, items: 4}}},
+	} {
+		mp := tc.mp
+		t.Run(tc.name, func(t *testing.T) {
+			clock := NewVirtualClock(t0)
+			s := &vsender{clock: clock}
+			d, err := New(mp, Options{Policy: tc.policy, Flush: tc.flush, Clock: clock, Sender: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := newTracker()
+			for i := range 4 {
+				submitAt(t, clock, d, time.Duration(i)*10*time.Millisecond, tr.item(time.Time{}), nil)
+			}
+			clock.Run(t0.Add(time.Second))
+			if len(s.batches) != len(tc.want) {
+				t.Fatalf("batches %+v, want %+v", s.batches, tc.want)
+			}
+			for i, w := range tc.want {
+				if g := s.batches[i]; g.at != w.at || g.items != w.items {
+					t.Errorf("batch %d: %d items at %v, want %d at %v", i, g.items, g.at, w.items, w.at)
+				}
+			}
+			if tr.errs["ok"] != 4 {
+				t.Errorf("completions %v, want 4 ok", tr.errs)
+			}
+		})
+	}
+	if _, err := New(slow, Options{Flush: "eager", Sender: &vsender{}}); err == nil || !strings.Contains(err.Error(), "deadline, idle") {
+		t.Errorf("New with flush \"eager\": %v, want an error listing the allowed modes", err)
+	}
+}

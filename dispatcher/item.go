@@ -111,6 +111,9 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	for m.busy < m.slot.Concurrency && m.pending.len() > 0 {
 		d.startLocked(m.pending.pop(), now, &out)
 	}
+	if d.idle {
+		d.idleFlushLocked(m, now, &out)
+	}
 	d.mu.Unlock()
 	d.flush(&out)
 	for _, it := range b.Items {

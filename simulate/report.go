@@ -17,6 +17,7 @@ import (
 // Latencies are in ms, rates in req/s over the arrival window (Duration).
 type Report struct {
 	Dispatch   string          `json:"dispatch"`
+	Flush      string          `json:"flush"`
 	Arrival    string          `json:"arrival"`
 	CV2        float64         `json:"cv2,omitempty"`
 	DurationS  float64         `json:"duration_s"`
@@ -141,7 +142,7 @@ func toMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecon
 func (s *sim) report() *Report {
 	win := s.o.Duration.Seconds()
 	elapsed := s.clock.Elapsed()
-	r := &Report{Dispatch: string(s.o.Policy), Arrival: s.o.Arrival, DurationS: win, Seed: s.o.Seed,
+	r := &Report{Dispatch: string(s.o.Policy), Flush: string(s.o.Flush), Arrival: s.o.Arrival, DurationS: win, Seed: s.o.Seed,
 		SimulatedS: elapsed.Seconds()}
 	if s.o.Arrival == "gamma" {
 		r.CV2 = s.o.CV2
@@ -223,7 +224,7 @@ func slotReport(ss dispatcher.SlotStats, elapsed time.Duration) SlotReport {
 // WriteTable writes r for a terminal: one block per session, one line per module
 // and per slot.
 func (r *Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "dispatch %s, arrivals %s", r.Dispatch, r.Arrival)
+	fmt.Fprintf(w, "dispatch %s, flush %s, arrivals %s", r.Dispatch, r.Flush, r.Arrival)
 	if r.CV2 > 0 {
 		fmt.Fprintf(w, " (cv² %g)", r.CV2)
 	}

@@ -16,6 +16,8 @@ import (
 type Options struct {
 	// Policy is dispatcher.TC (default) or dispatcher.RR.
 	Policy dispatcher.Policy
+	// Flush is dispatcher.FlushDeadline (default) or dispatcher.FlushIdle.
+	Flush dispatcher.Flush
 	// Arrival is the arrival process: constant (default), poisson or gamma.
 	Arrival string
 	// CV2 is the squared coefficient of variation of gamma arrivals.
@@ -57,6 +59,12 @@ func Run(plan *api.Plan, o Options) (*Report, error) {
 		o.Policy = dispatcher.TC
 	}
 	if _, err := dispatcher.ParsePolicy(string(o.Policy)); err != nil {
+		return nil, err
+	}
+	if o.Flush == "" {
+		o.Flush = dispatcher.FlushDeadline
+	}
+	if _, err := dispatcher.ParseFlush(string(o.Flush)); err != nil {
 		return nil, err
 	}
 	if o.Arrival == "" {
@@ -220,7 +228,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64) (*session, error) {
 		if mp.Rate < 0 || bad(mp.Rate) {
 			return nil, fmt.Errorf("module %q: rate %v: must be a finite number ≥ 0", mp.Name, mp.Rate)
 		}
-		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Clock: s.clock, Sender: s.sender})
+		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Clock: s.clock, Sender: s.sender})
 		if err != nil {
 			return nil, err
 		}
