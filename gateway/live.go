@@ -81,6 +81,9 @@ func hardwareList(byHW map[string][]string) string {
 type LiveOptions struct {
 	// Policy is the dispatch policy, dispatcher.TC (default) or dispatcher.RR.
 	Policy dispatcher.Policy
+	// Flush is when a partial batch goes: dispatcher.FlushDeadline (default,
+	// the paper's) or dispatcher.FlushIdle (also whenever a machine is idle).
+	Flush dispatcher.Flush
 	// Clients gives the backend clients; default: a new backends.Pool, closed by
 	// Close.
 	Clients *backends.Pool
@@ -214,7 +217,7 @@ func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 					loads[k] = [2]int{max(l[0], g.Batch), max(l[1], g.Concurrency, 1)}
 				}
 			}
-			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Sender: lm})
+			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, Sender: lm})
 			if err != nil {
 				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
 			}

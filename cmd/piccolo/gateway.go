@@ -32,6 +32,7 @@ type gatewayOptions struct {
 	maxUtil    float64
 	burst      float64
 	dispatch   string
+	flush      string
 	maxBody    int
 	slack      float64
 	logFmt     string
@@ -73,7 +74,12 @@ concurrency, and serves each session as a KServe v2 model:
   Prometheus text:            GET /metrics on the HTTP port
 
 A request runs the session's DAG; each module's items are batched and dispatched
-by --dispatch (tc: the paper's throughput-cost dispatch; rr: round-robin). A request
+by --dispatch (tc: the paper's throughput-cost dispatch; rr: round-robin). By default
+(--flush idle) a partial batch also goes as soon as a machine of its group is idle
+while the measured arrival rate leaves capacity for batches that small, so at low
+load a request takes about its compute time; --flush deadline is the paper's rule
+(only at the latest time the batch's oldest item allows), under which a request at
+low load takes nearly its whole SLO. A request
 whose deadline (arrival + SLO) cannot be met given the current queues is rejected
 at once (HTTP 429, gRPC RESOURCE_EXHAUSTED). Responses carry per-module queue,
 compute and total milliseconds as parameters "piccolo.<module>.queue_ms" etc.
@@ -123,6 +129,7 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
 	f.Float64Var(&o.burst, "burst-target", 0.999, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
+	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.IntVar(&o.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
@@ -148,6 +155,13 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	pol, err := dispatcher.ParsePolicy(o.dispatch)
 	if err != nil {
 		return fmt.Errorf("--dispatch: %w", err)
+	}
+	if o.flush == "" {
+		o.flush = string(dispatcher.FlushIdle)
+	}
+	flush, err := dispatcher.ParseFlush(o.flush)
+	if err != nil {
+		return fmt.Errorf("--flush: %w", err)
 	}
 	if o.maxBody <= 0 {
 		return fmt.Errorf("--max-body %d: must be > 0 bytes", o.maxBody)
@@ -189,7 +203,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	liveOpts := gateway.LiveOptions{Policy: pol, SlackFraction: slack, Metrics: metrics, Logger: log}
+	liveOpts := gateway.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: metrics, Logger: log}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return planForServing(c, planOpts, o.burst) }
 	var (
@@ -291,7 +305,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()
 	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()),
-		zap.String("policy", plan.Policy), zap.String("dispatch", string(pol)), zap.Float64("plan_cost", plan.TotalCost),
+		zap.String("policy", plan.Policy), zap.String("dispatch", string(pol)), zap.String("flush", string(flush)), zap.Float64("plan_cost", plan.TotalCost),
 		zap.Strings("sessions", exec.Sessions()))
 	if ready != nil {
 		ready(hl.Addr().String(), gl.Addr().String())

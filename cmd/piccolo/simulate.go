@@ -20,6 +20,7 @@ func newSimulateCmd() *cobra.Command {
 		planFile string
 		policy   string
 		dispatch string
+		flush    string
 		output   string
 		o        simulate.Options
 	)
@@ -53,6 +54,11 @@ WCL: 'over WCL' counts those that do.`,
 				return fmt.Errorf("--dispatch: %w", err)
 			}
 			o.Policy = p
+			fl, err := dispatcher.ParseFlush(flush)
+			if err != nil {
+				return fmt.Errorf("--flush: %w", err)
+			}
+			o.Flush = fl
 			if _, err := arrival.New(o.Arrival, 1, max(o.CV2, 1), 0); err != nil {
 				return fmt.Errorf("--arrival: %w", err)
 			}
@@ -80,6 +86,7 @@ WCL: 'over WCL' counts those that do.`,
 	f.StringVar(&planFile, "plan", "", "plan JSON to simulate (as written by 'piccolo plan -o json', or by hand)")
 	f.StringVar(&policy, "policy", "piccolo", "planning policy when --plan is not given: "+fmt.Sprint(scheduler.Policies))
 	f.StringVar(&dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
+	f.StringVar(&flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.StringVar(&o.Arrival, "arrival", "constant", "arrival process: "+arrival.Kinds)
 	f.Float64Var(&o.CV2, "cv2", 0, "squared coefficient of variation of gamma arrivals")
 	f.Float64Var(&o.RatePerSec, "rate", 0, "request rate per session in req/s (0: the plan's)")
