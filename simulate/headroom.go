@@ -21,7 +21,9 @@ var Utilizations = []float64{0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5}
 // without bound under random arrivals; a fixed headroom is either wasteful or too
 // little depending on the plan's slack. It returns the cheapest plan that passes,
 // its utilisation, and its simulated report; when none passes, the last (most
-// headroom) with an error saying so. opts.MaxUtilization is ignored.
+// headroom) with an error saying so. A plan in which no session could be
+// planned is returned at once, without a report, with the planner's error.
+// opts.MaxUtilization is ignored.
 func PlanForBursts(cfg *api.Config, opts scheduler.Options, target float64, seed uint64) (*api.Plan, *Report, error) {
 	if !(target > 0 && target <= 1) {
 		return nil, nil, fmt.Errorf("burst target %v: must be in (0, 1]", target)
@@ -36,6 +38,9 @@ func PlanForBursts(cfg *api.Config, opts scheduler.Options, target float64, seed
 			return nil, nil, err
 		}
 		plan, planErr = p, err
+		if !anyPlanned(p) { // nothing to simulate: the sessions' errors say why
+			return plan, nil, planErr
+		}
 		r, err := Run(p, Options{Policy: dispatcher.TC, Arrival: "poisson", Duration: 60 * time.Second, Seed: seed})
 		if err != nil {
 			return nil, nil, fmt.Errorf("simulating the plan at utilisation %.2f: %w", u, err)
@@ -46,6 +51,15 @@ func PlanForBursts(cfg *api.Config, opts scheduler.Options, target float64, seed
 		}
 	}
 	return plan, rep, errors.Join(planErr, fmt.Errorf("no plan down to utilisation %.2f meets the SLO for %.2f%% of simulated Poisson requests", Utilizations[len(Utilizations)-1], 100*target))
+}
+
+func anyPlanned(p *api.Plan) bool {
+	for _, s := range p.Sessions {
+		if s.Error == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func meets(r *Report, target float64) bool {

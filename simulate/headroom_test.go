@@ -1,7 +1,9 @@
 package simulate
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -37,5 +39,23 @@ func TestPlanForBursts(t *testing.T) {
 	}
 	if _, _, err := PlanForBursts(cfg, scheduler.Options{}, 1.5, 1); err == nil {
 		t.Error("a target above 1 was accepted")
+	}
+}
+
+// A config whose only session cannot be planned comes back as the planner
+// made it, the session's error saying why, not as "nothing to simulate".
+func TestPlanForBurstsNothingPlanned(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sessions = cfg.Sessions[:1]
+	cfg.Sessions[0].SLO = api.Duration(time.Millisecond) // shorter than any profiled duration
+	plan, rep, err := PlanForBursts(cfg, scheduler.Options{}, 0.999, 1)
+	if plan == nil || len(plan.Sessions) != 1 || plan.Sessions[0].Error == "" {
+		t.Fatalf("plan %+v (err %v), want the session with its planning error", plan, err)
+	}
+	if rep != nil || (err != nil && strings.Contains(err.Error(), "simulat")) {
+		t.Errorf("report %v, err %v: want no report and no simulation error", rep, err)
 	}
 }
