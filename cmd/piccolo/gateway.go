@@ -343,8 +343,15 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 // planForServing plans for serving: with a utilisation given, as asked; without,
 // the cheapest plan whose simulation under Poisson arrivals meets the SLO for
 // burstTarget of requests (simulate.PlanForBursts), so the headroom follows the
-// plan's slack instead of a fixed guess.
+// plan's slack instead of a fixed guess. When the config lists backends, only
+// their hardware types are planned for: a catalog may name types the cluster
+// does not have (with Consul, the leader does the same with its members).
 func planForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64) (*api.Plan, error) {
+	present := map[string]bool{}
+	for _, b := range cfg.Backends {
+		present[b.Hardware] = true
+	}
+	cfg = control.OnlyPresent(cfg, present)
 	if opts.MaxUtilization != 0 {
 		return scheduler.Plan(cfg, opts)
 	}

@@ -507,29 +507,41 @@ func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
 		}
 		cfg.Sessions[i] = s
 	}
-	if len(c.members) > 0 {
-		present := map[string]bool{}
-		for _, m := range c.members {
-			present[m.Hardware] = true
-		}
-		var hw []api.Hardware
-		for _, h := range cfg.Hardware {
-			if present[h.Name] {
-				hw = append(hw, h)
-			}
-		}
-		if len(hw) > 0 {
-			cfg.Hardware = hw
-			var profs []api.Profile
-			for _, p := range cfg.Profiles {
-				if present[p.Hardware] {
-					profs = append(profs, p)
-				}
-			}
-			cfg.Profiles = profs
+	present := map[string]bool{}
+	for _, m := range c.members {
+		present[m.Hardware] = true
+	}
+	return OnlyPresent(&cfg, present), rates
+}
+
+// OnlyPresent returns cfg planned around the hardware types that are not in
+// present: a shallow copy keeping only the present types and their profiles.
+// It returns cfg itself when present is empty (no members known) or names none
+// of cfg's types. The controller plans with it; a cluster-mode gateway checks
+// an admin change with it, so that a change it accepts is one the leader can
+// plan.
+func OnlyPresent(cfg *api.Config, present map[string]bool) *api.Config {
+	if len(present) == 0 {
+		return cfg
+	}
+	var hw []api.Hardware
+	for _, h := range cfg.Hardware {
+		if present[h.Name] {
+			hw = append(hw, h)
 		}
 	}
-	return &cfg, rates
+	if len(hw) == 0 || len(hw) == len(cfg.Hardware) {
+		return cfg
+	}
+	out := *cfg
+	out.Hardware = hw
+	out.Profiles = nil
+	for _, p := range cfg.Profiles {
+		if present[p.Hardware] {
+			out.Profiles = append(out.Profiles, p)
+		}
+	}
+	return &out
 }
 
 // fallBack plans again, at the config's rates, every session that failed at
