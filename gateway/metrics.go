@@ -43,6 +43,11 @@ import (
 //	piccolo_membership_backends{hardware}, piccolo_membership_stale (1 while the
 //	membership source is unreachable and the last members are served)
 //
+// Per published plan, with Consul (SetPlanSource):
+//
+//	piccolo_plan_version (the cluster plan's version; absent without Consul),
+//	piccolo_plan_scheduler_info{scheduler} 1 (the scheduler that published it)
+//
 // Label sets are bounded by the config: sessions, modules, hardware types, the
 // statuses the gateway answers with and the causes in ReplanCauses. Requests to
 // sessions the gateway does not serve count under session "".
@@ -72,6 +77,8 @@ type Metrics struct {
 	membership     *prometheus.GaugeVec
 	membershipSeen map[string]bool
 	stale          prometheus.Gauge
+	planVersion    *prometheus.GaugeVec // no labels: absent until SetPlanSource
+	planScheduler  *prometheus.GaugeVec
 }
 
 type sessionMetrics struct {
@@ -143,6 +150,10 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		membership: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_membership_backends",
 			Help: "Backends the gateway knows, by hardware type."}, []string{"hardware"}),
 		membershipSeen: map[string]bool{},
+		planVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_version",
+			Help: "Version of the cluster plan served (Consul KV record; absent without Consul)."}, nil),
+		planScheduler: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_scheduler_info",
+			Help: "1 for the scheduler that published the cluster plan served (absent without Consul)."}, []string{"scheduler"}),
 		stale: prometheus.NewGauge(prometheus.GaugeOpts{Name: "piccolo_membership_stale",
 			Help: "1 while the membership source (Consul) is unreachable and the gateway serves the last members it saw, else 0."}),
 	}
@@ -156,7 +167,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	})
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.violations, m.rejections, m.queue, m.compute, m.batchSize,
 		m.planCost, m.planTimestamp, m.planRuntime, m.replans, m.sessionCost, m.sessionSLO, m.moduleBudget, m.moduleWCL,
-		m.moduleRate, m.machines, m.membership, m.stale, age} {
+		m.moduleRate, m.machines, m.membership, m.stale, m.planVersion, m.planScheduler, age} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway metrics: %w", err)
 		}
@@ -308,6 +319,18 @@ func (m *Metrics) SetPlan(plan *api.Plan, cause string, took time.Duration) erro
 	m.planRuntime.Observe(took.Seconds())
 	m.replans.WithLabelValues(cause).Inc()
 	return nil
+}
+
+// SetPlanSource records which cluster plan the gateway serves: its version
+// and the scheduler that published it (cluster.Record). Called by the cluster
+// follower after each record goes live.
+func (m *Metrics) SetPlanSource(version uint64, scheduler string) {
+	if m == nil {
+		return
+	}
+	m.planVersion.WithLabelValues().Set(float64(version))
+	m.planScheduler.Reset()
+	m.planScheduler.WithLabelValues(scheduler).Set(1)
 }
 
 // SetMembershipStale sets piccolo_membership_stale: true while the membership

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +63,19 @@ func TestGatewayConsulRefusesChangeOnlyAbsentHardwareServes(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	before := adminPlan(t, url)
+	// piccolo status names the cluster plan and its scheduler: this gateway,
+	// the only candidate.
+	var status bytes.Buffer
+	if err := runStatus(ctx, &statusOptions{target: url, timeout: 5 * time.Second, adminToken: "tok", stderr: io.Discard}, &status); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster mode's metrics pass promlint too.
+	if m := getMetrics(t, url+"/metrics"); !strings.Contains(m, "piccolo_plan_scheduler_info{scheduler=") {
+		t.Errorf("/metrics has no piccolo_plan_scheduler_info")
+	}
+	if !regexp.MustCompile(`cluster plan: version [1-9][0-9]*, published by scheduler gateway-\S+ \(this gateway\)`).MatchString(status.String()) {
+		t.Errorf("piccolo status does not name the cluster plan's scheduler:\n%s", status.String())
+	}
 
 	// 5 ms: a v100 takes 10 ms, only a t4 (absent) could meet it.
 	st, body := adminDo(t, url, "PUT", "/admin/sessions/s", "tok", "name: s\nslo: 5ms\nmodules:\n  - {name: d, model: det, rate: 20}\n")

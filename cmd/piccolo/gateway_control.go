@@ -217,6 +217,7 @@ func (cc *consulControl) apply(rec *cluster.Record) bool {
 	if err := cc.metrics.SetPlan(rec.Plan, rec.Cause, time.Duration(rec.PlanTookMs*1e6)); err != nil {
 		cc.log.Warn("plan metrics", zap.Error(err))
 	}
+	cc.metrics.SetPlanSource(rec.Version, rec.Leader)
 	cc.log.Info("new plan live", zap.String("cause", rec.Cause), zap.String("leader", rec.Leader), zap.Uint64("version", rec.Version),
 		zap.Float64("plan_cost", rec.Plan.TotalCost), zap.Duration("since_trigger", live.Sub(rec.Trigger)),
 		zap.Int("devices_missing", rec.DevicesMissing))

@@ -42,7 +42,8 @@ func newStatusCmd() *cobra.Command {
 		Long: `status reads a running gateway and prints, in the terminal:
 
   the plan: policy, cost (units per hour), age, re-plans by cause, backends by
-            hardware type;
+            hardware type; with Consul, the cluster plan's version and the
+            scheduler that published it;
   sessions: SLO, readiness, requests, successes, admission rejections, SLO
             violations, SLO attainment, end-to-end latency p50 and p99;
   modules:  budget and planned WCL, planned request and dummy rates against the
@@ -478,6 +479,14 @@ func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base str
 	}
 	sort.Strings(causes)
 	fmt.Fprintf(w, "plan (from %s):%s cost %.2f/h, age %s, re-plans: %s\n", planSource, policy, cost, fmtDur(age), orNone(causes))
+	if sched := now.series("piccolo_plan_scheduler_info"); len(sched) > 0 {
+		here := ""
+		if now.sum("piccolo_scheduler_leader", nil) == 1 {
+			here = " (this gateway)"
+		}
+		fmt.Fprintf(w, "cluster plan: version %.0f, published by scheduler %s%s\n",
+			now.sum("piccolo_plan_version", nil), sched[0].labels["scheduler"], here)
+	}
 	var hw []string
 	for _, sr := range now.series("piccolo_membership_backends") {
 		hw = append(hw, fmt.Sprintf("%s %.0f", sr.labels["hardware"], sr.value))
