@@ -93,7 +93,7 @@ type state struct {
 }
 
 type group struct {
-	share     float64 // of the module's items: planned rate / the module's
+	share     float64 // the group's planned share of the module's items, in (0, 1]
 	occupancy float64 // machines: the sum of the slots' occupancies
 	batch     int
 	duration  time.Duration
@@ -211,15 +211,12 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 			m.q = &queue{d: d, m: m}
 		}
 	}
+	var items float64 // planned items/s of all groups
 	for _, g := range st.groups {
-		g.share = g.weight / st.sumGroup * float64(g.batch)
-	}
-	var sumShare float64
-	for _, g := range st.groups {
-		sumShare += g.share
+		items += g.weight * float64(g.batch)
 	}
 	for _, g := range st.groups {
-		g.share /= sumShare
+		g.share = g.weight * float64(g.batch) / items
 	}
 	if d.policy == TC {
 		st.tc = &queue{d: d}
@@ -310,9 +307,10 @@ func (d *Dispatcher) drainLocked() []*Item {
 	return items
 }
 
-// Submit queues it for dispatch. It returns ErrDeadline, without keeping the item,
-// when the item's expiry (by default its deadline) has already passed, ErrClosed after Close, and an error
-// when it has no Done callback; otherwise the item comes back through it.Done.
+// Submit queues it for dispatch. It returns ErrDeadline, without keeping the
+// item, when the item's expiry (by default its deadline) has already passed,
+// ErrClosed after Close, and an error when it has no Done callback; otherwise
+// the item comes back through it.Done.
 // Submit never blocks on a backend; it allocates nothing.
 func (d *Dispatcher) Submit(it *Item) error {
 	if it.Done == nil {
@@ -486,7 +484,9 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 // worthFlushing reports whether sending b now, partial, leaves its machines
 // enough capacity: were every batch of the size b has now, the machines that
 // share b's stream would keep up with their share of the estimated arrival
-// rate (k items per batch, n machines of duration d: k·n/d ≥ share/gap).
+// rate at ≤ idleFlushUtilization (k items per batch on n machines, each batch
+// taking the group's duration d: 0.8·k·n/d ≥ share/gap). Lanes beyond one per
+// machine are not counted, which errs towards waiting.
 func (d *Dispatcher) worthFlushing(b *Batch) bool {
 	share, n := b.g.share, b.g.occupancy
 	if d.policy == RR {
