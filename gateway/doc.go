@@ -61,7 +61,10 @@
 // runs each batch on its slot's backend with the backend client (one goroutine per
 // batch; the call is bounded by the latest end-to-end deadline of its items).
 // An item's dispatch deadline is min(now + module budget, request deadline) less
-// LiveOptions.SlackFraction of the budget. Items that cannot be stacked together
+// LiveOptions.SlackFraction of the budget; it times the flush of a partial batch.
+// Its expiry, when it is failed instead of sent, is the later of that and the
+// request deadline less the shortest time the rest of the DAG needs, so a module
+// late on its budget costs latency, not an error, while the SLO allows. Items that cannot be stacked together
 // go in separate calls, and a batch the backend rejects as invalid is retried item
 // by item, so one bad request never fails another. Estimate (admission) is a
 // lower bound: the module's shortest batch duration plus the time to drain the

@@ -81,8 +81,9 @@ func hardwareList(byHW map[string][]string) string {
 type LiveOptions struct {
 	// Policy is the dispatch policy, dispatcher.TC (default) or dispatcher.RR.
 	Policy dispatcher.Policy
-	// Flush is when a partial batch goes: dispatcher.FlushDeadline (default,
-	// the paper's) or dispatcher.FlushIdle (also whenever a machine is idle).
+	// Flush is when a partial batch goes: dispatcher.FlushDeadline (the zero
+	// value's, the paper's) or dispatcher.FlushIdle (also to an idle machine
+	// while the measured load leaves capacity; `piccolo gateway`'s default).
 	Flush dispatcher.Flush
 	// Clients gives the backend clients; default: a new backends.Pool, closed by
 	// Close.
@@ -401,16 +402,15 @@ func setTails(modules []api.ModulePlan, mods map[string]*liveModule) {
 	var tail func(name string) time.Duration
 	tail = func(name string) time.Duration {
 		lm := mods[name]
-		if lm == nil || done[name] {
-			if lm == nil {
-				return 0
-			}
-			return lm.tail
+		if lm == nil {
+			return 0
 		}
-		done[name] = true
-		for _, c := range children[name] {
-			if cm := mods[c]; cm != nil {
-				lm.tail = max(lm.tail, cm.minDuration+tail(c))
+		if !done[name] {
+			done[name] = true
+			for _, c := range children[name] {
+				if cm := mods[c]; cm != nil {
+					lm.tail = max(lm.tail, cm.minDuration+tail(c))
+				}
 			}
 		}
 		return lm.tail

@@ -74,3 +74,17 @@ func TestModuleBudgetDoesNotDropWhatTheSLOAllows(t *testing.T) {
 		t.Errorf("third item of a burst with a 100 ms deadline: %v, want ErrDeadline", errs[2])
 	}
 }
+
+// A module's tail is the longest downstream path in shortest durations:
+// on a diamond a → {b 30 ms, c 50 ms} → d 10 ms, a has 60 ms to go after it.
+func TestSetTailsDiamond(t *testing.T) {
+	ms := time.Millisecond
+	mods := map[string]*liveModule{"a": {minDuration: 5 * ms}, "b": {minDuration: 30 * ms}, "c": {minDuration: 50 * ms}, "d": {minDuration: 10 * ms}}
+	setTails([]api.ModulePlan{{Name: "a"}, {Name: "b", After: []string{"a"}}, {Name: "c", After: []string{"a"}},
+		{Name: "d", After: []string{"b", "c"}}}, mods)
+	for name, want := range map[string]time.Duration{"a": 60 * ms, "b": 10 * ms, "c": 10 * ms, "d": 0} {
+		if got := mods[name].tail; got != want {
+			t.Errorf("tail of %s = %v, want %v", name, got, want)
+		}
+	}
+}
