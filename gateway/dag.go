@@ -153,8 +153,8 @@ func moduleNames(s api.Session) []string {
 // estimate returns the longest path through the DAG when every module takes what
 // the runner estimates (0: unknown, counted as nothing).
 func (d *dag) estimate(r ModuleRunner) time.Duration {
-	var buf [16]time.Duration
-	finish := buf[:0]
+	var buf [16]time.Duration // no allocation for DAGs of up to 16 modules
+	var finish []time.Duration
 	if len(d.mods) > len(buf) {
 		finish = make([]time.Duration, len(d.mods))
 	} else {

@@ -142,7 +142,7 @@ func waitDrained(t *testing.T, sw *LiveSwitch) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	sw.applyMu.Lock() // the last drain's unloads hold it until they are done
-	sw.applyMu.Unlock()
+	defer sw.applyMu.Unlock()
 }
 
 func newObservedSwitch(t *testing.T, cfg *api.Config, plan *api.Plan) (*LiveSwitch, *observer.ObservedLogs) {

@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/prometheus/common/expfmt"
@@ -56,7 +57,7 @@ func TestOpenLibraryNoDevice(t *testing.T) {
 func TestTelemetryDGXA100(t *testing.T) {
 	lib := dgxa100.New()
 	for i, d := range lib.Devices {
-		dev := d.(*dgxa100.Device)
+		dev := d.(*server.Device)
 		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 			return nvml.Utilization{Gpu: uint32(10 * i), Memory: 5}, nvml.SUCCESS
 		}

@@ -191,14 +191,13 @@ type Controller struct {
 }
 
 type inputs struct {
-	cfg         *api.Config
-	cfgAt       time.Time
-	members     []Member
-	membersSet  bool
-	membersAt   time.Time
-	manual      bool
-	manualAt    time.Time
-	lastMeasure map[Key]float64
+	cfg        *api.Config
+	cfgAt      time.Time
+	members    []Member
+	membersSet bool
+	membersAt  time.Time
+	manual     bool
+	manualAt   time.Time
 }
 
 type pendingCause struct {
