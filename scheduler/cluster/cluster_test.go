@@ -261,3 +261,46 @@ func TestExpandRates(t *testing.T) {
 		t.Fatalf("expanded envelopes %v; want a 20, b 60", got)
 	}
 }
+
+// A dev agent keeps nothing across a restart. The candidate that leads next
+// seeds the config it last saw in Consul (an operator's change included), not
+// its own files.
+func TestReseedAfterConsulLostItsKV(t *testing.T) {
+	agent := consultest.Start(t)
+	cfg := loadTestConfig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	recs := watchPlans(ctx, newClient(t, agent.Addr()))
+	startCandidate(t, ctx, newClient(t, agent.Addr()), "cand-a", cfg)
+	recs.wait(t, 20*time.Second, "a first plan", func(*cluster.Record) bool { return true })
+
+	c := newClient(t, agent.Addr())
+	_, idx, err := c.Config(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := *cfg
+	changed.Sessions = append([]api.Session(nil), cfg.Sessions...)
+	changed.Sessions[0].SLO = api.Duration(400 * time.Millisecond)
+	newIdx, err := c.PutConfig(ctx, &changed, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs.wait(t, 10*time.Second, "the changed config", func(r *cluster.Record) bool { return r.ConfigIndex >= newIdx })
+
+	agent.Restart() // empty KV, no sessions, no services
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, _, err := c.Config(ctx)
+		if err == nil && got != nil {
+			if slo := got.Sessions[0].SLO.D(); slo != 400*time.Millisecond {
+				t.Fatalf("re-seeded config has SLO %v, want the operator's 400ms (the files say 200ms)", slo)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no config in Consul 30 s after its restart (last error %v)", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -19,8 +19,12 @@ import (
 type SchedulerOptions struct {
 	// ID names the candidate (unique in the cluster; DefaultID()).
 	ID string
-	// Seed is the config written to Consul when the cluster has none yet (the
-	// candidate's -c files). Once Consul holds a config, that one is planned.
+	// Seed is the config written to Consul when the cluster has none yet and
+	// this candidate has seen none there (the candidate's -c files). Once
+	// Consul holds a config, that one is planned. A candidate that saw one
+	// (it watches the key, leading or not) seeds with the last it saw, so a
+	// Consul that lost its KV (a dev agent restarted) gets the operators'
+	// changes back rather than the files.
 	Seed *api.Config
 	// Plan is the planner (scheduler.Plan or simulate.PlanForBursts with options).
 	Plan func(*api.Config) (*api.Plan, error)
@@ -45,6 +49,7 @@ type Scheduler struct {
 	c       *Client
 	o       SchedulerOptions
 	leading atomic.Bool
+	seen    atomic.Pointer[api.Config] // the last valid config seen in Consul
 }
 
 // NewScheduler checks o and returns a candidate; Run starts it.
@@ -68,8 +73,23 @@ func NewScheduler(c *Client, o SchedulerOptions) (*Scheduler, error) {
 	return &Scheduler{c: c, o: o}, nil
 }
 
-// Run campaigns until ctx ends (Client.Campaign); returns nil then.
+// Run campaigns until ctx ends (Client.Campaign), watching the config key
+// meanwhile (the seed after a loss of Consul's KV); returns nil then.
 func (s *Scheduler) Run(ctx context.Context) error {
+	wctx, stop := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		_ = s.c.WatchKey(wctx, s.c.ConfigKey(), func(ev KeyEvent) {
+			if ev.Err != nil || ev.Index == 0 {
+				return // unreachable, or absent: keep the last seen
+			}
+			if cfg, err := DecodeConfig(s.c.ConfigKey(), ev.Value); err == nil {
+				s.seen.Store(cfg)
+			}
+		})
+	}()
+	defer func() { stop(); <-watched }()
 	return s.c.Campaign(ctx, s.o.ID, s.o.TTL, s.lead)
 }
 
@@ -107,11 +127,15 @@ func (t *term) run(ctx context.Context) error {
 		return err
 	}
 	if cfg == nil {
-		if idx, err = t.s.c.PutConfig(ctx, t.s.o.Seed, 0); err != nil {
+		seed, from := t.s.o.Seed, "this scheduler's files"
+		if seen := t.s.seen.Load(); seen != nil {
+			seed, from = seen, "the last config this scheduler saw in Consul"
+		}
+		if idx, err = t.s.c.PutConfig(ctx, seed, 0); err != nil {
 			return fmt.Errorf("seed the cluster's config: %w", err)
 		}
-		cfg = withoutBackends(t.s.o.Seed)
-		t.log.Info("seeded the cluster's config from this scheduler's files", zap.Uint64("index", idx))
+		cfg = withoutBackends(seed)
+		t.log.Info("seeded the cluster's config", zap.String("from", from), zap.Uint64("index", idx))
 	}
 	if prev, _, err := t.s.c.Plan(ctx); err == nil && prev != nil {
 		t.version = prev.Version
