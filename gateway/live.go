@@ -173,6 +173,9 @@ func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	}
 	fail := func(err error) (*LiveRunner, error) {
 		r.Close()
+		if len(r.loaded) > 0 {
+			return nil, &partialLoadError{err: err, loaded: r.loaded}
+		}
 		return nil, err
 	}
 	type loadKey struct{ backend, model string }
@@ -419,6 +422,18 @@ func setTails(modules []api.ModulePlan, mods map[string]*liveModule) {
 		tail(mp.Name)
 	}
 }
+
+// partialLoadError is NewLiveRunner's error after it loaded some models and
+// then failed: loaded says which, so that a LiveSwitch can unload those no
+// runner of its uses (NewLiveRunner cannot tell: a model may already be loaded
+// there for the plan being served).
+type partialLoadError struct {
+	err    error
+	loaded map[modelAt]bool
+}
+
+func (e *partialLoadError) Error() string { return e.err.Error() }
+func (e *partialLoadError) Unwrap() error { return e.err }
 
 // Estimate is a lower bound on how long an item submitted now takes in the module:
 // the shortest batch duration of its groups, plus the time its machines need to

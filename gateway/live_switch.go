@@ -152,6 +152,20 @@ func (s *LiveSwitch) Apply(ctx context.Context, cfg *api.Config, plan *api.Plan)
 	}
 	st, err := s.build(ctx, cfg, plan)
 	if err != nil {
+		var partial *partialLoadError
+		if errors.As(err, &partial) {
+			// Unload what the failed runner loaded and no runner uses, once
+			// this Apply has released applyMu.
+			s.drainMu.Lock()
+			if !s.closed {
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					s.unloadDropped(&LiveRunner{loaded: partial.loaded})
+				}()
+			}
+			s.drainMu.Unlock()
+		}
 		return err
 	}
 	s.drainMu.Lock()

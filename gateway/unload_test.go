@@ -314,3 +314,55 @@ func TestLiveSwitchCloseUnloadsNothing(t *testing.T) {
 		t.Errorf("%d unload batches after Close, want none", n)
 	}
 }
+
+// An Apply that fails partway through its loads unloads what it loaded that no
+// runner uses, and keeps what the plan being served uses. gpu-1 cannot run
+// model b, so a plan that puts b on gpu-0 and gpu-1 loads b on gpu-0 (loads
+// go in backend order) and then fails on gpu-1.
+func TestLiveSwitchFailedApplyUnloadsWhatItLoaded(t *testing.T) {
+	base := mustLoad(t, unloadProfiles)
+	var onlyA []api.Profile
+	for _, p := range base.Profiles {
+		if p.Model == "a" {
+			onlyA = append(onlyA, p)
+		}
+	}
+	gpu0, _ := startSimBackend(t, base.Profiles)
+	gpu1, _ := startSimBackend(t, onlyA)
+	backendsText := fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n  - {id: gpu-1, address: %q, hardware: v100}\n", gpu0, gpu1)
+	load := func(sessions string) (*api.Config, *api.Plan) {
+		cfg := mustLoad(t, unloadProfiles+backendsText+"sessions:\n"+sessions)
+		plan, err := testPlanner(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, plan
+	}
+	cfg, plan := load(sessionA)
+	sw, logs := newObservedSwitch(t, cfg, plan)
+	if !ready(t, gpu0, "a") {
+		t.Fatal("a is not loaded on gpu-0")
+	}
+	// sb at 30 req/s needs two machines of b (27 req/s each at batch 4):
+	// Place puts them on gpu-1 and, wrapping, gpu-0.
+	cfg2, plan2 := load(sessionA + "  - {name: sb, slo: 1s, modules: [{name: m, model: b, rate: 30}]}\n")
+	err := sw.Apply(context.Background(), cfg2, plan2)
+	if err == nil || !strings.Contains(err.Error(), "gpu-1") {
+		t.Fatalf("Apply with b on gpu-1: %v, want a load error naming gpu-1", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ready(t, gpu0, "b") {
+		if time.Now().After(deadline) {
+			t.Fatalf("b is still loaded on gpu-0 10 s after the failed Apply; logs: %v", logs.All())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !ready(t, gpu0, "a") {
+		t.Error("a, which the served plan uses, was unloaded from gpu-0")
+	}
+	waitDrained(t, sw) // the unload's log line is written under applyMu
+	unloaded, _ := unloadLines(logs)
+	if len(unloaded) != 1 || !slices.Equal(unloaded[0], []string{"b@" + gpu0}) {
+		t.Errorf("unload log lines %v, want one unloading b@%s", unloaded, gpu0)
+	}
+}
