@@ -31,6 +31,29 @@ type Options struct {
 	Sender Sender
 }
 
+// Closer is what closed a batch for dispatch; it indexes Stats.Closed.
+type Closer int
+
+const (
+	ClosedFull     Closer = iota // the batch reached its group's batch size
+	ClosedDeadline               // the deadline flush: its oldest item could wait no longer
+	ClosedIdle                   // FlushIdle: a machine of its group was idle
+	numClosers
+)
+
+// String returns the Closer's metric label: full, deadline or idle.
+func (c Closer) String() string {
+	switch c {
+	case ClosedFull:
+		return "full"
+	case ClosedDeadline:
+		return "deadline"
+	case ClosedIdle:
+		return "idle"
+	}
+	return fmt.Sprintf("Closer(%d)", int(c))
+}
+
 // Stats are a module dispatcher's counters since New. Items are real requests;
 // dummies are counted apart and are never items.
 type Stats struct {
@@ -41,6 +64,10 @@ type Stats struct {
 	DeadlineOnSend   uint64 // items failed with ErrDeadline when their batch was sent
 	DummiesInjected  uint64 // dummy arrivals at the planned dummy rate
 	DummiesDropped   uint64 // dummies of batches that held no real item (never sent)
+	// Closed counts the batches with a real item closed for dispatch, by the
+	// Closer that closed them (a small mean batch size with many ClosedIdle
+	// is FlushIdle at low load; with many ClosedDeadline, a rate below plan).
+	Closed [numClosers]uint64
 	// Slots are the current plan's machines, in rank order.
 	Slots []SlotStats
 }
@@ -455,13 +482,16 @@ func (d *Dispatcher) addLocked(it *Item, now time.Time, out *outList) {
 		// deadline, given the group's batch duration.
 		at := b.minDL.Add(-b.g.duration)
 		if !at.After(now) {
-			d.dispatchLocked(q, now, out)
+			d.dispatchLocked(q, now, out, ClosedDeadline)
 			return
 		}
 		q.arm(at, now)
 	}
-	if b.Size() >= b.target || d.idle && d.worthFlushing(b) && q.idleMachine(b.g) {
-		d.dispatchLocked(q, now, out)
+	switch {
+	case b.Size() >= b.target:
+		d.dispatchLocked(q, now, out, ClosedFull)
+	case d.idle && d.worthFlushing(b) && q.idleMachine(b.g):
+		d.dispatchLocked(q, now, out, ClosedIdle)
 	}
 }
 
@@ -524,7 +554,7 @@ func (d *Dispatcher) idleFlushLocked(m *machine, now time.Time, out *outList) {
 		q = d.st.tc
 	}
 	if b := q.open; b != nil && len(b.Items) > 0 && b.g == m.g && d.worthFlushing(b) {
-		d.dispatchLocked(q, now, out)
+		d.dispatchLocked(q, now, out, ClosedIdle)
 	}
 }
 
@@ -548,7 +578,7 @@ func (q *queue) fire() {
 		if now.Before(q.flushAt) { // early or stale wake-up
 			q.timer.Reset(q.flushAt.Sub(now))
 		} else {
-			d.dispatchLocked(q, now, &out)
+			d.dispatchLocked(q, now, &out, ClosedDeadline)
 		}
 	}
 	d.mu.Unlock()
@@ -574,7 +604,7 @@ func (d *Dispatcher) injectDummy() {
 	}
 	b.Dummies++
 	if b.Size() >= b.target {
-		d.dispatchLocked(q, now, &out)
+		d.dispatchLocked(q, now, &out, ClosedFull)
 	}
 	d.dummyNext = d.dummyNext.Add(d.dummyEvery)
 	if !d.dummyNext.After(now) { // fell behind (real clock): skip, do not burst
@@ -587,7 +617,7 @@ func (d *Dispatcher) injectDummy() {
 
 // dispatchLocked closes q's open batch and hands it to a machine: started now if
 // the machine has a free lane, else queued behind the machine's earlier batches.
-func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList) {
+func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why Closer) {
 	b := q.open
 	q.open = nil
 	if q.armed {
@@ -599,6 +629,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList) {
 		d.recycleLocked(b)
 		return
 	}
+	d.stats.Closed[why]++
 	m := q.m
 	if m == nil {
 		m = b.g.pickMachine()

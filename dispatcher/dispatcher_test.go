@@ -101,6 +101,9 @@ func TestPartialFlushAtLatestTime(t *testing.T) {
 	if len(s.batches) != 1 || s.batches[0].at != 200*time.Millisecond || s.batches[0].items != 2 {
 		t.Fatalf("batches %+v, want one of 2 items at 200ms", s.batches)
 	}
+	if c := d.Stats().Closed; c[ClosedDeadline] != 1 || c[ClosedFull]+c[ClosedIdle] != 0 {
+		t.Errorf("batches closed %v, want the one by the deadline flush", c)
+	}
 	for _, ft := range tr.times {
 		if got := ft.Sub(t0); got != 300*time.Millisecond {
 			t.Errorf("item finished at %v, want 300ms (its deadline, exactly met)", got)
@@ -469,11 +472,12 @@ func TestIdleFlush(t *testing.T) {
 		policy Policy
 		flush  Flush
 		want   []sentBatch
+		closed [numClosers]uint64 // full, deadline, idle
 	}{
-		{"tc/deadline", slow, TC, FlushDeadline, []sentBatch{{at: 30 * time.Millisecond, items: 4}}},
-		{"tc/idle", slow, TC, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}},
-		{"rr/idle", slow, RR, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}},
-		{"tc/idle/planned-busy", busy, TC, FlushIdle, []sentBatch{{at: 30 * time.Millisecond, items: 4}}},
+		{"tc/deadline", slow, TC, FlushDeadline, []sentBatch{{at: 30 * time.Millisecond, items: 4}}, [numClosers]uint64{1, 0, 0}},
+		{"tc/idle", slow, TC, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
+		{"rr/idle", slow, RR, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
+		{"tc/idle/planned-busy", busy, TC, FlushIdle, []sentBatch{{at: 30 * time.Millisecond, items: 4}}, [numClosers]uint64{1, 0, 0}},
 	} {
 		mp := tc.mp
 		t.Run(tc.name, func(t *testing.T) {
@@ -498,6 +502,9 @@ func TestIdleFlush(t *testing.T) {
 			}
 			if tr.errs["ok"] != 4 {
 				t.Errorf("completions %v, want 4 ok", tr.errs)
+			}
+			if got := d.Stats().Closed; got != tc.closed {
+				t.Errorf("batches closed (full, deadline, idle) %v, want %v", got, tc.closed)
 			}
 		})
 	}

@@ -57,6 +57,11 @@ func TestIdleFlushServesALoneRequestAtOnce(t *testing.T) {
 			}
 		}
 		latency[flush] = worst
+		closed := runner.Stats()["pipe/detect"].Closed
+		if flush == dispatcher.FlushIdle && closed[dispatcher.ClosedIdle] == 0 ||
+			flush == dispatcher.FlushDeadline && (closed[dispatcher.ClosedDeadline] == 0 || closed[dispatcher.ClosedIdle] != 0) {
+			t.Errorf("flush %s: detect's batches closed (full, deadline, idle) %v", flush, closed)
+		}
 		runner.Close()
 	}
 	t.Logf("lone request, slowest of 2: flush deadline %v, flush idle %v (compute: 40 ms + 30 ms)",

@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
 )
 
 // Metrics are the gateway's Prometheus metrics (docs/observability.md lists them
@@ -376,7 +377,10 @@ var (
 	descDummies = prometheus.NewDesc("piccolo_dispatcher_dummies_total",
 		"Dummy arrivals of a module (§III-D): injected, dropped (their batch held no real item).",
 		[]string{"session", "module", "outcome"}, nil)
-	slotLabels  = []string{"session", "module", "slot", "backend", "hardware"}
+	slotLabels = []string{"session", "module", "slot", "backend", "hardware"}
+	descClosed = prometheus.NewDesc("piccolo_dispatcher_batches_closed_total",
+		"Batches with a real item a module closed for dispatch, by what closed them: full (the group's batch size), deadline (the deadline flush), idle (--flush idle: an idle machine).",
+		[]string{"session", "module", "closer"}, nil)
 	descBatches = prometheus.NewDesc("piccolo_dispatcher_batches_total",
 		"Batches sent to a slot (machine) of a module's plan; slot is g<group>m<machine>.", slotLabels, nil)
 	descSlotItems = prometheus.NewDesc("piccolo_dispatcher_slot_items_total",
@@ -397,7 +401,7 @@ var _ prometheus.Collector = (*LiveRunner)(nil)
 
 // Describe implements prometheus.Collector.
 func (r *LiveRunner) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descItems, descDummies, descBatches, descSlotItems, descSlotDummies,
+	for _, d := range []*prometheus.Desc{descItems, descDummies, descClosed, descBatches, descSlotItems, descSlotDummies,
 		descSlotBusy, descSlotLanes, descSlotRate, descOutstanding} {
 		ch <- d
 	}
@@ -418,6 +422,9 @@ func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(descDummies, prometheus.CounterValue, float64(st.DummiesInjected), s, m, "injected")
 			ch <- prometheus.MustNewConstMetric(descDummies, prometheus.CounterValue, float64(st.DummiesDropped), s, m, "dropped")
+			for c, n := range st.Closed {
+				ch <- prometheus.MustNewConstMetric(descClosed, prometheus.CounterValue, float64(n), s, m, dispatcher.Closer(c).String())
+			}
 			for _, sl := range st.Slots {
 				lv := []string{s, m, fmt.Sprintf("g%dm%d", sl.Slot.Group, sl.Slot.Machine), sl.Slot.Backend, sl.Slot.Hardware}
 				ch <- prometheus.MustNewConstMetric(descBatches, prometheus.CounterValue, float64(sl.Batches), lv...)
