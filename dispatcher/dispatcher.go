@@ -25,6 +25,9 @@ type Options struct {
 	Policy Policy
 	// Flush is FlushDeadline (the default) or FlushIdle.
 	Flush Flush
+	// ArrivalGap seeds FlushIdle's arrival-gap estimate (a dispatcher's
+	// ArrivalGap when this one replaces it); 0: the plan's rate.
+	ArrivalGap time.Duration
 	// Clock defaults to RealClock.
 	Clock Clock
 	// Sender runs the batches.
@@ -184,11 +187,24 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	if opts.Clock == nil {
 		opts.Clock = RealClock
 	}
-	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, clock: opts.Clock, sender: opts.Sender}
+	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, clock: opts.Clock, sender: opts.Sender,
+		gap: opts.ArrivalGap.Seconds()}
 	if err := d.SetPlan(mp); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// ArrivalGap returns FlushIdle's current estimate of the mean gap between
+// arrivals (items and dummies); 0 without one (FlushDeadline, or no planned
+// rate and fewer than two arrivals).
+func (d *Dispatcher) ArrivalGap() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.idle {
+		return 0
+	}
+	return time.Duration(d.gap * float64(time.Second))
 }
 
 // Module returns the module's name.

@@ -156,6 +156,13 @@ type liveModule struct {
 // there needs (RepositoryModelLoad), and builds one dispatcher per module.
 // Sessions whose plan failed are served with ErrUnavailable naming the reason.
 func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts LiveOptions) (*LiveRunner, error) {
+	return newLiveRunner(ctx, cfg, plan, opts, nil)
+}
+
+// newLiveRunner is NewLiveRunner replacing prev (nil: none): a module prev
+// also serves starts from prev's arrival-gap estimate (FlushIdle), so a
+// re-plan does not make the next requests at low load wait for batch-mates.
+func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts LiveOptions, prev *LiveRunner) (*LiveRunner, error) {
 	if plan == nil {
 		return nil, errors.New("gateway: NewLiveRunner needs a plan")
 	}
@@ -221,7 +228,11 @@ func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 					loads[k] = [2]int{max(l[0], g.Batch), max(l[1], g.Concurrency, 1)}
 				}
 			}
-			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, Sender: lm})
+			var gap time.Duration
+			if p := prev.moduleOrNil(sp.Name, mp.Name); p != nil {
+				gap = p.disp.ArrivalGap()
+			}
+			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm})
 			if err != nil {
 				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
 			}
@@ -301,6 +312,14 @@ func (r *LiveRunner) Stats() map[string]dispatcher.Stats {
 		}
 	}
 	return out
+}
+
+// moduleOrNil returns the module, or nil when r is nil or does not serve it.
+func (r *LiveRunner) moduleOrNil(session, module string) *liveModule {
+	if r == nil {
+		return nil
+	}
+	return r.sessions[session][module]
 }
 
 func (r *LiveRunner) module(session, module string) (*liveModule, error) {

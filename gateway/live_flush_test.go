@@ -71,3 +71,48 @@ func TestIdleFlushServesALoneRequestAtOnce(t *testing.T) {
 			latency[dispatcher.FlushIdle], latency[dispatcher.FlushDeadline])
 	}
 }
+
+// A re-plan keeps what FlushIdle learnt about the load: the first lone
+// request after LiveSwitch.Apply is served at once, not held for batch-mates
+// by a dispatcher that starts again from the planned 50 req/s.
+func TestIdleFlushEstimateSurvivesAReplan(t *testing.T) {
+	cfg := mustLoad(t, harnessProfiles)
+	backendsText := "backends:\n"
+	for i := range 2 {
+		addr, _ := startSimBackend(t, cfg.Profiles)
+		backendsText += fmt.Sprintf("  - {id: gpu-%d, address: %q, hardware: v100}\n", i, addr)
+	}
+	cfg = mustLoad(t, harnessProfiles+backendsText)
+	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := NewLiveSwitch(context.Background(), cfg, plan, LiveOptions{Flush: dispatcher.FlushIdle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	exec, err := NewExecutor(sw, cfg.Sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infer := func() time.Duration {
+		req := &InferRequest{Inputs: []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: fp32(1, 2)}}}
+		start := time.Now()
+		if err := exec.Infer(context.Background(), "pipe", req, &InferResponse{}); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for range 4 { // about 2 req/s: the estimate learns the load is low
+		time.Sleep(400 * time.Millisecond)
+		infer()
+	}
+	if err := sw.Apply(context.Background(), cfg, plan); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if d := infer(); d > 400*time.Millisecond {
+		t.Errorf("the first request after a re-plan took %v; a lone request takes about 70 ms of compute, the deadline flush about 860 ms", d)
+	}
+}

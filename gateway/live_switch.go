@@ -112,7 +112,11 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan *api.Plan)
 	if err != nil {
 		return nil, err
 	}
-	r, err := NewLiveRunner(ctx, cfg, placed, s.opts)
+	var prev *LiveRunner
+	if cur := s.cur.Load(); cur != nil {
+		prev = cur.runner
+	}
+	r, err := newLiveRunner(ctx, cfg, placed, s.opts, prev)
 	if err != nil {
 		return nil, err
 	}
