@@ -35,9 +35,8 @@
 //     lane frees), but only while batches that small would keep the group's
 //     machines at most 80% busy at the estimated arrival rate (an exponentially
 //     weighted gap, weight 0.1, starting from Options.ArrivalGap or the planned
-//     rate). At the
-//     planned rate it behaves as FlushDeadline; below it, items do not wait
-//     for batch-mates that are not coming.
+//     rate). At the planned rate it behaves as FlushDeadline; below it, items
+//     do not wait for batch-mates that are not coming.
 //   - An item whose expiry (Item.Expiry, by default its deadline) has already
 //     passed when it is submitted is refused (Submit returns ErrDeadline); one
 //     whose expiry passes before its batch is handed to the Sender completes with
