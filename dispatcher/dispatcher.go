@@ -63,8 +63,8 @@ type Stats struct {
 	Submitted        uint64 // items accepted by Submit
 	Completed        uint64 // items completed through a sent batch (with or without error)
 	Failed           uint64 // of Completed, items whose batch the Sender failed
-	DeadlineOnSubmit uint64 // items Submit refused with ErrDeadline
-	DeadlineOnSend   uint64 // items failed with ErrDeadline when their batch was sent
+	DeadlineOnSubmit uint64 // items Submit refused with ErrDeadline (past their expiry)
+	DeadlineOnSend   uint64 // items failed with ErrDeadline when their batch was sent (past their expiry)
 	DummiesInjected  uint64 // dummy arrivals at the planned dummy rate
 	DummiesDropped   uint64 // dummies of batches that held no real item (never sent)
 	// Closed counts the batches with a real item closed for dispatch, by the
@@ -120,10 +120,13 @@ type state struct {
 	sumGroup float64
 	sumMach  float64
 	maxBatch int
+	// FlushIdle (TC): the most machine-seconds any group spends per batch of
+	// the module (max share·duration/occupancy).
+	maxLoad float64
 }
 
 type group struct {
-	share     float64 // the group's planned share of the module's items, in (0, 1]
+	share     float64 // the group's share of the module's batches (weight / Σ weight), in (0, 1]
 	occupancy float64 // machines: the sum of the slots' occupancies
 	batch     int
 	duration  time.Duration
@@ -254,12 +257,9 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 			m.q = &queue{d: d, m: m}
 		}
 	}
-	var items float64 // planned items/s of all groups
 	for _, g := range st.groups {
-		items += g.weight * float64(g.batch)
-	}
-	for _, g := range st.groups {
-		g.share = g.weight * float64(g.batch) / items
+		g.share = g.weight / st.sumGroup
+		st.maxLoad = max(st.maxLoad, g.share*g.duration.Seconds()/g.occupancy)
 	}
 	if d.policy == TC {
 		st.tc = &queue{d: d}
@@ -378,6 +378,9 @@ func (d *Dispatcher) Submit(it *Item) error {
 		return ErrDeadline
 	}
 	d.stats.Submitted++
+	if d.idle {
+		d.arrivedLocked(now) // here, not in addLocked: items a plan swap moves are no arrivals
+	}
 	var out outList
 	d.addLocked(it, now, &out)
 	d.mu.Unlock()
@@ -483,9 +486,6 @@ func (m *machine) earliestLane() int {
 }
 
 func (d *Dispatcher) addLocked(it *Item, now time.Time, out *outList) {
-	if d.idle {
-		d.arrivedLocked(now)
-	}
 	q := d.queueFor()
 	b := q.open
 	if b == nil {
@@ -506,7 +506,7 @@ func (d *Dispatcher) addLocked(it *Item, now time.Time, out *outList) {
 	switch {
 	case b.Size() >= b.target:
 		d.dispatchLocked(q, now, out, ClosedFull)
-	case d.idle && d.worthFlushing(b) && q.idleMachine(b.g):
+	case d.idle && d.worthFlushing(q, b) && q.idleMachine(b.g):
 		d.dispatchLocked(q, now, out, ClosedIdle)
 	}
 }
@@ -518,27 +518,47 @@ const idleFlushUtilization = 0.8
 // gapWeight is the weight of the newest gap in FlushIdle's estimate.
 const gapWeight = 0.1
 
-// arrivedLocked updates the arrival-gap estimate with an arrival at now.
+// arrivedLocked updates the arrival-gap estimate with an arrival at now: the
+// first gap measured seeds it when neither the plan nor Options gave one.
+// Concurrent Submits read the clock before the lock, so a gap can come out
+// negative: it counts as 0.
 func (d *Dispatcher) arrivedLocked(now time.Time) {
 	if !d.lastArrival.IsZero() {
-		g := now.Sub(d.lastArrival).Seconds()
-		d.gap += gapWeight * (g - d.gap)
+		g := max(now.Sub(d.lastArrival).Seconds(), 0)
+		if d.gap == 0 {
+			d.gap = g
+		} else {
+			d.gap += gapWeight * (g - d.gap)
+		}
 	}
-	d.lastArrival = now
+	if now.After(d.lastArrival) {
+		d.lastArrival = now
+	}
 }
 
-// worthFlushing reports whether sending b now, partial, leaves its machines
-// enough capacity: were every batch of the size b has now, the machines that
-// share b's stream would keep up with their share of the estimated arrival
-// rate at ≤ idleFlushUtilization (k items per batch on n machines, each batch
-// taking the group's duration d: 0.8·k·n/d ≥ share/gap). Lanes beyond one per
-// machine are not counted, which errs towards waiting.
-func (d *Dispatcher) worthFlushing(b *Batch) bool {
-	share, n := b.g.share, b.g.occupancy
-	if d.policy == RR {
-		share, n = 1/float64(len(d.st.machines)), 1
+// worthFlushing reports whether sending b, q's open batch, now, partial,
+// leaves the machines enough capacity: were every batch as small as b is now
+// (k items, or its group's batch size if smaller: the idle flush acts on every
+// group), every machine would still run at most idleFlushUtilization busy at
+// the estimated arrival rate 1/gap.
+//
+// TC: groups take shares s_j of the batches (smooth weighted round-robin), so
+// the module sends 1/(gap·m) batches/s, m = Σ s_j·min(k, b_j), and group j's
+// machines (occupancy n_j, duration d_j) are busy s_j·d_j/n_j of that:
+// 0.8·m·gap ≥ max_j s_j·d_j/n_j. RR: q's machine alone takes its share s of
+// the items in batches of k: 0.8·k·n·gap ≥ s·d. Lanes beyond one per machine
+// are not counted, which errs towards waiting.
+func (d *Dispatcher) worthFlushing(q *queue, b *Batch) bool {
+	k := b.Size()
+	if q.m != nil {
+		s, n := q.m.weight/d.st.sumMach, q.m.slot.Occupancy
+		return idleFlushUtilization*float64(k)*n*d.gap >= s*b.g.duration.Seconds()
 	}
-	return idleFlushUtilization*float64(b.Size())*n*d.gap >= share*b.g.duration.Seconds()
+	var m float64
+	for _, g := range d.st.groups {
+		m += g.share * float64(min(k, g.batch))
+	}
+	return idleFlushUtilization*m*d.gap >= d.st.maxLoad
 }
 
 // idleMachine reports whether a machine that q's batches go to (RR: q's own;
@@ -569,7 +589,7 @@ func (d *Dispatcher) idleFlushLocked(m *machine, now time.Time, out *outList) {
 	if q == nil {
 		q = d.st.tc
 	}
-	if b := q.open; b != nil && len(b.Items) > 0 && b.g == m.g && d.worthFlushing(b) {
+	if b := q.open; b != nil && len(b.Items) > 0 && b.g == m.g && d.worthFlushing(q, b) {
 		d.dispatchLocked(q, now, out, ClosedIdle)
 	}
 }

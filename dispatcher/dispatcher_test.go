@@ -512,3 +512,69 @@ func TestIdleFlush(t *testing.T) {
 		t.Errorf("New with flush \"eager\": %v, want an error listing the allowed modes", err)
 	}
 }
+
+// FlushIdle keeps its promise on unequal machines: below the planned rate,
+// no machine runs more than about 80% busy with the partial batches it sends.
+// Round-robin gives machine g0m0 90% of the items (planned 90 of 100 req/s);
+// TC gives group 1 (batch 2) two batches in three and group 0 (batch 16) one,
+// so partial batches in group 0 also send more of the items to group 1. Both
+// are checked at half the planned rate; a rule that assumed equal shares, or
+// only its own group's batches partial, ran machines 96–100% and 86% busy.
+func TestIdleFlushRespectsEachMachinesShare(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		mp     api.ModulePlan
+	}{
+		{"rr/90-10", RR, api.ModulePlan{Name: "m", Rate: 100, BudgetMs: 1000, Configs: []api.GroupPlan{gp(8, 60, 1, 90), gp(8, 60, 1, 10)}}},
+		{"tc/b16-b2", TC, api.ModulePlan{Name: "m", Rate: 200, BudgetMs: 1000, Configs: []api.GroupPlan{gp(16, 60, 1, 160), gp(2, 30, 1, 40)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := NewVirtualClock(t0)
+			s := &vsender{clock: clock}
+			d, err := New(tc.mp, Options{Policy: tc.policy, Flush: FlushIdle, Clock: clock, Sender: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := newTracker()
+			const seconds = 20
+			gap := time.Duration(float64(time.Second) / (tc.mp.Rate / 2))
+			for at := time.Duration(0); at < seconds*time.Second; at += gap {
+				submitAt(t, clock, d, at, tr.item(time.Time{}), nil)
+			}
+			clock.Run(t0.Add((seconds + 5) * time.Second))
+			for _, sl := range d.Stats().Slots {
+				if u := sl.Busy.Seconds() / seconds; u > 0.85 {
+					t.Errorf("slot %s ran %.0f%% busy at half the planned rate (%d batches, %d items), want ≤ 80%% + noise",
+						(&sl.Slot).String(), 100*u, sl.Batches, sl.Items)
+				}
+			}
+			if tr.errs["ok"] == 0 || len(tr.errs) != 1 {
+				t.Errorf("completions %v, want all ok", tr.errs)
+			}
+		})
+	}
+}
+
+// Items a plan swap moves to the new slots are not arrivals: FlushIdle's
+// estimate stays what the real arrivals made it.
+func TestPlanSwapKeepsArrivalGap(t *testing.T) {
+	mp := api.ModulePlan{Name: "m", Rate: 10, BudgetMs: 5000, Configs: []api.GroupPlan{gp(8, 1000, 1, 10)}}
+	clock := NewVirtualClock(t0)
+	d, err := New(mp, Options{Flush: FlushIdle, Clock: clock, Sender: &vsender{clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for i := range 3 { // 100 ms apart, as planned: the batch of 8 stays open
+		submitAt(t, clock, d, time.Duration(i)*100*time.Millisecond, tr.item(time.Time{}), nil)
+	}
+	clock.Run(t0.Add(250 * time.Millisecond))
+	before := d.ArrivalGap()
+	if err := d.SetPlan(mp); err != nil {
+		t.Fatal(err)
+	}
+	if after := d.ArrivalGap(); after != before || before != 100*time.Millisecond {
+		t.Errorf("arrival gap %v before the swap, %v after; want 100ms both", before, after)
+	}
+}

@@ -32,11 +32,13 @@
 //   - Flush (Options.Flush): FlushDeadline, the default, is the rule above.
 //     FlushIdle also sends the open batch, partial, when a machine of its group
 //     has a free lane and nothing queued (at Submit, and in Batch.Done when the
-//     lane frees), but only while batches that small would keep the group's
-//     machines at most 80% busy at the estimated arrival rate (an exponentially
-//     weighted gap, weight 0.1, starting from Options.ArrivalGap or the planned
-//     rate). At the planned rate it behaves as FlushDeadline; below it, items
-//     do not wait for batch-mates that are not coming.
+//     lane frees), but only while batches that small would keep every machine
+//     of the module at most 80% busy at the estimated arrival rate (an
+//     exponentially weighted gap, weight 0.1, starting from Options.ArrivalGap
+//     or the planned rate; worthFlushing has the formula). At the planned rate
+//     of a plan whose machines run near 80% busy only full batches pass, as
+//     under FlushDeadline; below it, items do not wait for batch-mates that are
+//     not coming.
 //   - An item whose expiry (Item.Expiry, by default its deadline) has already
 //     passed when it is submitted is refused (Submit returns ErrDeadline); one
 //     whose expiry passes before its batch is handed to the Sender completes with

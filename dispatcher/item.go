@@ -70,7 +70,7 @@ type Batch struct {
 	m       *machine
 	target  int
 	minDL   time.Time // earliest deadline among Items (zero: none)
-	expired []*Item   // items found past their deadline at send time
+	expired []*Item   // items found past their expiry at send time
 	link    *Batch    // intrusive list of batches to act on after unlocking
 }
 

@@ -56,8 +56,9 @@ const (
 	FlushDeadline Flush = "deadline"
 	// FlushIdle also sends a batch, partial, when a machine of its group has a
 	// free lane and nothing queued, as long as batches that small would keep
-	// the group's machines at most 80% busy at the estimated arrival rate. At
-	// the planned rate it behaves as FlushDeadline; below it, an item does not
+	// every machine of the module at most 80% busy at the estimated arrival
+	// rate. At the planned rate of a plan whose machines run near 80% busy only
+	// full batches pass, as under FlushDeadline; below it, an item does not
 	// wait for batch-mates that are not coming. The deadline flush stays as the
 	// backstop (docs/dataplane.md, "Flush").
 	FlushIdle Flush = "idle"
