@@ -324,7 +324,8 @@ func (m *Metrics) SetPlan(plan *api.Plan, cause string, took time.Duration) erro
 
 // SetPlanSource records which cluster plan the gateway serves: its version
 // and the scheduler that published it (cluster.Record). Called by the cluster
-// follower after each record goes live.
+// follower for each record it serves, including a new leader's re-publication
+// of the plan already live.
 func (m *Metrics) SetPlanSource(version uint64, scheduler string) {
 	if m == nil {
 		return

@@ -148,6 +148,13 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 	if d := later(f1.Live, f2.Live).Sub(killedSched); d > 10*time.Second {
 		t.Errorf("failover took %v, want ≤ 10 s (TTL 2 s)", d)
 	}
+	// The gateways' metrics name the new scheduler, even when its first plan
+	// is the one already live.
+	for _, u := range []string{url1, url2} {
+		if l := metricLine(t, u, "piccolo_plan_scheduler_info"); !strings.Contains(l, `scheduler="`+standby+`"`) {
+			t.Errorf("%s after the failover: %q, want scheduler %q", u, l, standby)
+		}
+	}
 	time.Sleep(2 * time.Second)
 
 	// 3. A backend in the plan dies; the new leader re-plans for both gateways.

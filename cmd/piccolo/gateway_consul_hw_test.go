@@ -73,7 +73,7 @@ func TestGatewayConsulRefusesChangeOnlyAbsentHardwareServes(t *testing.T) {
 	if m := getMetrics(t, url+"/metrics"); !strings.Contains(m, "piccolo_plan_scheduler_info{scheduler=") {
 		t.Errorf("/metrics has no piccolo_plan_scheduler_info")
 	}
-	if !regexp.MustCompile(`cluster plan: version [1-9][0-9]*, published by scheduler gateway-\S+ \(this gateway\)`).MatchString(status.String()) {
+	if !regexp.MustCompile(`cluster plan: version [1-9][0-9]*, published by scheduler gateway-\S+; this gateway is the elected scheduler`).MatchString(status.String()) {
 		t.Errorf("piccolo status does not name the cluster plan's scheduler:\n%s", status.String())
 	}
 

@@ -194,6 +194,7 @@ func (cc *consulControl) apply(rec *cluster.Record) bool {
 		// A new leader's first plan, or one re-published: the dispatch table
 		// stays; only what the record says about it changes.
 		cc.applied = rec
+		cc.metrics.SetPlanSource(rec.Version, rec.Leader)
 		cc.notifyLocked(rec, time.Now())
 		return true
 	}

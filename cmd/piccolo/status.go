@@ -482,7 +482,7 @@ func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base str
 	if sched := now.series("piccolo_plan_scheduler_info"); len(sched) > 0 {
 		here := ""
 		if now.sum("piccolo_scheduler_leader", nil) == 1 {
-			here = " (this gateway)"
+			here = "; this gateway is the elected scheduler"
 		}
 		fmt.Fprintf(w, "cluster plan: version %.0f, published by scheduler %s%s\n",
 			now.sum("piccolo_plan_version", nil), sched[0].labels["scheduler"], here)
