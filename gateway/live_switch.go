@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type LiveSwitch struct {
 	stop    context.Context
 	stopNow context.CancelFunc
 	applyMu sync.Mutex // serialises Apply and the unloads after a drain
+	// orphans are what failed Applies loaded (guarded by applyMu); the next
+	// unloads after a drain unload those no runner uses.
+	orphans map[modelAt]bool
 	cur     atomic.Pointer[liveState]
 	drainMu sync.Mutex
 	drains  []*LiveRunner                 // previous runners not closed yet
@@ -156,19 +160,17 @@ func (s *LiveSwitch) Apply(ctx context.Context, cfg *api.Config, plan *api.Plan)
 	}
 	st, err := s.build(ctx, cfg, plan)
 	if err != nil {
+		// What the failed runner loaded stays until the next drain's unloads:
+		// unloading it now would load and unload it again at every retry of
+		// the same plan (the cluster follower retries every 2 s).
 		var partial *partialLoadError
 		if errors.As(err, &partial) {
-			// Unload what the failed runner loaded and no runner uses, once
-			// this Apply has released applyMu.
-			s.drainMu.Lock()
-			if !s.closed {
-				s.wg.Add(1)
-				go func() {
-					defer s.wg.Done()
-					s.unloadDropped(&LiveRunner{loaded: partial.loaded})
-				}()
+			if s.orphans == nil {
+				s.orphans = map[modelAt]bool{}
 			}
-			s.drainMu.Unlock()
+			for k := range partial.loaded {
+				s.orphans[k] = true
+			}
 		}
 		return err
 	}
@@ -226,8 +228,9 @@ func (s *LiveSwitch) drain(old *liveState) {
 	s.drainMu.Unlock()
 }
 
-// unloadDropped unloads every model old loaded on a backend where neither the
-// current runner nor a runner still draining loads it. It runs on old's drain
+// unloadDropped unloads every model old loaded, or a failed Apply left loaded
+// (orphans), on a backend where neither the current runner nor a runner still
+// draining loads it. It runs on old's drain
 // goroutine, after old is closed, holding applyMu so that no Apply loads a
 // model between the choice and the unload. Errors are logged, never returned.
 func (s *LiveSwitch) unloadDropped(old *LiveRunner) {
@@ -241,6 +244,11 @@ func (s *LiveSwitch) unloadDropped(old *LiveRunner) {
 	keep := []*LiveRunner{s.cur.Load().runner}
 	keep = append(keep, s.drains...)
 	s.drainMu.Unlock()
+	if len(s.orphans) > 0 {
+		merged := &LiveRunner{loaded: maps.Clone(old.loaded)}
+		maps.Copy(merged.loaded, s.orphans)
+		old, s.orphans = merged, nil
+	}
 	defer s.closeUnused(old, keep) // after the unloads, which need the connections
 	var drop []modelAt
 	for k := range old.loaded {
