@@ -235,15 +235,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		r.Rate = sessionRate(s)
 		res.Sessions = append(res.Sessions, r)
-		if sp.Error != "" {
+	}
+	// res.Sessions is complete before any load starts: the loads write their
+	// reports into it (under mu), so it must not grow meanwhile.
+	for i, r := range res.Sessions {
+		if r.NotPlannedError != "" {
 			continue
 		}
-		i := len(res.Sessions) - 1
+		s, _ := cfg.Session(r.Name)
 		wg.Add(1)
-		go func(i int, s *api.Session) {
+		go func(i int, s *api.Session, rate float64) {
 			defer wg.Done()
 			lo := loadgen.Options{
-				Target: url, Protocol: "http", Session: s.Name, Rate: res.Sessions[i].Rate, Arrival: "poisson", Seed: 1,
+				Target: url, Protocol: "http", Session: s.Name, Rate: rate, Arrival: "poisson", Seed: 1,
 				Duration: o.Duration, Drain: 10 * time.Second, Timeout: 10 * time.Second, SLO: s.SLO.D(),
 			}
 			if isOCR(s) {
@@ -262,7 +266,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if err := loadgen.WritePlot(plot, "session "+s.Name, rep.Latencies, s.SLO.D()); err == nil {
 				res.Sessions[i].Plot = plot
 			}
-		}(i, s)
+		}(i, s, r.Rate)
 	}
 	wg.Wait()
 	if runErr != nil {
@@ -372,19 +376,34 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// waitListening waits until something accepts connections at c's first address.
+// waitListening waits until something accepts connections at every address
+// of c (a backend binds gRPC before /metrics: the first alone says nothing of
+// the second), then marks c confirmed: from then on it keeps its addresses.
 func waitListening(ctx context.Context, c *child, limit time.Duration, procs *processes) error {
-	return poll(ctx, limit, procs, func() error {
-		conn, err := net.DialTimeout("tcp", c.addr(0), time.Second)
-		if err == nil {
+	err := poll(ctx, limit, procs, func() error {
+		for _, a := range c.addrs {
+			conn, err := net.DialTimeout("tcp", a, time.Second)
+			if err != nil {
+				return err
+			}
 			conn.Close()
 		}
-		return err
+		return nil
 	})
+	if err == nil {
+		procs.confirm(c)
+	}
+	return err
 }
 
-// waitReady waits until path on c's first address answers 200 over HTTP.
-func waitReady(ctx context.Context, c *child, path string, limit time.Duration, procs *processes) error {
+// waitReady waits until path on c's first address answers 200 over HTTP (the
+// gateway answers once both its listeners are bound), then marks c confirmed.
+func waitReady(ctx context.Context, c *child, path string, limit time.Duration, procs *processes) (err error) {
+	defer func() {
+		if err == nil {
+			procs.confirm(c)
+		}
+	}()
 	return poll(ctx, limit, procs, func() error {
 		url := "http://" + c.addr(0) + path
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -449,6 +468,9 @@ type child struct {
 	argsFor func(addrs []string) []string
 	logPath string
 	tries   int
+	// confirmed: seen listening on all its addresses, which the demo may have
+	// written down (backends.yaml); never restarted elsewhere after that.
+	confirmed bool
 
 	// One run's state; replaced by a restart, under processes.mu.
 	addrs []string
@@ -508,6 +530,13 @@ func (c *child) run() error {
 	return nil
 }
 
+// confirm marks c as listening where its addresses say.
+func (p *processes) confirm(c *child) {
+	p.mu.Lock()
+	c.confirmed = true
+	p.mu.Unlock()
+}
+
 // lostPortRace reports whether c's last run exited because an address it
 // was given was already in use.
 func (c *child) lostPortRace() bool {
@@ -527,7 +556,7 @@ func (p *processes) exited() error {
 		default:
 			continue
 		}
-		if c.tries < portRetries && c.lostPortRace() {
+		if !c.confirmed && c.tries < portRetries && c.lostPortRace() {
 			c.tries++
 			c.log.Close()
 			if err := c.run(); err != nil {

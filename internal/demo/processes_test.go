@@ -68,3 +68,27 @@ func TestChildThatLostAPortRaceStartsAgain(t *testing.T) {
 		})
 	}
 }
+
+// A child seen listening keeps its addresses (the demo may have written them
+// into backends.yaml): if it exits later, even saying a port was taken, that
+// is reported, not papered over by a restart elsewhere.
+func TestConfirmedChildIsNotMoved(t *testing.T) {
+	procs := &processes{}
+	defer procs.stop(io.Discard)
+	runs := 0
+	c, err := procs.start("sh", 1, func(addrs []string) []string {
+		runs++
+		return []string{"-c", "sleep 0.2; echo 'listen tcp " + addrs[0] + ": bind: address already in use'; exit 1"}
+	}, filepath.Join(t.TempDir(), "child.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs.confirm(c)
+	<-c.done
+	if err := procs.exited(); err == nil || !strings.Contains(err.Error(), "exited early") {
+		t.Errorf("exited: %v, want the confirmed child reported", err)
+	}
+	if runs != 1 {
+		t.Errorf("%d runs, want 1", runs)
+	}
+}
