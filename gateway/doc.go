@@ -63,7 +63,8 @@
 // An item's dispatch deadline is min(now + module budget, request deadline) less
 // LiveOptions.SlackFraction of the budget; it times the flush of a partial batch.
 // Its expiry, when it is failed instead of sent, is the later of that and the
-// request deadline less the shortest time the rest of the DAG needs, so a module
+// request deadline less the shortest time the rest of the DAG needs and the
+// same slack, so a module
 // late on its budget costs latency, not an error, while the SLO allows. Items that cannot be stacked together
 // go in separate calls, and a batch the backend rejects as invalid is retried item
 // by item, so one bad request never fails another. Estimate (admission) is a

@@ -337,8 +337,8 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 // the request's deadline, whichever is earlier, less the slack
 // (LiveOptions.SlackFraction). Its expiry (when it is failed with ErrDeadline
 // instead of sent) is the later of that and the request's deadline less the
-// shortest time the rest of the DAG needs (docs/dataplane.md, "Module
-// deadlines").
+// shortest time the rest of the DAG needs (this module's included) and the
+// slack (docs/dataplane.md, "Module deadlines").
 func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
 	done func([]api.Tensor, Timing, error)) {
 	lm, err := r.module(session, module)

@@ -24,7 +24,8 @@ type SchedulerOptions struct {
 	// Consul holds a config, that one is planned. A candidate that saw one
 	// (it watches the key, leading or not) seeds with the last it saw, so a
 	// Consul that lost its KV (a dev agent restarted) gets the operators'
-	// changes back rather than the files.
+	// changes back rather than the files. (So deleting the key by hand to go
+	// back to the files takes restarting every candidate.)
 	Seed *api.Config
 	// Plan is the planner (scheduler.Plan or simulate.PlanForBursts with options).
 	Plan func(*api.Config) (*api.Plan, error)

@@ -513,10 +513,10 @@ func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
 	return OnlyPresent(&cfg, present), rates
 }
 
-// OnlyPresent returns cfg planned around the hardware types that are not in
-// present: a shallow copy keeping only the present types and their profiles.
-// It returns cfg itself when present is empty (no members known) or names none
-// of cfg's types. The controller plans with it; a cluster-mode gateway checks
+// OnlyPresent returns cfg restricted to the hardware types in present: a
+// shallow copy keeping only those types and their profiles, so the planner
+// plans around the absent ones. It returns cfg itself when present is empty
+// (no members known), names none of cfg's types, or names all of them. The controller plans with it; a cluster-mode gateway checks
 // an admin change with it, so that a change it accepts is one the leader can
 // plan.
 func OnlyPresent(cfg *api.Config, present map[string]bool) *api.Config {
