@@ -506,7 +506,7 @@ func (d *Dispatcher) addLocked(it *Item, now time.Time, out *outList) {
 	switch {
 	case b.Size() >= b.target:
 		d.dispatchLocked(q, now, out, ClosedFull)
-	case d.idle && d.worthFlushing(q, b) && q.idleMachine(b.g):
+	case d.idle && d.worthFlushing(q, b, now) && q.idleMachine(b.g):
 		d.dispatchLocked(q, now, out, ClosedIdle)
 	}
 }
@@ -514,6 +514,11 @@ func (d *Dispatcher) addLocked(it *Item, now time.Time, out *outList) {
 // idleFlushUtilization is the highest utilisation FlushIdle's partial batches
 // may bring their machines to (were every batch that small).
 const idleFlushUtilization = 0.8
+
+// quietFactor: a quiet spell since the last arrival counts as a gap of
+// quiet/quietFactor. Under Poisson arrivals one gap is longer than the mean 37%
+// of the time but longer than three means only 5%.
+const quietFactor = 3
 
 // gapWeight is the weight of the newest gap in FlushIdle's estimate.
 const gapWeight = 0.1
@@ -540,7 +545,8 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 // leaves the machines enough capacity: were every batch as small as b is now
 // (k items, or its group's batch size if smaller: the idle flush acts on every
 // group), every machine would still run at most idleFlushUtilization busy at
-// the estimated arrival rate 1/gap.
+// the estimated arrival rate 1/gap (gap: the estimate, or a third of the time
+// since the last arrival when that is longer).
 //
 // TC: groups take shares s_j of the batches (smooth weighted round-robin), so
 // the module sends 1/(gap·m) batches/s, m = Σ s_j·min(k, b_j), and group j's
@@ -548,17 +554,26 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 // 0.8·m·gap ≥ max_j s_j·d_j/n_j. RR: q's machine alone takes its share s of
 // the items in batches of k: 0.8·k·n·gap ≥ s·d. Lanes beyond one per machine
 // are not counted, which errs towards waiting.
-func (d *Dispatcher) worthFlushing(q *queue, b *Batch) bool {
+func (d *Dispatcher) worthFlushing(q *queue, b *Batch, now time.Time) bool {
 	k := b.Size()
+	// A long quiet since the last arrival is itself evidence: after a burst,
+	// the batch it left half full need not wait for its deadline. (Counting
+	// the whole quiet, as in a first version, also flushed early after the
+	// ordinary long gaps of Poisson arrivals: 84.7% against 87.5% attainment
+	// at 1.2× the planned rate in simulation.)
+	gap := d.gap
+	if !d.lastArrival.IsZero() {
+		gap = max(gap, now.Sub(d.lastArrival).Seconds()/quietFactor)
+	}
 	if q.m != nil {
 		s, n := q.m.weight/d.st.sumMach, q.m.slot.Occupancy
-		return idleFlushUtilization*float64(k)*n*d.gap >= s*b.g.duration.Seconds()
+		return idleFlushUtilization*float64(k)*n*gap >= s*b.g.duration.Seconds()
 	}
 	var m float64
 	for _, g := range d.st.groups {
 		m += g.share * float64(min(k, g.batch))
 	}
-	return idleFlushUtilization*m*d.gap >= d.st.maxLoad
+	return idleFlushUtilization*m*gap >= d.st.maxLoad
 }
 
 // idleMachine reports whether a machine that q's batches go to (RR: q's own;
@@ -589,7 +604,7 @@ func (d *Dispatcher) idleFlushLocked(m *machine, now time.Time, out *outList) {
 	if q == nil {
 		q = d.st.tc
 	}
-	if b := q.open; b != nil && len(b.Items) > 0 && b.g == m.g && d.worthFlushing(q, b) {
+	if b := q.open; b != nil && len(b.Items) > 0 && b.g == m.g && d.worthFlushing(q, b, now) {
 		d.dispatchLocked(q, now, out, ClosedIdle)
 	}
 }

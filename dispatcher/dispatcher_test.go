@@ -578,3 +578,27 @@ func TestPlanSwapKeepsArrivalGap(t *testing.T) {
 		t.Errorf("arrival gap %v before the swap, %v after; want 100ms both", before, after)
 	}
 }
+
+// The batch a burst leaves partly full goes when the machine frees if no
+// arrival has come for long: the quiet is evidence too. Planned for 1000
+// req/s (batch 8, 100 ms): eight items at 0–7 ms fill a batch; six more at
+// 10–15 ms wait while it runs, and go at 107 ms when the machine frees, 92 ms
+// after the last arrival, not at their deadline flush (910 ms).
+func TestIdleFlushAfterABurst(t *testing.T) {
+	mp := api.ModulePlan{Name: "m", Rate: 1000, BudgetMs: 1000, Configs: []api.GroupPlan{gp(8, 100, 1, 1000)}}
+	clock := NewVirtualClock(t0)
+	s := &vsender{clock: clock}
+	d, err := New(mp, Options{Flush: FlushIdle, Clock: clock, Sender: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for _, ms := range []int{0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15} {
+		submitAt(t, clock, d, time.Duration(ms)*time.Millisecond, tr.item(time.Time{}), nil)
+	}
+	clock.Run(t0.Add(2 * time.Second))
+	want := []sentBatch{{at: 7 * time.Millisecond, items: 8}, {at: 107 * time.Millisecond, items: 6}}
+	if len(s.batches) != 2 || s.batches[0].at != want[0].at || s.batches[1].at != want[1].at || s.batches[1].items != 6 {
+		t.Errorf("batches %+v, want %+v", s.batches, want)
+	}
+}
