@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -17,13 +16,7 @@ import (
 // it cannot. The OCR demo lost 3–6% of its requests at its 10 ms "pre" module
 // with p99 latency a tenth of the SLO before this.
 func TestModuleBudgetDoesNotDropWhatTheSLOAllows(t *testing.T) {
-	cfg := mustLoad(t, harnessProfiles)
-	var backendsText string
-	for i := range 2 {
-		addr, _ := startSimBackend(t, cfg.Profiles)
-		backendsText += fmt.Sprintf("  - {id: gpu-%d, address: %q, hardware: v100}\n", i, addr)
-	}
-	cfg = mustLoad(t, harnessProfiles+"backends:\n"+backendsText)
+	cfg, _ := harnessChainOnSims(t)
 	group := func(durMs float64) []api.GroupPlan {
 		return []api.GroupPlan{{Hardware: "v100", Price: 3, Batch: 1, Concurrency: 1, DurationMs: durMs,
 			Throughput: 1000 / durMs, Machines: 1, Rate: 5, WCLMs: durMs, Cost: 3}}

@@ -2,14 +2,36 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
 )
+
+// harnessChainOnSims serves the harness chain on two v100 sim backends and
+// plans it with the piccolo policy.
+func harnessChainOnSims(t *testing.T) (*api.Config, *api.Plan) {
+	t.Helper()
+	cfg := mustLoad(t, harnessProfiles+startSimBackends(t, mustLoad(t, harnessProfiles).Profiles, 2))
+	plan, err := testPlanner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, plan
+}
+
+// inferPipe sends one request to the harness chain through exec and returns
+// how long it took.
+func inferPipe(t *testing.T, exec *Executor) time.Duration {
+	t.Helper()
+	req := &InferRequest{Inputs: []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: fp32(1, 2)}}}
+	start := time.Now()
+	if err := exec.Infer(context.Background(), "pipe", req, &InferResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start)
+}
 
 // At low load, FlushIdle serves a lone request in about its compute time;
 // FlushDeadline (the paper's) holds each partial batch until its module budget
@@ -19,17 +41,7 @@ import (
 // 2 req/s. FlushIdle starts from the planned rate and needs a few arrivals to
 // see that the load is low: the first four are not measured.
 func TestIdleFlushServesALoneRequestAtOnce(t *testing.T) {
-	cfg := mustLoad(t, harnessProfiles)
-	backendsText := "backends:\n"
-	for i := range 2 {
-		addr, _ := startSimBackend(t, cfg.Profiles)
-		backendsText += fmt.Sprintf("  - {id: gpu-%d, address: %q, hardware: v100}\n", i, addr)
-	}
-	cfg = mustLoad(t, harnessProfiles+backendsText)
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, plan := harnessChainOnSims(t)
 	latency := map[dispatcher.Flush]time.Duration{}
 	for _, flush := range []dispatcher.Flush{dispatcher.FlushDeadline, dispatcher.FlushIdle} {
 		runner, err := NewLiveRunner(context.Background(), cfg, plan, LiveOptions{Flush: flush})
@@ -47,13 +59,8 @@ func TestIdleFlushServesALoneRequestAtOnce(t *testing.T) {
 		}
 		for i := range warmUp + measured {
 			time.Sleep(400 * time.Millisecond)
-			req := &InferRequest{Inputs: []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: fp32(1, 2)}}}
-			start := time.Now()
-			if err := exec.Infer(context.Background(), "pipe", req, &InferResponse{}); err != nil {
-				t.Fatalf("flush %s: %v", flush, err)
-			}
-			if i >= warmUp {
-				worst = max(worst, time.Since(start))
+			if d := inferPipe(t, exec); i >= warmUp {
+				worst = max(worst, d)
 			}
 		}
 		latency[flush] = worst
@@ -76,17 +83,7 @@ func TestIdleFlushServesALoneRequestAtOnce(t *testing.T) {
 // request after LiveSwitch.Apply is served at once, not held for batch-mates
 // by a dispatcher that starts again from the planned 50 req/s.
 func TestIdleFlushEstimateSurvivesAReplan(t *testing.T) {
-	cfg := mustLoad(t, harnessProfiles)
-	backendsText := "backends:\n"
-	for i := range 2 {
-		addr, _ := startSimBackend(t, cfg.Profiles)
-		backendsText += fmt.Sprintf("  - {id: gpu-%d, address: %q, hardware: v100}\n", i, addr)
-	}
-	cfg = mustLoad(t, harnessProfiles+backendsText)
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, plan := harnessChainOnSims(t)
 	sw, err := NewLiveSwitch(context.Background(), cfg, plan, LiveOptions{Flush: dispatcher.FlushIdle})
 	if err != nil {
 		t.Fatal(err)
@@ -96,23 +93,15 @@ func TestIdleFlushEstimateSurvivesAReplan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	infer := func() time.Duration {
-		req := &InferRequest{Inputs: []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: fp32(1, 2)}}}
-		start := time.Now()
-		if err := exec.Infer(context.Background(), "pipe", req, &InferResponse{}); err != nil {
-			t.Fatal(err)
-		}
-		return time.Since(start)
-	}
 	for range 4 { // about 2 req/s: the estimate learns the load is low
 		time.Sleep(400 * time.Millisecond)
-		infer()
+		inferPipe(t, exec)
 	}
 	if err := sw.Apply(context.Background(), cfg, plan); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(400 * time.Millisecond)
-	if d := infer(); d > 400*time.Millisecond {
+	if d := inferPipe(t, exec); d > 400*time.Millisecond {
 		t.Errorf("the first request after a re-plan took %v; a lone request takes about 70 ms of compute, the deadline flush about 860 ms", d)
 	}
 }

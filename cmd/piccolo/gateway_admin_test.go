@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +16,6 @@ import (
 // the token, a PUT re-plans live, and an edit of a -c file is reloaded.
 func TestGatewayAdminAndWatch(t *testing.T) {
 	t.Setenv("PICCOLO_ADMIN_TOKEN", "tok")
-	dir := t.TempDir()
-	profiles := filepath.Join(dir, "profiles.yaml")
 	text := `
 hardware:
   - {name: v100, price: 3}
@@ -34,17 +31,10 @@ sessions:
     modules:
       - {name: d, model: det, rate: 20}
 `
-	if err := os.WriteFile(profiles, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json", drain: time.Second}
-	backendAddr, _ := startBackend(t, ctx, bo)
-	backendsFile := writeBackendsFile(t, dir, backendAddr)
-	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
-		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, watch: true}
-	url, gdone := startGateway(t, ctx, o)
+	sg := startSimGateway(t, ctx, text, func(_ *backendOptions, o *gatewayOptions) { o.watch = true })
+	url, gdone, profiles := sg.url, sg.done, sg.cfgPath
 	do := func(method, path, token, body string) (int, string) {
 		return adminDo(t, url, method, path, token, body)
 	}

@@ -98,18 +98,10 @@ func TestGatewayConsulRefusesChangeOnlyAbsentHardwareServes(t *testing.T) {
 // backends has (t4, the cheaper) is planned on the types present. The gateway
 // used to refuse to start: "no backend of hardware t4".
 func TestGatewayPlansOnTheHardwareItsBackendsHave(t *testing.T) {
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, []byte(strings.Replace(twoHardwareConfig, "membership: consul\n", "", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath},
-		executor: "sim", logFmt: "json", drain: time.Second})
-	o := &gatewayOptions{files: []string{cfgPath, writeBackendsFile(t, dir, addr)}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
-		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, adminToken: "tok"}
-	url, _ := startGateway(t, ctx, o)
+	url := startSimGateway(t, ctx, strings.Replace(twoHardwareConfig, "membership: consul\n", "", 1),
+		func(_ *backendOptions, o *gatewayOptions) { o.adminToken = "tok" }).url
 	p := adminPlan(t, url)
 	if len(p.Sessions) != 1 || p.Sessions[0].Error != "" || p.Sessions[0].Modules[0].Configs[0].Hardware != "v100" {
 		t.Fatalf("plan %+v, want session s on v100", p.Sessions)

@@ -55,3 +55,35 @@ func startGateway(t testing.TB, ctx context.Context, o *gatewayOptions) (string,
 	}
 	return "", nil
 }
+
+// simGateway is a `piccolo backend` (executor sim, hardware v100) and a
+// `piccolo gateway` over it, both in-process, from one config file.
+type simGateway struct {
+	url     string       // the gateway's HTTP base URL
+	backend string       // the backend's gRPC address
+	cfgPath string       // the config file both read (the gateway may watch it)
+	done    <-chan error // the gateway's result once ctx ends
+}
+
+// startSimGateway writes configText to a file, starts a sim backend on it and
+// a gateway over it and the backends file (piccolo policy, tc dispatch, 1 MiB
+// bodies, slack 0.1, JSON logs, drain 1 s, after edit, which may be nil,
+// changes the options), both running until ctx ends.
+func startSimGateway(t *testing.T, ctx context.Context, configText string, edit func(*backendOptions, *gatewayOptions)) simGateway {
+	t.Helper()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, []byte(configText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim", logFmt: "json", drain: time.Second}
+	o := &gatewayOptions{listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo", dispatch: "tc", maxBody: 1 << 20,
+		slack: 0.1, logFmt: "json", drain: time.Second}
+	if edit != nil {
+		edit(bo, o)
+	}
+	addr, _ := startBackend(t, ctx, bo)
+	o.files = []string{cfgPath, writeBackendsFile(t, dir, addr)}
+	url, done := startGateway(t, ctx, o)
+	return simGateway{url: url, backend: addr, cfgPath: cfgPath, done: done}
+}

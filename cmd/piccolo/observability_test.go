@@ -80,21 +80,13 @@ sessions:
 // both processes' /metrics with promlint, and reads the gateway with
 // `piccolo status`.
 func TestObservability(t *testing.T) {
-	dir := t.TempDir()
-	profiles := filepath.Join(dir, "profiles.yaml")
-	if err := os.WriteFile(profiles, []byte(detSessionConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	metricsAddr := freeAddr(t)
-	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json",
-		drain: 5 * time.Second, metrics: metricsAddr, gpu: true}
-	backendAddr, _ := startBackend(t, ctx, bo)
-	backendsFile := writeBackendsFile(t, dir, backendAddr)
-	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
-		policy: "piccolo", maxUtil: 0.8, dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second}
-	url, _ := startGateway(t, ctx, o)
+	url := startSimGateway(t, ctx, detSessionConfig, func(bo *backendOptions, o *gatewayOptions) {
+		bo.drain, bo.metrics, bo.gpu = 5*time.Second, metricsAddr, true
+		o.drain, o.maxUtil = 5*time.Second, 0.8
+	}).url
 	body := `{"inputs":[{"name":"input0","shape":[1,2],"datatype":"FP32","data":[1,2]}]}`
 	const n = 5
 	for range n {

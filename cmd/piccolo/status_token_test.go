@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,19 +19,10 @@ import (
 // the variable, and prints the plan from /metrics.
 func TestStatusAdminToken(t *testing.T) {
 	t.Setenv("PICCOLO_ADMIN_TOKEN", "") // the gateway takes its token from the flag
-	dir := t.TempDir()
-	profiles := filepath.Join(dir, "profiles.yaml")
-	if err := os.WriteFile(profiles, []byte(detSessionConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json", drain: time.Second}
-	backendAddr, _ := startBackend(t, ctx, bo)
-	backendsFile := writeBackendsFile(t, dir, backendAddr)
-	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
-		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, adminToken: "tok"}
-	url, _ := startGateway(t, ctx, o)
+	sg := startSimGateway(t, ctx, detSessionConfig, func(_ *backendOptions, o *gatewayOptions) { o.adminToken = "tok" })
+	url, backendAddr := sg.url, sg.backend
 
 	// Rows every run prints, whichever source the plan comes from.
 	planRows := []string{
