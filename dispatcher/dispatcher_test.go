@@ -519,7 +519,7 @@ func TestIdleFlush(t *testing.T) {
 // TC gives group 1 (batch 2) two batches in three and group 0 (batch 16) one,
 // so partial batches in group 0 also send more of the items to group 1. Both
 // are checked at half the planned rate; a rule that assumed equal shares, or
-// only its own group's batches partial, ran machines 96–100% and 86% busy.
+// only its own group's batches partial, ran machines 100% and 86% busy.
 func TestIdleFlushRespectsEachMachinesShare(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
