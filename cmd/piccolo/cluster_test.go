@@ -311,3 +311,22 @@ func adminDoNoToken(t *testing.T, url, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// A gateway with --scheduler-ttl under 1 s stops with an error naming the
+// flag; its candidate used to fail inside Run, unseen, and the gateway waited
+// for a plan forever.
+func TestGatewaySchedulerTTLTooShort(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, consulTestConfig, 100.0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := &gatewayOptions{files: []string{cfgPath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo",
+		dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, consul: "127.0.0.1:1",
+		schedule: true, schedulerTTL: 500 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := runGateway(ctx, o, nil)
+	if err == nil || !strings.Contains(err.Error(), "--scheduler-ttl") || !strings.Contains(err.Error(), "at least 1s") {
+		t.Errorf("runGateway: %v, want an error naming --scheduler-ttl and the 1 s minimum", err)
+	}
+}

@@ -112,7 +112,7 @@ func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config,
 		cc.sched, err = cluster.NewScheduler(kv, cluster.SchedulerOptions{ID: id, Seed: cfg, Plan: planner, Members: w,
 			Control: o.control, TTL: o.schedulerTTL, Logger: log})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--scheduler-ttl/--scheduler-id: %w", err)
 		}
 		go func() { defer close(cc.stopped); _ = cc.sched.Run(ctx) }()
 	}

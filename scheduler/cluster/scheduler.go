@@ -58,6 +58,11 @@ func NewScheduler(c *Client, o SchedulerOptions) (*Scheduler, error) {
 	if o.ID == "" || o.Seed == nil || o.Plan == nil {
 		return nil, errors.New("cluster: a scheduler needs an ID, a seed config and a planner")
 	}
+	if o.TTL != 0 && o.TTL < time.Second {
+		// Checked here, not only in Campaign: Run's error is the candidate's
+		// end, and a gateway running one would wait for a plan forever.
+		return nil, fmt.Errorf("cluster: candidate TTL %v: must be at least 1s (Consul's TTL check resolution)", o.TTL)
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
