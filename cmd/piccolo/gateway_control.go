@@ -279,15 +279,14 @@ func (cc *consulControl) servedConfig() *api.Config {
 func (cc *consulControl) onConfig(ctx context.Context, cfg *api.Config, cause string) error {
 	cc.mu.Lock()
 	prev, prevCfg, ifIndex := cc.applied.Plan, cc.served, cc.applied.ConfigIndex
-	present := map[string]bool{}
-	for _, m := range cc.snap.Members {
-		present[m.Hardware] = true
-	}
+	// Planned with the members as backends: the planner then plans only the
+	// hardware present (planForServing), as the leader will, so a change only
+	// an absent type could serve is refused here (422), not accepted and then
+	// served as 503.
+	withMembers := *cfg
+	withMembers.Backends = cc.snap.Backends()
 	cc.mu.Unlock()
-	// Checked against the hardware present, as the leader will plan it: a
-	// change that only an absent type could serve is refused here (422), not
-	// accepted and then served as 503.
-	if _, err := gateway.PlanChange(cc.planner, control.OnlyPresent(cfg, present), prev, prevCfg); err != nil {
+	if _, err := gateway.PlanChange(cc.planner, &withMembers, prev, prevCfg); err != nil {
 		return err
 	}
 	idx, err := cc.kv.PutConfig(ctx, cfg, ifIndex)
