@@ -221,19 +221,20 @@ func (s *LiveSwitch) drain(old *liveState) {
 			s.publishDrainsLocked()
 			s.drainMu.Unlock()
 			old.runner.Close()
-			s.unloadDropped(old.runner)
+			s.unloadDropped(old.runner.loaded)
 			return
 		}
 	}
 	s.drainMu.Unlock()
 }
 
-// unloadDropped unloads every model old loaded, or a failed Apply left loaded
-// (orphans), on a backend where neither the current runner nor a runner still
-// draining loads it. It runs on old's drain
-// goroutine, after old is closed, holding applyMu so that no Apply loads a
-// model between the choice and the unload. Errors are logged, never returned.
-func (s *LiveSwitch) unloadDropped(old *LiveRunner) {
+// unloadDropped unloads every model in loaded (what a drained runner loaded)
+// or left loaded by a failed Apply (orphans) on a backend where neither the
+// current runner nor a runner still draining loads it. It runs on the drain
+// goroutine, after the drained runner is closed, holding applyMu so that no
+// Apply loads a model between the choice and the unload. Errors are logged,
+// never returned.
+func (s *LiveSwitch) unloadDropped(loaded map[modelAt]bool) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.drainMu.Lock()
@@ -245,13 +246,13 @@ func (s *LiveSwitch) unloadDropped(old *LiveRunner) {
 	keep = append(keep, s.drains...)
 	s.drainMu.Unlock()
 	if len(s.orphans) > 0 {
-		merged := &LiveRunner{loaded: maps.Clone(old.loaded)}
-		maps.Copy(merged.loaded, s.orphans)
-		old, s.orphans = merged, nil
+		loaded = maps.Clone(loaded)
+		maps.Copy(loaded, s.orphans)
+		s.orphans = nil
 	}
-	defer s.closeUnused(old, keep) // after the unloads, which need the connections
+	defer s.closeUnused(loaded, keep) // after the unloads, which need the connections
 	var drop []modelAt
-	for k := range old.loaded {
+	for k := range loaded {
 		used := false
 		for _, r := range keep {
 			used = used || r.loaded[k]
@@ -292,19 +293,19 @@ func (s *LiveSwitch) unloadDropped(old *LiveRunner) {
 		zap.Int("failed", len(drop)-len(unloaded)-len(gone)))
 }
 
-// closeUnused closes the pooled connections to the backends old loaded models
-// on and no runner in keep loads anything on (a backend that left, or one the
+// closeUnused closes the pooled connections to the backends of loaded that no
+// runner in keep loads anything on (a backend that left, or one the
 // plan no longer uses), so a gateway under membership churn does not keep a
 // connection per backend it ever served. A later plan that places a model there
 // again dials anew. Called with applyMu held.
-func (s *LiveSwitch) closeUnused(old *LiveRunner, keep []*LiveRunner) {
+func (s *LiveSwitch) closeUnused(loaded map[modelAt]bool, keep []*LiveRunner) {
 	used := map[string]bool{}
 	for _, r := range keep {
 		for k := range r.loaded {
 			used[k.addr] = true
 		}
 	}
-	for k := range old.loaded {
+	for k := range loaded {
 		if used[k.addr] {
 			continue
 		}
