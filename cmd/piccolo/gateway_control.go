@@ -161,8 +161,9 @@ func defaultGatewayID(listen string) string {
 }
 
 // follow makes a published record live on this gateway. A record this gateway
-// cannot apply (a config the loader refuses, a backend refusing the load) is
-// logged and the running plan stays; the next record is tried afresh.
+// cannot apply is logged and the running plan stays: one a backend refused is
+// tried again every 2 s while it is the newest; one whose config the loader
+// refuses waits for the next record.
 func (cc *consulControl) follow(rec *cluster.Record) {
 	cc.latest.Store(rec)
 	if !cc.apply(rec) {
@@ -176,15 +177,10 @@ func (cc *consulControl) follow(rec *cluster.Record) {
 	}
 }
 
-// apply makes rec live; false when it could not (logged; the last plan stays).
+// apply makes rec live; false when it could not and a retry may succeed
+// (logged; the last plan stays). A record whose config does not load is
+// logged and not retried: the same text would fail again.
 func (cc *consulControl) apply(rec *cluster.Record) bool {
-	full, err := cluster.DecodeConfig("consul plan record", []byte(rec.Config))
-	if err != nil {
-		cc.log.Error("published plan not applied: its config is not valid", zap.Uint64("version", rec.Version), zap.Error(err))
-		return false
-	}
-	cfg := *full
-	cfg.Backends, cfg.Membership = nil, ""
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.latest.Load() != rec {
@@ -198,6 +194,12 @@ func (cc *consulControl) apply(rec *cluster.Record) bool {
 		cc.notifyLocked(rec, time.Now())
 		return true
 	}
+	full, err := cluster.DecodeConfig("consul plan record", []byte(rec.Config))
+	if err != nil {
+		cc.log.Error("published plan not applied: its config is not valid; waiting for the next one", zap.Uint64("version", rec.Version), zap.Error(err))
+		return true
+	}
+	cfg := cluster.WithoutBackends(full)
 	if cc.sw == nil {
 		sw, err := gateway.NewLiveSwitch(cc.ctx, full, rec.Plan, cc.opts)
 		if err != nil {
@@ -212,9 +214,9 @@ func (cc *consulControl) apply(rec *cluster.Record) bool {
 		return false
 	}
 	live := time.Now()
-	cc.applied, cc.served = rec, &cfg
+	cc.applied, cc.served = rec, cfg
 	cc.syncSessionsLocked("config")
-	cc.setCounters(&cfg)
+	cc.setCounters(cfg)
 	if err := cc.metrics.SetPlan(rec.Plan, rec.Cause, time.Duration(rec.PlanTookMs*1e6)); err != nil {
 		cc.log.Warn("plan metrics", zap.Error(err))
 	}

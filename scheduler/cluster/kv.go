@@ -118,9 +118,9 @@ func DecodeConfig(name string, data []byte) (*api.Config, error) {
 	return cfg, nil
 }
 
-// withoutBackends is cfg with no backends and static membership: the part of
+// WithoutBackends is cfg with no backends and static membership: the part of
 // a config the cluster shares (backends come from Consul).
-func withoutBackends(cfg *api.Config) *api.Config {
+func WithoutBackends(cfg *api.Config) *api.Config {
 	c := *cfg
 	c.Backends, c.Membership = nil, ""
 	return &c
@@ -144,7 +144,7 @@ func (c *Client) Config(ctx context.Context) (*api.Config, uint64, error) {
 // key's ModifyIndex is still ifIndex (0: only if there is no config yet), and
 // returns the new ModifyIndex. ErrConfigChanged when another writer came first.
 func (c *Client) PutConfig(ctx context.Context, cfg *api.Config, ifIndex uint64) (uint64, error) {
-	b, err := api.EncodeYAML(withoutBackends(cfg))
+	b, err := api.EncodeYAML(WithoutBackends(cfg))
 	if err != nil {
 		return 0, err
 	}

@@ -140,7 +140,7 @@ func (t *term) run(ctx context.Context) error {
 		if idx, err = t.s.c.PutConfig(ctx, seed, 0); err != nil {
 			return fmt.Errorf("seed the cluster's config: %w", err)
 		}
-		cfg = withoutBackends(seed)
+		cfg = WithoutBackends(seed)
 		t.log.Info("seeded the cluster's config", zap.String("from", from), zap.Uint64("index", idx))
 	}
 	if prev, _, err := t.s.c.Plan(ctx); err == nil && prev != nil {
