@@ -132,16 +132,7 @@ func (c *Consul) Watch(ctx context.Context, fn func(Snapshot)) error {
 			c.log.Info("consul reachable again", zap.String("consul", c.addr), zap.Int("failures", failures))
 			failures = 0
 		}
-		// Blocking-query hygiene (Consul docs): an index that went backwards
-		// means the agent's state was reset; an index of 0 must not be reused.
-		switch {
-		case meta.LastIndex < index:
-			index = 0
-		case meta.LastIndex == 0:
-			index = 1
-		default:
-			index = meta.LastIndex
-		}
+		index = NextIndex(index, meta.LastIndex)
 		s := snapshotOf(entries)
 		s.At = time.Now()
 		if have && !last.Stale && s.SameMembers(last) && errText(s.Err) == errText(last.Err) {
@@ -218,4 +209,18 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// NextIndex is the WaitIndex of the blocking query after one that waited on
+// prev and answered last (Consul's blocking-query rules): an index that went
+// backwards means the agent's state was reset (start again from 0), and an
+// index of 0 must not be waited on (1 instead). Shared by every Consul watch.
+func NextIndex(prev, last uint64) uint64 {
+	switch {
+	case last < prev:
+		return 0
+	case last == 0:
+		return 1
+	}
+	return last
 }

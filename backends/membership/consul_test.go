@@ -344,3 +344,18 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(s))+0.5) - 1
 	return s[max(0, min(i, len(s)-1))]
 }
+
+func TestNextIndex(t *testing.T) {
+	for _, tc := range []struct{ prev, last, want uint64 }{
+		{0, 7, 7}, // first answer
+		{7, 9, 9}, // moved on
+		{9, 9, 9}, // timed out unchanged
+		{9, 3, 0}, // went backwards: the agent's state was reset
+		{0, 0, 1}, // 0 is never waited on
+		{5, 0, 0}, // backwards to 0: start again
+	} {
+		if got := NextIndex(tc.prev, tc.last); got != tc.want {
+			t.Errorf("NextIndex(%d, %d) = %d, want %d", tc.prev, tc.last, got, tc.want)
+		}
+	}
+}

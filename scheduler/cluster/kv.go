@@ -219,11 +219,7 @@ func (c *Client) WatchKey(ctx context.Context, key string, fn func(KeyEvent)) er
 			continue
 		}
 		failures = 0
-		if meta.LastIndex < index {
-			index = 0
-		} else {
-			index = meta.LastIndex
-		}
+		index = membership.NextIndex(index, meta.LastIndex)
 		ev := KeyEvent{}
 		if p != nil {
 			ev.Value, ev.Index = p.Value, p.ModifyIndex
