@@ -9,8 +9,9 @@
 //	<prefix>/config            the running config, YAML in the config file format
 //	                           (api.EncodeYAML; no backends). Written with
 //	                           check-and-set by whoever changes it (a gateway's
-//	                           admin API or file watcher); seeded by the first
-//	                           leader from its own -c files when absent.
+//	                           admin API or file watcher); seeded when absent
+//	                           by the leader: with the last config it saw
+//	                           here, else its own -c files.
 //	<prefix>/plan              the published plan: a Record (JSON) holding the
 //	                           placed plan and the config it serves, backends
 //	                           included, so a gateway applies both in one swap.

@@ -103,7 +103,7 @@ func (c *Client) Campaign(ctx context.Context, id string, ttl time.Duration, lea
 		} else {
 			failures = 1
 		}
-		if !membership.Sleep(ctx, membership.Backoff(failures, c.maxBO)) {
+		if !membership.Sleep(ctx, membership.Backoff(failures, maxBackoff)) {
 			break
 		}
 	}

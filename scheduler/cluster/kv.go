@@ -30,9 +30,6 @@ type Options struct {
 	Prefix string
 	// WaitTime bounds one blocking query (default 30 s).
 	WaitTime time.Duration
-	// MaxBackoff caps the wait between failed queries (default 2 s; the wait
-	// doubles from 50 ms, jittered down to half).
-	MaxBackoff time.Duration
 	// Logger says when Consul becomes unreachable and is back (once each).
 	Logger *zap.Logger
 }
@@ -43,7 +40,6 @@ type Client struct {
 	addr   string
 	prefix string
 	wait   time.Duration
-	maxBO  time.Duration
 	log    *zap.Logger
 }
 
@@ -54,15 +50,12 @@ func New(addr string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{c: c, addr: addr, prefix: strings.Trim(o.Prefix, "/"), wait: o.WaitTime, maxBO: o.MaxBackoff, log: o.Logger}
+	cl := &Client{c: c, addr: addr, prefix: strings.Trim(o.Prefix, "/"), wait: o.WaitTime, log: o.Logger}
 	if cl.prefix == "" {
 		cl.prefix = DefaultPrefix
 	}
 	if cl.wait <= 0 {
 		cl.wait = 30 * time.Second
-	}
-	if cl.maxBO <= 0 {
-		cl.maxBO = 2 * time.Second
 	}
 	if cl.log == nil {
 		cl.log = zap.NewNop()
@@ -188,6 +181,9 @@ type KeyEvent struct {
 	Err   error
 }
 
+// maxBackoff caps the wait between failed queries of a watch.
+const maxBackoff = 2 * time.Second
+
 // WatchKey calls fn with the value of key at once and on every change, with
 // blocking queries, until ctx ends (returns nil). When Consul does not answer,
 // fn gets one Stale event; the watch retries with jittered backoff. fn runs on
@@ -213,7 +209,7 @@ func (c *Client) WatchKey(ctx context.Context, key string, fn func(KeyEvent)) er
 				c.log.Warn("consul unreachable: keeping the last value", zap.String("key", key), zap.Error(err))
 				fn(KeyEvent{Stale: true, Err: err})
 			}
-			if !membership.Sleep(ctx, membership.Backoff(failures, c.maxBO)) {
+			if !membership.Sleep(ctx, membership.Backoff(failures, maxBackoff)) {
 				return nil
 			}
 			continue

@@ -36,8 +36,6 @@ type SchedulerOptions struct {
 	Control control.Options
 	// TTL is the candidate's heartbeat TTL (default DefaultTTL).
 	TTL time.Duration
-	// RatesEvery is how often the leader reads the gateways' rates (default 1 s).
-	RatesEvery time.Duration
 	// Logger (default none).
 	Logger *zap.Logger
 }
@@ -65,9 +63,6 @@ func NewScheduler(c *Client, o SchedulerOptions) (*Scheduler, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
-	}
-	if o.RatesEvery <= 0 {
-		o.RatesEvery = time.Second
 	}
 	if o.Members == nil {
 		m, err := membership.NewConsul(c.addr, membership.ConsulOptions{Logger: o.Logger})
@@ -278,12 +273,16 @@ func (t *term) watchConfig(ctx context.Context, ctl *control.Controller, have ui
 	})
 }
 
-// readRates reads the gateways' reports every RatesEvery and hands each one
+// ratesEvery is how often the leader reads the gateways' rate reports: as often
+// as a gateway writes one.
+const ratesEvery = time.Second
+
+// readRates reads the gateways' reports every ratesEvery and hands each one
 // that changed since the last read to the controller, stamped with this
 // scheduler's clock (so gateways' clocks do not matter) and expanded from the
 // source modules to every module (ExpandRates).
 func (t *term) readRates(ctx context.Context, ctl *control.Controller) {
-	tick := time.NewTicker(t.s.o.RatesEvery)
+	tick := time.NewTicker(ratesEvery)
 	defer tick.Stop()
 	seen := map[string]uint64{}
 	for {
