@@ -51,9 +51,9 @@ func (s Source) String() string {
 // Hardware is one kind of device with a unit price in cost units per machine-hour
 // (paper §III-A: heterogeneous hardware at various prices).
 type Hardware struct {
-	Name  string  `yaml:"name"`
-	Price float64 `yaml:"price"`
-	Source
+	Name   string  `yaml:"name"`
+	Price  float64 `yaml:"price"`
+	Source `yaml:",inline"`
 }
 
 // ProfileEntry is one measured point of a profile: batch size b, concurrency c
@@ -63,7 +63,7 @@ type ProfileEntry struct {
 	Batch       int      `yaml:"batch"`
 	Concurrency int      `yaml:"concurrency"`
 	Duration    Duration `yaml:"duration"`
-	Source
+	Source      `yaml:",inline"`
 }
 
 // Throughput returns t = c·b/d in requests per second.
@@ -80,17 +80,17 @@ type Profile struct {
 	Model    string         `yaml:"model"`
 	Hardware string         `yaml:"hardware"`
 	Entries  []ProfileEntry `yaml:"entries"`
-	Source
+	Source   `yaml:",inline"`
 }
 
 // Module is a node of a session's DAG: a model run at a request rate (req/s), after
 // the modules it names in After (none: it takes the session's input).
 type Module struct {
-	Name  string   `yaml:"name"`
-	Model string   `yaml:"model"`
-	Rate  float64  `yaml:"rate"`
-	After []string `yaml:"after,omitempty"`
-	Source
+	Name   string   `yaml:"name"`
+	Model  string   `yaml:"model"`
+	Rate   float64  `yaml:"rate"`
+	After  []string `yaml:"after,omitempty,flow"`
+	Source `yaml:",inline"`
 }
 
 // Session is one application: a DAG of modules and an end-to-end latency SLO
@@ -99,7 +99,7 @@ type Session struct {
 	Name    string   `yaml:"name"`
 	SLO     Duration `yaml:"slo"`
 	Modules []Module `yaml:"modules"`
-	Source
+	Source  `yaml:",inline"`
 }
 
 // Backend is one statically listed backend instance (membership `static`).
@@ -107,7 +107,7 @@ type Backend struct {
 	ID       string `yaml:"id"`
 	Address  string `yaml:"address"`
 	Hardware string `yaml:"hardware"`
-	Source
+	Source   `yaml:",inline"`
 }
 
 // Config is the merged, validated content of one or more config files.

@@ -52,7 +52,7 @@ func TestEncodeYAMLRoundTrip(t *testing.T) {
 		}
 		stripSources(cfg)
 		stripSources(back)
-		for i := range cfg.Profiles { // the loader fills concurrency 1 in; so does the encoder
+		for i := range cfg.Profiles { // the loader fills concurrency 1 in (a hand-built 0 is written as 0, which loads as 1)
 			for j := range cfg.Profiles[i].Entries {
 				cfg.Profiles[i].Entries[j].Concurrency = max(cfg.Profiles[i].Entries[j].Concurrency, 1)
 			}
