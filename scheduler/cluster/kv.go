@@ -141,18 +141,21 @@ func (c *Client) PutConfig(ctx context.Context, cfg *api.Config, ifIndex uint64)
 	if err != nil {
 		return 0, err
 	}
-	ok, _, err := c.c.KV().CAS(&capi.KVPair{Key: c.ConfigKey(), Value: b, ModifyIndex: ifIndex}, (&capi.WriteOptions{}).WithContext(ctx))
+	// One transaction: its result carries the new ModifyIndex, where a CAS and
+	// a read-back would cost a round trip and could see a later writer's index.
+	ops := capi.KVTxnOps{{Verb: capi.KVCAS, Key: c.ConfigKey(), Value: b, Index: ifIndex}}
+	ok, resp, _, err := c.c.KV().Txn(ops, (&capi.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return 0, fmt.Errorf("consul %s: write %s: %w", c.addr, c.ConfigKey(), err)
 	}
-	if !ok {
-		return 0, fmt.Errorf("%w: %s is no longer at index %d", ErrConfigChanged, c.ConfigKey(), ifIndex)
+	if !ok || resp == nil || len(resp.Results) != 1 {
+		why := ""
+		if resp != nil && len(resp.Errors) > 0 {
+			why = " (" + resp.Errors[0].What + ")"
+		}
+		return 0, fmt.Errorf("%w: %s is no longer at index %d%s", ErrConfigChanged, c.ConfigKey(), ifIndex, why)
 	}
-	p, _, err := c.c.KV().Get(c.ConfigKey(), (&capi.QueryOptions{RequireConsistent: true}).WithContext(ctx))
-	if err != nil || p == nil {
-		return 0, fmt.Errorf("consul %s: read back %s: %v", c.addr, c.ConfigKey(), err)
-	}
-	return p.ModifyIndex, nil
+	return resp.Results[0].ModifyIndex, nil
 }
 
 // Plan reads the published Record and its ModifyIndex; (nil, 0, nil) when none.
