@@ -174,15 +174,18 @@ func (c *Client) Plan(ctx context.Context) (*Record, uint64, error) {
 	return &r, p.ModifyIndex, nil
 }
 
-// KeyEvent is one value of a watched key: Value nil when the key is absent.
-// Stale reports Consul unreachable (Err says why); the watcher retries and
-// gives a fresh event once it answers.
+// KeyEvent is one value of a watched key, or news that Consul is unreachable
+// (Err set; the watcher retries and gives a fresh event once it answers).
+// Absent tells both apart from a value.
 type KeyEvent struct {
 	Value []byte
 	Index uint64 // the key's ModifyIndex (0: absent)
-	Stale bool
 	Err   error
 }
+
+// Absent reports whether ev carries no value: Consul unreachable, or the key
+// not there.
+func (ev KeyEvent) Absent() bool { return ev.Err != nil || ev.Index == 0 }
 
 // maxBackoff caps the wait between failed queries of a watch.
 const maxBackoff = 2 * time.Second
@@ -210,7 +213,7 @@ func (c *Client) WatchKey(ctx context.Context, key string, fn func(KeyEvent)) er
 			if !stale {
 				stale = true
 				c.log.Warn("consul unreachable: keeping the last value", zap.String("key", key), zap.Error(err))
-				fn(KeyEvent{Stale: true, Err: err})
+				fn(KeyEvent{Err: err})
 			}
 			if !membership.Sleep(ctx, membership.Backoff(failures, maxBackoff)) {
 				return nil
@@ -240,7 +243,7 @@ func (c *Client) WatchKey(ctx context.Context, key string, fn func(KeyEvent)) er
 // serving what it applied).
 func (c *Client) WatchPlan(ctx context.Context, fn func(*Record)) error {
 	return c.WatchKey(ctx, c.PlanKey(), func(ev KeyEvent) {
-		if ev.Stale || ev.Value == nil {
+		if ev.Absent() {
 			return
 		}
 		var r Record

@@ -82,8 +82,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	go func() {
 		defer close(watched)
 		_ = s.c.WatchKey(wctx, s.c.ConfigKey(), func(ev KeyEvent) {
-			if ev.Err != nil || ev.Index == 0 {
-				return // unreachable, or absent: keep the last seen
+			if ev.Absent() {
+				return // keep the last seen
 			}
 			if cfg, err := DecodeConfig(s.c.ConfigKey(), ev.Value); err == nil {
 				s.seen.Store(cfg)
@@ -256,7 +256,7 @@ func (t *term) watchMembers(ctx context.Context, ctl *control.Controller, update
 // running config stays.
 func (t *term) watchConfig(ctx context.Context, ctl *control.Controller, have uint64) {
 	_ = t.s.c.WatchKey(ctx, t.s.c.ConfigKey(), func(ev KeyEvent) {
-		if ev.Stale || ev.Value == nil || ev.Index == have {
+		if ev.Absent() || ev.Index == have {
 			return
 		}
 		cfg, err := DecodeConfig(t.s.c.ConfigKey(), ev.Value)
