@@ -28,29 +28,43 @@ func PlanForBursts(cfg *api.Config, opts scheduler.Options, target float64, seed
 	if !(target > 0 && target <= 1) {
 		return nil, nil, fmt.Errorf("burst target %v: must be in (0, 1]", target)
 	}
-	var plan *api.Plan
-	var rep *Report
-	var planErr error
-	for _, u := range Utilizations {
-		opts.MaxUtilization = u
-		p, err := scheduler.Plan(cfg, opts)
-		if p == nil {
-			return nil, nil, err
+	load := Options{Policy: dispatcher.TC, Arrival: "poisson", Duration: 60 * time.Second, Seed: seed}
+	plan, rep, _, passed, err := search(len(Utilizations), func(i int) (*api.Plan, error) {
+		opts.MaxUtilization = Utilizations[i]
+		return scheduler.Plan(cfg, opts)
+	}, load, target)
+	if !passed && rep != nil {
+		err = errors.Join(err, fmt.Errorf("no plan down to utilisation %.2f meets the SLO for %.2f%% of simulated Poisson requests", Utilizations[len(Utilizations)-1], 100*target))
+	}
+	return plan, rep, err
+}
+
+// search is the headroom search of PlanForBursts and PlanForTrace: it plans the
+// candidates in order (plan(i), i < n, from least headroom to most), simulates each
+// under load, and returns the first whose simulation meets target for every
+// session, its report and index, and passed. When none does it returns the last,
+// with its report, and passed false. A candidate in which no session could be
+// planned ends the search at once: it is returned without a report, with the
+// planner's error; a nil plan likewise. err is otherwise the planner's error for
+// the plan returned (some of its sessions could not be planned), or the
+// simulator's (then without a plan).
+func search(n int, plan func(i int) (*api.Plan, error), load Options, target float64) (p *api.Plan, rep *Report, i int, passed bool, err error) {
+	for i = range n {
+		var planErr error
+		p, planErr = plan(i)
+		if p == nil || !anyPlanned(p) { // nothing to simulate: the sessions' errors say why
+			return p, nil, i, false, planErr
 		}
-		plan, planErr = p, err
-		if !anyPlanned(p) { // nothing to simulate: the sessions' errors say why
-			return plan, nil, planErr
-		}
-		r, err := Run(p, Options{Policy: dispatcher.TC, Arrival: "poisson", Duration: 60 * time.Second, Seed: seed})
+		r, err := Run(p, load)
 		if err != nil {
-			return nil, nil, fmt.Errorf("simulating the plan at utilisation %.2f: %w", u, err)
+			return nil, nil, i, false, fmt.Errorf("simulating the plan at utilisation %.2f: %w", p.MaxUtilization, err)
 		}
 		rep = r
-		if meets(r, target) {
-			return plan, rep, planErr
+		if meets(r, target) || i == n-1 {
+			return p, rep, i, meets(r, target), planErr
 		}
 	}
-	return plan, rep, errors.Join(planErr, fmt.Errorf("no plan down to utilisation %.2f meets the SLO for %.2f%% of simulated Poisson requests", Utilizations[len(Utilizations)-1], 100*target))
+	return nil, nil, 0, false, errors.New("search: no candidate")
 }
 
 func anyPlanned(p *api.Plan) bool {

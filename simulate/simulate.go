@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -18,14 +19,25 @@ type Options struct {
 	Policy dispatcher.Policy
 	// Flush is dispatcher.FlushDeadline (default) or dispatcher.FlushIdle.
 	Flush dispatcher.Flush
-	// Arrival is the arrival process: constant (default), poisson or gamma.
+	// Arrival is the arrival process: constant (default), poisson, gamma, mmpp or
+	// trace (arrival.Kinds).
 	Arrival string
 	// CV2 is the squared coefficient of variation of gamma arrivals.
 	CV2 float64
+	// MMPP holds the parameters of Arrival "mmpp"; Trace is what Arrival "trace"
+	// replays (offsets from its first arrival, skip and speed applied).
+	MMPP  arrival.MMPP
+	Trace *arrival.Trace
+	// Session names the session an mmpp or trace process drives (default: the
+	// first planned session); its request rate is the process's mean, and the
+	// other sessions arrive as Poisson at their planned rates. A trace's
+	// arrivals end with it: the drain then has no load behind it.
+	Session string
 	// RatePerSec, if > 0, replaces every session's request rate (req/s); module
 	// rates scale with it. The plan's machines and dummy rates stay as planned.
 	RatePerSec float64
-	// Duration is how long requests arrive (virtual time). Required.
+	// Duration is how long requests arrive (virtual time). Required, except with
+	// a trace, whose whole span it then is.
 	Duration time.Duration
 	// Seed seeds the arrival processes and the jitter.
 	Seed uint64
@@ -69,6 +81,9 @@ func Run(plan *api.Plan, o Options) (*Report, error) {
 	}
 	if o.Arrival == "" {
 		o.Arrival = "constant"
+	}
+	if o.Arrival == "trace" && o.Duration == 0 && o.Trace != nil && len(o.Trace.Offsets) > 0 {
+		o.Duration = o.Trace.Span() + 1 // the window is [0, Duration): the last arrival is in
 	}
 	if o.Duration <= 0 {
 		return nil, fmt.Errorf("duration %v: must be > 0", o.Duration)
@@ -160,6 +175,23 @@ func newSim(plan *api.Plan, o Options) (*sim, error) {
 	s.end = start.Add(o.Duration)
 	s.sender = &sender{clock: s.clock, jitter: o.Jitter, rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
 	s.itemDone = s.onItemDone
+	driven := -1 // the session an mmpp or trace process drives
+	if o.Arrival == "mmpp" || o.Arrival == "trace" {
+		var names []string
+		for si := range plan.Sessions {
+			sp := &plan.Sessions[si]
+			if sp.Error != "" || len(sp.Modules) == 0 {
+				continue
+			}
+			names = append(names, sp.Name)
+			if driven < 0 && (o.Session == "" || o.Session == sp.Name) {
+				driven = si
+			}
+		}
+		if driven < 0 && len(names) > 0 {
+			return nil, fmt.Errorf("session %q: not a planned session of the plan; planned: %s", o.Session, strings.Join(names, ", "))
+		}
+	}
 	for si := range plan.Sessions {
 		sp := &plan.Sessions[si]
 		if sp.Error != "" || len(sp.Modules) == 0 {
@@ -170,7 +202,7 @@ func newSim(plan *api.Plan, o Options) (*sim, error) {
 			s.skipped = append(s.skipped, SessionReport{Name: sp.Name, SLOMs: sp.SLOMs, Skipped: why})
 			continue
 		}
-		ss, err := s.newSession(sp, uint64(si))
+		ss, err := s.newSession(sp, uint64(si), driven < 0 || si == driven)
 		if err != nil {
 			return nil, fmt.Errorf("session %q: %w", sp.Name, err)
 		}
@@ -182,7 +214,9 @@ func newSim(plan *api.Plan, o Options) (*sim, error) {
 	return s, nil
 }
 
-func (s *sim) newSession(sp *api.SessionPlan, index uint64) (*session, error) {
+// newSession builds the session of sp; driven says whether Options.Arrival drives
+// it (false: an mmpp or trace process drives another session, this one is Poisson).
+func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*session, error) {
 	// The DAG helpers live on api.Session: build one from the plan's names.
 	dag := api.Session{Name: sp.Name}
 	for _, mp := range sp.Modules {
@@ -213,6 +247,17 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64) (*session, error) {
 	planRate := ss.rate
 	if s.o.RatePerSec > 0 {
 		ss.rate = s.o.RatePerSec
+	}
+	spec := arrival.Spec{Kind: s.o.Arrival, Rate: ss.rate, CV2: s.o.CV2, MMPP: s.o.MMPP, Trace: s.o.Trace}
+	switch {
+	case !driven:
+		spec = arrival.Spec{Kind: "poisson", Rate: ss.rate}
+	case spec.Kind == "mmpp":
+		ss.rate = spec.MeanRate()
+	case spec.Kind == "trace" && spec.Trace != nil:
+		if _, ss.rate = spec.Trace.MeanRate(s.o.Duration); !(ss.rate > 0) {
+			return nil, fmt.Errorf("trace %s: fewer than two arrivals in %v, no rate to simulate", spec.Trace.Name, s.o.Duration)
+		}
 	}
 	if !(ss.rate > 0) {
 		return nil, errors.New("source modules have no rate: pass a rate")
@@ -257,7 +302,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64) (*session, error) {
 		ss.mods = append(ss.mods, m)
 	}
 	ss.lat = make([]time.Duration, 0, min(int(s.o.Duration.Seconds()*ss.rate*1.05)+16, 1<<24))
-	proc, err := arrival.New(s.o.Arrival, ss.rate, s.o.CV2, s.o.Seed+index*0x5851f42d4c957f2d)
+	proc, err := spec.New(s.o.Seed + index*0x5851f42d4c957f2d)
 	if err != nil {
 		return nil, err
 	}
@@ -336,8 +381,10 @@ func (ss *session) arrive() {
 	}
 	ss.release(r)
 	// Arrivals go on after the window, unmeasured, so that the measured requests
-	// still in flight see the same load until they finish.
-	ss.timer.Reset(ss.proc.Next())
+	// still in flight see the same load until they finish (a trace's end here).
+	if gap := ss.proc.Next(); gap != arrival.Never {
+		ss.timer.Reset(gap)
+	}
 }
 
 func (ss *session) startModule(r *request, i int) {

@@ -1,0 +1,190 @@
+package simulate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/scheduler"
+)
+
+// PeakWindow is the window over which PlanForTrace measures a trace's peak rate
+// (arrival.Trace.PeakRate), the rate peak provisioning plans for.
+const PeakWindow = 500 * time.Millisecond
+
+// rateStep is the factor between two planned rates PlanForTrace tries: each
+// costs about 15% more capacity than the one before.
+const rateStep = 1.15
+
+// TracePlans is what PlanForTrace found: the trace's rates and three plans of the
+// session the trace drives, each simulated on the trace.
+type TracePlans struct {
+	Session     string  // the session the trace drives
+	Target      float64 // the SLO attainment asked for, in (0, 1]
+	MeanRate    float64 // req/s, the trace's mean over the simulated window
+	PeakRate    float64 // req/s, the trace's busiest PeakWindow in that window
+	Requests    int     // arrivals in the window
+	DurationS   float64 // the simulated window, s
+	Mean        PlanRun // planned at MeanRate: what a plan from the mean rate gives
+	Trace       PlanRun // the cheapest plan found whose simulation meets Target
+	Peak        PlanRun // planned at PeakRate: peak provisioning
+	TracePassed bool    // whether Trace meets Target (false: no rate up to the peak did)
+}
+
+// PlanRun is one plan and its simulation on the trace.
+type PlanRun struct {
+	RatePerSec float64 // the rate the traced session was planned at, req/s
+	Plan       *api.Plan
+	Report     *Report
+	// Attainment is the traced session's simulated SLO attainment, in [0, 1].
+	Attainment float64
+}
+
+// PlanForTrace plans cfg for the request arrivals of a recorded trace (InferLine's
+// planner, §4: plan against the trace, check by simulation). load carries the trace
+// (load.Trace, skip and speed applied), the session it drives (load.Session,
+// default: cfg's first session), and the simulation's policy, flush, seed and
+// window (load.Duration, default the whole trace); load.Arrival is set to
+// "trace". The traced session's modules get their rates from the trace: each
+// module's configured rate scaled by trace rate / session rate (its source
+// modules' rate), or the trace rate itself when the session has no rate; the
+// other sessions keep their rates and arrive as Poisson in the simulations.
+//
+// It searches headroom as PlanForBursts does, with the trace as the arrival
+// process, but as rate rather than utilisation: it plans the session at the
+// trace's mean rate, then at rates rateStep apart up to its peak rate (each at
+// opts' utilisation), and keeps the first plan whose simulation meets target for
+// every session. A plan for a higher rate may choose bigger batches, which
+// carry a burst more cheaply than more machines of the mean-rate plan's small
+// batches; and the last rung is peak provisioning, so the plan found never
+// costs more than that. It also returns the mean-rate and peak plans with their
+// simulations, for comparison. The error is non-nil when the trace session
+// cannot be planned or simulated, or when even the peak plan misses target
+// (the result then has TracePassed false and is still returned).
+func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load Options) (*TracePlans, error) {
+	if !(target > 0 && target <= 1) {
+		return nil, fmt.Errorf("attainment target %v: must be in (0, 1]", target)
+	}
+	if load.Trace == nil || len(load.Trace.Offsets) == 0 {
+		return nil, errors.New("plan for a trace: no trace given")
+	}
+	si, err := traceSession(cfg, load.Session)
+	if err != nil {
+		return nil, err
+	}
+	load.Arrival, load.Session = "trace", cfg.Sessions[si].Name
+	if load.Duration <= 0 {
+		load.Duration = load.Trace.Span() + 1
+	}
+	n, mean := load.Trace.MeanRate(load.Duration)
+	if !(mean > 0) {
+		return nil, fmt.Errorf("trace %s: fewer than two arrivals, no rate to plan for", load.Trace.Name)
+	}
+	peak := max(load.Trace.PeakRate(PeakWindow, load.Duration), mean)
+	tp := &TracePlans{Session: load.Session, Target: target, MeanRate: mean, PeakRate: peak, Requests: n, DurationS: load.Duration.Seconds()}
+	var rates []float64
+	for r := mean; r < peak; r *= rateStep {
+		rates = append(rates, r)
+	}
+	rates = append(rates, peak)
+	planAt := func(rate float64) (*api.Plan, error) {
+		return scheduler.Plan(withSessionRate(cfg, si, rate), opts)
+	}
+	p, rep, i, passed, err := search(len(rates), func(i int) (*api.Plan, error) { return planAt(rates[i]) }, load, target)
+	if rep == nil {
+		return nil, fmt.Errorf("planning session %q at the trace's mean rate %.4g req/s: %w", load.Session, mean, errors.Join(err, sessionErr(p, load.Session)))
+	}
+	tp.Trace, tp.TracePassed = run(p, rep, rates[i], load.Session), passed
+	// The mean-rate and peak plans are the first and last rungs: reuse the search's
+	// when it stopped there, else plan and simulate them.
+	for _, c := range []struct {
+		into *PlanRun
+		k    int
+	}{{&tp.Mean, 0}, {&tp.Peak, len(rates) - 1}} {
+		if c.k == i {
+			*c.into = tp.Trace
+			continue
+		}
+		p, err := planAt(rates[c.k])
+		if p == nil || sessionErr(p, load.Session) != nil {
+			return nil, fmt.Errorf("planning session %q at %.4g req/s: %w", load.Session, rates[c.k], errors.Join(err, sessionErr(p, load.Session)))
+		}
+		r, err := Run(p, load)
+		if err != nil {
+			return nil, err
+		}
+		*c.into = run(p, r, rates[c.k], load.Session)
+	}
+	if !passed {
+		return tp, fmt.Errorf("no plan of session %q up to its peak rate %.4g req/s meets the SLO for %.2f%% of the trace's requests (peak plan: %.2f%%)", load.Session, peak, 100*target, 100*tp.Peak.Attainment)
+	}
+	return tp, err
+}
+
+func run(p *api.Plan, r *Report, rate float64, session string) PlanRun {
+	pr := PlanRun{RatePerSec: rate, Plan: p, Report: r}
+	for _, s := range r.Sessions {
+		if s.Name == session {
+			pr.Attainment = s.SLOAttainment
+		}
+	}
+	return pr
+}
+
+func sessionErr(p *api.Plan, session string) error {
+	if p == nil {
+		return nil
+	}
+	for _, s := range p.Sessions {
+		if s.Name == session && s.Error != "" {
+			return fmt.Errorf("session %q: %s", session, s.Error)
+		}
+	}
+	return nil
+}
+
+// traceSession is the index of the session named name in cfg (empty: the first).
+func traceSession(cfg *api.Config, name string) (int, error) {
+	if len(cfg.Sessions) == 0 {
+		return 0, errors.New("plan for a trace: the config has no session")
+	}
+	if name == "" {
+		return 0, nil
+	}
+	var names []string
+	for i, s := range cfg.Sessions {
+		if s.Name == name {
+			return i, nil
+		}
+		names = append(names, s.Name)
+	}
+	return 0, fmt.Errorf("trace session %q: not in the config; sessions: %s", name, strings.Join(names, ", "))
+}
+
+// withSessionRate returns a copy of cfg whose session si runs at rate req/s: its
+// modules' rates scaled by rate / the session's rate (the largest source module
+// rate), or all set to rate when the session has none. cfg is not changed.
+func withSessionRate(cfg *api.Config, si int, rate float64) *api.Config {
+	c := *cfg
+	c.Sessions = slices.Clone(cfg.Sessions)
+	s := &c.Sessions[si]
+	s.Modules = slices.Clone(s.Modules)
+	var base float64
+	for _, m := range s.Modules {
+		if len(m.After) == 0 {
+			base = math.Max(base, m.Rate)
+		}
+	}
+	for i := range s.Modules {
+		if base > 0 {
+			s.Modules[i].Rate *= rate / base
+		} else {
+			s.Modules[i].Rate = rate
+		}
+	}
+	return &c
+}
