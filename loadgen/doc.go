@@ -8,7 +8,9 @@
 // Run draws the whole schedule from a seeded arrival.Process before it starts:
 // request k is due at start + Σ gaps, so a slow reply never delays later sends.
 // One scheduler goroutine (Run's own) sleeps until each due time and hands the
-// request to a fresh goroutine. When the scheduler itself is behind (a loaded
+// request to a fresh goroutine. The process is constant, Poisson, gamma, an MMPP
+// (bursts) or a recorded trace replayed (Options.Trace: its offsets are the due
+// times; sends stop at its end or after Options.Duration, whichever is first). When the scheduler itself is behind (a loaded
 // machine, a rate too high for one core) the request still goes out, but is counted
 // in Report.LateSends and the worst lag in Report.MaxSendLagMs, so bunching is never
 // silent. At most Options.MaxInflight requests are outstanding; a request due while

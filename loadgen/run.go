@@ -35,12 +35,16 @@ type Options struct {
 	Target   string  // HTTP: http://host:port[/base] or host:port; gRPC: host:port
 	Protocol string  // "http" (default) or "grpc"
 	Session  string  // the session, exposed as a KServe v2 model
-	Rate     float64 // mean offered rate, req/s
-	Arrival  string  // arrival process: constant, poisson (default), gamma
+	Rate     float64 // mean offered rate, req/s (mmpp, trace: set from the process)
+	Arrival  string  // arrival process: constant, poisson (default), gamma, mmpp, trace
 	CV2      float64 // squared coefficient of variation of gaps, gamma only (default 1)
 	Seed     uint64  // arrival process seed (default 1)
+	// MMPP holds the parameters of Arrival "mmpp"; Trace is what Arrival "trace"
+	// replays (offsets from its first arrival, skip and speed applied).
+	MMPP  arrival.MMPP
+	Trace *arrival.Trace
 
-	Duration    time.Duration // how long to send (default 10 s)
+	Duration    time.Duration // how long to send (default 10 s; a trace: its span)
 	Drain       time.Duration // how long to wait for replies after the last send (default 10 s)
 	Timeout     time.Duration // per-request client timeout (default 10 s)
 	MaxInflight int           // bound on outstanding requests (default 10000)
@@ -72,6 +76,18 @@ func (o *Options) setDefaults() {
 	}
 	if o.Duration == 0 {
 		o.Duration = 10 * time.Second
+		if o.Arrival == "trace" && o.Trace != nil && len(o.Trace.Offsets) > 0 {
+			o.Duration = o.Trace.Span() + 1 // sends are in [0, Duration): the last is in
+		}
+	}
+	switch o.Arrival {
+	case "mmpp":
+		o.Rate = o.MMPP.MeanRate()
+	case "trace":
+		if o.Trace != nil && len(o.Trace.Offsets) > 0 {
+			n, _ := o.Trace.MeanRate(o.Duration)
+			o.Rate = float64(n) / o.Duration.Seconds()
+		}
 	}
 	if o.Drain == 0 {
 		o.Drain = 10 * time.Second
@@ -92,7 +108,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: no session; give --session NAME (the model name the gateway exposes)", ErrBadOptions)
 	case o.Protocol != "http" && o.Protocol != "grpc":
 		return fmt.Errorf("%w: protocol %q; allowed: %s", ErrBadOptions, o.Protocol, Protocols)
-	case !(o.Rate > 0) || math.IsInf(o.Rate, 0):
+	case o.Arrival != "mmpp" && o.Arrival != "trace" && (!(o.Rate > 0) || math.IsInf(o.Rate, 0)):
 		return fmt.Errorf("%w: rate %v req/s; must be a finite number > 0", ErrBadOptions, o.Rate)
 	case o.Duration < 0 || o.Drain < 0 || o.Timeout < 0 || o.SLO < 0:
 		return fmt.Errorf("%w: duration %v, drain %v, timeout %v, slo %v: none may be negative", ErrBadOptions, o.Duration, o.Drain, o.Timeout, o.SLO)
@@ -143,7 +159,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	if _, err := arrival.New(o.Arrival, o.Rate, o.CV2, o.Seed); err != nil {
+	if _, err := o.spec().New(o.Seed); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
 	var t transport
@@ -238,13 +254,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+func (o *Options) spec() arrival.Spec {
+	return arrival.Spec{Kind: o.Arrival, Rate: o.Rate, CV2: o.CV2, MMPP: o.MMPP, Trace: o.Trace}
+}
+
 // scheduleLen counts the arrivals in [0, o.Duration): the first is at 0, each
 // next one a gap later. The process is seeded, so schedule replays the same times.
 func scheduleLen(o Options) int {
-	p, _ := arrival.New(o.Arrival, o.Rate, o.CV2, o.Seed)
+	p, _ := o.spec().New(o.Seed)
 	n := 0
-	for at := time.Duration(0); at < o.Duration; at += p.Next() {
-		n++
+	for at := time.Duration(0); at < o.Duration; n++ {
+		gap := p.Next()
+		if gap >= o.Duration-at { // also a trace's end (arrival.Never), without overflow
+			return n + 1
+		}
+		at += gap
 	}
 	return n
 }
@@ -253,7 +277,7 @@ func scheduleLen(o Options) int {
 // released (fewer only when the run was canceled), how many went out later than
 // LateSendThreshold, and the worst lag.
 func (r *run) schedule(o Options, start time.Time, n int) (sent int, late int64, maxLag time.Duration) {
-	p, _ := arrival.New(o.Arrival, o.Rate, o.CV2, o.Seed)
+	p, _ := o.spec().New(o.Seed)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	limit := int64(o.MaxInflight)

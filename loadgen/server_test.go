@@ -32,6 +32,7 @@ type testServer struct {
 	mu     sync.Mutex
 	bodies []inferBody // decoded JSON part of every infer request
 	binary [][]byte    // binary-data tail of every infer request (nil without)
+	at     []time.Time // when each infer request was received
 }
 
 type inferBody struct {
@@ -104,6 +105,7 @@ func (ts *testServer) handle(ctx *fasthttp.RequestCtx) {
 	ts.mu.Lock()
 	ts.bodies = append(ts.bodies, b)
 	ts.binary = append(ts.binary, tail)
+	ts.at = append(ts.at, time.Now())
 	ts.mu.Unlock()
 	time.Sleep(ts.delay)
 	if ts.status != nil {
