@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/loadgen"
 )
 
@@ -21,13 +22,15 @@ func newLoadgenCmd() *cobra.Command {
 		output    string
 		plotPath  string
 		quiet     bool
+		tf        trafficFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "loadgen --target URL|ADDR --session S --rate R",
+		Use:   "loadgen --target URL|ADDR --session S (--rate R | --arrival mmpp ... | --arrival trace --trace FILE)",
 		Short: "Send open-loop inference load to a session and report latency, goodput and errors",
 		Long: `loadgen sends KServe v2 inference requests to one session at the times an arrival
-process dictates (constant, poisson or gamma with --cv2), whatever the replies: a slow
-server never slows the sends (open loop). Sends stop after --duration; replies still
+process dictates (constant, poisson or gamma with --cv2 at --rate; mmpp bursts; or the
+replay of a recorded trace), whatever the replies: a slow server never slows the
+sends (open loop). Sends stop after --duration; replies still
 missing --drain later count as "timeout". At most --max-inflight requests are
 outstanding; a request due beyond that is counted as "dropped: client overload".
 Sends the scheduler released late (a loaded client) are counted as late sends.
@@ -40,18 +43,43 @@ body, a .png/.jpg image (sent as a BYTES tensor named --input-name of shape [1];
 over HTTP with Triton's binary-data extension), or a directory of them. Without
 --input the model metadata's declared inputs are sent as zeros (dimension 0 = 1).
 
+--arrival mmpp alternates bursts at --burst-rate (mean length --burst-length) with
+quiet spells at --quiet-rate (mean length --quiet-length); --arrival trace sends at the
+times of --trace FILE (a CSV with a header and a timestamp column, or one offset in
+seconds per line; see docs/traffic.md), from --skip on, --speed times faster, for
+--duration (default: the whole trace).
+
 The SLO for goodput and attainment is --slo, else the gateway's model metadata
 parameter slo_ms (HTTP), else n/a. The report (-o table or json) gives sent,
 completed, ok, errors by kind, throughput, goodput, SLO attainment, nearest-rank
 p50/p90/p99/p99.9/max latency of successful requests, and late sends; --plot
 writes their latency CDF (.png, .svg or .pdf).`,
 		Example: `  piccolo loadgen --target http://127.0.0.1:8000 --session traffic --rate 100 --duration 30s --slo 400ms
+  piccolo loadgen --target http://127.0.0.1:8000 --session traffic --arrival trace --trace arrivals.csv --speed 2
   piccolo loadgen --target 127.0.0.1:8001 --protocol grpc --session ocr --rate 20 --arrival gamma --cv2 4 \
       --input testdata/images -o json --plot cdf.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
 				return fmt.Errorf("-o %q: allowed: table, json", output)
+			}
+			trace, err := tf.arrivalArgs(o.Arrival)
+			if err != nil {
+				return err
+			}
+			o.Trace, o.MMPP = trace, tf.mmpp
+			if o.Arrival == "trace" && !cmd.Flags().Changed("duration") {
+				o.Duration = trace.Span() + 1 // the whole trace
+			}
+			switch o.Arrival {
+			case "trace", "mmpp":
+				if cmd.Flags().Changed("rate") {
+					return fmt.Errorf("--rate given with --arrival %s: its rate comes from the trace, or from --burst-rate, --quiet-rate and their lengths", o.Arrival)
+				}
+			default:
+				if !cmd.Flags().Changed("rate") {
+					return fmt.Errorf("--rate not set: --arrival %s needs a mean rate in req/s (mmpp and trace take theirs from their own flags)", o.Arrival)
+				}
 			}
 			if o.MaxInflight <= 0 {
 				return fmt.Errorf("--max-inflight %d: must be > 0", o.MaxInflight)
@@ -100,11 +128,13 @@ writes their latency CDF (.png, .svg or .pdf).`,
 	f.StringVar(&o.Target, "target", "", "server: http://host:port[/base] or host:port (HTTP), host:port (gRPC)")
 	f.StringVar(&o.Protocol, "protocol", "http", "protocol: "+loadgen.Protocols)
 	f.StringVar(&o.Session, "session", "", "session (the model name the gateway exposes)")
-	f.Float64Var(&o.Rate, "rate", 0, "mean request rate, req/s")
-	f.StringVar(&o.Arrival, "arrival", "poisson", "arrival process: constant, poisson, gamma")
+	f.Float64Var(&o.Rate, "rate", 0, "mean request rate, req/s (constant, poisson, gamma)")
+	f.StringVar(&o.Arrival, "arrival", "poisson", "arrival process: "+arrival.Kinds)
 	f.Float64Var(&o.CV2, "cv2", 1, "squared coefficient of variation of inter-arrival gaps (gamma only; >1 is burstier)")
 	f.Uint64Var(&o.Seed, "seed", 1, "arrival process seed (same seed, same schedule)")
-	f.DurationVar(&o.Duration, "duration", loadgenDefault.Duration, "how long to send")
+	tf.addTrace(f, false)
+	tf.addMMPP(f)
+	f.DurationVar(&o.Duration, "duration", loadgenDefault.Duration, "how long to send (a trace: default its whole span)")
 	f.DurationVar(&o.Drain, "drain", loadgenDefault.Drain, "how long to wait for replies after the last send; still missing then: timeout")
 	f.DurationVar(&o.Timeout, "timeout", loadgenDefault.Timeout, "per-request client timeout")
 	f.IntVar(&o.MaxInflight, "max-inflight", loadgenDefault.MaxInflight, "at most this many outstanding requests; beyond: dropped (client overload)")
@@ -116,7 +146,6 @@ writes their latency CDF (.png, .svg or .pdf).`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar (it is also off when stderr is not a terminal)")
 	_ = cmd.MarkFlagRequired("target")
 	_ = cmd.MarkFlagRequired("session")
-	_ = cmd.MarkFlagRequired("rate")
 	return cmd
 }
 

@@ -18,6 +18,7 @@ func newPlanCmd() *cobra.Command {
 		files  []string
 		opts   scheduler.Options
 		output string
+		tf     trafficFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "plan -c FILE...",
@@ -31,7 +32,12 @@ command exits 1.
 Policies: piccolo (default: TC dispatch with one batch stream per config group,
 headroom 0.8), paper (Piccolo as published), nexus, scrooge, inferline, clipper
 (the paper's baselines, Table III) and optimal (brute force under --reference's
-latency model).`,
+latency model).
+
+--trace FILE plans for recorded request arrivals (docs/traffic.md): the cheapest
+plan whose simulated SLO attainment on the trace reaches --attainment, printed
+with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
+--arrival mmpp|gamma|poisson --duration D does the same for a synthetic process.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -44,7 +50,11 @@ latency model).`,
 			if err != nil {
 				return err
 			}
-			plan, planErr := scheduler.Plan(cfg, opts)
+			planner := scheduler.Plan
+			if tf.planning() {
+				planner = tf.planner(cmd.ErrOrStderr())
+			}
+			plan, planErr := planner(cfg, opts)
 			if plan == nil {
 				return planErr
 			}
@@ -77,6 +87,7 @@ latency model).`,
 	f.StringVar(&opts.Hardware, "hardware", "", "plan on this hardware type only")
 	f.StringVar(&opts.Reference, "reference", "", "for --policy optimal: the policy whose latency model the brute force uses (default piccolo)")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	tf.addPlanFlags(f)
 	return cmd
 }
 

@@ -23,6 +23,7 @@ func newSimulateCmd() *cobra.Command {
 		flush    string
 		output   string
 		o        simulate.Options
+		tf       trafficFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "simulate [-c FILE...] [--plan PLAN.json]",
@@ -39,10 +40,18 @@ written by hand); without --plan, the config files given with -c are planned wit
 --policy first. --rate replaces each session's request rate (module rates scale
 with it; machines and dummy rates stay as planned).
 
+--arrival mmpp (bursts: --burst-rate, --burst-length, --quiet-rate, --quiet-length)
+and --arrival trace (replay --trace FILE from --skip, --speed times faster; its
+whole span unless --duration) drive one session, --trace-session (default the
+first); the other sessions arrive as Poisson at their planned rates. See
+docs/traffic.md.
+
 Under constant arrivals at the planned rates no item should exceed its group's
 WCL: 'over WCL' counts those that do.`,
 		Example: `  piccolo plan -c configs/paper/profiles.yaml -c configs/paper/sessions.yaml -o json > plan.json
   piccolo simulate --plan plan.json --dispatch tc --arrival poisson --duration 60s
+  piccolo simulate -c configs/demo/paper-gpus.yaml --arrival mmpp --burst-rate 250 --burst-length 1s --quiet-rate 25 --quiet-length 8s --duration 300s
+  piccolo simulate -c configs/demo/paper-gpus.yaml --arrival trace --trace arrivals.csv --speed 2
   piccolo simulate -c configs/paper/profiles.yaml -c configs/paper/sessions.yaml --dispatch rr -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,8 +68,18 @@ WCL: 'over WCL' counts those that do.`,
 				return fmt.Errorf("--flush: %w", err)
 			}
 			o.Flush = fl
-			if _, err := arrival.New(o.Arrival, 1, max(o.CV2, 1), 0); err != nil {
-				return fmt.Errorf("--arrival: %w", err)
+			trace, err := tf.arrivalArgs(o.Arrival)
+			if err != nil {
+				return err
+			}
+			o.Trace, o.MMPP, o.Session = trace, tf.mmpp, tf.session
+			if o.Arrival != "trace" && o.Arrival != "mmpp" {
+				if _, err := arrival.New(o.Arrival, 1, max(o.CV2, 1), 0); err != nil {
+					return fmt.Errorf("--arrival: %w", err)
+				}
+			}
+			if o.Duration <= 0 && o.Arrival != "trace" {
+				return fmt.Errorf("--duration not set: how long requests arrive, in virtual time (e.g. 60s; --arrival trace: default its whole span)")
 			}
 			if o.Arrival == "gamma" && !(o.CV2 > 0) {
 				return fmt.Errorf("--arrival gamma needs --cv2 > 0 (1 is Poisson, larger is burstier)")
@@ -90,11 +109,12 @@ WCL: 'over WCL' counts those that do.`,
 	f.StringVar(&o.Arrival, "arrival", "constant", "arrival process: "+arrival.Kinds)
 	f.Float64Var(&o.CV2, "cv2", 0, "squared coefficient of variation of gamma arrivals")
 	f.Float64Var(&o.RatePerSec, "rate", 0, "request rate per session in req/s (0: the plan's)")
-	f.DurationVar(&o.Duration, "duration", 0, "how long requests arrive, in virtual time (e.g. 60s)")
+	f.DurationVar(&o.Duration, "duration", 0, "how long requests arrive, in virtual time (e.g. 60s; a trace: default its whole span)")
+	tf.addTrace(f, true)
+	tf.addMMPP(f)
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the arrival processes and jitter")
 	f.Float64Var(&o.Jitter, "jitter", 0, "batch durations vary uniformly by ±this fraction, in [0,1)")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
-	_ = cmd.MarkFlagRequired("duration")
 	return cmd
 }
 

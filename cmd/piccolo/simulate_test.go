@@ -77,7 +77,7 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"--plan", bad, "--duration", "1s"}, `unknown field "batch_size"`},
 		{[]string{"--plan", bad, "--duration", "1s", "--dispatch", "fifo"}, "allowed: tc, rr"},
 		{[]string{"--plan", bad, "--duration", "1s", "--arrival", "gamma"}, "--cv2"},
-		{[]string{"--plan", bad}, `"duration" not set`},
+		{[]string{"--plan", bad}, "--duration not set"},
 		{[]string{"--plan", bad, "--duration", "1s", "-o", "xml"}, "allowed: table, json"},
 	} {
 		_, err := runSimulate(t, tc.args...)
