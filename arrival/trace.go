@@ -262,3 +262,27 @@ func (r *replay) Next() time.Duration {
 	r.i++
 	return r.offs[r.i] - r.offs[r.i-1]
 }
+
+// Record runs p for d and returns its arrivals in [0, d) as a trace named name
+// (the first at 0), so a synthetic process can be planned for like a recorded one.
+// It errs when d is not > 0 or the arrivals would be more than maxRecord.
+func Record(p Process, d time.Duration, name string) (*Trace, error) {
+	if d <= 0 {
+		return nil, fmt.Errorf("record %s: duration %v must be > 0", name, d)
+	}
+	t := &Trace{Name: name}
+	for at := time.Duration(0); ; {
+		if len(t.Offsets) == maxRecord {
+			return nil, fmt.Errorf("record %s: more than %d arrivals in %v", name, maxRecord, d)
+		}
+		t.Offsets = append(t.Offsets, at)
+		gap := p.Next()
+		if gap >= d-at {
+			return t, nil
+		}
+		at += gap
+	}
+}
+
+// maxRecord bounds a recorded trace (8 bytes an arrival).
+const maxRecord = 100_000_000

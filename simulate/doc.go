@@ -7,6 +7,9 @@
 // Load: each session's requests arrive per an arrival process (package arrival) at
 // the session's rate, the rate of its source modules (Options.RatePerSec overrides
 // it; module rates scale with it, the plan's machines and dummy rates do not).
+// An MMPP or a trace (Options.MMPP, Options.Trace) drives one session
+// (Options.Session, default the first planned) at its own mean rate; the other
+// sessions then arrive as Poisson at their planned rates.
 // A request visits the modules in DAG order; a module's items are submitted when
 // all its parents are done. A module whose rate differs from its first parent's
 // gets a deterministic share of the parent's items, Bresenham-style (rate 40 after
@@ -17,6 +20,10 @@
 // Requests arriving within [0, Duration) are measured; arrivals go on, unmeasured,
 // while those drain, so the last ones see the same load (no end-of-run partial
 // batch waiting for its deadline flush).
+//
+// PlanForBursts and PlanForTrace use the simulator to choose headroom: they plan
+// with more and more of it until a simulation of the plan meets a target share
+// of requests within the SLO, under Poisson arrivals or a trace (docs/traffic.md).
 //
 // The simulator is also the referee of the planner's latency model: simulate a plan
 // under constant arrivals at its planned rates and compare each group's slowest

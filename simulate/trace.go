@@ -3,9 +3,11 @@ package simulate
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -147,6 +149,28 @@ func sessionErr(p *api.Plan, session string) error {
 	return nil
 }
 
+// SessionRate returns the name and request rate (req/s: its source modules' largest
+// rate) of the session called name in cfg, or of its first session when name is
+// empty: the session PlanForTrace gives a trace to, and the mean rate a synthetic
+// process for it runs at. Errors list the sessions there are.
+func SessionRate(cfg *api.Config, name string) (string, float64, error) {
+	si, err := traceSession(cfg, name)
+	if err != nil {
+		return "", 0, err
+	}
+	return cfg.Sessions[si].Name, sourceRate(cfg.Sessions[si]), nil
+}
+
+func sourceRate(s api.Session) float64 {
+	var r float64
+	for _, m := range s.Modules {
+		if len(m.After) == 0 {
+			r = math.Max(r, m.Rate)
+		}
+	}
+	return r
+}
+
 // traceSession is the index of the session named name in cfg (empty: the first).
 func traceSession(cfg *api.Config, name string) (int, error) {
 	if len(cfg.Sessions) == 0 {
@@ -173,12 +197,7 @@ func withSessionRate(cfg *api.Config, si int, rate float64) *api.Config {
 	c.Sessions = slices.Clone(cfg.Sessions)
 	s := &c.Sessions[si]
 	s.Modules = slices.Clone(s.Modules)
-	var base float64
-	for _, m := range s.Modules {
-		if len(m.After) == 0 {
-			base = math.Max(base, m.Rate)
-		}
-	}
+	base := sourceRate(*s)
 	for i := range s.Modules {
 		if base > 0 {
 			s.Modules[i].Rate *= rate / base
@@ -187,4 +206,29 @@ func withSessionRate(cfg *api.Config, si int, rate float64) *api.Config {
 		}
 	}
 	return &c
+}
+
+// WriteTable writes the comparison for people: the trace's rates, and for the
+// mean-rate, trace and peak plans the rate planned, the cost and the simulated
+// attainment of the traced session.
+func (tp *TracePlans) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "trace: session %s, %d requests in %.4gs: mean %.4g req/s, peak %.4g req/s (busiest %v)\n",
+		tp.Session, tp.Requests, tp.DurationS, tp.MeanRate, tp.PeakRate, PeakWindow)
+	fmt.Fprintf(w, "target: %.4g%% of the trace's requests within the SLO, simulated\n", 100*tp.Target)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PLAN\tPLANNED RATE\tCOST\tATTAINMENT")
+	for _, r := range []struct {
+		name string
+		run  PlanRun
+	}{{"mean rate", tp.Mean}, {"trace", tp.Trace}, {"peak", tp.Peak}} {
+		name := r.name
+		if r.name == "trace" {
+			name = "trace (chosen)"
+			if !tp.TracePassed {
+				name = "trace (none met the target)"
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%.4g req/s\t%.4g\t%.2f%%\n", name, r.run.RatePerSec, r.run.Plan.TotalCost, 100*r.run.Attainment)
+	}
+	tw.Flush()
 }

@@ -16,9 +16,9 @@ func mmppTrace(t testing.TB, m arrival.MMPP, horizon time.Duration, seed uint64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &arrival.Trace{Name: "mmpp"}
-	for at := time.Duration(0); at < horizon; at += p.Next() {
-		tr.Offsets = append(tr.Offsets, at)
+	tr, err := arrival.Record(p, horizon, "mmpp")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return tr
 }

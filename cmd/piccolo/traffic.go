@@ -9,6 +9,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
+	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -29,6 +30,7 @@ type trafficFlags struct {
 	seed     uint64
 	target   float64
 	duration time.Duration
+	flush    string
 }
 
 // addTrace registers --trace, --trace-column, --speed and --skip; with session,
@@ -89,6 +91,7 @@ func (tf *trafficFlags) addPlanFlags(f *pflag.FlagSet) {
 	f.Float64Var(&tf.cv2, "cv2", 1, "with --arrival gamma: squared coefficient of variation of the gaps")
 	f.Uint64Var(&tf.seed, "seed", 1, "with --arrival: seed of the synthetic process and of the simulations")
 	f.Float64Var(&tf.target, "attainment", 0.99, "with --trace or --arrival: the share of requests that must meet the SLO in simulation, in (0,1]")
+	f.StringVar(&tf.flush, "flush", string(dispatcher.FlushDeadline), "with --trace or --arrival: the flush rule the simulations dispatch with: deadline (the paper's, as the gateway's own headroom search simulates) or idle (the gateway's serving default; bursts defeat its capacity guard, see docs/traffic.md)")
 	f.DurationVar(&tf.duration, "duration", 0, "with --trace: plan for this much of it (default: all); with a synthetic --arrival: how much of it to record and plan for (required)")
 }
 
@@ -101,11 +104,15 @@ func (tf *trafficFlags) planning() bool { return tf.file != "" || tf.kind != "" 
 // peak plans to w and returns the trace plan.
 func (tf *trafficFlags) planner(w io.Writer) func(*api.Config, scheduler.Options) (*api.Plan, error) {
 	return func(cfg *api.Config, opts scheduler.Options) (*api.Plan, error) {
+		flush, err := dispatcher.ParseFlush(tf.flush)
+		if err != nil {
+			return nil, fmt.Errorf("--flush: %w", err)
+		}
 		t, err := tf.planTrace(cfg)
 		if err != nil {
 			return nil, err
 		}
-		tp, err := simulate.PlanForTrace(cfg, opts, tf.target, simulate.Options{Trace: t, Session: tf.session, Duration: tf.duration, Seed: tf.seed})
+		tp, err := simulate.PlanForTrace(cfg, opts, tf.target, simulate.Options{Trace: t, Session: tf.session, Duration: tf.duration, Seed: tf.seed, Flush: flush})
 		if tp == nil {
 			return nil, err
 		}
