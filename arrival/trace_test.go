@@ -187,3 +187,21 @@ func TestMMPPBadParameters(t *testing.T) {
 		t.Errorf("on/off rate %.2f req/s, want %.2f ±15%%", r, m.MeanRate())
 	}
 }
+
+// ReadTrace reads files from outside: whatever the bytes, it returns a trace in
+// time order starting at 0, or an error, never a panic.
+func FuzzReadTrace(f *testing.F) {
+	for _, s := range []string{"0\n0.5\n1\n", "ts,m\n2024-03-01 12:00:00,a\n2024-03-01 12:00:00.5,b\n", "t\n1\n0\n", "\"a\nb\",c\n", "", "#x\n\n3\n"} {
+		f.Add(s, "")
+	}
+	f.Add("a,b\n1,2\n", "b")
+	f.Fuzz(func(t *testing.T, text, column string) {
+		tr, err := ReadTrace(strings.NewReader(text), "f", column)
+		if err != nil {
+			return
+		}
+		if len(tr.Offsets) == 0 || tr.Offsets[0] != 0 || !slices.IsSorted(tr.Offsets) {
+			t.Fatalf("offsets %v: want a non-empty sorted list from 0", tr.Offsets)
+		}
+	})
+}

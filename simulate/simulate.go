@@ -82,7 +82,15 @@ func Run(plan *api.Plan, o Options) (*Report, error) {
 	if o.Arrival == "" {
 		o.Arrival = "constant"
 	}
-	if o.Arrival == "trace" && o.Duration == 0 && o.Trace != nil && len(o.Trace.Offsets) > 0 {
+	switch {
+	case o.Arrival == "mmpp":
+		if err := o.MMPP.Validate(); err != nil {
+			return nil, err
+		}
+	case o.Arrival == "trace" && (o.Trace == nil || len(o.Trace.Offsets) == 0):
+		return nil, fmt.Errorf("trace arrivals: no trace given; a trace is %s", arrival.TraceFormats)
+	}
+	if o.Arrival == "trace" && o.Duration == 0 {
 		o.Duration = o.Trace.Span() + 1 // the window is [0, Duration): the last arrival is in
 	}
 	if o.Duration <= 0 {

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,51 @@ func TestPlanForTrace(t *testing.T) {
 	}
 	if c, m, p := tp.Trace.Plan.TotalCost, tp.Mean.Plan.TotalCost, tp.Peak.Plan.TotalCost; !(c > m && c <= p) {
 		t.Errorf("trace plan cost %.3f, want above the mean-rate plan's %.3f and at most peak provisioning's %.3f", c, m, p)
+	}
+}
+
+func TestTraceOptionsValidated(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := scheduler.Plan(cfg, scheduler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &arrival.Trace{Name: "t", Offsets: []time.Duration{0, time.Second}}
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"mmpp without lengths", Options{Arrival: "mmpp", MMPP: arrival.MMPP{BurstRate: 10}, Duration: time.Second}, "mmpp burst length 0s: must be > 0"},
+		{"trace without a trace", Options{Arrival: "trace"}, "trace arrivals: no trace given"},
+		{"unknown session", Options{Arrival: "trace", Trace: tr, Session: "x"}, `session "x": not a planned session of the plan; planned: paper-chain`},
+	} {
+		if _, err := Run(plan, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		target float64
+		o      Options
+		want   string
+	}{
+		{"no trace", 0.99, Options{}, "no trace given"},
+		{"target", 0, Options{Trace: tr}, "attainment target 0: must be in (0, 1]"},
+		{"session", 0.99, Options{Trace: tr, Session: "x"}, `trace session "x": not in the config; sessions: paper-chain`},
+		{"one arrival", 0.99, Options{Trace: &arrival.Trace{Name: "one", Offsets: []time.Duration{0}}}, "trace one: fewer than two arrivals"},
+	} {
+		if _, err := PlanForTrace(cfg, scheduler.Options{}, tc.target, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("PlanForTrace %s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	// The traced session's rates follow the trace; the config is not changed.
+	before := cfg.Sessions[0].Modules[1].Rate
+	c := withSessionRate(cfg, 0, 120)
+	if got := c.Sessions[0].Modules[1].Rate; got != 120 || cfg.Sessions[0].Modules[1].Rate != before {
+		t.Errorf("m3 at %v req/s (config's now %v), want 120 (config's still %v)", got, cfg.Sessions[0].Modules[1].Rate, before)
 	}
 }
