@@ -93,12 +93,19 @@ func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load 
 		rates = append(rates, r)
 	}
 	rates = append(rates, peak)
+	// planAt plans the traced session at rate; a plan in which it could not be
+	// planned is no plan for the trace (the search would pass it on the other
+	// sessions alone).
 	planAt := func(rate float64) (*api.Plan, error) {
-		return scheduler.Plan(withSessionRate(cfg, si, rate), opts)
+		p, err := scheduler.Plan(withSessionRate(cfg, si, rate), opts)
+		if serr := sessionErr(p, load.Session); p == nil || serr != nil {
+			return nil, fmt.Errorf("planning session %q at %.4g req/s: %w", load.Session, rate, errors.Join(err, serr))
+		}
+		return p, err
 	}
 	p, rep, i, passed, err := search(len(rates), func(i int) (*api.Plan, error) { return planAt(rates[i]) }, load, target)
 	if rep == nil {
-		return nil, fmt.Errorf("planning session %q at the trace's mean rate %.4g req/s: %w", load.Session, mean, errors.Join(err, sessionErr(p, load.Session)))
+		return nil, err
 	}
 	tp.Trace, tp.TracePassed = run(p, rep, rates[i], load.Session), passed
 	// The mean-rate and peak plans are the first and last rungs: reuse the search's
@@ -112,8 +119,8 @@ func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load 
 			continue
 		}
 		p, err := planAt(rates[c.k])
-		if p == nil || sessionErr(p, load.Session) != nil {
-			return nil, fmt.Errorf("planning session %q at %.4g req/s: %w", load.Session, rates[c.k], errors.Join(err, sessionErr(p, load.Session)))
+		if p == nil {
+			return nil, err
 		}
 		r, err := Run(p, load)
 		if err != nil {

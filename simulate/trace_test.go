@@ -93,6 +93,14 @@ func TestTraceOptionsValidated(t *testing.T) {
 			t.Errorf("PlanForTrace %s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
+	// A session that cannot be planned for the trace is an error, not a pass on the
+	// other sessions.
+	tight := *cfg
+	tight.Sessions = append([]api.Session{cfg.Sessions[0]}, cfg.Sessions...)
+	tight.Sessions[0].Name, tight.Sessions[0].SLO = "tight", api.Duration(time.Millisecond)
+	if _, err := PlanForTrace(&tight, scheduler.Options{}, 0.99, Options{Trace: tr, Session: "tight"}); err == nil || !strings.Contains(err.Error(), `planning session "tight" at 1 req/s`) {
+		t.Errorf("an unplannable traced session: %v", err)
+	}
 	// The traced session's rates follow the trace; the config is not changed.
 	before := cfg.Sessions[0].Modules[1].Rate
 	c := withSessionRate(cfg, 0, 120)
