@@ -109,6 +109,13 @@ func TestBackendHealthWatchSeesDrain(t *testing.T) {
 		t.Fatalf("Health/Watch during the drain = %v, %v; want NOT_SERVING", next.GetStatus(), err)
 	}
 	wcancel() // the drain waits for open streams; a prober closes its own
+	waitBackendStopped(t, done)
+}
+
+// waitBackendStopped waits for runBackend's result on done (after its ctx
+// ended) and fails the test if it is an error or takes over 20 s.
+func waitBackendStopped(t *testing.T, done <-chan error) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
