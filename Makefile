@@ -4,11 +4,18 @@
 
 GO          ?= go
 export GOTOOLCHAIN := local
+# The NVML bindings (github.com/NVIDIA/go-nvml, cgo) call functions their own
+# header marks deprecated: about 150 lines of C warnings on every rebuild of that
+# package, which read like errors. Silence that one warning, for every go command
+# this Makefile runs; anything else the C compiler says still prints. (A plain
+# `go build` outside make still shows them: Go has no per-module environment
+# file, and `go env -w` would change the user's own settings.)
+export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g) -Wno-deprecated-declarations
 PICCOLO_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/piccolo
 BIN         := bin/piccolo
 TEST_FLAGS  ?= -count=1 -timeout 30m
 
-.PHONY: all build test bench lint demo clean proto models consul
+.PHONY: all build test bench lint demo clean proto models consul tools deploy-check
 
 all: build
 
@@ -17,9 +24,12 @@ build:
 
 # test fetches the real models and Consul first (once; cached) and requires them,
 # so the ONNX Runtime, OCR and Consul tests run for real instead of skipping.
-test: models consul
+# It installs the interop tools too (grpcurl, Python gRPC; tests that use one
+# skip only with the reason scripts/tools.sh wrote when it could not install it)
+# and validates the deploy/ manifests.
+test: models consul tools deploy-check
 	$(GO) vet ./...
-	PICCOLO_REQUIRE_MODELS=1 PICCOLO_REQUIRE_CONSUL=1 PICCOLO_CACHE=$(PICCOLO_CACHE) $(GO) test $(TEST_FLAGS) ./...
+	PICCOLO_REQUIRE_MODELS=1 PICCOLO_REQUIRE_CONSUL=1 PICCOLO_REQUIRE_TOOLS=1 PICCOLO_CACHE=$(PICCOLO_CACHE) $(GO) test $(TEST_FLAGS) ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -52,6 +62,18 @@ models:
 # dev agents with it on free loopback ports (internal/consultest).
 consul:
 	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/consul.sh
+
+# tools installs grpcurl (go install), Debian's python3-grpcio and
+# python3-grpc-tools (for /usr/bin/python3), wrk and hey, once; it says which it
+# could not install and why.
+tools:
+	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/tools.sh
+
+# deploy-check renders deploy/ with kustomize and validates every manifest
+# with kubeconform against Kubernetes JSON schemas made offline from the
+# Kubernetes OpenAPI (scripts/deploy-check.sh; tools and schemas cached).
+deploy-check:
+	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/deploy-check.sh
 
 clean:
 	rm -rf bin out

@@ -14,6 +14,14 @@
 // ServerOptions.Metrics it counts batches, items and errors per model
 // (piccolo_backend_*), through counters resolved at load.
 //
+// Health and reflection. NewGRPCServer also registers the gRPC health service
+// (grpc.health.v1, services "" and HealthService) and server reflection, so
+// Kubernetes' gRPC probe and grpcurl need nothing else. Health answers
+// NOT_SERVING until Server.Serve (called once the preloaded models are loaded
+// and the listener accepts), SERVING from then, and NOT_SERVING for good from
+// Drain. A Health/Watch stream left open holds GracefulStop until the caller's
+// drain timeout: probes use Check.
+//
 // Fan-out. A model whose Info has FanOut (e.g. builtin's ocr-boxes: one row
 // per text box found) answers one item with any number of output rows k ≥ 0,
 // equal across its outputs. The Server loads it with max batch 1 only, checks

@@ -13,7 +13,10 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -51,6 +54,10 @@ type ServerOptions struct {
 
 // Server serves the KServe v2 GRPCInferenceService over one Executor.
 //
+// Its gRPC health service (grpc.health.v1, for the overall service "" and for
+// HealthService) answers NOT_SERVING until Serve, SERVING from then, and
+// NOT_SERVING again from Drain on; ServerReady answers true until Drain.
+//
 // ModelInfer reads the table of loaded models from an immutable snapshot, without
 // a lock; RepositoryModelLoad and RepositoryModelUnload are serialized by a mutex
 // and publish a new snapshot. Bad requests get INVALID_ARGUMENT naming the tensor;
@@ -64,6 +71,7 @@ type Server struct {
 	log     *zap.Logger
 
 	metrics  *Metrics
+	health   *health.Server                     // grpc.health.v1: NOT_SERVING until Serve, again from Drain
 	mu       sync.Mutex                         // serializes load and unload
 	models   atomic.Pointer[map[string]*loaded] // snapshot; replaced, never mutated
 	draining atomic.Bool
@@ -96,12 +104,29 @@ func NewServer(exec Executor, opts ServerOptions) (*Server, error) {
 	}
 	empty := map[string]*loaded{}
 	s.models.Store(&empty)
+	s.health = health.NewServer()
+	for _, svc := range []string{"", HealthService} {
+		s.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	return s, nil
 }
 
-// NewGRPCServer returns a grpc.Server with s registered, message limits of
-// MaxMessageBytes and a keepalive policy that accepts the Client's pings.
-// Extra options are appended.
+// HealthService is the service name, besides the overall "", whose status the
+// gRPC health service reports: the KServe v2 inference service.
+const HealthService = "inference.GRPCInferenceService"
+
+// Serve makes the gRPC health service answer SERVING: call it once the models
+// to preload are loaded and the listener accepts. After Drain it does nothing.
+func (s *Server) Serve() {
+	for _, svc := range []string{"", HealthService} {
+		s.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+}
+
+// NewGRPCServer returns a grpc.Server with s registered, its gRPC health
+// service, server reflection (so that `grpcurl -plaintext ADDR list` works),
+// message limits of MaxMessageBytes and a keepalive policy that accepts the
+// Client's pings. Extra options are appended.
 func NewGRPCServer(s *Server, extra ...grpc.ServerOption) *grpc.Server {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
@@ -110,6 +135,8 @@ func NewGRPCServer(s *Server, extra ...grpc.ServerOption) *grpc.Server {
 	}, extra...)
 	g := grpc.NewServer(opts...)
 	inference.RegisterGRPCInferenceServiceServer(g, s)
+	healthpb.RegisterHealthServer(g, s.health)
+	reflection.Register(g)
 	return g
 }
 
@@ -186,9 +213,14 @@ func (s *Server) Loaded() []ModelInfo {
 	return out
 }
 
-// Drain makes ServerReady answer false, so that balancers stop sending work
-// before the server stops. Requests still in flight or arriving are served.
-func (s *Server) Drain() { s.draining.Store(true) }
+// Drain makes ServerReady answer false and the health service NOT_SERVING
+// (for good: a later Serve changes nothing), so that balancers and probes stop
+// sending work before the server stops. Requests still in flight or arriving
+// are served.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.health.Shutdown()
+}
 
 // Panics returns how many ModelInfer calls ended in a recovered executor panic.
 func (s *Server) Panics() int64 { return s.panics.Load() }

@@ -140,6 +140,11 @@ with a GPU, piccolo_gpu_* (name, memory, utilisation, power, from NVML). Without
 --hardware the hardware type is named from the GPU. On SIGINT or SIGTERM the
 backend reports not ready, finishes the batches in flight (up to --drain) and exits.
 
+It also serves the gRPC health service (grpc.health.v1; services "" and
+inference.GRPCInferenceService): SERVING once its --models are loaded and it
+accepts, NOT_SERVING from the start of the drain; and gRPC server reflection, so
+that grpcurl -plaintext ADDR list (or describe) needs no .proto file.
+
 With --consul ADDR it registers with that Consul agent as service piccolo-backend
 (id --id, else <hardware>-<host>-<port>; meta: hardware, price from the catalog,
 GPU name and memory from NVML, models) with a TCP check of its gRPC port every
@@ -277,6 +282,7 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 		g.Stop()
 		return err
 	}
+	srv.Serve() // gRPC health: SERVING
 	if ready != nil {
 		ready(addr)
 	}

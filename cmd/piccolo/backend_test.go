@@ -67,14 +67,7 @@ profiles:
 		t.Fatalf("infer: %v, %v", out, err)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("shutdown: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("backend did not stop")
-	}
+	waitBackendStopped(t, done)
 }
 
 func TestBackendFlagErrors(t *testing.T) {
