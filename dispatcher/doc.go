@@ -12,6 +12,15 @@
 // is placed); a fractional last machine gets its share of the group's rate. The
 // machines of one group share one batch stream.
 //
+// # Policies
+//
+// A dispatch Policy routes: it decides which open batch (stream) an arrival
+// joins and which config group a batch is filled for, through the Router it
+// builds for each plan. Everything else below (flush, lanes, dummies, plan
+// swap) is the dispatcher's and the same under every policy. TC and RR are the
+// two this package defines; main builds the Registry users choose from by name
+// (--dispatch tc|rr), with no init-time registration. Options.Policy nil is TC.
+//
 // # Throughput-cost dispatch (TC, the default)
 //
 // This is the semantics the planner's latency model assumes:

@@ -41,7 +41,7 @@ func PlanForBursts(cfg *api.Config, opts scheduler.Options, target float64, seed
 		if !anyPlanned(p) { // nothing to simulate: the sessions' errors say why
 			return plan, nil, planErr
 		}
-		r, err := Run(p, Options{Policy: dispatcher.TC, Arrival: "poisson", Duration: 60 * time.Second, Seed: seed})
+		r, err := Run(p, Options{Policy: dispatcher.TC{}, Arrival: "poisson", Duration: 60 * time.Second, Seed: seed})
 		if err != nil {
 			return nil, nil, fmt.Errorf("simulating the plan at utilisation %.2f: %w", u, err)
 		}
