@@ -286,7 +286,7 @@ func checksums(inputs []api.Tensor, n int, dst []byte) error {
 	offsets := make([][]int, len(inputs))
 	for j := range inputs {
 		var err error
-		if offsets[j], err = backends.RowOffsets(&inputs[j], nil); err != nil {
+		if offsets[j], err = inputs[j].RowOffsets(nil); err != nil {
 			return err
 		}
 		if len(offsets[j]) != n+1 {
