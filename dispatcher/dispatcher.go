@@ -28,7 +28,7 @@ type Options struct {
 	// ArrivalGap seeds FlushIdle's arrival-gap estimate (a dispatcher's
 	// ArrivalGap when this one replaces it); 0: the plan's rate.
 	ArrivalGap time.Duration
-	// Clock defaults to RealClock.
+	// Clock defaults to SystemClock.
 	Clock Clock
 	// Sender runs the batches.
 	Sender Sender
@@ -186,7 +186,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 		return nil, fmt.Errorf("module %q: %w", mp.Name, err)
 	}
 	if opts.Clock == nil {
-		opts.Clock = RealClock
+		opts.Clock = SystemClock{}
 	}
 	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, clock: opts.Clock, sender: opts.Sender,
 		gap: opts.ArrivalGap.Seconds()}

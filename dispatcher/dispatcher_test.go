@@ -380,7 +380,7 @@ func (s *goSender) Send(b *Batch) {
 	}()
 }
 
-func TestConcurrentSubmitRealClock(t *testing.T) {
+func TestConcurrentSubmitSystemClock(t *testing.T) {
 	for _, p := range []Policy{TC{}, RR{}} {
 		t.Run(p.Name(), func(t *testing.T) {
 			mp := api.ModulePlan{Name: "m", BudgetMs: 60000, Configs: []api.GroupPlan{

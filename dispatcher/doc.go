@@ -1,7 +1,7 @@
 // Package dispatcher batches one module's requests and dispatches the batches to the
 // machines of the module's plan (paper §III-B). The live gateway and the simulator
 // run the same code: the dispatcher owns no socket and no goroutine, it is driven by
-// a Clock it is given (RealClock live, a *VirtualClock in `piccolo simulate`) and
+// a Clock it is given (SystemClock live, a *VirtualClock in `piccolo simulate`) and
 // hands batches to a Sender (the backend client live, virtual backends in the
 // simulator).
 //
