@@ -3,8 +3,11 @@ package dispatcher
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/piccolo-serving/piccolo/api"
 )
 
 // badPolicy routes its one stream to a machine no plan of the tests has.
@@ -84,5 +87,61 @@ func TestSWRR(t *testing.T) {
 	}
 	if n != [2]int{300, 700} {
 		t.Errorf("0.3:0.7 over 1000 picks = %v, want [300 700]", n)
+	}
+}
+
+// bestOnly is a policy the dispatcher core knows nothing about: one shared
+// stream whose batches all go to the best-ranked group. It shows that a policy
+// is added by writing a type, not by editing the core.
+type bestOnly struct{}
+
+var _ Policy = (*bestOnly)(nil)
+
+func (bestOnly) Name() string            { return "best-only" }
+func (bestOnly) NewRouter(*Table) Router { return bestOnlyRouter{} }
+
+type bestOnlyRouter struct{}
+
+func (bestOnlyRouter) Streams() []int { return []int{-1} }
+func (bestOnlyRouter) Join() int      { return 0 }
+func (bestOnlyRouter) Open(int) int   { return 0 }
+
+func TestPolicyFromOutsideTheCore(t *testing.T) {
+	r, err := NewRegistry(TC{}, RR{}, bestOnly{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.Lookup("best-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two groups of batch 2; TC would alternate between them, best-only never
+	// leaves group 0 (its two machines take turns).
+	mp := api.ModulePlan{Name: "m", Rate: 40, BudgetMs: 1000, Configs: []api.GroupPlan{gp(2, 10, 2, 20), gp(2, 10, 1, 20)}}
+	for _, tc := range []struct {
+		policy Policy
+		want   map[string]int // batches per slot
+	}{
+		{p, map[string]int{"m/g0m0": 2, "m/g0m1": 2}},
+		{TC{}, map[string]int{"m/g0m0": 1, "m/g0m1": 1, "m/g1m0": 2}},
+	} {
+		t.Run(tc.policy.Name(), func(t *testing.T) {
+			d, clock, s := newVirtual(t, mp, tc.policy)
+			tr := newTracker()
+			for i := range 8 {
+				submitAt(t, clock, d, time.Duration(i)*time.Millisecond, tr.item(time.Time{}), nil)
+			}
+			clock.Run(t0.Add(time.Second))
+			got := map[string]int{}
+			for _, b := range s.batches {
+				got[b.slot]++
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("batches per slot (-want +got):\n%s", diff)
+			}
+			if tr.errs["ok"] != 8 {
+				t.Errorf("completions %v, want 8 ok", tr.errs)
+			}
+		})
 	}
 }
