@@ -133,8 +133,8 @@ func (r *rrRouter) Open(int) int   { return 0 } // never called: every stream ha
 // and takes the sum of the weights off it. Choice i's long-run share is w_i/Σw,
 // spread as evenly as the weights allow. Written here, not taken from a
 // library, because it runs under the dispatcher's lock per item and must not
-// allocate; grpc-go's weighted round-robin (an EDF scheduler over float
-// weights) is internal to its balancer.
+// allocate, and the one in grpc-go (balancer/weightedroundrobin's scheduler)
+// is unexported.
 type swrr struct {
 	weight, cur []float64
 	sum         float64
