@@ -126,6 +126,77 @@ func (s *Session) TopoOrder() ([]int, error) {
 	return order, nil
 }
 
+// Graph is a DAG of modules by index: Order lists every module once, parents
+// before children (TopoOrder's order); Parents[i] are module i's parents (in
+// its After order). Immutable once built; Session.Graph and SessionPlan.Graph
+// build one.
+type Graph struct {
+	Order   []int
+	Parents [][]int
+}
+
+// Graph returns the session's DAG, indexed as s.Modules. Errors are
+// TopoOrder's (a cycle).
+func (s *Session) Graph() (Graph, error) {
+	order, err := s.TopoOrder()
+	if err != nil {
+		return Graph{}, err
+	}
+	parents, _ := s.graph()
+	return Graph{Order: order, Parents: parents}, nil
+}
+
+// Graph returns the DAG of the plan's modules (their After lists), indexed
+// as p.Modules. Errors are Session.TopoOrder's (a cycle).
+func (p *SessionPlan) Graph() (Graph, error) {
+	s := Session{Name: p.Name, Modules: make([]Module, len(p.Modules))}
+	for i, m := range p.Modules {
+		s.Modules[i] = Module{Name: m.Name, After: m.After}
+	}
+	return s.Graph()
+}
+
+// Weight is what a module weighs on a path: a time.Duration, or a number
+// such as milliseconds or seconds. Weights are ≥ 0.
+type Weight interface{ ~int64 | ~float64 }
+
+// LongestPath returns the length of the longest path through g, a path's
+// length being the sum of its modules' weights w (len(w) modules, indexed as
+// g). It fills head[i], when head is not nil, with the longest path ending at
+// module i, and tail[i], when tail is not nil, with the longest path starting
+// at it, module i included in both; head[i]+tail[i]−w[i] is the longest path
+// through i. Examples: a session's latency under WCLs or budgets is the
+// longest path; the time a request still needs after module i is
+// tail[i]−w[i]. LongestPath allocates only when head and tail are both nil.
+func LongestPath[W Weight](g Graph, w, head, tail []W) W {
+	if head == nil && tail == nil {
+		head = make([]W, len(w))
+	}
+	var total W
+	if head != nil {
+		for _, i := range g.Order {
+			var before W
+			for _, p := range g.Parents[i] {
+				before = max(before, head[p])
+			}
+			head[i] = before + w[i]
+			total = max(total, head[i])
+		}
+	}
+	if tail != nil {
+		clear(tail)
+		for k := len(g.Order) - 1; k >= 0; k-- {
+			i := g.Order[k]
+			tail[i] += w[i] // tail[i] held the longest tail of its children
+			for _, p := range g.Parents[i] {
+				tail[p] = max(tail[p], tail[i])
+			}
+			total = max(total, tail[i])
+		}
+	}
+	return total
+}
+
 // graph returns the parents (in After order) and children (ascending) of every
 // module, built in O(n+e) with a map local to the call.
 func (s *Session) graph() (parents, children [][]int) {

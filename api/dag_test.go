@@ -3,8 +3,10 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -171,5 +173,85 @@ func BenchmarkTopoOrder(b *testing.B) {
 		if _, err := s.TopoOrder(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestLongestPath: a chain, a diamond and a fan-out, under durations (the
+// gateway's estimates) and under float weights (the planner's budgets).
+func TestLongestPath(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		s          *Session
+		w          []time.Duration
+		total      time.Duration
+		head, tail []time.Duration
+	}{
+		{"single", session("a"), []time.Duration{5 * ms}, 5 * ms, []time.Duration{5 * ms}, []time.Duration{5 * ms}},
+		{"chain listed backwards", session("c:b", "b:a", "a"), []time.Duration{1 * ms, 2 * ms, 4 * ms}, 7 * ms,
+			[]time.Duration{7 * ms, 6 * ms, 4 * ms}, []time.Duration{1 * ms, 3 * ms, 7 * ms}},
+		{"diamond", session("detect", "car:detect", "plate:detect", "out:plate,car"),
+			[]time.Duration{10 * ms, 30 * ms, 20 * ms, 5 * ms}, 45 * ms,
+			[]time.Duration{10 * ms, 40 * ms, 30 * ms, 45 * ms}, []time.Duration{45 * ms, 35 * ms, 25 * ms, 5 * ms}},
+		{"fan-out", session("det", "cls:det", "rec:det", "log:det"),
+			[]time.Duration{10 * ms, 3 * ms, 8 * ms, 0}, 18 * ms,
+			[]time.Duration{10 * ms, 13 * ms, 18 * ms, 10 * ms}, []time.Duration{18 * ms, 3 * ms, 8 * ms, 0}},
+		{"two sources", session("x:b", "b", "a"), []time.Duration{1 * ms, 2 * ms, 9 * ms}, 9 * ms,
+			[]time.Duration{3 * ms, 2 * ms, 9 * ms}, []time.Duration{1 * ms, 3 * ms, 9 * ms}},
+		{"empty", session(), nil, 0, []time.Duration{}, []time.Duration{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := tc.s.Graph()
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, tail := make([]time.Duration, len(tc.w)), make([]time.Duration, len(tc.w))
+			if got := LongestPath(g, tc.w, head, tail); got != tc.total {
+				t.Errorf("LongestPath = %v, want %v", got, tc.total)
+			}
+			if diff := cmp.Diff(tc.head, head); diff != "" {
+				t.Errorf("head (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.tail, tail); diff != "" {
+				t.Errorf("tail (-want +got):\n%s", diff)
+			}
+			if got := LongestPath(g, tc.w, nil, nil); got != tc.total {
+				t.Errorf("LongestPath without head or tail = %v, want %v", got, tc.total)
+			}
+			// The same in float64 seconds, tails only (the gateway's setTails).
+			w := make([]float64, len(tc.w))
+			for i, d := range tc.w {
+				w[i] = d.Seconds()
+			}
+			tailS := make([]float64, len(w))
+			if got := LongestPath(g, w, nil, tailS); math.Abs(got-tc.total.Seconds()) > 1e-12 {
+				t.Errorf("LongestPath in seconds = %v, want %v", got, tc.total.Seconds())
+			}
+			for i := range tailS {
+				if math.Abs(tailS[i]-tc.tail[i].Seconds()) > 1e-12 {
+					t.Errorf("tail[%d] in seconds = %v, want %v", i, tailS[i], tc.tail[i].Seconds())
+				}
+			}
+		})
+	}
+	g := Graph{Order: []int{0, 1, 2, 3}, Parents: [][]int{nil, {0}, {0}, {2, 1}}}
+	w, head := []time.Duration{1, 2, 3, 4}, make([]time.Duration, 4)
+	if n := testing.AllocsPerRun(100, func() { LongestPath(g, w, head, nil) }); n != 0 {
+		t.Errorf("LongestPath with a head buffer: %v allocs, want 0 (the gateway runs it per request)", n)
+	}
+}
+
+func TestSessionPlanGraph(t *testing.T) {
+	p := &SessionPlan{Name: "s", Modules: []ModulePlan{{Name: "out", After: []string{"plate", "car"}}, {Name: "car", After: []string{"detect"}}, {Name: "plate", After: []string{"detect"}}, {Name: "detect"}}}
+	g, err := p.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Graph{Order: []int{3, 1, 2, 0}, Parents: [][]int{{2, 1}, {3}, {3}, nil}}, g); diff != "" {
+		t.Errorf("Graph (-want +got):\n%s", diff)
+	}
+	p.Modules[3].After = []string{"out"}
+	if _, err := p.Graph(); !errors.Is(err, ErrCycle) {
+		t.Errorf("cyclic plan: Graph = %v, want ErrCycle", err)
 	}
 }

@@ -6,6 +6,13 @@
 // goroutines. Plan values are produced by the scheduler and read by the dispatcher,
 // the simulator and `piccolo plan -o json`; they are immutable once published.
 //
+// The package also owns two rules every layer applies: a session's DAG
+// (Session.Graph, SessionPlan.Graph, and LongestPath over it, for latencies
+// under budgets, WCLs or estimates) and the batch dimension of a Tensor
+// (Tensor.RowOffsets, Rows, CanBatch: which items may share a batch, and
+// SplitRows). They are pure functions of their arguments, safe from any
+// goroutine.
+//
 // Units: durations are time.Duration in Go and milliseconds (`_ms`) in plan JSON;
 // rates are requests per second; prices are cost units per machine-hour, and cost is
 // Σ machines × price with fractional machines charged by occupancy (paper §III-A).

@@ -1,7 +1,8 @@
 package api
 
-// Plan is the scheduler's output (DESIGN.md "Plan JSON"): per session, per module, the
-// budget, WCL, dummy rate and config groups. Every policy writes this shape, so any
+// Plan is the scheduler's output, the JSON `piccolo plan -o json` prints (its
+// latency models: docs/planner.md): per session, per module, the budget, WCL,
+// dummy rate and config groups. Every policy writes this shape, so any
 // plan can be re-checked (Check), simulated or served. Immutable once published.
 type Plan struct {
 	Policy string `json:"policy"`

@@ -184,31 +184,18 @@ func stackItems(model string, items [][]api.Tensor) (*inference.ModelInferReques
 	rows := make([]int64, len(items))
 	sizes := make([]int, len(first))
 	for i, item := range items {
-		if len(item) != len(first) {
-			return nil, nil, fmt.Errorf("item %d has %d inputs, item 0 has %d; all items need the same inputs", i, len(item), len(first))
+		if err := api.CanBatch(first, item); err != nil {
+			return nil, nil, fmt.Errorf("item %d against item 0: %w", i, err)
+		}
+		var err error
+		if rows[i], err = api.Rows(item); err != nil {
+			return nil, nil, fmt.Errorf("item %d: %w", i, err)
 		}
 		for j := range item {
-			t, f := &item[j], &first[j]
-			if t.Name != f.Name || t.Datatype != f.Datatype || len(t.Shape) != len(f.Shape) {
-				return nil, nil, fmt.Errorf("item %d input %d is %q %s %v, item 0 has %q %s %v; all items need the same inputs in the same order", i, j, t.Name, t.Datatype, t.Shape, f.Name, f.Datatype, f.Shape)
-			}
-			if len(t.Shape) == 0 {
-				return nil, nil, fmt.Errorf("item %d input %q is a scalar; want dimension 0 to be the item's rows", i, t.Name)
-			}
-			for d := 1; d < len(t.Shape); d++ {
-				if t.Shape[d] != f.Shape[d] {
-					return nil, nil, fmt.Errorf("item %d input %q has shape %v, item 0 has %v; only dimension 0 may differ", i, t.Name, t.Shape, f.Shape)
-				}
-			}
-			if j == 0 {
-				rows[i] = t.Shape[0]
-			} else if t.Shape[0] != rows[i] {
-				return nil, nil, fmt.Errorf("item %d input %q has %d rows, input %q has %d; an item's inputs must agree in dimension 0", i, t.Name, t.Shape[0], item[0].Name, rows[i])
-			}
-			if err := t.Validate(); err != nil {
+			if err := item[j].Validate(); err != nil {
 				return nil, nil, fmt.Errorf("item %d: %w", i, err)
 			}
-			sizes[j] += len(t.Data)
+			sizes[j] += len(item[j].Data)
 		}
 	}
 	var total int64
@@ -290,7 +277,7 @@ func splitOutputs(resp *inference.ModelInferResponse, rows []int64) ([][]api.Ten
 			return nil, fmt.Errorf("output %q has shape %v; want %d rows in dimension 0, one per input row", t.Name, t.Shape, total)
 		}
 		var err error
-		offsets, err = RowOffsets(&t, offsets[:0])
+		offsets, err = t.RowOffsets(offsets[:0])
 		if err != nil {
 			return nil, err
 		}

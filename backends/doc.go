@@ -1,9 +1,12 @@
 // Package backends is both ends of the gateway → backend hop: the backend worker
 // server (`piccolo backend`) and the gateway-side client. Both speak the KServe v2
-// gRPC protocol of api/inference, so either end may be replaced by Triton.
+// gRPC protocol of api/inference, which Triton also serves; our tests run the two
+// ends against each other only.
 //
-// Server side. A Server serves GRPCInferenceService over one Executor (the sim
-// executor in backends/sim; ONNX and proxy executors later). Models start
+// Server side. A Server serves GRPCInferenceService over one Executor:
+// backends/sim (profiled durations), backends/onnx (ONNX Runtime on the CPU),
+// backends/builtin (processing modules in Go), or a Union of several (`piccolo
+// backend --executor ocr` is builtin and onnx in one process). Models start
 // unloaded: ModelReady is false and ModelInfer answers FAILED_PRECONDITION until
 // RepositoryModelLoad loads the model with parameters "batch" (max batch, items)
 // and "concurrency" (lanes), each an int64_param or a decimal string_param.

@@ -6,8 +6,9 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 )
 
-// Executor runs models on one kind of hardware: the sim executor sleeps the
-// profiled durations, others run real runtimes or forward to another server.
+// Executor runs models on one kind of hardware: backends/sim sleeps the
+// profiled durations, backends/onnx runs ONNX Runtime, backends/builtin runs
+// Go code, and a Union offers the models of several.
 // The Server calls Load and Models from its load/unload path (serialized: one call
 // at a time); what Load returns is then used from many goroutines at once.
 type Executor interface {

@@ -421,7 +421,6 @@ func requestInputs(info *ModelInfo, req *inference.ModelInferRequest) ([]api.Ten
 		return nil, 0, fmt.Errorf("request has %d inputs but %d raw_input_contents; want one per input, in order", len(in), len(raw))
 	}
 	tensors := make([]api.Tensor, len(in))
-	n := int64(-1)
 	for i, t := range in {
 		name := t.GetName()
 		if name == "" {
@@ -449,17 +448,13 @@ func requestInputs(info *ModelInfo, req *inference.ModelInferRequest) ([]api.Ten
 		if err := tensors[i].Validate(); err != nil {
 			return nil, 0, err
 		}
-		if len(t.GetShape()) == 0 {
-			return nil, 0, fmt.Errorf("input %q is a scalar; want dimension 0 to be the batch", name)
-		}
-		if n < 0 {
-			n = t.GetShape()[0]
-		} else if t.GetShape()[0] != n {
-			return nil, 0, fmt.Errorf("input %q has %d items in dimension 0, input %q has %d; all inputs must agree", name, t.GetShape()[0], in[0].GetName(), n)
-		}
 		if err := checkSpec(info, &tensors[i]); err != nil {
 			return nil, 0, err
 		}
+	}
+	n, err := api.Rows(tensors) // the batch size
+	if err != nil {
+		return nil, 0, err
 	}
 	if !info.AnyInputs && len(in) != len(info.Inputs) {
 		for _, spec := range info.Inputs {

@@ -65,22 +65,3 @@ func FuzzSplitOutputs(f *testing.F) {
 		}
 	})
 }
-
-func TestRowOffsets(t *testing.T) {
-	bytesT := api.Tensor{Name: "s", Datatype: "BYTES", Shape: []int64{2, 2}, Data: []byte{1, 0, 0, 0, 'a', 0, 0, 0, 0, 2, 0, 0, 0, 'b', 'c', 1, 0, 0, 0, 'd'}}
-	got, err := RowOffsets(&bytesT, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []int{0, 9, 20}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
-		t.Errorf("BYTES offsets %v, want %v", got, want)
-	}
-	fixed := api.Tensor{Name: "f", Datatype: "INT16", Shape: []int64{3, 2}, Data: make([]byte, 12)}
-	got, _ = RowOffsets(&fixed, got[:0])
-	if want := []int{0, 4, 8, 12}; len(got) != 4 || got[1] != 4 || got[3] != 12 {
-		t.Errorf("INT16 offsets %v, want %v", got, want)
-	}
-	if _, err := RowOffsets(&api.Tensor{Name: "x", Datatype: "FP32"}, nil); err == nil {
-		t.Error("scalar: no error")
-	}
-}

@@ -52,9 +52,9 @@ func BenchmarkSubmit(b *testing.B) {
 	for _, c := range []struct {
 		p Policy
 		f Flush
-	}{{TC, FlushDeadline}, {RR, FlushDeadline}, {TC, FlushIdle}, {RR, FlushIdle}} {
+	}{{TC{}, FlushDeadline}, {RR{}, FlushDeadline}, {TC{}, FlushIdle}, {RR{}, FlushIdle}} {
 		p := c.p
-		b.Run(string(p)+"/"+string(c.f), func(b *testing.B) {
+		b.Run(p.Name()+"/"+string(c.f), func(b *testing.B) {
 			mp := api.ModulePlan{Name: "m", Rate: 1000, DummyRate: 50, BudgetMs: 100, Configs: []api.GroupPlan{
 				{Batch: 16, Concurrency: 2, DurationMs: 20, Machines: 2, Rate: 800},
 				{Batch: 4, Concurrency: 1, DurationMs: 10, Machines: 1.5, Rate: 250}}}

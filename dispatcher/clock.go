@@ -4,15 +4,24 @@ import (
 	"time"
 )
 
-// Clock is the dispatcher's only source of time: the live gateway passes RealClock,
-// the simulator a *VirtualClock. The dispatcher owns no goroutine and no socket; it
-// acts when Submit is called, when a timer it armed fires, and when a Batch is done.
+// Clock is the dispatcher's only source of time: the live gateway passes
+// SystemClock, the simulator a *VirtualClock. The dispatcher owns no goroutine
+// and no socket; it acts when Submit is called, when a timer it armed fires,
+// and when a Batch is done.
+//
+// scheduler/control has a Clock of its own (Now and Tick), and the two stay
+// apart on purpose: each is the small interface its consumer needs, defined
+// where it is consumed. The data plane needs one-shot timers it can re-arm
+// without allocating and that a virtual clock can run as a discrete-event
+// simulation; the control plane needs periodic ticks, faked in its tests. The
+// wall clock is the same for both: SystemClock here and control.SystemClock
+// there are each time.Now plus the standard library's timers.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
-	// AfterFunc calls f once, after d, on the clock's own schedule (RealClock: a
-	// goroutine of the runtime; VirtualClock: inside Run or Step). The returned
-	// Timer may be stopped and re-armed any number of times.
+	// AfterFunc calls f once, after d, on the clock's own schedule
+	// (SystemClock: a goroutine of the runtime; VirtualClock: inside Run or
+	// Step). The returned Timer may be stopped and re-armed any number of times.
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
@@ -25,14 +34,17 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
-// RealClock is the wall clock: time.Now and time.AfterFunc.
-var RealClock Clock = realClock{}
+// SystemClock is the wall clock: time.Now and time.AfterFunc. It is the
+// default of Options.Clock.
+type SystemClock struct{}
 
-type realClock struct{}
+var _ Clock = SystemClock{}
 
-func (realClock) Now() time.Time { return time.Now() }
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
 
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// AfterFunc returns time.AfterFunc(d, f).
+func (SystemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 var _ Timer = (*time.Timer)(nil)
 

@@ -21,14 +21,14 @@ type Sender interface {
 
 // Options configure a Dispatcher. Sender is required.
 type Options struct {
-	// Policy is TC (the default) or RR.
+	// Policy routes arrivals to open batches; nil means TC.
 	Policy Policy
 	// Flush is FlushDeadline (the default) or FlushIdle.
 	Flush Flush
 	// ArrivalGap seeds FlushIdle's arrival-gap estimate (a dispatcher's
 	// ArrivalGap when this one replaces it); 0: the plan's rate.
 	ArrivalGap time.Duration
-	// Clock defaults to RealClock.
+	// Clock defaults to SystemClock.
 	Clock Clock
 	// Sender runs the batches.
 	Sender Sender
@@ -116,7 +116,9 @@ type state struct {
 	budget   time.Duration
 	groups   []*group
 	machines []*machine
-	tc       *queue // TC: the module's one open batch
+	router   Router
+	queues   []*queue // the router's streams, by index
+	shared   []*queue // the streams of no fixed machine
 	sumGroup float64
 	sumMach  float64
 	maxBatch int
@@ -131,7 +133,6 @@ type group struct {
 	batch     int
 	duration  time.Duration
 	weight    float64 // planned batches/s: rate / batch
-	cur       float64 // smooth weighted round-robin
 	machines  []*machine
 	next      int // rotation
 }
@@ -143,15 +144,15 @@ type machine struct {
 	pending batchFIFO
 	est     []time.Time // estimated free time per lane
 	stats   SlotStats
-	q       *queue // RR: this machine's own open batch
-	weight  float64
-	cur     float64
+	q       *queue  // the stream of this machine alone, if the router made one
+	weight  float64 // planned req/s
 }
 
-// queue holds an open batch and its deadline flush timer.
+// queue is one stream of the router: an open batch and its deadline flush timer.
 type queue struct {
 	d       *Dispatcher
-	m       *machine // RR: the machine the queue feeds; TC: nil
+	stream  int      // index in state.queues
+	m       *machine // the machine every batch goes to; nil: the group's, in rotation
 	open    *Batch
 	armed   bool
 	flushAt time.Time
@@ -175,11 +176,8 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	if opts.Sender == nil {
 		return nil, fmt.Errorf("module %q: dispatcher needs a Sender", mp.Name)
 	}
-	if opts.Policy == "" {
-		opts.Policy = TC
-	}
-	if _, err := ParsePolicy(string(opts.Policy)); err != nil {
-		return nil, fmt.Errorf("module %q: %w", mp.Name, err)
+	if opts.Policy == nil {
+		opts.Policy = TC{}
 	}
 	if opts.Flush == "" {
 		opts.Flush = FlushDeadline
@@ -188,7 +186,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 		return nil, fmt.Errorf("module %q: %w", mp.Name, err)
 	}
 	if opts.Clock == nil {
-		opts.Clock = RealClock
+		opts.Clock = SystemClock{}
 	}
 	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, clock: opts.Clock, sender: opts.Sender,
 		gap: opts.ArrivalGap.Seconds()}
@@ -253,18 +251,47 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		st.sumMach += m.weight
 		g.machines = append(g.machines, m)
 		st.machines = append(st.machines, m)
-		if d.policy == RR {
-			m.q = &queue{d: d, m: m}
-		}
 	}
 	for _, g := range st.groups {
 		g.share = g.weight / st.sumGroup
 		st.maxLoad = max(st.maxLoad, g.share*g.duration.Seconds()/g.occupancy)
 	}
-	if d.policy == TC {
-		st.tc = &queue{d: d}
+	if err := d.route(st); err != nil {
+		return nil, fmt.Errorf("module %q: dispatch policy %q: %w", d.module, d.policy.Name(), err)
 	}
 	return st, nil
+}
+
+// route asks the policy for st's router and makes its streams.
+func (d *Dispatcher) route(st *state) error {
+	t := &Table{Groups: make([]TableGroup, len(st.groups)), Machines: make([]TableMachine, len(st.machines))}
+	for i, g := range st.groups {
+		t.Groups[i] = TableGroup{Batch: g.batch, BatchRate: g.weight}
+	}
+	for i, m := range st.machines {
+		t.Machines[i] = TableMachine{Group: m.slot.Group, Rate: m.weight}
+	}
+	st.router = d.policy.NewRouter(t)
+	streams := st.router.Streams()
+	if len(streams) == 0 {
+		return errors.New("the router has no stream")
+	}
+	for s, mi := range streams {
+		q := &queue{d: d, stream: s}
+		switch {
+		case mi == -1:
+			st.shared = append(st.shared, q)
+		case mi < 0 || mi >= len(st.machines):
+			return fmt.Errorf("stream %d: machine %d: the plan has machines 0 to %d", s, mi, len(st.machines)-1)
+		case st.machines[mi].q != nil:
+			return fmt.Errorf("stream %d: machine %d already has a stream", s, mi)
+		default:
+			q.m = st.machines[mi]
+			q.m.q = q
+		}
+		st.queues = append(st.queues, q)
+	}
+	return nil
 }
 
 // SetPlan swaps in a new plan for the module, atomically with respect to Submit.
@@ -338,9 +365,10 @@ func (d *Dispatcher) drainLocked() []*Item {
 			d.recycleLocked(b)
 		}
 	}
-	take(d.st.tc)
+	for _, q := range d.st.queues {
+		take(q)
+	}
 	for _, m := range d.st.machines {
-		take(m.q)
 		for m.pending.len() > 0 {
 			b := m.pending.pop()
 			items = append(items, b.Items...)
@@ -390,26 +418,8 @@ func (d *Dispatcher) Submit(it *Item) error {
 	return nil
 }
 
-func (d *Dispatcher) queueFor() *queue {
-	st := d.st
-	if d.policy == TC {
-		return st.tc
-	}
-	// RR: smooth weighted round-robin over machines by planned rate.
-	ms := st.machines
-	if len(ms) == 1 {
-		return ms[0].q
-	}
-	best := ms[0]
-	for _, m := range ms {
-		m.cur += m.weight
-		if m.cur > best.cur {
-			best = m
-		}
-	}
-	best.cur -= st.sumMach
-	return best.q
-}
+// queueFor returns the stream the next arrival joins.
+func (d *Dispatcher) queueFor() *queue { return d.st.queues[d.st.router.Join()] }
 
 func (d *Dispatcher) openLocked(q *queue) *Batch {
 	b := d.free
@@ -422,29 +432,11 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 	if q.m != nil {
 		b.g = q.m.g
 	} else {
-		b.g = d.st.pickGroup()
+		b.g = d.st.groups[d.st.router.Open(q.stream)]
 	}
 	b.target = b.g.batch
 	q.open = b
 	return b
-}
-
-// pickGroup chooses the group that receives the next batch: smooth weighted
-// round-robin by planned batch rate, ties to the better throughput-cost rank.
-func (st *state) pickGroup() *group {
-	gs := st.groups
-	if len(gs) == 1 {
-		return gs[0]
-	}
-	best := gs[0]
-	for _, g := range gs {
-		g.cur += g.weight
-		if g.cur > best.cur {
-			best = g
-		}
-	}
-	best.cur -= st.sumGroup
-	return best
 }
 
 // pickMachine chooses the machine of g that receives a full batch: the next in
@@ -548,11 +540,12 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 // the estimated arrival rate 1/gap (gap: the estimate, or a third of the time
 // since the last arrival when that is longer).
 //
-// TC: groups take shares s_j of the batches (smooth weighted round-robin), so
-// the module sends 1/(gap·m) batches/s, m = Σ s_j·min(k, b_j), and group j's
-// machines (occupancy n_j, duration d_j) are busy s_j·d_j/n_j of that:
-// 0.8·m·gap ≥ max_j s_j·d_j/n_j. RR: q's machine alone takes its share s of
-// the items in batches of k: 0.8·k·n·gap ≥ s·d. Lanes beyond one per machine
+// A shared stream (TC): groups take shares s_j of the batches (their planned
+// batch rates), so the module sends 1/(gap·m) batches/s, m = Σ s_j·min(k, b_j),
+// and group j's machines (occupancy n_j, duration d_j) are busy s_j·d_j/n_j of
+// that: 0.8·m·gap ≥ max_j s_j·d_j/n_j. A machine's own stream (RR): the
+// machine takes its planned share s of the items in batches of k:
+// 0.8·k·n·gap ≥ s·d. Lanes beyond one per machine
 // are not counted, which errs towards waiting.
 func (d *Dispatcher) worthFlushing(q *queue, b *Batch, now time.Time) bool {
 	k := b.Size()
@@ -576,8 +569,8 @@ func (d *Dispatcher) worthFlushing(q *queue, b *Batch, now time.Time) bool {
 	return idleFlushUtilization*m*gap >= d.st.maxLoad
 }
 
-// idleMachine reports whether a machine that q's batches go to (RR: q's own;
-// TC: any of g's) has a free lane and nothing queued.
+// idleMachine reports whether a machine that q's batches go to (q's own, or
+// any of g's) has a free lane and nothing queued.
 func (q *queue) idleMachine(g *group) bool {
 	if q.m != nil {
 		return q.m.idle()
@@ -593,17 +586,24 @@ func (q *queue) idleMachine(g *group) bool {
 func (m *machine) idle() bool { return m.busy < m.slot.Concurrency && m.pending.len() == 0 }
 
 // idleFlushLocked is FlushIdle's half in Batch.Done: m has just freed a lane
-// and, with nothing queued on it, the open batch that would go to m (RR: m's
-// own; TC: the module's, when its group is m's) goes now, partial. A machine of
+// and, with nothing queued on it, an open batch that would go to m (its own
+// stream's, as under RR; else a shared stream's whose group is m's, as TC's
+// one batch) goes now, partial. A machine of
 // a plan already replaced matches no open batch.
 func (d *Dispatcher) idleFlushLocked(m *machine, now time.Time, out *outList) {
 	if !m.idle() || d.closed {
 		return
 	}
-	q := m.q
-	if q == nil {
-		q = d.st.tc
+	if q := m.q; q != nil {
+		d.idleFlushQueueLocked(q, m, now, out)
+		return
 	}
+	for _, q := range d.st.shared {
+		d.idleFlushQueueLocked(q, m, now, out)
+	}
+}
+
+func (d *Dispatcher) idleFlushQueueLocked(q *queue, m *machine, now time.Time, out *outList) {
 	if b := q.open; b != nil && len(b.Items) > 0 && b.g == m.g && d.worthFlushing(q, b, now) {
 		d.dispatchLocked(q, now, out, ClosedIdle)
 	}

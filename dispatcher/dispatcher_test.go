@@ -89,7 +89,7 @@ func TestPartialFlushAtLatestTime(t *testing.T) {
 	// Batch 4 never fills with two items: the batch must go at deadline − duration
 	// of its oldest item = 0 + 300ms − 100ms = 200ms, not before, not after.
 	mp := api.ModulePlan{Name: "m", BudgetMs: 300, Configs: []api.GroupPlan{gp(4, 100, 1, 10)}}
-	d, clock, s := newVirtual(t, mp, TC)
+	d, clock, s := newVirtual(t, mp, TC{})
 	tr := newTracker()
 	submitAt(t, clock, d, 0, tr.item(time.Time{}), nil)
 	submitAt(t, clock, d, 50*time.Millisecond, tr.item(time.Time{}), nil)
@@ -131,7 +131,7 @@ func TestDeadlineFailFast(t *testing.T) {
 	// Batch 1, 1 s per batch, budget 500 ms: the second item queues behind the
 	// first and its deadline passes before the machine frees.
 	mp := api.ModulePlan{Name: "m", BudgetMs: 500, Configs: []api.GroupPlan{gp(1, 1000, 1, 1)}}
-	d, clock, s := newVirtual(t, mp, TC)
+	d, clock, s := newVirtual(t, mp, TC{})
 	tr := newTracker()
 	// Already late at Submit: refused, Done never called, never sent.
 	stale := tr.item(t0.Add(-time.Second))
@@ -162,7 +162,7 @@ func TestExpiryOutlastsTheModuleDeadline(t *testing.T) {
 	// past its 500 ms module deadline, is sent when the machine frees at 1 s; a
 	// third, whose expiry passes while it queues, is given up.
 	mp := api.ModulePlan{Name: "m", BudgetMs: 500, Configs: []api.GroupPlan{gp(1, 1000, 1, 1)}}
-	d, clock, s := newVirtual(t, mp, TC)
+	d, clock, s := newVirtual(t, mp, TC{})
 	tr := newTracker()
 	for i, at := range []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond} {
 		it := tr.item(time.Time{})
@@ -199,7 +199,7 @@ func TestDummiesFillBatchesAndNeverReturn(t *testing.T) {
 	// comes back exactly once and nothing else does.
 	mp := api.ModulePlan{Name: "m", Rate: 30, DummyRate: 10, BudgetMs: 1000,
 		Configs: []api.GroupPlan{gp(4, 50, 1, 40)}}
-	d, clock, s := newVirtual(t, mp, TC)
+	d, clock, s := newVirtual(t, mp, TC{})
 	tr := newTracker()
 	const n = 300
 	items := make([]*Item, n)
@@ -239,7 +239,7 @@ func TestDummiesFillBatchesAndNeverReturn(t *testing.T) {
 
 func TestDummyOnlyBatchIsNotSent(t *testing.T) {
 	mp := api.ModulePlan{Name: "m", DummyRate: 100, Configs: []api.GroupPlan{gp(2, 10, 1, 100)}}
-	d, clock, s := newVirtual(t, mp, TC)
+	d, clock, s := newVirtual(t, mp, TC{})
 	clock.Run(t0.Add(time.Second))
 	if len(s.batches) != 0 {
 		t.Errorf("%d batches of dummies only were sent", len(s.batches))
@@ -250,8 +250,8 @@ func TestDummyOnlyBatchIsNotSent(t *testing.T) {
 }
 
 func TestPlanSwapLosesNothing(t *testing.T) {
-	for _, p := range []Policy{TC, RR} {
-		t.Run(string(p), func(t *testing.T) {
+	for _, p := range []Policy{TC{}, RR{}} {
+		t.Run(p.Name(), func(t *testing.T) {
 			before := api.ModulePlan{Name: "m", Rate: 100, BudgetMs: 10000, Configs: []api.GroupPlan{
 				gp(8, 40, 2, 80), gp(2, 15, 1, 20)}}
 			after := api.ModulePlan{Name: "m", Rate: 100, BudgetMs: 10000, Configs: []api.GroupPlan{
@@ -300,7 +300,7 @@ func TestPlanSwapLosesNothing(t *testing.T) {
 func TestRoundRobinWeights(t *testing.T) {
 	// RR sends single items by planned machine rate: 3:3:2 over A, B, C (Fig. 3).
 	mp := api.ModulePlan{Name: "m", Configs: []api.GroupPlan{gp(1, 1, 2, 6), gp(1, 1, 1, 2)}}
-	d, clock, s := newVirtual(t, mp, RR)
+	d, clock, s := newVirtual(t, mp, RR{})
 	tr := newTracker()
 	for i := 0; i < 800; i++ {
 		submitAt(t, clock, d, time.Duration(i)*10*time.Millisecond, tr.item(time.Time{}), nil)
@@ -319,7 +319,7 @@ func TestRoundRobinWeights(t *testing.T) {
 func TestTCSharesFollowPlannedRates(t *testing.T) {
 	// Two groups of 10 and 2 batches/s: whole batches in a 5:1 ratio (by batch).
 	mp := api.ModulePlan{Name: "m", Configs: []api.GroupPlan{gp(10, 500, 5, 100), gp(4, 100, 1, 8)}}
-	d, clock, s := newVirtual(t, mp, TC)
+	d, clock, s := newVirtual(t, mp, TC{})
 	tr := newTracker()
 	for i := 0; i < 1080; i++ {
 		submitAt(t, clock, d, time.Duration(i)*time.Second/108, tr.item(time.Time{}), nil)
@@ -355,8 +355,8 @@ func TestNewRejectsBadPlans(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(api.ModulePlan{Name: "m", Configs: []api.GroupPlan{good}}, Options{Sender: &vsender{}, Policy: "fifo"}); err == nil || !strings.Contains(err.Error(), "allowed: tc, rr") {
-		t.Errorf("bad policy: %v", err)
+	if _, err := New(api.ModulePlan{Name: "m", Configs: []api.GroupPlan{good}}, Options{Sender: &vsender{}, Policy: badPolicy{}}); err == nil || !strings.Contains(err.Error(), `dispatch policy "bad": stream 0: machine 7`) {
+		t.Errorf("policy routing to a machine the plan lacks: %v", err)
 	}
 	if _, err := New(api.ModulePlan{Name: "m", Configs: []api.GroupPlan{good}}, Options{}); err == nil {
 		t.Error("no Sender accepted")
@@ -380,9 +380,9 @@ func (s *goSender) Send(b *Batch) {
 	}()
 }
 
-func TestConcurrentSubmitRealClock(t *testing.T) {
-	for _, p := range []Policy{TC, RR} {
-		t.Run(string(p), func(t *testing.T) {
+func TestConcurrentSubmitSystemClock(t *testing.T) {
+	for _, p := range []Policy{TC{}, RR{}} {
+		t.Run(p.Name(), func(t *testing.T) {
 			mp := api.ModulePlan{Name: "m", BudgetMs: 60000, Configs: []api.GroupPlan{
 				{Batch: 8, Concurrency: 2, DurationMs: 1, Machines: 2, Rate: 1000},
 				{Batch: 3, Concurrency: 1, DurationMs: 1, Machines: 1.5, Rate: 300}}}
@@ -474,10 +474,10 @@ func TestIdleFlush(t *testing.T) {
 		want   []sentBatch
 		closed [numClosers]uint64 // full, deadline, idle
 	}{
-		{"tc/deadline", slow, TC, FlushDeadline, []sentBatch{{at: 30 * time.Millisecond, items: 4}}, [numClosers]uint64{1, 0, 0}},
-		{"tc/idle", slow, TC, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
-		{"rr/idle", slow, RR, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
-		{"tc/idle/planned-busy", busy, TC, FlushIdle, []sentBatch{{at: 30 * time.Millisecond, items: 4}}, [numClosers]uint64{1, 0, 0}},
+		{"tc/deadline", slow, TC{}, FlushDeadline, []sentBatch{{at: 30 * time.Millisecond, items: 4}}, [numClosers]uint64{1, 0, 0}},
+		{"tc/idle", slow, TC{}, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
+		{"rr/idle", slow, RR{}, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
+		{"tc/idle/planned-busy", busy, TC{}, FlushIdle, []sentBatch{{at: 30 * time.Millisecond, items: 4}}, [numClosers]uint64{1, 0, 0}},
 	} {
 		mp := tc.mp
 		t.Run(tc.name, func(t *testing.T) {
@@ -526,8 +526,8 @@ func TestIdleFlushRespectsEachMachinesShare(t *testing.T) {
 		policy Policy
 		mp     api.ModulePlan
 	}{
-		{"rr/90-10", RR, api.ModulePlan{Name: "m", Rate: 100, BudgetMs: 1000, Configs: []api.GroupPlan{gp(8, 60, 1, 90), gp(8, 60, 1, 10)}}},
-		{"tc/b16-b2", TC, api.ModulePlan{Name: "m", Rate: 200, BudgetMs: 1000, Configs: []api.GroupPlan{gp(16, 60, 1, 160), gp(2, 30, 1, 40)}}},
+		{"rr/90-10", RR{}, api.ModulePlan{Name: "m", Rate: 100, BudgetMs: 1000, Configs: []api.GroupPlan{gp(8, 60, 1, 90), gp(8, 60, 1, 10)}}},
+		{"tc/b16-b2", TC{}, api.ModulePlan{Name: "m", Rate: 200, BudgetMs: 1000, Configs: []api.GroupPlan{gp(16, 60, 1, 160), gp(2, 30, 1, 40)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewVirtualClock(t0)

@@ -1,7 +1,7 @@
 // Package dispatcher batches one module's requests and dispatches the batches to the
 // machines of the module's plan (paper §III-B). The live gateway and the simulator
 // run the same code: the dispatcher owns no socket and no goroutine, it is driven by
-// a Clock it is given (RealClock live, a *VirtualClock in `piccolo simulate`) and
+// a Clock it is given (SystemClock live, a *VirtualClock in `piccolo simulate`) and
 // hands batches to a Sender (the backend client live, virtual backends in the
 // simulator).
 //
@@ -11,6 +11,15 @@
 // Each group of m machines has ceil(m) slots (machines; len(Backends) when the plan
 // is placed); a fractional last machine gets its share of the group's rate. The
 // machines of one group share one batch stream.
+//
+// # Policies
+//
+// A dispatch Policy routes: it decides which open batch (stream) an arrival
+// joins and which config group a batch is filled for, through the Router it
+// builds for each plan. Everything else below (flush, lanes, dummies, plan
+// swap) is the dispatcher's and the same under every policy. TC and RR are the
+// two this package defines; main builds the Registry users choose from by name
+// (--dispatch tc|rr), with no init-time registration. Options.Policy nil is TC.
 //
 // # Throughput-cost dispatch (TC, the default)
 //

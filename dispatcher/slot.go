@@ -22,30 +22,6 @@ var (
 	ErrSender = errors.New("sender error")
 )
 
-// Policy names a dispatch policy (§III-B).
-type Policy string
-
-const (
-	// TC is throughput-cost dispatch: whole batches to config groups in
-	// throughput-cost order, each group's long-run share its planned rate.
-	TC Policy = "tc"
-	// RR is per-item round-robin over machines, weighted by planned rate: the
-	// baseline of Nexus, InferLine and Clipper.
-	RR Policy = "rr"
-)
-
-// Policies lists the names ParsePolicy accepts.
-const Policies = "tc, rr"
-
-// ParsePolicy returns the policy called name.
-func ParsePolicy(name string) (Policy, error) {
-	switch Policy(name) {
-	case TC, RR:
-		return Policy(name), nil
-	}
-	return "", fmt.Errorf("unknown dispatch policy %q; allowed: %s", name, Policies)
-}
-
 // Flush names when a partial batch is sent.
 type Flush string
 

@@ -62,7 +62,7 @@ func newRowSource(payloads []loadgen.Payload) (*rowSource, error) {
 				return nil, fmt.Errorf("%w: input %s: %w", ErrBadOptions, pl.Source, err)
 			}
 			var err error
-			if offsets, err = backends.RowOffsets(t, offsets[:0]); err != nil {
+			if offsets, err = t.RowOffsets(offsets[:0]); err != nil {
 				return nil, fmt.Errorf("%w: input %s: %w", ErrBadOptions, pl.Source, err)
 			}
 			for r := 0; r+1 < len(offsets); r++ {

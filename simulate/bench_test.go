@@ -11,8 +11,8 @@ import (
 // second (req/s metric; target ≥ 1M/s) for a one-module session: the paper's M1
 // (285 req/s + 15 dummy, batch 100, 3 machines). Each op is one simulated request.
 func BenchmarkSimulate(b *testing.B) {
-	for _, p := range []dispatcher.Policy{dispatcher.TC, dispatcher.RR} {
-		b.Run(string(p), func(b *testing.B) {
+	for _, p := range []dispatcher.Policy{dispatcher.TC{}, dispatcher.RR{}} {
+		b.Run(p.Name(), func(b *testing.B) {
 			plan := handPlan("m1", 285, 15, 2000, hg{100, 1, 1000, 3, 300})
 			// Simulate b.N requests at 285 req/s.
 			d := time.Duration(float64(b.N) / 285 * float64(time.Second))

@@ -28,7 +28,7 @@ func PlanForBursts(cfg *api.Config, opts scheduler.Options, target float64, seed
 	if !(target > 0 && target <= 1) {
 		return nil, nil, fmt.Errorf("burst target %v: must be in (0, 1]", target)
 	}
-	load := Options{Policy: dispatcher.TC, Arrival: "poisson", Duration: 60 * time.Second, Seed: seed}
+	load := Options{Policy: dispatcher.TC{}, Arrival: "poisson", Duration: 60 * time.Second, Seed: seed}
 	plan, rep, _, passed, err := search(len(Utilizations), func(i int) (*api.Plan, error) {
 		opts.MaxUtilization = Utilizations[i]
 		return scheduler.Plan(cfg, opts)

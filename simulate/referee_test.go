@@ -40,7 +40,7 @@ func TestRefereePlannerLatencyModel(t *testing.T) {
 				if err != nil {
 					t.Skipf("not planned: %v", err)
 				}
-				r, err := Run(plan, Options{Policy: dispatcher.TC, Arrival: "constant", Duration: 20 * time.Second, Seed: 1})
+				r, err := Run(plan, Options{Policy: dispatcher.TC{}, Arrival: "constant", Duration: 20 * time.Second, Seed: 1})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,9 +3,9 @@ package simulate
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -142,7 +142,7 @@ func toMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecon
 func (s *sim) report() *Report {
 	win := s.o.Duration.Seconds()
 	elapsed := s.clock.Elapsed()
-	r := &Report{Dispatch: string(s.o.Policy), Flush: string(s.o.Flush), Arrival: s.o.Arrival, DurationS: win, Seed: s.o.Seed,
+	r := &Report{Dispatch: s.o.Policy.Name(), Flush: string(s.o.Flush), Arrival: s.o.Arrival, DurationS: win, Seed: s.o.Seed,
 		SimulatedS: elapsed.Seconds()}
 	if s.o.Arrival == "gamma" {
 		r.CV2 = s.o.CV2
@@ -261,11 +261,7 @@ func errString(m map[string]int) string {
 	if len(m) == 0 {
 		return "none"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])

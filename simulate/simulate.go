@@ -15,7 +15,7 @@ import (
 
 // Options choose the load and the dispatch policy of a simulation.
 type Options struct {
-	// Policy is dispatcher.TC (default) or dispatcher.RR.
+	// Policy is the dispatch policy; nil means dispatcher.TC.
 	Policy dispatcher.Policy
 	// Flush is dispatcher.FlushDeadline (default) or dispatcher.FlushIdle.
 	Flush dispatcher.Flush
@@ -67,11 +67,8 @@ func Run(plan *api.Plan, o Options) (*Report, error) {
 	if plan == nil {
 		return nil, errors.New("simulate: no plan")
 	}
-	if o.Policy == "" {
-		o.Policy = dispatcher.TC
-	}
-	if _, err := dispatcher.ParsePolicy(string(o.Policy)); err != nil {
-		return nil, err
+	if o.Policy == nil {
+		o.Policy = dispatcher.TC{}
 	}
 	if o.Flush == "" {
 		o.Flush = dispatcher.FlushDeadline

@@ -23,7 +23,7 @@ func fig3() *api.Plan {
 
 func TestFig3(t *testing.T) {
 	max := map[dispatcher.Policy]float64{}
-	for _, p := range []dispatcher.Policy{dispatcher.TC, dispatcher.RR} {
+	for _, p := range []dispatcher.Policy{dispatcher.TC{}, dispatcher.RR{}} {
 		r, err := Run(fig3(), Options{Policy: p, Arrival: "constant", Duration: 60 * time.Second, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -35,11 +35,11 @@ func TestFig3(t *testing.T) {
 		max[p] = s.Latency.MaxMs
 		t.Logf("%s: max latency %.1f ms, p50 %.1f ms; slots: %+v", p, s.Latency.MaxMs, s.Latency.P50Ms, s.Modules[0].Slots)
 	}
-	if max[dispatcher.TC] > 2750 {
-		t.Errorf("TC max latency %.1f ms, want ≤ 2750 ms (Theorem 1: 2 s + 6/8 s)", max[dispatcher.TC])
+	if max[dispatcher.TC{}] > 2750 {
+		t.Errorf("TC max latency %.1f ms, want ≤ 2750 ms (Theorem 1: 2 s + 6/8 s)", max[dispatcher.TC{}])
 	}
-	if max[dispatcher.RR] < 3200 {
-		t.Errorf("RR max latency %.1f ms, want ≥ 3200 ms (Fig. 3: 3.375 s)", max[dispatcher.RR])
+	if max[dispatcher.RR{}] < 3200 {
+		t.Errorf("RR max latency %.1f ms, want ≥ 3200 ms (Fig. 3: 3.375 s)", max[dispatcher.RR{}])
 	}
 }
 
@@ -79,7 +79,7 @@ func TestDeadlineErrorsCounted(t *testing.T) {
 	// m3's budget (150 ms) is shorter than its batch duration (200 ms): every m3
 	// item is flushed at once and, queued behind a busy lane, some miss their
 	// deadline; those requests fail with kind "deadline" and are never sent.
-	r, err := Run(chain(150), Options{Duration: 10 * time.Second, Policy: dispatcher.TC})
+	r, err := Run(chain(150), Options{Duration: 10 * time.Second, Policy: dispatcher.TC{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,6 @@ func TestDeterministicAndValidated(t *testing.T) {
 	}{
 		{Options{}, "duration"},
 		{Options{Duration: time.Second, Arrival: "bursty"}, "unknown arrival process"},
-		{Options{Duration: time.Second, Policy: "fifo"}, "unknown dispatch policy"},
 		{Options{Duration: time.Second, Jitter: 1}, "jitter"},
 		{Options{Duration: time.Second, RatePerSec: -1}, "rate"},
 	} {

@@ -54,7 +54,7 @@ func TestSimulatedLatencyWithinWCL(t *testing.T) {
 		{"chain-of-small", handPlan("small", 90, 10, 0, hg{4, 1, 40, 1, 100})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Run(tc.plan, Options{Policy: dispatcher.TC, Arrival: "constant", Duration: 60 * time.Second, Seed: 1})
+			r, err := Run(tc.plan, Options{Policy: dispatcher.TC{}, Arrival: "constant", Duration: 60 * time.Second, Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestSimulatedLatencyWithinWCL(t *testing.T) {
 // (max_utilization < 1); the paper's proof assumes a machine is always free.
 func TestWCLBlindSpotAtFullUtilisation(t *testing.T) {
 	plan := handPlan("full", 300, 0, 0, hg{16, 1, 200, 3, 240}, hg{8, 1, 120, 1, 50}, hg{2, 1, 30, 0.5, 10})
-	r, err := Run(plan, Options{Policy: dispatcher.TC, Duration: 60 * time.Second})
+	r, err := Run(plan, Options{Policy: dispatcher.TC{}, Duration: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,7 +241,7 @@ next:
 // runPre decodes each image and writes the det input, the canvas and the scale.
 func (e *Executor) runPre(inputs []api.Tensor, n int) ([]api.Tensor, error) {
 	in := find(inputs, NameImage)
-	offs, err := backends.RowOffsets(in, nil)
+	offs, err := in.RowOffsets(nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", backends.ErrInvalidInput, err)
 	}

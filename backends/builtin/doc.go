@@ -35,7 +35,9 @@
 // Canvas, DetInput, OCR.Boxes (threshold 0.3, 8-connected components, mean score
 // ≥ 0.6, minimum-area rectangle unclipped by ratio 2.0), Crop, Rotate180,
 // LoadDictionary and CTCDecode (greedy). Channels are in BGR order and
-// normalized as PaddleOCR's training did (see /work/shared/DEPENDENCIES.md).
+// normalized as PaddleOCR's training did: det input x/255 less the mean
+// (0.485, 0.456, 0.406) over the standard deviation (0.229, 0.224, 0.225), by
+// channel index; cls and rec input (x/255 − 0.5)/0.5.
 //
 // # Concurrency
 //

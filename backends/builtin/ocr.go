@@ -18,9 +18,9 @@ import (
 	"golang.org/x/image/draw"
 )
 
-// OCR holds the settings of the OCR processing steps (PaddleOCR v4's, see
-// /work/shared/DEPENDENCIES.md). The zero value is not usable: start from
-// DefaultOCR.
+// OCR holds the settings of the OCR processing steps (PaddleOCR v4's; the
+// package doc lists the steps and the normalization). The zero value is not
+// usable: start from DefaultOCR.
 type OCR struct {
 	// DetSize is the side of the square det canvas, pixels, a multiple of 32.
 	// Larger images are scaled down to fit; smaller ones are not scaled up.

@@ -12,8 +12,8 @@
 // Tensors: a sim model declares input0 FP32 [-1, -1] and accepts any other
 // inputs too (an upstream module's outputs pass straight through). It answers
 // output0 FP32 [n, 1] whose row i is Checksum of row i of every input, so a test
-// can tell that item i's output came from item i's input. (Declaring other
-// outputs per module is left for later.)
+// can tell that item i's output came from item i's input; it declares no other
+// output.
 //
 // Sim is immutable after New; loaded models are safe for concurrent Run.
 package sim

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -158,7 +160,7 @@ func (s *Sim) Load(model string, batch, concurrency int) (backends.Model, error)
 		}
 	}
 	if len(at) == 0 {
-		return nil, fmt.Errorf("%w: %q on %s is not profiled at concurrency %d; profiled concurrencies: %v", backends.ErrInvalidInput, model, s.hardware, concurrency, sortedKeys(concs))
+		return nil, fmt.Errorf("%w: %q on %s is not profiled at concurrency %d; profiled concurrencies: %v", backends.ErrInvalidInput, model, s.hardware, concurrency, slices.Sorted(maps.Keys(concs)))
 	}
 	sort.Slice(at, func(i, j int) bool { return at[i].Batch < at[j].Batch })
 	if max := at[len(at)-1].Batch; batch > max {
@@ -197,15 +199,6 @@ func largestBatch(entries []api.ProfileEntry, concurrency int) int {
 		}
 	}
 	return b
-}
-
-func sortedKeys(m map[int]bool) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
 }
 
 func fnv64(s string) uint64 {
@@ -286,7 +279,7 @@ func checksums(inputs []api.Tensor, n int, dst []byte) error {
 	offsets := make([][]int, len(inputs))
 	for j := range inputs {
 		var err error
-		if offsets[j], err = backends.RowOffsets(&inputs[j], nil); err != nil {
+		if offsets[j], err = inputs[j].RowOffsets(nil); err != nil {
 			return err
 		}
 		if len(offsets[j]) != n+1 {

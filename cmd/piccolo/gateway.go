@@ -305,7 +305,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()
 	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()),
-		zap.String("policy", plan.Policy), zap.String("dispatch", string(pol)), zap.String("flush", string(flush)), zap.Float64("plan_cost", plan.TotalCost),
+		zap.String("policy", plan.Policy), zap.String("dispatch", pol.Name()), zap.String("flush", string(flush)), zap.Float64("plan_cost", plan.TotalCost),
 		zap.Strings("sessions", exec.Sessions()))
 	if ready != nil {
 		ready(hl.Addr().String(), gl.Addr().String())
