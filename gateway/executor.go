@@ -131,7 +131,7 @@ func (e *Executor) Infer(ctx context.Context, session string, req *InferRequest,
 		return err
 	}
 	if len(req.Inputs) == 0 {
-		return badInput("session %q: the request has no inputs", session)
+		return BadInput("session %q: the request has no inputs", session)
 	}
 	if err := e.checkInputs(d, req.Inputs); err != nil {
 		return err
@@ -202,14 +202,14 @@ func (e *Executor) checkInputs(d *dag, inputs []api.Tensor) error {
 					continue
 				}
 				if spec.Datatype != t.Datatype {
-					return badInput("session %q: input %q is %s; module %q wants %s", d.name, t.Name, t.Datatype, d.mods[m].name, spec.Datatype)
+					return BadInput("session %q: input %q is %s; module %q wants %s", d.name, t.Name, t.Datatype, d.mods[m].name, spec.Datatype)
 				}
 				fits := len(spec.Shape) == len(t.Shape)
 				for k := 1; fits && k < len(spec.Shape); k++ {
 					fits = spec.Shape[k] < 0 || spec.Shape[k] == t.Shape[k]
 				}
 				if !fits {
-					return badInput("session %q: input %q has shape %v; module %q wants %v (-1: any; dimension 0 is the batch)",
+					return BadInput("session %q: input %q has shape %v; module %q wants %v (-1: any; dimension 0 is the batch)",
 						d.name, t.Name, t.Shape, d.mods[m].name, spec.Shape)
 				}
 			}
@@ -362,7 +362,7 @@ func (r *run) finished(m int, out []api.Tensor, t Timing, err error) {
 		return
 	}
 	if err := validateOutputs(out); err != nil {
-		r.fail(wrapBackend(fmt.Sprintf("module %q", name), err))
+		r.fail(WrapBackend(fmt.Sprintf("module %q", name), err))
 		return
 	}
 	mr := &r.mods[m]
@@ -388,7 +388,7 @@ func (r *run) resolve(m int, skipped bool) {
 	if !skipped && len(n.children) > 0 {
 		var err error
 		if chosen, mr.outputs, err = r.branch(m, mr.outputs); err != nil {
-			r.fail(wrapBackend(fmt.Sprintf("module %q", n.name), err))
+			r.fail(WrapBackend(fmt.Sprintf("module %q", n.name), err))
 			return
 		}
 	}
@@ -483,7 +483,7 @@ func (r *run) startFanout(m int, inputs []api.Tensor) {
 	n := &r.d.mods[m]
 	items, err := splitDim0(inputs)
 	if err != nil {
-		r.fail(wrapBackend(fmt.Sprintf("module %q fans out the outputs of %q", n.name, r.d.mods[n.parents[0]].name), err))
+		r.fail(WrapBackend(fmt.Sprintf("module %q fans out the outputs of %q", n.name, r.d.mods[n.parents[0]].name), err))
 		return
 	}
 	mr := &r.mods[m]
@@ -511,7 +511,7 @@ func (r *run) itemDone(m, i int, out []api.Tensor, t Timing, err error) {
 		return
 	}
 	if err := validateOutputs(out); err != nil {
-		r.fail(wrapBackend(fmt.Sprintf("module %q item %d", name, i), err))
+		r.fail(WrapBackend(fmt.Sprintf("module %q item %d", name, i), err))
 		return
 	}
 	mr := &r.mods[m]
@@ -521,7 +521,7 @@ func (r *run) itemDone(m, i int, out []api.Tensor, t Timing, err error) {
 	}
 	joined, err := joinDim0(mr.items)
 	if err != nil {
-		r.fail(wrapBackend(fmt.Sprintf("module %q", name), err))
+		r.fail(WrapBackend(fmt.Sprintf("module %q", name), err))
 		return
 	}
 	for _, it := range mr.itemTimes {
@@ -566,7 +566,7 @@ func (r *run) respond(req *InferRequest, resp *InferResponse, arrival time.Time)
 				for i, t := range outs {
 					names[i] = t.Name
 				}
-				return badInput("session %q: requested output %q was not produced; this request produced: %s", d.name, want, strings.Join(names, ", "))
+				return BadInput("session %q: requested output %q was not produced; this request produced: %s", d.name, want, strings.Join(names, ", "))
 			}
 		}
 		outs = sel

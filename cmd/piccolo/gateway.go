@@ -11,12 +11,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/kserve"
+	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
@@ -130,7 +135,7 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.Float64Var(&o.burst, "burst-target", 0.999, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
-	f.IntVar(&o.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
+	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
@@ -195,7 +200,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	defer func() { _ = log.Sync() }()
 
 	reg := processRegistry()
-	metrics, err := gateway.NewMetrics(reg)
+	metrics, err := metrics.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
@@ -203,11 +208,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	liveOpts := gateway.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: metrics, Logger: log}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: metrics, Logger: log}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return planForServing(c, planOpts, o.burst) }
 	var (
-		sw     *gateway.LiveSwitch
+		sw     *dataplane.LiveSwitch
 		runner gateway.ModuleRunner
 		cc     *consulControl
 	)
@@ -231,12 +236,12 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 			return err
 		}
 		metrics.SetMembership(cfg.Backends)
-		if _, shared, err := gateway.Place(plan, cfg.Backends); err != nil {
+		if _, shared, err := dataplane.Place(plan, cfg.Backends); err != nil {
 			return err
 		} else if shared > 0 {
 			log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", shared))
 		}
-		if sw, err = gateway.NewLiveSwitch(ctx, cfg, plan, liveOpts); err != nil {
+		if sw, err = dataplane.NewLiveSwitch(ctx, cfg, plan, liveOpts); err != nil {
 			return err
 		}
 		runner = sw
@@ -253,13 +258,13 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	reg.MustRegister(sw)
-	var onConfig gateway.OnConfig
+	var onConfig controlplane.OnConfig
 	if cc != nil {
 		onConfig = cc.onConfig
 	} else {
-		onConfig = (&gateway.EmbeddedControl{Planner: planner, Switch: sw, Executor: exec, Metrics: metrics, Logger: log}).Apply
+		onConfig = (&controlplane.EmbeddedControl{Planner: planner, Switch: sw, Executor: exec, Metrics: metrics, Logger: log}).Apply
 	}
-	store, err := gateway.NewConfigStore(cfg, onConfig)
+	store, err := controlplane.NewConfigStore(cfg, onConfig)
 	if err != nil {
 		return err
 	}
@@ -267,26 +272,28 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		cc.attach(exec, store)
 	}
 	token := adminToken(o.adminToken)
-	var admin *gateway.Admin
+	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if token != "" {
-		aopts := gateway.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
+		aopts := controlplane.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
 		if cc != nil {
 			aopts.Backends = cc.backends
 		}
-		if admin, err = gateway.NewAdmin(aopts); err != nil {
+		a, err := controlplane.NewAdmin(aopts)
+		if err != nil {
 			return err
 		}
+		admin = a.Handle
 	} else {
 		log.Info("admin API off: pass --admin-token or set PICCOLO_ADMIN_TOKEN to turn it on")
 	}
 	if o.watch {
-		cw, err := gateway.StartConfigWatcher(ctx, store, o.files, gateway.WatchOptions{Logger: log})
+		cw, err := controlplane.StartConfigWatcher(ctx, store, o.files, controlplane.WatchOptions{Logger: log})
 		if err != nil {
 			return err
 		}
 		defer cw.Close()
 	}
-	srv, err := gateway.NewServer(exec, gateway.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: metrics, Logger: log, Admin: admin})
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: metrics, Logger: log, Admin: admin})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,10 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
@@ -40,13 +43,13 @@ import (
 // The request path only reads counters through an atomic pointer.
 type consulControl struct {
 	log     *zap.Logger
-	metrics *gateway.Metrics
-	opts    gateway.LiveOptions
+	metrics *metrics.Metrics
+	opts    dataplane.LiveOptions
 	ctx     context.Context
 	kv      *cluster.Client
 	sched   *cluster.Scheduler // nil with --schedule=false
 	stopped chan struct{}      // closed when sched.Run has returned (lock released)
-	planner gateway.Planner
+	planner controlplane.Planner
 	id      string
 	wait    time.Duration // how long a config change waits for its plan
 	onPlan  func(planEvent)
@@ -56,9 +59,9 @@ type consulControl struct {
 	counters atomic.Pointer[map[string]map[string]*control.Counter] // session → source module
 
 	mu      sync.Mutex // guards everything below (follow, attach, onConfig, backends)
-	sw      *gateway.LiveSwitch
+	sw      *dataplane.LiveSwitch
 	exec    *gateway.Executor
-	store   *gateway.ConfigStore
+	store   *controlplane.ConfigStore
 	applied *cluster.Record // the record live on this gateway
 	served  *api.Config     // its config, without backends
 	snap    membership.Snapshot
@@ -80,8 +83,8 @@ type planEvent struct {
 // startConsulControl starts following the cluster's plan (and, with
 // o.schedule, campaigning to be its scheduler) and returns once the first plan
 // is live (cc.sw serves it). Until then it waits, logging why, until ctx ends.
-func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config, metrics *gateway.Metrics, log *zap.Logger,
-	live gateway.LiveOptions, planner gateway.Planner) (*consulControl, error) {
+func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config, metrics *metrics.Metrics, log *zap.Logger,
+	live dataplane.LiveOptions, planner controlplane.Planner) (*consulControl, error) {
 	kv, err := cluster.New(o.consul, cluster.Options{Prefix: o.clusterPrefix, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("--consul %s: %w", o.consul, err)
@@ -201,7 +204,7 @@ func (cc *consulControl) apply(rec *cluster.Record) bool {
 	}
 	cfg := cluster.WithoutBackends(full)
 	if cc.sw == nil {
-		sw, err := gateway.NewLiveSwitch(cc.ctx, full, rec.Plan, cc.opts)
+		sw, err := dataplane.NewLiveSwitch(cc.ctx, full, rec.Plan, cc.opts)
 		if err != nil {
 			cc.log.Error("published plan not applied", zap.Uint64("version", rec.Version), zap.String("leader", rec.Leader), zap.Error(err))
 			return false
@@ -258,7 +261,7 @@ func (cc *consulControl) syncSessionsLocked(cause string) {
 
 // attach hands the control plane the executor and the config store, made after
 // the first plan went live.
-func (cc *consulControl) attach(exec *gateway.Executor, store *gateway.ConfigStore) {
+func (cc *consulControl) attach(exec *gateway.Executor, store *controlplane.ConfigStore) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	cc.exec, cc.store = exec, store
@@ -288,7 +291,7 @@ func (cc *consulControl) onConfig(ctx context.Context, cfg *api.Config, cause st
 	withMembers := *cfg
 	withMembers.Backends = cc.snap.Backends()
 	cc.mu.Unlock()
-	if _, err := gateway.PlanChange(cc.planner, &withMembers, prev, prevCfg); err != nil {
+	if _, err := controlplane.PlanChange(cc.planner, &withMembers, prev, prevCfg); err != nil {
 		return err
 	}
 	idx, err := cc.kv.PutConfig(ctx, cfg, ifIndex)
@@ -389,16 +392,16 @@ func (cc *consulControl) setCounters(cfg *api.Config) {
 }
 
 // backends is the admin API's view of the Consul membership.
-func (cc *consulControl) backends() gateway.BackendView {
+func (cc *consulControl) backends() controlplane.BackendView {
 	cc.mu.Lock()
 	s := cc.snap
 	cc.mu.Unlock()
-	v := gateway.BackendView{Source: "consul", Stale: s.Stale, At: s.At}
+	v := controlplane.BackendView{Source: "consul", Stale: s.Stale, At: s.At}
 	if s.Err != nil {
 		v.Error = s.Err.Error()
 	}
 	for _, m := range s.Members {
-		v.Backends = append(v.Backends, gateway.BackendInfo{ID: m.ID, Address: m.Address, Hardware: m.Hardware, Price: m.Price,
+		v.Backends = append(v.Backends, controlplane.BackendInfo{ID: m.ID, Address: m.Address, Hardware: m.Hardware, Price: m.Price,
 			GPU: m.GPU, GPUMemoryBytes: m.GPUMemoryBytes, Models: m.Models})
 	}
 	return v
@@ -417,7 +420,7 @@ func sameShared(a, b *api.Config) bool {
 // source module's Estimate counts one arrival (refused ones too: the rate is
 // the demand). One atomic load and two map lookups; no lock, no allocation.
 type countingRunner struct {
-	*gateway.LiveSwitch
+	*dataplane.LiveSwitch
 	cc *consulControl
 }
 

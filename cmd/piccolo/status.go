@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/controlplane"
 )
 
 // statusOptions are the flags of `piccolo status`.
@@ -137,7 +137,7 @@ func runStatus(ctx context.Context, o *statusOptions, w io.Writer) error {
 	if err != nil {
 		fmt.Fprintf(stderr, "piccolo status: warning: %v; the plan comes from /metrics\n", err)
 	}
-	var bv *gateway.BackendView
+	var bv *controlplane.BackendView
 	if plan != nil { // the token works
 		bv = fetchBackends(ctx, client, base, token)
 	}
@@ -205,12 +205,12 @@ func fetchPlan(ctx context.Context, client *http.Client, base, token string) (*a
 }
 
 // fetchBackends reads /admin/backends with token; nil when it cannot.
-func fetchBackends(ctx context.Context, client *http.Client, base, token string) *gateway.BackendView {
+func fetchBackends(ctx context.Context, client *http.Client, base, token string) *controlplane.BackendView {
 	body, status, err := httpGetAuth(ctx, client, base+"/admin/backends", token)
 	if err != nil || status != http.StatusOK {
 		return nil
 	}
-	var v gateway.BackendView
+	var v controlplane.BackendView
 	if err := json.Unmarshal(body, &v); err != nil {
 		return nil
 	}
@@ -219,7 +219,7 @@ func fetchBackends(ctx context.Context, client *http.Client, base, token string)
 
 // writeBackends prints the membership of bv: a heading with its source and
 // whether it is stale, then one row a backend.
-func writeBackends(w io.Writer, bv *gateway.BackendView) error {
+func writeBackends(w io.Writer, bv *controlplane.BackendView) error {
 	src := bv.Source
 	if src == "" {
 		src = "-"
@@ -455,7 +455,7 @@ func modulesOf(plan *api.Plan, now *statusSnapshot) (sessions []string, slo map[
 }
 
 func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base string, plan *api.Plan, planSource string,
-	bv *gateway.BackendView, from, now *statusSnapshot) error {
+	bv *controlplane.BackendView, from, now *statusSnapshot) error {
 	span := "since start"
 	elapsed := 0.0
 	if from != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/controlplane"
 )
 
 // TestStatusAdminToken boots `piccolo backend` and `piccolo gateway` with the
@@ -92,12 +92,12 @@ func TestStatusWriteBackends(t *testing.T) {
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
-		view gateway.BackendView
+		view controlplane.BackendView
 		want string
 	}{
 		{
 			name: "static",
-			view: gateway.BackendView{Source: "static", Backends: []gateway.BackendInfo{
+			view: controlplane.BackendView{Source: "static", Backends: []controlplane.BackendInfo{
 				{ID: "gpu-0", Hardware: "v100", Address: "10.0.0.1:9101", Placed: []string{"s/a", "s/b"}},
 				{ID: "cpu-10", Hardware: "cpu-4c", Address: "10.0.0.2:9101"},
 			}},
@@ -108,15 +108,15 @@ func TestStatusWriteBackends(t *testing.T) {
 		},
 		{
 			name: "stale consul",
-			view: gateway.BackendView{Source: "consul", Stale: true, At: at, Error: "consul: connection refused",
-				Backends: []gateway.BackendInfo{{ID: "gpu-0", Hardware: "v100", Address: "10.0.0.1:9101"}}},
+			view: controlplane.BackendView{Source: "consul", Stale: true, At: at, Error: "consul: connection refused",
+				Backends: []controlplane.BackendInfo{{ID: "gpu-0", Hardware: "v100", Address: "10.0.0.1:9101"}}},
 			want: "backends (from /admin/backends): source consul, STALE since 2026-11-23T10:00:00Z: consul: connection refused\n" +
 				"ID     HARDWARE  ADDRESS        PLACED\n" +
 				"gpu-0  v100      10.0.0.1:9101  none\n\n",
 		},
 		{
 			name: "none",
-			view: gateway.BackendView{},
+			view: controlplane.BackendView{},
 			want: "backends (from /admin/backends): source -\nID  HARDWARE  ADDRESS  PLACED\n\n",
 		},
 	} {

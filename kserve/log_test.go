@@ -1,4 +1,4 @@
-package gateway
+package kserve
 
 import (
 	"context"
@@ -12,13 +12,15 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 )
 
 // failRunner fails every item with err.
 type failRunner struct{ err error }
 
-func (f failRunner) Run(_ context.Context, _, _ string, _ []api.Tensor, _ time.Time, done func([]api.Tensor, Timing, error)) {
-	done(nil, Timing{}, f.err)
+func (f failRunner) Run(_ context.Context, _, _ string, _ []api.Tensor, _ time.Time, done func([]api.Tensor, gateway.Timing, error)) {
+	done(nil, gateway.Timing{}, f.err)
 }
 func (failRunner) Estimate(string, string) time.Duration { return 0 }
 
@@ -28,15 +30,15 @@ func TestFailedRequestsAreLoggedWithRequestFields(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	sessions := []api.Session{{Name: "s", SLO: api.Duration(time.Second), Modules: []api.Module{{Name: "m", Model: "m", Rate: 1}}}}
 	for _, tc := range []struct {
-		runner ModuleRunner
+		runner gateway.ModuleRunner
 		level  string
 		status int
 	}{
-		{failRunner{ErrUnavailable}, "warn", 503},
-		{echoRunner{}, "", 200},
+		{failRunner{gateway.ErrUnavailable}, "warn", 503},
+		{gatewaytest.EchoRunner{}, "", 200},
 	} {
 		logs.TakeAll()
-		exec, err := NewExecutor(tc.runner, sessions)
+		exec, err := gateway.NewExecutor(tc.runner, sessions)
 		if err != nil {
 			t.Fatal(err)
 		}

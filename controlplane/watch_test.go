@@ -1,4 +1,4 @@
-package gateway
+package controlplane
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
 )
 
 // waitReload waits for the watcher's next report.
@@ -71,7 +72,7 @@ func TestConfigWatcherReloads(t *testing.T) {
 	if v := h.store.Current().Version; v != 2 {
 		t.Errorf("version %d after an invalid edit, want 2", v)
 	}
-	if status, m := httpDo(t, "POST", h.url+"/v2/models/solo/infer", infer); status != 200 {
+	if status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/solo/infer", infer); status != 200 {
 		t.Errorf("solo after an invalid edit: %d %v", status, m)
 	}
 
@@ -92,16 +93,16 @@ func TestConfigWatcherReloads(t *testing.T) {
 	if _, ok := h.store.Current().Config.Session("solo"); ok {
 		t.Error("solo still in the config after the save that removed it")
 	}
-	if status, _ := httpDo(t, "POST", h.url+"/v2/models/solo/infer", infer); status != 404 {
+	if status, _ := testharness.HTTPDo(t, "POST", h.url+"/v2/models/solo/infer", infer); status != 404 {
 		t.Errorf("solo after its removal: %d, want 404", status)
 	}
-	if status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", infer); status != 200 {
+	if status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/pipe/infer", infer); status != 200 {
 		t.Errorf("pipe after solo's removal: %d %v", status, m)
 	}
 }
 
 func TestConfigStoreSerialises(t *testing.T) {
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(harnessProfiles)})
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(testharness.ChainProfiles)})
 	if err != nil {
 		t.Fatal(err)
 	}

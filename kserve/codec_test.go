@@ -1,7 +1,6 @@
-package gateway
+package kserve
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
@@ -10,58 +9,36 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
 )
-
-func le32(vs ...uint32) []byte {
-	var b []byte
-	for _, v := range vs {
-		b = binary.LittleEndian.AppendUint32(b, v)
-	}
-	return b
-}
-
-func fp32(vs ...float32) []byte {
-	var b []byte
-	for _, v := range vs {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-	}
-	return b
-}
-
-func bytesElems(vs ...string) []byte {
-	var b []byte
-	for _, v := range vs {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
-		b = append(b, v...)
-	}
-	return b
-}
 
 func TestDecodeInferRequest(t *testing.T) {
 	tests := []struct {
 		name string
 		body string
-		want InferRequest
+		want gateway.InferRequest
 	}{
 		{
 			name: "flat FP32 with id and outputs",
 			body: `{"id":"r1","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2.5,-3,4e2]}],"outputs":[{"name":"y"}]}`,
-			want: InferRequest{ID: "r1", Inputs: []api.Tensor{{Name: "x", Datatype: "FP32", Shape: []int64{2, 2}, Data: fp32(1, 2.5, -3, 400)}}, Outputs: []string{"y"}},
+			want: gateway.InferRequest{ID: "r1", Inputs: []api.Tensor{{Name: "x", Datatype: "FP32", Shape: []int64{2, 2}, Data: gatewaytest.FP32(1, 2.5, -3, 400)}}, Outputs: []string{"y"}},
 		},
 		{
 			name: "nested data, data before shape and datatype, parameters ignored",
 			body: `{"parameters":{"a":1},"inputs":[{"data":[[1,2],[3,4]],"name":"x","parameters":{"content_type":"x"},"shape":[2,2],"datatype":"INT32"}]}`,
-			want: InferRequest{Inputs: []api.Tensor{{Name: "x", Datatype: "INT32", Shape: []int64{2, 2}, Data: le32(1, 2, 3, 4)}}},
+			want: gateway.InferRequest{Inputs: []api.Tensor{{Name: "x", Datatype: "INT32", Shape: []int64{2, 2}, Data: gatewaytest.LE32(1, 2, 3, 4)}}},
 		},
 		{
 			name: "BYTES with escapes and unicode",
 			body: `{"inputs":[{"name":"s","shape":[2],"datatype":"BYTES","data":["a\"b\n","\u00e9\ud83d\ude00"]}]}`,
-			want: InferRequest{Inputs: []api.Tensor{{Name: "s", Datatype: "BYTES", Shape: []int64{2}, Data: bytesElems("a\"b\n", "é😀")}}},
+			want: gateway.InferRequest{Inputs: []api.Tensor{{Name: "s", Datatype: "BYTES", Shape: []int64{2}, Data: gatewaytest.BytesElems("a\"b\n", "é😀")}}},
 		},
 		{
 			name: "BOOL, INT8 and UINT64 extremes",
 			body: `{"inputs":[{"name":"b","shape":[2],"datatype":"BOOL","data":[true,false]},{"name":"i","shape":[2],"datatype":"INT8","data":[-128,127]},{"name":"u","shape":[1],"datatype":"UINT64","data":[18446744073709551615]}]}`,
-			want: InferRequest{Inputs: []api.Tensor{
+			want: gateway.InferRequest{Inputs: []api.Tensor{
 				{Name: "b", Datatype: "BOOL", Shape: []int64{2}, Data: []byte{1, 0}},
 				{Name: "i", Datatype: "INT8", Shape: []int64{2}, Data: []byte{0x80, 0x7f}},
 				{Name: "u", Datatype: "UINT64", Shape: []int64{1}, Data: []byte{255, 255, 255, 255, 255, 255, 255, 255}},
@@ -70,7 +47,7 @@ func TestDecodeInferRequest(t *testing.T) {
 		{
 			name: "FP16 and BF16",
 			body: `{"inputs":[{"name":"h","shape":[3],"datatype":"FP16","data":[1,-2,65504]},{"name":"bf","shape":[1],"datatype":"BF16","data":[1.5]}]}`,
-			want: InferRequest{Inputs: []api.Tensor{
+			want: gateway.InferRequest{Inputs: []api.Tensor{
 				{Name: "h", Datatype: "FP16", Shape: []int64{3}, Data: []byte{0x00, 0x3c, 0x00, 0xc0, 0xff, 0x7b}},
 				{Name: "bf", Datatype: "BF16", Shape: []int64{1}, Data: []byte{0xc0, 0x3f}},
 			}},
@@ -78,12 +55,12 @@ func TestDecodeInferRequest(t *testing.T) {
 		{
 			name: "empty tensor",
 			body: ` { "inputs" : [ { "name" : "e" , "shape" : [0,3] , "datatype" : "FP64" , "data" : [ ] } ] } `,
-			want: InferRequest{Inputs: []api.Tensor{{Name: "e", Datatype: "FP64", Shape: []int64{0, 3}, Data: []byte{}}}},
+			want: gateway.InferRequest{Inputs: []api.Tensor{{Name: "e", Datatype: "FP64", Shape: []int64{0, 3}, Data: []byte{}}}},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var got InferRequest
+			var got gateway.InferRequest
 			if err := DecodeInferRequest([]byte(tc.body), &got); err != nil {
 				t.Fatalf("DecodeInferRequest: %v", err)
 			}
@@ -138,12 +115,12 @@ func TestDecodeInferRequestErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var req InferRequest
+			var req gateway.InferRequest
 			err := DecodeInferRequest([]byte(tc.body), &req)
 			if err == nil {
 				t.Fatalf("DecodeInferRequest(%s) succeeded, want error containing %q", tc.body, tc.want)
 			}
-			if !errors.Is(err, ErrBadInput) {
+			if !errors.Is(err, gateway.ErrBadInput) {
 				t.Errorf("error %q does not match ErrBadInput", err)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
@@ -154,13 +131,13 @@ func TestDecodeInferRequestErrors(t *testing.T) {
 }
 
 func TestAppendInferResponse(t *testing.T) {
-	resp := InferResponse{
+	resp := gateway.InferResponse{
 		ModelName:  "traffic",
 		ID:         "r\"1",
-		Parameters: []Param{{Key: "piccolo.e2e_ms", Value: 12.5}},
+		Parameters: []gateway.Param{{Key: "piccolo.e2e_ms", Value: 12.5}},
 		Outputs: []api.Tensor{
-			{Name: "y", Datatype: "FP32", Shape: []int64{1, 3}, Data: fp32(1, -0.5, float32(math.NaN()))},
-			{Name: "s", Datatype: "BYTES", Shape: []int64{2}, Data: bytesElems("hi\n", "\xff")},
+			{Name: "y", Datatype: "FP32", Shape: []int64{1, 3}, Data: gatewaytest.FP32(1, -0.5, float32(math.NaN()))},
+			{Name: "s", Datatype: "BYTES", Shape: []int64{2}, Data: gatewaytest.BytesElems("hi\n", "\xff")},
 			{Name: "h", Datatype: "FP16", Shape: []int64{1}, Data: []byte{0x00, 0x3c}},
 			{Name: "i", Datatype: "INT64", Shape: []int64{1}, Data: []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
 		},
@@ -181,8 +158,8 @@ func TestAppendInferResponse(t *testing.T) {
 		t.Errorf("not valid JSON: %s", got)
 	}
 
-	bad := InferResponse{Outputs: []api.Tensor{{Name: "y", Datatype: "FP32", Shape: []int64{2}, Data: fp32(1)}}}
-	if _, err := AppendInferResponse(nil, &bad); !errors.Is(err, ErrBackend) {
+	bad := gateway.InferResponse{Outputs: []api.Tensor{{Name: "y", Datatype: "FP32", Shape: []int64{2}, Data: gatewaytest.FP32(1)}}}
+	if _, err := AppendInferResponse(nil, &bad); !errors.Is(err, gateway.ErrBackend) {
 		t.Errorf("truncated output: got %v, want ErrBackend", err)
 	}
 }
@@ -197,16 +174,16 @@ func TestRoundTrip(t *testing.T) {
 		`{"name":"e","shape":[3],"datatype":"FP16","data":[0.000061035156,-0.33325195,5e-8]},` +
 		`{"name":"f","shape":[1],"datatype":"UINT8","data":[7]},` +
 		`{"name":"g","shape":[2],"datatype":"FP32","data":[3.4028235e38,1e-45]}]}`
-	var req InferRequest
+	var req gateway.InferRequest
 	if err := DecodeInferRequest([]byte(body), &req); err != nil {
 		t.Fatal(err)
 	}
-	out, err := AppendInferResponse(nil, &InferResponse{ModelName: "m", Outputs: req.Inputs})
+	out, err := AppendInferResponse(nil, &gateway.InferResponse{ModelName: "m", Outputs: req.Inputs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := strings.Replace(string(out), `"model_name":"m","outputs"`, `"inputs"`, 1)
-	var again InferRequest
+	var again gateway.InferRequest
 	if err := DecodeInferRequest([]byte(in), &again); err != nil {
 		t.Fatalf("decode of encoded %s: %v", in, err)
 	}
@@ -220,10 +197,10 @@ func FuzzDecodeInferRequest(f *testing.F) {
 	f.Add([]byte(`{"inputs":[{"data":["a","\u00e9"],"name":"s","shape":[2],"datatype":"BYTES"}]}`))
 	f.Add([]byte(`{"inputs":[{"name":"b","shape":[1],"datatype":"BOOL","data":[true]},{"name":"h","shape":[1],"datatype":"FP16","data":[1e-7]}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var req InferRequest
+		var req gateway.InferRequest
 		err := DecodeInferRequest(body, &req)
 		if err != nil {
-			if !errors.Is(err, ErrBadInput) {
+			if !errors.Is(err, gateway.ErrBadInput) {
 				t.Fatalf("error %v does not match ErrBadInput", err)
 			}
 			return
@@ -233,7 +210,7 @@ func FuzzDecodeInferRequest(f *testing.F) {
 				t.Fatalf("accepted an invalid tensor: %v", err)
 			}
 		}
-		out, err := AppendInferResponse(nil, &InferResponse{ModelName: "m", ID: req.ID, Outputs: req.Inputs})
+		out, err := AppendInferResponse(nil, &gateway.InferResponse{ModelName: "m", ID: req.ID, Outputs: req.Inputs})
 		if err != nil {
 			t.Fatalf("cannot encode what was decoded: %v", err)
 		}
@@ -243,13 +220,12 @@ func FuzzDecodeInferRequest(f *testing.F) {
 	})
 }
 
-var benchBody = []byte(`{"id":"42","inputs":[{"name":"x","shape":[1,64],"datatype":"FP32","data":[` +
-	strings.Repeat("0.25,", 63) + `1.5]}]}`)
+var benchBody = testharness.InferBody
 
 func BenchmarkDecodeInferRequest(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchBody)))
-	var req InferRequest
+	var req gateway.InferRequest
 	for b.Loop() {
 		if err := DecodeInferRequest(benchBody, &req); err != nil {
 			b.Fatal(err)
@@ -258,11 +234,11 @@ func BenchmarkDecodeInferRequest(b *testing.B) {
 }
 
 func BenchmarkAppendInferResponse(b *testing.B) {
-	var req InferRequest
+	var req gateway.InferRequest
 	if err := DecodeInferRequest(benchBody, &req); err != nil {
 		b.Fatal(err)
 	}
-	resp := InferResponse{ModelName: "m", ID: "42", Parameters: []Param{{"piccolo.e2e_ms", 1.25}}, Outputs: req.Inputs}
+	resp := gateway.InferResponse{ModelName: "m", ID: "42", Parameters: []gateway.Param{{Key: "piccolo.e2e_ms", Value: 1.25}}, Outputs: req.Inputs}
 	b.ReportAllocs()
 	var buf []byte
 	for b.Loop() {

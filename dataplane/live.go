@@ -1,10 +1,11 @@
-package gateway
+package dataplane
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/metrics"
 )
 
 // Place assigns backends to the machines of plan, the embedded default until the
@@ -106,7 +109,7 @@ type LiveOptions struct {
 	SlackFraction float64
 	// Metrics, when set, records each module's queue and compute times and batch
 	// sizes (children resolved here, once per module).
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 }
 
 // LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher
@@ -126,9 +129,9 @@ type LiveRunner struct {
 type modelAt struct{ addr, model string }
 
 var (
-	_ ModuleRunner      = (*LiveRunner)(nil)
-	_ MetadataSource    = (*LiveRunner)(nil)
-	_ dispatcher.Sender = (*liveModule)(nil)
+	_ gateway.ModuleRunner   = (*LiveRunner)(nil)
+	_ gateway.MetadataSource = (*LiveRunner)(nil)
+	_ dispatcher.Sender      = (*liveModule)(nil)
 )
 
 // liveModule is one module: its dispatcher, the clients of its backends, and the
@@ -146,9 +149,9 @@ type liveModule struct {
 	outstanding          atomic.Int64
 	items                sync.Pool
 	itemDone             func(*dispatcher.Item)
-	inputs, outputs      []TensorMeta
+	inputs, outputs      []gateway.TensorMeta
 	hasMeta              bool
-	metrics              *moduleMetrics // nil: none recorded
+	metrics              *metrics.ModuleMetrics // nil: none recorded
 }
 
 // NewLiveRunner places plan on cfg's static backends (Place), loads every module's
@@ -199,7 +202,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 				budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)),
 				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond))}
 			lm.itemDone = lm.finish
-			lm.metrics = opts.Metrics.module(sp.Name, mp.Name)
+			lm.metrics = opts.Metrics.Module(sp.Name, mp.Name)
 			switch {
 			case opts.SlackFraction == 0:
 				lm.slack = lm.budget / 10
@@ -278,10 +281,10 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	return r, nil
 }
 
-func specsToMeta(specs []backends.TensorSpec) []TensorMeta {
-	out := make([]TensorMeta, len(specs))
+func specsToMeta(specs []backends.TensorSpec) []gateway.TensorMeta {
+	out := make([]gateway.TensorMeta, len(specs))
 	for i, s := range specs {
-		out[i] = TensorMeta{Name: s.Name, Datatype: s.Datatype, Shape: s.Shape}
+		out[i] = gateway.TensorMeta{Name: s.Name, Datatype: s.Datatype, Shape: s.Shape}
 	}
 	return out
 }
@@ -327,9 +330,9 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 		return lm, nil
 	}
 	if why, ok := r.failed[session]; ok {
-		return nil, fmt.Errorf("%w: session %q has no plan: %s", ErrUnavailable, session, why)
+		return nil, fmt.Errorf("%w: session %q has no plan: %s", gateway.ErrUnavailable, session, why)
 	}
-	return nil, fmt.Errorf("%w: session %q module %q is not in the plan", ErrUnavailable, session, module)
+	return nil, fmt.Errorf("%w: session %q module %q is not in the plan", gateway.ErrUnavailable, session, module)
 }
 
 // Run submits one item to the module's dispatcher. The item's dispatch deadline
@@ -340,10 +343,10 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 // shortest time the rest of the DAG needs (this module's included) and the
 // slack (docs/dataplane.md, "Module deadlines").
 func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
-	done func([]api.Tensor, Timing, error)) {
+	done func([]api.Tensor, gateway.Timing, error)) {
 	lm, err := r.module(session, module)
 	if err != nil {
-		done(nil, Timing{}, err)
+		done(nil, gateway.Timing{}, err)
 		return
 	}
 	li, _ := lm.items.Get().(*liveItem)
@@ -373,7 +376,7 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 		lm.outstanding.Add(-1)
 		*li = liveItem{}
 		lm.items.Put(li)
-		done(nil, Timing{}, mapBackendError(fmt.Errorf("module %q: %w", module, err)))
+		done(nil, gateway.Timing{}, mapBackendError(fmt.Errorf("module %q: %w", module, err)))
 	}
 }
 
@@ -382,7 +385,7 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 // separately sets err on the ones that failed). Pooled per module.
 type liveItem struct {
 	dispatcher.Item
-	done     func([]api.Tensor, Timing, error)
+	done     func([]api.Tensor, gateway.Timing, error)
 	deadline time.Time // the request's end-to-end deadline: bounds the backend call
 	err      error
 }
@@ -393,10 +396,10 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 	lm.outstanding.Add(-1)
 	li := it.Tag.(*liveItem)
 	done := li.done
-	var t Timing
+	var t gateway.Timing
 	if !it.Sent.IsZero() {
-		t = Timing{Queue: it.Sent.Sub(it.Arrival), Compute: it.Finished.Sub(it.Sent)}
-		lm.metrics.item(t)
+		t = gateway.Timing{Queue: it.Sent.Sub(it.Arrival), Compute: it.Finished.Sub(it.Sent)}
+		lm.metrics.Item(t)
 	}
 	out, err := it.Outputs, it.Err
 	if err == nil {
@@ -473,7 +476,7 @@ func (r *LiveRunner) Estimate(session, module string) time.Duration {
 }
 
 // ModuleMetadata returns the module's model's tensors as its backend reported them.
-func (r *LiveRunner) ModuleMetadata(session, module string) (inputs, outputs []TensorMeta, ok bool) {
+func (r *LiveRunner) ModuleMetadata(session, module string) (inputs, outputs []gateway.TensorMeta, ok bool) {
 	lm, found := r.sessions[session][module]
 	if !found || !lm.hasMeta {
 		return nil, nil, false
@@ -490,10 +493,10 @@ func (r *LiveRunner) ModuleMetadata(session, module string) (inputs, outputs []T
 func (lm *liveModule) Send(b *dispatcher.Batch) { go lm.send(b) }
 
 func (lm *liveModule) send(b *dispatcher.Batch) {
-	lm.metrics.batch(len(b.Items) + b.Dummies)
+	lm.metrics.Batch(len(b.Items) + b.Dummies)
 	c := lm.clients[b.Slot.Backend]
 	if c == nil {
-		b.Done(nil, fmt.Errorf("%w: module %q: slot %s has no backend client", ErrUnavailable, lm.name, b.Slot))
+		b.Done(nil, fmt.Errorf("%w: module %q: slot %s has no backend client", gateway.ErrUnavailable, lm.name, b.Slot))
 		return
 	}
 	var latest time.Time
@@ -503,7 +506,7 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 		}
 	}
 	if latest.IsZero() {
-		latest = time.Now().Add(DefaultTimeout)
+		latest = time.Now().Add(gateway.DefaultTimeout)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), latest)
 	defer cancel()
@@ -627,7 +630,7 @@ func stackable(a, b []api.Tensor) bool {
 	}
 	for i := range a {
 		if a[i].Name != b[i].Name || a[i].Datatype != b[i].Datatype || len(a[i].Shape) != len(b[i].Shape) ||
-			len(a[i].Shape) == 0 || !equalDims(a[i].Shape[1:], b[i].Shape[1:]) {
+			len(a[i].Shape) == 0 || !slices.Equal(a[i].Shape[1:], b[i].Shape[1:]) {
 			return false
 		}
 	}
@@ -640,17 +643,17 @@ func mapBackendError(err error) error {
 	var sentinel error
 	switch {
 	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
-		sentinel = ErrDeadline
+		sentinel = gateway.ErrDeadline
 	case errors.Is(err, backends.ErrInvalidInput):
-		sentinel = ErrBadInput
+		sentinel = gateway.ErrBadInput
 	case errors.Is(err, dispatcher.ErrClosed), errors.Is(err, backends.ErrBackendUnavailable),
 		errors.Is(err, backends.ErrModelNotLoaded), errors.Is(err, backends.ErrUnknownModel),
 		errors.Is(err, backends.ErrBackendOverloaded), errors.Is(err, backends.ErrPoolClosed):
-		sentinel = ErrUnavailable
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrBackend), errors.Is(err, ErrDeadline), errors.Is(err, ErrBadInput):
+		sentinel = gateway.ErrUnavailable
+	case errors.Is(err, gateway.ErrUnavailable), errors.Is(err, gateway.ErrBackend), errors.Is(err, gateway.ErrDeadline), errors.Is(err, gateway.ErrBadInput):
 		return err
 	default:
-		sentinel = ErrBackend
+		sentinel = gateway.ErrBackend
 	}
 	return fmt.Errorf("%w: %w", sentinel, err)
 }

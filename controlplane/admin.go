@@ -1,4 +1,4 @@
-package gateway
+package controlplane
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
 )
 
 // AdminMaxBodyBytes bounds the body of PUT /admin/sessions/{name}.
@@ -105,7 +106,6 @@ func NewAdmin(opts AdminOptions) (*Admin, error) {
 }
 
 var (
-	prefAdmin         = []byte("/admin/")
 	prefAdminSessions = "/admin/sessions/"
 	bearerPrefix      = []byte("Bearer ")
 )
@@ -308,7 +308,7 @@ func unknownSession(name string, cfg *api.Config) *adminError {
 		names[i] = s.Name
 	}
 	sort.Strings(names)
-	return &adminError{status: 404, msg: fmt.Sprintf("%v %q; known sessions: %s", ErrUnknownSession, name, strings.Join(names, ", "))}
+	return &adminError{status: 404, msg: fmt.Sprintf("%v %q; known sessions: %s", gateway.ErrUnknownSession, name, strings.Join(names, ", "))}
 }
 
 // changeResult is the answer to a change that went live.
@@ -390,7 +390,7 @@ func (a *Admin) update(ctx *fasthttp.RequestCtx, ifVersion uint64, change func(*
 }
 
 func (a *Admin) result(snap ConfigSnapshot, start time.Time, s *sessionJSON, deleted string) changeResult {
-	r := changeResult{Version: snap.Version, Session: s, Deleted: deleted, TookMs: ms(time.Since(start))}
+	r := changeResult{Version: snap.Version, Session: s, Deleted: deleted, TookMs: float64(time.Since(start)) / float64(time.Millisecond)}
 	if p := a.opts.Plan(); p != nil {
 		r.PlanCost = p.TotalCost
 		if s != nil {
@@ -577,7 +577,7 @@ func (a *Admin) writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 		status, b = 500, []byte(`{"error":`+strconv.Quote(err.Error())+`}`)
 	}
 	ctx.SetStatusCode(status)
-	ctx.SetContentTypeBytes(jsonType)
+	ctx.SetContentType("application/json")
 	ctx.SetBody(append(b, '\n'))
 }
 

@@ -1,4 +1,4 @@
-package gateway
+package dataplane
 
 import (
 	"context"
@@ -7,14 +7,17 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
 )
 
 // harnessChainOnSims serves the harness chain on two v100 sim backends and
 // plans it with the piccolo policy.
 func harnessChainOnSims(t *testing.T) (*api.Config, *api.Plan) {
 	t.Helper()
-	cfg := mustLoad(t, harnessProfiles+startSimBackends(t, mustLoad(t, harnessProfiles).Profiles, 2))
-	plan, err := testPlanner(cfg)
+	cfg := mustLoad(t, testharness.ChainProfiles+testharness.StartSimBackends(t, mustLoad(t, testharness.ChainProfiles).Profiles, 2))
+	plan, err := testharness.Planner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,11 +26,11 @@ func harnessChainOnSims(t *testing.T) (*api.Config, *api.Plan) {
 
 // inferPipe sends one request to the harness chain through exec and returns
 // how long it took.
-func inferPipe(t *testing.T, exec *Executor) time.Duration {
+func inferPipe(t *testing.T, exec *gateway.Executor) time.Duration {
 	t.Helper()
-	req := &InferRequest{Inputs: []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: fp32(1, 2)}}}
+	req := &gateway.InferRequest{Inputs: []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: gatewaytest.FP32(1, 2)}}}
 	start := time.Now()
-	if err := exec.Infer(context.Background(), "pipe", req, &InferResponse{}); err != nil {
+	if err := exec.Infer(context.Background(), "pipe", req, &gateway.InferResponse{}); err != nil {
 		t.Fatal(err)
 	}
 	return time.Since(start)
@@ -48,7 +51,7 @@ func TestIdleFlushServesALoneRequestAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exec, err := NewExecutor(runner, cfg.Sessions)
+		exec, err := gateway.NewExecutor(runner, cfg.Sessions)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +92,7 @@ func TestIdleFlushEstimateSurvivesAReplan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sw.Close()
-	exec, err := NewExecutor(sw, cfg.Sessions)
+	exec, err := gateway.NewExecutor(sw, cfg.Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package metrics_test
 
 import (
 	"bytes"
@@ -19,7 +19,13 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dataplane"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
+	"github.com/piccolo-serving/piccolo/kserve"
 	"github.com/piccolo-serving/piccolo/loadgen"
+	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
@@ -50,8 +56,8 @@ sessions:
 // metricsGateway is a gateway with every metric on, over two sim backends.
 type metricsGateway struct {
 	url     string
-	metrics *Metrics
-	runner  *LiveRunner
+	metrics *metrics.Metrics
+	runner  *dataplane.LiveRunner
 }
 
 func startMetricsGateway(t testing.TB, configText string) *metricsGateway {
@@ -61,7 +67,7 @@ func startMetricsGateway(t testing.TB, configText string) *metricsGateway {
 		t.Fatal(err)
 	}
 	cfg, err := api.LoadBytes(api.NamedDoc{Name: "config.yaml", Data: []byte(configText)},
-		api.NamedDoc{Name: "backends.yaml", Data: []byte(startSimBackends(t, base.Profiles, 2))})
+		api.NamedDoc{Name: "backends.yaml", Data: []byte(testharness.StartSimBackends(t, base.Profiles, 2))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +78,7 @@ func startMetricsGateway(t testing.TB, configText string) *metricsGateway {
 	}
 	took := time.Since(start)
 	reg := prometheus.NewRegistry()
-	metrics, err := NewMetrics(reg)
+	metrics, err := metrics.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,17 +86,17 @@ func startMetricsGateway(t testing.TB, configText string) *metricsGateway {
 		t.Fatal(err)
 	}
 	metrics.SetMembership(cfg.Backends)
-	runner, err := NewLiveRunner(context.Background(), cfg, plan, LiveOptions{Metrics: metrics})
+	runner, err := dataplane.NewLiveRunner(context.Background(), cfg, plan, dataplane.LiveOptions{Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { runner.Close() })
 	reg.MustRegister(runner)
-	exec, err := NewExecutor(runner, cfg.Sessions)
+	exec, err := gateway.NewExecutor(runner, cfg.Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(exec, ServerOptions{Metrics: metrics})
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +307,7 @@ func TestMetricsAgreeWithLoadgen(t *testing.T) {
 }
 
 func TestMetricsSetPlanRejectsUnknownCause(t *testing.T) {
-	m, err := NewMetrics(prometheus.NewRegistry())
+	m, err := metrics.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +319,7 @@ func TestMetricsSetPlanRejectsUnknownCause(t *testing.T) {
 
 func TestMetricsMembershipKeepsGoneHardwareAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := metrics.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +355,7 @@ func TestMetricsMembershipKeepsGoneHardwareAtZero(t *testing.T) {
 //
 //	go test -run '^$' -bench GatewayMetricsOnOff -benchtime 20000x ./gateway
 func BenchmarkGatewayMetricsOnOff(b *testing.B) {
-	sessions := sessionsFromYAML(b, `
+	sessions := gatewaytest.SessionsFromYAML(b, `
 sessions:
   - name: echo
     slo: 1s
@@ -357,38 +363,38 @@ sessions:
       - {name: e, model: m, rate: 1}
 `)
 	serve := func(withMetrics bool) string {
-		exec, err := NewExecutor(echoRunner{}, sessions)
+		exec, err := gateway.NewExecutor(gatewaytest.EchoRunner{}, sessions)
 		if err != nil {
 			b.Fatal(err)
 		}
-		var opts ServerOptions
+		var opts kserve.ServerOptions
 		if withMetrics {
 			reg := prometheus.NewRegistry()
-			if opts.Metrics, err = NewMetrics(reg); err != nil {
+			if opts.Metrics, err = metrics.NewMetrics(reg); err != nil {
 				b.Fatal(err)
 			}
 		}
-		srv, err := NewServer(exec, opts)
+		srv, err := kserve.NewServer(exec, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return serveFast(b, srv.HandleHTTP)
+		return testharness.ServeFast(b, srv.HandleHTTP)
 	}
 	on, off := serve(true), serve(false)
 	const conc = 16
-	hammer(b, on, "/v2/models/echo/infer", benchBody, 500, conc)
-	hammer(b, off, "/v2/models/echo/infer", benchBody, 500, conc)
+	testharness.Hammer(b, on, "/v2/models/echo/infer", testharness.InferBody, 500, conc)
+	testharness.Hammer(b, off, "/v2/models/echo/infer", testharness.InferBody, 500, conc)
 	b.ResetTimer()
 	var onRate, offRate float64
 	rounds := 6
 	per := max(b.N/rounds, 200)
 	for i := range rounds {
 		if i%2 == 0 { // alternate which goes first
-			onRate += hammer(b, on, "/v2/models/echo/infer", benchBody, per, conc) / float64(rounds)
-			offRate += hammer(b, off, "/v2/models/echo/infer", benchBody, per, conc) / float64(rounds)
+			onRate += testharness.Hammer(b, on, "/v2/models/echo/infer", testharness.InferBody, per, conc) / float64(rounds)
+			offRate += testharness.Hammer(b, off, "/v2/models/echo/infer", testharness.InferBody, per, conc) / float64(rounds)
 		} else {
-			offRate += hammer(b, off, "/v2/models/echo/infer", benchBody, per, conc) / float64(rounds)
-			onRate += hammer(b, on, "/v2/models/echo/infer", benchBody, per, conc) / float64(rounds)
+			offRate += testharness.Hammer(b, off, "/v2/models/echo/infer", testharness.InferBody, per, conc) / float64(rounds)
+			onRate += testharness.Hammer(b, on, "/v2/models/echo/infer", testharness.InferBody, per, conc) / float64(rounds)
 		}
 	}
 	b.ReportMetric(onRate, "metrics_on_req/s")

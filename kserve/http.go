@@ -1,17 +1,20 @@
-package gateway
+package kserve
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"go.uber.org/zap"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/valyala/fasthttp"
 )
 
@@ -26,22 +29,23 @@ type ServerOptions struct {
 	// Version is reported by server metadata.
 	Version string
 	// Metrics, when set, counts requests and serves GET /metrics on the HTTP port.
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Logger receives one line per failed request, with the session and the
 	// request id: at warn for the gateway's and backends' failures (5xx), at
 	// debug for the client's (4xx). Nothing is logged for a request that
 	// succeeds. Nil logs nothing.
 	Logger *zap.Logger
 	// Admin, when set, serves the admin API under /admin/ on the HTTP port
-	// (admin.go); without it /admin/ answers 404 saying the API is off.
-	Admin *Admin
+	// (controlplane.Admin.Handle); without it /admin/ answers 404 saying the API
+	// is off.
+	Admin fasthttp.RequestHandler
 }
 
 // Server serves the executor's sessions as KServe v2 models over HTTP (fasthttp)
 // and gRPC. Every method is safe for concurrent use; the handlers run on the
 // servers' goroutines and block them for the duration of one request.
 type Server struct {
-	exec  *Executor
+	exec  *gateway.Executor
 	opts  ServerOptions
 	ready atomic.Bool
 	bufs  sync.Pool // *[]byte response buffers
@@ -49,7 +53,7 @@ type Server struct {
 
 // NewServer returns a server over exec. It starts ready; SetReady(false) makes
 // the readiness endpoints answer 503 (e.g. while draining on shutdown).
-func NewServer(exec *Executor, opts ServerOptions) (*Server, error) {
+func NewServer(exec *gateway.Executor, opts ServerOptions) (*Server, error) {
 	if exec == nil {
 		return nil, errors.New("gateway: NewServer needs an Executor")
 	}
@@ -87,10 +91,10 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 		Logger:                discardLogger{}, // connection errors are answered, not logged per request
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-				writeError(ctx, fmt.Errorf("%w: the body is over the limit of %d bytes (--max-body)", ErrTooLarge, s.opts.MaxBodyBytes))
+				writeError(ctx, fmt.Errorf("%w: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
 				return
 			}
-			writeError(ctx, badInput("malformed HTTP request: %v", err))
+			writeError(ctx, gateway.BadInput("malformed HTTP request: %v", err))
 		},
 	}
 }
@@ -98,6 +102,7 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 var (
 	pathV2     = []byte("/v2")
 	prefModels = []byte("/v2/models/")
+	prefAdmin  = []byte("/admin/")
 	jsonType   = []byte("application/json")
 )
 
@@ -128,9 +133,9 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 			writeError(ctx, fmt.Errorf("%w: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
 			return
 		}
-		s.opts.Admin.Handle(ctx)
+		s.opts.Admin(ctx)
 	case string(path) == "/metrics" && s.opts.Metrics != nil:
-		s.opts.Metrics.handler(ctx)
+		s.opts.Metrics.Handler(ctx)
 	case bytes.Equal(path, pathV2):
 		if s.method(ctx, "GET") {
 			b := append([]byte(`{"name":"piccolo","version":`), strconv.Quote(s.opts.Version)...)
@@ -151,7 +156,7 @@ var (
 	suffixInfer     = []byte("/infer")
 	suffixReady     = []byte("/ready")
 	infixVersions   = []byte("/versions/")
-	errEmptySession = badInput("empty session name in the path: want /v2/models/{session}/...")
+	errEmptySession = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
 )
 
 func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
@@ -186,7 +191,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		if !s.method(ctx, "GET") {
 			return
 		}
-		if _, err := s.exec.lookup(string(rest)); err != nil {
+		if err := s.exec.CheckSession(string(rest)); err != nil {
 			writeError(ctx, err)
 			return
 		}
@@ -199,14 +204,14 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		if !s.method(ctx, "GET") {
 			return
 		}
-		d, err := s.exec.lookup(string(rest))
+		md, err := s.exec.Metadata(string(rest))
 		if err != nil {
 			writeError(ctx, err)
 			return
 		}
 		ctx.SetStatusCode(200)
 		ctx.SetContentTypeBytes(jsonType)
-		ctx.SetBody(s.metadataJSON(d))
+		ctx.SetBody(metadataJSON(md))
 	}
 }
 
@@ -220,25 +225,21 @@ func routeError(rest []byte) error {
 // metadataJSON answers model metadata for a session: the first modules' inputs
 // and the sinks' outputs when the runner knows them (MetadataSource), and the
 // session's SLO and modules as parameters.
-func (s *Server) metadataJSON(d *dag) []byte {
-	in, out := s.sessionTensors(d)
-	b := append([]byte(`{"name":`), strconv.Quote(d.name)...)
+func metadataJSON(md gateway.SessionMetadata) []byte {
+	in, out := md.Inputs, md.Outputs
+	b := append([]byte(`{"name":`), strconv.Quote(md.Name)...)
 	b = append(b, `,"versions":["1"],"platform":"piccolo_session","inputs":`...)
 	b = appendTensorMeta(b, in)
 	b = append(b, `,"outputs":`...)
 	b = appendTensorMeta(b, out)
 	b = append(b, `,"parameters":{"slo_ms":`...)
-	b = strconv.AppendFloat(b, ms(d.slo), 'g', -1, 64)
+	b = strconv.AppendFloat(b, float64(md.SLO)/float64(time.Millisecond), 'g', -1, 64)
 	b = append(b, `,"modules":`...)
-	names := make([]string, len(d.mods))
-	for i := range d.mods {
-		names[i] = d.mods[i].name
-	}
-	b = appendString(b, strings.Join(names, ","))
+	b = appendString(b, strings.Join(md.Modules, ","))
 	return append(b, "}}"...)
 }
 
-func appendTensorMeta(b []byte, ts []TensorMeta) []byte {
+func appendTensorMeta(b []byte, ts []gateway.TensorMeta) []byte {
 	b = append(b, '[')
 	for i, t := range ts {
 		if i > 0 {
@@ -264,19 +265,19 @@ func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 	start := time.Now()
 	name := string(session)
 	status := s.inferHTTP(ctx, name)
-	s.opts.Metrics.observe(name, false, status, time.Since(start))
+	s.opts.Metrics.Observe(name, false, status, time.Since(start))
 }
 
 // inferHTTP answers one infer request and returns the status it answered with.
 func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
-	if _, err := s.exec.lookup(name); err != nil {
+	if err := s.exec.CheckSession(name); err != nil {
 		return writeError(ctx, err)
 	}
-	var req InferRequest
+	var req gateway.InferRequest
 	if err := DecodeInferRequest(ctx.PostBody(), &req); err != nil {
 		return writeError(ctx, err)
 	}
-	var resp InferResponse
+	var resp gateway.InferResponse
 	// Not ctx itself: its Done channel is the server's, and a derived deadline
 	// context would then need a goroutine per request to watch it.
 	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {

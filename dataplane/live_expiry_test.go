@@ -1,4 +1,4 @@
-package gateway
+package dataplane
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 )
 
 // A module budget is the planner's share of the SLO, not the request's
@@ -41,8 +43,8 @@ func TestModuleBudgetDoesNotDropWhatTheSLOAllows(t *testing.T) {
 		dl := time.Now().Add(deadline)
 		for i := range errs {
 			wg.Add(1)
-			in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: fp32(1, 2)}}
-			runner.Run(context.Background(), "pipe", "detect", in, dl, func(_ []api.Tensor, _ Timing, err error) {
+			in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: gatewaytest.FP32(1, 2)}}
+			runner.Run(context.Background(), "pipe", "detect", in, dl, func(_ []api.Tensor, _ gateway.Timing, err error) {
 				errs[i] = err
 				wg.Done()
 			})
@@ -63,7 +65,7 @@ func TestModuleBudgetDoesNotDropWhatTheSLOAllows(t *testing.T) {
 	if errs[0] != nil {
 		t.Errorf("first item of a burst with a 100 ms deadline: %v, want served", errs[0])
 	}
-	if !errors.Is(errs[2], ErrDeadline) {
+	if !errors.Is(errs[2], gateway.ErrDeadline) {
 		t.Errorf("third item of a burst with a 100 ms deadline: %v, want ErrDeadline", errs[2])
 	}
 }

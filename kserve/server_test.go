@@ -1,13 +1,10 @@
-package gateway
+package kserve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +12,9 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -50,7 +50,7 @@ sessions:
 type testServers struct {
 	url    string
 	grpc   inference.GRPCInferenceServiceClient
-	runner *fakeRunner
+	runner *gatewaytest.FakeRunner
 	server *Server
 }
 
@@ -58,15 +58,15 @@ type testServers struct {
 // runner; everything stops in t.Cleanup.
 func startServers(t testing.TB, maxBody int) *testServers {
 	t.Helper()
-	f := newFakeRunner()
-	f.hang["stuck"] = true
-	f.fn["gone"] = func([]api.Tensor) ([]api.Tensor, error) {
-		return nil, fmt.Errorf("%w: backend 127.0.0.1:1: connection refused", ErrUnavailable)
+	f := gatewaytest.NewFakeRunner()
+	f.Hang["stuck"] = true
+	f.Fn["gone"] = func([]api.Tensor) ([]api.Tensor, error) {
+		return nil, fmt.Errorf("%w: backend 127.0.0.1:1: connection refused", gateway.ErrUnavailable)
 	}
-	f.fn["liar"] = func([]api.Tensor) ([]api.Tensor, error) {
+	f.Fn["liar"] = func([]api.Tensor) ([]api.Tensor, error) {
 		return []api.Tensor{{Name: "y", Datatype: "INT32", Shape: []int64{4}, Data: []byte{1}}}, nil
 	}
-	exec, err := NewExecutor(f, sessionsFromYAML(t, serverSessions))
+	exec, err := gateway.NewExecutor(f, gatewaytest.SessionsFromYAML(t, serverSessions))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,30 +97,6 @@ func startServers(t testing.TB, maxBody int) *testServers {
 		hs.Shutdown()
 	})
 	return &testServers{url: "http://" + hl.Addr().String(), grpc: inference.NewGRPCInferenceServiceClient(conn), runner: f, server: srv}
-}
-
-func httpDo(t testing.TB, method, url, body string) (int, map[string]any) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	if len(b) > 0 {
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatalf("%s %s: status %d, body is not JSON: %q", method, url, resp.StatusCode, b)
-		}
-	}
-	if ct := resp.Header.Get("Content-Type"); len(b) > 0 && ct != "application/json" {
-		t.Errorf("%s %s: Content-Type %q, want application/json", method, url, ct)
-	}
-	return resp.StatusCode, m
 }
 
 const goodBody = `{"id":"q7","inputs":[{"name":"x","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]}`
@@ -157,7 +133,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			status, m := httpDo(t, tc.method, ts.url+tc.path, tc.body)
+			status, m := testharness.HTTPDo(t, tc.method, ts.url+tc.path, tc.body)
 			if status != tc.status {
 				t.Fatalf("status %d (%v), want %d", status, m, tc.status)
 			}
@@ -171,7 +147,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 
 	t.Run("infer response", func(t *testing.T) {
-		_, m := httpDo(t, "POST", ts.url+"/v2/models/chain/infer", goodBody)
+		_, m := testharness.HTTPDo(t, "POST", ts.url+"/v2/models/chain/infer", goodBody)
 		if m["model_name"] != "chain" || m["id"] != "q7" {
 			t.Errorf("model_name %v id %v, want chain q7", m["model_name"], m["id"])
 		}
@@ -188,7 +164,7 @@ func TestHTTPEndpoints(t *testing.T) {
 		}
 	})
 	t.Run("metadata", func(t *testing.T) {
-		_, m := httpDo(t, "GET", ts.url+"/v2/models/chain", "")
+		_, m := testharness.HTTPDo(t, "GET", ts.url+"/v2/models/chain", "")
 		p := m["parameters"].(map[string]any)
 		if m["name"] != "chain" || p["slo_ms"] != 2000.0 || p["modules"] != "a,b" {
 			t.Errorf("metadata %v, want name chain, slo_ms 2000, modules a,b", m)
@@ -197,7 +173,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	t.Run("not ready", func(t *testing.T) {
 		ts.server.SetReady(false)
 		defer ts.server.SetReady(true)
-		if status, _ := httpDo(t, "GET", ts.url+"/v2/health/ready", ""); status != 503 {
+		if status, _ := testharness.HTTPDo(t, "GET", ts.url+"/v2/health/ready", ""); status != 503 {
 			t.Errorf("ready while not ready: %d, want 503", status)
 		}
 	})
@@ -205,12 +181,12 @@ func TestHTTPEndpoints(t *testing.T) {
 
 func TestHTTPAdmission(t *testing.T) {
 	ts := startServers(t, 0)
-	ts.runner.estimate.Store(int64(5 * time.Second)) // more than every SLO
-	status, m := httpDo(t, "POST", ts.url+"/v2/models/echo/infer", goodBody)
+	ts.runner.Estimated.Store(int64(5 * time.Second)) // more than every SLO
+	status, m := testharness.HTTPDo(t, "POST", ts.url+"/v2/models/echo/infer", goodBody)
 	if status != 429 || !strings.Contains(fmt.Sprint(m["error"]), "the current queue needs about 5000.0 ms") {
 		t.Errorf("status %d %v, want 429 citing the estimate", status, m)
 	}
-	if ts.runner.callsOf("e") != 0 {
+	if ts.runner.CallsOf("e") != 0 {
 		t.Errorf("a rejected request reached the runner")
 	}
 }
@@ -224,7 +200,7 @@ func TestHangingModuleIsolated(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if status, _ := httpDo(t, "POST", ts.url+"/v2/models/slow/infer", goodBody); status != 504 {
+			if status, _ := testharness.HTTPDo(t, "POST", ts.url+"/v2/models/slow/infer", goodBody); status != 504 {
 				t.Errorf("hanging session: status %d, want 504", status)
 			}
 		}()
@@ -232,7 +208,7 @@ func TestHangingModuleIsolated(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the slow requests are in flight
 	start := time.Now()
 	for range 20 {
-		if status, m := httpDo(t, "POST", ts.url+"/v2/models/echo/infer", goodBody); status != 200 {
+		if status, m := testharness.HTTPDo(t, "POST", ts.url+"/v2/models/echo/infer", goodBody); status != 200 {
 			t.Fatalf("echo while another session hangs: %d %v", status, m)
 		}
 	}
@@ -249,14 +225,14 @@ func TestGRPC(t *testing.T) {
 		ModelName:        "chain",
 		Id:               "g1",
 		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 2}}},
-		RawInputContents: [][]byte{fp32(1.5, 2.5)},
+		RawInputContents: [][]byte{gatewaytest.FP32(1.5, 2.5)},
 	}
 	t.Run("raw contents", func(t *testing.T) {
 		resp, err := ts.grpc.ModelInfer(ctx, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.ModelName != "chain" || resp.Id != "g1" || len(resp.Outputs) != 1 || string(resp.RawOutputContents[0]) != string(fp32(1.5, 2.5)) {
+		if resp.ModelName != "chain" || resp.Id != "g1" || len(resp.Outputs) != 1 || string(resp.RawOutputContents[0]) != string(gatewaytest.FP32(1.5, 2.5)) {
 			t.Errorf("response %v", resp)
 		}
 		for _, k := range []string{"piccolo.a.queue_ms", "piccolo.e2e_ms"} {
@@ -276,7 +252,7 @@ func TestGRPC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(resp.RawOutputContents[0]) != "\xfd\xff\x04\x00" || string(resp.RawOutputContents[1]) != string(bytesElems("hi")) {
+		if string(resp.RawOutputContents[0]) != "\xfd\xff\x04\x00" || string(resp.RawOutputContents[1]) != string(gatewaytest.BytesElems("hi")) {
 			t.Errorf("raw outputs %q, want the typed inputs as raw bytes", resp.RawOutputContents)
 		}
 	})
@@ -333,8 +309,8 @@ func TestGRPC(t *testing.T) {
 		}
 	})
 	t.Run("admission", func(t *testing.T) {
-		ts.runner.estimate.Store(int64(5 * time.Second))
-		defer ts.runner.estimate.Store(0)
+		ts.runner.Estimated.Store(int64(5 * time.Second))
+		defer ts.runner.Estimated.Store(0)
 		_, err := ts.grpc.ModelInfer(ctx, withModel("echo"))
 		if status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("got %v, want RESOURCE_EXHAUSTED", err)
@@ -348,14 +324,14 @@ func TestErrorMapping(t *testing.T) {
 		http int
 		code codes.Code
 	}{
-		{badInput("x"), 400, codes.InvalidArgument},
-		{fmt.Errorf("wrap: %w", ErrUnknownSession), 404, codes.NotFound},
-		{ErrTooLarge, 413, codes.ResourceExhausted},
-		{ErrOverloaded, 429, codes.ResourceExhausted},
-		{ErrDeadline, 504, codes.DeadlineExceeded},
+		{gateway.BadInput("x"), 400, codes.InvalidArgument},
+		{fmt.Errorf("wrap: %w", gateway.ErrUnknownSession), 404, codes.NotFound},
+		{gateway.ErrTooLarge, 413, codes.ResourceExhausted},
+		{gateway.ErrOverloaded, 429, codes.ResourceExhausted},
+		{gateway.ErrDeadline, 504, codes.DeadlineExceeded},
 		{context.DeadlineExceeded, 504, codes.DeadlineExceeded},
-		{ErrUnavailable, 503, codes.Unavailable},
-		{ErrBackend, 502, codes.Unavailable},
+		{gateway.ErrUnavailable, 503, codes.Unavailable},
+		{gateway.ErrBackend, 502, codes.Unavailable},
 		{errors.New("anything else"), 502, codes.Unavailable},
 	} {
 		if got := HTTPStatus(tc.err); got != tc.http {
@@ -364,5 +340,13 @@ func TestErrorMapping(t *testing.T) {
 		if got := GRPCCode(tc.err); got != tc.code {
 			t.Errorf("GRPCCode(%v) = %v, want %v", tc.err, got, tc.code)
 		}
+	}
+}
+
+func TestAdminAPIOffWithoutAdmin(t *testing.T) {
+	ts := startServers(t, 0)
+	status, m := testharness.HTTPDo(t, "GET", ts.url+"/admin/plan", "")
+	if status != 404 || !strings.Contains(fmt.Sprint(m["error"]), "--admin-token") {
+		t.Errorf("GET /admin/plan on a server without Admin: %d %v; want 404 saying how to turn it on", status, m)
 	}
 }

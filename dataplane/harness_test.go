@@ -1,4 +1,4 @@
-package gateway
+package dataplane
 
 import (
 	"context"
@@ -17,39 +17,16 @@ import (
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
+	"github.com/piccolo-serving/piccolo/kserve"
+	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
-
-// harnessProfiles is the config text of the integration tests: a chain of two
-// modules on v100 sims. Durations are tens of milliseconds on purpose: the TC
-// dispatcher flushes a partial batch d before its deadline and fails items whose
-// deadline passed when the batch is sent, so a flush timer that fires more than d
-// late (a loaded 2-core machine under -race) would fail requests.
-const harnessProfiles = `
-hardware:
-  - {name: v100, price: 3}
-profiles:
-  - model: det
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 40ms}
-      - {batch: 4, concurrency: 1, duration: 50ms}
-      - {batch: 8, concurrency: 1, duration: 60ms}
-  - model: rec
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 30ms}
-      - {batch: 8, concurrency: 1, duration: 50ms}
-sessions:
-  - name: pipe
-    slo: 1s
-    modules:
-      - {name: detect, model: det, rate: 50}
-      - {name: recognize, model: rec, rate: 50, after: [detect]}
-`
 
 // harness is a gateway and its sim backends booted from config text on loopback.
 type harness struct {
@@ -129,17 +106,17 @@ func startHarnessWith(t testing.TB, configText, policy string, specs []harnessBa
 	}
 	t.Cleanup(func() { runner.Close() })
 	h.runner = runner
-	exec, err := NewExecutor(runner, cfg.Sessions)
+	exec, err := gateway.NewExecutor(runner, cfg.Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(runner)
-	metrics, err := NewMetrics(reg)
+	metrics, err := metrics.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(exec, ServerOptions{Metrics: metrics})
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +147,7 @@ func startHarnessWith(t testing.TB, configText, policy string, specs []harnessBa
 func TestIntegrationChain(t *testing.T) {
 	for _, policy := range []string{"tc", "rr"} {
 		t.Run(policy, func(t *testing.T) {
-			h := startHarness(t, harnessProfiles, 2, policy)
+			h := startHarness(t, testharness.ChainProfiles, 2, policy)
 			// 40 concurrent clients, each with its own input: every answer must be
 			// the checksum chain of its own input (batching must not mix items).
 			var wg sync.WaitGroup
@@ -180,12 +157,12 @@ func TestIntegrationChain(t *testing.T) {
 					defer wg.Done()
 					v := float32(c)
 					body := fmt.Sprintf(`{"id":"c%d","inputs":[{"name":"input0","shape":[1,2],"datatype":"FP32","data":[%v,1]}]}`, c, v)
-					status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", body)
+					status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/pipe/infer", body)
 					if status != 200 {
 						t.Errorf("client %d: status %d %v", c, status, m)
 						return
 					}
-					want := sim.Checksum(fp32(sim.Checksum(fp32(v, 1))))
+					want := sim.Checksum(gatewaytest.FP32(sim.Checksum(gatewaytest.FP32(v, 1))))
 					out := m["outputs"].([]any)[0].(map[string]any)
 					got := out["data"].([]any)[0].(float64)
 					if float32(got) != want || m["id"] != fmt.Sprintf("c%d", c) {
@@ -222,20 +199,20 @@ func TestIntegrationChain(t *testing.T) {
 }
 
 func TestIntegrationGRPCAndMetadata(t *testing.T) {
-	h := startHarness(t, harnessProfiles, 1, "tc")
+	h := startHarness(t, testharness.ChainProfiles, 1, "tc")
 	resp, err := h.grpc.ModelInfer(context.Background(), &inference.ModelInferRequest{
 		ModelName:        "pipe",
 		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}}},
-		RawInputContents: [][]byte{fp32(7)},
+		RawInputContents: [][]byte{gatewaytest.FP32(7)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fp32(sim.Checksum(fp32(sim.Checksum(fp32(7)))))
+	want := gatewaytest.FP32(sim.Checksum(gatewaytest.FP32(sim.Checksum(gatewaytest.FP32(7)))))
 	if len(resp.RawOutputContents) != 1 || string(resp.RawOutputContents[0]) != string(want) {
 		t.Errorf("gRPC output %v, want %v", resp.RawOutputContents, want)
 	}
-	_, m := httpDo(t, "GET", h.url+"/v2/models/pipe", "")
+	_, m := testharness.HTTPDo(t, "GET", h.url+"/v2/models/pipe", "")
 	b, _ := json.Marshal(m)
 	if !strings.Contains(string(b), `"inputs":[{"datatype":"FP32","name":"input0","shape":[-1,-1]}]`) ||
 		!strings.Contains(string(b), `"outputs":[{"datatype":"FP32","name":"output0"`) {
@@ -246,10 +223,10 @@ func TestIntegrationGRPCAndMetadata(t *testing.T) {
 // TestIntegrationBackendDown: requests to a session whose backend has gone fail
 // with 503 (or 504 if the deadline comes first), promptly, and never hang.
 func TestIntegrationBackendDown(t *testing.T) {
-	h := startHarness(t, harnessProfiles, 1, "tc")
+	h := startHarness(t, testharness.ChainProfiles, 1, "tc")
 	h.backends[0].Stop()
 	start := time.Now()
-	status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", `{"inputs":[{"name":"input0","shape":[1,1],"datatype":"FP32","data":[1]}]}`)
+	status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/pipe/infer", `{"inputs":[{"name":"input0","shape":[1,1],"datatype":"FP32","data":[1]}]}`)
 	if status != 503 && status != 504 {
 		t.Errorf("status %d %v, want 503 or 504", status, m)
 	}
@@ -261,7 +238,7 @@ func TestIntegrationBackendDown(t *testing.T) {
 // TestIntegrationMixedShapes: requests whose inputs cannot be stacked together
 // (different trailing dimensions) may land in one batch; each must still succeed.
 func TestIntegrationMixedShapes(t *testing.T) {
-	h := startHarness(t, harnessProfiles, 1, "tc")
+	h := startHarness(t, testharness.ChainProfiles, 1, "tc")
 	var wg sync.WaitGroup
 	for c := range 16 {
 		wg.Add(1)
@@ -271,7 +248,7 @@ func TestIntegrationMixedShapes(t *testing.T) {
 			width := 1 + c%2
 			data := strings.TrimSuffix(strings.Repeat("1,", width), ",")
 			body := fmt.Sprintf(`{"inputs":[{"name":"input0","shape":[1,%d],"datatype":"FP32","data":[%s]}]}`, width, data)
-			if status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", body); status != 200 {
+			if status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/pipe/infer", body); status != 200 {
 				t.Errorf("client %d (width %d): status %d %v", c, width, status, m)
 			}
 		}()
@@ -282,12 +259,12 @@ func TestIntegrationMixedShapes(t *testing.T) {
 // TestIntegrationInputChecks: a request the source module's model would refuse is
 // refused by the gateway with 400 before it reaches a dispatcher.
 func TestIntegrationInputChecks(t *testing.T) {
-	h := startHarness(t, harnessProfiles, 1, "tc")
+	h := startHarness(t, testharness.ChainProfiles, 1, "tc")
 	for _, tc := range []struct{ body, want string }{
 		{`{"inputs":[{"name":"input0","shape":[1,1],"datatype":"INT32","data":[1]}]}`, `input "input0" is INT32; module "detect" wants FP32`},
 		{`{"inputs":[{"name":"input0","shape":[3],"datatype":"FP32","data":[1,2,3]}]}`, `input "input0" has shape [3]; module "detect" wants [-1 -1]`},
 	} {
-		status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", tc.body)
+		status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/pipe/infer", tc.body)
 		if status != 400 || !strings.Contains(fmt.Sprint(m["error"]), tc.want) {
 			t.Errorf("status %d %v, want 400 with %q", status, m, tc.want)
 		}
@@ -345,14 +322,14 @@ sessions:
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			status, m := httpDo(t, "POST", h.url+"/v2/models/bad/infer", body)
+			status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/bad/infer", body)
 			if status != 504 || !strings.Contains(fmt.Sprint(m["error"]), "deadline exceeded") {
 				t.Errorf("hanging backend: %d %v, want 504", status, m)
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			status, m := httpDo(t, "POST", h.url+"/v2/models/ugly/infer", body)
+			status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/ugly/infer", body)
 			if status != 502 || !strings.Contains(fmt.Sprint(m["error"]), "bad response from backend") {
 				t.Errorf("garbage backend: %d %v, want 502", status, m)
 			}
@@ -361,7 +338,7 @@ sessions:
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	for range 5 {
-		if status, m := httpDo(t, "POST", h.url+"/v2/models/good/infer", body); status != 200 {
+		if status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/good/infer", body); status != 200 {
 			t.Errorf("healthy session while others misbehave: %d %v", status, m)
 		}
 	}

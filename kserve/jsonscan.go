@@ -1,8 +1,10 @@
-package gateway
+package kserve
 
 import (
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/piccolo-serving/piccolo/gateway"
 )
 
 // scanner is a minimal pull parser over one JSON document, written for the infer
@@ -43,7 +45,7 @@ func (s *scanner) peek() byte {
 
 func (s *scanner) errf(format string, args ...any) error {
 	args = append([]any{s.i}, args...)
-	return badInput("malformed JSON at byte %d: "+format, args...)
+	return gateway.BadInput("malformed JSON at byte %d: "+format, args...)
 }
 
 func (s *scanner) expect(c byte) error {

@@ -1,4 +1,4 @@
-package gateway
+package kserve
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
+	"github.com/piccolo-serving/piccolo/gateway"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )
@@ -57,26 +58,26 @@ func (g *grpcService) ServerMetadata(context.Context, *inference.ServerMetadataR
 }
 
 func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {
-	if _, err := g.s.exec.lookup(req.GetName()); err != nil {
+	if err := g.s.exec.CheckSession(req.GetName()); err != nil {
 		return nil, grpcError(err)
 	}
 	return &inference.ModelReadyResponse{Ready: g.s.ready.Load()}, nil
 }
 
 func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetadataRequest) (*inference.ModelMetadataResponse, error) {
-	d, err := g.s.exec.lookup(req.GetName())
+	md, err := g.s.exec.Metadata(req.GetName())
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	in, out := g.s.sessionTensors(d)
-	conv := func(ts []TensorMeta) []*inference.ModelMetadataResponse_TensorMetadata {
+	in, out := md.Inputs, md.Outputs
+	conv := func(ts []gateway.TensorMeta) []*inference.ModelMetadataResponse_TensorMetadata {
 		r := make([]*inference.ModelMetadataResponse_TensorMetadata, len(ts))
 		for i, t := range ts {
 			r[i] = &inference.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
 		}
 		return r
 	}
-	return &inference.ModelMetadataResponse{Name: d.name, Versions: []string{"1"}, Platform: "piccolo_session",
+	return &inference.ModelMetadataResponse{Name: md.Name, Versions: []string{"1"}, Platform: "piccolo_session",
 		Inputs: conv(in), Outputs: conv(out)}, nil
 }
 
@@ -92,7 +93,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 	if err != nil {
 		status = HTTPStatus(err)
 	}
-	g.s.opts.Metrics.observe(req.GetModelName(), true, status, time.Since(start))
+	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, time.Since(start))
 	if err != nil {
 		g.s.logFailure(req.GetModelName(), req.GetId(), err)
 		return nil, grpcError(err)
@@ -103,21 +104,21 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 // modelInfer answers ModelInfer; errors are the gateway's, not yet statuses.
 func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
 	session := req.GetModelName()
-	if _, err := g.s.exec.lookup(session); err != nil {
+	if err := g.s.exec.CheckSession(session); err != nil {
 		return nil, err
 	}
 	inputs, err := grpcInputs(req)
 	if err != nil {
 		return nil, err
 	}
-	r := InferRequest{ID: req.GetId(), Inputs: inputs}
+	r := gateway.InferRequest{ID: req.GetId(), Inputs: inputs}
 	for _, o := range req.GetOutputs() {
 		if o.GetName() == "" {
-			return nil, badInput("outputs: an output without a name")
+			return nil, gateway.BadInput("outputs: an output without a name")
 		}
 		r.Outputs = append(r.Outputs, o.GetName())
 	}
-	var resp InferResponse
+	var resp gateway.InferResponse
 	if err := g.s.exec.Infer(ctx, session, &r, &resp); err != nil {
 		return nil, err
 	}
@@ -133,7 +134,7 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 	}
 	for i, t := range resp.Outputs {
 		if err := t.Validate(); err != nil {
-			return nil, wrapBackend(fmt.Sprintf("session %q output", session), err)
+			return nil, gateway.WrapBackend(fmt.Sprintf("session %q output", session), err)
 		}
 		out.Outputs[i] = &inference.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
 		out.RawOutputContents[i] = t.Data
@@ -146,45 +147,45 @@ func grpcInputs(req *inference.ModelInferRequest) ([]api.Tensor, error) {
 	ins := req.GetInputs()
 	raw := req.GetRawInputContents()
 	if len(ins) == 0 {
-		return nil, badInput("missing inputs: the request has no inputs")
+		return nil, gateway.BadInput("missing inputs: the request has no inputs")
 	}
 	if len(raw) > 0 && len(raw) != len(ins) {
-		return nil, badInput("raw_input_contents has %d entries for %d inputs; want one per input, in order", len(raw), len(ins))
+		return nil, gateway.BadInput("raw_input_contents has %d entries for %d inputs; want one per input, in order", len(raw), len(ins))
 	}
 	out := make([]api.Tensor, len(ins))
 	for i, in := range ins {
 		t := api.Tensor{Name: in.GetName(), Datatype: in.GetDatatype(), Shape: in.GetShape()}
 		if t.Name == "" {
-			return nil, badInput("inputs[%d]: missing name", i)
+			return nil, gateway.BadInput("inputs[%d]: missing name", i)
 		}
 		for j := range i {
 			if out[j].Name == t.Name {
-				return nil, badInput("inputs[%d]: input %q appears twice", i, t.Name)
+				return nil, gateway.BadInput("inputs[%d]: input %q appears twice", i, t.Name)
 			}
 		}
 		dt := dtypeOf(t.Datatype)
 		if dt == dtInvalid {
-			return nil, badInput("input %q: unknown datatype %q; allowed: %s", t.Name, t.Datatype, api.Datatypes)
+			return nil, gateway.BadInput("input %q: unknown datatype %q; allowed: %s", t.Name, t.Datatype, api.Datatypes)
 		}
 		if _, err := api.NumElements(t.Shape); err != nil {
-			return nil, badInput("input %q: %v", t.Name, err)
+			return nil, gateway.BadInput("input %q: %v", t.Name, err)
 		}
 		if len(raw) > 0 {
 			if in.GetContents() != nil {
-				return nil, badInput("input %q: both contents and raw_input_contents are set; use one", t.Name)
+				return nil, gateway.BadInput("input %q: both contents and raw_input_contents are set; use one", t.Name)
 			}
 			t.Data = raw[i]
 		} else {
 			if in.GetContents() == nil {
-				return nil, badInput("input %q: no data: set contents or raw_input_contents", t.Name)
+				return nil, gateway.BadInput("input %q: no data: set contents or raw_input_contents", t.Name)
 			}
 			var err error
 			if t.Data, err = typedToRaw(dt, in.GetContents()); err != nil {
-				return nil, badInput("input %q: %v", t.Name, err)
+				return nil, gateway.BadInput("input %q: %v", t.Name, err)
 			}
 		}
 		if err := t.Validate(); err != nil {
-			return nil, badInput("%v", err)
+			return nil, gateway.BadInput("%v", err)
 		}
 		out[i] = t
 	}

@@ -1,4 +1,4 @@
-package gateway
+package kserve
 
 import (
 	"encoding/binary"
@@ -7,31 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
 )
-
-// InferRequest is a decoded KServe v2 infer request. Inputs own their Data (fresh
-// slices per request), so they may be handed to the executor and outlive the
-// request's buffers.
-type InferRequest struct {
-	ID      string
-	Inputs  []api.Tensor
-	Outputs []string // names of the requested outputs; empty: every output
-}
-
-// Param is one numeric response parameter, e.g. "piccolo.e2e_ms": 12.5.
-type Param struct {
-	Key   string
-	Value float64
-}
-
-// InferResponse is what the gateway answers: the session's name as model_name, the
-// request's id, per-module timings as parameters, and the sink modules' outputs.
-type InferResponse struct {
-	ModelName  string
-	ID         string
-	Parameters []Param
-	Outputs    []api.Tensor
-}
 
 // dtype is a KServe v2 datatype as a small integer, so the per-element loops
 // switch on an int rather than compare strings.
@@ -81,12 +58,12 @@ func dtypeOf(s string) dtype {
 // object keys are ignored; the binary tensor data extension is not supported and is
 // rejected. Every error matches ErrBadInput and names the input, the element and
 // what is allowed.
-func DecodeInferRequest(body []byte, req *InferRequest) error {
-	*req = InferRequest{}
+func DecodeInferRequest(body []byte, req *gateway.InferRequest) error {
+	*req = gateway.InferRequest{}
 	s := scanner{b: body}
 	if s.peek() != '{' {
 		if s.i >= len(s.b) {
-			return badInput("empty request body: want a JSON object with \"inputs\"")
+			return gateway.BadInput("empty request body: want a JSON object with \"inputs\"")
 		}
 		return s.errf("want a JSON object")
 	}
@@ -140,14 +117,14 @@ func DecodeInferRequest(body []byte, req *InferRequest) error {
 		return s.errf("trailing data after the JSON object")
 	}
 	if !sawInputs || len(req.Inputs) == 0 {
-		return badInput("missing inputs: the request must have a non-empty \"inputs\" array")
+		return gateway.BadInput("missing inputs: the request must have a non-empty \"inputs\" array")
 	}
 	return nil
 }
 
-func decodeOutputs(s *scanner, req *InferRequest) error {
+func decodeOutputs(s *scanner, req *gateway.InferRequest) error {
 	if err := s.expect('['); err != nil {
-		return badInput("\"outputs\" must be an array of {\"name\": ...}: %v", err)
+		return gateway.BadInput("\"outputs\" must be an array of {\"name\": ...}: %v", err)
 	}
 	for first := true; ; first = false {
 		ok, err := s.more(']', first)
@@ -183,13 +160,13 @@ func decodeOutputs(s *scanner, req *InferRequest) error {
 			}
 		}
 		if name == "" {
-			return badInput("outputs[%d]: missing \"name\"", len(req.Outputs))
+			return gateway.BadInput("outputs[%d]: missing \"name\"", len(req.Outputs))
 		}
 		req.Outputs = append(req.Outputs, name)
 	}
 }
 
-func decodeInputs(s *scanner, req *InferRequest) error {
+func decodeInputs(s *scanner, req *gateway.InferRequest) error {
 	if s.peek() != '[' {
 		return s.errf("\"inputs\" must be an array")
 	}
@@ -205,7 +182,7 @@ func decodeInputs(s *scanner, req *InferRequest) error {
 		}
 		for i := range req.Inputs {
 			if req.Inputs[i].Name == t.Name {
-				return badInput("inputs[%d]: input %q appears twice", len(req.Inputs), t.Name)
+				return gateway.BadInput("inputs[%d]: input %q appears twice", len(req.Inputs), t.Name)
 			}
 		}
 		req.Inputs = append(req.Inputs, t)
@@ -245,14 +222,14 @@ func decodeInput(s *scanner, idx int) (api.Tensor, error) {
 			t.Name = string(v)
 		case "datatype":
 			if s.peek() != '"' {
-				return t, badInput("inputs[%d]: \"datatype\" must be a string, one of %s", idx, api.Datatypes)
+				return t, gateway.BadInput("inputs[%d]: \"datatype\" must be a string, one of %s", idx, api.Datatypes)
 			}
 			v, err := s.str()
 			if err != nil {
 				return t, err
 			}
 			if dt = parseDtype(v); dt == dtInvalid {
-				return t, badInput("inputs[%d]: unknown datatype %q; allowed: %s", idx, v, api.Datatypes)
+				return t, gateway.BadInput("inputs[%d]: unknown datatype %q; allowed: %s", idx, v, api.Datatypes)
 			}
 			sawDatatype = true
 			t.Datatype = dtypeNames[dt]
@@ -287,13 +264,13 @@ func decodeInput(s *scanner, idx int) (api.Tensor, error) {
 	name := t.Name
 	switch {
 	case name == "":
-		return t, badInput("inputs[%d]: missing \"name\"", idx)
+		return t, gateway.BadInput("inputs[%d]: missing \"name\"", idx)
 	case !sawDatatype:
-		return t, badInput("input %q: missing \"datatype\"; allowed: %s", name, api.Datatypes)
+		return t, gateway.BadInput("input %q: missing \"datatype\"; allowed: %s", name, api.Datatypes)
 	case !sawShape:
-		return t, badInput("input %q: missing \"shape\"", name)
+		return t, gateway.BadInput("input %q: missing \"shape\"", name)
 	case !decoded && dataStart < 0:
-		return t, badInput("input %q: missing \"data\" (the binary tensor data extension is not supported)", name)
+		return t, gateway.BadInput("input %q: missing \"data\" (the binary tensor data extension is not supported)", name)
 	}
 	if !decoded {
 		sub := scanner{b: s.b[:dataEnd], i: dataStart}
@@ -306,7 +283,7 @@ func decodeInput(s *scanner, idx int) (api.Tensor, error) {
 
 func decodeShape(s *scanner, idx int) ([]int64, error) {
 	if s.peek() != '[' {
-		return nil, badInput("inputs[%d]: \"shape\" must be an array of non-negative integers", idx)
+		return nil, gateway.BadInput("inputs[%d]: \"shape\" must be an array of non-negative integers", idx)
 	}
 	s.i++
 	shape := make([]int64, 0, 4)
@@ -320,19 +297,19 @@ func decodeShape(s *scanner, idx int) ([]int64, error) {
 		}
 		lit, isInt, err := s.number()
 		if err != nil {
-			return nil, badInput("inputs[%d]: \"shape\" must be an array of non-negative integers: %v", idx, err)
+			return nil, gateway.BadInput("inputs[%d]: \"shape\" must be an array of non-negative integers: %v", idx, err)
 		}
 		v, ok := parseInt(lit)
 		if !isInt || !ok || v < 0 {
-			return nil, badInput("inputs[%d]: shape dimension %s is not a non-negative integer", idx, lit)
+			return nil, gateway.BadInput("inputs[%d]: shape dimension %s is not a non-negative integer", idx, lit)
 		}
 		if len(shape) >= maxDepth {
-			return nil, badInput("inputs[%d]: shape has more than %d dimensions", idx, maxDepth)
+			return nil, gateway.BadInput("inputs[%d]: shape has more than %d dimensions", idx, maxDepth)
 		}
 		shape = append(shape, v)
 	}
 	if _, err := api.NumElements(shape); err != nil {
-		return nil, badInput("inputs[%d]: %v", idx, err)
+		return nil, gateway.BadInput("inputs[%d]: %v", idx, err)
 	}
 	return shape, nil
 }
@@ -354,7 +331,7 @@ func checkInputParameters(s *scanner, idx int) error {
 			return err
 		}
 		if string(k) == "binary_data_size" {
-			return badInput("inputs[%d]: the binary tensor data extension (binary_data_size) is not supported; send \"data\" as JSON", idx)
+			return gateway.BadInput("inputs[%d]: the binary tensor data extension (binary_data_size) is not supported; send \"data\" as JSON", idx)
 		}
 		if err := s.skip(3); err != nil {
 			return err
@@ -370,7 +347,7 @@ func decodeData(s *scanner, t *api.Tensor, dt dtype, idx int) error {
 	// Cap the preallocation by what the body could possibly hold (every element
 	// takes at least two bytes of JSON), so a huge shape cannot allocate huge memory.
 	if limit := int64(len(s.b)-s.i) / 2; n > limit {
-		return badInput("input %q: shape %v needs %d elements, more than the request body holds", t.Name, t.Shape, n)
+		return gateway.BadInput("input %q: shape %v needs %d elements, more than the request body holds", t.Name, t.Shape, n)
 	}
 	if size > 0 {
 		t.Data = make([]byte, 0, n*int64(size))
@@ -378,21 +355,21 @@ func decodeData(s *scanner, t *api.Tensor, dt dtype, idx int) error {
 		t.Data = make([]byte, 0, n*8)
 	}
 	if s.peek() != '[' {
-		return badInput("input %q: \"data\" must be an array", t.Name)
+		return gateway.BadInput("input %q: \"data\" must be an array", t.Name)
 	}
 	var count int64
 	if err := decodeArray(s, t, dt, &count, 1); err != nil {
 		return err
 	}
 	if count != n {
-		return badInput("input %q: shape %v needs %d elements, data has %d", t.Name, t.Shape, n, count)
+		return gateway.BadInput("input %q: shape %v needs %d elements, data has %d", t.Name, t.Shape, n, count)
 	}
 	return nil
 }
 
 func decodeArray(s *scanner, t *api.Tensor, dt dtype, count *int64, depth int) error {
 	if depth > maxDepth {
-		return badInput("input %q: data nested deeper than %d levels", t.Name, maxDepth)
+		return gateway.BadInput("input %q: data nested deeper than %d levels", t.Name, maxDepth)
 	}
 	s.i++ // '['
 	for first := true; ; first = false {
@@ -407,7 +384,7 @@ func decodeArray(s *scanner, t *api.Tensor, dt dtype, count *int64, depth int) e
 			continue
 		}
 		if t.Data, err = appendElement(s, t.Data, dt); err != nil {
-			return badInput("input %q: data element %d: %v", t.Name, *count, err)
+			return gateway.BadInput("input %q: data element %d: %v", t.Name, *count, err)
 		}
 		*count++
 	}
@@ -631,13 +608,13 @@ func float32ToBF16(f float32) uint16 {
 // validated first (a backend may answer garbage), in which case dst is returned
 // unchanged with an error matching ErrBackend. Floating-point NaN and ±Inf, which
 // JSON cannot express, are written as null.
-func AppendInferResponse(dst []byte, r *InferResponse) ([]byte, error) {
+func AppendInferResponse(dst []byte, r *gateway.InferResponse) ([]byte, error) {
 	for i := range r.Outputs {
 		if err := r.Outputs[i].Validate(); err != nil {
-			return dst, wrapBackend("output", err)
+			return dst, gateway.WrapBackend("output", err)
 		}
 		if dtypeOf(r.Outputs[i].Datatype) == dtInvalid {
-			return dst, wrapBackend("output", errorString("unknown datatype "+strconv.Quote(r.Outputs[i].Datatype)))
+			return dst, gateway.WrapBackend("output", errorString("unknown datatype "+strconv.Quote(r.Outputs[i].Datatype)))
 		}
 	}
 	dst = append(dst, `{"model_name":`...)

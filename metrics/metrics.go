@@ -1,4 +1,4 @@
-package gateway
+package metrics
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/gateway"
 )
 
 // Metrics are the gateway's Prometheus metrics (docs/observability.md lists them
@@ -181,11 +181,14 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	return m, nil
 }
 
+// Handler serves GET /metrics: the registry's metrics in Prometheus text.
+func (m *Metrics) Handler(ctx *fasthttp.RequestCtx) { m.handler(ctx) }
+
 // SetExecutor resolves the per-session children (and the SLO that counts a
 // violation) of the executor's sessions. NewServer calls it; whoever changes
 // the executor's sessions afterwards (EmbeddedControl, the cluster follower)
 // calls it again after Executor.SetSessions.
-func (m *Metrics) SetExecutor(e *Executor) {
+func (m *Metrics) SetExecutor(e *gateway.Executor) {
 	names := e.Sessions()
 	slos := make(map[string]time.Duration, len(names))
 	for _, n := range names {
@@ -212,8 +215,8 @@ func (m *Metrics) setSessions(names []string, slos map[string]time.Duration) {
 	m.table.Store(&t)
 }
 
-// observe counts one answered request; grpc selects the protocol label.
-func (m *Metrics) observe(session string, grpc bool, status int, took time.Duration) {
+// Observe counts one answered request; grpc selects the protocol label.
+func (m *Metrics) Observe(session string, grpc bool, status int, took time.Duration) {
 	if m == nil {
 		return
 	}
@@ -245,23 +248,23 @@ func (m *Metrics) observe(session string, grpc bool, status int, took time.Durat
 	}
 }
 
-// moduleMetrics are one module's resolved children; a nil *moduleMetrics
+// ModuleMetrics are one module's resolved children; a nil *ModuleMetrics
 // records nothing.
-type moduleMetrics struct {
+type ModuleMetrics struct {
 	queue, compute, batchSize prometheus.Observer
 }
 
-// module resolves the children of one module; nil when m is nil.
-func (m *Metrics) module(session, module string) *moduleMetrics {
+// Module resolves the children of one module; nil when m is nil.
+func (m *Metrics) Module(session, module string) *ModuleMetrics {
 	if m == nil {
 		return nil
 	}
-	return &moduleMetrics{queue: m.queue.WithLabelValues(session, module), compute: m.compute.WithLabelValues(session, module),
+	return &ModuleMetrics{queue: m.queue.WithLabelValues(session, module), compute: m.compute.WithLabelValues(session, module),
 		batchSize: m.batchSize.WithLabelValues(session, module)}
 }
 
-// item records one item's timing (only items that were sent).
-func (mm *moduleMetrics) item(t Timing) {
+// Item records one item's timing (only items that were sent).
+func (mm *ModuleMetrics) Item(t gateway.Timing) {
 	if mm == nil {
 		return
 	}
@@ -269,8 +272,8 @@ func (mm *moduleMetrics) item(t Timing) {
 	mm.compute.Observe(t.Compute.Seconds())
 }
 
-// batch records the size of one batch sent: real items plus dummies.
-func (mm *moduleMetrics) batch(size int) {
+// Batch records the size of one batch sent: real items plus dummies.
+func (mm *ModuleMetrics) Batch(size int) {
 	if mm == nil {
 		return
 	}
@@ -372,70 +375,29 @@ func (m *Metrics) SetMembership(list []api.Backend) {
 }
 
 var (
-	descItems = prometheus.NewDesc("piccolo_dispatcher_items_total",
+	// Desc* describe the dispatchers' metrics, which dataplane.LiveRunner collects at scrape time.
+	DescItems = prometheus.NewDesc("piccolo_dispatcher_items_total",
 		"Items of a module's dispatcher by outcome: submitted, completed, failed, deadline_on_submit, deadline_on_send. The rate of submitted is the module's measured arrival rate.",
 		[]string{"session", "module", "outcome"}, nil)
-	descDummies = prometheus.NewDesc("piccolo_dispatcher_dummies_total",
+	DescDummies = prometheus.NewDesc("piccolo_dispatcher_dummies_total",
 		"Dummy arrivals of a module (§III-D): injected, dropped (their batch held no real item).",
 		[]string{"session", "module", "outcome"}, nil)
 	slotLabels = []string{"session", "module", "slot", "backend", "hardware"}
-	descClosed = prometheus.NewDesc("piccolo_dispatcher_batches_closed_total",
+	DescClosed = prometheus.NewDesc("piccolo_dispatcher_batches_closed_total",
 		"Batches with a real item a module closed for dispatch, by what closed them: full (the group's batch size), deadline (the deadline flush), idle (--flush idle: an idle machine).",
 		[]string{"session", "module", "closer"}, nil)
-	descBatches = prometheus.NewDesc("piccolo_dispatcher_batches_total",
+	DescBatches = prometheus.NewDesc("piccolo_dispatcher_batches_total",
 		"Batches sent to a slot (machine) of a module's plan; slot is g<group>m<machine>.", slotLabels, nil)
-	descSlotItems = prometheus.NewDesc("piccolo_dispatcher_slot_items_total",
+	DescSlotItems = prometheus.NewDesc("piccolo_dispatcher_slot_items_total",
 		"Real items sent to a slot in its batches.", slotLabels, nil)
-	descSlotDummies = prometheus.NewDesc("piccolo_dispatcher_slot_dummies_total",
+	DescSlotDummies = prometheus.NewDesc("piccolo_dispatcher_slot_dummies_total",
 		"Dummy items sent to a slot in its batches (§III-D).", slotLabels, nil)
-	descSlotBusy = prometheus.NewDesc("piccolo_dispatcher_slot_busy_seconds_total",
+	DescSlotBusy = prometheus.NewDesc("piccolo_dispatcher_slot_busy_seconds_total",
 		"Lane-seconds a slot spent running finished batches; its rate divided by piccolo_dispatcher_slot_lanes is the slot's utilisation.", slotLabels, nil)
-	descSlotLanes = prometheus.NewDesc("piccolo_dispatcher_slot_lanes",
+	DescSlotLanes = prometheus.NewDesc("piccolo_dispatcher_slot_lanes",
 		"Lanes (concurrency) of a slot under the current plan.", slotLabels, nil)
-	descSlotRate = prometheus.NewDesc("piccolo_dispatcher_slot_planned_rate",
+	DescSlotRate = prometheus.NewDesc("piccolo_dispatcher_slot_planned_rate",
 		"Planned request rate of a slot, dummies included, in requests per second.", slotLabels, nil)
-	descOutstanding = prometheus.NewDesc("piccolo_gateway_module_outstanding",
+	DescOutstanding = prometheus.NewDesc("piccolo_gateway_module_outstanding",
 		"Items submitted to a module and not yet done (what admission control reads).", []string{"session", "module"}, nil)
 )
-
-var _ prometheus.Collector = (*LiveRunner)(nil)
-
-// Describe implements prometheus.Collector.
-func (r *LiveRunner) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descItems, descDummies, descClosed, descBatches, descSlotItems, descSlotDummies,
-		descSlotBusy, descSlotLanes, descSlotRate, descOutstanding} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector: the dispatchers' counters at scrape
-// time (the request path pays nothing for them).
-func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
-	for s, mods := range r.sessions {
-		for m, lm := range mods {
-			st := lm.disp.Stats()
-			for _, kv := range []struct {
-				outcome string
-				v       uint64
-			}{{"submitted", st.Submitted}, {"completed", st.Completed}, {"failed", st.Failed},
-				{"deadline_on_submit", st.DeadlineOnSubmit}, {"deadline_on_send", st.DeadlineOnSend}} {
-				ch <- prometheus.MustNewConstMetric(descItems, prometheus.CounterValue, float64(kv.v), s, m, kv.outcome)
-			}
-			ch <- prometheus.MustNewConstMetric(descDummies, prometheus.CounterValue, float64(st.DummiesInjected), s, m, "injected")
-			ch <- prometheus.MustNewConstMetric(descDummies, prometheus.CounterValue, float64(st.DummiesDropped), s, m, "dropped")
-			for c, n := range st.Closed {
-				ch <- prometheus.MustNewConstMetric(descClosed, prometheus.CounterValue, float64(n), s, m, dispatcher.Closer(c).String())
-			}
-			for _, sl := range st.Slots {
-				lv := []string{s, m, fmt.Sprintf("g%dm%d", sl.Slot.Group, sl.Slot.Machine), sl.Slot.Backend, sl.Slot.Hardware}
-				ch <- prometheus.MustNewConstMetric(descBatches, prometheus.CounterValue, float64(sl.Batches), lv...)
-				ch <- prometheus.MustNewConstMetric(descSlotItems, prometheus.CounterValue, float64(sl.Items), lv...)
-				ch <- prometheus.MustNewConstMetric(descSlotDummies, prometheus.CounterValue, float64(sl.Dummies), lv...)
-				ch <- prometheus.MustNewConstMetric(descSlotBusy, prometheus.CounterValue, sl.Busy.Seconds(), lv...)
-				ch <- prometheus.MustNewConstMetric(descSlotLanes, prometheus.GaugeValue, float64(max(sl.Slot.Concurrency, 1)), lv...)
-				ch <- prometheus.MustNewConstMetric(descSlotRate, prometheus.GaugeValue, sl.Slot.RatePerSec, lv...)
-			}
-			ch <- prometheus.MustNewConstMetric(descOutstanding, prometheus.GaugeValue, float64(lm.outstanding.Load()), s, m)
-		}
-	}
-}

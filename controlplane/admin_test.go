@@ -1,4 +1,4 @@
-package gateway
+package controlplane
 
 import (
 	"context"
@@ -13,16 +13,17 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/backends"
-	"github.com/piccolo-serving/piccolo/backends/sim"
+	"github.com/piccolo-serving/piccolo/dataplane"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
+	"github.com/piccolo-serving/piccolo/kserve"
 	"github.com/piccolo-serving/piccolo/loadgen"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/metrics"
 )
 
-// adminConfig is harnessProfiles plus a second session, so a change to one can
+// adminConfig is testharness.ChainProfiles plus a second session, so a change to one can
 // be checked to leave the other alone.
 const adminConfig = `
 hardware:
@@ -33,7 +34,7 @@ profiles:
     entries:
       - {batch: 1, concurrency: 1, duration: 40ms}
 ---
-` + harnessProfiles + `
+` + testharness.ChainProfiles + `
   - name: solo
     slo: 1s
     modules:
@@ -47,50 +48,14 @@ const adminToken = "s3cret-token"
 type adminHarness struct {
 	url     string
 	store   *ConfigStore
-	sw      *LiveSwitch
-	exec    *Executor
-	metrics *Metrics
+	sw      *dataplane.LiveSwitch
+	exec    *gateway.Executor
+	metrics *metrics.Metrics
 	control *EmbeddedControl
 	reg     *prometheus.Registry
 }
 
-func startSimBackends(t testing.TB, profiles []api.Profile, n int) string {
-	t.Helper()
-	var bl strings.Builder
-	bl.WriteString("backends:\n")
-	for i := range n {
-		addr, _ := startSimBackend(t, profiles)
-		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, addr)
-	}
-	return bl.String()
-}
-
-// startSimBackend serves one v100 sim backend over gRPC on a free loopback
-// port until the test ends; it returns the address and the server (to stop it
-// early).
-func startSimBackend(t testing.TB, profiles []api.Profile) (string, *grpc.Server) {
-	t.Helper()
-	ex, err := sim.New("v100", profiles, sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := backends.NewServer(ex, backends.ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := backends.NewGRPCServer(srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(lis)
-	t.Cleanup(g.Stop)
-	return lis.Addr().String(), g
-}
-
-func testPlanner(cfg *api.Config) (*api.Plan, error) {
-	return scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
-}
+var testPlanner = testharness.Planner
 
 // startAdminHarness boots n sim backends and a gateway over configText (the
 // backends list is added); it returns the harness and the config's full text.
@@ -100,7 +65,7 @@ func startAdminHarness(t testing.TB, configText string, n int) (*adminHarness, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	full := configText + "\n" + startSimBackends(t, base.Profiles, n)
+	full := configText + "\n" + testharness.StartSimBackends(t, base.Profiles, n)
 	cfg, err := api.LoadBytes(api.NamedDoc{Name: "config.yaml", Data: []byte(full)})
 	if err != nil {
 		t.Fatal(err)
@@ -115,17 +80,17 @@ func bootAdmin(t testing.TB, cfg *api.Config) *adminHarness {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	metrics, err := NewMetrics(reg)
+	metrics, err := metrics.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw, err := NewLiveSwitch(context.Background(), cfg, plan, LiveOptions{Metrics: metrics})
+	sw, err := dataplane.NewLiveSwitch(context.Background(), cfg, plan, dataplane.LiveOptions{Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sw.Close() })
 	reg.MustRegister(sw)
-	exec, err := NewExecutor(sw, cfg.Sessions)
+	exec, err := gateway.NewExecutor(sw, cfg.Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +104,7 @@ func bootAdmin(t testing.TB, cfg *api.Config) *adminHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(exec, ServerOptions{Metrics: metrics, Admin: admin})
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{Metrics: metrics, Admin: admin.Handle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,12 +214,7 @@ func TestAdminAuth(t *testing.T) {
 	}
 }
 
-func TestAdminAPIOffWithoutAdmin(t *testing.T) {
-	ts := startServers(t, 0)
-	status, m := httpDo(t, "GET", ts.url+"/admin/plan", "")
-	if status != 404 || !strings.Contains(fmt.Sprint(m["error"]), "--admin-token") {
-		t.Errorf("GET /admin/plan on a server without Admin: %d %v; want 404 saying how to turn it on", status, m)
-	}
+func TestNewAdminNeedsAToken(t *testing.T) {
 	if _, err := NewAdmin(AdminOptions{Store: &ConfigStore{}, Plan: func() *api.Plan { return nil }}); err == nil {
 		t.Error("NewAdmin accepted an empty token")
 	}
@@ -464,7 +424,7 @@ func TestAdminInvalidChangesLeaveEverything(t *testing.T) {
 	if after := h.plan(t); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("plan changed by refused changes")
 	}
-	status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", `{"inputs":[{"name":"input0","shape":[1,1],"datatype":"FP32","data":[1]}]}`)
+	status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/pipe/infer", `{"inputs":[{"name":"input0","shape":[1,1],"datatype":"FP32","data":[1]}]}`)
 	if status != 200 {
 		t.Errorf("pipe after refused changes: %d %v", status, m)
 	}
@@ -480,21 +440,21 @@ func TestAdminCreateAndDelete(t *testing.T) {
 	if st != 201 {
 		t.Fatalf("PUT new session: %d %s", st, b)
 	}
-	if status, m := httpDo(t, "POST", h.url+"/v2/models/extra/infer", infer); status != 200 {
+	if status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/extra/infer", infer); status != 200 {
 		t.Errorf("infer on the new session: %d %v", status, m)
 	}
 	st, _, b = adminDo(t, "DELETE", h.url+"/admin/sessions/pipe", adminToken, "")
 	if st != 200 || !strings.Contains(string(b), `"deleted": "pipe"`) {
 		t.Fatalf("DELETE pipe: %d %s", st, b)
 	}
-	if status, m := httpDo(t, "POST", h.url+"/v2/models/pipe/infer", infer); status != 404 {
+	if status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/pipe/infer", infer); status != 404 {
 		t.Errorf("infer on the deleted session: %d %v, want 404", status, m)
 	}
 	if p := h.plan(t); sessionPlan(p, "pipe") != nil || sessionPlan(p, "solo") == nil || sessionPlan(p, "extra") == nil {
 		t.Errorf("plan after DELETE: %+v", p.Sessions)
 	}
 	checkAllAnswered(t, <-loadSolo)
-	if status, m := httpDo(t, "POST", h.url+"/v2/models/solo/infer", infer); status != 200 {
+	if status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/solo/infer", infer); status != 200 {
 		t.Errorf("solo after the changes: %d %v", status, m)
 	}
 }

@@ -1,10 +1,12 @@
-package gateway
+package kserve
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/piccolo-serving/piccolo/api/inference"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -14,7 +16,7 @@ import (
 func FuzzGRPCInputs(f *testing.F) {
 	seeds := []*inference.ModelInferRequest{
 		{ModelName: "s", Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 2}}},
-			RawInputContents: [][]byte{fp32(1, 2)}},
+			RawInputContents: [][]byte{gatewaytest.FP32(1, 2)}},
 		{ModelName: "s", Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "INT8", Shape: []int64{2},
 			Contents: &inference.InferTensorContents{IntContents: []int32{-1, 300}}}}},
 		{ModelName: "s", Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "b", Datatype: "BYTES", Shape: []int64{1},
@@ -34,7 +36,7 @@ func FuzzGRPCInputs(f *testing.F) {
 		}
 		ts, err := grpcInputs(&req)
 		if err != nil {
-			if !errors.Is(err, ErrBadInput) {
+			if !errors.Is(err, gateway.ErrBadInput) {
 				t.Fatalf("error %v does not match ErrBadInput", err)
 			}
 			return

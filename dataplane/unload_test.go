@@ -1,4 +1,4 @@
-package gateway
+package dataplane
 
 import (
 	"context"
@@ -16,6 +16,9 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/sim"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
 )
 
 // unloadProfiles: model b runs batches of 4 only, so the TC dispatcher holds a
@@ -51,7 +54,7 @@ func startUnloadRig(t *testing.T, n int) *unloadRig {
 	var bl strings.Builder
 	bl.WriteString("backends:\n")
 	for i := range n {
-		addr, g := startSimBackend(t, base.Profiles)
+		addr, g := testharness.StartSimBackend(t, base.Profiles)
 		rig.servers[addr] = g
 		id := fmt.Sprintf("gpu-%d", i)
 		rig.addr[id] = addr
@@ -65,7 +68,7 @@ func startUnloadRig(t *testing.T, n int) *unloadRig {
 func (rig *unloadRig) config(t *testing.T, sessions ...string) (*api.Config, *api.Plan) {
 	t.Helper()
 	cfg := mustLoad(t, unloadProfiles+rig.backends+"sessions:\n"+strings.Join(sessions, ""))
-	plan, err := testPlanner(cfg)
+	plan, err := testharness.Planner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,8 +196,8 @@ func TestLiveSwitchUnloadsDroppedModel(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}, Data: fp32(3)}}
-	sw.Run(context.Background(), "sb", "m", in, time.Now().Add(10*time.Second), func(out []api.Tensor, _ Timing, err error) {
+	in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}, Data: gatewaytest.FP32(3)}}
+	sw.Run(context.Background(), "sb", "m", in, time.Now().Add(10*time.Second), func(out []api.Tensor, _ gateway.Timing, err error) {
 		done <- result{out, err}
 	})
 	if n := sw.Runner().outstanding(); n != 1 {
@@ -210,7 +213,7 @@ func TestLiveSwitchUnloadsDroppedModel(t *testing.T) {
 	}
 	select {
 	case r := <-done:
-		if r.err != nil || len(r.out) != 1 || string(r.out[0].Data) != string(fp32(sim.Checksum(fp32(3)))) {
+		if r.err != nil || len(r.out) != 1 || string(r.out[0].Data) != string(gatewaytest.FP32(sim.Checksum(gatewaytest.FP32(3)))) {
 			t.Fatalf("request submitted before the Apply: outputs %v, error %v; want b's checksum of its input", r.out, r.err)
 		}
 	case <-time.After(15 * time.Second):
@@ -329,12 +332,12 @@ func TestLiveSwitchFailedApplyUnloadsWhatItLoaded(t *testing.T) {
 			onlyA = append(onlyA, p)
 		}
 	}
-	gpu0, _ := startSimBackend(t, base.Profiles)
-	gpu1, _ := startSimBackend(t, onlyA)
+	gpu0, _ := testharness.StartSimBackend(t, base.Profiles)
+	gpu1, _ := testharness.StartSimBackend(t, onlyA)
 	backendsText := fmt.Sprintf("backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n  - {id: gpu-1, address: %q, hardware: v100}\n", gpu0, gpu1)
 	load := func(sessions string) (*api.Config, *api.Plan) {
 		cfg := mustLoad(t, unloadProfiles+backendsText+"sessions:\n"+sessions)
-		plan, err := testPlanner(cfg)
+		plan, err := testharness.Planner(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
