@@ -92,11 +92,11 @@ type Admin struct {
 func NewAdmin(opts AdminOptions) (*Admin, error) {
 	switch {
 	case opts.Token == "":
-		return nil, errors.New("gateway: the admin API needs a bearer token (--admin-token or PICCOLO_ADMIN_TOKEN)")
+		return nil, errors.New("controlplane: the admin API needs a bearer token (--admin-token or PICCOLO_ADMIN_TOKEN)")
 	case opts.Store == nil:
-		return nil, errors.New("gateway: the admin API needs a ConfigStore")
+		return nil, errors.New("controlplane: the admin API needs a ConfigStore")
 	case opts.Plan == nil:
-		return nil, errors.New("gateway: the admin API needs the running plan (AdminOptions.Plan)")
+		return nil, errors.New("controlplane: the admin API needs the running plan (AdminOptions.Plan)")
 	}
 	a := &Admin{opts: opts, tokenH: sha256.Sum256([]byte(opts.Token)), timeout: opts.Timeout}
 	if a.timeout <= 0 {
@@ -462,7 +462,7 @@ func withSession(cur *api.Config, name string, body []byte, docName string) (*ap
 	}
 	restYAML, err := api.EncodeYAML(&rest)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: write the running config: %w", err)
+		return nil, fmt.Errorf("controlplane: write the running config: %w", err)
 	}
 	loaded, err := api.LoadBytes(api.NamedDoc{Name: "running config", Data: restYAML}, api.NamedDoc{Name: docName, Data: wrapped})
 	if err != nil {

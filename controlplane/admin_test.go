@@ -49,7 +49,7 @@ type adminHarness struct {
 	url     string
 	store   *ConfigStore
 	sw      *dataplane.LiveSwitch
-	exec    *gateway.Executor
+	exec    *gateway.DAGRunner
 	metrics *metrics.Metrics
 	control *EmbeddedControl
 	reg     *prometheus.Registry
@@ -90,12 +90,12 @@ func bootAdmin(t testing.TB, cfg *api.Config) *adminHarness {
 	}
 	t.Cleanup(func() { sw.Close() })
 	reg.MustRegister(sw)
-	exec, err := gateway.NewExecutor(sw, cfg.Sessions)
+	exec, err := gateway.NewDAGRunner(sw, cfg.Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &adminHarness{sw: sw, exec: exec, metrics: metrics, reg: reg}
-	h.control = &EmbeddedControl{Planner: testPlanner, Switch: sw, Executor: exec, Metrics: metrics}
+	h.control = &EmbeddedControl{Planner: testPlanner, Switch: sw, DAGRunner: exec, Metrics: metrics}
 	h.store, err = NewConfigStore(cfg, h.control.Apply)
 	if err != nil {
 		t.Fatal(err)

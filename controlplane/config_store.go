@@ -54,10 +54,10 @@ type ConfigStore struct {
 // plan comes from elsewhere).
 func NewConfigStore(initial *api.Config, onConfig OnConfig) (*ConfigStore, error) {
 	if initial == nil {
-		return nil, errors.New("gateway: NewConfigStore needs the initial config")
+		return nil, errors.New("controlplane: NewConfigStore needs the initial config")
 	}
 	if err := initial.Validate(); err != nil {
-		return nil, fmt.Errorf("gateway: initial config: %w", err)
+		return nil, fmt.Errorf("controlplane: initial config: %w", err)
 	}
 	s := &ConfigStore{onConfig: onConfig}
 	s.cur.Store(&ConfigSnapshot{Config: initial, Version: 1, Cause: "initial", At: time.Now()})
@@ -88,7 +88,7 @@ func (s *ConfigStore) Update(ctx context.Context, cause string, ifVersion uint64
 		return *cur, err
 	}
 	if next == nil {
-		return *cur, errors.New("gateway: config change produced no config")
+		return *cur, errors.New("controlplane: config change produced no config")
 	}
 	if err := next.Validate(); err != nil {
 		return *cur, err

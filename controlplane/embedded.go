@@ -24,20 +24,20 @@ type Planner func(cfg *api.Config) (*api.Plan, error)
 // EmbeddedControl is the default OnConfig of `piccolo gateway` (the scheduler
 // inside the gateway): re-plan the new config, refuse it if a session that was
 // planned before, or that the change adds or modifies, cannot be planned now,
-// then swap the plan (LiveSwitch.Apply) and the sessions (Executor.SetSessions)
+// then swap the plan (LiveSwitch.Apply) and the sessions (DAGRunner.SetSessions)
 // in, and record the plan in Metrics. The control loop replaces it when it lands.
 type EmbeddedControl struct {
-	Planner  Planner
-	Switch   *dataplane.LiveSwitch
-	Executor *gateway.Executor
-	Metrics  *metrics.Metrics // optional
-	Logger   *zap.Logger      // optional: one info line per applied change
+	Planner   Planner
+	Switch    *dataplane.LiveSwitch
+	DAGRunner *gateway.DAGRunner
+	Metrics   *metrics.Metrics // optional
+	Logger    *zap.Logger      // optional: one info line per applied change
 }
 
 // Apply is an OnConfig.
 func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause string) error {
-	if c.Planner == nil || c.Switch == nil || c.Executor == nil {
-		return errors.New("gateway: EmbeddedControl needs a Planner, a Switch and an Executor")
+	if c.Planner == nil || c.Switch == nil || c.DAGRunner == nil {
+		return errors.New("controlplane: EmbeddedControl needs a Planner, a Switch and a DAGRunner")
 	}
 	start := time.Now()
 	plan, err := PlanChange(c.Planner, cfg, c.Switch.Plan(), c.Switch.Config())
@@ -51,17 +51,17 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 	// The runner knows every session of the new config before the executor
 	// serves them; a session removed is still served by the draining runner for
 	// requests that started before.
-	if err := c.Executor.SetSessions(cfg.Sessions); err != nil {
+	if err := c.DAGRunner.SetSessions(cfg.Sessions); err != nil {
 		return fmt.Errorf("serve the new sessions: %w", err) // cannot happen for a valid config
 	}
 	if c.Metrics != nil {
-		c.Metrics.SetExecutor(c.Executor)
+		c.Metrics.SetDAGRunner(c.DAGRunner)
 		_ = c.Metrics.SetPlan(plan, cause, took)
 		c.Metrics.SetMembership(cfg.Backends)
 	}
 	if c.Logger != nil {
 		c.Logger.Info("new plan live", zap.String("cause", cause), zap.Float64("plan_cost", plan.TotalCost),
-			zap.Duration("planner_runtime", took), zap.Duration("took", time.Since(start)), zap.Strings("sessions", c.Executor.Sessions()))
+			zap.Duration("planner_runtime", took), zap.Duration("took", time.Since(start)), zap.Strings("sessions", c.DAGRunner.Sessions()))
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ type ConfigWatcher struct {
 // cannot be watched.
 func StartConfigWatcher(ctx context.Context, store *ConfigStore, files []string, opts WatchOptions) (*ConfigWatcher, error) {
 	if store == nil || len(files) == 0 {
-		return nil, errors.New("gateway: StartConfigWatcher needs a ConfigStore and at least one file")
+		return nil, errors.New("controlplane: StartConfigWatcher needs a ConfigStore and at least one file")
 	}
 	if opts.Debounce <= 0 {
 		opts.Debounce = 250 * time.Millisecond

@@ -106,7 +106,7 @@ func startHarnessWith(t testing.TB, configText, policy string, specs []harnessBa
 	}
 	t.Cleanup(func() { runner.Close() })
 	h.runner = runner
-	exec, err := gateway.NewExecutor(runner, cfg.Sessions)
+	exec, err := gateway.NewDAGRunner(runner, cfg.Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}

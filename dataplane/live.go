@@ -167,7 +167,7 @@ func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 // re-plan does not make the next requests at low load wait for batch-mates.
 func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts LiveOptions, prev *LiveRunner) (*LiveRunner, error) {
 	if plan == nil {
-		return nil, errors.New("gateway: NewLiveRunner needs a plan")
+		return nil, errors.New("dataplane: NewLiveRunner needs a plan")
 	}
 	placed, _, err := Place(plan, cfg.Backends)
 	if err != nil {

@@ -26,7 +26,7 @@ func harnessChainOnSims(t *testing.T) (*api.Config, *api.Plan) {
 
 // inferPipe sends one request to the harness chain through exec and returns
 // how long it took.
-func inferPipe(t *testing.T, exec *gateway.Executor) time.Duration {
+func inferPipe(t *testing.T, exec *gateway.DAGRunner) time.Duration {
 	t.Helper()
 	req := &gateway.InferRequest{Inputs: []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: gatewaytest.FP32(1, 2)}}}
 	start := time.Now()
@@ -51,7 +51,7 @@ func TestIdleFlushServesALoneRequestAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exec, err := gateway.NewExecutor(runner, cfg.Sessions)
+		exec, err := gateway.NewDAGRunner(runner, cfg.Sessions)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestIdleFlushEstimateSurvivesAReplan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sw.Close()
-	exec, err := gateway.NewExecutor(sw, cfg.Sessions)
+	exec, err := gateway.NewDAGRunner(sw, cfg.Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}

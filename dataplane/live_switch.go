@@ -110,7 +110,7 @@ func NewLiveSwitch(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 
 func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan *api.Plan) (*liveState, error) {
 	if cfg == nil || plan == nil {
-		return nil, errors.New("gateway: a live plan needs a config and a plan")
+		return nil, errors.New("dataplane: a live plan needs a config and a plan")
 	}
 	placed, _, err := Place(plan, cfg.Backends)
 	if err != nil {

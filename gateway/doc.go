@@ -7,7 +7,7 @@
 // A request arrives on the HTTP server (fasthttp; one goroutine per connection) or
 // the gRPC server (one goroutine per call). It is decoded (DecodeInferRequest for
 // JSON; raw_input_contents or typed contents for gRPC) into []api.Tensor and handed
-// to Executor.Infer on that goroutine, which blocks until the response is ready:
+// to DAGRunner.Infer on that goroutine, which blocks until the response is ready:
 //
 //  1. look up the session (ErrUnknownSession); when the runner knows its models'
 //     tensors (MetadataSource), check the inputs against the source modules'
@@ -97,7 +97,7 @@
 //   - EmbeddedControl.Apply is the default OnConfig (the scheduler inside the
 //     gateway): re-plan with its Planner, refuse the change if a session that
 //     planned before, or that the change adds or modifies, cannot be planned,
-//     then LiveSwitch.Apply, Executor.SetSessions and Metrics.SetPlan. The
+//     then LiveSwitch.Apply, DAGRunner.SetSessions and Metrics.SetPlan. The
 //     control loop (scheduler/control) can replace it: any OnConfig that makes
 //     the config live or fails without side effects will do.
 //   - Admin (ServerOptions.Admin) serves /admin/ on the HTTP port behind a bearer
@@ -129,7 +129,7 @@
 //
 // # Concurrency
 //
-// Executor's session table is an immutable snapshot swapped atomically by
+// DAGRunner's session table is an immutable snapshot swapped atomically by
 // SetSessions. A request's run state is private to it; hand-overs between runner
 // goroutines go through atomics. Tensors passed to Run belong to the runner from
 // then on; the executor never writes to them.

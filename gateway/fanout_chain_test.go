@@ -12,10 +12,10 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 )
 
-// TestExecutorFanOutChain: modules after a fan-out with the same rate keep
+// TestDAGRunnerFanOutChain: modules after a fan-out with the same rate keep
 // getting one item per element (OCR: boxes → cls → rotate → rec, all per box);
 // a lower rate joins.
-func TestExecutorFanOutChain(t *testing.T) {
+func TestDAGRunnerFanOutChain(t *testing.T) {
 	const sessions = `
 sessions:
   - name: chain
@@ -46,7 +46,7 @@ sessions:
 		}
 	}
 	f.Fn["cls"], f.Fn["rotate"], f.Fn["rec"], f.Fn["summary"] = step("cls", 10), step("rotate", 100), step("rec", 1000), step("summary", 0)
-	e, err := gateway.NewExecutor(f, gatewaytest.SessionsFromYAML(t, sessions))
+	e, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, sessions))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,13 +31,13 @@ type SessionMetadata struct {
 
 // CheckSession returns nil when session is served, else an error wrapping
 // ErrUnknownSession that lists the sessions served.
-func (e *Executor) CheckSession(session string) error {
+func (e *DAGRunner) CheckSession(session string) error {
 	_, err := e.lookup(session)
 	return err
 }
 
 // Metadata returns session's metadata, or an error wrapping ErrUnknownSession.
-func (e *Executor) Metadata(session string) (SessionMetadata, error) {
+func (e *DAGRunner) Metadata(session string) (SessionMetadata, error) {
 	d, err := e.lookup(session)
 	if err != nil {
 		return SessionMetadata{}, err
@@ -50,7 +50,7 @@ func (e *Executor) Metadata(session string) (SessionMetadata, error) {
 	return md, nil
 }
 
-func (e *Executor) sessionTensors(d *dag) (in, out []TensorMeta) {
+func (e *DAGRunner) sessionTensors(d *dag) (in, out []TensorMeta) {
 	in, out = []TensorMeta{}, []TensorMeta{}
 	src := e.meta
 	if src == nil {

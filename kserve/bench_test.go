@@ -33,7 +33,7 @@ func bareHandler(ctx *fasthttp.RequestCtx) {
 //
 //	go test -run '^$' -bench GatewayVsBareFasthttp -benchtime 20000x ./gateway
 func BenchmarkGatewayVsBareFasthttp(b *testing.B) {
-	exec, err := gateway.NewExecutor(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
+	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
 sessions:
   - name: echo
     slo: 1s
@@ -73,7 +73,7 @@ func (w testingWriter) Write(p []byte) (int, error) { w.b.Log(string(p)); return
 // BenchmarkExecutorInfer is the executor's own cost per request on a two-module
 // chain with an instant runner.
 func BenchmarkExecutorInfer(b *testing.B) {
-	exec, err := gateway.NewExecutor(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
+	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
 sessions:
   - name: chain
     slo: 1s
@@ -97,7 +97,7 @@ sessions:
 // BenchmarkHandleHTTP is the HTTP handler's cost per request (route, decode,
 // execute a one-module session with an instant runner, encode), without sockets.
 func BenchmarkHandleHTTP(b *testing.B) {
-	exec, err := gateway.NewExecutor(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
+	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
 sessions:
   - name: echo
     slo: 1s

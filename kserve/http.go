@@ -45,7 +45,7 @@ type ServerOptions struct {
 // and gRPC. Every method is safe for concurrent use; the handlers run on the
 // servers' goroutines and block them for the duration of one request.
 type Server struct {
-	exec  *gateway.Executor
+	exec  *gateway.DAGRunner
 	opts  ServerOptions
 	ready atomic.Bool
 	bufs  sync.Pool // *[]byte response buffers
@@ -53,12 +53,12 @@ type Server struct {
 
 // NewServer returns a server over exec. It starts ready; SetReady(false) makes
 // the readiness endpoints answer 503 (e.g. while draining on shutdown).
-func NewServer(exec *gateway.Executor, opts ServerOptions) (*Server, error) {
+func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 	if exec == nil {
-		return nil, errors.New("gateway: NewServer needs an Executor")
+		return nil, errors.New("kserve: NewServer needs a gateway.DAGRunner")
 	}
 	if opts.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("gateway: max body %d bytes is negative", opts.MaxBodyBytes)
+		return nil, fmt.Errorf("kserve: max body %d bytes is negative", opts.MaxBodyBytes)
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
@@ -69,7 +69,7 @@ func NewServer(exec *gateway.Executor, opts ServerOptions) (*Server, error) {
 	s := &Server{exec: exec, opts: opts}
 	s.ready.Store(true)
 	if opts.Metrics != nil {
-		opts.Metrics.SetExecutor(exec)
+		opts.Metrics.SetDAGRunner(exec)
 	}
 	return s, nil
 }

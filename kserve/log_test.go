@@ -38,7 +38,7 @@ func TestFailedRequestsAreLoggedWithRequestFields(t *testing.T) {
 		{gatewaytest.EchoRunner{}, "", 200},
 	} {
 		logs.TakeAll()
-		exec, err := gateway.NewExecutor(tc.runner, sessions)
+		exec, err := gateway.NewDAGRunner(tc.runner, sessions)
 		if err != nil {
 			t.Fatal(err)
 		}

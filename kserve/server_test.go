@@ -66,7 +66,7 @@ func startServers(t testing.TB, maxBody int) *testServers {
 	f.Fn["liar"] = func([]api.Tensor) ([]api.Tensor, error) {
 		return []api.Tensor{{Name: "y", Datatype: "INT32", Shape: []int64{4}, Data: []byte{1}}}, nil
 	}
-	exec, err := gateway.NewExecutor(f, gatewaytest.SessionsFromYAML(t, serverSessions))
+	exec, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, serverSessions))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		m.planCost, m.planTimestamp, m.planRuntime, m.replans, m.sessionCost, m.sessionSLO, m.moduleBudget, m.moduleWCL,
 		m.moduleRate, m.machines, m.membership, m.stale, m.planVersion, m.planScheduler, age} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("gateway metrics: %w", err)
+			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
 	for _, c := range ReplanCauses {
@@ -184,11 +184,11 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 // Handler serves GET /metrics: the registry's metrics in Prometheus text.
 func (m *Metrics) Handler(ctx *fasthttp.RequestCtx) { m.handler(ctx) }
 
-// SetExecutor resolves the per-session children (and the SLO that counts a
+// SetDAGRunner resolves the per-session children (and the SLO that counts a
 // violation) of the executor's sessions. NewServer calls it; whoever changes
 // the executor's sessions afterwards (EmbeddedControl, the cluster follower)
-// calls it again after Executor.SetSessions.
-func (m *Metrics) SetExecutor(e *gateway.Executor) {
+// calls it again after DAGRunner.SetSessions.
+func (m *Metrics) SetDAGRunner(e *gateway.DAGRunner) {
 	names := e.Sessions()
 	slos := make(map[string]time.Duration, len(names))
 	for _, n := range names {
@@ -293,7 +293,7 @@ func (m *Metrics) SetPlan(plan *api.Plan, cause string, took time.Duration) erro
 		known = known || c == cause
 	}
 	if !known {
-		return fmt.Errorf("gateway metrics: re-plan cause %q; allowed: %v", cause, ReplanCauses)
+		return fmt.Errorf("metrics: re-plan cause %q; allowed: %v", cause, ReplanCauses)
 	}
 	m.planMu.Lock()
 	defer m.planMu.Unlock()

@@ -92,7 +92,7 @@ func startMetricsGateway(t testing.TB, configText string) *metricsGateway {
 	}
 	t.Cleanup(func() { runner.Close() })
 	reg.MustRegister(runner)
-	exec, err := gateway.NewExecutor(runner, cfg.Sessions)
+	exec, err := gateway.NewDAGRunner(runner, cfg.Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ sessions:
       - {name: e, model: m, rate: 1}
 `)
 	serve := func(withMetrics bool) string {
-		exec, err := gateway.NewExecutor(gatewaytest.EchoRunner{}, sessions)
+		exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, sessions)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -253,7 +253,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 			log.Warn("session not planned; it will answer 503", zap.String("session", sp.Name), zap.String("reason", sp.Error))
 		}
 	}
-	exec, err := gateway.NewExecutor(runner, cfg.Sessions)
+	exec, err := gateway.NewDAGRunner(runner, cfg.Sessions)
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if cc != nil {
 		onConfig = cc.onConfig
 	} else {
-		onConfig = (&controlplane.EmbeddedControl{Planner: planner, Switch: sw, Executor: exec, Metrics: metrics, Logger: log}).Apply
+		onConfig = (&controlplane.EmbeddedControl{Planner: planner, Switch: sw, DAGRunner: exec, Metrics: metrics, Logger: log}).Apply
 	}
 	store, err := controlplane.NewConfigStore(cfg, onConfig)
 	if err != nil {

@@ -60,7 +60,7 @@ type consulControl struct {
 
 	mu      sync.Mutex // guards everything below (follow, attach, onConfig, backends)
 	sw      *dataplane.LiveSwitch
-	exec    *gateway.Executor
+	exec    *gateway.DAGRunner
 	store   *controlplane.ConfigStore
 	applied *cluster.Record // the record live on this gateway
 	served  *api.Config     // its config, without backends
@@ -255,13 +255,13 @@ func (cc *consulControl) syncSessionsLocked(cause string) {
 		cc.log.Error("serve the published sessions", zap.Error(err)) // cannot happen: the loader validated them
 		return
 	}
-	cc.metrics.SetExecutor(cc.exec)
+	cc.metrics.SetDAGRunner(cc.exec)
 	cc.store.Adopt(cc.served, cause)
 }
 
 // attach hands the control plane the executor and the config store, made after
 // the first plan went live.
-func (cc *consulControl) attach(exec *gateway.Executor, store *controlplane.ConfigStore) {
+func (cc *consulControl) attach(exec *gateway.DAGRunner, store *controlplane.ConfigStore) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	cc.exec, cc.store = exec, store

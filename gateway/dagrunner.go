@@ -40,10 +40,10 @@ type ModuleRunner interface {
 // DefaultTimeout is the deadline of a request to a session without an SLO.
 const DefaultTimeout = 30 * time.Second
 
-// Executor runs sessions' DAGs over a ModuleRunner. It is safe for concurrent use;
+// DAGRunner runs sessions' DAGs over a ModuleRunner. It is safe for concurrent use;
 // SetSessions swaps the session table atomically and requests already running
 // finish on the table they started with.
-type Executor struct {
+type DAGRunner struct {
 	runner ModuleRunner
 	meta   MetadataSource // runner's, when it knows its modules' tensors
 	table  atomic.Pointer[sessionTable]
@@ -54,13 +54,13 @@ type sessionTable struct {
 	names  string // sorted, comma separated, for errors
 }
 
-// NewExecutor returns an executor of sessions over runner, or an error naming the
+// NewDAGRunner returns an executor of sessions over runner, or an error naming the
 // first session that is not a valid DAG.
-func NewExecutor(runner ModuleRunner, sessions []api.Session) (*Executor, error) {
+func NewDAGRunner(runner ModuleRunner, sessions []api.Session) (*DAGRunner, error) {
 	if runner == nil {
-		return nil, errors.New("gateway: NewExecutor needs a ModuleRunner")
+		return nil, errors.New("gateway: NewDAGRunner needs a ModuleRunner")
 	}
-	e := &Executor{runner: runner}
+	e := &DAGRunner{runner: runner}
 	e.meta, _ = runner.(MetadataSource)
 	if err := e.SetSessions(sessions); err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func NewExecutor(runner ModuleRunner, sessions []api.Session) (*Executor, error)
 }
 
 // SetSessions replaces the sessions the executor serves.
-func (e *Executor) SetSessions(sessions []api.Session) error {
+func (e *DAGRunner) SetSessions(sessions []api.Session) error {
 	t := &sessionTable{byName: make(map[string]*dag, len(sessions))}
 	names := make([]string, 0, len(sessions))
 	for _, s := range sessions {
@@ -90,7 +90,7 @@ func (e *Executor) SetSessions(sessions []api.Session) error {
 }
 
 // Session returns the session called name as the executor serves it.
-func (e *Executor) Session(name string) (api.Session, bool) {
+func (e *DAGRunner) Session(name string) (api.Session, bool) {
 	d, ok := e.table.Load().byName[name]
 	if !ok {
 		return api.Session{}, false
@@ -99,7 +99,7 @@ func (e *Executor) Session(name string) (api.Session, bool) {
 }
 
 // Sessions returns the names of the sessions served, sorted.
-func (e *Executor) Sessions() []string {
+func (e *DAGRunner) Sessions() []string {
 	t := e.table.Load()
 	out := make([]string, 0, len(t.byName))
 	for n := range t.byName {
@@ -109,7 +109,7 @@ func (e *Executor) Sessions() []string {
 	return out
 }
 
-func (e *Executor) lookup(session string) (*dag, error) {
+func (e *DAGRunner) lookup(session string) (*dag, error) {
 	t := e.table.Load()
 	if d, ok := t.byName[session]; ok {
 		return d, nil
@@ -124,7 +124,7 @@ func (e *Executor) lookup(session string) (*dag, error) {
 // resp.Parameters get "piccolo.<module>.queue_ms", ".compute_ms" and ".total_ms" for
 // every module that ran (for a fan-out module, the slowest item's queue and compute)
 // and "piccolo.e2e_ms". Infer blocks the calling goroutine until then.
-func (e *Executor) Infer(ctx context.Context, session string, req *InferRequest, resp *InferResponse) error {
+func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest, resp *InferResponse) error {
 	arrival := time.Now()
 	d, err := e.lookup(session)
 	if err != nil {
@@ -186,7 +186,7 @@ func (e *Executor) Infer(ctx context.Context, session string, req *InferRequest,
 // models declare (MetadataSource), so that a request the backend would refuse is
 // refused before it takes a place in a batch: a declared input must have the
 // declared datatype, rank and fixed dimensions after dimension 0.
-func (e *Executor) checkInputs(d *dag, inputs []api.Tensor) error {
+func (e *DAGRunner) checkInputs(d *dag, inputs []api.Tensor) error {
 	if e.meta == nil {
 		return nil
 	}
@@ -233,7 +233,7 @@ const (
 // a module's outputs are written before its children's pending count drops and
 // read after it reaches zero.
 type run struct {
-	e        *Executor
+	e        *DAGRunner
 	d        *dag
 	ctx      context.Context
 	deadline time.Time

@@ -43,23 +43,23 @@ sessions:
       - {name: summarize, model: m, rate: 10, after: [recognize]}
 `
 
-func newTestExecutor(t *testing.T, f *gatewaytest.FakeRunner) *gateway.Executor {
+func newTestDAGRunner(t *testing.T, f *gatewaytest.FakeRunner) *gateway.DAGRunner {
 	t.Helper()
-	e, err := gateway.NewExecutor(f, gatewaytest.SessionsFromYAML(t, testSessions))
+	e, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, testSessions))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func TestExecutorSequential(t *testing.T) {
+func TestDAGRunnerSequential(t *testing.T) {
 	for _, sync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
 			f := gatewaytest.NewFakeRunner()
 			f.Sync = sync
 			f.Fn["a"] = gatewaytest.AddConst("ya", 1)
 			f.Fn["b"] = gatewaytest.AddConst("yb", 10)
-			e := newTestExecutor(t, f)
+			e := newTestDAGRunner(t, f)
 			var resp gateway.InferResponse
 			req := gateway.InferRequest{ID: "r1", Inputs: gatewaytest.Input(1, 2)}
 			if err := e.Infer(context.Background(), "chain", &req, &resp); err != nil {
@@ -90,7 +90,7 @@ func TestExecutorSequential(t *testing.T) {
 	}
 }
 
-func TestExecutorParallelJoin(t *testing.T) {
+func TestDAGRunnerParallelJoin(t *testing.T) {
 	f := gatewaytest.NewFakeRunner()
 	f.Fn["a"] = gatewaytest.AddConst("y", 1)
 	f.Fn["left"] = gatewaytest.AddConst("y", 10)
@@ -99,7 +99,7 @@ func TestExecutorParallelJoin(t *testing.T) {
 	f.Fn["join"] = func(in []api.Tensor) ([]api.Tensor, error) { joinIn = in; return in, nil }
 	f.Delay["left"] = 300 * time.Millisecond
 	f.Delay["right"] = 300 * time.Millisecond
-	e := newTestExecutor(t, f)
+	e := newTestDAGRunner(t, f)
 	var resp gateway.InferResponse
 	start := time.Now()
 	if err := e.Infer(context.Background(), "diamond", &gateway.InferRequest{Inputs: gatewaytest.Input(0)}, &resp); err != nil {
@@ -120,7 +120,7 @@ func TestExecutorParallelJoin(t *testing.T) {
 	}
 }
 
-func TestExecutorBranch(t *testing.T) {
+func TestDAGRunnerBranch(t *testing.T) {
 	tests := []struct {
 		name    string
 		branch  api.Tensor
@@ -145,7 +145,7 @@ func TestExecutorBranch(t *testing.T) {
 			}
 			var mergeIn []api.Tensor
 			f.Fn["merge"] = func(in []api.Tensor) ([]api.Tensor, error) { mergeIn = in; return in, nil }
-			e := newTestExecutor(t, f)
+			e := newTestDAGRunner(t, f)
 			var resp gateway.InferResponse
 			err := e.Infer(context.Background(), "branchy", &gateway.InferRequest{Inputs: gatewaytest.Input(5)}, &resp)
 			if tc.wantErr != "" {
@@ -188,7 +188,7 @@ func TestExecutorBranch(t *testing.T) {
 	}
 }
 
-func TestExecutorFanOut(t *testing.T) {
+func TestDAGRunnerFanOut(t *testing.T) {
 	f := gatewaytest.NewFakeRunner()
 	// detect finds 5 "boxes": a [5,2] tensor.
 	f.Fn["detect"] = func(in []api.Tensor) ([]api.Tensor, error) {
@@ -209,7 +209,7 @@ func TestExecutorFanOut(t *testing.T) {
 		<-mu
 		return []api.Tensor{{Name: "text", Datatype: "FP32", Shape: []int64{1, 1}, Data: gatewaytest.FP32(v * 10)}}, nil
 	}
-	e := newTestExecutor(t, f)
+	e := newTestDAGRunner(t, f)
 	var resp gateway.InferResponse
 	if err := e.Infer(context.Background(), "fan", &gateway.InferRequest{Inputs: gatewaytest.Input(0)}, &resp); err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestExecutorFanOut(t *testing.T) {
 	})
 }
 
-func TestExecutorErrors(t *testing.T) {
+func TestDAGRunnerErrors(t *testing.T) {
 	t.Run("one failing branch fails the request once", func(t *testing.T) {
 		f := gatewaytest.NewFakeRunner()
 		f.Fn["left"] = func([]api.Tensor) ([]api.Tensor, error) {
@@ -272,7 +272,7 @@ func TestExecutorErrors(t *testing.T) {
 		f.Fn["right"] = func([]api.Tensor) ([]api.Tensor, error) {
 			return nil, fmt.Errorf("%w: gpu-4 refused", gateway.ErrUnavailable)
 		}
-		e := newTestExecutor(t, f)
+		e := newTestDAGRunner(t, f)
 		err := e.Infer(context.Background(), "diamond", &gateway.InferRequest{Inputs: gatewaytest.Input(0)}, &gateway.InferResponse{})
 		if !errors.Is(err, gateway.ErrUnavailable) || !strings.Contains(err.Error(), `module "`) || strings.Count(err.Error(), "refused") != 1 {
 			t.Errorf("got %v, want one ErrUnavailable naming the module", err)
@@ -287,7 +287,7 @@ func TestExecutorErrors(t *testing.T) {
 		f.Fn["a"] = func([]api.Tensor) ([]api.Tensor, error) {
 			return []api.Tensor{{Name: "y", Datatype: "FP32", Shape: []int64{3}, Data: []byte{1, 2}}}, nil
 		}
-		e := newTestExecutor(t, f)
+		e := newTestDAGRunner(t, f)
 		err := e.Infer(context.Background(), "chain", &gateway.InferRequest{Inputs: gatewaytest.Input(0)}, &gateway.InferResponse{})
 		if !errors.Is(err, gateway.ErrBackend) || !strings.Contains(err.Error(), `module "a"`) || !strings.Contains(err.Error(), "needs 12 bytes, got 2") {
 			t.Errorf("got %v, want ErrBackend naming module a and the size mismatch", err)
@@ -304,7 +304,7 @@ sessions:
       - {name: a, model: m, rate: 1}
       - {name: b, model: m, rate: 1, after: [a]}
 `)
-		e, err := gateway.NewExecutor(f, sessions)
+		e, err := gateway.NewDAGRunner(f, sessions)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +320,7 @@ sessions:
 	t.Run("client deadline earlier than SLO", func(t *testing.T) {
 		f := gatewaytest.NewFakeRunner()
 		f.Hang["a"] = true
-		e := newTestExecutor(t, f)
+		e := newTestDAGRunner(t, f)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -332,7 +332,7 @@ sessions:
 	t.Run("admission", func(t *testing.T) {
 		f := gatewaytest.NewFakeRunner()
 		f.Estimated.Store(int64(1500 * time.Millisecond)) // two modules: 3 s > the 2 s SLO
-		e := newTestExecutor(t, f)
+		e := newTestDAGRunner(t, f)
 		err := e.Infer(context.Background(), "chain", &gateway.InferRequest{Inputs: gatewaytest.Input(0)}, &gateway.InferResponse{})
 		if !errors.Is(err, gateway.ErrOverloaded) || !strings.Contains(err.Error(), "3000.0 ms") {
 			t.Errorf("got %v, want ErrOverloaded citing the 3000 ms estimate", err)
@@ -346,14 +346,14 @@ sessions:
 		}
 	})
 	t.Run("unknown session", func(t *testing.T) {
-		e := newTestExecutor(t, gatewaytest.NewFakeRunner())
+		e := newTestDAGRunner(t, gatewaytest.NewFakeRunner())
 		err := e.Infer(context.Background(), "nope", &gateway.InferRequest{Inputs: gatewaytest.Input(0)}, &gateway.InferResponse{})
 		if !errors.Is(err, gateway.ErrUnknownSession) || !strings.Contains(err.Error(), "known sessions: branchy, chain, diamond, fan") {
 			t.Errorf("got %v, want ErrUnknownSession listing the sessions", err)
 		}
 	})
 	t.Run("requested output missing", func(t *testing.T) {
-		e := newTestExecutor(t, gatewaytest.NewFakeRunner())
+		e := newTestDAGRunner(t, gatewaytest.NewFakeRunner())
 		err := e.Infer(context.Background(), "chain", &gateway.InferRequest{Inputs: gatewaytest.Input(0), Outputs: []string{"nope"}}, &gateway.InferResponse{})
 		if !errors.Is(err, gateway.ErrBadInput) || !strings.Contains(err.Error(), `requested output "nope" was not produced; this request produced: x`) {
 			t.Errorf("got %v", err)
@@ -390,7 +390,7 @@ sessions:
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := gateway.NewExecutor(gatewaytest.NewFakeRunner(), gatewaytest.SessionsFromYAML(t, tc.yaml))
+			_, err := gateway.NewDAGRunner(gatewaytest.NewFakeRunner(), gatewaytest.SessionsFromYAML(t, tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
