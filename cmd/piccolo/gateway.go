@@ -44,9 +44,9 @@ type gatewayOptions struct {
 	drain      time.Duration
 	adminToken string
 	watch      bool
-	consul     string // Consul agent HTTP address; "": membership from the config (gateway_control.go)
+	consul     string // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
 
-	// With --consul (gateway_control.go, scheduler/cluster).
+	// With --consul (controlplane/cluster.go, scheduler/cluster).
 	clusterPrefix string        // KV prefix of the cluster
 	schedule      bool          // run a scheduler candidate in this gateway
 	schedulerID   string        // the candidate's id (default gateway-<gateway id>)
@@ -58,7 +58,7 @@ type gatewayOptions struct {
 	// wiring) and a hook called with every plan made live.
 	control control.Options
 	monitor control.MonitorOptions
-	onPlan  func(planEvent)
+	onPlan  func(controlplane.PlanEvent)
 }
 
 func newGatewayCmd() *cobra.Command {
@@ -214,17 +214,20 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	var (
 		sw     *dataplane.LiveSwitch
 		runner gateway.ModuleRunner
-		cc     *consulControl
+		cc     *controlplane.ConsulControl
 	)
 	if o.consul != "" {
-		if cc, err = startConsulControl(ctx, o, cfg, metrics, log, liveOpts, planner); err != nil {
+		copts := controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
+			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait,
+			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
+		if cc, err = controlplane.StartConsulControl(ctx, copts, cfg, metrics, log, liveOpts, planner); err != nil {
 			return err
 		}
-		sw = cc.sw
-		runner = countingRunner{LiveSwitch: sw, cc: cc}
-		cfg = cc.servedConfig() // the cluster's config, which may differ from the -c files
-		if cc.sched != nil {
-			reg.MustRegister(leaderGauge(cc.sched))
+		sw = cc.Switch()
+		runner = cc.Runner()
+		cfg = cc.ServedConfig() // the cluster's config, which may differ from the -c files
+		if cc.Scheduler() != nil {
+			reg.MustRegister(leaderGauge(cc.Scheduler()))
 		}
 	} else {
 		planStart := time.Now()
@@ -260,7 +263,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	reg.MustRegister(sw)
 	var onConfig controlplane.OnConfig
 	if cc != nil {
-		onConfig = cc.onConfig
+		onConfig = cc.Apply
 	} else {
 		onConfig = (&controlplane.EmbeddedControl{Planner: planner, Switch: sw, DAGRunner: exec, Metrics: metrics, Logger: log}).Apply
 	}
@@ -269,14 +272,14 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	if cc != nil {
-		cc.attach(exec, store)
+		cc.Attach(exec, store)
 	}
 	token := adminToken(o.adminToken)
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if token != "" {
 		aopts := controlplane.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
 		if cc != nil {
-			aopts.Backends = cc.backends
+			aopts.Backends = cc.Backends
 		}
 		a, err := controlplane.NewAdmin(aopts)
 		if err != nil {
@@ -341,7 +344,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		log.Warn("gRPC drain timed out; requests in flight were cut off")
 	}
 	if cc != nil {
-		cc.waitStepDown(3 * time.Second)
+		cc.WaitStepDown(3 * time.Second)
 	}
 	log.Info("gateway stopped")
 	return nil
@@ -368,3 +371,5 @@ func planForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64
 	plan, _, err := simulate.PlanForBursts(cfg, opts, burstTarget, 1)
 	return plan, err
 }
+
+var errNoConsul = errors.New("membership consul needs --consul ADDR (the Consul agent's HTTP address host:port)")

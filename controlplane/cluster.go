@@ -1,4 +1,4 @@
-package main
+package controlplane
 
 import (
 	"bytes"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
-	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
@@ -23,7 +22,7 @@ import (
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
 
-// consulControl is the control plane of `piccolo gateway --consul`
+// ConsulControl is the control plane of `piccolo gateway --consul`
 // (docs/control-plane.md, "Distribution"): the gateway follows the plan the
 // cluster's scheduler publishes in Consul KV and, unless --schedule=false,
 // runs a scheduler candidate itself (scheduler/cluster.Scheduler), so one
@@ -35,13 +34,13 @@ import (
 //   - report (a ticker): the request-path rate counters → Consul rates/<id>.
 //   - watch (membership): the admin API's backends view and the
 //     piccolo_membership* metrics; the scheduler has its own watch.
-//   - onConfig (ConfigStore.Update's goroutine): an operator's change is
+//   - Apply (ConfigStore.Update's goroutine): an operator's change is
 //     planned here to refuse what cannot be planned (422, nothing changes),
 //     written to Consul with check-and-set, and answered once a plan for it is
 //     live on this gateway.
 //
 // The request path only reads counters through an atomic pointer.
-type consulControl struct {
+type ConsulControl struct {
 	log     *zap.Logger
 	metrics *metrics.Metrics
 	opts    dataplane.LiveOptions
@@ -49,19 +48,19 @@ type consulControl struct {
 	kv      *cluster.Client
 	sched   *cluster.Scheduler // nil with --schedule=false
 	stopped chan struct{}      // closed when sched.Run has returned (lock released)
-	planner controlplane.Planner
+	planner Planner
 	id      string
 	wait    time.Duration // how long a config change waits for its plan
-	onPlan  func(planEvent)
+	onPlan  func(PlanEvent)
 
 	latest   atomic.Pointer[cluster.Record] // the newest record seen (applied or not)
 	mon      *control.RateMonitor
 	counters atomic.Pointer[map[string]map[string]*control.Counter] // session → source module
 
-	mu      sync.Mutex // guards everything below (follow, attach, onConfig, backends)
+	mu      sync.Mutex // guards everything below (follow, Attach, Apply, Backends)
 	sw      *dataplane.LiveSwitch
 	exec    *gateway.DAGRunner
-	store   *controlplane.ConfigStore
+	store   *ConfigStore
 	applied *cluster.Record // the record live on this gateway
 	served  *api.Config     // its config, without backends
 	snap    membership.Snapshot
@@ -69,10 +68,10 @@ type consulControl struct {
 	changed chan struct{} // closed and replaced at every applied record
 }
 
-// planEvent is one plan made live by the control plane: what caused it, when
+// PlanEvent is one plan made live by the cluster control: what caused it, when
 // the scheduler saw the cause (Trigger) and when this gateway had the new
 // dispatch table live.
-type planEvent struct {
+type PlanEvent struct {
 	Cause   string
 	Trigger time.Time
 	Live    time.Time
@@ -80,40 +79,58 @@ type planEvent struct {
 	Leader  string
 }
 
-// startConsulControl starts following the cluster's plan (and, with
-// o.schedule, campaigning to be its scheduler) and returns once the first plan
+// ClusterOptions configure the cluster control (`piccolo gateway --consul`).
+type ClusterOptions struct {
+	Consul       string        // the Consul agent's HTTP address host:port
+	Prefix       string        // KV prefix of the cluster (cluster.DefaultPrefix)
+	Schedule     bool          // also run a scheduler candidate in this gateway
+	SchedulerID  string        // the candidate's id (default gateway-<GatewayID>)
+	SchedulerTTL time.Duration // the candidate's heartbeat TTL
+	GatewayID    string        // this gateway's id in Consul (default <host>-<port of Listen>)
+	Listen       string        // the HTTP listen address, for the default GatewayID
+	ConfigWait   time.Duration // how long a config change waits for its plan (default 15s)
+
+	// Tests only: the control loop's options (Plan, Publish are set here), the
+	// rate monitor's, and a hook called with every plan made live.
+	Control control.Options
+	Monitor control.MonitorOptions
+	OnPlan  func(PlanEvent)
+}
+
+// StartConsulControl starts following the cluster's plan (and, with
+// o.Schedule, campaigning to be its scheduler) and returns once the first plan
 // is live (cc.sw serves it). Until then it waits, logging why, until ctx ends.
-func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config, metrics *metrics.Metrics, log *zap.Logger,
-	live dataplane.LiveOptions, planner controlplane.Planner) (*consulControl, error) {
-	kv, err := cluster.New(o.consul, cluster.Options{Prefix: o.clusterPrefix, Logger: log})
+func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, metrics *metrics.Metrics, log *zap.Logger,
+	live dataplane.LiveOptions, planner Planner) (*ConsulControl, error) {
+	kv, err := cluster.New(o.Consul, cluster.Options{Prefix: o.Prefix, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("--consul %s: %w", o.consul, err)
+		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}
-	mon, err := control.NewRateMonitor(time.Now(), o.monitor)
+	mon, err := control.NewRateMonitor(time.Now(), o.Monitor)
 	if err != nil {
 		return nil, err
 	}
-	w, err := membership.NewConsul(o.consul, membership.ConsulOptions{Logger: log})
+	w, err := membership.NewConsul(o.Consul, membership.ConsulOptions{Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("--consul %s: %w", o.consul, err)
+		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}
-	cc := &consulControl{log: log, metrics: metrics, opts: live, ctx: ctx, kv: kv, planner: planner, id: o.gatewayID,
-		wait: o.configWait, onPlan: o.onPlan, mon: mon, first: make(chan struct{}), changed: make(chan struct{}),
+	cc := &ConsulControl{log: log, metrics: metrics, opts: live, ctx: ctx, kv: kv, planner: planner, id: o.GatewayID,
+		wait: o.ConfigWait, onPlan: o.OnPlan, mon: mon, first: make(chan struct{}), changed: make(chan struct{}),
 		stopped: make(chan struct{})}
 	if cc.id == "" {
-		cc.id = defaultGatewayID(o.listen)
+		cc.id = defaultGatewayID(o.Listen)
 	}
 	if cc.wait <= 0 {
 		cc.wait = 15 * time.Second
 	}
 	cc.setCounters(cfg)
-	if o.schedule {
-		id := o.schedulerID
+	if o.Schedule {
+		id := o.SchedulerID
 		if id == "" {
 			id = "gateway-" + cc.id
 		}
 		cc.sched, err = cluster.NewScheduler(kv, cluster.SchedulerOptions{ID: id, Seed: cfg, Plan: planner, Members: w,
-			Control: o.control, TTL: o.schedulerTTL, Logger: log})
+			Control: o.Control, TTL: o.SchedulerTTL, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("--scheduler-ttl/--scheduler-id: %w", err)
 		}
@@ -131,18 +148,18 @@ func startConsulControl(ctx context.Context, o *gatewayOptions, cfg *api.Config,
 			go cc.report(ctx)
 			return cc, nil
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the cluster's first plan in Consul at %s: %w", o.consul, ctx.Err())
+			return nil, fmt.Errorf("waiting for the cluster's first plan in Consul at %s: %w", o.Consul, ctx.Err())
 		case <-warn.C:
 			log.Warn("no plan in Consul yet: waiting for the cluster's scheduler to publish one (is a scheduler running, and a backend registered?)",
-				zap.String("consul", o.consul), zap.String("plan_key", kv.PlanKey()), zap.Bool("scheduler_here", o.schedule))
+				zap.String("consul", o.Consul), zap.String("plan_key", kv.PlanKey()), zap.Bool("scheduler_here", o.Schedule))
 		}
 	}
 }
 
-// waitStepDown waits, up to timeout, for this gateway's scheduler candidate to
+// WaitStepDown waits, up to timeout, for this gateway's scheduler candidate to
 // release the lock and deregister after ctx ended, so a standby takes over at
 // once instead of after the TTL.
-func (cc *consulControl) waitStepDown(timeout time.Duration) {
+func (cc *ConsulControl) WaitStepDown(timeout time.Duration) {
 	if cc.sched == nil {
 		return
 	}
@@ -167,7 +184,7 @@ func defaultGatewayID(listen string) string {
 // cannot apply is logged and the running plan stays: one a backend refused is
 // tried again every 2 s while it is the newest; one whose config the loader
 // refuses waits for the next record.
-func (cc *consulControl) follow(rec *cluster.Record) {
+func (cc *ConsulControl) follow(rec *cluster.Record) {
 	cc.latest.Store(rec)
 	if !cc.apply(rec) {
 		// Try the same record again while it is the newest (a backend that
@@ -183,7 +200,7 @@ func (cc *consulControl) follow(rec *cluster.Record) {
 // apply makes rec live; false when it could not and a retry may succeed
 // (logged; the last plan stays). A record whose config does not load is
 // logged and not retried: the same text would fail again.
-func (cc *consulControl) apply(rec *cluster.Record) bool {
+func (cc *ConsulControl) apply(rec *cluster.Record) bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.latest.Load() != rec {
@@ -232,18 +249,18 @@ func (cc *consulControl) apply(rec *cluster.Record) bool {
 }
 
 // notifyLocked wakes the config changes waiting for their plan, and the tests' hook.
-func (cc *consulControl) notifyLocked(rec *cluster.Record, live time.Time) {
+func (cc *ConsulControl) notifyLocked(rec *cluster.Record, live time.Time) {
 	close(cc.changed)
 	cc.changed = make(chan struct{})
 	if cc.onPlan != nil {
-		cc.onPlan(planEvent{Cause: rec.Cause, Trigger: rec.Trigger, Live: live, Plan: rec.Plan, Leader: rec.Leader})
+		cc.onPlan(PlanEvent{Cause: rec.Cause, Trigger: rec.Trigger, Live: live, Plan: rec.Plan, Leader: rec.Leader})
 	}
 }
 
 // syncSessionsLocked makes the executor and the config store serve the applied
 // record's sessions when they differ (a change made at another gateway, or a
-// record applied between startConsulControl and attach).
-func (cc *consulControl) syncSessionsLocked(cause string) {
+// record applied between StartConsulControl and attach).
+func (cc *ConsulControl) syncSessionsLocked(cause string) {
 	if cc.exec == nil || cc.store == nil || cc.served == nil {
 		return
 	}
@@ -259,39 +276,39 @@ func (cc *consulControl) syncSessionsLocked(cause string) {
 	cc.store.Adopt(cc.served, cause)
 }
 
-// attach hands the control plane the executor and the config store, made after
+// Attach hands the control plane the executor and the config store, made after
 // the first plan went live.
-func (cc *consulControl) attach(exec *gateway.DAGRunner, store *controlplane.ConfigStore) {
+func (cc *ConsulControl) Attach(exec *gateway.DAGRunner, store *ConfigStore) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	cc.exec, cc.store = exec, store
 	cc.syncSessionsLocked("config")
 }
 
-// servedConfig is the config of the first live plan, without backends: what
+// ServedConfig is the config of the first live plan, without backends: what
 // the executor and the config store start with.
-func (cc *consulControl) servedConfig() *api.Config {
+func (cc *ConsulControl) ServedConfig() *api.Config {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	return cc.served
 }
 
-// onConfig is the ConfigStore's OnConfig with Consul: plan the change here
-// (refusing what cannot be planned, as the embedded gateway does), store it in
+// Apply is the ConfigStore's OnConfig with Consul: plan the change here
+// (refusing what cannot be planned, as EmbeddedControl does), store it in
 // Consul if nobody changed the config meanwhile, and return once a plan made
 // for it is live on this gateway (or an error saying it is stored but not yet
 // planned).
-func (cc *consulControl) onConfig(ctx context.Context, cfg *api.Config, cause string) error {
+func (cc *ConsulControl) Apply(ctx context.Context, cfg *api.Config, cause string) error {
 	cc.mu.Lock()
 	prev, prevCfg, ifIndex := cc.applied.Plan, cc.served, cc.applied.ConfigIndex
 	// Planned with the members as backends: the planner then plans only the
-	// hardware present (planForServing), as the leader will, so a change only
+	// hardware present (PlanForServing), as the leader will, so a change only
 	// an absent type could serve is refused here (422), not accepted and then
 	// served as 503.
 	withMembers := *cfg
 	withMembers.Backends = cc.snap.Backends()
 	cc.mu.Unlock()
-	if _, err := controlplane.PlanChange(cc.planner, &withMembers, prev, prevCfg); err != nil {
+	if _, err := PlanChange(cc.planner, &withMembers, prev, prevCfg); err != nil {
 		return err
 	}
 	idx, err := cc.kv.PutConfig(ctx, cfg, ifIndex)
@@ -324,7 +341,7 @@ func (cc *consulControl) onConfig(ctx context.Context, cfg *api.Config, cause st
 
 // watch keeps the admin API's backends view and the membership metrics; a
 // Stale snapshot keeps the last members and sets piccolo_membership_stale.
-func (cc *consulControl) watch(ctx context.Context, updates <-chan membership.Snapshot) {
+func (cc *ConsulControl) watch(ctx context.Context, updates <-chan membership.Snapshot) {
 	stale := false
 	for s := range updates {
 		if s.Stale {
@@ -356,7 +373,7 @@ func (cc *consulControl) watch(ctx context.Context, updates <-chan membership.Sn
 // report writes the measured rates to Consul every second, for the cluster's
 // scheduler. A failed write is logged once per outage (the scheduler drops a
 // gateway's rates that stop changing).
-func (cc *consulControl) report(ctx context.Context) {
+func (cc *ConsulControl) report(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	failing := false
@@ -378,7 +395,7 @@ func (cc *consulControl) report(ctx context.Context) {
 }
 
 // setCounters resolves a Counter per session source module of cfg.
-func (cc *consulControl) setCounters(cfg *api.Config) {
+func (cc *ConsulControl) setCounters(cfg *api.Config) {
 	m := map[string]map[string]*control.Counter{}
 	for _, s := range cfg.Sessions {
 		m[s.Name] = map[string]*control.Counter{}
@@ -391,17 +408,17 @@ func (cc *consulControl) setCounters(cfg *api.Config) {
 	cc.counters.Store(&m)
 }
 
-// backends is the admin API's view of the Consul membership.
-func (cc *consulControl) backends() controlplane.BackendView {
+// Backends is the admin API's view of the Consul membership.
+func (cc *ConsulControl) Backends() BackendView {
 	cc.mu.Lock()
 	s := cc.snap
 	cc.mu.Unlock()
-	v := controlplane.BackendView{Source: "consul", Stale: s.Stale, At: s.At}
+	v := BackendView{Source: "consul", Stale: s.Stale, At: s.At}
 	if s.Err != nil {
 		v.Error = s.Err.Error()
 	}
 	for _, m := range s.Members {
-		v.Backends = append(v.Backends, controlplane.BackendInfo{ID: m.ID, Address: m.Address, Hardware: m.Hardware, Price: m.Price,
+		v.Backends = append(v.Backends, BackendInfo{ID: m.ID, Address: m.Address, Hardware: m.Hardware, Price: m.Price,
 			GPU: m.GPU, GPUMemoryBytes: m.GPUMemoryBytes, Models: m.Models})
 	}
 	return v
@@ -415,13 +432,29 @@ func sameShared(a, b *api.Config) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
+// Switch is the live switch serving the cluster's plan on this gateway.
+func (cc *ConsulControl) Switch() *dataplane.LiveSwitch {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.sw
+}
+
+// Runner is what the DAGRunner runs modules on: the live switch, counting each
+// source module's arrivals for the cluster's rate reports.
+func (cc *ConsulControl) Runner() gateway.ModuleRunner {
+	return countingRunner{LiveSwitch: cc.Switch(), cc: cc}
+}
+
+// Scheduler is this gateway's scheduler candidate; nil when Schedule is false.
+func (cc *ConsulControl) Scheduler() *cluster.Scheduler { return cc.sched }
+
 // countingRunner is the LiveSwitch with the rate monitor's counters: the
 // executor calls Estimate once per module per admitted-or-refused request, so a
 // source module's Estimate counts one arrival (refused ones too: the rate is
 // the demand). One atomic load and two map lookups; no lock, no allocation.
 type countingRunner struct {
 	*dataplane.LiveSwitch
-	cc *consulControl
+	cc *ConsulControl
 }
 
 var (
@@ -436,5 +469,3 @@ func (r countingRunner) Estimate(session, module string) time.Duration {
 	}
 	return r.LiveSwitch.Estimate(session, module)
 }
-
-var errNoConsul = errors.New("membership consul needs --consul ADDR (the Consul agent's HTTP address host:port)")
