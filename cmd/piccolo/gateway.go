@@ -25,7 +25,6 @@ import (
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
-	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // gatewayOptions are the flags of `piccolo gateway`.
@@ -132,7 +131,7 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.StringVar(&o.grpcListen, "grpc-listen", "127.0.0.1:8001", "gRPC listen address host:port (must differ from --listen)")
 	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
-	f.Float64Var(&o.burst, "burst-target", 0.999, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
+	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
@@ -210,7 +209,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: metrics, Logger: log}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	planner := func(c *api.Config) (*api.Plan, error) { return planForServing(c, planOpts, o.burst) }
+	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
 	var (
 		sw     *dataplane.LiveSwitch
 		runner gateway.ModuleRunner
@@ -348,28 +347,6 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	log.Info("gateway stopped")
 	return nil
-}
-
-// planForServing plans for serving: with a utilisation given, as asked; without,
-// the cheapest plan whose simulation under Poisson arrivals meets the SLO for
-// burstTarget of requests (simulate.PlanForBursts), so the headroom follows the
-// plan's slack instead of a fixed guess. When the config lists backends, only
-// their hardware types are planned for: a catalog may name types the cluster
-// does not have (with Consul, the leader does the same with its members).
-func planForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64) (*api.Plan, error) {
-	present := map[string]bool{}
-	for _, b := range cfg.Backends {
-		present[b.Hardware] = true
-	}
-	cfg = control.OnlyPresent(cfg, present)
-	if opts.MaxUtilization != 0 {
-		return scheduler.Plan(cfg, opts)
-	}
-	if burstTarget == 0 {
-		burstTarget = 0.999
-	}
-	plan, _, err := simulate.PlanForBursts(cfg, opts, burstTarget, 1)
-	return plan, err
 }
 
 var errNoConsul = errors.New("membership consul needs --consul ADDR (the Consul agent's HTTP address host:port)")
