@@ -432,8 +432,8 @@ func sameShared(a, b *api.Config) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
-// Switch is the live switch serving the cluster's plan on this gateway.
-func (cc *ConsulControl) Switch() *dataplane.LiveSwitch {
+// LiveSwitch is the live switch serving the cluster's plan on this gateway.
+func (cc *ConsulControl) LiveSwitch() *dataplane.LiveSwitch {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	return cc.sw
@@ -442,7 +442,7 @@ func (cc *ConsulControl) Switch() *dataplane.LiveSwitch {
 // Runner is what the DAGRunner runs modules on: the live switch, counting each
 // source module's arrivals for the cluster's rate reports.
 func (cc *ConsulControl) Runner() gateway.ModuleRunner {
-	return countingRunner{LiveSwitch: cc.Switch(), cc: cc}
+	return countingRunner{LiveSwitch: cc.LiveSwitch(), cc: cc}
 }
 
 // Scheduler is this gateway's scheduler candidate; nil when Schedule is false.

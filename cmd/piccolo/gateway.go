@@ -210,76 +210,52 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: metrics, Logger: log}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
-	var (
-		sw     *dataplane.LiveSwitch
-		runner gateway.ModuleRunner
-		cc     *controlplane.ConsulControl
-	)
+	var ctl controlplane.Control
 	if o.consul != "" {
 		copts := controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
 			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait,
 			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
-		if cc, err = controlplane.StartConsulControl(ctx, copts, cfg, metrics, log, liveOpts, planner); err != nil {
+		cc, err := controlplane.StartConsulControl(ctx, copts, cfg, metrics, log, liveOpts, planner)
+		if err != nil {
 			return err
 		}
-		sw = cc.Switch()
-		runner = cc.Runner()
-		cfg = cc.ServedConfig() // the cluster's config, which may differ from the -c files
 		if cc.Scheduler() != nil {
 			reg.MustRegister(leaderGauge(cc.Scheduler()))
 		}
+		ctl = cc
 	} else {
-		planStart := time.Now()
-		plan, planErr := planner(cfg)
-		if plan == nil {
-			return fmt.Errorf("--policy %s: %w", o.policy, planErr)
-		}
-		if err := metrics.SetPlan(plan, "initial", time.Since(planStart)); err != nil {
+		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: metrics, Logger: log})
+		if errors.Is(err, controlplane.ErrNoPlan) {
+			return fmt.Errorf("--policy %s: %w", o.policy, err)
+		} else if err != nil {
 			return err
 		}
-		metrics.SetMembership(cfg.Backends)
-		if _, shared, err := dataplane.Place(plan, cfg.Backends); err != nil {
-			return err
-		} else if shared > 0 {
-			log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", shared))
-		}
-		if sw, err = dataplane.NewLiveSwitch(ctx, cfg, plan, liveOpts); err != nil {
-			return err
-		}
-		runner = sw
+		ctl = ec
 	}
+	sw := ctl.LiveSwitch()
 	defer sw.Close()
+	cfg = ctl.ServedConfig() // with --consul, the cluster's config, which may differ from the -c files
 	plan := sw.Plan()
 	for _, sp := range plan.Sessions {
 		if sp.Error != "" {
 			log.Warn("session not planned; it will answer 503", zap.String("session", sp.Name), zap.String("reason", sp.Error))
 		}
 	}
-	exec, err := gateway.NewDAGRunner(runner, cfg.Sessions)
+	exec, err := gateway.NewDAGRunner(ctl.Runner(), cfg.Sessions)
 	if err != nil {
 		return err
 	}
 	reg.MustRegister(sw)
-	var onConfig controlplane.OnConfig
-	if cc != nil {
-		onConfig = cc.Apply
-	} else {
-		onConfig = (&controlplane.EmbeddedControl{Planner: planner, Switch: sw, DAGRunner: exec, Metrics: metrics, Logger: log}).Apply
-	}
-	store, err := controlplane.NewConfigStore(cfg, onConfig)
+	store, err := controlplane.NewConfigStore(cfg, ctl.Apply)
 	if err != nil {
 		return err
 	}
-	if cc != nil {
-		cc.Attach(exec, store)
-	}
+	ctl.Attach(exec, store)
 	token := adminToken(o.adminToken)
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if token != "" {
 		aopts := controlplane.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
-		if cc != nil {
-			aopts.Backends = cc.Backends
-		}
+		aopts.Backends = ctl.Members()
 		a, err := controlplane.NewAdmin(aopts)
 		if err != nil {
 			return err
@@ -342,9 +318,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		gs.Stop()
 		log.Warn("gRPC drain timed out; requests in flight were cut off")
 	}
-	if cc != nil {
-		cc.WaitStepDown(3 * time.Second)
-	}
+	ctl.StepDown(3 * time.Second)
 	log.Info("gateway stopped")
 	return nil
 }
