@@ -107,58 +107,58 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
 func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	sm := []string{"session", "module"}
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_gateway_requests_total",
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: GatewayRequestsTotal,
 			Help: "Inference requests answered, by session, protocol and HTTP status (gRPC codes mapped to the same)."},
 			[]string{"session", "protocol", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "piccolo_gateway_request_seconds",
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayRequestSeconds,
 			Help:    "End-to-end latency of successful inference requests, in seconds.",
 			Buckets: latencyBuckets}, []string{"session"}),
-		violations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_gateway_slo_violations_total",
+		violations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: GatewaySLOViolationsTotal,
 			Help: "Requests not answered successfully within the session's SLO: late answers, deadline misses (504), admission rejections (429) and failures (502, 503). Client errors do not count."},
 			[]string{"session"}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_gateway_admission_rejections_total",
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: GatewayAdmissionRejectionsTotal,
 			Help: "Requests refused at once by admission control because their deadline could not be met (HTTP 429, gRPC RESOURCE_EXHAUSTED)."},
 			[]string{"session"}),
-		queue: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "piccolo_gateway_module_queue_seconds",
+		queue: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayModuleQueueSeconds,
 			Help: "Time a module item waited from submission until its batch started on a backend, in seconds.", Buckets: latencyBuckets}, sm),
-		compute: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "piccolo_gateway_module_compute_seconds",
+		compute: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayModuleComputeSeconds,
 			Help: "Run time of a module item's batch on its backend, network included, in seconds.", Buckets: latencyBuckets}, sm),
-		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "piccolo_gateway_batch_size",
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayBatchSize,
 			Help:    "Items plus dummies of each batch a module sent to a backend.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}}, sm),
 
-		planCost: prometheus.NewGauge(prometheus.GaugeOpts{Name: "piccolo_plan_cost",
+		planCost: prometheus.NewGauge(prometheus.GaugeOpts{Name: PlanCost,
 			Help: "Total cost of the current plan, in cost units per hour (Σ machines × price)."}),
-		planTimestamp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "piccolo_plan_timestamp_seconds",
+		planTimestamp: prometheus.NewGauge(prometheus.GaugeOpts{Name: PlanTimestampSeconds,
 			Help: "Unix time at which the current plan was made."}),
-		planRuntime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "piccolo_planner_seconds",
+		planRuntime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: PlannerSeconds,
 			Help: "Planner runtime per plan, in seconds.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
-		replans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_plan_replans_total",
+		replans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: PlanReplansTotal,
 			Help: "Plans made, by cause: initial, rate, membership, config, manual, periodic."}, []string{"cause"}),
-		sessionCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_session_cost",
+		sessionCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanSessionCost,
 			Help: "Cost of a session's plan, in cost units per hour."}, []string{"session"}),
-		sessionSLO: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_session_slo_seconds",
+		sessionSLO: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanSessionSLOSeconds,
 			Help: "End-to-end latency objective of a session, in seconds."}, []string{"session"}),
-		moduleBudget: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_module_budget_seconds",
+		moduleBudget: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanModuleBudgetSeconds,
 			Help: "Latency budget the splitter gave a module (Algorithm 2), in seconds."}, sm),
-		moduleWCL: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_module_wcl_seconds",
+		moduleWCL: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanModuleWCLSeconds,
 			Help: "Planned worst-case latency of a module (Theorem 1), in seconds."}, sm),
-		moduleRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_module_rate",
+		moduleRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanModuleRate,
 			Help: "Planned arrival rate of a module in requests per second, by kind: request (what the plan expects from clients) or dummy (§III-D)."},
 			[]string{"session", "module", "kind"}),
-		machines: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_machines",
+		machines: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanMachines,
 			Help: "Machines the plan gives a module on a hardware type (fractional: occupancy)."}, []string{"session", "module", "hardware"}),
-		membership: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_membership_backends",
+		membership: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MembershipBackends,
 			Help: "Backends the gateway knows, by hardware type."}, []string{"hardware"}),
 		membershipSeen: map[string]bool{},
-		planVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_version",
+		planVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanVersion,
 			Help: "Version of the cluster plan served (Consul KV record; absent without Consul)."}, nil),
-		planScheduler: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_plan_scheduler_info",
+		planScheduler: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanSchedulerInfo,
 			Help: "1 for the scheduler that published the cluster plan served (absent without Consul)."}, []string{"scheduler"}),
-		stale: prometheus.NewGauge(prometheus.GaugeOpts{Name: "piccolo_membership_stale",
+		stale: prometheus.NewGauge(prometheus.GaugeOpts{Name: MembershipStale,
 			Help: "1 while the membership source (Consul) is unreachable and the gateway serves the last members it saw, else 0."}),
 	}
-	age := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "piccolo_plan_age_seconds",
+	age := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: PlanAgeSeconds,
 		Help: "Seconds since the current plan was made (0 before the first plan)."}, func() float64 {
 		at := m.planAt.Load()
 		if at == 0 {
@@ -376,28 +376,41 @@ func (m *Metrics) SetMembership(list []api.Backend) {
 
 var (
 	// Desc* describe the dispatchers' metrics, which dataplane.LiveRunner collects at scrape time.
-	DescItems = prometheus.NewDesc("piccolo_dispatcher_items_total",
+	DescItems = prometheus.NewDesc(DispatcherItemsTotal,
 		"Items of a module's dispatcher by outcome: submitted, completed, failed, deadline_on_submit, deadline_on_send. The rate of submitted is the module's measured arrival rate.",
 		[]string{"session", "module", "outcome"}, nil)
-	DescDummies = prometheus.NewDesc("piccolo_dispatcher_dummies_total",
+	DescDummies = prometheus.NewDesc(DispatcherDummiesTotal,
 		"Dummy arrivals of a module (§III-D): injected, dropped (their batch held no real item).",
 		[]string{"session", "module", "outcome"}, nil)
 	slotLabels = []string{"session", "module", "slot", "backend", "hardware"}
-	DescClosed = prometheus.NewDesc("piccolo_dispatcher_batches_closed_total",
+	DescClosed = prometheus.NewDesc(DispatcherBatchesClosedTotal,
 		"Batches with a real item a module closed for dispatch, by what closed them: full (the group's batch size), deadline (the deadline flush), idle (--flush idle: an idle machine).",
 		[]string{"session", "module", "closer"}, nil)
-	DescBatches = prometheus.NewDesc("piccolo_dispatcher_batches_total",
+	DescBatches = prometheus.NewDesc(DispatcherBatchesTotal,
 		"Batches sent to a slot (machine) of a module's plan; slot is g<group>m<machine>.", slotLabels, nil)
-	DescSlotItems = prometheus.NewDesc("piccolo_dispatcher_slot_items_total",
+	DescSlotItems = prometheus.NewDesc(DispatcherSlotItemsTotal,
 		"Real items sent to a slot in its batches.", slotLabels, nil)
-	DescSlotDummies = prometheus.NewDesc("piccolo_dispatcher_slot_dummies_total",
+	DescSlotDummies = prometheus.NewDesc(DispatcherSlotDummiesTotal,
 		"Dummy items sent to a slot in its batches (§III-D).", slotLabels, nil)
-	DescSlotBusy = prometheus.NewDesc("piccolo_dispatcher_slot_busy_seconds_total",
+	DescSlotBusy = prometheus.NewDesc(DispatcherSlotBusySecondsTotal,
 		"Lane-seconds a slot spent running finished batches; its rate divided by piccolo_dispatcher_slot_lanes is the slot's utilisation.", slotLabels, nil)
-	DescSlotLanes = prometheus.NewDesc("piccolo_dispatcher_slot_lanes",
+	DescSlotLanes = prometheus.NewDesc(DispatcherSlotLanes,
 		"Lanes (concurrency) of a slot under the current plan.", slotLabels, nil)
-	DescSlotRate = prometheus.NewDesc("piccolo_dispatcher_slot_planned_rate",
+	DescSlotRate = prometheus.NewDesc(DispatcherSlotPlannedRate,
 		"Planned request rate of a slot, dummies included, in requests per second.", slotLabels, nil)
-	DescOutstanding = prometheus.NewDesc("piccolo_gateway_module_outstanding",
+	DescOutstanding = prometheus.NewDesc(GatewayModuleOutstanding,
 		"Items submitted to a module and not yet done (what admission control reads).", []string{"session", "module"}, nil)
 )
+
+// LeaderGauge is piccolo_scheduler_leader: 1 while leading() (the cluster's
+// elected scheduler: cluster.Scheduler.Leading), else 0.
+func LeaderGauge(leading func() bool) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: SchedulerLeader,
+		Help: "1 when this process is the cluster's elected scheduler, else 0 (--consul)."},
+		func() float64 {
+			if leading() {
+				return 1
+			}
+			return 0
+		})
+}

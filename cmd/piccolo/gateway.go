@@ -199,7 +199,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	defer func() { _ = log.Sync() }()
 
 	reg := processRegistry()
-	metrics, err := metrics.NewMetrics(reg)
+	gm, err := metrics.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: metrics, Logger: log}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
 	var ctl controlplane.Control
@@ -215,16 +215,16 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		copts := controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
 			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait,
 			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
-		cc, err := controlplane.StartConsulControl(ctx, copts, cfg, metrics, log, liveOpts, planner)
+		cc, err := controlplane.StartConsulControl(ctx, copts, cfg, gm, log, liveOpts, planner)
 		if err != nil {
 			return err
 		}
 		if cc.Scheduler() != nil {
-			reg.MustRegister(leaderGauge(cc.Scheduler()))
+			reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
 		}
 		ctl = cc
 	} else {
-		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: metrics, Logger: log})
+		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log})
 		if errors.Is(err, controlplane.ErrNoPlan) {
 			return fmt.Errorf("--policy %s: %w", o.policy, err)
 		} else if err != nil {
@@ -271,7 +271,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		}
 		defer cw.Close()
 	}
-	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: metrics, Logger: log, Admin: admin})
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: gm, Logger: log, Admin: admin})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
@@ -127,7 +128,7 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 	addr := ""
 	if o.listen != "" {
 		reg := processRegistry()
-		reg.MustRegister(leaderGauge(sched))
+		reg.MustRegister(metrics.LeaderGauge(sched.Leading))
 		ln, err := net.Listen("tcp", o.listen)
 		if err != nil {
 			return fmt.Errorf("--listen %s: %w", o.listen, err)
