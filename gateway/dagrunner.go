@@ -20,7 +20,7 @@ type Timing struct {
 }
 
 // ModuleRunner runs items of modules: in the live gateway a dispatcher per module
-// that batches items and sends them to backends (DESIGN.md "Request path").
+// that batches items and sends them to backends (package dataplane; docs/architecture.md).
 type ModuleRunner interface {
 	// Run submits inputs as one item of module of session and returns at once. It
 	// calls done exactly once, from any goroutine, possibly before Run returns, with
