@@ -29,7 +29,7 @@ import (
 // gateway alone runs itself and several gateways elect one scheduler.
 //
 //   - follow (WatchPlan's goroutine): each new Record → LiveSwitch.Apply(its
-//     config with backends, its placed plan) → Executor.SetSessions →
+//     config with backends, its placed plan) → DAGRunner.SetSessions →
 //     ConfigStore.Adopt when the sessions changed elsewhere → Metrics.SetPlan.
 //   - report (a ticker): the request-path rate counters → Consul rates/<id>.
 //   - watch (membership): the admin API's backends view and the
@@ -257,7 +257,7 @@ func (cc *ConsulControl) notifyLocked(rec *cluster.Record, live time.Time) {
 	}
 }
 
-// syncSessionsLocked makes the executor and the config store serve the applied
+// syncSessionsLocked makes the DAGRunner and the config store serve the applied
 // record's sessions when they differ (a change made at another gateway, or a
 // record applied between StartConsulControl and attach).
 func (cc *ConsulControl) syncSessionsLocked(cause string) {
@@ -276,7 +276,7 @@ func (cc *ConsulControl) syncSessionsLocked(cause string) {
 	cc.store.Adopt(cc.served, cause)
 }
 
-// Attach hands the control plane the executor and the config store, made after
+// Attach hands the control plane the DAGRunner and the config store, made after
 // the first plan went live.
 func (cc *ConsulControl) Attach(exec *gateway.DAGRunner, store *ConfigStore) {
 	cc.mu.Lock()
@@ -286,7 +286,7 @@ func (cc *ConsulControl) Attach(exec *gateway.DAGRunner, store *ConfigStore) {
 }
 
 // ServedConfig is the config of the first live plan, without backends: what
-// the executor and the config store start with.
+// the DAGRunner and the config store start with.
 func (cc *ConsulControl) ServedConfig() *api.Config {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
@@ -449,7 +449,7 @@ func (cc *ConsulControl) Runner() gateway.ModuleRunner {
 func (cc *ConsulControl) Scheduler() *cluster.Scheduler { return cc.sched }
 
 // countingRunner is the LiveSwitch with the rate monitor's counters: the
-// executor calls Estimate once per module per admitted-or-refused request, so a
+// DAGRunner calls Estimate once per module per admitted-or-refused request, so a
 // source module's Estimate counts one arrival (refused ones too: the rate is
 // the demand). One atomic load and two map lookups; no lock, no allocation.
 type countingRunner struct {

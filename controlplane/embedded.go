@@ -48,7 +48,7 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 	if err := c.Switch.Apply(ctx, cfg, plan); err != nil {
 		return fmt.Errorf("place the new plan: %w", err)
 	}
-	// The runner knows every session of the new config before the executor
+	// The runner knows every session of the new config before the DAGRunner
 	// serves them; a session removed is still served by the draining runner for
 	// requests that started before.
 	if err := c.DAGRunner.SetSessions(cfg.Sessions); err != nil {

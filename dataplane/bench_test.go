@@ -21,7 +21,7 @@ import (
 // batch 1 only, so the gateway adds no batching wait: what is measured is the
 // gateway's own cost (decode, DAG, dispatcher, backend client, encode).
 //
-//	go test -run '^$' -bench GatewayAddedLatency -benchtime 1x ./gateway
+//	go test -run '^$' -bench GatewayAddedLatency -benchtime 1x ./dataplane
 func BenchmarkGatewayAddedLatency(b *testing.B) {
 	const profiles = `
 hardware:

@@ -380,7 +380,7 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 	}
 }
 
-// liveItem is a dispatcher item with the executor's callback and an error of its
+// liveItem is a dispatcher item with the DAGRunner's callback and an error of its
 // own (the dispatcher applies one error to a whole batch; a Sender that ran items
 // separately sets err on the ones that failed). Pooled per module.
 type liveItem struct {
@@ -390,7 +390,7 @@ type liveItem struct {
 	err      error
 }
 
-// finish is every item's Done: it reports the outcome to the executor and
+// finish is every item's Done: it reports the outcome to the DAGRunner and
 // recycles the item.
 func (lm *liveModule) finish(it *dispatcher.Item) {
 	lm.outstanding.Add(-1)

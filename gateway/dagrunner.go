@@ -54,7 +54,7 @@ type sessionTable struct {
 	names  string // sorted, comma separated, for errors
 }
 
-// NewDAGRunner returns an executor of sessions over runner, or an error naming the
+// NewDAGRunner returns a runner of sessions over runner, or an error naming the
 // first session that is not a valid DAG.
 func NewDAGRunner(runner ModuleRunner, sessions []api.Session) (*DAGRunner, error) {
 	if runner == nil {
@@ -68,7 +68,7 @@ func NewDAGRunner(runner ModuleRunner, sessions []api.Session) (*DAGRunner, erro
 	return e, nil
 }
 
-// SetSessions replaces the sessions the executor serves.
+// SetSessions replaces the sessions the DAGRunner serves.
 func (e *DAGRunner) SetSessions(sessions []api.Session) error {
 	t := &sessionTable{byName: make(map[string]*dag, len(sessions))}
 	names := make([]string, 0, len(sessions))
@@ -89,7 +89,7 @@ func (e *DAGRunner) SetSessions(sessions []api.Session) error {
 	return nil
 }
 
-// Session returns the session called name as the executor serves it.
+// Session returns the session called name as the DAGRunner serves it.
 func (e *DAGRunner) Session(name string) (api.Session, bool) {
 	d, ok := e.table.Load().byName[name]
 	if !ok {

@@ -3,7 +3,7 @@ package gateway
 import "github.com/piccolo-serving/piccolo/api"
 
 // InferRequest is a decoded KServe v2 infer request. Inputs own their Data (fresh
-// slices per request), so they may be handed to the executor and outlive the
+// slices per request), so they may be handed to the DAGRunner and outlive the
 // request's buffers.
 type InferRequest struct {
 	ID      string

@@ -31,7 +31,7 @@ func bareHandler(ctx *fasthttp.RequestCtx) {
 // ratio (target ≥ 0.5). Rounds alternate so that load from elsewhere on the
 // machine hits both alike.
 //
-//	go test -run '^$' -bench GatewayVsBareFasthttp -benchtime 20000x ./gateway
+//	go test -run '^$' -bench GatewayVsBareFasthttp -benchtime 20000x ./kserve
 func BenchmarkGatewayVsBareFasthttp(b *testing.B) {
 	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
 sessions:

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// grpcService implements inference.GRPCInferenceService over a Server's executor.
+// grpcService implements inference.GRPCInferenceService over a Server's DAGRunner.
 // The model repository methods are not served by a gateway (Unimplemented).
 type grpcService struct {
 	inference.UnimplementedGRPCInferenceServiceServer

@@ -41,7 +41,7 @@ type ServerOptions struct {
 	Admin fasthttp.RequestHandler
 }
 
-// Server serves the executor's sessions as KServe v2 models over HTTP (fasthttp)
+// Server serves the DAGRunner's sessions as KServe v2 models over HTTP (fasthttp)
 // and gRPC. Every method is safe for concurrent use; the handlers run on the
 // servers' goroutines and block them for the duration of one request.
 type Server struct {

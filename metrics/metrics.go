@@ -185,8 +185,8 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 func (m *Metrics) Handler(ctx *fasthttp.RequestCtx) { m.handler(ctx) }
 
 // SetDAGRunner resolves the per-session children (and the SLO that counts a
-// violation) of the executor's sessions. NewServer calls it; whoever changes
-// the executor's sessions afterwards (EmbeddedControl, the cluster follower)
+// violation) of the DAGRunner's sessions. kserve.NewServer calls it; whoever changes
+// the DAGRunner's sessions afterwards (EmbeddedControl, the cluster follower)
 // calls it again after DAGRunner.SetSessions.
 func (m *Metrics) SetDAGRunner(e *gateway.DAGRunner) {
 	names := e.Sessions()

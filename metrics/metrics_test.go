@@ -353,7 +353,7 @@ func TestMetricsMembershipKeepsGoneHardwareAtZero(t *testing.T) {
 // with metrics off, alternating rounds; it reports both and the loss
 // (target ≤ 5%).
 //
-//	go test -run '^$' -bench GatewayMetricsOnOff -benchtime 20000x ./gateway
+//	go test -run '^$' -bench GatewayMetricsOnOff -benchtime 20000x ./metrics
 func BenchmarkGatewayMetricsOnOff(b *testing.B) {
 	sessions := gatewaytest.SessionsFromYAML(b, `
 sessions:
