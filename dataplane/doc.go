@@ -26,12 +26,13 @@
 // lower bound: the module's shortest batch duration plus the time to drain the
 // items in flight beyond the plan's expected count (capacity × WCL, Little's law).
 //
-// Place is the placement of static membership (no --consul): each group's
-// ceil(machines) machines take the next backends of its hardware type from the
-// config's list, round-robin; with fewer backends than machines, they share.
-// With Consul membership the control loop places plans (scheduler/control.Place:
-// fractional machines packed to occupancy ≤ 1, stable across re-plans) and Place
-// leaves groups that already name backends as they are. A model is loaded on
+// There is one placement, scheduler/control's. Place adapts it to a static
+// backends list (no --consul): control.PlaceWith with RoundRobin, where each
+// group's ceil(machines) machines take the next backends of its hardware type
+// from the config's list, round-robin; with fewer backends than machines, they
+// share. With Consul membership the control loop places plans (control.Place:
+// fractional machines packed to occupancy ≤ 1, stable across re-plans) and
+// Place leaves groups that already name backends as they are. A model is loaded on
 // each backend (RepositoryModelLoad) with the largest batch and concurrency any
 // group placed there needs.
 //

@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,65 +18,24 @@ import (
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
 
-// Place assigns backends to the machines of plan, the embedded default until the
-// control plane's placement lands: for each group, in plan order (session, module,
-// group), its ceil(machines) machines take the next backends of the group's
-// hardware type in round-robin order. Backends are used once each while any is
-// free; when a hardware type has fewer backends than planned machines, the
-// rotation wraps and machines share a backend (Shared counts those machines).
-// Groups that already list backends keep them. Sessions whose plan failed are
-// copied as they are. Errors name the module and hardware that has no backend.
+// Place places a plan on a static backends list (the config's `backends:`):
+// scheduler/control.PlaceWith with RoundRobin, whose doc gives the rule (each
+// group's machines take the next backends of its hardware type; with fewer
+// backends than machines, shared counts the machines that share one). Groups
+// that already name backends (a plan the control loop placed) keep them.
 func Place(plan *api.Plan, backendList []api.Backend) (placed *api.Plan, shared int, err error) {
-	byHW := map[string][]string{}
-	for _, b := range backendList {
-		byHW[b.Hardware] = append(byHW[b.Hardware], b.ID)
+	members := make([]control.Member, len(backendList))
+	for i, b := range backendList {
+		members[i] = control.Member{ID: b.ID, Hardware: b.Hardware}
 	}
-	next := map[string]int{}
-	out := *plan
-	out.Sessions = make([]api.SessionPlan, len(plan.Sessions))
-	for si, sp := range plan.Sessions {
-		sp.Modules = append([]api.ModulePlan(nil), sp.Modules...)
-		for mi := range sp.Modules {
-			mp := &sp.Modules[mi]
-			mp.Configs = append([]api.GroupPlan(nil), mp.Configs...)
-			for gi := range mp.Configs {
-				g := &mp.Configs[gi]
-				if len(g.Backends) > 0 {
-					continue
-				}
-				ids := byHW[g.Hardware]
-				if len(ids) == 0 {
-					return nil, 0, fmt.Errorf("session %q module %q group %d: no backend of hardware %q in the config's backends list (have: %s)",
-						sp.Name, mp.Name, gi, g.Hardware, hardwareList(byHW))
-				}
-				n := int(math.Ceil(g.Machines - 1e-9))
-				g.Backends = make([]string, n)
-				for i := range n {
-					if next[g.Hardware] >= len(ids) {
-						shared++
-					}
-					g.Backends[i] = ids[next[g.Hardware]%len(ids)]
-					next[g.Hardware]++
-				}
-			}
-		}
-		out.Sessions[si] = sp
+	out, short, err := control.PlaceWith(plan, members, nil, control.PlaceOptions{RoundRobin: true})
+	if err != nil {
+		return nil, 0, err
 	}
-	return &out, shared, nil
-}
-
-func hardwareList(byHW map[string][]string) string {
-	if len(byHW) == 0 {
-		return "none"
-	}
-	var s []string
-	for hw, ids := range byHW {
-		s = append(s, fmt.Sprintf("%s: %s", hw, strings.Join(ids, ", ")))
-	}
-	sort.Strings(s)
-	return strings.Join(s, "; ")
+	return out, short.Shared, nil
 }
 
 // LiveOptions configure a LiveRunner.
