@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/kserve"
+	"github.com/piccolo-serving/piccolo/kserve/kservetest"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/metrics"
 )
@@ -108,14 +108,7 @@ func bootAdmin(t testing.TB, cfg *api.Config) *adminHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.NewHTTPServer()
-	go hs.Serve(hl)
-	t.Cleanup(func() { hs.Shutdown() })
-	h.url = "http://" + hl.Addr().String()
+	h.url = kservetest.ServeHTTP(t, srv)
 	return h
 }
 

@@ -21,11 +21,11 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/kserve"
+	"github.com/piccolo-serving/piccolo/kserve/kservetest"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // harness is a gateway and its sim backends booted from config text on loopback.
@@ -120,27 +120,8 @@ func startHarnessWith(t testing.TB, configText, policy string, specs []harnessBa
 	if err != nil {
 		t.Fatal(err)
 	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.NewHTTPServer()
-	go hs.Serve(hl)
-	t.Cleanup(func() { hs.Shutdown() })
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := srv.NewGRPCServer()
-	go gs.Serve(gl)
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	h.url = "http://" + hl.Addr().String()
-	h.grpc = inference.NewGRPCInferenceServiceClient(conn)
+	h.url = kservetest.ServeHTTP(t, srv)
+	h.grpc = kservetest.ServeGRPC(t, srv)
 	return h
 }
 

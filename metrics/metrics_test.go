@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/kserve"
+	"github.com/piccolo-serving/piccolo/kserve/kservetest"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -100,14 +100,7 @@ func startMetricsGateway(t testing.TB, configText string) *metricsGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.NewHTTPServer()
-	go hs.Serve(hl)
-	t.Cleanup(func() { hs.Shutdown() })
-	return &metricsGateway{url: "http://" + hl.Addr().String(), metrics: metrics, runner: runner}
+	return &metricsGateway{url: kservetest.ServeHTTP(t, srv), metrics: metrics, runner: runner}
 }
 
 // scrape reads url's /metrics, checks it with promlint (what `promtool check

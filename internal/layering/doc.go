@@ -13,7 +13,7 @@
 //	4 metrics:     metrics
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
 //	6 control:     controlplane
-//	7 tools:       status, internal/demo, internal/testharness, gateway/gatewaytest
+//	7 tools:       status, internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest
 //	8 commands:    cmd/piccolo
 //
 // So the request path goes down the layers (kserve → gateway; dataplane →

@@ -20,7 +20,7 @@ var layers = [][]string{
 	{"metrics"},
 	{"dataplane", "kserve"},
 	{"controlplane"},
-	{"status", "internal/demo", "internal/testharness", "gateway/gatewaytest", "internal/layering"},
+	{"status", "internal/demo", "internal/testharness", "gateway/gatewaytest", "kserve/kservetest", "internal/layering"},
 	{"cmd/piccolo"},
 }
 

@@ -1,6 +1,9 @@
 // Package testharness holds what the gateway's integration tests share: the
 // config fixture of a two-module chain, sim backends served over gRPC on free
-// loopback ports (stopped in t.Cleanup), and a JSON HTTP client. Tests only.
+// loopback ports (stopped in t.Cleanup), the planner the tests' gateways use,
+// a JSON HTTP client and a load helper for benchmarks. Tests only. It imports
+// nothing of the gateway's, so every package's tests may use it
+// (kserve/kservetest serves a kserve.Server).
 package testharness
 
 import (
