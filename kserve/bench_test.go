@@ -1,7 +1,6 @@
 package kserve
 
 import (
-	"context"
 	"testing"
 
 	"github.com/piccolo-serving/piccolo/gateway"
@@ -69,30 +68,6 @@ sessions:
 type testingWriter struct{ b *testing.B }
 
 func (w testingWriter) Write(p []byte) (int, error) { w.b.Log(string(p)); return len(p), nil }
-
-// BenchmarkExecutorInfer is the executor's own cost per request on a two-module
-// chain with an instant runner.
-func BenchmarkExecutorInfer(b *testing.B) {
-	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
-sessions:
-  - name: chain
-    slo: 1s
-    modules:
-      - {name: a, model: m, rate: 1}
-      - {name: b, model: m, rate: 1, after: [a]}
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := gateway.InferRequest{Inputs: gatewaytest.Input(1, 2, 3)}
-	b.ReportAllocs()
-	for b.Loop() {
-		var resp gateway.InferResponse
-		if err := exec.Infer(context.Background(), "chain", &req, &resp); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // BenchmarkHandleHTTP is the HTTP handler's cost per request (route, decode,
 // execute a one-module session with an instant runner, encode), without sockets.
