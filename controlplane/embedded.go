@@ -15,17 +15,18 @@ import (
 	"go.uber.org/zap"
 )
 
-// Planner makes a plan for a config: scheduler.Plan, or the serving planner of
-// `piccolo gateway` (simulate.PlanForBursts). A plan may carry per-session
+// Planner makes a plan for a config: scheduler.Plan, or PlanForServing (the
+// serving planner of `piccolo gateway`). A plan may carry per-session
 // errors (sessions it could not plan); err is for a config it could not plan at
 // all. Called from ConfigStore.Update's goroutine, one call at a time.
 type Planner func(cfg *api.Config) (*api.Plan, error)
 
-// EmbeddedControl is the default OnConfig of `piccolo gateway` (the scheduler
-// inside the gateway): re-plan the new config, refuse it if a session that was
-// planned before, or that the change adds or modifies, cannot be planned now,
-// then swap the plan (LiveSwitch.Apply) and the sessions (DAGRunner.SetSessions)
-// in, and record the plan in Metrics. The control loop replaces it when it lands.
+// EmbeddedControl is the Control of `piccolo gateway` without --consul (the
+// scheduler inside the gateway; StartEmbedded makes one). Its Apply re-plans
+// the new config, refuses it if a session that was planned before, or that the
+// change adds or modifies, cannot be planned now (PlanChange), then swaps the
+// plan (LiveSwitch.Apply) and the sessions (DAGRunner.SetSessions) in, and
+// records the plan in Metrics. Tests may build one directly from its fields.
 type EmbeddedControl struct {
 	Planner   Planner
 	Switch    *dataplane.LiveSwitch
