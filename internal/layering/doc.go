@@ -14,7 +14,7 @@
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
 //	6 control:     controlplane
 //	7 tools:       status, internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest
-//	8 commands:    cmd/piccolo
+//	8 commands:    cmd/piccolo, deploy (the image and manifests; it imports none of ours)
 //
 // So the request path goes down the layers (kserve → gateway; dataplane →
 // dispatcher, backends) and the control path too (controlplane → dataplane,

@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"dataplane", "kserve"},
 	{"controlplane"},
 	{"status", "internal/demo", "internal/testharness", "gateway/gatewaytest", "kserve/kservetest", "internal/layering"},
-	{"cmd/piccolo"},
+	{"cmd/piccolo", "deploy"},
 }
 
 // layerOf is p's layer, or that of its nearest listed parent directory; -1: none.
