@@ -1,12 +1,8 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
-
-	"google.golang.org/grpc/codes"
 )
 
 // Sentinel errors callers branch on. Every error the gateway returns wraps exactly one
@@ -41,55 +37,12 @@ type inputError struct{ msg string }
 func (e *inputError) Error() string        { return e.msg }
 func (e *inputError) Is(target error) bool { return target == ErrBadInput }
 
-// badInput returns an error that matches ErrBadInput and says what was wrong.
-func badInput(format string, args ...any) error {
+// BadInput returns an error that matches ErrBadInput and says what was wrong.
+func BadInput(format string, args ...any) error {
 	return &inputError{msg: fmt.Sprintf(format, args...)}
 }
 
-// HTTPStatus returns the HTTP status for err: 400, 404, 413, 429, 504, 503 or 502
-// (502 for anything not recognised: a failure somewhere behind the gateway).
-func HTTPStatus(err error) int {
-	switch {
-	case err == nil:
-		return http.StatusOK
-	case errors.Is(err, ErrBadInput):
-		return http.StatusBadRequest
-	case errors.Is(err, ErrUnknownSession):
-		return http.StatusNotFound
-	case errors.Is(err, ErrTooLarge):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrOverloaded):
-		return http.StatusTooManyRequests
-	case errors.Is(err, ErrDeadline), errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout
-	case errors.Is(err, ErrUnavailable):
-		return http.StatusServiceUnavailable
-	case errors.Is(err, context.Canceled):
-		return 499 // client closed the request (nginx's convention)
-	}
-	return http.StatusBadGateway
-}
-
-// GRPCCode returns the gRPC status code for err.
-func GRPCCode(err error) codes.Code {
-	switch {
-	case err == nil:
-		return codes.OK
-	case errors.Is(err, ErrBadInput):
-		return codes.InvalidArgument
-	case errors.Is(err, ErrUnknownSession):
-		return codes.NotFound
-	case errors.Is(err, ErrTooLarge), errors.Is(err, ErrOverloaded):
-		return codes.ResourceExhausted
-	case errors.Is(err, ErrDeadline), errors.Is(err, context.DeadlineExceeded):
-		return codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		return codes.Canceled
-	}
-	return codes.Unavailable
-}
-
-// wrapBackend marks err, found in what a backend returned, as ErrBackend.
-func wrapBackend(what string, err error) error {
+// WrapBackend marks err, found in what a backend returned, as ErrBackend.
+func WrapBackend(what string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrBackend, what, err)
 }

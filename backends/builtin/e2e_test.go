@@ -31,11 +31,7 @@ func newPipeline(tb testing.TB, threads int) *pipeline {
 	o := b.OCR()
 	x, err := onnx.New(onnx.Options{
 		Library: lib, ModelDir: dir, IntraOpThreads: threads, PassThrough: true,
-		Shapes: map[string][]int64{
-			"ocr-det": {3, int64(o.DetSize), int64(o.DetSize)},
-			"ocr-cls": {3, builtin.CropHeight, int64(o.ClsWidth)},
-			"ocr-rec": {3, builtin.CropHeight, int64(o.RecWidth)},
-		},
+		Shapes: o.ONNXShapes(),
 	})
 	if err != nil {
 		tb.Fatal(err)

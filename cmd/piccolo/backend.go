@@ -87,15 +87,9 @@ func newONNXExecutor(o *backendOptions) (*onnx.Executor, error) {
 	if o.threads < 1 {
 		return nil, fmt.Errorf("--intra-op-threads %d: want ≥ 1", o.threads)
 	}
-	ocr := builtin.DefaultOCR()
-	s := int64(ocr.DetSize)
 	return onnx.New(onnx.Options{
 		Library: o.ortLib, ModelDir: o.modelDir, IntraOpThreads: o.threads, PassThrough: true,
-		Shapes: map[string][]int64{
-			"ocr-det": {3, s, s},
-			"ocr-cls": {3, builtin.CropHeight, int64(ocr.ClsWidth)},
-			"ocr-rec": {3, builtin.CropHeight, int64(ocr.RecWidth)},
-		},
+		Shapes: builtin.DefaultOCR().ONNXShapes(),
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
 
@@ -140,7 +141,7 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 	if err := scheds[leader].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	byStandby := func(e planEvent) bool { return e.Leader == standby }
+	byStandby := func(e controlplane.PlanEvent) bool { return e.Leader == standby }
 	f1 := ev1.waitPlan(t, 15*time.Second, "a plan from the standby", byStandby)
 	f2 := ev2.waitPlan(t, 15*time.Second, "a plan from the standby", byStandby)
 	t.Logf("leader SIGKILLed → standby's plan live on gateway 1 after %v, gateway 2 after %v (cause %s, cost %.2f)",
@@ -164,13 +165,13 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 	if err := victim.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	without := func(e planEvent) bool { return !slices.Contains(placedOn(e.Plan), victim.id) }
+	without := func(e controlplane.PlanEvent) bool { return !slices.Contains(placedOn(e.Plan), victim.id) }
 	o1 := ev1.waitPlan(t, 10*time.Second, victim.id+" out", without)
 	o2 := ev2.waitPlan(t, 10*time.Second, victim.id+" out", without)
 	t.Logf("backend %s SIGKILLed → Consul reported it after %v; out of gateway 1's table after %v, gateway 2's after %v (%v and %v after the report)",
 		victim.id, o1.Trigger.Sub(killed).Round(time.Millisecond), o1.Live.Sub(killed).Round(time.Millisecond), o2.Live.Sub(killed).Round(time.Millisecond),
 		o1.Live.Sub(o1.Trigger).Round(time.Millisecond), o2.Live.Sub(o2.Trigger).Round(time.Millisecond))
-	for i, o := range []planEvent{o1, o2} {
+	for i, o := range []controlplane.PlanEvent{o1, o2} {
 		if d := o.Live.Sub(killed); d > 5*time.Second {
 			t.Errorf("gateway %d: killed backend out after %v, want ≤ 5 s", i+1, d)
 		}
@@ -197,7 +198,7 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 		t.Fatalf("PUT on gateway 2: %d %s", st, b)
 	}
 	answered := time.Since(put)
-	c1 := ev1.waitPlan(t, 10*time.Second, "the 500ms SLO", func(e planEvent) bool { return e.Plan.Sessions[0].SLOMs == 500 })
+	c1 := ev1.waitPlan(t, 10*time.Second, "the 500ms SLO", func(e controlplane.PlanEvent) bool { return e.Plan.Sessions[0].SLOMs == 500 })
 	t.Logf("admin PUT on gateway 2 answered after %v (plan live there); live on gateway 1 after %v", answered.Round(time.Millisecond),
 		c1.Live.Sub(put).Round(time.Millisecond))
 	if p := adminPlan(t, url2); p.Sessions[0].SLOMs != 500 {
@@ -287,7 +288,7 @@ func TestClusterGatewayLeaderStopsCleanly(t *testing.T) {
 	oldLeader := other.last().Leader
 	stopped := time.Now()
 	stop()
-	e := other.waitPlan(t, 10*time.Second, "a plan from the other gateway's candidate", func(e planEvent) bool { return e.Leader != oldLeader })
+	e := other.waitPlan(t, 10*time.Second, "a plan from the other gateway's candidate", func(e controlplane.PlanEvent) bool { return e.Leader != oldLeader })
 	took := e.Live.Sub(stopped)
 	t.Logf("leading gateway stopped → the other gateway's candidate published after %v (TTL %v)", took.Round(time.Millisecond), 2*time.Second)
 	if took > 1500*time.Millisecond {

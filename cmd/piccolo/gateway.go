@@ -11,16 +11,20 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/kserve"
+	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
-	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // gatewayOptions are the flags of `piccolo gateway`.
@@ -39,9 +43,9 @@ type gatewayOptions struct {
 	drain      time.Duration
 	adminToken string
 	watch      bool
-	consul     string // Consul agent HTTP address; "": membership from the config (gateway_control.go)
+	consul     string // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
 
-	// With --consul (gateway_control.go, scheduler/cluster).
+	// With --consul (controlplane/cluster.go, scheduler/cluster).
 	clusterPrefix string        // KV prefix of the cluster
 	schedule      bool          // run a scheduler candidate in this gateway
 	schedulerID   string        // the candidate's id (default gateway-<gateway id>)
@@ -53,7 +57,7 @@ type gatewayOptions struct {
 	// wiring) and a hook called with every plan made live.
 	control control.Options
 	monitor control.MonitorOptions
-	onPlan  func(planEvent)
+	onPlan  func(controlplane.PlanEvent)
 }
 
 func newGatewayCmd() *cobra.Command {
@@ -127,10 +131,10 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.StringVar(&o.grpcListen, "grpc-listen", "127.0.0.1:8001", "gRPC listen address host:port (must differ from --listen)")
 	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
-	f.Float64Var(&o.burst, "burst-target", 0.999, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
+	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
-	f.IntVar(&o.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
+	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
@@ -195,7 +199,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	defer func() { _ = log.Sync() }()
 
 	reg := processRegistry()
-	metrics, err := gateway.NewMetrics(reg)
+	gm, err := metrics.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
@@ -203,90 +207,71 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	liveOpts := gateway.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: metrics, Logger: log}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	planner := func(c *api.Config) (*api.Plan, error) { return planForServing(c, planOpts, o.burst) }
-	var (
-		sw     *gateway.LiveSwitch
-		runner gateway.ModuleRunner
-		cc     *consulControl
-	)
+	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
+	var ctl controlplane.Control
 	if o.consul != "" {
-		if cc, err = startConsulControl(ctx, o, cfg, metrics, log, liveOpts, planner); err != nil {
+		copts := controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
+			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait,
+			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
+		cc, err := controlplane.StartConsulControl(ctx, copts, cfg, gm, log, liveOpts, planner)
+		if err != nil {
 			return err
 		}
-		sw = cc.sw
-		runner = countingRunner{LiveSwitch: sw, cc: cc}
-		cfg = cc.servedConfig() // the cluster's config, which may differ from the -c files
-		if cc.sched != nil {
-			reg.MustRegister(leaderGauge(cc.sched))
+		if cc.Scheduler() != nil {
+			reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
 		}
+		ctl = cc
 	} else {
-		planStart := time.Now()
-		plan, planErr := planner(cfg)
-		if plan == nil {
-			return fmt.Errorf("--policy %s: %w", o.policy, planErr)
-		}
-		if err := metrics.SetPlan(plan, "initial", time.Since(planStart)); err != nil {
+		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log})
+		if errors.Is(err, controlplane.ErrNoPlan) {
+			return fmt.Errorf("--policy %s: %w", o.policy, err)
+		} else if err != nil {
 			return err
 		}
-		metrics.SetMembership(cfg.Backends)
-		if _, shared, err := gateway.Place(plan, cfg.Backends); err != nil {
-			return err
-		} else if shared > 0 {
-			log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", shared))
-		}
-		if sw, err = gateway.NewLiveSwitch(ctx, cfg, plan, liveOpts); err != nil {
-			return err
-		}
-		runner = sw
+		ctl = ec
 	}
+	sw := ctl.LiveSwitch()
 	defer sw.Close()
+	cfg = ctl.ServedConfig() // with --consul, the cluster's config, which may differ from the -c files
 	plan := sw.Plan()
 	for _, sp := range plan.Sessions {
 		if sp.Error != "" {
 			log.Warn("session not planned; it will answer 503", zap.String("session", sp.Name), zap.String("reason", sp.Error))
 		}
 	}
-	exec, err := gateway.NewExecutor(runner, cfg.Sessions)
+	exec, err := gateway.NewDAGRunner(ctl.Runner(), cfg.Sessions)
 	if err != nil {
 		return err
 	}
 	reg.MustRegister(sw)
-	var onConfig gateway.OnConfig
-	if cc != nil {
-		onConfig = cc.onConfig
-	} else {
-		onConfig = (&gateway.EmbeddedControl{Planner: planner, Switch: sw, Executor: exec, Metrics: metrics, Logger: log}).Apply
-	}
-	store, err := gateway.NewConfigStore(cfg, onConfig)
+	store, err := controlplane.NewConfigStore(cfg, ctl.Apply)
 	if err != nil {
 		return err
 	}
-	if cc != nil {
-		cc.attach(exec, store)
-	}
+	ctl.Attach(exec, store)
 	token := adminToken(o.adminToken)
-	var admin *gateway.Admin
+	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if token != "" {
-		aopts := gateway.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
-		if cc != nil {
-			aopts.Backends = cc.backends
-		}
-		if admin, err = gateway.NewAdmin(aopts); err != nil {
+		aopts := controlplane.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
+		aopts.Backends = ctl.Members()
+		a, err := controlplane.NewAdmin(aopts)
+		if err != nil {
 			return err
 		}
+		admin = a.Handle
 	} else {
 		log.Info("admin API off: pass --admin-token or set PICCOLO_ADMIN_TOKEN to turn it on")
 	}
 	if o.watch {
-		cw, err := gateway.StartConfigWatcher(ctx, store, o.files, gateway.WatchOptions{Logger: log})
+		cw, err := controlplane.StartConfigWatcher(ctx, store, o.files, controlplane.WatchOptions{Logger: log})
 		if err != nil {
 			return err
 		}
 		defer cw.Close()
 	}
-	srv, err := gateway.NewServer(exec, gateway.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: metrics, Logger: log, Admin: admin})
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: gm, Logger: log, Admin: admin})
 	if err != nil {
 		return err
 	}
@@ -333,31 +318,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		gs.Stop()
 		log.Warn("gRPC drain timed out; requests in flight were cut off")
 	}
-	if cc != nil {
-		cc.waitStepDown(3 * time.Second)
-	}
+	ctl.StepDown(3 * time.Second)
 	log.Info("gateway stopped")
 	return nil
 }
 
-// planForServing plans for serving: with a utilisation given, as asked; without,
-// the cheapest plan whose simulation under Poisson arrivals meets the SLO for
-// burstTarget of requests (simulate.PlanForBursts), so the headroom follows the
-// plan's slack instead of a fixed guess. When the config lists backends, only
-// their hardware types are planned for: a catalog may name types the cluster
-// does not have (with Consul, the leader does the same with its members).
-func planForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64) (*api.Plan, error) {
-	present := map[string]bool{}
-	for _, b := range cfg.Backends {
-		present[b.Hardware] = true
-	}
-	cfg = control.OnlyPresent(cfg, present)
-	if opts.MaxUtilization != 0 {
-		return scheduler.Plan(cfg, opts)
-	}
-	if burstTarget == 0 {
-		burstTarget = 0.999
-	}
-	plan, _, err := simulate.PlanForBursts(cfg, opts, burstTarget, 1)
-	return plan, err
-}
+var errNoConsul = errors.New("membership consul needs --consul ADDR (the Consul agent's HTTP address host:port)")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
@@ -81,7 +82,7 @@ func BenchmarkMembershipChangeToLive(b *testing.B) {
 		if err := dereg[victim](ctx); err != nil {
 			b.Fatal(err)
 		}
-		e := evs.waitPlan(b, 10*time.Second, victim+" out", func(e planEvent) bool { return !slices.Contains(placedOn(e.Plan), victim) })
+		e := evs.waitPlan(b, 10*time.Second, victim+" out", func(e controlplane.PlanEvent) bool { return !slices.Contains(placedOn(e.Plan), victim) })
 		total = append(total, e.Live.Sub(start))
 		afterReport = append(afterReport, e.Live.Sub(e.Trigger))
 		register(victim, addrOf[victim])

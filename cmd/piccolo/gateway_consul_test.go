@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
@@ -256,13 +257,13 @@ func attainment(outs []outcome, from, to time.Time, slo time.Duration) (float64,
 // planEvents collects the plans the gateway made live.
 type planEvents struct {
 	mu  sync.Mutex
-	evs []planEvent
-	ch  chan planEvent
+	evs []controlplane.PlanEvent
+	ch  chan controlplane.PlanEvent
 }
 
-func newPlanEvents() *planEvents { return &planEvents{ch: make(chan planEvent, 100)} }
+func newPlanEvents() *planEvents { return &planEvents{ch: make(chan controlplane.PlanEvent, 100)} }
 
-func (p *planEvents) add(e planEvent) {
+func (p *planEvents) add(e controlplane.PlanEvent) {
 	p.mu.Lock()
 	p.evs = append(p.evs, e)
 	p.mu.Unlock()
@@ -272,14 +273,14 @@ func (p *planEvents) add(e planEvent) {
 	}
 }
 
-func (p *planEvents) last() planEvent {
+func (p *planEvents) last() controlplane.PlanEvent {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.evs[len(p.evs)-1]
 }
 
 // waitPlan waits for a plan made live that satisfies ok.
-func (p *planEvents) waitPlan(t testing.TB, timeout time.Duration, what string, ok func(planEvent) bool) planEvent {
+func (p *planEvents) waitPlan(t testing.TB, timeout time.Duration, what string, ok func(controlplane.PlanEvent) bool) controlplane.PlanEvent {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
@@ -416,7 +417,7 @@ func TestGatewayConsulBackendKilled(t *testing.T) {
 	if err := victim.cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
 	}
-	after := evs.waitPlan(t, 10*time.Second, victim.id+" out of the dispatch table", func(e planEvent) bool {
+	after := evs.waitPlan(t, 10*time.Second, victim.id+" out of the dispatch table", func(e controlplane.PlanEvent) bool {
 		return !slices.Contains(placedOn(e.Plan), victim.id)
 	})
 	outIn := after.Live.Sub(killed)
@@ -515,7 +516,7 @@ func TestGatewayConsulRateStep(t *testing.T) {
 	base := evs.last()
 	stepUp := time.Now()
 	cur.Store(2 * rate)
-	up := evs.waitPlan(t, 10*time.Second, "cause rate and a higher cost", func(e planEvent) bool {
+	up := evs.waitPlan(t, 10*time.Second, "cause rate and a higher cost", func(e controlplane.PlanEvent) bool {
 		return e.Cause == control.CauseRate && e.Plan.TotalCost > base.Plan.TotalCost*1.4
 	})
 	t.Logf("R→2R: rate plan live after %v: cost %.2f → %.2f, backends %v → %v", up.Live.Sub(stepUp).Round(time.Millisecond),
@@ -524,7 +525,7 @@ func TestGatewayConsulRateStep(t *testing.T) {
 	high := evs.last()
 	stepDown := time.Now()
 	cur.Store(rate)
-	down := evs.waitPlan(t, 10*time.Second, "cause rate and a lower cost", func(e planEvent) bool {
+	down := evs.waitPlan(t, 10*time.Second, "cause rate and a lower cost", func(e controlplane.PlanEvent) bool {
 		return e.Cause == control.CauseRate && e.Plan.TotalCost < high.Plan.TotalCost*0.8
 	})
 	t.Logf("2R→R: rate plan live after %v: cost %.2f → %.2f, backends %v → %v", down.Live.Sub(stepDown).Round(time.Millisecond),

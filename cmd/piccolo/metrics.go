@@ -8,8 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 )
 
 // processRegistry is a Prometheus registry holding the Go runtime and process
@@ -32,17 +30,4 @@ func serveMetrics(lis net.Listener, reg *prometheus.Registry, extra map[string]h
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(lis) }()
 	return hs
-}
-
-// leaderGauge is piccolo_scheduler_leader: 1 while s is the cluster's elected
-// scheduler.
-func leaderGauge(s *cluster.Scheduler) prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "piccolo_scheduler_leader",
-		Help: "1 when this process is the cluster's elected scheduler, else 0 (--consul)."},
-		func() float64 {
-			if s.Leading() {
-				return 1
-			}
-			return 0
-		})
 }

@@ -24,8 +24,8 @@ func newPlanCmd() *cobra.Command {
 		Use:   "plan -c FILE...",
 		Short: "Plan sessions at minimum cost within their SLOs and print the plan",
 		Long: `plan reads the config files (hardware, profiles, sessions), plans every session
-with the chosen policy and prints the plan: a table by default, the plan JSON of
-DESIGN.md with -o json. A session that cannot meet its SLO is reported on stderr
+with the chosen policy and prints the plan: a table by default, the plan JSON (api.Plan)
+with -o json. A session that cannot meet its SLO is reported on stderr
 with the fastest latency it could reach; the others are still planned, and the
 command exits 1.
 

@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
@@ -74,7 +76,7 @@ GET /healthz are served there.`,
 	f.DurationVar(&o.ttl, "ttl", cluster.DefaultTTL, "how long the leader may miss heartbeats before a standby takes over (>= 1s)")
 	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
-	f.Float64Var(&o.burst, "burst-target", 0.999, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
+	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.StringVar(&o.listen, "listen", "", "serve /metrics and /healthz on this host:port (empty: off)")
 	return cmd
@@ -119,14 +121,14 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 	}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	sched, err := cluster.NewScheduler(kv, cluster.SchedulerOptions{ID: id, Seed: cfg, TTL: o.ttl, Logger: log, Control: o.control,
-		Plan: func(c *api.Config) (*api.Plan, error) { return planForServing(c, planOpts, o.burst) }})
+		Plan: func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }})
 	if err != nil {
 		return err
 	}
 	addr := ""
 	if o.listen != "" {
 		reg := processRegistry()
-		reg.MustRegister(leaderGauge(sched))
+		reg.MustRegister(metrics.LeaderGauge(sched.Leading))
 		ln, err := net.Listen("tcp", o.listen)
 		if err != nil {
 			return fmt.Errorf("--listen %s: %w", o.listen, err)

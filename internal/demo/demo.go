@@ -36,9 +36,9 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/configs"
+	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // Options configure a demo run.
@@ -122,15 +122,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var plan *api.Plan
-	var planErr error
-	if o.MaxUtilization != 0 {
-		plan, planErr = scheduler.Plan(cfg, scheduler.Options{MaxUtilization: o.MaxUtilization})
-	} else {
-		// The headroom that meets the SLO for 99.9% of simulated Poisson
-		// requests, as the gateway chooses it by default.
-		plan, _, planErr = simulate.PlanForBursts(cfg, scheduler.Options{}, 0.999, 1)
-	}
+	// Without a utilisation, the headroom that meets the SLO for
+	// DefaultBurstTarget of simulated Poisson requests, as the gateway plans.
+	plan, planErr := controlplane.PlanForServing(cfg, scheduler.Options{MaxUtilization: o.MaxUtilization}, controlplane.DefaultBurstTarget)
 	if plan == nil {
 		return nil, planErr
 	}

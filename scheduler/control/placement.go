@@ -29,6 +29,9 @@ type Shortfall struct {
 	Hardware []HardwareUse `json:"hardware"`
 	// Modules lists the groups placed on fewer machines than planned, in plan order.
 	Modules []ModuleShortfall `json:"modules,omitempty"`
+	// Shared counts the machines placed on a device another machine already
+	// holds because the pool was short (PlaceOptions.RoundRobin only).
+	Shared int `json:"shared,omitempty"`
 }
 
 // HardwareUse is one hardware type's devices: Needed by the plan (full machines
@@ -135,6 +138,30 @@ type device struct {
 // Errors (and no plan) for a nil plan, a member without id or hardware, a
 // duplicate member id, or a group whose machines are not a finite number ≥ 0.
 func Place(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error) {
+	return PlaceWith(plan, members, prev, PlaceOptions{})
+}
+
+// PlaceOptions choose how PlaceWith places.
+type PlaceOptions struct {
+	// RoundRobin is the placement of a gateway with a static backends list
+	// (no membership, no control loop): for each group, in plan order
+	// (session, module, group), its ceil(machines) machines take the next
+	// members of the group's hardware type, in members order, round-robin.
+	// Members are used once each while any is free; when a hardware type has
+	// fewer members than planned machines the rotation wraps and machines
+	// share a member (Shortfall.Shared counts those machines): the plan is
+	// served at reduced speed rather than scaled down. Groups that already
+	// list backends keep them; prev is not used. A group whose hardware type
+	// has no member is an error naming it. Shortfall.Hardware and Modules
+	// stay empty.
+	RoundRobin bool
+}
+
+// PlaceWith is Place with options.
+func PlaceWith(plan *api.Plan, members []Member, prev *api.Plan, opts PlaceOptions) (*api.Plan, Shortfall, error) {
+	if opts.RoundRobin {
+		return placeRoundRobin(plan, members)
+	}
 	if plan == nil {
 		return nil, Shortfall{}, errors.New("placement: no plan")
 	}
@@ -431,4 +458,61 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// placeRoundRobin is PlaceOptions.RoundRobin.
+func placeRoundRobin(plan *api.Plan, members []Member) (*api.Plan, Shortfall, error) {
+	if plan == nil {
+		return nil, Shortfall{}, errors.New("placement: no plan")
+	}
+	byHW := map[string][]string{}
+	for _, m := range members {
+		byHW[m.Hardware] = append(byHW[m.Hardware], m.ID)
+	}
+	next := map[string]int{}
+	shared := 0
+	out := *plan
+	out.Sessions = make([]api.SessionPlan, len(plan.Sessions))
+	for si, sp := range plan.Sessions {
+		sp.Modules = append([]api.ModulePlan(nil), sp.Modules...)
+		for mi := range sp.Modules {
+			mp := &sp.Modules[mi]
+			mp.Configs = append([]api.GroupPlan(nil), mp.Configs...)
+			for gi := range mp.Configs {
+				g := &mp.Configs[gi]
+				if len(g.Backends) > 0 {
+					continue
+				}
+				ids := byHW[g.Hardware]
+				if len(ids) == 0 {
+					return nil, Shortfall{}, fmt.Errorf("session %q module %q group %d: no backend of hardware %q in the config's backends list (have: %s)",
+						sp.Name, mp.Name, gi, g.Hardware, hardwareList(byHW))
+				}
+				n := int(math.Ceil(g.Machines - occEps))
+				g.Backends = make([]string, n)
+				for i := range n {
+					if next[g.Hardware] >= len(ids) {
+						shared++
+					}
+					g.Backends[i] = ids[next[g.Hardware]%len(ids)]
+					next[g.Hardware]++
+				}
+			}
+		}
+		out.Sessions[si] = sp
+	}
+	return &out, Shortfall{Shared: shared}, nil
+}
+
+// hardwareList names the members by hardware type, for errors.
+func hardwareList(byHW map[string][]string) string {
+	if len(byHW) == 0 {
+		return "none"
+	}
+	var s []string
+	for hw, ids := range byHW {
+		s = append(s, fmt.Sprintf("%s: %s", hw, strings.Join(ids, ", ")))
+	}
+	sort.Strings(s)
+	return strings.Join(s, "; ")
 }

@@ -1,0 +1,593 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+	"gopkg.in/yaml.v3"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
+)
+
+// AdminMaxBodyBytes bounds the body of PUT /admin/sessions/{name}.
+const AdminMaxBodyBytes = 1 << 20
+
+// BackendView is what GET /admin/backends answers: the membership the gateway
+// serves with. Source is "static" (the config's backends list) or "consul";
+// Stale is true when the source is unreachable and the list is the last one
+// seen (Error says why).
+type BackendView struct {
+	Source   string        `json:"source"`
+	Stale    bool          `json:"stale"`
+	Error    string        `json:"error,omitempty"`
+	At       time.Time     `json:"at,omitzero"`
+	Backends []BackendInfo `json:"backends"`
+}
+
+// BackendInfo is one backend of a BackendView. Placed lists "session/module" of
+// every plan group placed on it (filled in by the admin API from the running
+// plan).
+type BackendInfo struct {
+	ID             string   `json:"id"`
+	Address        string   `json:"address"`
+	Hardware       string   `json:"hardware"`
+	Price          float64  `json:"price,omitempty"`
+	GPU            string   `json:"gpu,omitempty"`
+	GPUMemoryBytes uint64   `json:"gpu_memory_bytes,omitempty"`
+	Models         []string `json:"models,omitempty"`
+	Placed         []string `json:"placed,omitempty"`
+}
+
+// AdminOptions configure the admin API.
+type AdminOptions struct {
+	// Token is the bearer token every admin request must carry
+	// (Authorization: Bearer <token>). Required: the API is off without one.
+	Token string
+	// Store holds the running config; PUT and DELETE change it through
+	// ConfigStore.Update (cause "manual"). Required.
+	Store *ConfigStore
+	// Plan returns the running placed plan (LiveSwitch.Plan). Required.
+	Plan func() *api.Plan
+	// Backends returns the current membership; nil: the running config's
+	// static backends list.
+	Backends func() BackendView
+	// Timeout bounds one change: re-planning, loading models, swapping
+	// (default 2 minutes).
+	Timeout time.Duration
+	// Logger gets one line per change made or refused; nil logs nothing.
+	Logger *zap.Logger
+}
+
+// Admin serves the admin API on the gateway's HTTP port (ServerOptions.Admin):
+//
+//	GET    /admin/sessions          every session (JSON; YAML with Accept: application/yaml)
+//	GET    /admin/sessions/{name}   one session; ETag: the config version
+//	PUT    /admin/sessions/{name}   create or replace it (body: one session, YAML or JSON)
+//	DELETE /admin/sessions/{name}   remove it
+//	GET    /admin/plan              the running placed plan (plan JSON)
+//	GET    /admin/backends          the membership (BackendView)
+//
+// Its handlers run on the HTTP server's goroutines; changes are serialised by
+// the ConfigStore. See docs/control-plane.md for bodies and status codes.
+type Admin struct {
+	opts    AdminOptions
+	tokenH  [32]byte
+	timeout time.Duration
+}
+
+// NewAdmin returns the admin API, or an error when a required option is missing.
+func NewAdmin(opts AdminOptions) (*Admin, error) {
+	switch {
+	case opts.Token == "":
+		return nil, errors.New("controlplane: the admin API needs a bearer token (--admin-token or PICCOLO_ADMIN_TOKEN)")
+	case opts.Store == nil:
+		return nil, errors.New("controlplane: the admin API needs a ConfigStore")
+	case opts.Plan == nil:
+		return nil, errors.New("controlplane: the admin API needs the running plan (AdminOptions.Plan)")
+	}
+	a := &Admin{opts: opts, tokenH: sha256.Sum256([]byte(opts.Token)), timeout: opts.Timeout}
+	if a.timeout <= 0 {
+		a.timeout = 2 * time.Minute
+	}
+	return a, nil
+}
+
+var (
+	prefAdminSessions = "/admin/sessions/"
+	bearerPrefix      = []byte("Bearer ")
+)
+
+// adminError is an error answered with its own status and, for invalid configs,
+// the loader's problems one per entry.
+type adminError struct {
+	status   int
+	msg      string
+	problems []string
+}
+
+func (e *adminError) Error() string { return e.msg }
+
+// authorized checks the bearer token in constant time (both sides hashed, so the
+// token's length does not leak either).
+func (a *Admin) authorized(ctx *fasthttp.RequestCtx) bool {
+	h := ctx.Request.Header.Peek("Authorization")
+	if !bytes.HasPrefix(h, bearerPrefix) {
+		return false
+	}
+	got := sha256.Sum256(bytes.TrimSpace(h[len(bearerPrefix):]))
+	return subtle.ConstantTimeCompare(got[:], a.tokenH[:]) == 1
+}
+
+// Handle answers one request whose path starts with /admin/.
+func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
+	if !a.authorized(ctx) {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="piccolo-admin"`)
+		a.fail(ctx, &adminError{status: http.StatusUnauthorized,
+			msg: "unauthorized: send the admin token as `Authorization: Bearer <token>`"})
+		return
+	}
+	path := string(ctx.Path())
+	switch {
+	case path == "/admin/plan":
+		if a.allow(ctx, "GET") {
+			a.writeJSON(ctx, 200, a.opts.Plan())
+		}
+	case path == "/admin/backends":
+		if a.allow(ctx, "GET") {
+			a.writeJSON(ctx, 200, a.backends())
+		}
+	case path == "/admin/sessions" || path == "/admin/sessions/":
+		if a.allow(ctx, "GET") {
+			a.listSessions(ctx)
+		}
+	case strings.HasPrefix(path, prefAdminSessions):
+		name := path[len(prefAdminSessions):]
+		if name == "" || strings.Contains(name, "/") {
+			a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q: want /admin/sessions/{name}", path)})
+			return
+		}
+		switch string(ctx.Method()) {
+		case "GET", "HEAD":
+			a.getSession(ctx, name)
+		case "PUT":
+			a.putSession(ctx, name)
+		case "DELETE":
+			a.deleteSession(ctx, name)
+		default:
+			ctx.Response.Header.Set("Allow", "GET, PUT, DELETE")
+			a.fail(ctx, &adminError{status: 405, msg: fmt.Sprintf("method %s not allowed on %s; use GET, PUT or DELETE", ctx.Method(), path)})
+		}
+	default:
+		a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q; endpoints: /admin/sessions, /admin/sessions/{name}, /admin/plan, /admin/backends", path)})
+	}
+}
+
+func (a *Admin) allow(ctx *fasthttp.RequestCtx, method string) bool {
+	m := string(ctx.Method())
+	if m == method || method == "GET" && m == "HEAD" {
+		return true
+	}
+	ctx.Response.Header.Set("Allow", method)
+	a.fail(ctx, &adminError{status: 405, msg: fmt.Sprintf("method %s not allowed on %s; use %s", m, ctx.Path(), method)})
+	return false
+}
+
+// backends is the membership with what the running plan placed on each backend.
+func (a *Admin) backends() BackendView {
+	var v BackendView
+	if a.opts.Backends != nil {
+		v = a.opts.Backends()
+	} else {
+		cfg := a.opts.Store.Current().Config
+		v = BackendView{Source: "static", Backends: make([]BackendInfo, len(cfg.Backends))}
+		for i, b := range cfg.Backends {
+			price := 0.0
+			if h, ok := cfg.HardwareByName(b.Hardware); ok {
+				price = h.Price
+			}
+			v.Backends[i] = BackendInfo{ID: b.ID, Address: b.Address, Hardware: b.Hardware, Price: price}
+		}
+	}
+	placed := map[string][]string{}
+	if p := a.opts.Plan(); p != nil {
+		for _, sp := range p.Sessions {
+			for _, mp := range sp.Modules {
+				for _, g := range mp.Configs {
+					for _, id := range g.Backends {
+						placed[id] = append(placed[id], sp.Name+"/"+mp.Name)
+					}
+				}
+			}
+		}
+	}
+	out := v
+	out.Backends = make([]BackendInfo, len(v.Backends))
+	for i, b := range v.Backends {
+		b.Placed = dedupSorted(placed[b.ID])
+		out.Backends[i] = b
+	}
+	if out.Backends == nil {
+		out.Backends = []BackendInfo{}
+	}
+	return out
+}
+
+func dedupSorted(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	s = append([]string(nil), s...)
+	sort.Strings(s)
+	out := s[:1]
+	for _, x := range s[1:] {
+		if x != out[len(out)-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// sessionJSON is a session with the config file's field names.
+type sessionJSON struct {
+	Name    string       `json:"name" yaml:"name"`
+	SLO     string       `json:"slo" yaml:"slo"`
+	Modules []moduleJSON `json:"modules" yaml:"modules"`
+}
+
+type moduleJSON struct {
+	Name  string   `json:"name" yaml:"name"`
+	Model string   `json:"model" yaml:"model"`
+	Rate  float64  `json:"rate" yaml:"rate"`
+	After []string `json:"after,omitempty" yaml:"after,omitempty,flow"`
+}
+
+func toSessionJSON(s *api.Session) sessionJSON {
+	out := sessionJSON{Name: s.Name, SLO: s.SLO.D().String(), Modules: make([]moduleJSON, len(s.Modules))}
+	for i, m := range s.Modules {
+		out.Modules[i] = moduleJSON{Name: m.Name, Model: m.Model, Rate: m.Rate, After: m.After}
+	}
+	return out
+}
+
+// wantsYAML reports whether the client asked for YAML (Accept: application/yaml,
+// text/yaml or application/x-yaml).
+func wantsYAML(ctx *fasthttp.RequestCtx) bool {
+	return bytes.Contains(ctx.Request.Header.Peek("Accept"), []byte("yaml"))
+}
+
+func (a *Admin) listSessions(ctx *fasthttp.RequestCtx) {
+	snap := a.opts.Store.Current()
+	list := make([]sessionJSON, len(snap.Config.Sessions))
+	for i := range snap.Config.Sessions {
+		list[i] = toSessionJSON(&snap.Config.Sessions[i])
+	}
+	a.setVersion(ctx, snap.Version)
+	if wantsYAML(ctx) {
+		a.writeYAML(ctx, struct {
+			Sessions []sessionJSON `yaml:"sessions"`
+		}{list})
+		return
+	}
+	a.writeJSON(ctx, 200, struct {
+		Version  uint64        `json:"version"`
+		Sessions []sessionJSON `json:"sessions"`
+	}{snap.Version, list})
+}
+
+func (a *Admin) getSession(ctx *fasthttp.RequestCtx, name string) {
+	snap := a.opts.Store.Current()
+	s, ok := snap.Config.Session(name)
+	if !ok {
+		a.fail(ctx, unknownSession(name, snap.Config))
+		return
+	}
+	a.setVersion(ctx, snap.Version)
+	if wantsYAML(ctx) {
+		a.writeYAML(ctx, toSessionJSON(s))
+		return
+	}
+	a.writeJSON(ctx, 200, toSessionJSON(s))
+}
+
+func unknownSession(name string, cfg *api.Config) *adminError {
+	names := make([]string, len(cfg.Sessions))
+	for i, s := range cfg.Sessions {
+		names[i] = s.Name
+	}
+	sort.Strings(names)
+	return &adminError{status: 404, msg: fmt.Sprintf("%v %q; known sessions: %s", gateway.ErrUnknownSession, name, strings.Join(names, ", "))}
+}
+
+// changeResult is the answer to a change that went live.
+type changeResult struct {
+	Version   uint64       `json:"version"`
+	Session   *sessionJSON `json:"session,omitempty"`
+	Deleted   string       `json:"deleted,omitempty"`
+	PlanCost  float64      `json:"plan_cost"`
+	TookMs    float64      `json:"took_ms"`
+	Sessions  []string     `json:"sessions"`
+	PlanError string       `json:"plan_error,omitempty"`
+}
+
+func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string) {
+	body := ctx.PostBody()
+	if len(body) > AdminMaxBodyBytes {
+		a.fail(ctx, &adminError{status: 413, msg: fmt.Sprintf("the body is %d bytes; a session must fit in %d", len(body), AdminMaxBodyBytes)})
+		return
+	}
+	ifv, err := ifMatch(ctx)
+	if err != nil {
+		a.fail(ctx, err)
+		return
+	}
+	start := time.Now()
+	created := false
+	docName := "PUT /admin/sessions/" + name
+	snap, err := a.update(ctx, ifv, func(cur *api.Config) (*api.Config, error) {
+		_, exists := cur.Session(name)
+		created = !exists
+		return withSession(cur, name, body, docName)
+	})
+	if err != nil {
+		a.logChange("session change refused", name, err)
+		a.fail(ctx, err)
+		return
+	}
+	s, _ := snap.Config.Session(name)
+	sj := toSessionJSON(s)
+	a.logChange("session changed", name, nil)
+	status := 200
+	if created {
+		status = 201
+	}
+	a.setVersion(ctx, snap.Version)
+	a.writeJSON(ctx, status, a.result(snap, start, &sj, ""))
+}
+
+func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string) {
+	ifv, err := ifMatch(ctx)
+	if err != nil {
+		a.fail(ctx, err)
+		return
+	}
+	start := time.Now()
+	snap, err := a.update(ctx, ifv, func(cur *api.Config) (*api.Config, error) {
+		i := sessionIndex(cur, name)
+		if i < 0 {
+			return nil, unknownSession(name, cur)
+		}
+		next := *cur
+		next.Sessions = append(append([]api.Session(nil), cur.Sessions[:i]...), cur.Sessions[i+1:]...)
+		return &next, nil
+	})
+	if err != nil {
+		a.logChange("session delete refused", name, err)
+		a.fail(ctx, err)
+		return
+	}
+	a.logChange("session deleted", name, nil)
+	a.setVersion(ctx, snap.Version)
+	a.writeJSON(ctx, 200, a.result(snap, start, nil, name))
+}
+
+func (a *Admin) update(ctx *fasthttp.RequestCtx, ifVersion uint64, change func(*api.Config) (*api.Config, error)) (ConfigSnapshot, error) {
+	c, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	return a.opts.Store.Update(c, "manual", ifVersion, change)
+}
+
+func (a *Admin) result(snap ConfigSnapshot, start time.Time, s *sessionJSON, deleted string) changeResult {
+	r := changeResult{Version: snap.Version, Session: s, Deleted: deleted, TookMs: float64(time.Since(start)) / float64(time.Millisecond)}
+	if p := a.opts.Plan(); p != nil {
+		r.PlanCost = p.TotalCost
+		if s != nil {
+			for _, sp := range p.Sessions {
+				if sp.Name == s.Name {
+					r.PlanError = sp.Error
+				}
+			}
+		}
+	}
+	r.Sessions = make([]string, len(snap.Config.Sessions))
+	for i, s := range snap.Config.Sessions {
+		r.Sessions[i] = s.Name
+	}
+	return r
+}
+
+func (a *Admin) logChange(msg, session string, err error) {
+	if a.opts.Logger == nil {
+		return
+	}
+	if err != nil {
+		a.opts.Logger.Info(msg, zap.String("session", session), zap.Error(err))
+		return
+	}
+	snap := a.opts.Store.Current()
+	a.opts.Logger.Info(msg, zap.String("session", session), zap.Uint64("config_version", snap.Version))
+}
+
+func sessionIndex(cfg *api.Config, name string) int {
+	for i := range cfg.Sessions {
+		if cfg.Sessions[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// ifMatch reads an optional If-Match: "<version>" (the ETag of a GET).
+func ifMatch(ctx *fasthttp.RequestCtx) (uint64, error) {
+	h := strings.TrimSpace(string(ctx.Request.Header.Peek("If-Match")))
+	if h == "" || h == "*" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(h, "W/"), `"`), 10, 64)
+	if err != nil || v == 0 {
+		return 0, &adminError{status: 400, msg: fmt.Sprintf("If-Match %q: want the config version a GET returned as ETag, such as \"3\"", h)}
+	}
+	return v, nil
+}
+
+func (a *Admin) setVersion(ctx *fasthttp.RequestCtx, v uint64) {
+	ctx.Response.Header.Set("ETag", `"`+strconv.FormatUint(v, 10)+`"`)
+}
+
+// withSession returns cur with session name created or replaced by the one in
+// body (YAML or JSON, the config file's fields: name, slo, modules). body is
+// parsed and validated together with the rest of cur by the config loader, so
+// errors name the body's line and field as they would in a file called docName.
+func withSession(cur *api.Config, name string, body []byte, docName string) (*api.Config, error) {
+	wrapped, ok := wrapSessionDoc(body)
+	if !ok {
+		return nil, &adminError{status: 400, msg: fmt.Sprintf("%s: the body is empty: want one session in YAML or JSON, such as {\"name\": %q, \"slo\": \"500ms\", \"modules\": [{\"name\": \"m\", \"model\": \"resnet50\", \"rate\": 10}]}", docName, name)}
+	}
+	i := sessionIndex(cur, name)
+	rest := *cur
+	if i >= 0 {
+		rest.Sessions = append(append([]api.Session(nil), cur.Sessions[:i]...), cur.Sessions[i+1:]...)
+	}
+	restYAML, err := api.EncodeYAML(&rest)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: write the running config: %w", err)
+	}
+	loaded, err := api.LoadBytes(api.NamedDoc{Name: "running config", Data: restYAML}, api.NamedDoc{Name: docName, Data: wrapped})
+	if err != nil {
+		return nil, invalidConfig(err, docName)
+	}
+	var got []api.Session
+	for _, s := range loaded.Sessions {
+		if s.Source.File == docName {
+			s.Source.Line--
+			for j := range s.Modules {
+				s.Modules[j].Source.Line--
+			}
+			got = append(got, s)
+		}
+	}
+	switch {
+	case len(got) != 1:
+		return nil, &adminError{status: 400, msg: fmt.Sprintf("%s: the body holds %d sessions; want exactly one, a mapping with name, slo and modules", docName, len(got))}
+	case got[0].Name != name:
+		return nil, &adminError{status: 400, msg: fmt.Sprintf("%s: the body names session %q but the path names %q: they must match (to rename, PUT the new name and DELETE the old)", docName, got[0].Name, name)}
+	}
+	next := *cur
+	next.Sessions = append([]api.Session(nil), cur.Sessions...)
+	if i >= 0 {
+		next.Sessions[i] = got[0]
+	} else {
+		next.Sessions = append(next.Sessions, got[0])
+	}
+	return &next, nil
+}
+
+// wrapSessionDoc makes body (one session) the only item of a top-level
+// `sessions:` list, keeping every body line n on line n+1. ok is false when the
+// body holds nothing but blanks and comments.
+func wrapSessionDoc(body []byte) (doc []byte, ok bool) {
+	lines := strings.Split(strings.ReplaceAll(string(body), "\r\n", "\n"), "\n")
+	var b strings.Builder
+	b.WriteString("sessions:\n")
+	started := false
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case !started && (t == "" || strings.HasPrefix(t, "#") || t == "---"):
+			b.WriteString("\n") // keep the line count
+			continue
+		case !started:
+			started = true
+			b.WriteString("- ")
+		default:
+			b.WriteString("  ")
+		}
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return []byte(b.String()), started
+}
+
+// invalidConfig turns the loader's errors into a 400 listing each problem, with
+// the lines of docName shifted back to the body's own numbering.
+func invalidConfig(err error, docName string) *adminError {
+	var problems []string
+	var walk func(error)
+	walk = func(e error) {
+		var ce *api.ConfigError
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		if errors.As(e, &ce) {
+			c := *ce
+			if c.File == docName && c.Line > 0 {
+				c.Line--
+			}
+			problems = append(problems, c.Error())
+			return
+		}
+		problems = append(problems, e.Error())
+	}
+	walk(err)
+	return &adminError{status: 400, msg: api.ErrInvalidConfig.Error() + ": " + strings.Join(problems, "; "), problems: problems}
+}
+
+// fail answers err as {"error": "...", "problems": [...]} with its status:
+// adminError's own, 400 for an invalid config, 422 for a change the planner or
+// placement refused (ErrRejected), 412 for ErrVersionMismatch, 500 otherwise.
+func (a *Admin) fail(ctx *fasthttp.RequestCtx, err error) {
+	status := http.StatusInternalServerError
+	var ae *adminError
+	var problems []string
+	switch {
+	case errors.As(err, &ae):
+		status, problems = ae.status, ae.problems
+	case errors.Is(err, ErrVersionMismatch):
+		status = http.StatusPreconditionFailed
+	case errors.Is(err, ErrRejected):
+		status = http.StatusUnprocessableEntity
+	case errors.Is(err, api.ErrInvalidConfig):
+		ie := invalidConfig(err, "")
+		status, problems = 400, ie.problems
+	}
+	a.writeJSON(ctx, status, struct {
+		Error    string   `json:"error"`
+		Problems []string `json:"problems,omitempty"`
+	}{err.Error(), problems})
+}
+
+func (a *Admin) writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status, b = 500, []byte(`{"error":`+strconv.Quote(err.Error())+`}`)
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(b, '\n'))
+}
+
+func (a *Admin) writeYAML(ctx *fasthttp.RequestCtx, v any) {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		a.writeJSON(ctx, 500, map[string]string{"error": err.Error()})
+		return
+	}
+	ctx.SetStatusCode(200)
+	ctx.SetContentType("application/yaml")
+	ctx.SetBody(b)
+}

@@ -1,0 +1,58 @@
+// Package controlplane makes a gateway's config and plan live: the versioned
+// config store, the file watcher, the admin API, the serving planner and the
+// two Control implementations (embedded scheduler, Consul cluster).
+//
+// Who calls what: `piccolo gateway` (cmd/piccolo) picks the Control by flag,
+// starts it, builds the DAGRunner and the KServe servers over what it returns
+// and attaches them (Control's doc gives the order). Every change, from the
+// admin API or the watcher, goes through ConfigStore.Update, one at a time.
+// The request path never enters this package. It imports dataplane, gateway,
+// metrics, scheduler and scheduler/cluster; never kserve (the HTTP server
+// takes the admin API as a plain fasthttp handler).
+//
+// # Live config
+//
+// A running gateway changes its plan without losing a request:
+//
+//   - ConfigStore holds the running *api.Config as an immutable, versioned
+//     snapshot (Current is lock-free). Every change, from the admin API or the
+//     file watcher, goes through Update, which serialises changes, validates
+//     the new config, calls the store's OnConfig and publishes the new version
+//     only if OnConfig succeeded; otherwise the running config stays as it was.
+//   - Control makes changes live; its Apply is the store's OnConfig.
+//     EmbeddedControl (the scheduler inside the gateway; StartEmbedded plans,
+//     places on the config's static backends and loads the first plan):
+//     re-plan with its Planner, refuse the change if a session that planned
+//     before, or that the change adds or modifies, cannot be planned
+//     (PlanChange), then dataplane.LiveSwitch.Apply, DAGRunner.SetSessions and
+//     Metrics.SetPlan. ConsulControl (--consul; StartConsulControl) follows the
+//     plan the cluster's elected scheduler publishes in Consul KV, runs a
+//     scheduler candidate unless told not to, reports the measured rates, and
+//     makes an operator's change live by planning it here (the same
+//     PlanChange rule), storing it with check-and-set and waiting until a plan
+//     for it is live.
+//   - Admin (its Handle is kserve.ServerOptions.Admin) serves /admin/ on the
+//     HTTP port behind a bearer token compared in constant time: GET /admin/sessions, GET|PUT|DELETE
+//     /admin/sessions/{name}, GET /admin/plan, GET /admin/backends. A PUT body
+//     (one session, YAML or JSON with the config file's fields) is parsed and
+//     validated by the config loader together with the rest of the running
+//     config, so errors name the body's line and field. Status codes: 400 an
+//     invalid change (the loader's problems listed), 401 no or wrong token (with
+//     WWW-Authenticate: Bearer), 404 unknown session, 412 a stale If-Match, 422 a
+//     change the planner or placement refused. Without an Admin, /admin/ answers
+//     404 saying how to turn it on. AdminOptions.Backends lets the wiring back
+//     GET /admin/backends with live membership (Consul); default: the static list.
+//   - ConfigWatcher (StartConfigWatcher) watches the -c files' directories with
+//     fsnotify (in-place writes and rename-replace saves), debounces bursts,
+//     skips saves that change nothing, reloads every file and applies it with
+//     cause "config"; an invalid edit is logged at warn and ignored. Admin
+//     changes live in memory: the next file edit replaces the whole config.
+//
+// # Planning for serving
+//
+// PlanForServing is the planner `piccolo gateway`, `piccolo scheduler` and the
+// demo use: with a utilisation given, scheduler.Plan as asked; without, the
+// cheapest plan whose simulation under Poisson arrivals meets the SLO for
+// DefaultBurstTarget (99.9%) of requests, planned only for the hardware types
+// the backends have.
+package controlplane

@@ -1,0 +1,51 @@
+package dataplane
+
+import (
+	"fmt"
+
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var _ prometheus.Collector = (*LiveRunner)(nil)
+
+// Describe implements prometheus.Collector.
+func (r *LiveRunner) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{metrics.DescItems, metrics.DescDummies, metrics.DescClosed, metrics.DescBatches, metrics.DescSlotItems, metrics.DescSlotDummies,
+		metrics.DescSlotBusy, metrics.DescSlotLanes, metrics.DescSlotRate, metrics.DescOutstanding} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: the dispatchers' counters at scrape
+// time (the request path pays nothing for them).
+func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
+	for s, mods := range r.sessions {
+		for m, lm := range mods {
+			st := lm.disp.Stats()
+			for _, kv := range []struct {
+				outcome string
+				v       uint64
+			}{{"submitted", st.Submitted}, {"completed", st.Completed}, {"failed", st.Failed},
+				{"deadline_on_submit", st.DeadlineOnSubmit}, {"deadline_on_send", st.DeadlineOnSend}} {
+				ch <- prometheus.MustNewConstMetric(metrics.DescItems, prometheus.CounterValue, float64(kv.v), s, m, kv.outcome)
+			}
+			ch <- prometheus.MustNewConstMetric(metrics.DescDummies, prometheus.CounterValue, float64(st.DummiesInjected), s, m, "injected")
+			ch <- prometheus.MustNewConstMetric(metrics.DescDummies, prometheus.CounterValue, float64(st.DummiesDropped), s, m, "dropped")
+			for c, n := range st.Closed {
+				ch <- prometheus.MustNewConstMetric(metrics.DescClosed, prometheus.CounterValue, float64(n), s, m, dispatcher.Closer(c).String())
+			}
+			for _, sl := range st.Slots {
+				lv := []string{s, m, fmt.Sprintf("g%dm%d", sl.Slot.Group, sl.Slot.Machine), sl.Slot.Backend, sl.Slot.Hardware}
+				ch <- prometheus.MustNewConstMetric(metrics.DescBatches, prometheus.CounterValue, float64(sl.Batches), lv...)
+				ch <- prometheus.MustNewConstMetric(metrics.DescSlotItems, prometheus.CounterValue, float64(sl.Items), lv...)
+				ch <- prometheus.MustNewConstMetric(metrics.DescSlotDummies, prometheus.CounterValue, float64(sl.Dummies), lv...)
+				ch <- prometheus.MustNewConstMetric(metrics.DescSlotBusy, prometheus.CounterValue, sl.Busy.Seconds(), lv...)
+				ch <- prometheus.MustNewConstMetric(metrics.DescSlotLanes, prometheus.GaugeValue, float64(max(sl.Slot.Concurrency, 1)), lv...)
+				ch <- prometheus.MustNewConstMetric(metrics.DescSlotRate, prometheus.GaugeValue, sl.Slot.RatePerSec, lv...)
+			}
+			ch <- prometheus.MustNewConstMetric(metrics.DescOutstanding, prometheus.GaugeValue, float64(lm.outstanding.Load()), s, m)
+		}
+	}
+}

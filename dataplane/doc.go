@@ -1,0 +1,64 @@
+// Package dataplane is the gateway's data plane: the ModuleRunner that batches
+// each module's items with a dispatcher and runs the batches on backends, and
+// the switch that changes its plan live.
+//
+// Who calls what: gateway.DAGRunner calls Run and Estimate (the request path,
+// any goroutine); the control plane (package controlplane) calls
+// NewLiveSwitch once and LiveSwitch.Apply for each new plan, from one
+// goroutine at a time; Prometheus calls Collect at scrape time. It imports
+// gateway (ModuleRunner, Timing, the sentinel errors), dispatcher, backends
+// and metrics; never kserve or controlplane.
+//
+// # Live runner and placement
+//
+// LiveRunner is the ModuleRunner of `piccolo gateway`: one dispatcher (package
+// dispatcher, TC or RR) per module, built from the plan's ModulePlan, whose Sender
+// runs each batch on its slot's backend with the backend client (one goroutine per
+// batch; the call is bounded by the latest end-to-end deadline of its items).
+// An item's dispatch deadline is min(now + module budget, request deadline) less
+// LiveOptions.SlackFraction of the budget; it times the flush of a partial batch.
+// Its expiry, when it is failed instead of sent, is the later of that and the
+// request deadline less the shortest time the rest of the DAG needs and the
+// same slack, so a module late on its budget costs latency, not an error, while
+// the SLO allows. Items that cannot be stacked together go in separate calls,
+// and a batch the backend rejects as invalid is retried item by item, so one
+// bad request never fails another. Estimate (admission) is a
+// lower bound: the module's shortest batch duration plus the time to drain the
+// items in flight beyond the plan's expected count (capacity × WCL, Little's law).
+//
+// There is one placement, scheduler/control's. Place adapts it to a static
+// backends list (no --consul): control.PlaceWith with RoundRobin, where each
+// group's ceil(machines) machines take the next backends of its hardware type
+// from the config's list, round-robin; with fewer backends than machines, they
+// share. With Consul membership the control loop places plans (control.Place:
+// fractional machines packed to occupancy ≤ 1, stable across re-plans) and
+// Place leaves groups that already name backends as they are. A model is loaded on
+// each backend (RepositoryModelLoad) with the largest batch and concurrency any
+// group placed there needs.
+//
+// LiveSwitch is the ModuleRunner of a gateway whose plan changes: Apply
+// places a plan, loads its models on the backends, builds a LiveRunner and
+// swaps it in with one atomic store. The previous runner stays open until
+// what was submitted to it has finished (and a request that started on it
+// can no longer reach it), then is closed; a module the new runner lacks (a
+// session just deleted) is served by the draining runner.
+//
+// Request path cost of the switch: LiveSwitch.Run and Estimate do one atomic
+// load and one map lookup more than LiveRunner's; no lock, no allocation.
+//
+// # Errors
+//
+// A backend's or dispatcher's failure is mapped once, here (mapBackendError),
+// to the gateway's sentinels: a deadline to gateway.ErrDeadline, an input the
+// backend calls invalid to gateway.ErrBadInput, a backend unreachable,
+// overloaded, closed or without the model (and a closed dispatcher) to
+// gateway.ErrUnavailable, anything else to gateway.ErrBackend.
+//
+// # Metrics
+//
+// LiveOptions.Metrics records each item's queue and compute time and each
+// batch's size (metrics.ModuleMetrics, resolved when the runner is built);
+// LiveRunner and LiveSwitch are prometheus.Collectors of the dispatchers'
+// counters (the piccolo_dispatcher_* names of package metrics), read at
+// scrape time so the request path pays nothing for them.
+package dataplane

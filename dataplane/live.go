@@ -1,0 +1,617 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
+)
+
+// Place places a plan on a static backends list (the config's `backends:`):
+// scheduler/control.PlaceWith with RoundRobin, whose doc gives the rule (each
+// group's machines take the next backends of its hardware type; with fewer
+// backends than machines, shared counts the machines that share one). Groups
+// that already name backends (a plan the control loop placed) keep them.
+func Place(plan *api.Plan, backendList []api.Backend) (placed *api.Plan, shared int, err error) {
+	members := make([]control.Member, len(backendList))
+	for i, b := range backendList {
+		members[i] = control.Member{ID: b.ID, Hardware: b.Hardware}
+	}
+	out, short, err := control.PlaceWith(plan, members, nil, control.PlaceOptions{RoundRobin: true})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, short.Shared, nil
+}
+
+// LiveOptions configure a LiveRunner.
+type LiveOptions struct {
+	// Policy is the dispatch policy, dispatcher.TC (default) or dispatcher.RR.
+	Policy dispatcher.Policy
+	// Flush is when a partial batch goes: dispatcher.FlushDeadline (the zero
+	// value's, the paper's) or dispatcher.FlushIdle (also to an idle machine
+	// while the measured load leaves capacity; `piccolo gateway`'s default).
+	Flush dispatcher.Flush
+	// Clients gives the backend clients; default: a new backends.Pool, closed by
+	// Close.
+	Clients *backends.Pool
+	// LoadTimeout bounds loading the models on the backends (default 30s).
+	LoadTimeout time.Duration
+	// UnloadTimeout bounds one batch of unloads a LiveSwitch sends after a
+	// previous plan has drained (default 5s). Unused by a LiveRunner alone.
+	UnloadTimeout time.Duration
+	// Logger receives the LiveSwitch's info line per batch of unloads and its
+	// debug lines for unloads that found nothing to do; nil logs nothing.
+	Logger *zap.Logger
+	// SlackFraction is the share of a module's budget kept free for what the
+	// dispatcher does not model (the network, the gateway, a loaded host): an
+	// item's dispatch deadline is min(now + budget, the request's deadline)
+	// minus this share of the budget. The TC dispatcher flushes a partial batch
+	// at the last moment that meets that deadline, so at low load a request
+	// takes nearly its budget; without slack it would arrive just too late.
+	// Default 0.1; negative means none.
+	SlackFraction float64
+	// Metrics, when set, records each module's queue and compute times and batch
+	// sizes (children resolved here, once per module).
+	Metrics *metrics.Metrics
+}
+
+// LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher
+// built from the plan's ModulePlan (§III-B TC dispatch) whose Sender sends whole
+// batches to the placed backends with the backend client. Its module table is
+// immutable after NewLiveRunner; Run and Estimate take no lock of their own.
+type LiveRunner struct {
+	sessions map[string]map[string]*liveModule
+	failed   map[string]string // session -> why it has no plan
+	loaded   map[modelAt]bool  // what NewLiveRunner loaded, by backend address
+	pool     *backends.Pool
+	ownPool  bool
+}
+
+// modelAt is a model loaded on the backend at addr (a host:port, not a backend
+// id: two configs may give one backend different ids, or one id a new address).
+type modelAt struct{ addr, model string }
+
+var (
+	_ gateway.ModuleRunner   = (*LiveRunner)(nil)
+	_ gateway.MetadataSource = (*LiveRunner)(nil)
+	_ dispatcher.Sender      = (*liveModule)(nil)
+)
+
+// liveModule is one module: its dispatcher, the clients of its backends, and the
+// numbers admission control reads.
+type liveModule struct {
+	session, name, model string
+	disp                 *dispatcher.Dispatcher
+	clients              map[string]*backends.Client // backend id -> client
+	budget               time.Duration
+	slack                time.Duration
+	wcl                  time.Duration
+	minDuration          time.Duration // the shortest batch duration of the module's groups
+	tail                 time.Duration // the longest path of minDurations after this module to a sink
+	capacity             float64       // planned req/s the module's machines serve
+	outstanding          atomic.Int64
+	items                sync.Pool
+	itemDone             func(*dispatcher.Item)
+	inputs, outputs      []gateway.TensorMeta
+	hasMeta              bool
+	metrics              *metrics.ModuleMetrics // nil: none recorded
+}
+
+// NewLiveRunner places plan on cfg's static backends (Place), loads every module's
+// model on its backends with the largest batch and concurrency any of its groups
+// there needs (RepositoryModelLoad), and builds one dispatcher per module.
+// Sessions whose plan failed are served with ErrUnavailable naming the reason.
+func NewLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts LiveOptions) (*LiveRunner, error) {
+	return newLiveRunner(ctx, cfg, plan, opts, nil)
+}
+
+// newLiveRunner is NewLiveRunner replacing prev (nil: none): a module prev
+// also serves starts from prev's arrival-gap estimate (FlushIdle), so a
+// re-plan does not make the next requests at low load wait for batch-mates.
+func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts LiveOptions, prev *LiveRunner) (*LiveRunner, error) {
+	if plan == nil {
+		return nil, errors.New("dataplane: NewLiveRunner needs a plan")
+	}
+	placed, _, err := Place(plan, cfg.Backends)
+	if err != nil {
+		return nil, err
+	}
+	addr := map[string]string{}
+	for _, b := range cfg.Backends {
+		addr[b.ID] = b.Address
+	}
+	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients}
+	if r.pool == nil {
+		r.pool, r.ownPool = backends.NewPool(backends.ClientOptions{}), true
+	}
+	fail := func(err error) (*LiveRunner, error) {
+		r.Close()
+		if len(r.loaded) > 0 {
+			return nil, &partialLoadError{err: err, loaded: r.loaded}
+		}
+		return nil, err
+	}
+	type loadKey struct{ backend, model string }
+	loads := map[loadKey][2]int{} // batch, concurrency
+	for _, sp := range placed.Sessions {
+		if sp.Error != "" {
+			r.failed[sp.Name] = sp.Error
+			continue
+		}
+		mods := map[string]*liveModule{}
+		r.sessions[sp.Name] = mods
+		for _, mp := range sp.Modules {
+			lm := &liveModule{session: sp.Name, name: mp.Name, model: mp.Model, clients: map[string]*backends.Client{},
+				budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)),
+				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond))}
+			lm.itemDone = lm.finish
+			lm.metrics = opts.Metrics.Module(sp.Name, mp.Name)
+			switch {
+			case opts.SlackFraction == 0:
+				lm.slack = lm.budget / 10
+			case opts.SlackFraction > 0:
+				lm.slack = time.Duration(float64(lm.budget) * opts.SlackFraction)
+			}
+			for _, g := range mp.Configs {
+				// A fractional machine is placed on a whole backend, which serves
+				// at its full throughput unless shared.
+				lm.capacity += g.Throughput * math.Ceil(g.Machines-1e-9)
+				if d := time.Duration(g.DurationMs * float64(time.Millisecond)); lm.minDuration == 0 || d < lm.minDuration {
+					lm.minDuration = d
+				}
+				for _, id := range g.Backends {
+					a, ok := addr[id]
+					if !ok {
+						return fail(fmt.Errorf("session %q module %q: plan names backend %q, which is not in the config", sp.Name, mp.Name, id))
+					}
+					c, err := r.pool.Client(a)
+					if err != nil {
+						return fail(fmt.Errorf("session %q module %q: backend %q: %w", sp.Name, mp.Name, id, err))
+					}
+					lm.clients[id] = c
+					k := loadKey{id, mp.Model}
+					l := loads[k]
+					loads[k] = [2]int{max(l[0], g.Batch), max(l[1], g.Concurrency, 1)}
+				}
+			}
+			var gap time.Duration
+			if p := prev.moduleOrNil(sp.Name, mp.Name); p != nil {
+				gap = p.disp.ArrivalGap()
+			}
+			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm})
+			if err != nil {
+				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
+			}
+			lm.disp = d
+			mods[mp.Name] = lm
+		}
+		setTails(sp.Modules, mods)
+	}
+	timeout := opts.LoadTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	keys := make([]loadKey, 0, len(loads))
+	for k := range loads {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].backend < keys[j].backend || keys[i].backend == keys[j].backend && keys[i].model < keys[j].model
+	})
+	meta := map[string]backends.ModelInfo{}
+	for _, k := range keys {
+		c, _ := r.pool.Client(addr[k.backend])
+		l := loads[k]
+		if err := c.Load(lctx, k.model, l[0], l[1]); err != nil {
+			return fail(fmt.Errorf("load model %q on backend %q (batch %d, concurrency %d): %w", k.model, k.backend, l[0], l[1], err))
+		}
+		r.loaded[modelAt{addr[k.backend], k.model}] = true
+		if _, ok := meta[k.model]; !ok {
+			if info, err := c.Metadata(lctx, k.model); err == nil {
+				meta[k.model] = info
+			}
+		}
+	}
+	for _, mods := range r.sessions {
+		for _, lm := range mods {
+			if info, ok := meta[lm.model]; ok {
+				lm.inputs, lm.outputs, lm.hasMeta = specsToMeta(info.Inputs), specsToMeta(info.Outputs), true
+			}
+		}
+	}
+	return r, nil
+}
+
+func specsToMeta(specs []backends.TensorSpec) []gateway.TensorMeta {
+	out := make([]gateway.TensorMeta, len(specs))
+	for i, s := range specs {
+		out[i] = gateway.TensorMeta{Name: s.Name, Datatype: s.Datatype, Shape: s.Shape}
+	}
+	return out
+}
+
+// Close closes every dispatcher (queued items fail with ErrUnavailable) and, if
+// the runner made it, the client pool.
+func (r *LiveRunner) Close() error {
+	var errs []error
+	for _, mods := range r.sessions {
+		for _, lm := range mods {
+			if lm.disp != nil {
+				errs = append(errs, lm.disp.Close())
+			}
+		}
+	}
+	if r.ownPool && r.pool != nil {
+		errs = append(errs, r.pool.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns each module's dispatcher counters, keyed "session/module".
+func (r *LiveRunner) Stats() map[string]dispatcher.Stats {
+	out := map[string]dispatcher.Stats{}
+	for s, mods := range r.sessions {
+		for m, lm := range mods {
+			out[s+"/"+m] = lm.disp.Stats()
+		}
+	}
+	return out
+}
+
+// moduleOrNil returns the module, or nil when r is nil or does not serve it.
+func (r *LiveRunner) moduleOrNil(session, module string) *liveModule {
+	if r == nil {
+		return nil
+	}
+	return r.sessions[session][module]
+}
+
+func (r *LiveRunner) module(session, module string) (*liveModule, error) {
+	if lm, ok := r.sessions[session][module]; ok {
+		return lm, nil
+	}
+	if why, ok := r.failed[session]; ok {
+		return nil, fmt.Errorf("%w: session %q has no plan: %s", gateway.ErrUnavailable, session, why)
+	}
+	return nil, fmt.Errorf("%w: session %q module %q is not in the plan", gateway.ErrUnavailable, session, module)
+}
+
+// Run submits one item to the module's dispatcher. The item's dispatch deadline
+// (which times the flush of a partial batch) is the module's budget from now or
+// the request's deadline, whichever is earlier, less the slack
+// (LiveOptions.SlackFraction). Its expiry (when it is failed with ErrDeadline
+// instead of sent) is the later of that and the request's deadline less the
+// shortest time the rest of the DAG needs (this module's included) and the
+// slack (docs/dataplane.md, "Module deadlines").
+func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+	done func([]api.Tensor, gateway.Timing, error)) {
+	lm, err := r.module(session, module)
+	if err != nil {
+		done(nil, gateway.Timing{}, err)
+		return
+	}
+	li, _ := lm.items.Get().(*liveItem)
+	if li == nil {
+		li = &liveItem{}
+	}
+	it := &li.Item
+	now := time.Now()
+	it.Arrival, it.Deadline, it.Inputs, it.Tag, it.Done = now, deadline, inputs, li, lm.itemDone
+	li.done, li.deadline = done, deadline
+	if lm.budget > 0 {
+		if b := now.Add(lm.budget); b.Before(deadline) {
+			it.Deadline = b
+		}
+	}
+	it.Deadline = it.Deadline.Add(-lm.slack)
+	// The module deadline times the flush; the item is given up only when the
+	// request can no longer make its own deadline, with this module's and the
+	// longest downstream path's shortest durations still to run. A queue that
+	// holds an item past its share of the SLO (a burst, a slow host) then costs
+	// that request latency, not an error.
+	if exp := deadline.Add(-lm.minDuration - lm.tail - lm.slack); exp.After(it.Deadline) {
+		it.Expiry = exp
+	}
+	lm.outstanding.Add(1)
+	if err := lm.disp.Submit(it); err != nil {
+		lm.outstanding.Add(-1)
+		*li = liveItem{}
+		lm.items.Put(li)
+		done(nil, gateway.Timing{}, mapBackendError(fmt.Errorf("module %q: %w", module, err)))
+	}
+}
+
+// liveItem is a dispatcher item with the DAGRunner's callback and an error of its
+// own (the dispatcher applies one error to a whole batch; a Sender that ran items
+// separately sets err on the ones that failed). Pooled per module.
+type liveItem struct {
+	dispatcher.Item
+	done     func([]api.Tensor, gateway.Timing, error)
+	deadline time.Time // the request's end-to-end deadline: bounds the backend call
+	err      error
+}
+
+// finish is every item's Done: it reports the outcome to the DAGRunner and
+// recycles the item.
+func (lm *liveModule) finish(it *dispatcher.Item) {
+	lm.outstanding.Add(-1)
+	li := it.Tag.(*liveItem)
+	done := li.done
+	var t gateway.Timing
+	if !it.Sent.IsZero() {
+		t = gateway.Timing{Queue: it.Sent.Sub(it.Arrival), Compute: it.Finished.Sub(it.Sent)}
+		lm.metrics.Item(t)
+	}
+	out, err := it.Outputs, it.Err
+	if err == nil {
+		err = li.err
+	}
+	*li = liveItem{}
+	lm.items.Put(li)
+	if err != nil {
+		out, err = nil, mapBackendError(err)
+	}
+	done(out, t, err)
+}
+
+// setTails sets each module's tail: the longest path, in shortest batch
+// durations, from the module's children to a sink of the session's DAG (which
+// the config loader checked is acyclic).
+func setTails(modules []api.ModulePlan, mods map[string]*liveModule) {
+	children := map[string][]string{}
+	for _, mp := range modules {
+		for _, p := range mp.After {
+			children[p] = append(children[p], mp.Name)
+		}
+	}
+	done := map[string]bool{}
+	var tail func(name string) time.Duration
+	tail = func(name string) time.Duration {
+		lm := mods[name]
+		if lm == nil {
+			return 0
+		}
+		if !done[name] {
+			done[name] = true
+			for _, c := range children[name] {
+				if cm := mods[c]; cm != nil {
+					lm.tail = max(lm.tail, cm.minDuration+tail(c))
+				}
+			}
+		}
+		return lm.tail
+	}
+	for _, mp := range modules {
+		tail(mp.Name)
+	}
+}
+
+// partialLoadError is NewLiveRunner's error after it loaded some models and
+// then failed: loaded says which, so that a LiveSwitch can unload those no
+// runner of its uses (NewLiveRunner cannot tell: a model may already be loaded
+// there for the plan being served).
+type partialLoadError struct {
+	err    error
+	loaded map[modelAt]bool
+}
+
+func (e *partialLoadError) Error() string { return e.err.Error() }
+func (e *partialLoadError) Unwrap() error { return e.err }
+
+// Estimate is a lower bound on how long an item submitted now takes in the module:
+// the shortest batch duration of its groups, plus the time its machines need to
+// drain the items beyond what the plan expects in flight (Little's law: capacity ×
+// WCL). Admission rejects a request only when even this cannot meet its deadline;
+// the WCL itself is a worst case, and rejecting on it turned away requests the
+// system would have served (the demo lost 5% of its requests that way).
+func (r *LiveRunner) Estimate(session, module string) time.Duration {
+	lm, ok := r.sessions[session][module]
+	if !ok || lm.capacity <= 0 {
+		return 0
+	}
+	excess := float64(lm.outstanding.Load()) - lm.capacity*lm.wcl.Seconds()
+	if excess <= 0 {
+		return lm.minDuration
+	}
+	return lm.minDuration + time.Duration(excess/lm.capacity*float64(time.Second))
+}
+
+// ModuleMetadata returns the module's model's tensors as its backend reported them.
+func (r *LiveRunner) ModuleMetadata(session, module string) (inputs, outputs []gateway.TensorMeta, ok bool) {
+	lm, found := r.sessions[session][module]
+	if !found || !lm.hasMeta {
+		return nil, nil, false
+	}
+	return lm.inputs, lm.outputs, true
+}
+
+// Send runs a batch on its slot's backend on a goroutine of its own (Send must not
+// block). Dummies pad the batch with copies of the first item's inputs; their
+// outputs are dropped. Items whose tensors cannot be stacked together (different
+// names, datatypes or trailing dimensions) go in separate calls, and when the
+// backend rejects a batch of several items as invalid, each item is retried alone,
+// so one bad request never fails another.
+func (lm *liveModule) Send(b *dispatcher.Batch) { go lm.send(b) }
+
+func (lm *liveModule) send(b *dispatcher.Batch) {
+	lm.metrics.Batch(len(b.Items) + b.Dummies)
+	c := lm.clients[b.Slot.Backend]
+	if c == nil {
+		b.Done(nil, fmt.Errorf("%w: module %q: slot %s has no backend client", gateway.ErrUnavailable, lm.name, b.Slot))
+		return
+	}
+	var latest time.Time
+	for _, it := range b.Items {
+		if dl := it.Tag.(*liveItem).deadline; dl.After(latest) {
+			latest = dl
+		}
+	}
+	if latest.IsZero() {
+		latest = time.Now().Add(gateway.DefaultTimeout)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), latest)
+	defer cancel()
+	items := make([][]api.Tensor, len(b.Items), len(b.Items)+b.Dummies)
+	for i, it := range b.Items {
+		items[i] = it.Inputs
+	}
+	out, errs, err := lm.infer(ctx, c, items, b.Dummies)
+	if err == nil {
+		for i, e := range errs {
+			if e != nil {
+				b.Items[i].Tag.(*liveItem).err = e
+			}
+		}
+	}
+	b.Done(out, err)
+}
+
+// infer runs items (plus dummies) in as few ModelInfer calls as stacking allows.
+// err is set when the whole batch failed; otherwise errs[i] (when errs is not nil)
+// is item i's own failure.
+func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, err error) {
+	groups := stackGroups(items)
+	if len(groups) == 1 {
+		all := items
+		for range dummies {
+			all = append(all, items[0])
+		}
+		out, err := c.Infer(ctx, lm.model, all)
+		if err != nil && len(items) > 1 && errors.Is(err, backends.ErrInvalidInput) {
+			return lm.inferEach(ctx, c, items)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return out[:len(items)], nil, nil
+	}
+	out = make([][]api.Tensor, len(items))
+	errs = make([]error, len(items))
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := make([][]api.Tensor, len(g))
+			for i, idx := range g {
+				sub[i] = items[idx]
+			}
+			res, subErrs, err := lm.infer(ctx, c, sub, 0)
+			for i, idx := range g {
+				switch {
+				case err != nil:
+					errs[idx] = err
+				case subErrs != nil && subErrs[i] != nil:
+					errs[idx] = subErrs[i]
+				default:
+					out[idx] = res[i]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errs, nil
+}
+
+// inferEach runs every item alone, so that one item the backend rejects does not
+// fail the others.
+func (lm *liveModule) inferEach(ctx context.Context, c *backends.Client, items [][]api.Tensor) ([][]api.Tensor, []error, error) {
+	out := make([][]api.Tensor, len(items))
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.Infer(ctx, lm.model, items[i:i+1])
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			out[i] = res[0]
+		}()
+	}
+	wg.Wait()
+	return out, errs, nil
+}
+
+// stackGroups partitions items into groups that can be stacked in one call:
+// same input names, datatypes and dimensions after dimension 0. The common case,
+// one group, allocates one small slice.
+func stackGroups(items [][]api.Tensor) [][]int {
+	if len(items) <= 1 || allStackable(items) {
+		return [][]int{nil}
+	}
+	var groups [][]int
+next:
+	for i := range items {
+		for gi, g := range groups {
+			if stackable(items[g[0]], items[i]) {
+				groups[gi] = append(g, i)
+				continue next
+			}
+		}
+		groups = append(groups, []int{i})
+	}
+	return groups
+}
+
+func allStackable(items [][]api.Tensor) bool {
+	for _, it := range items[1:] {
+		if !stackable(items[0], it) {
+			return false
+		}
+	}
+	return true
+}
+
+func stackable(a, b []api.Tensor) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Datatype != b[i].Datatype || len(a[i].Shape) != len(b[i].Shape) ||
+			len(a[i].Shape) == 0 || !slices.Equal(a[i].Shape[1:], b[i].Shape[1:]) {
+			return false
+		}
+	}
+	return true
+}
+
+// mapBackendError wraps err, from the dispatcher or the backend client, with the
+// gateway sentinel the edge maps to a status.
+func mapBackendError(err error) error {
+	var sentinel error
+	switch {
+	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+		sentinel = gateway.ErrDeadline
+	case errors.Is(err, backends.ErrInvalidInput):
+		sentinel = gateway.ErrBadInput
+	case errors.Is(err, dispatcher.ErrClosed), errors.Is(err, backends.ErrBackendUnavailable),
+		errors.Is(err, backends.ErrModelNotLoaded), errors.Is(err, backends.ErrUnknownModel),
+		errors.Is(err, backends.ErrBackendOverloaded), errors.Is(err, backends.ErrPoolClosed):
+		sentinel = gateway.ErrUnavailable
+	case errors.Is(err, gateway.ErrUnavailable), errors.Is(err, gateway.ErrBackend), errors.Is(err, gateway.ErrDeadline), errors.Is(err, gateway.ErrBadInput):
+		return err
+	default:
+		sentinel = gateway.ErrBackend
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
+}

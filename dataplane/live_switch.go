@@ -1,0 +1,402 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/gateway"
+)
+
+// LiveSwitch is the ModuleRunner of a gateway whose plan changes while it runs:
+// it serves through the current LiveRunner, and Apply builds a LiveRunner for a
+// new plan (models loaded on its backends first), swaps it in atomically, and
+// keeps the previous one open until what was submitted to it has finished, so
+// no request is lost in the swap. Run and Estimate take no lock: one atomic load
+// of the current runner. A module the current runner does not know (a session
+// just removed) is looked up in the runners still draining, so a request that
+// started before the swap finishes on the plan it started with.
+//
+// Once a previous runner has drained and been closed, its drain goroutine
+// unloads (backends.Client.Unload) every model that runner loaded on a backend
+// address and that neither the current runner (the switch's state at that
+// moment, so after A→B→A nothing A needs is unloaded) nor a runner still
+// draining loads there. The unload waits for the drain so that requests still
+// on the old plan finish on loaded models; it holds the Apply lock, so an Apply
+// never loads a model that an unload then removes. A batch of unloads is
+// bounded by LiveOptions.UnloadTimeout (5 s) and never fails anything: a
+// backend that no longer has the model (another gateway unloaded it first:
+// with several gateways on one plan each unloads the same models, which is
+// idempotent) or that cannot be reached (it left) is logged at debug, any
+// other error at warn, and each batch's unloads in one info line. Close
+// unloads nothing: other gateways may still serve those models.
+//
+// Apply calls are serialised by the LiveSwitch; Run, Estimate, ModuleMetadata,
+// Plan and Collect may be called from any goroutine at any time.
+type LiveSwitch struct {
+	opts LiveOptions // Clients set: one pool shared by every runner
+	pool *backends.Pool
+	own  bool // pool made here; closed by Close
+	log  *zap.Logger
+
+	// stop is canceled by Close: it ends the unloads in flight.
+	stop    context.Context
+	stopNow context.CancelFunc
+	applyMu sync.Mutex // serialises Apply and the unloads after a drain
+	// orphans are what failed Applies loaded (guarded by applyMu); the next
+	// unloads after a drain unload those no runner uses.
+	orphans map[modelAt]bool
+	cur     atomic.Pointer[liveState]
+	drainMu sync.Mutex
+	drains  []*LiveRunner                 // previous runners not closed yet
+	oldView atomic.Pointer[[]*LiveRunner] // lock-free copy of drains for Run
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// liveState is one generation: a runner, the placed plan it runs and the config
+// it was built from. Immutable.
+type liveState struct {
+	runner *LiveRunner
+	plan   *api.Plan // placed: every group lists its backends
+	cfg    *api.Config
+	grace  time.Duration // how long a request started on this runner can last
+}
+
+var (
+	_ gateway.ModuleRunner   = (*LiveSwitch)(nil)
+	_ gateway.MetadataSource = (*LiveSwitch)(nil)
+	_ prometheus.Collector   = (*LiveSwitch)(nil)
+)
+
+// NewLiveSwitch builds the first LiveRunner from plan over cfg's backends
+// (NewLiveRunner). opts.Clients, when nil, is a pool made here and shared by
+// every runner Apply builds later; Close closes it.
+func NewLiveSwitch(ctx context.Context, cfg *api.Config, plan *api.Plan, opts LiveOptions) (*LiveSwitch, error) {
+	s := &LiveSwitch{opts: opts, pool: opts.Clients, log: opts.Logger}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.opts.UnloadTimeout <= 0 {
+		s.opts.UnloadTimeout = 5 * time.Second
+	}
+	if s.pool == nil {
+		s.pool, s.own = backends.NewPool(backends.ClientOptions{}), true
+		s.opts.Clients = s.pool
+	}
+	st, err := s.build(ctx, cfg, plan)
+	if err != nil {
+		if s.own {
+			s.pool.Close()
+		}
+		return nil, err
+	}
+	s.cur.Store(st)
+	s.stop, s.stopNow = context.WithCancel(context.Background())
+	empty := []*LiveRunner{}
+	s.oldView.Store(&empty)
+	return s, nil
+}
+
+func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan *api.Plan) (*liveState, error) {
+	if cfg == nil || plan == nil {
+		return nil, errors.New("dataplane: a live plan needs a config and a plan")
+	}
+	placed, _, err := Place(plan, cfg.Backends)
+	if err != nil {
+		return nil, err
+	}
+	var prev *LiveRunner
+	if cur := s.cur.Load(); cur != nil {
+		prev = cur.runner
+	}
+	r, err := newLiveRunner(ctx, cfg, placed, s.opts, prev)
+	if err != nil {
+		return nil, err
+	}
+	return &liveState{runner: r, plan: placed, cfg: cfg, grace: graceOf(cfg)}, nil
+}
+
+// graceOf is how long a request started under cfg may still be running: its
+// longest SLO (DefaultTimeout for a session without one), plus a second.
+func graceOf(cfg *api.Config) time.Duration {
+	var g time.Duration
+	for _, s := range cfg.Sessions {
+		d := s.SLO.D()
+		if d <= 0 {
+			d = gateway.DefaultTimeout
+		}
+		g = max(g, d)
+	}
+	return g + time.Second
+}
+
+// Apply places plan on cfg's backends, loads the models there with the plan's
+// batch sizes and concurrencies, and swaps the new dispatch table in: requests
+// submitted from then on use it; items already submitted finish on the previous
+// runner, which is closed once they have (or, at the latest, after its longest
+// SLO plus DefaultTimeout), and the models only it used are then unloaded (see
+// LiveSwitch). An error (a group whose hardware has no backend, a backend that
+// refuses the load) leaves the running plan as it was. Apply calls are
+// serialised, and wait for a batch of unloads in progress (UnloadTimeout at most).
+func (s *LiveSwitch) Apply(ctx context.Context, cfg *api.Config, plan *api.Plan) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.drainMu.Lock()
+	closed := s.closed
+	s.drainMu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable)
+	}
+	st, err := s.build(ctx, cfg, plan)
+	if err != nil {
+		// What the failed runner loaded stays until the next drain's unloads:
+		// unloading it now would load and unload it again at every retry of
+		// the same plan (the cluster follower retries every 2 s).
+		var partial *partialLoadError
+		if errors.As(err, &partial) {
+			if s.orphans == nil {
+				s.orphans = map[modelAt]bool{}
+			}
+			for k := range partial.loaded {
+				s.orphans[k] = true
+			}
+		}
+		return err
+	}
+	s.drainMu.Lock()
+	if s.closed { // Close ran while we built: do not leak the new runner
+		s.drainMu.Unlock()
+		return errors.Join(st.runner.Close(), fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable))
+	}
+	old := s.cur.Swap(st)
+	s.drains = append(s.drains, old.runner)
+	s.publishDrainsLocked()
+	s.wg.Add(1)
+	s.drainMu.Unlock()
+	go s.drain(old)
+	return nil
+}
+
+func (s *LiveSwitch) publishDrainsLocked() {
+	v := append([]*LiveRunner(nil), s.drains...)
+	s.oldView.Store(&v)
+}
+
+// drain closes old once nothing submitted to it is outstanding and a request
+// that started just before the swap can no longer reach it (old.grace), or after
+// old.grace + DefaultTimeout at the latest, then unloads what only old used
+// (unloadDropped). Nothing is closed or unloaded once Close has begun.
+func (s *LiveSwitch) drain(old *liveState) {
+	defer s.wg.Done()
+	start := time.Now()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		el := time.Since(start)
+		if el >= old.grace && old.runner.outstanding() == 0 || el >= old.grace+gateway.DefaultTimeout {
+			break
+		}
+		s.drainMu.Lock()
+		closed := s.closed
+		s.drainMu.Unlock()
+		if closed {
+			return // Close closes it
+		}
+	}
+	s.drainMu.Lock()
+	for i, r := range s.drains {
+		if r == old.runner {
+			s.drains = append(s.drains[:i:i], s.drains[i+1:]...)
+			s.publishDrainsLocked()
+			s.drainMu.Unlock()
+			old.runner.Close()
+			s.unloadDropped(old.runner.loaded)
+			return
+		}
+	}
+	s.drainMu.Unlock()
+}
+
+// unloadDropped unloads every model in loaded (what a drained runner loaded)
+// or left loaded by a failed Apply (orphans) on a backend where neither the
+// current runner nor a runner still draining loads it. It runs on the drain
+// goroutine, after the drained runner is closed, holding applyMu so that no
+// Apply loads a model between the choice and the unload. Errors are logged,
+// never returned.
+func (s *LiveSwitch) unloadDropped(loaded map[modelAt]bool) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.drainMu.Lock()
+	if s.closed {
+		s.drainMu.Unlock()
+		return
+	}
+	keep := []*LiveRunner{s.cur.Load().runner}
+	keep = append(keep, s.drains...)
+	s.drainMu.Unlock()
+	if len(s.orphans) > 0 {
+		loaded = maps.Clone(loaded)
+		maps.Copy(loaded, s.orphans)
+		s.orphans = nil
+	}
+	defer s.closeUnused(loaded, keep) // after the unloads, which need the connections
+	var drop []modelAt
+	for k := range loaded {
+		used := false
+		for _, r := range keep {
+			used = used || r.loaded[k]
+		}
+		if !used {
+			drop = append(drop, k)
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	sort.Slice(drop, func(i, j int) bool {
+		return drop[i].addr < drop[j].addr || drop[i].addr == drop[j].addr && drop[i].model < drop[j].model
+	})
+	ctx, cancel := context.WithTimeout(s.stop, s.opts.UnloadTimeout)
+	defer cancel()
+	var unloaded, gone []string
+	for _, k := range drop {
+		name := k.model + "@" + k.addr
+		c, err := s.pool.Client(k.addr)
+		if err == nil {
+			err = c.Unload(ctx, k.model)
+		}
+		switch {
+		case err == nil:
+			unloaded = append(unloaded, name)
+		case s.stop.Err() != nil:
+			return // Close: the gateway is going away, and unloads nothing
+		case errors.Is(err, backends.ErrUnknownModel), errors.Is(err, backends.ErrBackendUnavailable):
+			// Unloaded already (another gateway was first), or the backend left.
+			gone = append(gone, name)
+			s.log.Debug("model to unload is gone", zap.String("model", k.model), zap.String("backend", k.addr), zap.Error(err))
+		default:
+			s.log.Warn("unload a model the plan no longer uses", zap.String("model", k.model), zap.String("backend", k.addr), zap.Error(err))
+		}
+	}
+	s.log.Info("unloaded models the plan no longer uses", zap.Strings("unloaded", unloaded), zap.Strings("already_gone", gone),
+		zap.Int("failed", len(drop)-len(unloaded)-len(gone)))
+}
+
+// closeUnused closes the pooled connections to the backends of loaded that no
+// runner in keep loads anything on (a backend that left, or one the
+// plan no longer uses), so a gateway under membership churn does not keep a
+// connection per backend it ever served. A later plan that places a model there
+// again dials anew. Called with applyMu held.
+func (s *LiveSwitch) closeUnused(loaded map[modelAt]bool, keep []*LiveRunner) {
+	used := map[string]bool{}
+	for _, r := range keep {
+		for k := range r.loaded {
+			used[k.addr] = true
+		}
+	}
+	for k := range loaded {
+		if used[k.addr] {
+			continue
+		}
+		used[k.addr] = true // closed once
+		if err := s.pool.Remove(k.addr); err != nil {
+			s.log.Debug("close the connection to a backend no longer used", zap.String("backend", k.addr), zap.Error(err))
+		}
+	}
+}
+
+// outstanding is the number of items submitted and not yet done, all modules.
+func (r *LiveRunner) outstanding() int64 {
+	var n int64
+	for _, mods := range r.sessions {
+		for _, lm := range mods {
+			n += lm.outstanding.Load()
+		}
+	}
+	return n
+}
+
+// Close closes the current runner and every runner still draining (their queued
+// items fail with ErrUnavailable) and the client pool if it was made here. It
+// unloads nothing (other gateways may serve the same models) and cancels
+// unloads in flight.
+func (s *LiveSwitch) Close() error {
+	s.drainMu.Lock()
+	if s.closed {
+		s.drainMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.stopNow()
+	rs := append([]*LiveRunner{s.cur.Load().runner}, s.drains...)
+	s.drains = nil
+	s.drainMu.Unlock()
+	s.wg.Wait()
+	var errs []error
+	for _, r := range rs {
+		errs = append(errs, r.Close())
+	}
+	if s.own {
+		errs = append(errs, s.pool.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Plan returns the running plan, placed: every group lists its backend ids.
+// Immutable; do not modify.
+func (s *LiveSwitch) Plan() *api.Plan { return s.cur.Load().plan }
+
+// Config returns the config the running plan was built from. Immutable.
+func (s *LiveSwitch) Config() *api.Config { return s.cur.Load().cfg }
+
+// Runner returns the current LiveRunner (for its Stats).
+func (s *LiveSwitch) Runner() *LiveRunner { return s.cur.Load().runner }
+
+// runnerFor is the runner that serves session's module: the current one, or
+// one still draining that knows it.
+func (s *LiveSwitch) runnerFor(session, module string) *LiveRunner {
+	r := s.cur.Load().runner
+	if _, ok := r.sessions[session][module]; ok {
+		return r
+	}
+	for _, o := range *s.oldView.Load() {
+		if _, ok := o.sessions[session][module]; ok {
+			return o
+		}
+	}
+	return r // answers why it cannot run the module
+}
+
+// Run implements ModuleRunner on the runner that serves the module.
+func (s *LiveSwitch) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+	done func([]api.Tensor, gateway.Timing, error)) {
+	s.runnerFor(session, module).Run(ctx, session, module, inputs, deadline, done)
+}
+
+// Estimate implements ModuleRunner.
+func (s *LiveSwitch) Estimate(session, module string) time.Duration {
+	return s.runnerFor(session, module).Estimate(session, module)
+}
+
+// ModuleMetadata implements MetadataSource.
+func (s *LiveSwitch) ModuleMetadata(session, module string) (inputs, outputs []gateway.TensorMeta, ok bool) {
+	return s.runnerFor(session, module).ModuleMetadata(session, module)
+}
+
+// Describe implements prometheus.Collector.
+func (s *LiveSwitch) Describe(ch chan<- *prometheus.Desc) { s.cur.Load().runner.Describe(ch) }
+
+// Collect implements prometheus.Collector with the current runner's counters
+// (they restart from 0 when a new plan is applied: a counter reset to Prometheus).
+func (s *LiveSwitch) Collect(ch chan<- prometheus.Metric) { s.cur.Load().runner.Collect(ch) }

@@ -1,0 +1,672 @@
+package gateway
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// Timing is what a runner measured for one item of one module.
+type Timing struct {
+	Queue   time.Duration // from submission until its batch started on a backend
+	Compute time.Duration // the batch's run on the backend, network included
+}
+
+// ModuleRunner runs items of modules: in the live gateway a dispatcher per module
+// that batches items and sends them to backends (package dataplane; docs/architecture.md).
+type ModuleRunner interface {
+	// Run submits inputs as one item of module of session and returns at once. It
+	// calls done exactly once, from any goroutine, possibly before Run returns, with
+	// the item's outputs (owned by the callee from then on) or an error wrapping one
+	// of this package's sentinels (ErrUnavailable, ErrBackend, ErrDeadline,
+	// ErrOverloaded, ErrBadInput) where one applies. deadline is the request's
+	// end-to-end deadline; ctx is cancelled when the request is abandoned, after
+	// which done may still be called and its result is ignored.
+	Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+		done func(outputs []api.Tensor, t Timing, err error))
+	// Estimate returns how long an item of module submitted now would take to
+	// finish: the current queue wait plus the batch duration; 0 when unknown.
+	// Called on every request: it must be cheap and lock-free.
+	Estimate(session, module string) time.Duration
+}
+
+// DefaultTimeout is the deadline of a request to a session without an SLO.
+const DefaultTimeout = 30 * time.Second
+
+// DAGRunner runs sessions' DAGs over a ModuleRunner. It is safe for concurrent use;
+// SetSessions swaps the session table atomically and requests already running
+// finish on the table they started with.
+type DAGRunner struct {
+	runner ModuleRunner
+	meta   MetadataSource // runner's, when it knows its modules' tensors
+	table  atomic.Pointer[sessionTable]
+}
+
+type sessionTable struct {
+	byName map[string]*dag
+	names  string // sorted, comma separated, for errors
+}
+
+// NewDAGRunner returns a runner of sessions over runner, or an error naming the
+// first session that is not a valid DAG.
+func NewDAGRunner(runner ModuleRunner, sessions []api.Session) (*DAGRunner, error) {
+	if runner == nil {
+		return nil, errors.New("gateway: NewDAGRunner needs a ModuleRunner")
+	}
+	e := &DAGRunner{runner: runner}
+	e.meta, _ = runner.(MetadataSource)
+	if err := e.SetSessions(sessions); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// SetSessions replaces the sessions the DAGRunner serves.
+func (e *DAGRunner) SetSessions(sessions []api.Session) error {
+	t := &sessionTable{byName: make(map[string]*dag, len(sessions))}
+	names := make([]string, 0, len(sessions))
+	for _, s := range sessions {
+		d, err := compile(s)
+		if err != nil {
+			return err
+		}
+		if _, dup := t.byName[s.Name]; dup {
+			return fmt.Errorf("%s: session %q is listed twice", s.Source, s.Name)
+		}
+		t.byName[s.Name] = d
+		names = append(names, s.Name)
+	}
+	sort.Strings(names)
+	t.names = strings.Join(names, ", ")
+	e.table.Store(t)
+	return nil
+}
+
+// Session returns the session called name as the DAGRunner serves it.
+func (e *DAGRunner) Session(name string) (api.Session, bool) {
+	d, ok := e.table.Load().byName[name]
+	if !ok {
+		return api.Session{}, false
+	}
+	return d.session, true
+}
+
+// Sessions returns the names of the sessions served, sorted.
+func (e *DAGRunner) Sessions() []string {
+	t := e.table.Load()
+	out := make([]string, 0, len(t.byName))
+	for n := range t.byName {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (e *DAGRunner) lookup(session string) (*dag, error) {
+	t := e.table.Load()
+	if d, ok := t.byName[session]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("%w %q; known sessions: %s", ErrUnknownSession, session, t.names)
+}
+
+// Infer runs req through session's DAG and fills resp. The deadline is arrival +
+// the session's SLO, or ctx's deadline if earlier. A request whose deadline cannot
+// be met given the runner's estimates is rejected at once with ErrOverloaded
+// (admission control); one still running at its deadline fails with ErrDeadline.
+// resp.Parameters get "piccolo.<module>.queue_ms", ".compute_ms" and ".total_ms" for
+// every module that ran (for a fan-out module, the slowest item's queue and compute)
+// and "piccolo.e2e_ms". Infer blocks the calling goroutine until then.
+func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest, resp *InferResponse) error {
+	arrival := time.Now()
+	d, err := e.lookup(session)
+	if err != nil {
+		return err
+	}
+	if len(req.Inputs) == 0 {
+		return BadInput("session %q: the request has no inputs", session)
+	}
+	if err := e.checkInputs(d, req.Inputs); err != nil {
+		return err
+	}
+	timeout := d.slo
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	deadline := arrival.Add(timeout)
+	if cd, ok := ctx.Deadline(); ok && cd.Before(deadline) {
+		deadline = cd
+	}
+	if est := d.estimate(e.runner); est > 0 && arrival.Add(est).After(deadline) {
+		return fmt.Errorf("%w: session %q: the current queue needs about %.1f ms, the deadline is in %.1f ms",
+			ErrOverloaded, session, ms(est), ms(deadline.Sub(arrival)))
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	r := &run{e: e, d: d, ctx: ctx, deadline: deadline, inputs: req.Inputs,
+		mods: make([]modRun, len(d.mods)), signal: make(chan struct{}, 1)}
+	r.left.Store(int32(len(d.mods)))
+	for i := range d.mods {
+		r.mods[i].pending.Store(int32(len(d.mods[i].parents)))
+	}
+	for _, s := range d.sources {
+		r.mods[s].chosen.Store(true)
+		r.start(s)
+	}
+	select {
+	case <-r.signal:
+	case <-ctx.Done():
+	}
+	eb := r.err.Load()
+	if eb == nil && r.left.Load() == 0 {
+		return r.respond(req, resp, arrival)
+	}
+	// The deadline passed, or a module failed; a module that failed because the
+	// request's context ended is reported as the deadline it is.
+	if ctxErr := ctx.Err(); ctxErr != nil && (eb == nil || errors.Is(eb.err, context.DeadlineExceeded) ||
+		errors.Is(eb.err, ErrDeadline) || errors.Is(eb.err, context.Canceled)) {
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: session %q: no response within %.1f ms; still running: %s",
+				ErrDeadline, session, ms(deadline.Sub(arrival)), r.running())
+		}
+		return fmt.Errorf("session %q: %w", session, ctxErr)
+	}
+	return eb.err
+}
+
+// checkInputs checks the request's inputs against what the source modules'
+// models declare (MetadataSource), so that a request the backend would refuse is
+// refused before it takes a place in a batch: a declared input must have the
+// declared datatype, rank and fixed dimensions after dimension 0.
+func (e *DAGRunner) checkInputs(d *dag, inputs []api.Tensor) error {
+	if e.meta == nil {
+		return nil
+	}
+	for _, m := range d.sources {
+		decl, _, ok := e.meta.ModuleMetadata(d.name, d.mods[m].name)
+		if !ok {
+			continue
+		}
+		for i := range inputs {
+			t := &inputs[i]
+			for _, spec := range decl {
+				if spec.Name != t.Name {
+					continue
+				}
+				if spec.Datatype != t.Datatype {
+					return BadInput("session %q: input %q is %s; module %q wants %s", d.name, t.Name, t.Datatype, d.mods[m].name, spec.Datatype)
+				}
+				fits := len(spec.Shape) == len(t.Shape)
+				for k := 1; fits && k < len(spec.Shape); k++ {
+					fits = spec.Shape[k] < 0 || spec.Shape[k] == t.Shape[k]
+				}
+				if !fits {
+					return BadInput("session %q: input %q has shape %v; module %q wants %v (-1: any; dimension 0 is the batch)",
+						d.name, t.Name, t.Shape, d.mods[m].name, spec.Shape)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Module states of one run, for diagnostics.
+const (
+	stWaiting int32 = iota
+	stRunning
+	stDone
+	stSkipped
+)
+
+// run is the state of one request through a dag. Modules resolve (done or skipped)
+// on runner goroutines; every hand-over between them goes through the atomics, so
+// a module's outputs are written before its children's pending count drops and
+// read after it reaches zero.
+type run struct {
+	e        *DAGRunner
+	d        *dag
+	ctx      context.Context
+	deadline time.Time
+	inputs   []api.Tensor
+	mods     []modRun
+	left     atomic.Int32 // modules not yet resolved
+	err      atomic.Pointer[errBox]
+	signal   chan struct{} // one send: all resolved, or the first failure
+}
+
+type errBox struct{ err error }
+
+type modRun struct {
+	pending atomic.Int32 // parents not yet resolved
+	chosen  atomic.Bool  // a parent that ran chose this module
+	state   atomic.Int32
+	outputs []api.Tensor
+	start   time.Time
+	timing  Timing
+	total   time.Duration
+	// fan-out
+	items     [][]api.Tensor
+	itemTimes []Timing
+	itemsLeft atomic.Int32
+}
+
+func (r *run) fail(err error) {
+	if r.err.CompareAndSwap(nil, &errBox{err}) {
+		r.wake()
+	}
+}
+
+func (r *run) failed() bool { return r.err.Load() != nil }
+
+func (r *run) wake() {
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (r *run) running() string {
+	var names []string
+	for i := range r.mods {
+		if r.mods[i].state.Load() == stRunning {
+			names = append(names, r.d.mods[i].name)
+		}
+	}
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
+}
+
+// start runs module m once all its parents have resolved.
+func (r *run) start(m int) {
+	if r.failed() {
+		return
+	}
+	mr := &r.mods[m]
+	if !mr.chosen.Load() {
+		r.resolve(m, true)
+		return
+	}
+	n := &r.d.mods[m]
+	inputs := r.inputsOf(m)
+	mr.start = time.Now()
+	mr.state.Store(stRunning)
+	if n.fanout {
+		r.startFanout(m, inputs)
+		return
+	}
+	r.e.runner.Run(r.ctx, r.d.name, n.name, inputs, r.deadline, func(out []api.Tensor, t Timing, err error) {
+		r.finished(m, out, t, err)
+	})
+}
+
+// inputsOf returns module m's inputs: the request's for a source, else the outputs
+// of the parents that ran, in `after` order. A name two parents both output is
+// kept as is from the first and renamed "<parent>.<name>" from the later ones.
+func (r *run) inputsOf(m int) []api.Tensor {
+	n := &r.d.mods[m]
+	if len(n.parents) == 0 {
+		return r.inputs
+	}
+	ran := 0
+	last := -1
+	for _, p := range n.parents {
+		if r.mods[p].state.Load() == stDone {
+			ran++
+			last = p
+		}
+	}
+	if ran == 1 {
+		out := r.mods[last].outputs
+		if len(r.d.mods[last].children) > 1 { // siblings get their own slice
+			out = append([]api.Tensor(nil), out...)
+		}
+		return out
+	}
+	var in []api.Tensor
+	for _, p := range n.parents {
+		if r.mods[p].state.Load() != stDone {
+			continue
+		}
+		for _, t := range r.mods[p].outputs {
+			for i := range in {
+				if in[i].Name == t.Name {
+					t.Name = r.d.mods[p].name + "." + t.Name
+					break
+				}
+			}
+			in = append(in, t)
+		}
+	}
+	return in
+}
+
+func (r *run) finished(m int, out []api.Tensor, t Timing, err error) {
+	if r.failed() {
+		return
+	}
+	name := r.d.mods[m].name
+	if err != nil {
+		r.fail(fmt.Errorf("module %q: %w", name, err))
+		return
+	}
+	if err := validateOutputs(out); err != nil {
+		r.fail(WrapBackend(fmt.Sprintf("module %q", name), err))
+		return
+	}
+	mr := &r.mods[m]
+	mr.outputs, mr.timing, mr.total = out, t, time.Since(mr.start)
+	r.resolve(m, false)
+}
+
+func validateOutputs(out []api.Tensor) error {
+	for i := range out {
+		if err := out[i].Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolve marks m done (or skipped) and starts every child whose parents have all
+// resolved.
+func (r *run) resolve(m int, skipped bool) {
+	mr := &r.mods[m]
+	n := &r.d.mods[m]
+	chosen := ^uint64(0)
+	if !skipped && len(n.children) > 0 {
+		var err error
+		if chosen, mr.outputs, err = r.branch(m, mr.outputs); err != nil {
+			r.fail(WrapBackend(fmt.Sprintf("module %q", n.name), err))
+			return
+		}
+	}
+	if skipped {
+		mr.state.Store(stSkipped)
+	} else {
+		mr.state.Store(stDone)
+	}
+	for i, c := range n.children {
+		if !skipped && chosen&(1<<i) != 0 {
+			r.mods[c].chosen.Store(true)
+		}
+		if r.mods[c].pending.Add(-1) == 0 {
+			r.start(c)
+		}
+	}
+	if r.left.Add(-1) == 0 {
+		r.wake()
+	}
+}
+
+// branch reads module m's BranchOutput, if any, and returns the chosen children as
+// a bit set over n.children and the outputs without the branch tensor.
+func (r *run) branch(m int, outs []api.Tensor) (uint64, []api.Tensor, error) {
+	bi := -1
+	for i := range outs {
+		if outs[i].Name == BranchOutput {
+			bi = i
+			break
+		}
+	}
+	if bi < 0 {
+		return ^uint64(0), outs, nil
+	}
+	n := &r.d.mods[m]
+	b := outs[bi]
+	rest := make([]api.Tensor, 0, len(outs)-1)
+	rest = append(append(rest, outs[:bi]...), outs[bi+1:]...)
+	children := func() string {
+		s := make([]string, len(n.children))
+		for i, c := range n.children {
+			s[i] = fmt.Sprintf("%d=%s", i, r.d.mods[c].name)
+		}
+		return strings.Join(s, ", ")
+	}
+	var set uint64
+	pick := func(i int64) error {
+		if i < 0 || i >= int64(len(n.children)) {
+			return fmt.Errorf("output %q chose child %d; its children are %s", BranchOutput, i, children())
+		}
+		set |= 1 << i
+		return nil
+	}
+	switch b.Datatype {
+	case "INT32":
+		for off := 0; off+4 <= len(b.Data); off += 4 {
+			if err := pick(int64(int32(binary.LittleEndian.Uint32(b.Data[off:])))); err != nil {
+				return 0, nil, err
+			}
+		}
+	case "INT64":
+		for off := 0; off+8 <= len(b.Data); off += 8 {
+			if err := pick(int64(binary.LittleEndian.Uint64(b.Data[off:]))); err != nil {
+				return 0, nil, err
+			}
+		}
+	case "BYTES":
+		for off := 0; off+4 <= len(b.Data); {
+			l := int(binary.LittleEndian.Uint32(b.Data[off:]))
+			name := b.Data[off+4 : off+4+l]
+			off += 4 + l
+			found := false
+			for i, c := range n.children {
+				if r.d.mods[c].name == string(name) {
+					set |= 1 << i
+					found = true
+				}
+			}
+			if !found {
+				return 0, nil, fmt.Errorf("output %q chose %q, which is not a child; its children are %s", BranchOutput, name, children())
+			}
+		}
+	default:
+		return 0, nil, fmt.Errorf("output %q has datatype %s; want INT32, INT64 (child indexes) or BYTES (child names)", BranchOutput, b.Datatype)
+	}
+	return set, rest, nil
+}
+
+// startFanout splits the single parent's outputs on dimension 0 and runs one item
+// per element; the results are joined back on dimension 0 in order.
+func (r *run) startFanout(m int, inputs []api.Tensor) {
+	n := &r.d.mods[m]
+	items, err := splitDim0(inputs)
+	if err != nil {
+		r.fail(WrapBackend(fmt.Sprintf("module %q fans out the outputs of %q", n.name, r.d.mods[n.parents[0]].name), err))
+		return
+	}
+	mr := &r.mods[m]
+	if len(items) == 0 {
+		r.resolve(m, true) // no elements: nothing to run, the module is skipped
+		return
+	}
+	mr.items = make([][]api.Tensor, len(items))
+	mr.itemTimes = make([]Timing, len(items))
+	mr.itemsLeft.Store(int32(len(items)))
+	for i := range items {
+		r.e.runner.Run(r.ctx, r.d.name, n.name, items[i], r.deadline, func(out []api.Tensor, t Timing, err error) {
+			r.itemDone(m, i, out, t, err)
+		})
+	}
+}
+
+func (r *run) itemDone(m, i int, out []api.Tensor, t Timing, err error) {
+	if r.failed() {
+		return
+	}
+	name := r.d.mods[m].name
+	if err != nil {
+		r.fail(fmt.Errorf("module %q item %d: %w", name, i, err))
+		return
+	}
+	if err := validateOutputs(out); err != nil {
+		r.fail(WrapBackend(fmt.Sprintf("module %q item %d", name, i), err))
+		return
+	}
+	mr := &r.mods[m]
+	mr.items[i], mr.itemTimes[i] = out, t
+	if mr.itemsLeft.Add(-1) != 0 {
+		return
+	}
+	joined, err := joinDim0(mr.items)
+	if err != nil {
+		r.fail(WrapBackend(fmt.Sprintf("module %q", name), err))
+		return
+	}
+	for _, it := range mr.itemTimes {
+		mr.timing.Queue = max(mr.timing.Queue, it.Queue)
+		mr.timing.Compute = max(mr.timing.Compute, it.Compute)
+	}
+	mr.outputs, mr.total = joined, time.Since(mr.start)
+	r.resolve(m, false)
+}
+
+// respond fills resp from the sinks that ran.
+func (r *run) respond(req *InferRequest, resp *InferResponse, arrival time.Time) error {
+	d := r.d
+	var outs []api.Tensor
+	for _, s := range d.sinks {
+		if r.mods[s].state.Load() != stDone {
+			continue
+		}
+		for _, t := range r.mods[s].outputs {
+			for i := range outs {
+				if outs[i].Name == t.Name {
+					t.Name = d.mods[s].name + "." + t.Name
+					break
+				}
+			}
+			outs = append(outs, t)
+		}
+	}
+	if len(req.Outputs) > 0 {
+		sel := make([]api.Tensor, 0, len(req.Outputs))
+		for _, want := range req.Outputs {
+			found := false
+			for _, t := range outs {
+				if t.Name == want {
+					sel = append(sel, t)
+					found = true
+					break
+				}
+			}
+			if !found {
+				names := make([]string, len(outs))
+				for i, t := range outs {
+					names[i] = t.Name
+				}
+				return BadInput("session %q: requested output %q was not produced; this request produced: %s", d.name, want, strings.Join(names, ", "))
+			}
+		}
+		outs = sel
+	}
+	params := make([]Param, 0, 3*len(d.mods)+1)
+	for i := range d.mods {
+		mr := &r.mods[i]
+		if mr.state.Load() != stDone {
+			continue
+		}
+		n := &d.mods[i]
+		params = append(params,
+			Param{n.queueKey, ms(mr.timing.Queue)},
+			Param{n.computeKey, ms(mr.timing.Compute)},
+			Param{n.totalKey, ms(mr.total)})
+	}
+	params = append(params, Param{"piccolo.e2e_ms", ms(time.Since(arrival))})
+	*resp = InferResponse{ModelName: d.name, ID: req.ID, Parameters: params, Outputs: outs}
+	return nil
+}
+
+// splitDim0 splits tensors that all have the same dimension 0 (n) into n items of
+// tensors of shape [1, rest...]. Data is shared, not copied.
+func splitDim0(ts []api.Tensor) ([][]api.Tensor, error) {
+	if len(ts) == 0 {
+		return nil, errors.New("no outputs to fan out")
+	}
+	n := int64(-1)
+	for _, t := range ts {
+		if len(t.Shape) == 0 {
+			return nil, fmt.Errorf("output %q is a scalar; fan-out needs dimension 0", t.Name)
+		}
+		if n >= 0 && t.Shape[0] != n {
+			return nil, fmt.Errorf("output %q has %d elements on dimension 0, output %q has %d; fan-out needs them equal", t.Name, t.Shape[0], ts[0].Name, n)
+		}
+		n = t.Shape[0]
+	}
+	items := make([][]api.Tensor, n)
+	for i := range items {
+		items[i] = make([]api.Tensor, len(ts))
+	}
+	for j, t := range ts {
+		per, _ := api.NumElements(t.Shape[1:])
+		size := int64(api.ElementSize(t.Datatype))
+		off := 0
+		for i := int64(0); i < n; i++ {
+			shape := append([]int64{1}, t.Shape[1:]...)
+			var end int
+			if size > 0 {
+				end = off + int(per*size)
+			} else { // BYTES: walk per elements (Validate has checked the prefixes)
+				end = off
+				for k := int64(0); k < per; k++ {
+					end += 4 + int(binary.LittleEndian.Uint32(t.Data[end:]))
+				}
+			}
+			items[i][j] = api.Tensor{Name: t.Name, Datatype: t.Datatype, Shape: shape, Data: t.Data[off:end:end]}
+			off = end
+		}
+	}
+	return items, nil
+}
+
+// joinDim0 concatenates the items' outputs on dimension 0, in item order. Every
+// item must output the same names, datatypes and trailing dimensions.
+func joinDim0(items [][]api.Tensor) ([]api.Tensor, error) {
+	first := items[0]
+	out := make([]api.Tensor, len(first))
+	for j, t := range first {
+		if len(t.Shape) == 0 {
+			return nil, fmt.Errorf("fan-out item 0: output %q is a scalar; joining needs dimension 0", t.Name)
+		}
+		var rows int64
+		size := 0
+		for i, it := range items {
+			if len(it) != len(first) {
+				return nil, fmt.Errorf("fan-out item %d has %d outputs, item 0 has %d", i, len(it), len(first))
+			}
+			u := it[j]
+			if u.Name != t.Name || u.Datatype != t.Datatype || len(u.Shape) != len(t.Shape) || !equalDims(u.Shape[1:], t.Shape[1:]) {
+				return nil, fmt.Errorf("fan-out item %d output %q %s%v does not match item 0's %q %s%v", i, u.Name, u.Datatype, u.Shape, t.Name, t.Datatype, t.Shape)
+			}
+			rows += u.Shape[0]
+			size += len(u.Data)
+		}
+		data := make([]byte, 0, size)
+		for _, it := range items {
+			data = append(data, it[j].Data...)
+		}
+		shape := append([]int64{rows}, t.Shape[1:]...)
+		out[j] = api.Tensor{Name: t.Name, Datatype: t.Datatype, Shape: shape, Data: data}
+	}
+	return out, nil
+}
+
+func equalDims(a, b []int64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}

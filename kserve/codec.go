@@ -1,0 +1,811 @@
+package kserve
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
+)
+
+// dtype is a KServe v2 datatype as a small integer, so the per-element loops
+// switch on an int rather than compare strings.
+type dtype uint8
+
+const (
+	dtInvalid dtype = iota
+	dtBool
+	dtUint8
+	dtUint16
+	dtUint32
+	dtUint64
+	dtInt8
+	dtInt16
+	dtInt32
+	dtInt64
+	dtFP16
+	dtFP32
+	dtFP64
+	dtBF16
+	dtBytes
+)
+
+var dtypeNames = [...]string{"", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64", "BF16", "BYTES"}
+
+func parseDtype(b []byte) dtype {
+	for i := 1; i < len(dtypeNames); i++ {
+		if string(b) == dtypeNames[i] {
+			return dtype(i)
+		}
+	}
+	return dtInvalid
+}
+
+func dtypeOf(s string) dtype {
+	for i := 1; i < len(dtypeNames); i++ {
+		if s == dtypeNames[i] {
+			return dtype(i)
+		}
+	}
+	return dtInvalid
+}
+
+// DecodeInferRequest decodes a KServe v2 JSON infer request body into req
+// (overwriting it). `data` may be flat or nested per the spec; only the total
+// element count is checked against `shape`. BYTES data are JSON strings. Unknown
+// object keys are ignored; the binary tensor data extension is not supported and is
+// rejected. Every error matches ErrBadInput and names the input, the element and
+// what is allowed.
+func DecodeInferRequest(body []byte, req *gateway.InferRequest) error {
+	*req = gateway.InferRequest{}
+	s := scanner{b: body}
+	if s.peek() != '{' {
+		if s.i >= len(s.b) {
+			return gateway.BadInput("empty request body: want a JSON object with \"inputs\"")
+		}
+		return s.errf("want a JSON object")
+	}
+	s.i++
+	sawInputs := false
+	for first := true; ; first = false {
+		ok, err := s.more('}', first)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		k, err := s.key()
+		if err != nil {
+			return err
+		}
+		switch string(k) {
+		case "id":
+			if s.peek() != '"' {
+				return s.errf("\"id\" must be a string")
+			}
+			v, err := s.str()
+			if err != nil {
+				return err
+			}
+			req.ID = string(v)
+		case "inputs":
+			sawInputs = true
+			if err := decodeInputs(&s, req); err != nil {
+				return err
+			}
+		case "outputs":
+			if err := decodeOutputs(&s, req); err != nil {
+				return err
+			}
+		case "parameters":
+			if s.peek() != '{' {
+				return s.errf("\"parameters\" must be an object")
+			}
+			if err := s.skip(1); err != nil {
+				return err
+			}
+		default:
+			if err := s.skip(1); err != nil {
+				return err
+			}
+		}
+	}
+	if s.peek() != 0 {
+		return s.errf("trailing data after the JSON object")
+	}
+	if !sawInputs || len(req.Inputs) == 0 {
+		return gateway.BadInput("missing inputs: the request must have a non-empty \"inputs\" array")
+	}
+	return nil
+}
+
+func decodeOutputs(s *scanner, req *gateway.InferRequest) error {
+	if err := s.expect('['); err != nil {
+		return gateway.BadInput("\"outputs\" must be an array of {\"name\": ...}: %v", err)
+	}
+	for first := true; ; first = false {
+		ok, err := s.more(']', first)
+		if err != nil || !ok {
+			return err
+		}
+		if err := s.expect('{'); err != nil {
+			return err
+		}
+		name := ""
+		for f := true; ; f = false {
+			ok, err := s.more('}', f)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			k, err := s.key()
+			if err != nil {
+				return err
+			}
+			if string(k) == "name" {
+				v, err := s.str()
+				if err != nil {
+					return err
+				}
+				name = string(v)
+				continue
+			}
+			if err := s.skip(2); err != nil {
+				return err
+			}
+		}
+		if name == "" {
+			return gateway.BadInput("outputs[%d]: missing \"name\"", len(req.Outputs))
+		}
+		req.Outputs = append(req.Outputs, name)
+	}
+}
+
+func decodeInputs(s *scanner, req *gateway.InferRequest) error {
+	if s.peek() != '[' {
+		return s.errf("\"inputs\" must be an array")
+	}
+	s.i++
+	for first := true; ; first = false {
+		ok, err := s.more(']', first)
+		if err != nil || !ok {
+			return err
+		}
+		t, err := decodeInput(s, len(req.Inputs))
+		if err != nil {
+			return err
+		}
+		for i := range req.Inputs {
+			if req.Inputs[i].Name == t.Name {
+				return gateway.BadInput("inputs[%d]: input %q appears twice", len(req.Inputs), t.Name)
+			}
+		}
+		req.Inputs = append(req.Inputs, t)
+	}
+}
+
+// decodeInput reads one input object. When "data" comes before "datatype" or
+// "shape" its span is remembered and decoded once the object is read.
+func decodeInput(s *scanner, idx int) (api.Tensor, error) {
+	var t api.Tensor
+	if s.peek() != '{' {
+		return t, s.errf("inputs[%d] must be an object", idx)
+	}
+	s.i++
+	var dt dtype
+	sawShape, sawDatatype := false, false
+	dataStart, dataEnd := -1, -1
+	decoded := false
+	for first := true; ; first = false {
+		ok, err := s.more('}', first)
+		if err != nil {
+			return t, err
+		}
+		if !ok {
+			break
+		}
+		k, err := s.key()
+		if err != nil {
+			return t, err
+		}
+		switch string(k) {
+		case "name":
+			v, err := s.str()
+			if err != nil {
+				return t, err
+			}
+			t.Name = string(v)
+		case "datatype":
+			if s.peek() != '"' {
+				return t, gateway.BadInput("inputs[%d]: \"datatype\" must be a string, one of %s", idx, api.Datatypes)
+			}
+			v, err := s.str()
+			if err != nil {
+				return t, err
+			}
+			if dt = parseDtype(v); dt == dtInvalid {
+				return t, gateway.BadInput("inputs[%d]: unknown datatype %q; allowed: %s", idx, v, api.Datatypes)
+			}
+			sawDatatype = true
+			t.Datatype = dtypeNames[dt]
+		case "shape":
+			if t.Shape, err = decodeShape(s, idx); err != nil {
+				return t, err
+			}
+			sawShape = true
+		case "parameters":
+			if err := checkInputParameters(s, idx); err != nil {
+				return t, err
+			}
+		case "data":
+			if sawShape && sawDatatype {
+				if err := decodeData(s, &t, dt, idx); err != nil {
+					return t, err
+				}
+				decoded = true
+			} else {
+				dataStart = s.i
+				if err := s.skip(2); err != nil {
+					return t, err
+				}
+				dataEnd = s.i
+			}
+		default:
+			if err := s.skip(2); err != nil {
+				return t, err
+			}
+		}
+	}
+	name := t.Name
+	switch {
+	case name == "":
+		return t, gateway.BadInput("inputs[%d]: missing \"name\"", idx)
+	case !sawDatatype:
+		return t, gateway.BadInput("input %q: missing \"datatype\"; allowed: %s", name, api.Datatypes)
+	case !sawShape:
+		return t, gateway.BadInput("input %q: missing \"shape\"", name)
+	case !decoded && dataStart < 0:
+		return t, gateway.BadInput("input %q: missing \"data\" (the binary tensor data extension is not supported)", name)
+	}
+	if !decoded {
+		sub := scanner{b: s.b[:dataEnd], i: dataStart}
+		if err := decodeData(&sub, &t, dt, idx); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+func decodeShape(s *scanner, idx int) ([]int64, error) {
+	if s.peek() != '[' {
+		return nil, gateway.BadInput("inputs[%d]: \"shape\" must be an array of non-negative integers", idx)
+	}
+	s.i++
+	shape := make([]int64, 0, 4)
+	for first := true; ; first = false {
+		ok, err := s.more(']', first)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		lit, isInt, err := s.number()
+		if err != nil {
+			return nil, gateway.BadInput("inputs[%d]: \"shape\" must be an array of non-negative integers: %v", idx, err)
+		}
+		v, ok := parseInt(lit)
+		if !isInt || !ok || v < 0 {
+			return nil, gateway.BadInput("inputs[%d]: shape dimension %s is not a non-negative integer", idx, lit)
+		}
+		if len(shape) >= maxDepth {
+			return nil, gateway.BadInput("inputs[%d]: shape has more than %d dimensions", idx, maxDepth)
+		}
+		shape = append(shape, v)
+	}
+	if _, err := api.NumElements(shape); err != nil {
+		return nil, gateway.BadInput("inputs[%d]: %v", idx, err)
+	}
+	return shape, nil
+}
+
+// checkInputParameters skips an input's parameters, rejecting the binary data
+// extension, which this gateway does not implement.
+func checkInputParameters(s *scanner, idx int) error {
+	if s.peek() != '{' {
+		return s.errf("inputs[%d]: \"parameters\" must be an object", idx)
+	}
+	s.i++
+	for first := true; ; first = false {
+		ok, err := s.more('}', first)
+		if err != nil || !ok {
+			return err
+		}
+		k, err := s.key()
+		if err != nil {
+			return err
+		}
+		if string(k) == "binary_data_size" {
+			return gateway.BadInput("inputs[%d]: the binary tensor data extension (binary_data_size) is not supported; send \"data\" as JSON", idx)
+		}
+		if err := s.skip(3); err != nil {
+			return err
+		}
+	}
+}
+
+// decodeData reads `data` (flat or nested arrays) into t.Data, which it allocates
+// at the size the shape promises.
+func decodeData(s *scanner, t *api.Tensor, dt dtype, idx int) error {
+	n, _ := api.NumElements(t.Shape) // checked in decodeShape
+	size := api.ElementSize(t.Datatype)
+	// Cap the preallocation by what the body could possibly hold (every element
+	// takes at least two bytes of JSON), so a huge shape cannot allocate huge memory.
+	if limit := int64(len(s.b)-s.i) / 2; n > limit {
+		return gateway.BadInput("input %q: shape %v needs %d elements, more than the request body holds", t.Name, t.Shape, n)
+	}
+	if size > 0 {
+		t.Data = make([]byte, 0, n*int64(size))
+	} else {
+		t.Data = make([]byte, 0, n*8)
+	}
+	if s.peek() != '[' {
+		return gateway.BadInput("input %q: \"data\" must be an array", t.Name)
+	}
+	var count int64
+	if err := decodeArray(s, t, dt, &count, 1); err != nil {
+		return err
+	}
+	if count != n {
+		return gateway.BadInput("input %q: shape %v needs %d elements, data has %d", t.Name, t.Shape, n, count)
+	}
+	return nil
+}
+
+func decodeArray(s *scanner, t *api.Tensor, dt dtype, count *int64, depth int) error {
+	if depth > maxDepth {
+		return gateway.BadInput("input %q: data nested deeper than %d levels", t.Name, maxDepth)
+	}
+	s.i++ // '['
+	for first := true; ; first = false {
+		ok, err := s.more(']', first)
+		if err != nil || !ok {
+			return err
+		}
+		if s.peek() == '[' {
+			if err := decodeArray(s, t, dt, count, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		if t.Data, err = appendElement(s, t.Data, dt); err != nil {
+			return gateway.BadInput("input %q: data element %d: %v", t.Name, *count, err)
+		}
+		*count++
+	}
+}
+
+// elemError is an element-level problem; decodeArray adds the input and index.
+type elemError string
+
+func (e elemError) Error() string { return string(e) }
+
+// appendElement reads one scalar of type dt and appends its little-endian bytes.
+func appendElement(s *scanner, dst []byte, dt dtype) ([]byte, error) {
+	switch dt {
+	case dtBool:
+		switch {
+		case s.literal("true"):
+			return append(dst, 1), nil
+		case s.literal("false"):
+			return append(dst, 0), nil
+		}
+		return dst, elemError("want true or false for BOOL")
+	case dtBytes:
+		if s.peek() != '"' {
+			return dst, elemError("want a string for BYTES")
+		}
+		v, err := s.str()
+		if err != nil {
+			return dst, err
+		}
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(v)))
+		return append(dst, v...), nil
+	}
+	c := s.peek()
+	if c != '-' && (c < '0' || c > '9') {
+		return dst, elemError("want a number for " + dtypeNames[dt])
+	}
+	lit, isInt, err := s.number()
+	if err != nil {
+		return dst, err
+	}
+	switch dt {
+	case dtFP32, dtFP16, dtBF16, dtFP64:
+		f, err := parseFloat(lit)
+		if err != nil {
+			return dst, err
+		}
+		switch dt {
+		case dtFP64:
+			return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), nil
+		case dtFP32:
+			if math.IsInf(float64(float32(f)), 0) {
+				return dst, elemError(string(lit) + " is out of range for FP32")
+			}
+			return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), nil
+		case dtFP16:
+			if math.Abs(f) > 65504 {
+				return dst, elemError(string(lit) + " is out of range for FP16 (±65504)")
+			}
+			return binary.LittleEndian.AppendUint16(dst, float32ToHalf(float32(f))), nil
+		default: // BF16
+			h := float32ToBF16(float32(f))
+			if h&0x7fff == 0x7f80 { // rounded to ±Inf
+				return dst, elemError(string(lit) + " is out of range for BF16")
+			}
+			return binary.LittleEndian.AppendUint16(dst, h), nil
+		}
+	}
+	if !isInt {
+		return dst, elemError(string(lit) + " is not an integer; " + dtypeNames[dt] + " wants integers")
+	}
+	if dt == dtUint64 {
+		if lit[0] == '-' {
+			return dst, elemError(string(lit) + " is out of range for UINT64 (0..18446744073709551615)")
+		}
+		u, err := strconv.ParseUint(string(lit), 10, 64)
+		if err != nil {
+			return dst, elemError(string(lit) + " is out of range for UINT64 (0..18446744073709551615)")
+		}
+		return binary.LittleEndian.AppendUint64(dst, u), nil
+	}
+	v, ok := parseInt(lit)
+	lo, hi := intRange(dt)
+	if !ok || v < lo || v > hi {
+		return dst, elemError(string(lit) + " is out of range for " + dtypeNames[dt] + " (" + strconv.FormatInt(lo, 10) + ".." + strconv.FormatInt(hi, 10) + ")")
+	}
+	switch dt {
+	case dtInt8, dtUint8:
+		return append(dst, byte(v)), nil
+	case dtInt16, dtUint16:
+		return binary.LittleEndian.AppendUint16(dst, uint16(v)), nil
+	case dtInt32, dtUint32:
+		return binary.LittleEndian.AppendUint32(dst, uint32(v)), nil
+	default: // INT64
+		return binary.LittleEndian.AppendUint64(dst, uint64(v)), nil
+	}
+}
+
+func intRange(dt dtype) (lo, hi int64) {
+	switch dt {
+	case dtInt8:
+		return math.MinInt8, math.MaxInt8
+	case dtInt16:
+		return math.MinInt16, math.MaxInt16
+	case dtInt32:
+		return math.MinInt32, math.MaxInt32
+	case dtInt64:
+		return math.MinInt64, math.MaxInt64
+	case dtUint8:
+		return 0, math.MaxUint8
+	case dtUint16:
+		return 0, math.MaxUint16
+	case dtUint32:
+		return 0, math.MaxUint32
+	}
+	return 0, 0
+}
+
+// parseInt parses a JSON integer literal; ok is false on overflow of int64.
+func parseInt(lit []byte) (int64, bool) {
+	neg := len(lit) > 0 && lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	if len(lit) == 0 {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range lit {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if u > (math.MaxUint64-9)/10 {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(u), true
+}
+
+// parseFloat parses a JSON number literal; short literals convert on the stack.
+func parseFloat(lit []byte) (float64, error) {
+	if v, ok := parseInt(lit); ok && v > -1<<53 && v < 1<<53 {
+		return float64(v), nil // exact, and the common case for pixel data
+	}
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil {
+		return 0, elemError(string(lit) + " is out of range for a 64-bit float")
+	}
+	return f, nil
+}
+
+// float32ToHalf converts to IEEE 754 binary16, rounding to nearest even.
+func float32ToHalf(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case b&0x7fffffff == 0:
+		return sign
+	case exp >= 0x1f:
+		return sign | 0x7c00 // caller rejects out-of-range values; NaN cannot occur from JSON
+	case exp <= 0:
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint32(14 - exp)
+		half := mant >> shift
+		rem := mant & (1<<shift - 1)
+		mid := uint32(1) << (shift - 1)
+		if rem > mid || (rem == mid && half&1 == 1) {
+			half++
+		}
+		return sign | uint16(half)
+	}
+	half := uint32(exp)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
+		half++ // may carry into the exponent, which is still correct rounding
+	}
+	return sign | uint16(half)
+}
+
+func halfToFloat32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal
+		for mant&0x400 == 0 {
+			mant <<= 1
+			exp--
+		}
+		exp++
+		mant &= 0x3ff
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
+
+func float32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	b += 0x7fff + (b>>16)&1 // round to nearest even
+	return uint16(b >> 16)
+}
+
+// AppendInferResponse appends r as KServe v2 response JSON to dst. Outputs are
+// validated first (a backend may answer garbage), in which case dst is returned
+// unchanged with an error matching ErrBackend. Floating-point NaN and ±Inf, which
+// JSON cannot express, are written as null.
+func AppendInferResponse(dst []byte, r *gateway.InferResponse) ([]byte, error) {
+	for i := range r.Outputs {
+		if err := r.Outputs[i].Validate(); err != nil {
+			return dst, gateway.WrapBackend("output", err)
+		}
+		if dtypeOf(r.Outputs[i].Datatype) == dtInvalid {
+			return dst, gateway.WrapBackend("output", errorString("unknown datatype "+strconv.Quote(r.Outputs[i].Datatype)))
+		}
+	}
+	dst = append(dst, `{"model_name":`...)
+	dst = appendString(dst, r.ModelName)
+	if r.ID != "" {
+		dst = append(dst, `,"id":`...)
+		dst = appendString(dst, r.ID)
+	}
+	if len(r.Parameters) > 0 {
+		dst = append(dst, `,"parameters":{`...)
+		for i, p := range r.Parameters {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, p.Key)
+			dst = append(dst, ':')
+			dst = appendFloat(dst, p.Value, 64)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"outputs":[`...)
+	for i := range r.Outputs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendTensor(dst, &r.Outputs[i])
+	}
+	return append(dst, "]}"...), nil
+}
+
+func appendTensor(dst []byte, t *api.Tensor) []byte {
+	dst = append(dst, `{"name":`...)
+	dst = appendString(dst, t.Name)
+	dst = append(dst, `,"datatype":"`...)
+	dst = append(dst, t.Datatype...)
+	dst = append(dst, `","shape":[`...)
+	for i, d := range t.Shape {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, d, 10)
+	}
+	dst = append(dst, `],"data":[`...)
+	b := t.Data
+	le := binary.LittleEndian
+	dt := dtypeOf(t.Datatype)
+	first := true
+	for len(b) > 0 {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		switch dt {
+		case dtBool:
+			if b[0] != 0 {
+				dst = append(dst, "true"...)
+			} else {
+				dst = append(dst, "false"...)
+			}
+			b = b[1:]
+		case dtUint8:
+			dst = strconv.AppendUint(dst, uint64(b[0]), 10)
+			b = b[1:]
+		case dtInt8:
+			dst = strconv.AppendInt(dst, int64(int8(b[0])), 10)
+			b = b[1:]
+		case dtUint16:
+			dst = strconv.AppendUint(dst, uint64(le.Uint16(b)), 10)
+			b = b[2:]
+		case dtInt16:
+			dst = strconv.AppendInt(dst, int64(int16(le.Uint16(b))), 10)
+			b = b[2:]
+		case dtUint32:
+			dst = strconv.AppendUint(dst, uint64(le.Uint32(b)), 10)
+			b = b[4:]
+		case dtInt32:
+			dst = strconv.AppendInt(dst, int64(int32(le.Uint32(b))), 10)
+			b = b[4:]
+		case dtUint64:
+			dst = strconv.AppendUint(dst, le.Uint64(b), 10)
+			b = b[8:]
+		case dtInt64:
+			dst = strconv.AppendInt(dst, int64(le.Uint64(b)), 10)
+			b = b[8:]
+		case dtFP16:
+			dst = appendFloat(dst, float64(halfToFloat32(le.Uint16(b))), 32)
+			b = b[2:]
+		case dtBF16:
+			dst = appendFloat(dst, float64(math.Float32frombits(uint32(le.Uint16(b))<<16)), 32)
+			b = b[2:]
+		case dtFP32:
+			dst = appendFloat(dst, float64(math.Float32frombits(le.Uint32(b))), 32)
+			b = b[4:]
+		case dtFP64:
+			dst = appendFloat(dst, math.Float64frombits(le.Uint64(b)), 64)
+			b = b[8:]
+		case dtBytes:
+			n := le.Uint32(b)
+			dst = appendString(dst, b[4:4+n])
+			b = b[4+n:]
+		}
+	}
+	return append(dst, "]}"...)
+}
+
+func appendFloat(dst []byte, f float64, bits int) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(dst, "null"...)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, bits)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
+func appendString[S string | []byte](dst []byte, s S) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		n := runeLen(s, i)
+		if n == 0 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += n
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// runeLen returns the length of the valid UTF-8 sequence at s[i], 0 if invalid
+// (the table of RFC 3629 §4: no overlongs, no surrogates, nothing above U+10FFFF).
+func runeLen[S string | []byte](s S, i int) int {
+	c := s[i]
+	lo, hi := byte(0x80), byte(0xbf)
+	var n int
+	switch {
+	case 0xc2 <= c && c <= 0xdf:
+		n = 2
+	case c == 0xe0:
+		n, lo = 3, 0xa0
+	case c == 0xed:
+		n, hi = 3, 0x9f
+	case 0xe1 <= c && c <= 0xef:
+		n = 3
+	case c == 0xf0:
+		n, lo = 4, 0x90
+	case c == 0xf4:
+		n, hi = 4, 0x8f
+	case 0xf1 <= c && c <= 0xf3:
+		n = 4
+	default:
+		return 0
+	}
+	if i+n > len(s) || s[i+1] < lo || s[i+1] > hi {
+		return 0
+	}
+	for j := 2; j < n; j++ {
+		if s[i+j] < 0x80 || s[i+j] > 0xbf {
+			return 0
+		}
+	}
+	return n
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }

@@ -1,0 +1,46 @@
+// Package kserve is the gateway's edge: the KServe v2 (Open Inference Protocol)
+// HTTP and gRPC servers over a gateway.DAGRunner, the JSON codec, the model
+// metadata and health endpoints, and the one place where errors become HTTP
+// statuses and gRPC codes.
+//
+// # Request path
+//
+// A request arrives on the HTTP server (fasthttp; one goroutine per
+// connection) or the gRPC server (one goroutine per call). It is decoded
+// (DecodeInferRequest for JSON, with this package's own scanner; raw_input_contents
+// or typed contents for gRPC) into a gateway.InferRequest whose tensors own
+// fresh data, and handed to DAGRunner.Infer on that goroutine, which blocks
+// until the response is ready; AppendInferResponse writes the JSON answer into
+// a pooled buffer. Routes:
+//
+//	HTTP: GET /v2, /v2/health/live, /v2/health/ready,
+//	      /v2/models/{session}[/versions/{v}], .../ready;
+//	      POST /v2/models/{session}[/versions/{v}]/infer;
+//	      GET /metrics (ServerOptions.Metrics); /admin/ (ServerOptions.Admin)
+//	gRPC: inference.GRPCInferenceService
+//
+// Why a hand-written JSON scanner: a request body is mostly one long array of
+// numbers, decoded straight into little-endian tensor bytes; a generic decoder
+// would cost a reflective walk, an interface box per element and a copy
+// (jsonscan.go). The fuzz tests (FuzzDecodeInferRequest, FuzzGRPCInputs;
+// corpora in testdata/fuzz) check that any input is either refused with
+// ErrBadInput or decoded into valid tensors that encode back.
+//
+// # Errors
+//
+// Every error the gateway returns wraps one of package gateway's sentinels.
+// HTTPStatus and GRPCCode map them once, here: ErrBadInput 400
+// INVALID_ARGUMENT, ErrUnknownSession 404 NOT_FOUND, ErrTooLarge 413 and
+// ErrOverloaded 429 RESOURCE_EXHAUSTED, ErrDeadline 504 DEADLINE_EXCEEDED,
+// ErrUnavailable 503 UNAVAILABLE, a cancelled client 499 CANCELLED, anything
+// else 502 UNAVAILABLE. An HTTP error body is {"error": "<message>"}.
+//
+// # Who calls what
+//
+// The wiring (cmd/piccolo) builds a Server with NewServer and serves
+// NewHTTPServer and NewGRPCServer; SetReady(false) on shutdown. The server
+// counts every answered request in ServerOptions.Metrics (atomic adds on
+// children resolved up front). It imports gateway and metrics; the admin API
+// (package controlplane) is plugged in as a fasthttp.RequestHandler so this
+// package never imports the control plane.
+package kserve

@@ -1,0 +1,256 @@
+package kserve
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/api/inference"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+)
+
+// grpcService implements inference.GRPCInferenceService over a Server's DAGRunner.
+// The model repository methods are not served by a gateway (Unimplemented).
+type grpcService struct {
+	inference.UnimplementedGRPCInferenceServiceServer
+	s *Server
+}
+
+var _ inference.GRPCInferenceServiceServer = (*grpcService)(nil)
+
+// GRPCService returns the KServe v2 gRPC service of s, to register on any
+// grpc.Server.
+func (s *Server) GRPCService() inference.GRPCInferenceServiceServer { return &grpcService{s: s} }
+
+// NewGRPCServer returns a grpc.Server with the service registered and the message
+// limit set to MaxBodyBytes (over it grpc-go answers RESOURCE_EXHAUSTED).
+func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
+	opts := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(s.opts.MaxBodyBytes),
+		grpc.MaxSendMsgSize(max(s.opts.MaxBodyBytes, 256<<20)),
+	}, extra...)
+	g := grpc.NewServer(opts...)
+	inference.RegisterGRPCInferenceServiceServer(g, s.GRPCService())
+	return g
+}
+
+// grpcError converts err to a status with the code GRPCCode maps it to.
+func grpcError(err error) error {
+	return status.Error(GRPCCode(err), err.Error())
+}
+
+func (g *grpcService) ServerLive(context.Context, *inference.ServerLiveRequest) (*inference.ServerLiveResponse, error) {
+	return &inference.ServerLiveResponse{Live: true}, nil
+}
+
+func (g *grpcService) ServerReady(context.Context, *inference.ServerReadyRequest) (*inference.ServerReadyResponse, error) {
+	return &inference.ServerReadyResponse{Ready: g.s.ready.Load()}, nil
+}
+
+func (g *grpcService) ServerMetadata(context.Context, *inference.ServerMetadataRequest) (*inference.ServerMetadataResponse, error) {
+	return &inference.ServerMetadataResponse{Name: "piccolo", Version: g.s.opts.Version, Extensions: []string{}}, nil
+}
+
+func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {
+	if err := g.s.exec.CheckSession(req.GetName()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &inference.ModelReadyResponse{Ready: g.s.ready.Load()}, nil
+}
+
+func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetadataRequest) (*inference.ModelMetadataResponse, error) {
+	md, err := g.s.exec.Metadata(req.GetName())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	in, out := md.Inputs, md.Outputs
+	conv := func(ts []gateway.TensorMeta) []*inference.ModelMetadataResponse_TensorMetadata {
+		r := make([]*inference.ModelMetadataResponse_TensorMetadata, len(ts))
+		for i, t := range ts {
+			r[i] = &inference.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
+		}
+		return r
+	}
+	return &inference.ModelMetadataResponse{Name: md.Name, Versions: []string{"1"}, Platform: "piccolo_session",
+		Inputs: conv(in), Outputs: conv(out)}, nil
+}
+
+// ModelInfer runs one request. Inputs come from raw_input_contents (one entry per
+// input) or, when that is empty, from each input's typed contents. The response
+// carries outputs in raw_output_contents, the request's id, and the timings as
+// double parameters. The client's deadline, if earlier than the SLO, is the
+// request's deadline.
+func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	start := time.Now()
+	resp, err := g.modelInfer(ctx, req)
+	status := http.StatusOK
+	if err != nil {
+		status = HTTPStatus(err)
+	}
+	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, time.Since(start))
+	if err != nil {
+		g.s.logFailure(req.GetModelName(), req.GetId(), err)
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+// modelInfer answers ModelInfer; errors are the gateway's, not yet statuses.
+func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	session := req.GetModelName()
+	if err := g.s.exec.CheckSession(session); err != nil {
+		return nil, err
+	}
+	inputs, err := grpcInputs(req)
+	if err != nil {
+		return nil, err
+	}
+	r := gateway.InferRequest{ID: req.GetId(), Inputs: inputs}
+	for _, o := range req.GetOutputs() {
+		if o.GetName() == "" {
+			return nil, gateway.BadInput("outputs: an output without a name")
+		}
+		r.Outputs = append(r.Outputs, o.GetName())
+	}
+	var resp gateway.InferResponse
+	if err := g.s.exec.Infer(ctx, session, &r, &resp); err != nil {
+		return nil, err
+	}
+	out := &inference.ModelInferResponse{
+		ModelName:         resp.ModelName,
+		Id:                resp.ID,
+		Parameters:        make(map[string]*inference.InferParameter, len(resp.Parameters)),
+		Outputs:           make([]*inference.ModelInferResponse_InferOutputTensor, len(resp.Outputs)),
+		RawOutputContents: make([][]byte, len(resp.Outputs)),
+	}
+	for _, p := range resp.Parameters {
+		out.Parameters[p.Key] = &inference.InferParameter{ParameterChoice: &inference.InferParameter_DoubleParam{DoubleParam: p.Value}}
+	}
+	for i, t := range resp.Outputs {
+		if err := t.Validate(); err != nil {
+			return nil, gateway.WrapBackend(fmt.Sprintf("session %q output", session), err)
+		}
+		out.Outputs[i] = &inference.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
+		out.RawOutputContents[i] = t.Data
+	}
+	return out, nil
+}
+
+// grpcInputs converts and validates a request's inputs.
+func grpcInputs(req *inference.ModelInferRequest) ([]api.Tensor, error) {
+	ins := req.GetInputs()
+	raw := req.GetRawInputContents()
+	if len(ins) == 0 {
+		return nil, gateway.BadInput("missing inputs: the request has no inputs")
+	}
+	if len(raw) > 0 && len(raw) != len(ins) {
+		return nil, gateway.BadInput("raw_input_contents has %d entries for %d inputs; want one per input, in order", len(raw), len(ins))
+	}
+	out := make([]api.Tensor, len(ins))
+	for i, in := range ins {
+		t := api.Tensor{Name: in.GetName(), Datatype: in.GetDatatype(), Shape: in.GetShape()}
+		if t.Name == "" {
+			return nil, gateway.BadInput("inputs[%d]: missing name", i)
+		}
+		for j := range i {
+			if out[j].Name == t.Name {
+				return nil, gateway.BadInput("inputs[%d]: input %q appears twice", i, t.Name)
+			}
+		}
+		dt := dtypeOf(t.Datatype)
+		if dt == dtInvalid {
+			return nil, gateway.BadInput("input %q: unknown datatype %q; allowed: %s", t.Name, t.Datatype, api.Datatypes)
+		}
+		if _, err := api.NumElements(t.Shape); err != nil {
+			return nil, gateway.BadInput("input %q: %v", t.Name, err)
+		}
+		if len(raw) > 0 {
+			if in.GetContents() != nil {
+				return nil, gateway.BadInput("input %q: both contents and raw_input_contents are set; use one", t.Name)
+			}
+			t.Data = raw[i]
+		} else {
+			if in.GetContents() == nil {
+				return nil, gateway.BadInput("input %q: no data: set contents or raw_input_contents", t.Name)
+			}
+			var err error
+			if t.Data, err = typedToRaw(dt, in.GetContents()); err != nil {
+				return nil, gateway.BadInput("input %q: %v", t.Name, err)
+			}
+		}
+		if err := t.Validate(); err != nil {
+			return nil, gateway.BadInput("%v", err)
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// typedToRaw encodes typed contents as raw little-endian bytes, checking that each
+// value fits the datatype (the protocol carries INT8..INT32 in int32 fields).
+func typedToRaw(dt dtype, c *inference.InferTensorContents) ([]byte, error) {
+	name := dtypeNames[dt]
+	var out []byte
+	switch dt {
+	case dtBool:
+		out = make([]byte, len(c.GetBoolContents()))
+		for i, v := range c.GetBoolContents() {
+			if v {
+				out[i] = 1
+			}
+		}
+	case dtInt8, dtInt16, dtInt32:
+		lo, hi := intRange(dt)
+		size := api.ElementSize(name)
+		out = make([]byte, 0, size*len(c.GetIntContents()))
+		for i, v := range c.GetIntContents() {
+			if int64(v) < lo || int64(v) > hi {
+				return nil, fmt.Errorf("int_contents[%d] = %d is out of range for %s (%d..%d)", i, v, name, lo, hi)
+			}
+			out = binary.LittleEndian.AppendUint32(out, uint32(v))[:len(out)+size]
+		}
+	case dtUint8, dtUint16, dtUint32:
+		_, hi := intRange(dt)
+		size := api.ElementSize(name)
+		out = make([]byte, 0, size*len(c.GetUintContents()))
+		for i, v := range c.GetUintContents() {
+			if int64(v) > hi {
+				return nil, fmt.Errorf("uint_contents[%d] = %d is out of range for %s (0..%d)", i, v, name, hi)
+			}
+			out = binary.LittleEndian.AppendUint32(out, v)[:len(out)+size]
+		}
+	case dtInt64:
+		for _, v := range c.GetInt64Contents() {
+			out = binary.LittleEndian.AppendUint64(out, uint64(v))
+		}
+	case dtUint64:
+		for _, v := range c.GetUint64Contents() {
+			out = binary.LittleEndian.AppendUint64(out, v)
+		}
+	case dtFP32:
+		for _, v := range c.GetFp32Contents() {
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+		}
+	case dtFP64:
+		for _, v := range c.GetFp64Contents() {
+			out = binary.LittleEndian.AppendUint64(out, math.Float64bits(v))
+		}
+	case dtBytes:
+		for _, v := range c.GetBytesContents() {
+			out = binary.LittleEndian.AppendUint32(out, uint32(len(v)))
+			out = append(out, v...)
+		}
+	default: // FP16, BF16
+		return nil, fmt.Errorf("%s has no typed contents in the protocol; send it in raw_input_contents", name)
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out, nil
+}

@@ -1,0 +1,360 @@
+package kserve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/valyala/fasthttp"
+)
+
+// DefaultMaxBodyBytes is the default limit of an HTTP request body or gRPC message.
+const DefaultMaxBodyBytes = 64 << 20
+
+// ServerOptions configures the client-facing servers.
+type ServerOptions struct {
+	// MaxBodyBytes limits a request body (HTTP) or message (gRPC); over it, HTTP
+	// answers 413 and gRPC RESOURCE_EXHAUSTED. 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int
+	// Version is reported by server metadata.
+	Version string
+	// Metrics, when set, counts requests and serves GET /metrics on the HTTP port.
+	Metrics *metrics.Metrics
+	// Logger receives one line per failed request, with the session and the
+	// request id: at warn for the gateway's and backends' failures (5xx), at
+	// debug for the client's (4xx). Nothing is logged for a request that
+	// succeeds. Nil logs nothing.
+	Logger *zap.Logger
+	// Admin, when set, serves the admin API under /admin/ on the HTTP port
+	// (controlplane.Admin.Handle); without it /admin/ answers 404 saying the API
+	// is off.
+	Admin fasthttp.RequestHandler
+}
+
+// Server serves the DAGRunner's sessions as KServe v2 models over HTTP (fasthttp)
+// and gRPC. Every method is safe for concurrent use; the handlers run on the
+// servers' goroutines and block them for the duration of one request.
+type Server struct {
+	exec  *gateway.DAGRunner
+	opts  ServerOptions
+	ready atomic.Bool
+	bufs  sync.Pool // *[]byte response buffers
+}
+
+// NewServer returns a server over exec. It starts ready; SetReady(false) makes
+// the readiness endpoints answer 503 (e.g. while draining on shutdown).
+func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
+	if exec == nil {
+		return nil, errors.New("kserve: NewServer needs a gateway.DAGRunner")
+	}
+	if opts.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("kserve: max body %d bytes is negative", opts.MaxBodyBytes)
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	s := &Server{exec: exec, opts: opts}
+	s.ready.Store(true)
+	if opts.Metrics != nil {
+		opts.Metrics.SetDAGRunner(exec)
+	}
+	return s, nil
+}
+
+// SetReady sets what /v2/health/ready and ServerReady answer.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// NewHTTPServer returns a fasthttp server with the KServe v2 routes, the body limit
+// and JSON errors for requests fasthttp itself rejects.
+func (s *Server) NewHTTPServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               s.HandleHTTP,
+		Name:                  "piccolo",
+		MaxRequestBodySize:    s.opts.MaxBodyBytes,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+		ReadTimeout:           time.Minute,     // a client must send its request within this
+		IdleTimeout:           2 * time.Minute, // keep-alive connections idle longer are closed
+		Logger:                discardLogger{}, // connection errors are answered, not logged per request
+		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+				writeError(ctx, fmt.Errorf("%w: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
+				return
+			}
+			writeError(ctx, gateway.BadInput("malformed HTTP request: %v", err))
+		},
+	}
+}
+
+var (
+	pathV2     = []byte("/v2")
+	prefModels = []byte("/v2/models/")
+	prefAdmin  = []byte("/admin/")
+	jsonType   = []byte("application/json")
+)
+
+// HandleHTTP routes one HTTP request:
+//
+//	GET  /v2/health/live, /v2/health/ready, /v2 (server metadata)
+//	GET  /v2/models/{session}[/versions/{v}], .../ready
+//	POST /v2/models/{session}[/versions/{v}]/infer
+func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	switch {
+	case bytes.HasPrefix(path, prefModels):
+		s.handleModel(ctx, path[len(prefModels):])
+	case string(path) == "/v2/health/live":
+		if s.method(ctx, "GET") {
+			writeJSON(ctx, 200, `{"live":true}`)
+		}
+	case string(path) == "/v2/health/ready":
+		if s.method(ctx, "GET") {
+			if s.ready.Load() {
+				writeJSON(ctx, 200, `{"ready":true}`)
+			} else {
+				writeJSON(ctx, 503, `{"ready":false}`)
+			}
+		}
+	case bytes.HasPrefix(path, prefAdmin):
+		if s.opts.Admin == nil {
+			writeError(ctx, fmt.Errorf("%w: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
+			return
+		}
+		s.opts.Admin(ctx)
+	case string(path) == "/metrics" && s.opts.Metrics != nil:
+		s.opts.Metrics.Handler(ctx)
+	case bytes.Equal(path, pathV2):
+		if s.method(ctx, "GET") {
+			b := append([]byte(`{"name":"piccolo","version":`), strconv.Quote(s.opts.Version)...)
+			b = append(b, `,"extensions":[]}`...)
+			ctx.SetStatusCode(200)
+			ctx.SetContentTypeBytes(jsonType)
+			ctx.SetBody(b)
+		}
+	default:
+		writeError(ctx, fmt.Errorf("%w: no endpoint %s; endpoints: /v2, /v2/health/live, /v2/health/ready, /v2/models/{session}, /v2/models/{session}/ready, /v2/models/{session}/infer",
+			errNoRoute, strconv.Quote(string(path))))
+	}
+}
+
+var (
+	errNoRoute      = errors.New("not found")
+	errNotAllowed   = errors.New("method not allowed")
+	suffixInfer     = []byte("/infer")
+	suffixReady     = []byte("/ready")
+	infixVersions   = []byte("/versions/")
+	errEmptySession = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
+)
+
+func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
+	if string(ctx.Method()) == want || (want == "GET" && ctx.IsHead()) {
+		return true
+	}
+	writeError(ctx, fmt.Errorf("%w: %s %s; use %s", errNotAllowed, ctx.Method(), ctx.Path(), want))
+	return false
+}
+
+func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
+	action := ""
+	switch {
+	case bytes.HasSuffix(rest, suffixInfer):
+		action, rest = "infer", rest[:len(rest)-len(suffixInfer)]
+	case bytes.HasSuffix(rest, suffixReady):
+		action, rest = "ready", rest[:len(rest)-len(suffixReady)]
+	}
+	if i := bytes.Index(rest, infixVersions); i >= 0 {
+		rest = rest[:i] // versions are accepted and ignored: a session has one
+	}
+	if len(rest) == 0 || bytes.IndexByte(rest, '/') >= 0 {
+		writeError(ctx, routeError(rest))
+		return
+	}
+	switch action {
+	case "infer":
+		if s.method(ctx, "POST") {
+			s.infer(ctx, rest)
+		}
+	case "ready":
+		if !s.method(ctx, "GET") {
+			return
+		}
+		if err := s.exec.CheckSession(string(rest)); err != nil {
+			writeError(ctx, err)
+			return
+		}
+		if s.ready.Load() {
+			writeJSON(ctx, 200, `{"ready":true}`)
+		} else {
+			writeJSON(ctx, 503, `{"ready":false}`)
+		}
+	default:
+		if !s.method(ctx, "GET") {
+			return
+		}
+		md, err := s.exec.Metadata(string(rest))
+		if err != nil {
+			writeError(ctx, err)
+			return
+		}
+		ctx.SetStatusCode(200)
+		ctx.SetContentTypeBytes(jsonType)
+		ctx.SetBody(metadataJSON(md))
+	}
+}
+
+func routeError(rest []byte) error {
+	if len(rest) == 0 {
+		return errEmptySession
+	}
+	return fmt.Errorf("%w: no endpoint /v2/models/%s; want /v2/models/{session}[/ready|/infer]", errNoRoute, rest)
+}
+
+// metadataJSON answers model metadata for a session: the first modules' inputs
+// and the sinks' outputs when the runner knows them (MetadataSource), and the
+// session's SLO and modules as parameters.
+func metadataJSON(md gateway.SessionMetadata) []byte {
+	in, out := md.Inputs, md.Outputs
+	b := append([]byte(`{"name":`), strconv.Quote(md.Name)...)
+	b = append(b, `,"versions":["1"],"platform":"piccolo_session","inputs":`...)
+	b = appendTensorMeta(b, in)
+	b = append(b, `,"outputs":`...)
+	b = appendTensorMeta(b, out)
+	b = append(b, `,"parameters":{"slo_ms":`...)
+	b = strconv.AppendFloat(b, float64(md.SLO)/float64(time.Millisecond), 'g', -1, 64)
+	b = append(b, `,"modules":`...)
+	b = appendString(b, strings.Join(md.Modules, ","))
+	return append(b, "}}"...)
+}
+
+func appendTensorMeta(b []byte, ts []gateway.TensorMeta) []byte {
+	b = append(b, '[')
+	for i, t := range ts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendString(b, t.Name)
+		b = append(b, `,"datatype":`...)
+		b = appendString(b, t.Datatype)
+		b = append(b, `,"shape":[`...)
+		for j, d := range t.Shape {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, d, 10)
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, ']')
+}
+
+func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
+	start := time.Now()
+	name := string(session)
+	status := s.inferHTTP(ctx, name)
+	s.opts.Metrics.Observe(name, false, status, time.Since(start))
+}
+
+// inferHTTP answers one infer request and returns the status it answered with.
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
+	if err := s.exec.CheckSession(name); err != nil {
+		return writeError(ctx, err)
+	}
+	var req gateway.InferRequest
+	if err := DecodeInferRequest(ctx.PostBody(), &req); err != nil {
+		return writeError(ctx, err)
+	}
+	var resp gateway.InferResponse
+	// Not ctx itself: its Done channel is the server's, and a derived deadline
+	// context would then need a goroutine per request to watch it.
+	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {
+		s.logFailure(name, req.ID, err)
+		return writeError(ctx, err)
+	}
+	bp := s.getBuf()
+	b, err := AppendInferResponse((*bp)[:0], &resp)
+	if err != nil {
+		s.putBuf(bp)
+		return writeError(ctx, fmt.Errorf("session %q: %w", name, err))
+	}
+	ctx.SetStatusCode(200)
+	ctx.SetContentTypeBytes(jsonType)
+	ctx.SetBody(b)
+	*bp = b
+	s.putBuf(bp)
+	return 200
+}
+
+func (s *Server) getBuf() *[]byte {
+	if bp, ok := s.bufs.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, 0, 4096)
+	return &b
+}
+
+func (s *Server) putBuf(bp *[]byte) {
+	if cap(*bp) <= 1<<20 { // do not pin huge buffers
+		s.bufs.Put(bp)
+	}
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, body string) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentTypeBytes(jsonType)
+	ctx.SetBodyString(body)
+}
+
+// writeError answers {"error": "..."} with the status HTTPStatus maps err to,
+// and returns that status.
+func writeError(ctx *fasthttp.RequestCtx, err error) int {
+	status := HTTPStatus(err)
+	switch {
+	case errors.Is(err, errNoRoute):
+		status = fasthttp.StatusNotFound
+	case errors.Is(err, errNotAllowed):
+		status = fasthttp.StatusMethodNotAllowed
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentTypeBytes(jsonType)
+	if status == fasthttp.StatusTooManyRequests {
+		ctx.Response.Header.Set("Retry-After", "1")
+	}
+	b := append(make([]byte, 0, 128), `{"error":`...)
+	b = appendString(b, err.Error())
+	ctx.SetBody(append(b, '}'))
+	return status
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
+
+// logFailure logs a failed infer request with its session and request id (not on
+// the success path, so never per request in steady state).
+func (s *Server) logFailure(session, requestID string, err error) {
+	if s.opts.Logger == nil {
+		return
+	}
+	status := HTTPStatus(err)
+	level := zap.DebugLevel
+	if status >= 500 {
+		level = zap.WarnLevel
+	}
+	if ce := s.opts.Logger.Check(level, "request failed"); ce != nil {
+		ce.Write(zap.String("session", session), zap.String("request_id", requestID), zap.Int("status", status), zap.Error(err))
+	}
+}

@@ -1,0 +1,416 @@
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
+)
+
+// Metrics are the gateway's Prometheus metrics (docs/observability.md lists them
+// all with the queries the dashboard uses).
+//
+// Per request (children resolved up front, so a request only does atomic adds):
+//
+//	piccolo_gateway_requests_total{session, protocol, code}   requests answered, by HTTP status
+//	piccolo_gateway_request_seconds{session}                  end-to-end latency of successful requests
+//	piccolo_gateway_slo_violations_total{session}             requests not answered successfully within the SLO
+//	piccolo_gateway_admission_rejections_total{session}       requests refused by admission control (429)
+//
+// Per module item and batch (LiveOptions.Metrics; resolved in NewLiveRunner):
+//
+//	piccolo_gateway_module_queue_seconds{session, module}     submission → its batch started
+//	piccolo_gateway_module_compute_seconds{session, module}   its batch's run on the backend, network included
+//	piccolo_gateway_batch_size{session, module}               items + dummies of each batch sent
+//
+// Per plan (SetPlan, SetMembership; the embedded scheduler's):
+//
+//	piccolo_plan_cost, piccolo_plan_session_cost{session}, piccolo_plan_session_slo_seconds{session},
+//	piccolo_plan_module_budget_seconds, piccolo_plan_module_wcl_seconds{session, module},
+//	piccolo_plan_module_rate{session, module, kind="request"|"dummy"},
+//	piccolo_plan_machines{session, module, hardware}, piccolo_plan_timestamp_seconds,
+//	piccolo_plan_age_seconds, piccolo_plan_replans_total{cause}, piccolo_planner_seconds,
+//	piccolo_membership_backends{hardware}, piccolo_membership_stale (1 while the
+//	membership source is unreachable and the last members are served)
+//
+// Per published plan, with Consul (SetPlanSource):
+//
+//	piccolo_plan_version (the cluster plan's version; absent without Consul),
+//	piccolo_plan_scheduler_info{scheduler} 1 (the scheduler that published it)
+//
+// Label sets are bounded by the config: sessions, modules, hardware types, the
+// statuses the gateway answers with and the causes in ReplanCauses. Requests to
+// sessions the gateway does not serve count under session "".
+type Metrics struct {
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	violations *prometheus.CounterVec
+	rejections *prometheus.CounterVec
+	queue      *prometheus.HistogramVec
+	compute    *prometheus.HistogramVec
+	batchSize  *prometheus.HistogramVec
+	table      atomic.Pointer[map[string]*sessionMetrics]
+	handler    fasthttp.RequestHandler
+
+	planMu         sync.Mutex
+	planCost       prometheus.Gauge
+	planTimestamp  prometheus.Gauge
+	planAt         atomic.Int64 // unix ns of the last SetPlan; 0: none
+	planRuntime    prometheus.Histogram
+	replans        *prometheus.CounterVec
+	sessionCost    *prometheus.GaugeVec
+	sessionSLO     *prometheus.GaugeVec
+	moduleBudget   *prometheus.GaugeVec
+	moduleWCL      *prometheus.GaugeVec
+	moduleRate     *prometheus.GaugeVec
+	machines       *prometheus.GaugeVec
+	membership     *prometheus.GaugeVec
+	membershipSeen map[string]bool
+	stale          prometheus.Gauge
+	planVersion    *prometheus.GaugeVec // no labels: absent until SetPlanSource
+	planScheduler  *prometheus.GaugeVec
+}
+
+type sessionMetrics struct {
+	codes      [2]map[int]prometheus.Counter // by protocol: 0 HTTP, 1 gRPC
+	latency    prometheus.Observer
+	slo        time.Duration // 0: none
+	violations prometheus.Counter
+	rejections prometheus.Counter
+}
+
+// metricCodes are the statuses the gateway answers with.
+var metricCodes = []int{200, 400, 404, 405, 413, 429, 499, 502, 503, 504}
+
+// ReplanCauses are the values of piccolo_plan_replans_total's cause label:
+// the first plan, a change of measured rates, of membership, of the config, an
+// operator's request, or the control loop's periodic re-plan.
+var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic"}
+
+// latencyBuckets are the buckets of every latency histogram, in seconds: 1 ms
+// to about 16 s, doubling.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
+
+// NewMetrics registers the gateway's metrics on reg and serves reg's metrics.
+// It fails when reg already holds metrics of the same names.
+func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
+	sm := []string{"session", "module"}
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: GatewayRequestsTotal,
+			Help: "Inference requests answered, by session, protocol and HTTP status (gRPC codes mapped to the same)."},
+			[]string{"session", "protocol", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayRequestSeconds,
+			Help:    "End-to-end latency of successful inference requests, in seconds.",
+			Buckets: latencyBuckets}, []string{"session"}),
+		violations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: GatewaySLOViolationsTotal,
+			Help: "Requests not answered successfully within the session's SLO: late answers, deadline misses (504), admission rejections (429) and failures (502, 503). Client errors do not count."},
+			[]string{"session"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: GatewayAdmissionRejectionsTotal,
+			Help: "Requests refused at once by admission control because their deadline could not be met (HTTP 429, gRPC RESOURCE_EXHAUSTED)."},
+			[]string{"session"}),
+		queue: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayModuleQueueSeconds,
+			Help: "Time a module item waited from submission until its batch started on a backend, in seconds.", Buckets: latencyBuckets}, sm),
+		compute: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayModuleComputeSeconds,
+			Help: "Run time of a module item's batch on its backend, network included, in seconds.", Buckets: latencyBuckets}, sm),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayBatchSize,
+			Help:    "Items plus dummies of each batch a module sent to a backend.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}}, sm),
+
+		planCost: prometheus.NewGauge(prometheus.GaugeOpts{Name: PlanCost,
+			Help: "Total cost of the current plan, in cost units per hour (Σ machines × price)."}),
+		planTimestamp: prometheus.NewGauge(prometheus.GaugeOpts{Name: PlanTimestampSeconds,
+			Help: "Unix time at which the current plan was made."}),
+		planRuntime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: PlannerSeconds,
+			Help: "Planner runtime per plan, in seconds.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		replans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: PlanReplansTotal,
+			Help: "Plans made, by cause: initial, rate, membership, config, manual, periodic."}, []string{"cause"}),
+		sessionCost: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanSessionCost,
+			Help: "Cost of a session's plan, in cost units per hour."}, []string{"session"}),
+		sessionSLO: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanSessionSLOSeconds,
+			Help: "End-to-end latency objective of a session, in seconds."}, []string{"session"}),
+		moduleBudget: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanModuleBudgetSeconds,
+			Help: "Latency budget the splitter gave a module (Algorithm 2), in seconds."}, sm),
+		moduleWCL: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanModuleWCLSeconds,
+			Help: "Planned worst-case latency of a module (Theorem 1), in seconds."}, sm),
+		moduleRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanModuleRate,
+			Help: "Planned arrival rate of a module in requests per second, by kind: request (what the plan expects from clients) or dummy (§III-D)."},
+			[]string{"session", "module", "kind"}),
+		machines: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanMachines,
+			Help: "Machines the plan gives a module on a hardware type (fractional: occupancy)."}, []string{"session", "module", "hardware"}),
+		membership: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MembershipBackends,
+			Help: "Backends the gateway knows, by hardware type."}, []string{"hardware"}),
+		membershipSeen: map[string]bool{},
+		planVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanVersion,
+			Help: "Version of the cluster plan served (Consul KV record; absent without Consul)."}, nil),
+		planScheduler: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanSchedulerInfo,
+			Help: "1 for the scheduler that published the cluster plan served (absent without Consul)."}, []string{"scheduler"}),
+		stale: prometheus.NewGauge(prometheus.GaugeOpts{Name: MembershipStale,
+			Help: "1 while the membership source (Consul) is unreachable and the gateway serves the last members it saw, else 0."}),
+	}
+	age := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: PlanAgeSeconds,
+		Help: "Seconds since the current plan was made (0 before the first plan)."}, func() float64 {
+		at := m.planAt.Load()
+		if at == 0 {
+			return 0
+		}
+		return time.Since(time.Unix(0, at)).Seconds()
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.violations, m.rejections, m.queue, m.compute, m.batchSize,
+		m.planCost, m.planTimestamp, m.planRuntime, m.replans, m.sessionCost, m.sessionSLO, m.moduleBudget, m.moduleWCL,
+		m.moduleRate, m.machines, m.membership, m.stale, m.planVersion, m.planScheduler, age} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	for _, c := range ReplanCauses {
+		m.replans.WithLabelValues(c)
+	}
+	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	m.setSessions(nil, nil)
+	return m, nil
+}
+
+// Handler serves GET /metrics: the registry's metrics in Prometheus text.
+func (m *Metrics) Handler(ctx *fasthttp.RequestCtx) { m.handler(ctx) }
+
+// SetDAGRunner resolves the per-session children (and the SLO that counts a
+// violation) of the DAGRunner's sessions. kserve.NewServer calls it; whoever changes
+// the DAGRunner's sessions afterwards (EmbeddedControl, the cluster follower)
+// calls it again after DAGRunner.SetSessions.
+func (m *Metrics) SetDAGRunner(e *gateway.DAGRunner) {
+	names := e.Sessions()
+	slos := make(map[string]time.Duration, len(names))
+	for _, n := range names {
+		if s, ok := e.Session(n); ok {
+			slos[n] = time.Duration(s.SLO)
+		}
+	}
+	m.setSessions(names, slos)
+}
+
+func (m *Metrics) setSessions(names []string, slos map[string]time.Duration) {
+	t := make(map[string]*sessionMetrics, len(names)+1)
+	for _, n := range append([]string{""}, names...) {
+		sm := &sessionMetrics{latency: m.latency.WithLabelValues(n), slo: slos[n],
+			violations: m.violations.WithLabelValues(n), rejections: m.rejections.WithLabelValues(n)}
+		for p, proto := range []string{"http", "grpc"} {
+			sm.codes[p] = make(map[int]prometheus.Counter, len(metricCodes))
+			for _, c := range metricCodes {
+				sm.codes[p][c] = m.requests.WithLabelValues(n, proto, strconv.Itoa(c))
+			}
+		}
+		t[n] = sm
+	}
+	m.table.Store(&t)
+}
+
+// Observe counts one answered request; grpc selects the protocol label.
+func (m *Metrics) Observe(session string, grpc bool, status int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	t := *m.table.Load()
+	sm, ok := t[session]
+	if !ok {
+		sm = t[""]
+	}
+	p := 0
+	if grpc {
+		p = 1
+	}
+	c, ok := sm.codes[p][status]
+	if !ok {
+		c = sm.codes[p][http.StatusBadGateway]
+	}
+	c.Inc()
+	switch status {
+	case http.StatusOK:
+		sm.latency.Observe(took.Seconds())
+		if sm.slo > 0 && took > sm.slo {
+			sm.violations.Inc()
+		}
+	case http.StatusTooManyRequests:
+		sm.rejections.Inc()
+		sm.violations.Inc()
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		sm.violations.Inc()
+	}
+}
+
+// ModuleMetrics are one module's resolved children; a nil *ModuleMetrics
+// records nothing.
+type ModuleMetrics struct {
+	queue, compute, batchSize prometheus.Observer
+}
+
+// Module resolves the children of one module; nil when m is nil.
+func (m *Metrics) Module(session, module string) *ModuleMetrics {
+	if m == nil {
+		return nil
+	}
+	return &ModuleMetrics{queue: m.queue.WithLabelValues(session, module), compute: m.compute.WithLabelValues(session, module),
+		batchSize: m.batchSize.WithLabelValues(session, module)}
+}
+
+// Item records one item's timing (only items that were sent).
+func (mm *ModuleMetrics) Item(t gateway.Timing) {
+	if mm == nil {
+		return
+	}
+	mm.queue.Observe(t.Queue.Seconds())
+	mm.compute.Observe(t.Compute.Seconds())
+}
+
+// Batch records the size of one batch sent: real items plus dummies.
+func (mm *ModuleMetrics) Batch(size int) {
+	if mm == nil {
+		return
+	}
+	mm.batchSize.Observe(float64(size))
+}
+
+// SetPlan records a new plan: its cost, per-session and per-module targets,
+// the time it was made (now), the planner's runtime took, and one re-plan of
+// cause (one of ReplanCauses; anything else is an error and nothing is recorded).
+// Called by whoever plans (the embedded scheduler), from any goroutine.
+func (m *Metrics) SetPlan(plan *api.Plan, cause string, took time.Duration) error {
+	if m == nil || plan == nil {
+		return nil
+	}
+	known := false
+	for _, c := range ReplanCauses {
+		known = known || c == cause
+	}
+	if !known {
+		return fmt.Errorf("metrics: re-plan cause %q; allowed: %v", cause, ReplanCauses)
+	}
+	m.planMu.Lock()
+	defer m.planMu.Unlock()
+	for _, v := range []interface{ Reset() }{m.sessionCost, m.sessionSLO, m.moduleBudget, m.moduleWCL, m.moduleRate, m.machines} {
+		v.Reset()
+	}
+	m.planCost.Set(plan.TotalCost)
+	for _, sp := range plan.Sessions {
+		m.sessionSLO.WithLabelValues(sp.Name).Set(sp.SLOMs / 1000)
+		if sp.Error != "" {
+			continue
+		}
+		m.sessionCost.WithLabelValues(sp.Name).Set(sp.Cost)
+		for _, mp := range sp.Modules {
+			m.moduleBudget.WithLabelValues(sp.Name, mp.Name).Set(mp.BudgetMs / 1000)
+			m.moduleWCL.WithLabelValues(sp.Name, mp.Name).Set(mp.WCLMs / 1000)
+			m.moduleRate.WithLabelValues(sp.Name, mp.Name, "request").Set(mp.Rate)
+			m.moduleRate.WithLabelValues(sp.Name, mp.Name, "dummy").Set(mp.DummyRate)
+			for _, g := range mp.Configs {
+				m.machines.WithLabelValues(sp.Name, mp.Name, g.Hardware).Add(g.Machines)
+			}
+		}
+	}
+	now := time.Now()
+	m.planAt.Store(now.UnixNano())
+	m.planTimestamp.Set(float64(now.UnixNano()) / 1e9)
+	m.planRuntime.Observe(took.Seconds())
+	m.replans.WithLabelValues(cause).Inc()
+	return nil
+}
+
+// SetPlanSource records which cluster plan the gateway serves: its version
+// and the scheduler that published it (cluster.Record). Called by the cluster
+// follower for each record it serves, including a new leader's re-publication
+// of the plan already live.
+func (m *Metrics) SetPlanSource(version uint64, scheduler string) {
+	if m == nil {
+		return
+	}
+	m.planVersion.WithLabelValues().Set(float64(version))
+	m.planScheduler.Reset()
+	m.planScheduler.WithLabelValues(scheduler).Set(1)
+}
+
+// SetMembershipStale sets piccolo_membership_stale: true while the membership
+// source is unreachable and the last members it gave are served.
+func (m *Metrics) SetMembershipStale(stale bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if stale {
+		v = 1
+	}
+	m.stale.Set(v)
+}
+
+// SetMembership records the backends the gateway knows, counted by hardware
+// type; a hardware type seen before and now without backends reads 0.
+func (m *Metrics) SetMembership(list []api.Backend) {
+	if m == nil {
+		return
+	}
+	m.planMu.Lock()
+	defer m.planMu.Unlock()
+	count := map[string]int{}
+	for _, b := range list {
+		count[b.Hardware]++
+		m.membershipSeen[b.Hardware] = true
+	}
+	hw := make([]string, 0, len(m.membershipSeen))
+	for h := range m.membershipSeen {
+		hw = append(hw, h)
+	}
+	sort.Strings(hw)
+	for _, h := range hw {
+		m.membership.WithLabelValues(h).Set(float64(count[h]))
+	}
+}
+
+var (
+	// Desc* describe the dispatchers' metrics, which dataplane.LiveRunner collects at scrape time.
+	DescItems = prometheus.NewDesc(DispatcherItemsTotal,
+		"Items of a module's dispatcher by outcome: submitted, completed, failed, deadline_on_submit, deadline_on_send. The rate of submitted is the module's measured arrival rate.",
+		[]string{"session", "module", "outcome"}, nil)
+	DescDummies = prometheus.NewDesc(DispatcherDummiesTotal,
+		"Dummy arrivals of a module (§III-D): injected, dropped (their batch held no real item).",
+		[]string{"session", "module", "outcome"}, nil)
+	slotLabels = []string{"session", "module", "slot", "backend", "hardware"}
+	DescClosed = prometheus.NewDesc(DispatcherBatchesClosedTotal,
+		"Batches with a real item a module closed for dispatch, by what closed them: full (the group's batch size), deadline (the deadline flush), idle (--flush idle: an idle machine).",
+		[]string{"session", "module", "closer"}, nil)
+	DescBatches = prometheus.NewDesc(DispatcherBatchesTotal,
+		"Batches sent to a slot (machine) of a module's plan; slot is g<group>m<machine>.", slotLabels, nil)
+	DescSlotItems = prometheus.NewDesc(DispatcherSlotItemsTotal,
+		"Real items sent to a slot in its batches.", slotLabels, nil)
+	DescSlotDummies = prometheus.NewDesc(DispatcherSlotDummiesTotal,
+		"Dummy items sent to a slot in its batches (§III-D).", slotLabels, nil)
+	DescSlotBusy = prometheus.NewDesc(DispatcherSlotBusySecondsTotal,
+		"Lane-seconds a slot spent running finished batches; its rate divided by piccolo_dispatcher_slot_lanes is the slot's utilisation.", slotLabels, nil)
+	DescSlotLanes = prometheus.NewDesc(DispatcherSlotLanes,
+		"Lanes (concurrency) of a slot under the current plan.", slotLabels, nil)
+	DescSlotRate = prometheus.NewDesc(DispatcherSlotPlannedRate,
+		"Planned request rate of a slot, dummies included, in requests per second.", slotLabels, nil)
+	DescOutstanding = prometheus.NewDesc(GatewayModuleOutstanding,
+		"Items submitted to a module and not yet done (what admission control reads).", []string{"session", "module"}, nil)
+)
+
+// LeaderGauge is piccolo_scheduler_leader: 1 while leading() (the cluster's
+// elected scheduler: cluster.Scheduler.Leading), else 0.
+func LeaderGauge(leading func() bool) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: SchedulerLeader,
+		Help: "1 when this process is the cluster's elected scheduler, else 0 (--consul)."},
+		func() float64 {
+			if leading() {
+				return 1
+			}
+			return 0
+		})
+}

@@ -1,0 +1,53 @@
+package metrics
+
+// The names of Piccolo's metrics, as served on GET /metrics. Readers (piccolo
+// status, tests, dashboards generated from code) use these constants, never
+// copies of the strings. docs/observability.md explains each one.
+const (
+	// Per request (kserve):
+	GatewayRequestsTotal            = "piccolo_gateway_requests_total"
+	GatewayRequestSeconds           = "piccolo_gateway_request_seconds"
+	GatewaySLOViolationsTotal       = "piccolo_gateway_slo_violations_total"
+	GatewayAdmissionRejectionsTotal = "piccolo_gateway_admission_rejections_total"
+
+	// Per module item and batch (dataplane):
+	GatewayModuleQueueSeconds   = "piccolo_gateway_module_queue_seconds"
+	GatewayModuleComputeSeconds = "piccolo_gateway_module_compute_seconds"
+	GatewayBatchSize            = "piccolo_gateway_batch_size"
+	GatewayModuleOutstanding    = "piccolo_gateway_module_outstanding"
+
+	// Per dispatcher, collected at scrape time (dataplane.LiveRunner):
+	DispatcherItemsTotal           = "piccolo_dispatcher_items_total"
+	DispatcherDummiesTotal         = "piccolo_dispatcher_dummies_total"
+	DispatcherBatchesClosedTotal   = "piccolo_dispatcher_batches_closed_total"
+	DispatcherBatchesTotal         = "piccolo_dispatcher_batches_total"
+	DispatcherSlotItemsTotal       = "piccolo_dispatcher_slot_items_total"
+	DispatcherSlotDummiesTotal     = "piccolo_dispatcher_slot_dummies_total"
+	DispatcherSlotBusySecondsTotal = "piccolo_dispatcher_slot_busy_seconds_total"
+	DispatcherSlotLanes            = "piccolo_dispatcher_slot_lanes"
+	DispatcherSlotPlannedRate      = "piccolo_dispatcher_slot_planned_rate"
+
+	// Per plan and membership (controlplane):
+	PlanCost                = "piccolo_plan_cost"
+	PlanTimestampSeconds    = "piccolo_plan_timestamp_seconds"
+	PlannerSeconds          = "piccolo_planner_seconds"
+	PlanReplansTotal        = "piccolo_plan_replans_total"
+	PlanSessionCost         = "piccolo_plan_session_cost"
+	PlanSessionSLOSeconds   = "piccolo_plan_session_slo_seconds"
+	PlanModuleBudgetSeconds = "piccolo_plan_module_budget_seconds"
+	PlanModuleWCLSeconds    = "piccolo_plan_module_wcl_seconds"
+	PlanModuleRate          = "piccolo_plan_module_rate"
+	PlanMachines            = "piccolo_plan_machines"
+	MembershipBackends      = "piccolo_membership_backends"
+	PlanVersion             = "piccolo_plan_version"
+	PlanSchedulerInfo       = "piccolo_plan_scheduler_info"
+	MembershipStale         = "piccolo_membership_stale"
+	PlanAgeSeconds          = "piccolo_plan_age_seconds"
+
+	// Per scheduler candidate (--consul):
+	SchedulerLeader = "piccolo_scheduler_leader"
+
+	// ProcessStartTimeSeconds is the Go client's process collector's start
+	// time, which every piccolo process serves.
+	ProcessStartTimeSeconds = "process_start_time_seconds"
+)
