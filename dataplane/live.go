@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -375,31 +374,21 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 // durations, from the module's children to a sink of the session's DAG (which
 // the config loader checked is acyclic).
 func setTails(modules []api.ModulePlan, mods map[string]*liveModule) {
-	children := map[string][]string{}
-	for _, mp := range modules {
-		for _, p := range mp.After {
-			children[p] = append(children[p], mp.Name)
+	g, err := (&api.SessionPlan{Modules: modules}).Graph()
+	if err != nil {
+		return // unreachable: the config loader rejects cycles
+	}
+	w, tail := make([]time.Duration, len(modules)), make([]time.Duration, len(modules))
+	for i, mp := range modules {
+		if lm := mods[mp.Name]; lm != nil {
+			w[i] = lm.minDuration
 		}
 	}
-	done := map[string]bool{}
-	var tail func(name string) time.Duration
-	tail = func(name string) time.Duration {
-		lm := mods[name]
-		if lm == nil {
-			return 0
+	api.LongestPath(g, w, nil, tail)
+	for i, mp := range modules {
+		if lm := mods[mp.Name]; lm != nil {
+			lm.tail = tail[i] - w[i]
 		}
-		if !done[name] {
-			done[name] = true
-			for _, c := range children[name] {
-				if cm := mods[c]; cm != nil {
-					lm.tail = max(lm.tail, cm.minDuration+tail(c))
-				}
-			}
-		}
-		return lm.tail
-	}
-	for _, mp := range modules {
-		tail(mp.Name)
 	}
 }
 
@@ -563,7 +552,7 @@ func stackGroups(items [][]api.Tensor) [][]int {
 next:
 	for i := range items {
 		for gi, g := range groups {
-			if stackable(items[g[0]], items[i]) {
+			if api.CanBatch(items[g[0]], items[i]) == nil {
 				groups[gi] = append(g, i)
 				continue next
 			}
@@ -575,20 +564,7 @@ next:
 
 func allStackable(items [][]api.Tensor) bool {
 	for _, it := range items[1:] {
-		if !stackable(items[0], it) {
-			return false
-		}
-	}
-	return true
-}
-
-func stackable(a, b []api.Tensor) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name || a[i].Datatype != b[i].Datatype || len(a[i].Shape) != len(b[i].Shape) ||
-			len(a[i].Shape) == 0 || !slices.Equal(a[i].Shape[1:], b[i].Shape[1:]) {
+		if api.CanBatch(items[0], it) != nil {
 			return false
 		}
 	}

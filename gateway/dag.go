@@ -28,7 +28,8 @@ type dag struct {
 	name    string
 	slo     time.Duration
 	mods    []node
-	order   []int // topological
+	order   []int     // topological
+	graph   api.Graph // order and every module's parents, for api.LongestPath
 	sources []int
 	sinks   []int
 	session api.Session
@@ -127,6 +128,10 @@ func compile(s api.Session) (*dag, error) {
 		}
 		return nil, fmt.Errorf("%s: session %q: modules %s form a cycle; `after` must describe a DAG", s.Source, s.Name, strings.Join(cyc, ", "))
 	}
+	d.graph = api.Graph{Order: d.order, Parents: make([][]int, len(d.mods))}
+	for i := range d.mods {
+		d.graph.Parents[i] = d.mods[i].parents
+	}
 	// Fan-out, in topological order so that a parent's is known: a higher rate
 	// than the one parent starts it; the same rate as a fanned-out parent keeps
 	// it (one item per element all along a chain such as cls → rotate → rec).
@@ -153,21 +158,15 @@ func moduleNames(s api.Session) []string {
 // estimate returns the longest path through the DAG when every module takes what
 // the runner estimates (0: unknown, counted as nothing).
 func (d *dag) estimate(r ModuleRunner) time.Duration {
-	var buf [16]time.Duration // no allocation for DAGs of up to 16 modules
-	var finish []time.Duration
-	if len(d.mods) > len(buf) {
-		finish = make([]time.Duration, len(d.mods))
-	} else {
-		finish = buf[:len(d.mods)]
+	var buf [32]time.Duration // weights and heads: no allocation for DAGs of up to 16 modules
+	n := len(d.mods)
+	s := buf[:]
+	if 2*n > len(buf) {
+		s = make([]time.Duration, 2*n)
 	}
-	var longest time.Duration
-	for _, m := range d.order {
-		var start time.Duration
-		for _, p := range d.mods[m].parents {
-			start = max(start, finish[p])
-		}
-		finish[m] = start + r.Estimate(d.name, d.mods[m].name)
-		longest = max(longest, finish[m])
+	w, head := s[:n], s[n:2*n]
+	for i := range d.mods {
+		w[i] = r.Estimate(d.name, d.mods[i].name)
 	}
-	return longest
+	return api.LongestPath(d.graph, w, head, nil)
 }

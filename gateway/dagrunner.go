@@ -591,41 +591,9 @@ func (r *run) respond(req *InferRequest, resp *InferResponse, arrival time.Time)
 // splitDim0 splits tensors that all have the same dimension 0 (n) into n items of
 // tensors of shape [1, rest...]. Data is shared, not copied.
 func splitDim0(ts []api.Tensor) ([][]api.Tensor, error) {
-	if len(ts) == 0 {
-		return nil, errors.New("no outputs to fan out")
-	}
-	n := int64(-1)
-	for _, t := range ts {
-		if len(t.Shape) == 0 {
-			return nil, fmt.Errorf("output %q is a scalar; fan-out needs dimension 0", t.Name)
-		}
-		if n >= 0 && t.Shape[0] != n {
-			return nil, fmt.Errorf("output %q has %d elements on dimension 0, output %q has %d; fan-out needs them equal", t.Name, t.Shape[0], ts[0].Name, n)
-		}
-		n = t.Shape[0]
-	}
-	items := make([][]api.Tensor, n)
-	for i := range items {
-		items[i] = make([]api.Tensor, len(ts))
-	}
-	for j, t := range ts {
-		per, _ := api.NumElements(t.Shape[1:])
-		size := int64(api.ElementSize(t.Datatype))
-		off := 0
-		for i := int64(0); i < n; i++ {
-			shape := append([]int64{1}, t.Shape[1:]...)
-			var end int
-			if size > 0 {
-				end = off + int(per*size)
-			} else { // BYTES: walk per elements (Validate has checked the prefixes)
-				end = off
-				for k := int64(0); k < per; k++ {
-					end += 4 + int(binary.LittleEndian.Uint32(t.Data[end:]))
-				}
-			}
-			items[i][j] = api.Tensor{Name: t.Name, Datatype: t.Datatype, Shape: shape, Data: t.Data[off:end:end]}
-			off = end
-		}
+	items, err := api.SplitRows(ts)
+	if err != nil {
+		return nil, fmt.Errorf("fan-out: %w", err)
 	}
 	return items, nil
 }
@@ -634,21 +602,17 @@ func splitDim0(ts []api.Tensor) ([][]api.Tensor, error) {
 // item must output the same names, datatypes and trailing dimensions.
 func joinDim0(items [][]api.Tensor) ([]api.Tensor, error) {
 	first := items[0]
+	for i, it := range items {
+		if err := api.CanBatch(first, it); err != nil {
+			return nil, fmt.Errorf("fan-out item %d against item 0: %w", i, err)
+		}
+	}
 	out := make([]api.Tensor, len(first))
 	for j, t := range first {
-		if len(t.Shape) == 0 {
-			return nil, fmt.Errorf("fan-out item 0: output %q is a scalar; joining needs dimension 0", t.Name)
-		}
 		var rows int64
 		size := 0
-		for i, it := range items {
-			if len(it) != len(first) {
-				return nil, fmt.Errorf("fan-out item %d has %d outputs, item 0 has %d", i, len(it), len(first))
-			}
+		for _, it := range items {
 			u := it[j]
-			if u.Name != t.Name || u.Datatype != t.Datatype || len(u.Shape) != len(t.Shape) || !equalDims(u.Shape[1:], t.Shape[1:]) {
-				return nil, fmt.Errorf("fan-out item %d output %q %s%v does not match item 0's %q %s%v", i, u.Name, u.Datatype, u.Shape, t.Name, t.Datatype, t.Shape)
-			}
 			rows += u.Shape[0]
 			size += len(u.Data)
 		}
@@ -660,13 +624,4 @@ func joinDim0(items [][]api.Tensor) ([]api.Tensor, error) {
 		out[j] = api.Tensor{Name: t.Name, Datatype: t.Datatype, Shape: shape, Data: data}
 	}
 	return out, nil
-}
-
-func equalDims(a, b []int64) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return len(a) == len(b)
 }

@@ -257,7 +257,7 @@ func TestDAGRunnerFanOut(t *testing.T) {
 			}, nil
 		}
 		err := e.Infer(context.Background(), "fan", &gateway.InferRequest{Inputs: gatewaytest.Input(0)}, &gateway.InferResponse{})
-		if !errors.Is(err, gateway.ErrBackend) || !strings.Contains(err.Error(), `output "scores" has 3 elements on dimension 0, output "boxes" has 2`) {
+		if !errors.Is(err, gateway.ErrBackend) || !strings.Contains(err.Error(), `tensor "scores" has 3 rows, tensor "boxes" has 2`) {
 			t.Errorf("got %v, want ErrBackend naming the disagreeing outputs", err)
 		}
 	})
