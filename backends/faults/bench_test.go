@@ -13,8 +13,10 @@ import (
 // wrapper, not a model.
 type echo struct{}
 
-func (echo) Info() backends.ModelInfo { return backends.ModelInfo{Name: "echo", MaxBatch: 8, Concurrency: 1} }
-func (echo) Close() error             { return nil }
+func (echo) Info() backends.ModelInfo {
+	return backends.ModelInfo{Name: "echo", MaxBatch: 8, Concurrency: 1}
+}
+func (echo) Close() error { return nil }
 func (echo) Run(_ context.Context, in []api.Tensor, _ int) ([]api.Tensor, error) {
 	return in, nil
 }
