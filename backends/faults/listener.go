@@ -12,7 +12,7 @@ import (
 // connection of the call it cuts. Accept blocks while refusing, so the gRPC
 // server keeps serving through it. Call it once, before serving.
 func (j *Injector) Listener(lis net.Listener) net.Listener {
-	l := &listener{addr: lis.Addr(), inner: lis, conns: map[string]*conn{}, changed: make(chan struct{})}
+	l := &listener{addr: lis.Addr(), inner: lis, conns: map[*conn]struct{}{}, changed: make(chan struct{})}
 	j.mu.Lock()
 	j.lis = l
 	j.mu.Unlock()
@@ -23,9 +23,9 @@ type listener struct {
 	addr net.Addr // where the socket is reopened
 
 	mu      sync.Mutex
-	inner   net.Listener     // nil while refusing
-	conns   map[string]*conn // open connections by remote address
-	changed chan struct{}    // closed and replaced when inner changes or on Close
+	inner   net.Listener       // nil while refusing
+	conns   map[*conn]struct{} // open connections
+	changed chan struct{}      // closed and replaced when inner changes or on Close
 	closed  bool
 }
 
@@ -42,9 +42,7 @@ type conn struct {
 func (c *conn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
-		if c.l.conns[c.RemoteAddr().String()] == c {
-			delete(c.l.conns, c.RemoteAddr().String())
-		}
+		delete(c.l.conns, c)
 		c.l.mu.Unlock()
 	})
 	return c.Conn.Close()
@@ -87,7 +85,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			continue
 		}
 		fc := &conn{Conn: c, l: l}
-		l.conns[c.RemoteAddr().String()] = fc
+		l.conns[fc] = struct{}{}
 		l.mu.Unlock()
 		return fc, nil
 	}
@@ -118,7 +116,7 @@ func (l *listener) refuse(on bool) error {
 	inner := l.inner
 	l.inner = nil
 	conns := make([]*conn, 0, len(l.conns))
-	for _, c := range l.conns {
+	for c := range l.conns {
 		conns = append(conns, c)
 	}
 	l.mu.Unlock()
@@ -134,12 +132,18 @@ func (l *listener) refuse(on bool) error {
 // cut resets the connection whose remote address is addr; false if none.
 func (l *listener) cut(addr string) bool {
 	l.mu.Lock()
-	c := l.conns[addr]
+	var found *conn
+	for c := range l.conns { // only under reset: a few connections
+		if c.RemoteAddr().String() == addr {
+			found = c
+			break
+		}
+	}
 	l.mu.Unlock()
-	if c == nil {
+	if found == nil {
 		return false
 	}
-	c.reset()
+	found.reset()
 	return true
 }
 
