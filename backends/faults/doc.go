@@ -20,7 +20,8 @@
 //
 // Hang, fail, slow, reset and malformed touch ModelInfer only; refuse touches
 // every call on the port. With no fault active, a batch pays one atomic load in
-// the model wrapper and one in the interceptor (BenchmarkRunNoFault).
+// the model wrapper and one in the interceptor (BenchmarkRunNoFault,
+// BenchmarkInterceptNoFault).
 //
 // Set replaces the active faults (validated whole: a bad Set changes nothing),
 // Clear removes them, Get reads them; each change is logged once and shown by
