@@ -10,7 +10,7 @@
 //   - Executor wraps the backends.Executor: its models hang (hang), fail a
 //     share of batches with an INTERNAL error (fail) or run k times as long
 //     (slow: the sim's profiled duration ×k, any other executor's measured run
-//     time ×k);
+//     time ×k, holding one of the model's lanes all along);
 //   - Listener wraps the gRPC listener: refuse closes the listening socket and
 //     every accepted connection, and reopens the socket on the same address
 //     when refuse is cleared; reset cuts a call's connection (TCP RST);

@@ -225,7 +225,31 @@ func TestSlowMultipliesProfiledDuration(t *testing.T) {
 	if ratio < 2.4 || ratio > 3.6 {
 		t.Errorf("slow=3 took %.2f× the normal batch (%v vs %v); want about 3×", ratio, slow, base)
 	}
+	// Two batches at once on one lane take 2× one batch; slowed, 2×3×: a slow
+	// batch holds its lane for all its time, as on a slower device.
+	pair := func() time.Duration {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for i := 0; i < 2; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := f.infer(t, "steady", 10*time.Second); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		return time.Since(t0)
+	}
+	slowPair := pair()
 	f.set(t, faults.Set{})
+	basePair := pair()
+	ratio = float64(slowPair) / float64(basePair)
+	t.Logf("two batches on one lane %v, slow=3 %v: ratio %.2f", basePair, slowPair, ratio)
+	if ratio < 2.4 || ratio > 3.6 {
+		t.Errorf("two slow=3 batches on one lane took %.2f× two normal ones (%v vs %v); want about 3× (2× if slow did not hold the lane)", ratio, slowPair, basePair)
+	}
 	if after := measure(); float64(after) > 1.5*float64(base) {
 		t.Errorf("after clearing slow a batch takes %v; before, %v", after, base)
 	}

@@ -29,7 +29,7 @@ func (x *executor) Load(name string, batch, concurrency int) (backends.Model, er
 	if err != nil {
 		return nil, err
 	}
-	fm := &model{Model: m, j: x.j}
+	fm := &model{Model: m, j: x.j, lanes: make(chan struct{}, max(1, m.Info().Concurrency))}
 	fm.profiled, _ = m.(profiled)
 	return fm, nil
 }
@@ -45,6 +45,10 @@ type model struct {
 	backends.Model
 	j        *Injector
 	profiled profiled // nil: measure
+	// lanes holds a slow batch for all its k× time: the inner model frees its
+	// own lane after 1×, so without these a slowed backend would still start
+	// Concurrency batches every 1× and lose no throughput.
+	lanes chan struct{}
 }
 
 var _ backends.Model = (*model)(nil)
@@ -77,6 +81,12 @@ func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n
 	if s.Slow <= 1 {
 		return m.Model.Run(ctx, inputs, n)
 	}
+	select {
+	case m.lanes <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-m.lanes }()
 	start := time.Now()
 	out, err := m.Model.Run(ctx, inputs, n)
 	if err != nil {
