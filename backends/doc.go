@@ -42,7 +42,9 @@
 // stacks every input on dimension 0 into one ModelInfer with raw_input_contents,
 // checks the response and splits every output back per item. Errors wrap the
 // sentinels of errors.go (ErrBackendUnavailable, ErrBackendBadResponse, ...) or
-// ctx's error; deadlines come from ctx.
+// ctx's error; deadlines come from ctx. NotExecuted(err) tells a call that never
+// reached the backend (safe to retry anywhere), IsTransport(err) one that failed
+// for want of a working backend rather than on its answer.
 //
 // Concurrency: Server and Client methods are safe for concurrent use from any
 // goroutine. Executor.Load is called by one goroutine at a time; Model.Run by many.

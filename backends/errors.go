@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -34,7 +35,32 @@ var (
 	// ErrBackendFailed: the backend reported an internal error (gRPC INTERNAL,
 	// UNKNOWN, UNIMPLEMENTED and every other code).
 	ErrBackendFailed = errors.New("backend failed")
+	// ErrNotSent: the call never reached the backend, because no connection to
+	// it could be made (refused, unreachable, name not resolved). It comes
+	// wrapped together with ErrBackendUnavailable; see NotExecuted.
+	ErrNotSent = errors.New("call not sent")
 )
+
+// dialFailed is how grpc-go (v1.85) words every failure to connect that fails a
+// call before it is sent: the picker's error carries the transport's
+// "connection error: desc = \"transport: Error while dialing: ...\"".
+// TestNotExecuted locks the wording against the gRPC version in go.mod.
+const dialFailed = "Error while dialing"
+
+// NotExecuted reports whether err says the backend never received the call, so
+// it certainly did not run the batch: retrying it anywhere cannot run it twice.
+// A refused or unreachable backend gives true. A connection cut while the call
+// ran (reset), a deadline, or any answer of the backend (even UNAVAILABLE from
+// a draining server) give false: the batch may have run.
+func NotExecuted(err error) bool { return errors.Is(err, ErrNotSent) }
+
+// IsTransport reports whether err is a failure to reach the backend or to keep
+// the connection (refused, reset, unreachable) or a backend that says it is
+// unavailable (gRPC UNAVAILABLE), as opposed to an answer about the request or
+// the model (ErrInvalidInput, ErrBackendFailed, ...) or ctx's error. Trying
+// another backend is the remedy; NotExecuted tells whether the batch may have
+// run here.
+func IsTransport(err error) bool { return errors.Is(err, ErrBackendUnavailable) }
 
 // toStatus maps an error of an executor or of request validation to a gRPC
 // status error with a message that names what was wrong.
@@ -96,6 +122,9 @@ func fromStatus(ctx context.Context, addr, op string, err error) error {
 		sentinel = ErrBackendOverloaded
 	default:
 		sentinel = ErrBackendFailed
+	}
+	if st.Code() == codes.Unavailable && strings.Contains(st.Message(), dialFailed) {
+		return fmt.Errorf("backend %s: %s: %w, %w (%s: %s)", addr, op, sentinel, ErrNotSent, st.Code(), st.Message())
 	}
 	return fmt.Errorf("backend %s: %s: %w (%s: %s)", addr, op, sentinel, st.Code(), st.Message())
 }

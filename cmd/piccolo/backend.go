@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -42,6 +43,9 @@ type backendOptions struct {
 	threads  int    // onnx, ocr: intra-op threads per lane
 	consul   string // Consul agent HTTP address to register with; "": none (backend_consul.go)
 	id       string // Consul registration id; "": <hardware>-<host>-<port>
+
+	faults    []string // --fault words (backend_faults.go)
+	faultSeed uint64   // seed of the fail share's draws
 }
 
 // backendExecutors builds an executor by name. Registered by hand: the whole set is here.
@@ -144,7 +148,13 @@ With --consul ADDR it registers with that Consul agent as service piccolo-backen
 GPU name and memory from NVML, models) with a TCP check of its gRPC port every
 second, so gateways see it join, and drop it within about a second of dying. It
 re-registers if the agent restarts, and deregisters on SIGINT or SIGTERM before
-draining.`,
+draining.
+
+With --fault it misbehaves on purpose, to rehearse failures: refuse (connections
+refused), reset (calls cut), hang, slow=K (batches K times as long), fail=P (a
+share P of calls answer INTERNAL), malformed (outputs of the wrong shape or
+size). GET/PUT/DELETE ` + faultsPath + ` on the metrics port reads and changes them
+at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -171,6 +181,8 @@ draining.`,
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let batches in flight finish")
 	f.StringVar(&o.consul, "consul", "", "register with the Consul agent at this host:port (HTTP API) as service "+membership.ServiceName+" (meta: hardware, price, GPU, models; TCP check every 1s); deregister on shutdown")
 	f.StringVar(&o.id, "id", "", "with --consul: the registration id (default <hardware>-<host>-<port>)")
+	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed; change at run time with "+faultsPath+" on the metrics port")
+	f.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of which calls fail=P fails")
 	return cmd
 }
 
@@ -238,6 +250,11 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	} else if o.gpu {
 		log.Info("no GPU telemetry", zap.Error(gpuErr))
 	}
+	inj, initialFaults, err := newBackendFaults(o, log, reg)
+	if err != nil {
+		return err
+	}
+	exec = inj.Executor(exec)
 	srv, err := backends.NewServer(exec, backends.ServerOptions{Version: version, Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
@@ -251,6 +268,11 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
+	lis = inj.Listener(lis)
+	if err := inj.Set(initialFaults); err != nil {
+		lis.Close()
+		return fmt.Errorf("--fault: %w", err)
+	}
 	maddr, err := backendMetricsAddr(o.metrics, lis.Addr().String())
 	if err != nil {
 		lis.Close()
@@ -262,10 +284,10 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 			lis.Close()
 			return fmt.Errorf("--metrics-listen %s (%s): %w", o.metrics, maddr, err)
 		}
-		defer serveMetrics(mlis, reg, nil).Close()
+		defer serveMetrics(mlis, reg, map[string]http.HandlerFunc{faultsPath: inj.Handler().ServeHTTP}).Close()
 		log.Info("metrics serving", zap.String("address", mlis.Addr().String()))
 	}
-	g := backends.NewGRPCServer(srv)
+	g := backends.NewGRPCServer(srv, inj.ServerOption())
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	addr := lis.Addr().String()

@@ -1,0 +1,107 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+)
+
+// Executor returns exec with its models wrapped: they apply hang, fail and
+// slow to every batch. Load and Models pass through.
+func (j *Injector) Executor(exec backends.Executor) backends.Executor {
+	return &executor{inner: exec, j: j}
+}
+
+type executor struct {
+	inner backends.Executor
+	j     *Injector
+}
+
+var _ backends.Executor = (*executor)(nil)
+
+func (x *executor) Models() []string { return x.inner.Models() }
+
+func (x *executor) Load(name string, batch, concurrency int) (backends.Model, error) {
+	m, err := x.inner.Load(name, batch, concurrency)
+	if err != nil {
+		return nil, err
+	}
+	fm := &model{Model: m, j: x.j, lanes: make(chan struct{}, max(1, m.Info().Concurrency))}
+	fm.profiled, _ = m.(profiled)
+	return fm, nil
+}
+
+// profiled is a model that knows how long a batch of n items takes (the sim:
+// its profiled duration before jitter); slow multiplies that instead of the
+// measured time, which includes waiting for a lane.
+type profiled interface {
+	Duration(n int) time.Duration
+}
+
+type model struct {
+	backends.Model
+	j        *Injector
+	profiled profiled // nil: measure
+	// lanes holds a slow batch for all its k× time: the inner model frees its
+	// own lane after 1×, so without these a slowed backend would still start
+	// Concurrency batches every 1× and lose no throughput.
+	lanes chan struct{}
+}
+
+var _ backends.Model = (*model)(nil)
+
+// Run runs the batch, applying the active faults; with none, one atomic load.
+func (m *model) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error) {
+	a := m.j.cur.Load()
+	if a == nil {
+		return m.Model.Run(ctx, inputs, n)
+	}
+	return m.runFaulty(ctx, a, inputs, n)
+}
+
+func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n int) ([]api.Tensor, error) {
+	for a != nil && a.set.Hang {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-a.changed: // faults changed: look again
+			a = m.j.cur.Load()
+		}
+	}
+	if a == nil {
+		return m.Model.Run(ctx, inputs, n)
+	}
+	s := a.set
+	if s.Fail > 0 && m.j.failNow(s.Fail) {
+		return nil, fmt.Errorf("%w: fail (a share %g of calls fails)", ErrInjected, s.Fail)
+	}
+	if s.Slow <= 1 {
+		return m.Model.Run(ctx, inputs, n)
+	}
+	select {
+	case m.lanes <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-m.lanes }()
+	start := time.Now()
+	out, err := m.Model.Run(ctx, inputs, n)
+	if err != nil {
+		return nil, err
+	}
+	d := time.Since(start)
+	if m.profiled != nil {
+		d = m.profiled.Duration(n)
+	}
+	t := time.NewTimer(time.Duration(float64(d) * (s.Slow - 1)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return out, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

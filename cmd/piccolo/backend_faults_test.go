@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+)
+
+// TestBackendFaults boots `piccolo backend --fault fail=1`, sees every call
+// fail INTERNAL, reads the fault from /admin/faults and /metrics, clears it
+// with DELETE and sees the backend serve again.
+func TestBackendFaults(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "profiles.yaml")
+	if err := os.WriteFile(cfgPath, []byte("hardware: [{name: v100, price: 3}]\nprofiles: [{model: m, hardware: v100, entries: [{batch: 2, concurrency: 1, duration: 2ms}]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	metricsAddr := freeAddr(t)
+	o := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
+		models: []string{"m"}, logFmt: "json", drain: 5 * time.Second, metrics: metricsAddr, faults: []string{"fail=1"}}
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- runBackend(ctx, o, func(a string) { addrs <- a }) }()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case err := <-done:
+		t.Fatalf("backend exited: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("backend did not start")
+	}
+	c, err := backends.NewClient(addr, backends.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	items := [][]api.Tensor{{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}, Data: []byte{0, 0, 128, 63}}}}
+	if _, err := c.Infer(ctx, "m", items); !errors.Is(err, backends.ErrBackendFailed) || backends.IsTransport(err) {
+		t.Fatalf("under --fault fail=1: %v; want ErrBackendFailed (INTERNAL)", err)
+	}
+	admin := "http://" + metricsAddr + faultsPath
+	do := func(method, url string) string {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	if got := do(http.MethodGet, admin); !strings.Contains(got, `"fail":1`) {
+		t.Errorf("GET %s = %s; want fail 1", faultsPath, got)
+	}
+	if got := do(http.MethodGet, "http://"+metricsAddr+"/metrics"); !strings.Contains(got, `piccolo_backend_fault{kind="fail"} 1`) {
+		t.Errorf("/metrics lacks piccolo_backend_fault{kind=\"fail\"} 1:\n%s", grepLines(got, "piccolo_backend_fault"))
+	}
+	do(http.MethodDelete, admin)
+	if _, err := c.Infer(ctx, "m", items); err != nil {
+		t.Fatalf("after DELETE %s: %v", faultsPath, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+func TestBackendFaultFlagErrors(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(cfgPath, []byte("hardware: [{name: t4, price: 1}]\nprofiles: [{model: m, hardware: t4, entries: [{batch: 1, concurrency: 1, duration: 1ms}]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ fault, says string }{
+		{"crash", `--fault: faults: "crash" is not a fault; allowed: refuse, reset, hang, slow=K`},
+		{"slow=0.5", "want a factor 1 ≤ k"},
+		{"fail=2", "want a share 0 ≤ p ≤ 1"},
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			o := &backendOptions{hardware: "t4", files: []string{cfgPath}, executor: "sim", logFmt: "json", listen: "127.0.0.1:0", faults: []string{tc.fault}}
+			err := runBackend(context.Background(), o, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.says)
+			}
+		})
+	}
+}
