@@ -76,30 +76,60 @@ func (e ProfileEntry) Throughput() float64 {
 }
 
 // Profile holds the measured entries of one model on one hardware type.
+// Accuracy, when set (in (0, 1]), is the model's accuracy measured on a labelled
+// set (`piccolo profile --accuracy`); a variant that gives none takes it from
+// here (docs/variants.md).
 type Profile struct {
 	Model    string         `yaml:"model"`
 	Hardware string         `yaml:"hardware"`
+	Accuracy float64        `yaml:"accuracy,omitempty"`
 	Entries  []ProfileEntry `yaml:"entries"`
 	Source   `yaml:",inline"`
 }
 
+// Variant is one model that can serve a module (JellyBean §4: a larger network,
+// another input size, a quantized copy) and its accuracy in (0, 1]: the share of
+// the module's outputs that are right when its inputs are right. Accuracy 0 in a
+// Config built in Go means "take it from the model's profile".
+type Variant struct {
+	Model    string  `yaml:"model"`
+	Accuracy float64 `yaml:"accuracy,omitempty"`
+	Source   `yaml:",inline"`
+}
+
 // Module is a node of a session's DAG: a model run at a request rate (req/s), after
-// the modules it names in After (none: it takes the session's input).
+// the modules it names in After (none: it takes the session's input). A module
+// names either one Model or several Variants, of which the planner picks one
+// (docs/variants.md).
 type Module struct {
-	Name   string   `yaml:"name"`
-	Model  string   `yaml:"model"`
-	Rate   float64  `yaml:"rate"`
-	After  []string `yaml:"after,omitempty,flow"`
-	Source `yaml:",inline"`
+	Name     string    `yaml:"name"`
+	Model    string    `yaml:"model,omitempty"`
+	Variants []Variant `yaml:"variants,omitempty"`
+	Rate     float64   `yaml:"rate"`
+	After    []string  `yaml:"after,omitempty,flow"`
+	Source   `yaml:",inline"`
+}
+
+// Choices returns the models that may serve m: its Variants, or its one Model
+// with accuracy 1 (a module without variants is taken as exact).
+func (m *Module) Choices() []Variant {
+	if len(m.Variants) > 0 {
+		return m.Variants
+	}
+	return []Variant{{Model: m.Model, Accuracy: 1, Source: m.Source}}
 }
 
 // Session is one application: a DAG of modules and an end-to-end latency SLO
-// (paper §III-A).
+// (paper §III-A). Accuracy, when set, is the end-to-end accuracy target in
+// [0, 1] the planner's choice of variants must meet (the product of the chosen
+// variants' accuracies, docs/variants.md); nil means the most accurate
+// combination.
 type Session struct {
-	Name    string   `yaml:"name"`
-	SLO     Duration `yaml:"slo"`
-	Modules []Module `yaml:"modules"`
-	Source  `yaml:",inline"`
+	Name     string   `yaml:"name"`
+	SLO      Duration `yaml:"slo"`
+	Accuracy *float64 `yaml:"accuracy,omitempty"`
+	Modules  []Module `yaml:"modules"`
+	Source   `yaml:",inline"`
 }
 
 // Backend is one statically listed backend instance (membership `static`).
@@ -139,6 +169,18 @@ func (c *Config) Session(name string) (*Session, bool) {
 		}
 	}
 	return nil, false
+}
+
+// ModelAccuracy returns the accuracy a profile of model gives (the largest, if
+// several hardware types give one), or 0 when none does.
+func (c *Config) ModelAccuracy(model string) float64 {
+	best := 0.0
+	for _, p := range c.Profiles {
+		if p.Model == model && p.Accuracy > best {
+			best = p.Accuracy
+		}
+	}
+	return best
 }
 
 // ProfilesOf returns every profile of model, one per hardware type.

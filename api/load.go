@@ -177,8 +177,19 @@ func load(docs []NamedDoc, pre []*ConfigError) (*Config, error) {
 	return cfg, nil
 }
 
-// normalize applies the documented defaults: concurrency 0 means 1.
+// normalize applies the documented defaults: concurrency 0 means 1; a variant
+// without accuracy takes its model's profiled accuracy.
 func normalize(c *Config) {
+	for i := range c.Sessions {
+		for j := range c.Sessions[i].Modules {
+			vs := c.Sessions[i].Modules[j].Variants
+			for x := range vs {
+				if vs[x].Accuracy == 0 {
+					vs[x].Accuracy = c.ModelAccuracy(vs[x].Model)
+				}
+			}
+		}
+	}
 	for i := range c.Profiles {
 		for j := range c.Profiles[i].Entries {
 			if c.Profiles[i].Entries[j].Concurrency == 0 {
@@ -218,10 +229,11 @@ const (
 var (
 	topKeys      = []string{"hardware", "profiles", "sessions", "backends", "membership"}
 	hardwareKeys = []string{"name", "price"}
-	profileKeys  = []string{"model", "hardware", "entries"}
+	profileKeys  = []string{"model", "hardware", "accuracy", "entries"}
 	entryKeys    = []string{"batch", "concurrency", "duration"}
-	sessionKeys  = []string{"name", "slo", "modules"}
-	moduleKeys   = []string{"name", "model", "rate", "after"}
+	sessionKeys  = []string{"name", "slo", "accuracy", "modules"}
+	moduleKeys   = []string{"name", "model", "variants", "rate", "after"}
+	variantKeys  = []string{"model", "accuracy"}
 	backendKeys  = []string{"id", "address", "hardware"}
 )
 
@@ -232,16 +244,19 @@ const (
 	secEntry      = "entries"
 	secSession    = "sessions"
 	secModule     = "modules"
+	secVariant    = "variants"
 	secBackend    = "backends"
 	secMembership = "membership"
 )
 
 // fieldKey names one field of one item of the merged Config: i is the item's
 // index in its Config slice, j the entry or module index within it (-1 for
-// top-level items), field the YAML key ("price", "after[2]").
+// top-level items), v the variant index within a module (0 elsewhere), field
+// the YAML key ("price", "after[2]").
 type fieldKey struct {
 	sec   string
 	i, j  int
+	v     int
 	field string
 }
 
@@ -535,6 +550,7 @@ func (p *parser) profile(n *yaml.Node) {
 	k := fieldKey{sec: secProfile, i: i, j: -1}
 	p.field(kv, n, k.with("model"), path, true, "a model name such as resnet50", decString(&pr.Model))
 	p.field(kv, n, k.with("hardware"), path, true, "a hardware type name such as v100", decString(&pr.Hardware))
+	p.field(kv, n, k.with("accuracy"), path, false, "", decFloat(&pr.Accuracy, wantAccuracy))
 	p.field(kv, n, k.with("entries"), path, true, "a list of entries such as [{batch: 1, concurrency: 1, duration: 20ms}]", func(v *yaml.Node) error {
 		if v.Kind != yaml.SequenceNode {
 			return fmt.Errorf("want a list of entries such as [{batch: 1, concurrency: 1, duration: 20ms}]; got %s", describe(v))
@@ -579,6 +595,14 @@ func (p *parser) session(n *yaml.Node) {
 	k := fieldKey{sec: secSession, i: i, j: -1}
 	p.field(kv, n, k.with("name"), path, true, "a session name such as traffic", decString(&s.Name))
 	p.field(kv, n, k.with("slo"), path, true, "an end-to-end latency objective such as 400ms", decDuration(&s.SLO))
+	p.field(kv, n, k.with("accuracy"), path, false, "", func(v *yaml.Node) error {
+		var a float64
+		if err := decFloat(&a, "an end-to-end accuracy target from 0 to 1 such as 0.95")(v); err != nil {
+			return err
+		}
+		s.Accuracy = &a
+		return nil
+	})
 	p.field(kv, n, k.with("modules"), path, true, "a list of modules such as [{name: detect, model: ssd, rate: 100}]", func(v *yaml.Node) error {
 		if v.Kind != yaml.SequenceNode {
 			return fmt.Errorf("want a list of modules such as [{name: detect, model: ssd, rate: 100}]; got %s", describe(v))
@@ -606,7 +630,20 @@ func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
 	p.checkKeys(kv, path, moduleKeys)
 	k := fieldKey{sec: secModule, i: i, j: j}
 	p.field(kv, n, k.with("name"), path, true, "a module name such as detect", decString(&m.Name))
-	p.field(kv, n, k.with("model"), path, true, "a model name such as resnet50", decString(&m.Model))
+	p.field(kv, n, k.with("model"), path, false, "", decString(&m.Model))
+	p.field(kv, n, k.with("variants"), path, false, "", func(v *yaml.Node) error {
+		if v.Kind != yaml.SequenceNode {
+			return fmt.Errorf("want %s; got %s", wantVariants, describe(v))
+		}
+		for _, c := range v.Content {
+			c = resolve(c)
+			if c == nil || !p.spend(c.Line) {
+				break
+			}
+			p.variant(&m, c, i, j, path)
+		}
+		return nil
+	})
 	p.field(kv, n, k.with("rate"), path, false, "", decFloat(&m.Rate, "a request rate in req/s such as 60"))
 	p.field(kv, n, k.with("after"), path, false, "", func(v *yaml.Node) error {
 		if v.Kind != yaml.SequenceNode {
@@ -629,6 +666,26 @@ func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
 		return nil
 	})
 	s.Modules = append(s.Modules, m)
+}
+
+const (
+	wantAccuracy = "an accuracy from 0 to 1 such as 0.95"
+	wantVariants = "a list of variants such as [{model: resnet50, accuracy: 0.76}, {model: resnet18, accuracy: 0.70}]"
+)
+
+func (p *parser) variant(m *Module, n *yaml.Node, i, j int, mpath string) {
+	x := len(m.Variants)
+	path := fmt.Sprintf("%s.variants[%d]", mpath, x)
+	kv, ok := p.mapping(n, path, "a variant such as {model: resnet18, accuracy: 0.70}")
+	if !ok {
+		return
+	}
+	va := Variant{Source: Source{File: p.name, Line: n.Line}}
+	p.checkKeys(kv, path, variantKeys)
+	k := fieldKey{sec: secVariant, i: i, j: j, v: x}
+	p.field(kv, n, k.with("model"), path, true, "a model name such as resnet18", decString(&va.Model))
+	p.field(kv, n, k.with("accuracy"), path, false, "", decFloat(&va.Accuracy, wantAccuracy))
+	m.Variants = append(m.Variants, va)
 }
 
 func (p *parser) backend(n *yaml.Node) {
@@ -966,6 +1023,9 @@ func (v *validator) profiles() {
 				seen[key] = i
 			}
 		}
+		if math.IsNaN(p.Accuracy) || p.Accuracy < 0 || p.Accuracy > 1 {
+			v.fail(k.with("accuracy"), p.Source, path+".accuracy", "must be from 0 to 1 (the share of right outputs on the labelled set), got %v", p.Accuracy)
+		}
 		if len(p.Entries) == 0 {
 			v.fail(k.with("entries"), p.Source, path+".entries", "must list at least one entry, such as {batch: 1, concurrency: 1, duration: 20ms}")
 		}
@@ -1017,6 +1077,9 @@ func (v *validator) sessions() {
 		if s.SLO <= 0 {
 			v.fail(k.with("slo"), s.Source, path+".slo", "must be a positive duration such as 400ms, got %s", s.SLO.D())
 		}
+		if a := s.Accuracy; a != nil && !(*a >= 0 && *a <= 1) {
+			v.fail(k.with("accuracy"), s.Source, path+".accuracy", "must be an accuracy target from 0 to 1 such as 0.95 (leave it out for the most accurate variants), got %v", *a)
+		}
 		if len(s.Modules) == 0 {
 			v.fail(k.with("modules"), s.Source, path+".modules", "must list at least one module, such as {name: detect, model: ssd, rate: 100}")
 			continue
@@ -1052,10 +1115,19 @@ func (v *validator) modules(s *Session, i int, spath string) bool {
 	for j, m := range s.Modules {
 		k := fieldKey{sec: secModule, i: i, j: j}
 		path := spath + "." + label(secModule, m.Name, j)
-		if m.Model == "" {
-			v.fail(k.with("model"), m.Source, path+".model", "must not be empty: want a model name; profiled models: %s", v.profiled)
-		} else if _, ok := v.fastest[m.Model]; !ok {
-			v.fail(k.with("model"), m.Source, path+".model", "model %q has no profile: add one under profiles (profiled models: %s)", m.Model, v.profiled)
+		switch {
+		case m.Model != "" && len(m.Variants) > 0:
+			v.fail(k.with("variants"), m.Source, path+".variants", "module %s gives both model and variants: give model (one model) or variants (several, the planner picks one), not both", m.Name)
+		case len(m.Variants) > 0:
+			v.variants(m, i, j, path)
+		case m.Model == "" && v.fields[k.with("variants")].bad:
+			// The variants field was malformed: reported by the parser.
+		case m.Model == "":
+			v.fail(k.with("model"), m.Source, path+".model", "missing: want a model name, or variants such as [{model: resnet18, accuracy: 0.70}]; profiled models: %s", v.profiled)
+		default:
+			if _, ok := v.fastest[m.Model]; !ok {
+				v.fail(k.with("model"), m.Source, path+".model", "model %q has no profile: add one under profiles (profiled models: %s)", m.Model, v.profiled)
+			}
 		}
 		if !(m.Rate >= 0) || math.IsInf(m.Rate, 0) {
 			v.fail(k.with("rate"), m.Source, path+".rate", "must be a finite number ≥ 0 (req/s), got %v", m.Rate)
@@ -1079,6 +1151,49 @@ func (v *validator) modules(s *Session, i int, spath string) bool {
 	return dagOK
 }
 
+// variants checks the variants of module m (module j of session i).
+func (v *validator) variants(m Module, i, j int, mpath string) {
+	seen := make(map[string]int, len(m.Variants))
+	for x, va := range m.Variants {
+		k := fieldKey{sec: secVariant, i: i, j: j, v: x}
+		path := fmt.Sprintf("%s.variants[%d]", mpath, x)
+		if va.Model == "" {
+			v.fail(k.with("model"), va.Source, path+".model", "must not be empty: want a model name; profiled models: %s", v.profiled)
+			continue
+		}
+		if x0, dup := seen[va.Model]; dup {
+			v.fail(k.with("model"), va.Source, path+".model", "variant %s is listed twice (variants[%d] at %s): list each model once", va.Model, x0, at(m.Variants[x0].Source, fmt.Sprintf("%s.variants[%d]", mpath, x0)))
+			continue
+		}
+		seen[va.Model] = x
+		if _, ok := v.fastest[va.Model]; !ok {
+			v.fail(k.with("model"), va.Source, path+".model", "variant %q has no profile on any hardware: add one under profiles (profiled models: %s)", va.Model, v.profiled)
+		}
+		switch {
+		case math.IsNaN(va.Accuracy) || va.Accuracy < 0 || va.Accuracy > 1:
+			v.fail(k.with("accuracy"), va.Source, path+".accuracy", "must be from 0 to 1 (the share of right outputs), got %v", va.Accuracy)
+		case va.Accuracy == 0:
+			v.fail(k.with("accuracy"), va.Source, path+".accuracy", "missing: give the variant's accuracy from 0 to 1 such as 0.95, or measure it into its profile with piccolo profile --accuracy")
+		}
+	}
+}
+
+// fastestOf returns the smallest profiled duration of m's fastest model (0: a
+// model without a usable profile).
+func (v *validator) fastestOf(m *Module) time.Duration {
+	best := time.Duration(0)
+	for x, va := range m.Choices() {
+		d := v.fastest[va.Model]
+		if d <= 0 {
+			return 0
+		}
+		if x == 0 || d < best {
+			best = d
+		}
+	}
+	return best
+}
+
 // dag checks that session s has no cycle and that its SLO is not below the
 // fastest possible latency: the longest DAG path of each module's smallest
 // profiled duration (over all its entries on all hardware).
@@ -1093,7 +1208,7 @@ func (v *validator) dag(s *Session, i int, spath string) {
 		return
 	}
 	for _, m := range s.Modules {
-		if v.fastest[m.Model] <= 0 {
+		if v.fastestOf(&m) <= 0 {
 			return // no usable profile: reported elsewhere
 		}
 	}
@@ -1110,7 +1225,7 @@ func (v *validator) dag(s *Session, i int, spath string) {
 				start, pred[j] = finish[q], q
 			}
 		}
-		finish[j] = start + v.fastest[s.Modules[j].Model]
+		finish[j] = start + v.fastestOf(&s.Modules[j])
 		if end < 0 || finish[j] > finish[end] {
 			end = j
 		}

@@ -186,7 +186,7 @@ func TestLoadBytesErrors(t *testing.T) {
 		{"session modules not a list", "sessions:\n  - name: s\n    slo: 1s\n    modules: {name: a, model: m1}\n",
 			[]wantErr{{4, "sessions[s].modules", "want a list of modules such as [{name: detect, model: ssd, rate: 100}]; got a mapping", ""}}},
 		{"session unknown key", "sessions:\n  - {name: s, slo: 1s, deadline: 2s, modules: [{name: a, model: m1}]}\n",
-			[]wantErr{{2, "sessions[s]", `unknown key "deadline": allowed keys are name, slo, modules`, ""}}},
+			[]wantErr{{2, "sessions[s]", `unknown key "deadline": allowed keys are name, slo, accuracy, modules`, ""}}},
 		{"module duplicate name", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1}\n      - {name: a, model: m2}\n",
 			[]wantErr{{6, "sessions[s].modules[a].name", "module a defined at test.yaml:5 and test.yaml:6: module names must be unique within a session", ""}}},
 		{"module same name in two sessions", "sessions:\n  - {name: s, slo: 1s, modules: [{name: a, model: m1}]}\n  - {name: t, slo: 1s, modules: [{name: a, model: m1}]}\n", nil},
@@ -204,7 +204,32 @@ func TestLoadBytesErrors(t *testing.T) {
 			[]wantErr{{5, "sessions[s].modules[car].rate", `want a request rate in req/s such as 60; got "fast"`, ""}}},
 		{"module zero rate", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: car, model: m1, rate: 0}\n", nil},
 		{"module unknown key", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: car, model: m1, rates: 5}\n",
-			[]wantErr{{5, "sessions[s].modules[car]", `unknown key "rates" (did you mean rate?): allowed keys are name, model, rate, after`, ""}}},
+			[]wantErr{{5, "sessions[s].modules[car]", `unknown key "rates" (did you mean rate?): allowed keys are name, model, variants, rate, after`, ""}}},
+
+		// variants and accuracy
+		{"variants ok", "sessions:\n  - name: s\n    slo: 1s\n    accuracy: 0.9\n    modules:\n      - name: a\n        variants:\n          - {model: m1, accuracy: 0.99}\n          - {model: m2, accuracy: 0.9}\n", nil},
+		{"variants and model", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - name: a\n        model: m1\n        variants: [{model: m2, accuracy: 0.9}]\n",
+			[]wantErr{{7, "sessions[s].modules[a].variants", "module a gives both model and variants: give model (one model) or variants (several, the planner picks one), not both", ""}}},
+		{"variant without profile", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - name: a\n        variants:\n          - {model: m1, accuracy: 0.99}\n          - {model: tiny, accuracy: 0.8}\n",
+			[]wantErr{{8, "sessions[s].modules[a].variants[1].model", `variant "tiny" has no profile on any hardware: add one under profiles (profiled models: m1, m2)`, ""}}},
+		{"variant accuracy out of range", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - name: a\n        variants:\n          - {model: m1, accuracy: 99}\n",
+			[]wantErr{{7, "sessions[s].modules[a].variants[0].accuracy", "must be from 0 to 1 (the share of right outputs), got 99", ""}}},
+		{"variant accuracy missing", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - name: a\n        variants:\n          - {model: m1}\n",
+			[]wantErr{{7, "sessions[s].modules[a].variants[0].accuracy", "missing: give the variant's accuracy from 0 to 1 such as 0.95, or measure it into its profile with piccolo profile --accuracy", ""}}},
+		{"variant duplicate", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - name: a\n        variants:\n          - {model: m1, accuracy: 0.9}\n          - {model: m1, accuracy: 0.8}\n",
+			[]wantErr{{8, "sessions[s].modules[a].variants[1].model", "variant m1 is listed twice (variants[0] at test.yaml:7): list each model once", ""}}},
+		{"variant unknown key", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - name: a\n        variants:\n          - {model: m1, acc: 0.9}\n",
+			[]wantErr{
+				{7, "sessions[s].modules[a].variants[0]", `unknown key "acc": allowed keys are model, accuracy`, ""},
+				{7, "sessions[s].modules[a].variants[0].accuracy", "missing", ""}}},
+		{"variants not a list", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, variants: m1}\n",
+			[]wantErr{{5, "sessions[s].modules[a].variants", `want a list of variants such as [{model: resnet50, accuracy: 0.76}, {model: resnet18, accuracy: 0.70}]; got "m1"`, ""}}},
+		{"session accuracy out of range", "sessions:\n  - {name: s, slo: 1s, accuracy: 1.5, modules: [{name: a, model: m1}]}\n",
+			[]wantErr{{2, "sessions[s].accuracy", "must be an accuracy target from 0 to 1 such as 0.95 (leave it out for the most accurate variants), got 1.5", ""}}},
+		{"session accuracy not a number", "sessions:\n  - {name: s, slo: 1s, accuracy: high, modules: [{name: a, model: m1}]}\n",
+			[]wantErr{{2, "sessions[s].accuracy", `want an end-to-end accuracy target from 0 to 1 such as 0.95; got "high"`, ""}}},
+		{"profile accuracy out of range", "profiles:\n  - {model: x, hardware: unit, accuracy: -0.1, entries: [{batch: 1, duration: 5ms}]}\n",
+			[]wantErr{{2, "profiles[x/unit].accuracy", "must be from 0 to 1 (the share of right outputs on the labelled set), got -0.1", ""}}},
 		{"after unknown module", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1}\n      - name: b\n        model: m1\n        after:\n          - a\n          - nope\n",
 			[]wantErr{{10, "sessions[s].modules[b].after[1]", `"nope" is not a module of session s; its modules are a, b`, ""}}},
 		{"after self", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1, after: [a]}\n",
@@ -624,5 +649,23 @@ func TestLoadBytesTooManyProblems(t *testing.T) {
 	}
 	if last := got[len(got)-1]; last.Msg != "too many problems: only the first 200 are shown" {
 		t.Errorf("last error = %v, want the summary", last)
+	}
+}
+
+// TestVariantAccuracyFromProfile: a variant without accuracy takes the one
+// `piccolo profile --accuracy` wrote into its model's profile.
+func TestVariantAccuracyFromProfile(t *testing.T) {
+	doc := "profiles:\n  - {model: m3, hardware: unit, accuracy: 0.8, entries: [{batch: 1, duration: 5ms}]}\n" +
+		"---\nsessions:\n  - name: s\n    slo: 1s\n    accuracy: 0.75\n    modules:\n      - name: a\n        variants: [{model: m1, accuracy: 0.95}, {model: m3}]\n"
+	cfg, err := LoadBytes(NamedDoc{Name: "test.yaml", Data: []byte(doc + base)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Sessions[0].Modules[0]
+	if got := m.Choices(); len(got) != 2 || got[0].Accuracy != 0.95 || got[1].Accuracy != 0.8 {
+		t.Errorf("variants %+v: want m1 0.95 and m3 0.8 (from its profile)", got)
+	}
+	if a := cfg.Sessions[0].Accuracy; a == nil || *a != 0.75 {
+		t.Errorf("session accuracy %v, want 0.75", a)
 	}
 }

@@ -21,20 +21,31 @@ type Plan struct {
 // SessionPlan is the plan of one session. Error is set, and Modules empty, when the
 // session could not be planned (infeasible SLO); the other sessions are still planned.
 type SessionPlan struct {
-	Name      string       `json:"name"`
-	SLOMs     float64      `json:"slo_ms"`
-	LatencyMs float64      `json:"latency_ms"`
-	Cost      float64      `json:"cost"`
-	Modules   []ModulePlan `json:"modules"`
-	Error     string       `json:"error,omitempty"`
+	Name      string  `json:"name"`
+	SLOMs     float64 `json:"slo_ms"`
+	LatencyMs float64 `json:"latency_ms"`
+	Cost      float64 `json:"cost"`
+	// Accuracy is the session's end-to-end accuracy estimate for the chosen
+	// variants (the product of the modules' accuracies) and AccuracyTarget the
+	// target it had to meet; both are omitted for a session without variants.
+	Accuracy       float64      `json:"accuracy,omitempty"`
+	AccuracyTarget float64      `json:"accuracy_target,omitempty"`
+	Modules        []ModulePlan `json:"modules"`
+	Error          string       `json:"error,omitempty"`
 }
 
 // ModulePlan is the plan of one module. Rate is the module's request rate (req/s)
 // without dummies; DummyRate the synthetic rate added (paper §III-D); BudgetMs the
 // latency budget from the splitter (Algorithm 2); WCLMs the maximum over its groups.
+//
+// For a module with variants, Variant is the chosen variant's model (the same as
+// Model, which the data plane serves) and Accuracy its accuracy; both are
+// omitted for a module with one model.
 type ModulePlan struct {
 	Name      string      `json:"name"`
 	Model     string      `json:"model"`
+	Variant   string      `json:"variant,omitempty"`
+	Accuracy  float64     `json:"accuracy,omitempty"`
 	After     []string    `json:"after,omitempty"`
 	Rate      float64     `json:"rate"`
 	DummyRate float64     `json:"dummy_rate"`
