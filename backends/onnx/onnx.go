@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +45,10 @@ type Options struct {
 	// model's only input, e.g. {"ocr-det": {3, 640, 640}}. Such a model reports
 	// that shape in Info and is warmed up at it on every lane by Load.
 	Shapes map[string][]int64
+	// Resized serves, by model name, variants of other models: the same .onnx
+	// file at another input size (Resized). Such a model needs its served shape in
+	// Shapes; it is offered as if <ModelDir>/<name>.onnx existed.
+	Resized map[string]Resized
 	// PassThrough makes Run return, after the model's outputs, a copy of every
 	// input the model does not consume (and whose name is not one of its outputs).
 	PassThrough bool
@@ -116,6 +121,19 @@ func New(opts Options) (*Executor, error) {
 		e.models = append(e.models, strings.TrimSuffix(filepath.Base(f), ".onnx"))
 	}
 	sort.Strings(e.models)
+	files = e.models
+	for name, r := range opts.Resized {
+		i := sort.SearchStrings(files, r.File)
+		if i == len(files) || files[i] != r.File {
+			return nil, fmt.Errorf("onnx: variant %q runs %s.onnx, which is not in %s; models: %s", name, r.File, opts.ModelDir, strings.Join(files, ", "))
+		}
+		if _, ok := opts.Shapes[name]; !ok {
+			return nil, fmt.Errorf("onnx: variant %q of %s needs its served input shape in Shapes", name, r.File)
+		}
+		e.models = append(e.models, name)
+	}
+	e.models = slices.Clone(e.models)
+	sort.Strings(e.models)
 	for m := range opts.Shapes {
 		if !e.knows(m) {
 			return nil, fmt.Errorf("onnx: shape given for model %q, which is not in %s; models: %s", m, opts.ModelDir, strings.Join(e.models, ", "))
@@ -157,7 +175,16 @@ func (e *Executor) Load(model string, batch, concurrency int) (backends.Model, e
 	if concurrency == 0 {
 		concurrency = 1
 	}
-	path := filepath.Join(e.opts.ModelDir, model+".onnx")
+	file := model
+	var rs *resizer
+	if r, ok := e.opts.Resized[model]; ok {
+		var err error
+		if rs, err = newResizer(model, r, e.opts.Shapes[model]); err != nil {
+			return nil, err
+		}
+		file = r.File
+	}
+	path := filepath.Join(e.opts.ModelDir, file+".onnx")
 	so, err := e.sessionOptions()
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %q: %w", model, err)
@@ -172,6 +199,7 @@ func (e *Executor) Load(model string, batch, concurrency int) (backends.Model, e
 			Name: model, Platform: Platform, MaxBatch: batch, Concurrency: concurrency, AnyInputs: true,
 		},
 		passThrough: e.opts.PassThrough,
+		resize:      rs,
 		lanes:       make(chan *lane, concurrency),
 		closed:      make(chan struct{}),
 	}
@@ -182,9 +210,14 @@ func (e *Executor) Load(model string, batch, concurrency int) (backends.Model, e
 		return nil, err
 	}
 	if shape, ok := e.opts.Shapes[model]; ok {
-		if err := fixShape(model, &m.info.Inputs, shape); err != nil {
+		check := shape
+		if rs != nil {
+			check = e.opts.Resized[model].Input // the file must take the size it runs at
+		}
+		if err := fixShape(model, &m.info.Inputs, check); err != nil {
 			return nil, err
 		}
+		m.info.Inputs[0].Shape = append([]int64{-1}, shape...)
 	}
 	inNames := make([]string, len(ins))
 	for i, in := range ins {
@@ -314,6 +347,7 @@ type lane struct {
 	in       []ort.Value
 	out      []ort.Value
 	buf      [][]byte      // per input: an 8-byte aligned copy of the batch
+	src      []byte        // a Resized model's aligned copy of its input before resizing
 	shape    [][]int64     // per input
 	termDone chan struct{} // the terminate callback has finished
 }
@@ -347,6 +381,7 @@ type onnxModel struct {
 	info        backends.ModelInfo
 	inTypes     []ort.TensorElementDataType
 	passThrough bool
+	resize      *resizer // nil: the file runs at the served shape
 	lanes       chan *lane
 	closed      chan struct{}
 	closeOnce   sync.Once
@@ -428,9 +463,18 @@ func (m *onnxModel) runOn(ctx context.Context, l *lane, inputs []api.Tensor, n i
 		if len(t.Data) == 0 {
 			return nil, fmt.Errorf("%w: input %q of shape %v has no elements", backends.ErrInvalidInput, t.Name, t.Shape)
 		}
-		l.buf[i] = aligned(l.buf[i], len(t.Data))
-		copy(l.buf[i], t.Data)
-		l.shape[i] = append(l.shape[i][:0], t.Shape...)
+		if m.resize != nil && i == 0 {
+			data, shape, err := m.resize.input(t, n, &l.src, &l.buf[i])
+			if err != nil {
+				return nil, err
+			}
+			l.buf[i] = data
+			l.shape[i] = append(l.shape[i][:0], shape...)
+		} else {
+			l.buf[i] = aligned(l.buf[i], len(t.Data))
+			copy(l.buf[i], t.Data)
+			l.shape[i] = append(l.shape[i][:0], t.Shape...)
+		}
 		v, err := ort.NewCustomDataTensor(ort.Shape(l.shape[i]), l.buf[i], m.inTypes[i])
 		if err != nil {
 			return nil, fmt.Errorf("%w: input %q of shape %v: %v", backends.ErrInvalidInput, t.Name, t.Shape, err)
@@ -461,6 +505,11 @@ func (m *onnxModel) runOn(ctx context.Context, l *lane, inputs []api.Tensor, n i
 		}
 		if len(t.Shape) == 0 || t.Shape[0] != int64(n) {
 			return nil, fmt.Errorf("onnx runtime: output %q has shape %v; want %d items in dimension 0", t.Name, t.Shape, n)
+		}
+		if m.resize != nil && m.resize.restore && i == 0 {
+			if t, err = m.resize.output(t); err != nil {
+				return nil, err
+			}
 		}
 		outs = append(outs, t)
 	}

@@ -91,10 +91,20 @@ func newONNXExecutor(o *backendOptions) (*onnx.Executor, error) {
 	if o.threads < 1 {
 		return nil, fmt.Errorf("--intra-op-threads %d: want ≥ 1", o.threads)
 	}
+	ocr := builtin.DefaultOCR()
 	return onnx.New(onnx.Options{
 		Library: o.ortLib, ModelDir: o.modelDir, IntraOpThreads: o.threads, PassThrough: true,
-		Shapes: builtin.DefaultOCR().ONNXShapes(),
+		Shapes: ocr.ONNXShapes(), Resized: resizedOf(ocr.ONNXVariants()),
 	})
+}
+
+// resizedOf turns the OCR variants into the onnx executor's Resized models.
+func resizedOf(vs map[string]builtin.ONNXVariant) map[string]onnx.Resized {
+	out := make(map[string]onnx.Resized, len(vs))
+	for name, v := range vs {
+		out[name] = onnx.Resized(v)
+	}
+	return out
 }
 
 func backendExecutorNames() string {

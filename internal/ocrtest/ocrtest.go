@@ -44,6 +44,10 @@ type Sample struct {
 	SizePx     float64  `json:"size_px"`    // font size in pixels
 	RotateDeg  float64  `json:"rotate_deg"` // counter-clockwise rotation of the text, degrees
 	Background string   `json:"background"` // white, paper, gray, gradient, grid, dark
+	// The hard set's degradations (HardSamples); zero: none.
+	Blur     int     `json:"blur,omitempty"`     // box blur radius, px
+	Noise    float64 `json:"noise,omitempty"`    // Gaussian noise σ, of 255
+	Contrast float64 `json:"contrast,omitempty"` // text color this share of the way from the background to the foreground (0: full)
 }
 
 // Samples returns the fixed test set: 24 samples, 28 lines, 72 words.
@@ -123,6 +127,12 @@ func Render(s Sample) (*image.RGBA, error) {
 	if s.Background == "dark" {
 		fg = color.RGBA{235, 235, 220, 255}
 	}
+	if s.Contrast > 0 {
+		// Blend toward the background's color at the center.
+		bc := color.RGBAModel.Convert(bg(3, 3).At(1, 1)).(color.RGBA)
+		mix := func(f, b uint8) uint8 { return uint8(float64(b) + s.Contrast*(float64(f)-float64(b))) }
+		fg = color.RGBA{mix(fg.R, bc.R), mix(fg.G, bc.G), mix(fg.B, bc.B), 255}
+	}
 
 	// The text on a transparent layer.
 	m := face.Metrics()
@@ -156,6 +166,7 @@ func Render(s Sample) (*image.RGBA, error) {
 		-sin, cos, dy + sin*cx - cos*cy,
 	}
 	draw.BiLinear.Transform(out, aff, layer, layer.Bounds(), draw.Over, nil)
+	degrade(s, out)
 	return out, nil
 }
 
@@ -221,23 +232,36 @@ func EncodePNG(s Sample) ([]byte, error) {
 // samples and their expected text, and returns the samples.
 func Write(dir string) ([]Sample, error) {
 	samples := Samples()
+	return samples, WriteSet(dir, samples)
+}
+
+// LabelsFile is the labels file of a labelled set in the format `piccolo
+// profile --accuracy` reads: one line per image, the PNG's file name, a tab,
+// and the image's text (its lines joined by one space).
+const LabelsFile = "labels.tsv"
+
+// WriteSet renders samples into dir as PNG, with manifest.json (the samples)
+// and LabelsFile: a labelled set for `piccolo profile --accuracy`.
+func WriteSet(dir string, samples []Sample) error {
+	var labels bytes.Buffer
 	for _, s := range samples {
 		b, err := EncodePNG(s)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, s.Name), b, 0o644); err != nil {
-			return nil, err
+			return err
 		}
+		fmt.Fprintf(&labels, "%s\t%s\n", s.Name, strings.Join(s.Lines, " "))
 	}
 	manifest, err := json.MarshalIndent(samples, "", "  ")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), append(manifest, '\n'), 0o644); err != nil {
-		return nil, err
+		return err
 	}
-	return samples, nil
+	return os.WriteFile(filepath.Join(dir, LabelsFile), labels.Bytes(), 0o644)
 }
 
 // WordAccuracy compares the recognized words with the expected ones, both in

@@ -101,3 +101,54 @@ func TestWordAccuracy(t *testing.T) {
 		}
 	}
 }
+
+// TestHardSamples: 40 distinct samples that render to the same pixels twice,
+// each at most 640×640, with every degradation present somewhere.
+func TestHardSamples(t *testing.T) {
+	samples := HardSamples()
+	if len(samples) != 40 {
+		t.Fatalf("%d hard samples; want 40", len(samples))
+	}
+	seen := map[string]bool{}
+	var small, blur, noise, low, long int
+	for _, s := range samples {
+		if seen[s.Name] {
+			t.Errorf("duplicate name %s", s.Name)
+		}
+		seen[s.Name] = true
+		a, err := EncodePNG(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := EncodePNG(s)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s renders differently twice", s.Name)
+		}
+		img, err := png.Decode(bytes.NewReader(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sz := img.Bounds().Size(); sz.X > 640 || sz.Y > 640 {
+			t.Errorf("%s is %v; want at most 640×640", s.Name, sz)
+		}
+		if s.SizePx <= 13 {
+			small++
+		}
+		if s.Blur > 0 {
+			blur++
+		}
+		if s.Noise > 0 {
+			noise++
+		}
+		if s.Contrast > 0 {
+			low++
+		}
+		if len(s.Lines[0]) > 28 {
+			long++
+		}
+	}
+	t.Logf("hard set: %d small fonts, %d blurred, %d noisy, %d low contrast, %d long lines", small, blur, noise, low, long)
+	if small < 10 || blur < 5 || noise < 5 || low < 5 || long < 5 {
+		t.Errorf("hard set lacks a degradation: %d small, %d blur, %d noise, %d low contrast, %d long; want ≥ 10, 5, 5, 5, 5", small, blur, noise, low, long)
+	}
+}

@@ -1,0 +1,189 @@
+package builtin_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/backends/builtin"
+	"github.com/piccolo-serving/piccolo/backends/onnx"
+	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+)
+
+// TestOCRVariantsHardSet measures every (det, rec) variant combination's
+// exact-match word accuracy on the hard set (ocrtest.HardSamples) with real
+// ONNX Runtime, the figures of docs/variants.md. It checks what the planner
+// relies on: the full-size models are the most accurate, and each smaller
+// variant loses accuracy.
+func TestOCRVariantsHardSet(t *testing.T) {
+	lib, dir := ocrtest.RequireModels(t)
+	b, err := builtin.New(builtin.Options{Dictionary: ocrtest.Dictionary()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := b.OCR()
+	resized := map[string]onnx.Resized{}
+	for name, v := range o.ONNXVariants() {
+		resized[name] = onnx.Resized(v)
+	}
+	x, err := onnx.New(onnx.Options{Library: lib, ModelDir: dir, IntraOpThreads: 2, PassThrough: true, Shapes: o.ONNXShapes(), Resized: resized})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(e backends.Executor, name string, batch int) backends.Model {
+		m, err := e.Load(name, batch, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	pre, boxes := load(b, builtin.OCRPre, 1), load(b, builtin.OCRBoxes, 1)
+	cls, rotate, ctc := load(x, builtin.OCRCls, 8), load(b, builtin.OCRRotate, 8), load(b, builtin.OCRCTC, 8)
+	dets := []string{builtin.OCRDet, builtin.OCRDet480, builtin.OCRDet320}
+	recs := []string{builtin.OCRRec, builtin.OCRRec240, builtin.OCRRec160}
+	recModels := map[string]backends.Model{}
+	for _, r := range recs {
+		recModels[r] = load(x, r, 8)
+	}
+	samples := ocrtest.HardSamples()
+	words := 0
+	for _, s := range samples {
+		words += len(s.Words())
+	}
+	ctx := context.Background()
+	acc := map[[2]string]float64{}
+	for _, d := range dets {
+		det := load(x, d, 1)
+		// The crops each image's boxes give, turned upright: rec's inputs.
+		crops := make([][]api.Tensor, len(samples))
+		for i, s := range samples {
+			png, err := ocrtest.EncodePNG(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img := api.Tensor{Name: builtin.NameImage, Datatype: "BYTES", Shape: []int64{1}, Data: appendBytes(png)}
+			out, err := pre.Run(ctx, []api.Tensor{img}, 1)
+			if err == nil {
+				out, err = det.Run(ctx, out, 1)
+			}
+			if err == nil {
+				out, err = boxes.Run(ctx, out, 1)
+			}
+			if err != nil {
+				t.Fatalf("%s %s: %v", d, s.Name, err)
+			}
+			k := int(out[0].Shape[0])
+			for lo := 0; lo < k; lo += 8 {
+				n := min(8, k-lo)
+				c, err := cls.Run(ctx, rows(out, lo, lo+n), n)
+				if err == nil {
+					c, err = rotate.Run(ctx, c, n)
+				}
+				if err != nil {
+					t.Fatalf("%s %s: %v", d, s.Name, err)
+				}
+				crops[i] = append(crops[i], c...)
+				crops[i] = append(crops[i], api.Tensor{Name: "#", Shape: []int64{int64(n)}}) // batch separator
+			}
+		}
+		for _, r := range recs {
+			matched := 0
+			for i, s := range samples {
+				var got []string
+				batch := []api.Tensor{}
+				for _, c := range crops[i] {
+					if c.Name != "#" {
+						batch = append(batch, c)
+						continue
+					}
+					n := int(c.Shape[0])
+					out, err := recModels[r].Run(ctx, batch, n)
+					if err == nil {
+						out, err = ctc.Run(ctx, out, n)
+					}
+					if err != nil {
+						t.Fatalf("%s+%s %s: %v", d, r, s.Name, err)
+					}
+					for _, text := range strs(find(out, builtin.NameText)) {
+						got = append(got, strings.Fields(text)...)
+					}
+					batch = batch[:0]
+				}
+				matched += ocrtest.WordAccuracy(s.Words(), got)
+			}
+			acc[[2]string{d, r}] = float64(matched) / float64(words)
+			t.Logf("%-12s %-13s word accuracy %d/%d = %.1f%%", d, r, matched, words, 100*acc[[2]string{d, r}])
+			fmt.Printf("hard set: %s + %s: word accuracy %.1f%% (%d/%d)\n", d, r, 100*acc[[2]string{d, r}], matched, words)
+		}
+		det.Close()
+	}
+	// The full-width recognizer is the most accurate behind every detector, and
+	// the smallest detector loses to the full-size one.
+	for _, d := range dets {
+		full := acc[[2]string{d, builtin.OCRRec}]
+		for _, r := range recs[1:] {
+			if a := acc[[2]string{d, r}]; !(a < full) {
+				t.Errorf("%s + %s reads %.1f%%, not less than %s's %.1f%%", d, r, 100*a, builtin.OCRRec, 100*full)
+			}
+		}
+	}
+	if a, full := acc[[2]string{builtin.OCRDet320, builtin.OCRRec}], acc[[2]string{builtin.OCRDet, builtin.OCRRec}]; !(a < full) {
+		t.Errorf("%s reads %.1f%%, not less than %s's %.1f%%: the hard set does not tell them apart", builtin.OCRDet320, 100*a, builtin.OCRDet, 100*full)
+	}
+}
+
+// BenchmarkOCRVariants times one call of every OCR model and variant at
+// batches 1, 2, 4, 8 on 1 and 2 intra-op threads, with zeros at the served
+// shape (a variant's time includes its resizing), in process: the ratios of
+// variant to model scale the gateway-measured profiles (docs/variants.md).
+func BenchmarkOCRVariants(b *testing.B) {
+	lib, dir := ocrtest.RequireModels(b)
+	bi, err := builtin.New(builtin.Options{Dictionary: ocrtest.Dictionary()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := bi.OCR()
+	resized := map[string]onnx.Resized{}
+	for name, v := range o.ONNXVariants() {
+		resized[name] = onnx.Resized(v)
+	}
+	shapes := o.ONNXShapes()
+	for _, threads := range []int{1, 2} {
+		x, err := onnx.New(onnx.Options{Library: lib, ModelDir: dir, IntraOpThreads: threads, PassThrough: true, Shapes: shapes, Resized: resized})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, model := range []string{builtin.OCRDet, builtin.OCRDet480, builtin.OCRDet320, builtin.OCRRec, builtin.OCRRec240, builtin.OCRRec160} {
+			m, err := x.Load(model, 8, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spec := m.Info().Inputs[0]
+			for _, n := range []int{1, 2, 4, 8} {
+				b.Run(fmt.Sprintf("%s/threads=%d/b=%d", model, threads, n), func(b *testing.B) {
+					per := int64(4)
+					for _, d := range shapes[model] {
+						per *= d
+					}
+					in := []api.Tensor{{Name: spec.Name, Datatype: "FP32", Shape: append([]int64{int64(n)}, shapes[model]...), Data: make([]byte, int64(n)*per)}}
+					for i := 0; i < b.N; i++ {
+						if _, err := m.Run(context.Background(), in, n); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+			m.Close()
+		}
+	}
+}
+
+func appendBytes(b []byte) []byte {
+	out := make([]byte, 4, 4+len(b))
+	out[0], out[1], out[2], out[3] = byte(len(b)), byte(len(b)>>8), byte(len(b)>>16), byte(len(b)>>24)
+	return append(out, b...)
+}
