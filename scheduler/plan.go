@@ -26,7 +26,7 @@ func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	}
 	var errs []error
 	for i := range cfg.Sessions {
-		sp, err := planSession(cfg, &cfg.Sessions[i], pol)
+		sp, err := planVariants(cfg, &cfg.Sessions[i], pol)
 		if err != nil {
 			errs = append(errs, err)
 			sp = api.SessionPlan{Name: cfg.Sessions[i].Name, SLOMs: ms(cfg.Sessions[i].SLO.Seconds()), Error: err.Error()}

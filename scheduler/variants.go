@@ -1,0 +1,265 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// Variant selection (JellyBean §4, docs/variants.md). A module that lists
+// variants can be served by any of them; the session's accuracy estimate is the
+// product of the chosen variants' accuracies (each is the share of right outputs
+// given right inputs, so errors compound along the chain), and it must reach the
+// session's target. The plan is the cheapest over the variant combinations that
+// reach it, each combination planned by the policy in full (configs, SLO split,
+// dummy rates), so the variant is chosen jointly with them.
+//
+// Which combinations are planned:
+//   - exhaustive (policy optimal): every combination that reaches the target;
+//   - beam (every other policy): JellyBean's two steps. Model selection walks the
+//     modules in reverse topological order keeping the BeamWidth partial
+//     combinations of least estimated cost that can still reach the target (the
+//     estimate of a variant is its cheapest cost of serving the module's rate:
+//     rate × min price/throughput over its profile, latency ignored); then the
+//     BeamWidth complete combinations are planned and the cheapest plan wins.
+
+// BeamWidth is how many variant combinations the beam keeps and plans (JellyBean's
+// B_MS).
+const BeamWidth = 4
+
+// accuracyEps absorbs rounding in the accuracy products.
+const accuracyEps = 1e-9
+
+// hasVariants reports whether some module of s lists variants.
+func hasVariants(s *api.Session) bool {
+	for i := range s.Modules {
+		if len(s.Modules[i].Variants) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// combo is one variant per module (indexes into each module's Choices) with
+// its accuracy product and estimated cost.
+type combo struct {
+	pick     []int
+	accuracy float64
+	estimate float64
+}
+
+// planVariants plans session s, choosing its variants (see above). A session
+// without variants is planned as it is.
+func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, error) {
+	if !hasVariants(s) {
+		return planSession(cfg, s, pol)
+	}
+	choices := make([][]api.Variant, len(s.Modules))
+	best := 1.0
+	for i := range s.Modules {
+		choices[i] = s.Modules[i].Choices()
+		top := 0.0
+		for _, v := range choices[i] {
+			top = math.Max(top, v.Accuracy)
+		}
+		best *= top
+	}
+	target := best
+	if s.Accuracy != nil {
+		target = *s.Accuracy
+	}
+	if target > best+accuracyEps {
+		return api.SessionPlan{}, fmt.Errorf("session %q: %w: accuracy target %.4g is above the most accurate combination's %.4g (%s)",
+			s.Name, ErrInfeasible, target, best, describeCombo(s, choices, mostAccurate(choices)))
+	}
+	var combos []combo
+	if pol.optimal {
+		combos = allCombos(choices, target)
+	} else {
+		combos = beamCombos(cfg, s, choices, target, BeamWidth)
+	}
+	var bestPlan api.SessionPlan
+	var errs []error
+	found := false
+	for _, c := range combos {
+		sp, err := planSession(cfg, withVariants(s, choices, c.pick), pol)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !found || sp.Cost < bestPlan.Cost-1e-12 || (sp.Cost <= bestPlan.Cost+1e-12 && c.accuracy > bestPlan.Accuracy) {
+			annotate(&sp, s, choices, c, target)
+			bestPlan, found = sp, true
+		}
+	}
+	if !found {
+		if len(errs) == 0 {
+			return api.SessionPlan{}, fmt.Errorf("session %q: %w: no variant combination reaches accuracy %.4g", s.Name, ErrInfeasible, target)
+		}
+		// The combinations fail on the SLO: name the most accurate one's reason.
+		return api.SessionPlan{}, fmt.Errorf("%w (every variant combination reaching accuracy %.4g misses the SLO)", errs[0], target)
+	}
+	return bestPlan, nil
+}
+
+// withVariants returns a copy of s whose modules name the picked variants' models.
+func withVariants(s *api.Session, choices [][]api.Variant, pick []int) *api.Session {
+	out := *s
+	out.Modules = slices.Clone(s.Modules)
+	for i := range out.Modules {
+		out.Modules[i].Model = choices[i][pick[i]].Model
+		out.Modules[i].Variants = nil
+	}
+	return &out
+}
+
+// annotate records the chosen variants and accuracies in sp.
+func annotate(sp *api.SessionPlan, s *api.Session, choices [][]api.Variant, c combo, target float64) {
+	sp.Accuracy, sp.AccuracyTarget = c.accuracy, target
+	for i := range sp.Modules {
+		j := slices.IndexFunc(s.Modules, func(m api.Module) bool { return m.Name == sp.Modules[i].Name })
+		if j < 0 || len(s.Modules[j].Variants) == 0 {
+			continue
+		}
+		v := choices[j][c.pick[j]]
+		sp.Modules[i].Variant, sp.Modules[i].Accuracy = v.Model, v.Accuracy
+	}
+}
+
+// allCombos lists every combination whose accuracy reaches target, most
+// accurate first.
+func allCombos(choices [][]api.Variant, target float64) []combo {
+	var out []combo
+	pick := make([]int, len(choices))
+	var walk func(i int, acc float64)
+	walk = func(i int, acc float64) {
+		if acc < target-accuracyEps {
+			return // accuracies are at most 1: it only falls from here
+		}
+		if i == len(choices) {
+			out = append(out, combo{pick: slices.Clone(pick), accuracy: acc})
+			return
+		}
+		for j, v := range choices[i] {
+			pick[i] = j
+			walk(i+1, acc*v.Accuracy)
+		}
+	}
+	walk(0, 1)
+	slices.SortStableFunc(out, func(a, b combo) int { return cmp.Compare(b.accuracy, a.accuracy) })
+	return out
+}
+
+// beamCombos is JellyBean's model selection: modules in reverse topological
+// order, width partial combinations kept by estimated cost, each still able to
+// reach target with the best variants of the modules not yet assigned.
+func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target float64, width int) []combo {
+	order, err := s.TopoOrder()
+	if err != nil {
+		order = make([]int, len(s.Modules))
+		for i := range order {
+			order[i] = i
+		}
+	}
+	slices.Reverse(order)
+	// bound[k]: the best accuracy the modules order[k:] can reach.
+	bound := make([]float64, len(order)+1)
+	bound[len(order)] = 1
+	for k := len(order) - 1; k >= 0; k-- {
+		top := 0.0
+		for _, v := range choices[order[k]] {
+			top = math.Max(top, v.Accuracy)
+		}
+		bound[k] = bound[k+1] * top
+	}
+	beam := []combo{{pick: make([]int, len(choices)), accuracy: 1}}
+	for k, i := range order {
+		rate := s.Modules[i].Rate
+		var next []combo
+		for _, c := range beam {
+			for j, v := range choices[i] {
+				acc := c.accuracy * v.Accuracy
+				if acc*bound[k+1] < target-accuracyEps {
+					continue
+				}
+				n := combo{pick: slices.Clone(c.pick), accuracy: acc, estimate: c.estimate + estimateCost(cfg, v.Model, rate)}
+				n.pick[i] = j
+				next = append(next, n)
+			}
+		}
+		slices.SortStableFunc(next, func(a, b combo) int {
+			if c := cmp.Compare(a.estimate, b.estimate); c != 0 {
+				return c
+			}
+			return cmp.Compare(b.accuracy, a.accuracy)
+		})
+		beam = next[:min(len(next), width)]
+	}
+	return beam
+}
+
+// estimateCost is the cheapest cost of serving rate req/s with model, latency
+// ignored: rate × min over its profile entries of price / throughput.
+func estimateCost(cfg *api.Config, model string, rate float64) float64 {
+	best := math.Inf(1)
+	for _, p := range cfg.ProfilesOf(model) {
+		hw, ok := cfg.HardwareByName(p.Hardware)
+		if !ok {
+			continue
+		}
+		for _, e := range p.Entries {
+			if t := e.Throughput(); t > 0 {
+				best = math.Min(best, hw.Price/t)
+			}
+		}
+	}
+	return rate * best
+}
+
+// mostAccurate picks each module's most accurate variant (the first on ties).
+func mostAccurate(choices [][]api.Variant) []int {
+	pick := make([]int, len(choices))
+	for i, vs := range choices {
+		for j, v := range vs {
+			if v.Accuracy > vs[pick[i]].Accuracy {
+				pick[i] = j
+			}
+		}
+	}
+	return pick
+}
+
+// MostAccurate returns a copy of cfg in which every module with variants names
+// its most accurate one: the baseline that always pays for the best models.
+func MostAccurate(cfg *api.Config) *api.Config {
+	out := *cfg
+	out.Sessions = slices.Clone(cfg.Sessions)
+	for i := range out.Sessions {
+		s := &out.Sessions[i]
+		if !hasVariants(s) {
+			continue
+		}
+		choices := make([][]api.Variant, len(s.Modules))
+		for j := range s.Modules {
+			choices[j] = s.Modules[j].Choices()
+		}
+		*s = *withVariants(s, choices, mostAccurate(choices))
+		s.Accuracy = nil
+	}
+	return &out
+}
+
+func describeCombo(s *api.Session, choices [][]api.Variant, pick []int) string {
+	var parts []string
+	for i, m := range s.Modules {
+		if len(m.Variants) > 0 {
+			v := choices[i][pick[i]]
+			parts = append(parts, fmt.Sprintf("%s %s %.4g", m.Name, v.Model, v.Accuracy))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

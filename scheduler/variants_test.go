@@ -1,0 +1,119 @@
+package scheduler
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// variantsConfig: a chain det → rec where each module has a large, accurate
+// variant and a small, cheap one.
+const variantsConfig = `
+hardware:
+  - {name: cpu, price: 1}
+profiles:
+  - {model: det-l, hardware: cpu, entries: [{batch: 1, duration: 100ms}, {batch: 4, duration: 300ms}]}
+  - {model: det-s, hardware: cpu, entries: [{batch: 1, duration: 30ms}, {batch: 4, duration: 90ms}]}
+  - {model: rec-l, hardware: cpu, entries: [{batch: 1, duration: 40ms}, {batch: 4, duration: 120ms}]}
+  - {model: rec-s, hardware: cpu, entries: [{batch: 1, duration: 20ms}, {batch: 4, duration: 60ms}]}
+sessions:
+  - name: ocr
+    slo: 2s
+    ACCURACY
+    modules:
+      - name: det
+        rate: 10
+        variants: [{model: det-l, accuracy: 0.98}, {model: det-s, accuracy: 0.90}]
+      - name: rec
+        rate: 10
+        after: [det]
+        variants: [{model: rec-l, accuracy: 0.97}, {model: rec-s, accuracy: 0.93}]
+`
+
+func loadVariants(t *testing.T, accuracy string) *api.Config {
+	t.Helper()
+	doc := strings.Replace(variantsConfig, "ACCURACY", accuracy, 1)
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "variants.yaml", Data: []byte(doc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestVariantsMeetTargetAtLeastCost: each target gets the cheapest
+// combination whose accuracy product reaches it, from the beam and from the
+// exhaustive optimum alike, and the plan names the chosen variants.
+func TestVariantsMeetTargetAtLeastCost(t *testing.T) {
+	for _, tc := range []struct {
+		accuracy string
+		det, rec string
+	}{
+		{"", "det-l", "rec-l"},               // no target: the most accurate
+		{"accuracy: 0.95", "det-l", "rec-l"}, // 0.9506 only with both large
+		{"accuracy: 0.90", "det-l", "rec-s"}, // 0.9114 ≥ 0.90, rec-s cheaper than det-s's loss allows
+		{"accuracy: 0.85", "det-s", "rec-s"}, // 0.837 < 0.85: det-s rec-l 0.873
+		{"accuracy: 0.80", "det-s", "rec-s"}, // 0.837: both small
+	} {
+		cfg := loadVariants(t, tc.accuracy)
+		for _, policy := range []string{"piccolo", "optimal"} {
+			p, err := Plan(cfg, Options{Policy: policy})
+			if err != nil {
+				t.Fatalf("%q %s: %v", tc.accuracy, policy, err)
+			}
+			if err := Check(cfg, p); err != nil {
+				t.Errorf("%q %s: plan fails its check: %v", tc.accuracy, policy, err)
+			}
+			sp := p.Sessions[0]
+			got := map[string]api.ModulePlan{}
+			for _, m := range sp.Modules {
+				got[m.Name] = m
+				if m.Model != m.Variant {
+					t.Errorf("%q %s: module %s serves model %s but chose variant %s", tc.accuracy, policy, m.Name, m.Model, m.Variant)
+				}
+			}
+			want := map[string]string{"det": tc.det, "rec": tc.rec}
+			for name, model := range want {
+				if got[name].Variant != model {
+					t.Errorf("%q %s: module %s chose %s; want %s", tc.accuracy, policy, name, got[name].Variant, model)
+				}
+			}
+			if sp.Accuracy < sp.AccuracyTarget-1e-9 || sp.Accuracy <= 0 {
+				t.Errorf("%q %s: accuracy %.4f below target %.4f", tc.accuracy, policy, sp.Accuracy, sp.AccuracyTarget)
+			}
+		}
+	}
+}
+
+// TestVariantsSaveCost: a lower target never costs more, and the cheapest
+// combination costs less than always the most accurate variants.
+func TestVariantsSaveCost(t *testing.T) {
+	best, err := Plan(MostAccurate(loadVariants(t, "accuracy: 0.8")), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := best.TotalCost
+	for _, a := range []string{"accuracy: 0.95", "accuracy: 0.90", "accuracy: 0.85", "accuracy: 0.80"} {
+		p, err := Plan(loadVariants(t, a), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.TotalCost > prev+1e-9 {
+			t.Errorf("%s costs %.4f, more than the higher target's %.4f", a, p.TotalCost, prev)
+		}
+		prev = p.TotalCost
+	}
+	if !(prev < 0.7*best.TotalCost) {
+		t.Errorf("target 0.80 costs %.4f; want well below the most accurate variants' %.4f", prev, best.TotalCost)
+	}
+}
+
+// TestVariantsTargetTooHigh: a target above the best combination is an error
+// naming it, wrapping ErrInfeasible.
+func TestVariantsTargetTooHigh(t *testing.T) {
+	_, err := Plan(loadVariants(t, "accuracy: 0.99"), Options{})
+	if !errors.Is(err, ErrInfeasible) || !strings.Contains(err.Error(), "accuracy target 0.99 is above the most accurate combination's 0.9506 (det det-l 0.98, rec rec-l 0.97)") {
+		t.Errorf("err %v; want ErrInfeasible naming the best combination", err)
+	}
+}
