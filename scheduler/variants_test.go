@@ -50,11 +50,11 @@ func TestVariantsMeetTargetAtLeastCost(t *testing.T) {
 		accuracy string
 		det, rec string
 	}{
-		{"", "det-l", "rec-l"},               // no target: the most accurate
-		{"accuracy: 0.95", "det-l", "rec-l"}, // 0.9506 only with both large
-		{"accuracy: 0.90", "det-l", "rec-s"}, // 0.9114 ≥ 0.90, rec-s cheaper than det-s's loss allows
-		{"accuracy: 0.85", "det-s", "rec-s"}, // 0.837 < 0.85: det-s rec-l 0.873
-		{"accuracy: 0.80", "det-s", "rec-s"}, // 0.837: both small
+		{"", "det-l", "rec-l"},               // no target: the most accurate (0.9506)
+		{"accuracy: 0.95", "det-l", "rec-l"}, // only both large reach it
+		{"accuracy: 0.90", "det-l", "rec-s"}, // 0.9114; det-s rec-l is 0.873
+		{"accuracy: 0.85", "det-s", "rec-l"}, // 0.873: the small det saves more than the small rec
+		{"accuracy: 0.80", "det-s", "rec-s"}, // 0.837
 	} {
 		cfg := loadVariants(t, tc.accuracy)
 		for _, policy := range []string{"piccolo", "optimal"} {
