@@ -25,6 +25,7 @@ func newProfileCmd() *cobra.Command {
 		price       float64
 		output      string
 		quiet       bool
+		acc         accuracyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "profile --target ADDR --model M --hardware NAME --batches 1,2,4,8 [--concurrency 1,2]",
@@ -55,6 +56,12 @@ stderr is not a terminal. A model that was not loaded is unloaded at the end.`,
       --input page.png --input-name x`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if acc.dir != "" {
+				return runAccuracy(cmd, o, acc, inputName)
+			}
+			if o.Hardware == "" {
+				return fmt.Errorf("--hardware is required: the hardware type the server runs on (the profile's hardware, e.g. v100)")
+			}
 			var err error
 			if o.Batches, err = profiler.ParseSizes("--batches", batches); err != nil {
 				return err
@@ -122,10 +129,49 @@ stderr is not a terminal. A model that was not loaded is unloaded at the end.`,
 	f.BoolVar(&o.NoLoad, "no-load", false, "do not load the model: profile the server's current configuration (concurrency = calls in flight)")
 	f.StringVarP(&output, "output", "o", "", "write the profile YAML to this file (default: stdout)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar (it is also off when stderr is not a terminal)")
+	f.StringVar(&acc.dir, "accuracy", "", "measure accuracy instead of durations: a directory of images and "+profiler.LabelsFile+" (<file>\\t<text> per line); --model must read an image and answer text")
+	f.StringVar(&acc.file, "profile-file", "", "with --accuracy: write the accuracy into this config file's profiles of --variant (on --hardware, when given)")
+	f.StringVar(&acc.variant, "variant", "", "with --accuracy: the model whose profile gets the accuracy (default --model)")
+	f.StringVar(&acc.output, "output-name", "text", "with --accuracy: the BYTES output holding the text read")
 	_ = cmd.MarkFlagRequired("target")
 	_ = cmd.MarkFlagRequired("model")
-	_ = cmd.MarkFlagRequired("hardware")
 	return cmd
+}
+
+// accuracyFlags are profile's --accuracy flags.
+type accuracyFlags struct {
+	dir, file, variant, output string
+}
+
+// runAccuracy measures --model's word accuracy on the labelled set --accuracy
+// and, with --profile-file, writes it into the profiles of --variant there.
+func runAccuracy(cmd *cobra.Command, o profiler.Options, acc accuracyFlags, inputName string) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := profiler.MeasureAccuracy(ctx, profiler.AccuracyOptions{
+		Target: o.Target, Model: o.Model, Dir: acc.dir, InputName: inputName, OutputName: acc.output, Timeout: o.Timeout,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s on %s: word accuracy %d/%d = %.4g, images read exactly %d/%d\n",
+		o.Model, acc.dir, res.Matched, res.Words, res.Accuracy(), res.ExactImages, res.Images)
+	if acc.file == "" {
+		return nil
+	}
+	variant := acc.variant
+	if variant == "" {
+		variant = o.Model
+	}
+	doc, err := os.ReadFile(acc.file)
+	if err != nil {
+		return fmt.Errorf("--profile-file: %w", err)
+	}
+	out, err := profiler.SetAccuracy(doc, variant, o.Hardware, res.Accuracy())
+	if err != nil {
+		return fmt.Errorf("--profile-file %s: %w", acc.file, err)
+	}
+	return writeProfileAtomic(acc.file, func(f *os.File) error { _, err := f.Write(out); return err })
 }
 
 // writeProfileAtomic writes path through a temporary file in the same directory and

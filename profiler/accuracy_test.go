@@ -1,0 +1,103 @@
+package profiler
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/api/inference"
+)
+
+// reader is a KServe v2 server whose model "ocr" reads every image as the text
+// "total due 42" in two lines (a fake behind the generated interface).
+type reader struct {
+	inference.UnimplementedGRPCInferenceServiceServer
+}
+
+func (reader) ModelInfer(_ context.Context, r *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	var raw []byte
+	for _, line := range []string{"total due", "42"} {
+		raw = binary.LittleEndian.AppendUint32(raw, uint32(len(line)))
+		raw = append(raw, line...)
+	}
+	return &inference.ModelInferResponse{
+		ModelName:         r.GetModelName(),
+		Outputs:           []*inference.ModelInferResponse_InferOutputTensor{{Name: "text", Datatype: "BYTES", Shape: []int64{2}}},
+		RawOutputContents: [][]byte{raw},
+	}, nil
+}
+
+func serveReader(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	inference.RegisterGRPCInferenceServiceServer(s, reader{})
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+// TestMeasureAccuracy: word accuracy over a labelled set through a real gRPC
+// server, and the accuracy written into the variant's profile so that the
+// loader gives it to a variant without one.
+func TestMeasureAccuracy(t *testing.T) {
+	dir := t.TempDir()
+	labels := "# file\ttext\na.png\ttotal due 42\nb.png\ttotal due 43\n\nc.png\tpaid\n"
+	for _, f := range []string{"a.png", "b.png", "c.png"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("not really a png"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, LabelsFile), []byte(labels), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := MeasureAccuracy(context.Background(), AccuracyOptions{Target: serveReader(t), Model: "ocr", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Images != 3 || res.Words != 7 || res.Matched != 5 || res.ExactImages != 1 {
+		t.Errorf("got %+v; want 3 images, 7 words, 5 matched, 1 exact", res)
+	}
+
+	profiles := "# measured\nhardware:\n  - {name: cpu, price: 1}\nprofiles:\n  - model: small\n    hardware: cpu\n    entries: [{batch: 1, duration: 5ms}]\n" +
+		"sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, variants: [{model: small}]}\n"
+	out, err := SetAccuracy([]byte(profiles), "small", "", res.Accuracy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "# measured") {
+		t.Errorf("the comment was lost:\n%s", out)
+	}
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "p.yaml", Data: out})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got := cfg.Sessions[0].Modules[0].Variants[0].Accuracy; got < 0.714 || got > 0.715 {
+		t.Errorf("variant accuracy %v; want 5/7 from its profile", got)
+	}
+	if _, err := SetAccuracy([]byte(profiles), "large", "", 0.9); !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "no profile of model large") {
+		t.Errorf("unknown model: %v", err)
+	}
+}
+
+func TestLoadLabelledErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadLabelled(dir); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("missing labels: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, LabelsFile), []byte("a.png total\n"), 0o644)
+	if _, err := LoadLabelled(dir); !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), LabelsFile+":1: want <file name>\\t<text>") {
+		t.Errorf("line without a tab: %v", err)
+	}
+}
