@@ -3,8 +3,10 @@ package builtin_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
@@ -178,6 +180,72 @@ func BenchmarkOCRVariants(b *testing.B) {
 				})
 			}
 			m.Close()
+		}
+	}
+}
+
+// TestOCRVariantCostRatios times the variants against their full-size models
+// in turn (one call each, round after round, so a busy machine slows all
+// alike; medians) and checks that each variant is cheaper. The ratios, logged,
+// scale the full-size profiles into the variants' (docs/variants.md).
+func TestOCRVariantCostRatios(t *testing.T) {
+	lib, dir := ocrtest.RequireModels(t)
+	b, err := builtin.New(builtin.Options{Dictionary: ocrtest.Dictionary()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := b.OCR()
+	resized := map[string]onnx.Resized{}
+	for name, v := range o.ONNXVariants() {
+		resized[name] = onnx.Resized(v)
+	}
+	shapes := o.ONNXShapes()
+	x, err := onnx.New(onnx.Options{Library: lib, ModelDir: dir, IntraOpThreads: 1, PassThrough: true, Shapes: shapes, Resized: resized})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := [][2]string{{builtin.OCRDet480, builtin.OCRDet}, {builtin.OCRDet320, builtin.OCRDet}, {builtin.OCRRec240, builtin.OCRRec}}
+	loaded := map[string]backends.Model{}
+	for _, p := range pairs {
+		for _, name := range p {
+			if loaded[name] != nil {
+				continue
+			}
+			m, err := x.Load(name, 2, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			loaded[name] = m
+		}
+	}
+	for _, n := range []int{1, 2} {
+		times := map[string][]time.Duration{}
+		for round := 0; round < 8; round++ {
+			for name, m := range loaded {
+				per := int64(4)
+				for _, d := range shapes[name] {
+					per *= d
+				}
+				in := []api.Tensor{{Name: m.Info().Inputs[0].Name, Datatype: "FP32", Shape: append([]int64{int64(n)}, shapes[name]...), Data: make([]byte, int64(n)*per)}}
+				start := time.Now()
+				if _, err := m.Run(context.Background(), in, n); err != nil {
+					t.Fatal(err)
+				}
+				times[name] = append(times[name], time.Since(start))
+			}
+		}
+		median := func(name string) time.Duration {
+			d := slices.Clone(times[name])
+			slices.Sort(d)
+			return d[len(d)/2]
+		}
+		for _, p := range pairs {
+			v, full := median(p[0]), median(p[1])
+			t.Logf("batch %d: %s %v / %s %v = %.2f", n, p[0], v, p[1], full, float64(v)/float64(full))
+			if !(v < full) {
+				t.Errorf("batch %d: %s takes %v, not less than %s's %v", n, p[0], v, p[1], full)
+			}
 		}
 	}
 }
