@@ -28,6 +28,12 @@ type Options struct {
 	// ArrivalGap seeds FlushIdle's arrival-gap estimate (a dispatcher's
 	// ArrivalGap when this one replaces it); 0: the plan's rate.
 	ArrivalGap time.Duration
+	// Admission makes Submit refuse, at once and with ErrOverloaded, an item
+	// that would complete after it is due (Item.Due) given the machines'
+	// queues now (Predict; docs/dataplane.md, "Admission"). Off, an item
+	// that cannot be served in time is failed with ErrDeadline when its
+	// batch is sent, the paper's rule.
+	Admission bool
 	// Clock defaults to SystemClock.
 	Clock Clock
 	// Sender runs the batches.
@@ -65,6 +71,7 @@ type Stats struct {
 	Failed           uint64 // of Completed, items whose batch the Sender failed
 	DeadlineOnSubmit uint64 // items Submit refused with ErrDeadline (past their expiry)
 	DeadlineOnSend   uint64 // items failed with ErrDeadline when their batch was sent (past their expiry)
+	Overloaded       uint64 // items Submit refused with ErrOverloaded (Options.Admission: predicted late)
 	DummiesInjected  uint64 // dummy arrivals at the planned dummy rate
 	DummiesDropped   uint64 // dummies of batches that held no real item (never sent)
 	// Closed counts the batches with a real item closed for dispatch, by the
@@ -92,6 +99,7 @@ type Dispatcher struct {
 	module string
 	policy Policy
 	idle   bool // Flush is FlushIdle
+	admit  bool // Options.Admission
 	clock  Clock
 	sender Sender
 
@@ -135,6 +143,16 @@ type group struct {
 	weight    float64 // planned batches/s: rate / batch
 	machines  []*machine
 	next      int // rotation
+	// freeAt is when a batch closed now could start on one of the group's
+	// machines: the earliest estimated free lane, zero when a machine is idle.
+	// Kept by refresh whenever a machine's lanes or queue change (per batch,
+	// not per item), so that Predict is O(1) a group.
+	freeAt time.Time
+	// slow is an upper envelope of the group's batches' measured duration
+	// over their profiled one (1 until a batch finishes): Predict scales by
+	// it, so that a backend slower than its profile, or irregular, does not
+	// make admission promise what it cannot keep.
+	slow float64
 }
 
 type machine struct {
@@ -143,6 +161,7 @@ type machine struct {
 	busy    int // lanes in use
 	pending batchFIFO
 	est     []time.Time // estimated free time per lane
+	running []*Batch    // the batches running on it (at most Concurrency)
 	stats   SlotStats
 	q       *queue  // the stream of this machine alone, if the router made one
 	weight  float64 // planned req/s
@@ -188,7 +207,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
-	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, clock: opts.Clock, sender: opts.Sender,
+	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, admit: opts.Admission, clock: opts.Clock, sender: opts.Sender,
 		gap: opts.ArrivalGap.Seconds()}
 	if err := d.SetPlan(mp); err != nil {
 		return nil, err
@@ -237,13 +256,13 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 			if w <= 0 { // no planned rate: share by capacity
 				w = gp.Machines * float64(s.Concurrency) / s.Duration.Seconds()
 			}
-			st.groups = append(st.groups, &group{batch: s.Batch, duration: s.Duration, weight: w})
+			st.groups = append(st.groups, &group{batch: s.Batch, duration: s.Duration, weight: w, slow: 1})
 			st.sumGroup += w
 			st.maxBatch = max(st.maxBatch, s.Batch)
 		}
 		g := st.groups[s.Group]
 		g.occupancy += s.Occupancy
-		m := &machine{slot: s, g: g, est: make([]time.Time, s.Concurrency), weight: s.RatePerSec}
+		m := &machine{slot: s, g: g, est: make([]time.Time, s.Concurrency), running: make([]*Batch, 0, s.Concurrency), weight: s.RatePerSec}
 		m.stats.Slot = s
 		if m.weight <= 0 {
 			m.weight = s.Occupancy * float64(s.Concurrency*s.Batch) / s.Duration.Seconds()
@@ -379,9 +398,11 @@ func (d *Dispatcher) drainLocked() []*Item {
 }
 
 // Submit queues it for dispatch. It returns ErrDeadline, without keeping the
-// item, when the item's expiry (by default its deadline) has already passed,
-// ErrClosed after Close, and an error when it has no Done callback; otherwise
-// the item comes back through it.Done.
+// item, when the item's expiry (by default its deadline) has already passed;
+// with Options.Admission, ErrOverloaded, without keeping the item, when the
+// item would complete after it is due (Item.Due, Predict); ErrClosed after
+// Close, and an error when it has no Done callback; otherwise the item comes
+// back through it.Done.
 // Submit never blocks on a backend; it allocates nothing.
 func (d *Dispatcher) Submit(it *Item) error {
 	if it.Done == nil {
@@ -405,12 +426,24 @@ func (d *Dispatcher) Submit(it *Item) error {
 		d.mu.Unlock()
 		return ErrDeadline
 	}
+	q := d.queueFor()
+	if d.admit {
+		b := q.open
+		if b == nil {
+			b = d.openLocked(q) // left open, empty, if the item is refused: the next arrival joins it
+		}
+		if due := it.Due(b.g.duration); !due.IsZero() && predictAt(q.m, b.g, now).After(due) {
+			d.stats.Overloaded++
+			d.mu.Unlock()
+			return ErrOverloaded
+		}
+	}
 	d.stats.Submitted++
 	if d.idle {
 		d.arrivedLocked(now) // here, not in addLocked: items a plan swap moves are no arrivals
 	}
 	var out outList
-	d.addLocked(it, now, &out)
+	d.addToLocked(q, it, now, &out)
 	d.mu.Unlock()
 	if out.head != nil {
 		d.flush(&out)
@@ -478,7 +511,11 @@ func (m *machine) earliestLane() int {
 }
 
 func (d *Dispatcher) addLocked(it *Item, now time.Time, out *outList) {
-	q := d.queueFor()
+	d.addToLocked(d.queueFor(), it, now, out)
+}
+
+// addToLocked adds it to q's open batch.
+func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList) {
 	b := q.open
 	if b == nil {
 		b = d.openLocked(q)
@@ -697,6 +734,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	} else {
 		m.pending.push(b)
 	}
+	m.g.refresh()
 }
 
 // startLocked takes a lane of b.m for b after failing the items whose expiry has
@@ -725,6 +763,7 @@ func (d *Dispatcher) startLocked(b *Batch, now time.Time, out *outList) {
 	}
 	m := b.m
 	m.busy++
+	m.running = append(m.running, b)
 	m.stats.Batches++
 	m.stats.Items += uint64(len(kept))
 	m.stats.Dummies += uint64(b.Dummies)

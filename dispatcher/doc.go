@@ -55,6 +55,34 @@
 //     times the flush; the expiry, which the gateway derives from the request's
 //     end-to-end deadline, decides when an item is given up.
 //
+// # Admission (Options.Admission, Predict)
+//
+// The dispatcher knows each machine's queue: the lanes' estimated free times
+// (each running or queued batch counted for its profiled duration, resynced to
+// what really ran whenever a batch finishes) and the batches queued on it.
+// Predict(now) is the least time an item submitted now takes: its batch goes
+// to the group of the open batch it would join (TC: the group that batch was
+// opened for; RR: its machine's), and starts when the earliest lane of that
+// group's machines frees (now if one is idle), then runs for the group's
+// duration; the wait and the duration are scaled by the group's slowness, an
+// upper envelope of measured over profiled batch durations (1 until a batch
+// finishes). The rule, with Options.Admission, at Submit:
+//
+//	refuse with ErrOverloaded  ⇔  now + Predict(now) > it.Due(d_g)
+//
+// where Due is Expiry + d_g when the item has an Expiry (the latest time it
+// may be sent), else its Deadline. Why this keeps its promise: the open batch
+// is sent by its deadline flush, deadline − d_g, at the latest; if a lane is
+// free by then the item completes by its deadline; if not, it starts when the
+// predicted lane frees, because under TC and RR no other batch can take that
+// lane first (one open batch a group, or a stream of its own a machine). So
+// an admitted item is never failed late, and with profiled durations it
+// completes by Due. The cost is O(1) per item: each group's earliest free
+// lane is kept up to date per batch, not per item. Items moved by a plan swap
+// are not re-admitted. Without Admission the paper's rule is unchanged: an
+// item that cannot be served in time is failed with ErrDeadline when its
+// batch is sent.
+//
 // With constant arrivals at the planned rates, a batch for group i collects b_i
 // items from the whole module stream W, so its oldest item waits (b_i−1)/W ≤
 // (b_i−1)/w_i before the batch is sent and d_i more to run: within Theorem 1's
@@ -83,7 +111,7 @@
 //
 // # Concurrency and allocation
 //
-// Submit, SetPlan, Stats, Slots and Close may be called from any goroutine. One
+// Submit, Predict, SetPlan, Stats, Slots and Close may be called from any goroutine. One
 // mutex per module dispatcher guards its queues; it is never held while calling the
 // Sender or an item's Done. Sender.Send is called from whichever goroutine made a
 // batch ready: a Submit caller, a timer (deadline flush, dummy arrival) or a

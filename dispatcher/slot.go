@@ -14,6 +14,10 @@ var (
 	// ErrDeadline: the item's deadline passed before it could be sent; it was
 	// never sent to a backend.
 	ErrDeadline = errors.New("deadline exceeded before dispatch")
+	// ErrOverloaded: Options.Admission refused the item at Submit: given the
+	// machines' queues it would complete after it is due (Item.Due). It was
+	// never queued.
+	ErrOverloaded = errors.New("overloaded: the item would complete after it is due")
 	// ErrClosed: the dispatcher was closed.
 	ErrClosed = errors.New("dispatcher closed")
 	// ErrPlan: the module plan cannot be served (bad numbers); the message says which.

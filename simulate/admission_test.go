@@ -1,0 +1,65 @@
+package simulate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/scheduler"
+)
+
+func overloadPlan(t *testing.T) *api.Plan {
+	t.Helper()
+	cfg, err := api.Load("testdata/overload.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := scheduler.Plan(cfg, scheduler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+// Issue 11: what is admitted is served in time, what cannot be is refused at
+// once. One module (b1 2 ms, b4 3 ms, b16 8 ms), SLO 100 ms, planned at 1500
+// req/s, open-loop Poisson at 2×, 4× and 10× that for 10 s: with admission at
+// least 99.9% of the admitted requests are within the SLO and none fails late
+// (no deadline error); without it, most of what is queued expires. With
+// batches ±20% of their profile (jitter 0.2) admission learns how slow they
+// can be only from the first to finish, so at 10× the queue filled in the
+// first milliseconds runs a little late: 99.5% is asked there.
+func TestAdmissionKeepsItsPromise(t *testing.T) {
+	plan := overloadPlan(t)
+	for _, c := range []struct {
+		flush  dispatcher.Flush
+		jitter float64
+		want   float64
+	}{{dispatcher.FlushDeadline, 0, 0.999}, {dispatcher.FlushIdle, 0, 0.999}, {dispatcher.FlushIdle, 0.2, 0.995}} {
+		flush := c.flush
+		for _, x := range []float64{2, 4, 10} {
+			o := Options{Flush: flush, Arrival: "poisson", RatePerSec: 1500 * x, Duration: 10 * time.Second, Seed: 1, Jitter: c.jitter}
+			off, err := Run(plan, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Admission = true
+			on, err := Run(plan, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, s0 := on.Sessions[0], off.Sessions[0]
+			t.Logf("flush %s, jitter %g, %g×: admission: refused %.1f%%, admitted within SLO %.3f%%, p50 %.1f p99 %.1f ms, goodput %.0f/s, errors %v; without: attainment %.2f%%, goodput %.0f/s, errors %v",
+				flush, c.jitter, x, 100*float64(s.Refused)/float64(s.Requests), 100*s.AdmittedAttainment, s.Latency.P50Ms, s.Latency.P99Ms, s.GoodputRPS, s.Errors,
+				100*s0.SLOAttainment, s0.GoodputRPS, s0.Errors)
+			if s.AdmittedAttainment < c.want || len(s.Errors) > 0 {
+				t.Errorf("flush %s, jitter %g, %g×: admitted within SLO %.4f, errors %v; want ≥ %g and none", flush, c.jitter, x, s.AdmittedAttainment, s.Errors, c.want)
+			}
+			if s.Refused == 0 || s.GoodputRPS < s0.GoodputRPS {
+				t.Errorf("flush %s, %g×: refused %d, goodput %.0f/s (without admission %.0f/s): want refusals and no less goodput",
+					flush, x, s.Refused, s.GoodputRPS, s0.GoodputRPS)
+			}
+		}
+	}
+}
