@@ -113,6 +113,11 @@ type Dispatcher struct {
 	// weighted: the time the open batch needs to fill.
 	lastArrival time.Time
 	gap         float64 // seconds
+	// Work conservation on a fresh dispatcher: the arrivals counted since
+	// born, up to warmArrivals (a dispatcher given a measured ArrivalGap
+	// starts warm).
+	born    time.Time
+	arrived int
 
 	dummyEvery time.Duration
 	dummyNext  time.Time
@@ -132,7 +137,8 @@ type state struct {
 	maxBatch int
 	// FlushIdle (TC): the most machine-seconds any group spends per batch of
 	// the module (max share·duration/occupancy).
-	maxLoad float64
+	maxLoad     float64
+	maxDuration time.Duration // of the groups' batches
 }
 
 type group struct {
@@ -208,7 +214,10 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 		opts.Clock = SystemClock{}
 	}
 	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, admit: opts.Admission, clock: opts.Clock, sender: opts.Sender,
-		gap: opts.ArrivalGap.Seconds()}
+		gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
+	if opts.ArrivalGap > 0 {
+		d.arrived = warmArrivals
+	}
 	if err := d.SetPlan(mp); err != nil {
 		return nil, err
 	}
@@ -274,6 +283,7 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 	for _, g := range st.groups {
 		g.share = g.weight / st.sumGroup
 		st.maxLoad = max(st.maxLoad, g.share*g.duration.Seconds()/g.occupancy)
+		st.maxDuration = max(st.maxDuration, g.duration)
 	}
 	if err := d.route(st); err != nil {
 		return nil, fmt.Errorf("module %q: dispatch policy %q: %w", d.module, d.policy.Name(), err)
@@ -549,6 +559,10 @@ const idleFlushUtilization = 0.8
 // of the time but longer than three means only 5%.
 const quietFactor = 3
 
+// warmArrivals is how many arrivals a fresh dispatcher counts before its
+// arrival-gap estimate alone decides.
+const warmArrivals = 2 * int(1/gapWeight)
+
 // gapWeight is the weight of the newest gap in FlushIdle's estimate.
 const gapWeight = 0.1
 
@@ -568,6 +582,8 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 	if now.After(d.lastArrival) {
 		d.lastArrival = now
 	}
+	d.arrived = min(d.arrived+1, warmArrivals)
+
 }
 
 // worthFlushing reports whether sending b, q's open batch, now, partial,
@@ -592,6 +608,13 @@ func (d *Dispatcher) worthFlushing(q *queue, b *Batch, now time.Time) bool {
 	// ordinary long gaps of Poisson arrivals: 84.7% against 87.5% attainment
 	// at 1.2× the planned rate in simulation.)
 	gap := d.gap
+	if d.arrived < warmArrivals && d.arrived > 0 {
+		// Warming up: the arrivals measured since the dispatcher was born
+		// (over at least one batch duration), not the planned rate, say
+		// what load there is. Issue 11: planned for 150k req/s, a fresh
+		// gateway held its first requests to their deadline.
+		gap = max(gap, max(now.Sub(d.born), d.st.maxDuration).Seconds()/float64(d.arrived))
+	}
 	if !d.lastArrival.IsZero() {
 		gap = max(gap, now.Sub(d.lastArrival).Seconds()/quietFactor)
 	}

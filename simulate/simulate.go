@@ -288,7 +288,15 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 		if mp.Rate < 0 || bad(mp.Rate) {
 			return nil, fmt.Errorf("module %q: rate %v: must be a finite number ≥ 0", mp.Name, mp.Rate)
 		}
-		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Admission: s.o.Admission, Clock: s.clock, Sender: s.sender})
+		// The simulated gateway is warm: it has been serving this load, so
+		// FlushIdle's arrival-gap estimate starts from the simulated rate, not
+		// cold as a fresh gateway's does (dispatcher.Options.ArrivalGap).
+		var gap time.Duration
+		if r := mp.Rate*ss.rate/planRate + mp.DummyRate; planRate > 0 && r > 0 {
+			gap = time.Duration(float64(time.Second) / r)
+		}
+		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Admission: s.o.Admission,
+			ArrivalGap: gap, Clock: s.clock, Sender: s.sender})
 		if err != nil {
 			return nil, err
 		}
