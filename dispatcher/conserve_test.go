@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,6 +51,48 @@ func TestFreshDispatcherServesAtOnce(t *testing.T) {
 					t.Errorf("item %d: %v after %v; want served within 2 × 8 ms", i, it.Err, it.Finished.Sub(it.Arrival))
 				}
 			}
+		})
+	}
+}
+
+// A closed-loop client (each connection sends its next request when the
+// last is answered) on the idle 150k plan: 1, 4 and 32 connections for 2 s.
+// Every request is served within 2 × the 8 ms compute time: the measured
+// load, far below the plan, never needs full batches.
+func TestClosedLoopOnAnIdlePlan(t *testing.T) {
+	for _, conns := range []int{1, 4, 32} {
+		t.Run(fmt.Sprint(conns), func(t *testing.T) {
+			clock := NewVirtualClock(t0)
+			d, err := New(bigPlan, Options{Flush: FlushIdle, Clock: clock, Sender: &vsender{clock: clock}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := t0.Add(2 * time.Second)
+			var n int
+			var worst time.Duration
+			var done func(*Item)
+			done = func(it *Item) {
+				n++
+				worst = max(worst, it.Finished.Sub(it.Arrival))
+				if it.Finished.Before(end) {
+					*it = Item{Done: done}
+					if err := d.Submit(it); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			clock.AfterFunc(100*time.Millisecond, func() {
+				for range conns {
+					if err := d.Submit(&Item{Done: done}); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+			clock.Run(end.Add(time.Second))
+			if worst > 16*time.Millisecond {
+				t.Errorf("%d connections: %d requests, the slowest took %v; want ≤ 2 × 8 ms", conns, n, worst)
+			}
+			t.Logf("%d connections: %d requests, slowest %v", conns, n, worst)
 		})
 	}
 }
