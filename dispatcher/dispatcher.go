@@ -118,6 +118,9 @@ type Dispatcher struct {
 	// starts warm).
 	born    time.Time
 	arrived int
+	// The last recentArrivals arrival times, a ring: a burst's rate.
+	recent  [recentArrivals]time.Time
+	recentI int
 
 	dummyEvery time.Duration
 	dummyNext  time.Time
@@ -545,8 +548,12 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 	switch {
 	case b.Size() >= b.target:
 		d.dispatchLocked(q, now, out, ClosedFull)
-	case d.idle && d.worthFlushing(q, b, now) && q.idleMachine(b.g):
-		d.dispatchLocked(q, now, out, ClosedIdle)
+	case d.idle && q.idleMachine(b.g):
+		if d.worthFlushing(q, b, now) {
+			d.dispatchLocked(q, now, out, ClosedIdle)
+		} else {
+			d.recheckLocked(q, b, now)
+		}
 	}
 }
 
@@ -562,6 +569,9 @@ const quietFactor = 3
 // warmArrivals is how many arrivals a fresh dispatcher counts before its
 // arrival-gap estimate alone decides.
 const warmArrivals = 2 * int(1/gapWeight)
+
+// recentArrivals is how many arrivals the burst rate spans.
+const recentArrivals = 4
 
 // gapWeight is the weight of the newest gap in FlushIdle's estimate.
 const gapWeight = 0.1
@@ -583,6 +593,8 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 		d.lastArrival = now
 	}
 	d.arrived = min(d.arrived+1, warmArrivals)
+	d.recent[d.recentI] = now
+	d.recentI = (d.recentI + 1) % recentArrivals
 
 }
 
@@ -601,7 +613,12 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 // 0.8·k·n·gap ≥ s·d. Lanes beyond one per machine
 // are not counted, which errs towards waiting.
 func (d *Dispatcher) worthFlushing(q *queue, b *Batch, now time.Time) bool {
-	k := b.Size()
+	return d.gapEstimate(now) >= d.neededGap(q, b)
+}
+
+// gapEstimate returns the arrival gap, in seconds, that FlushIdle's guard
+// assumes at now.
+func (d *Dispatcher) gapEstimate(now time.Time) float64 {
 	// A long quiet since the last arrival is itself evidence: after a burst,
 	// the batch it left half full need not wait for its deadline. (Counting
 	// the whole quiet, as in a first version, also flushed early after the
@@ -615,18 +632,58 @@ func (d *Dispatcher) worthFlushing(q *queue, b *Batch, now time.Time) bool {
 		// gateway held its first requests to their deadline.
 		gap = max(gap, max(now.Sub(d.born), d.st.maxDuration).Seconds()/float64(d.arrived))
 	}
+	if oldest := d.recent[d.recentI]; !oldest.IsZero() {
+		// A burst: the last recentArrivals arrivals came faster than the
+		// estimate says. The estimate, weighted over many arrivals, learns
+		// of a burst only when it is half over; by then its first items
+		// have taken every idle machine as small batches (issue 11: peak
+		// provisioning missed 99% on gamma arrivals under FlushIdle).
+		gap = min(gap, now.Sub(oldest).Seconds()/(recentArrivals-1))
+	}
 	if !d.lastArrival.IsZero() {
 		gap = max(gap, now.Sub(d.lastArrival).Seconds()/quietFactor)
 	}
+	return gap
+}
+
+// neededGap returns the least arrival gap, in seconds, at which sending b,
+// q's open batch, partial, passes the guard (worthFlushing).
+func (d *Dispatcher) neededGap(q *queue, b *Batch) float64 {
+	k := b.Size()
 	if q.m != nil {
 		s, n := q.m.weight/d.st.sumMach, q.m.slot.Occupancy
-		return idleFlushUtilization*float64(k)*n*gap >= s*b.g.duration.Seconds()
+		return s * b.g.duration.Seconds() / (idleFlushUtilization * float64(k) * n)
 	}
 	var m float64
 	for _, g := range d.st.groups {
 		m += g.share * float64(min(k, g.batch))
 	}
-	return idleFlushUtilization*m*gap >= d.st.maxLoad
+	return d.st.maxLoad / (idleFlushUtilization * m)
+}
+
+// recheckLocked arms q's timer for the earliest time at which, with no
+// arrival before, the guard would pass (the burst's span grown long enough,
+// or the quiet since the last arrival), if that is before the deadline
+// flush: a batch the guard held for a burst that did not go on need not wait
+// for its deadline when no batch ends to look at it again (idleFlushLocked).
+func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) {
+	need := d.neededGap(q, b)
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	at := d.lastArrival.Add(sec(quietFactor * need))
+	if oldest := d.recent[d.recentI]; !oldest.IsZero() {
+		saved := d.recent[d.recentI]
+		d.recent[d.recentI] = time.Time{} // the estimate without the burst
+		if d.gapEstimate(now) >= need {
+			if t := oldest.Add(sec((recentArrivals - 1) * need)); t.Before(at) {
+				at = t
+			}
+		}
+		d.recent[d.recentI] = saved
+	}
+	if !q.armed || !at.Before(q.flushAt) || !at.After(now) {
+		return
+	}
+	q.timer.Reset(at.Sub(now))
 }
 
 // idleMachine reports whether a machine that q's batches go to (q's own, or
@@ -664,8 +721,12 @@ func (d *Dispatcher) idleFlushLocked(m *machine, now time.Time, out *outList) {
 }
 
 func (d *Dispatcher) idleFlushQueueLocked(q *queue, m *machine, now time.Time, out *outList) {
-	if b := q.open; b != nil && len(b.Items) > 0 && b.g == m.g && d.worthFlushing(q, b, now) {
-		d.dispatchLocked(q, now, out, ClosedIdle)
+	if b := q.open; b != nil && len(b.Items) > 0 && b.g == m.g {
+		if d.worthFlushing(q, b, now) {
+			d.dispatchLocked(q, now, out, ClosedIdle)
+		} else {
+			d.recheckLocked(q, b, now)
+		}
 	}
 }
 
@@ -679,17 +740,21 @@ func (q *queue) arm(at, now time.Time) {
 }
 
 // fire is the flush timer of q: it sends the open batch, partial, when its oldest
-// item cannot wait any longer.
+// item cannot wait any longer, or, under FlushIdle, at a recheck that finds
+// the guard passed and a machine idle.
 func (q *queue) fire() {
 	d := q.d
 	var out outList
 	d.mu.Lock()
 	if q.open != nil && q.armed && !d.closed {
 		now := d.clock.Now()
-		if now.Before(q.flushAt) { // early or stale wake-up
-			q.timer.Reset(q.flushAt.Sub(now))
-		} else {
+		switch {
+		case !now.Before(q.flushAt):
 			d.dispatchLocked(q, now, &out, ClosedDeadline)
+		case d.idle && len(q.open.Items) > 0 && q.idleMachine(q.open.g) && d.worthFlushing(q, q.open, now):
+			d.dispatchLocked(q, now, &out, ClosedIdle) // a recheck (recheckLocked)
+		default: // early or stale wake-up
+			q.timer.Reset(q.flushAt.Sub(now))
 		}
 	}
 	d.mu.Unlock()

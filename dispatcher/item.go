@@ -105,7 +105,12 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	m.busy--
 	m.stats.Busy += now.Sub(b.Sent)
 	m.g.observe(now.Sub(b.Sent))
-	m.resync(b, now)
+	m.finished(b)
+	if d.admit {
+		// Only under admission: resynced estimates also change which
+		// machine a queued batch picks, and the paper's rule is kept as it was.
+		m.resync(now)
+	}
 	d.stats.Completed += n
 	if err != nil {
 		d.stats.Failed += n

@@ -112,22 +112,26 @@ func (g *group) refresh() {
 	g.freeAt = at
 }
 
-// resync recomputes m's lane estimates when b ends at now: the lanes of the
-// batches still running end at their start + the profiled duration (now if
-// that has passed), the others are free now, and the queued batches take the
-// earliest lane in turn. Backends are not as regular as their profiles;
-// without this, the estimates would drift from the machine's real queue.
-// O(lanes × queued), per batch.
-func (m *machine) resync(b *Batch, now time.Time) {
+// finished takes b off m's running batches.
+func (m *machine) finished(b *Batch) {
 	for i, r := range m.running {
 		if r == b {
 			last := len(m.running) - 1
 			m.running[i] = m.running[last]
 			m.running[last] = nil
 			m.running = m.running[:last]
-			break
+			return
 		}
 	}
+}
+
+// resync recomputes m's lane estimates when a batch ends at now: the lanes of the
+// batches still running end at their start + the profiled duration (now if
+// that has passed), the others are free now, and the queued batches take the
+// earliest lane in turn. Backends are not as regular as their profiles;
+// without this, the estimates would drift from the machine's real queue.
+// O(lanes × queued), per batch.
+func (m *machine) resync(now time.Time) {
 	for i := range m.est {
 		m.est[i] = now
 		if i < len(m.running) {
