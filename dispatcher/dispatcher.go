@@ -74,12 +74,18 @@ type Stats struct {
 	Overloaded       uint64 // items Submit refused with ErrOverloaded (Options.Admission: predicted late)
 	DummiesInjected  uint64 // dummy arrivals at the planned dummy rate
 	DummiesDropped   uint64 // dummies of batches that held no real item (never sent)
+	// Overflow counts the batches sent to a spare machine (SetSpare) because
+	// every machine of their group was busy and they would have completed
+	// too late there.
+	Overflow uint64
 	// Closed counts the batches with a real item closed for dispatch, by the
 	// Closer that closed them (a small mean batch size with many ClosedIdle
 	// is FlushIdle at low load; with many ClosedDeadline, a rate below plan).
 	Closed [numClosers]uint64
 	// Slots are the current plan's machines, in rank order.
 	Slots []SlotStats
+	// Spare are the spare machines' (SetSpare), in the order given.
+	Spare []SlotStats
 }
 
 // SlotStats are the counters of one machine under the current plan.
@@ -105,6 +111,7 @@ type Dispatcher struct {
 
 	mu     sync.Mutex
 	st     *state
+	spare  []*machine // SetSpare's machines: overflow, outside the plan
 	closed bool
 	free   *Batch // recycled batches (linked by link)
 	stats  Stats
@@ -400,11 +407,13 @@ func (d *Dispatcher) drainLocked() []*Item {
 	for _, q := range d.st.queues {
 		take(q)
 	}
-	for _, m := range d.st.machines {
-		for m.pending.len() > 0 {
-			b := m.pending.pop()
-			items = append(items, b.Items...)
-			d.recycleLocked(b)
+	for _, ms := range [][]*machine{d.st.machines, d.spare} {
+		for _, m := range ms {
+			for m.pending.len() > 0 {
+				b := m.pending.pop()
+				items = append(items, b.Items...)
+				d.recycleLocked(b)
+			}
 		}
 	}
 	return items
@@ -445,7 +454,7 @@ func (d *Dispatcher) Submit(it *Item) error {
 		if b == nil {
 			b = d.openLocked(q) // left open, empty, if the item is refused: the next arrival joins it
 		}
-		if due := it.Due(b.g.duration); !due.IsZero() && predictAt(q.m, b.g, now).After(due) {
+		if !d.admitsLocked(q, b, it, now) {
 			d.stats.Overloaded++
 			d.mu.Unlock()
 			return ErrOverloaded
@@ -810,6 +819,12 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	if m == nil {
 		m = b.g.pickMachine()
 	}
+	if len(d.spare) > 0 && !m.idle() {
+		if s := d.overflowLocked(b, m, now); s != nil {
+			m = s
+			d.stats.Overflow++
+		}
+	}
 	b.m, b.Slot = m, &m.slot
 	lane := m.earliestLane()
 	start := m.est[lane]
@@ -924,6 +939,12 @@ func (d *Dispatcher) Stats() Stats {
 	s.Slots = make([]SlotStats, len(d.st.machines))
 	for i, m := range d.st.machines {
 		s.Slots[i] = m.stats
+	}
+	if len(d.spare) > 0 {
+		s.Spare = make([]SlotStats, len(d.spare))
+		for i, m := range d.spare {
+			s.Spare[i] = m.stats
+		}
 	}
 	return s
 }

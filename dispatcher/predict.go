@@ -43,7 +43,26 @@ func (d *Dispatcher) Predict(now time.Time) time.Duration {
 			}
 		}
 	}
+	if t := d.spareAt(now); !t.IsZero() && t.Before(at) {
+		at = t
+	}
 	return at.Sub(now)
+}
+
+// admitsLocked is Options.Admission's rule for it joining b, q's open batch:
+// it completes by it.Due on the machines b would go to, or on a spare machine
+// whose batch holds b with it (where b would overflow).
+func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) bool {
+	due := it.Due(b.g.duration)
+	if due.IsZero() || !predictAt(q.m, b.g, now).After(due) {
+		return true
+	}
+	for _, s := range d.spare {
+		if s.slot.Batch > b.Size() && !predictAt(s, s.g, now).After(it.Due(s.g.duration)) {
+			return true
+		}
+	}
+	return false
 }
 
 // peeker is a Router that can say, without moving on, what Join and Open

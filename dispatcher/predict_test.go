@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +79,39 @@ type slowSender struct{ clock *VirtualClock }
 
 func (s slowSender) Send(b *Batch) {
 	s.clock.AfterFunc(2*b.Slot.Duration, func() { b.Done(nil, nil) })
+}
+
+// A spare machine takes the batches the planned one cannot run in time, and
+// admission counts it: with one spare like the planned machine, the two items
+// TestAdmissionRefusesWhatWouldBeLate refuses are served, on the spare, in
+// time. A spare slot of another module is refused, naming it.
+func TestSpareTakesTheOverflow(t *testing.T) {
+	mp := api.ModulePlan{Name: "m", Rate: 50, BudgetMs: 35, Configs: []api.GroupPlan{gp(1, 10, 1, 50)}}
+	clock := NewVirtualClock(t0)
+	d, err := New(mp, Options{Admission: true, Clock: clock, Sender: &vsender{clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetSpare([]Slot{{Module: "other", Backend: "b9", Batch: 1, Concurrency: 1, Duration: 10 * time.Millisecond}}); err == nil || !strings.Contains(err.Error(), "b9") {
+		t.Errorf("SetSpare with another module's slot: %v, want an error naming it", err)
+	}
+	if err := d.SetSpare([]Slot{{Module: "m", Backend: "b1", Batch: 1, Concurrency: 1, Duration: 10 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for range 5 {
+		if err := d.Submit(tr.item(time.Time{})); err != nil {
+			t.Fatalf("Submit: %v, want every item admitted", err)
+		}
+	}
+	clock.Run(t0.Add(time.Second))
+	st := d.Stats()
+	if tr.errs["ok"] != 5 || st.Overflow != 2 || len(st.Spare) != 1 || st.Spare[0].Items != 2 {
+		t.Errorf("completions %v, overflow %d, spare %+v; want 5 ok, 2 batches overflowed to the spare", tr.errs, st.Overflow, st.Spare)
+	}
+	for _, at := range tr.times {
+		if at.Sub(t0) > 35*time.Millisecond {
+			t.Errorf("an item finished at %v, after its 35 ms deadline", at.Sub(t0))
+		}
+	}
 }

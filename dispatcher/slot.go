@@ -62,6 +62,8 @@ type Slot struct {
 	Module string
 	// Group is the index of the machine's config group in ModulePlan.Configs
 	// (throughput-cost rank, 0 best); Machine its index within the group.
+	// A spare machine (SetSpare) has Group −1 and Machine its index in the
+	// spare list.
 	Group, Machine int
 	// Backend is the backend id from GroupPlan.Backends ("" when the plan is not
 	// placed, as in the simulator).

@@ -63,3 +63,31 @@ func TestAdmissionKeepsItsPromise(t *testing.T) {
 		}
 	}
 }
+
+// Issue 11, overflow: the same plan at 2× its rate, with one spare machine of
+// the module's profile (b16, 8 ms) that the plan leaves idle. Batches overflow
+// to it when the planned machine is saturated: refusals drop, the admitted
+// still meet the SLO, and the overflow is counted.
+func TestOverflowToSpareMachines(t *testing.T) {
+	plan := overloadPlan(t)
+	spare := []dispatcher.Slot{{Module: "m", Backend: "spare-0", Hardware: "gpu", Batch: 16, Concurrency: 1, Duration: 8 * time.Millisecond}}
+	o := Options{Flush: dispatcher.FlushIdle, Admission: true, Arrival: "poisson", RatePerSec: 3000, Duration: 10 * time.Second, Seed: 1}
+	without, err := Run(plan, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Spare = spare
+	with, err := Run(plan, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, s := without.Sessions[0], with.Sessions[0]
+	dc := with.Sessions[0].Modules[0].Dispatcher
+	t.Logf("2×, admission: without spare refused %.1f%%, admitted within SLO %.3f%%, goodput %.0f/s; with one spare refused %.2f%%, admitted within SLO %.3f%%, goodput %.0f/s, %d batches overflowed",
+		100*float64(s0.Refused)/float64(s0.Requests), 100*s0.AdmittedAttainment, s0.GoodputRPS,
+		100*float64(s.Refused)/float64(s.Requests), 100*s.AdmittedAttainment, s.GoodputRPS, dc.Overflow)
+	if s.Refused*10 > s0.Refused || s.AdmittedAttainment < 0.999 || len(s.Errors) > 0 || dc.Overflow == 0 {
+		t.Errorf("with a spare: refused %d (without %d), admitted within SLO %.4f, errors %v, overflow %d; want a tenth of the refusals at most, ≥ 0.999, none, > 0",
+			s.Refused, s0.Refused, s.AdmittedAttainment, s.Errors, dc.Overflow)
+	}
+}

@@ -84,6 +84,7 @@ type ModuleReport struct {
 	Dispatcher DispatchCounts `json:"dispatcher"`
 	Groups     []GroupReport  `json:"groups"`
 	Slots      []SlotReport   `json:"slots"`
+	Spare      []SlotReport   `json:"spare,omitempty"` // spare machines (Options.Spare)
 }
 
 // DispatchCounts are a module dispatcher's item counters (dispatcher.Stats).
@@ -93,6 +94,7 @@ type DispatchCounts struct {
 	DeadlineOnSubmit uint64 `json:"deadline_on_submit"`
 	DeadlineOnSend   uint64 `json:"deadline_on_send"`
 	Overloaded       uint64 `json:"overloaded"` // refused by admission
+	Overflow         uint64 `json:"overflow"`   // batches sent to spare machines
 }
 
 // GroupReport is one config group: its planned WCL and the slowest item it ran.
@@ -198,7 +200,7 @@ func (m *module) report(win float64, elapsed time.Duration) ModuleReport {
 	if n := len(m.lat) + sumErrs(m.errs); n > 0 {
 		mr.BudgetAttainment = float64(m.good) / float64(n)
 	}
-	mr.Dispatcher = DispatchCounts{Submitted: st.Submitted, DeadlineOnSubmit: st.DeadlineOnSubmit, DeadlineOnSend: st.DeadlineOnSend, Overloaded: st.Overloaded}
+	mr.Dispatcher = DispatchCounts{Submitted: st.Submitted, DeadlineOnSubmit: st.DeadlineOnSubmit, DeadlineOnSend: st.DeadlineOnSend, Overloaded: st.Overloaded, Overflow: st.Overflow}
 	for _, sl := range st.Slots {
 		mr.Dispatcher.Sent += sl.Items
 	}
@@ -212,6 +214,9 @@ func (m *module) report(win float64, elapsed time.Duration) ModuleReport {
 	}
 	for _, ss := range st.Slots {
 		mr.Slots = append(mr.Slots, slotReport(ss, elapsed))
+	}
+	for _, ss := range st.Spare {
+		mr.Spare = append(mr.Spare, slotReport(ss, elapsed))
 	}
 	return mr
 }

@@ -49,6 +49,10 @@ type Options struct {
 	// Submit. A request so refused is counted as refused (SessionReport.Refused),
 	// not as an error, and its later modules do not run.
 	Admission bool
+	// Spare are machines outside the plan that a module's batches may
+	// overflow to (dispatcher.SetSpare): each applies to the module its
+	// Slot.Module names.
+	Spare []dispatcher.Slot
 	// Drain bounds the virtual time given, after arrivals stop, to requests still
 	// in flight (default: 10 s plus 10 × the largest SLO). Requests unfinished by
 	// then count as errors of kind "unfinished".
@@ -300,6 +304,17 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 		if err != nil {
 			return nil, err
 		}
+		var spare []dispatcher.Slot
+		for _, sl := range s.o.Spare {
+			if sl.Module == mp.Name {
+				spare = append(spare, sl)
+			}
+		}
+		if len(spare) > 0 {
+			if err := d.SetSpare(spare); err != nil {
+				return nil, err
+			}
+		}
 		m := &module{plan: mp, d: d, children: dag.Children(i), primary: -1,
 			budget: ms(mp.BudgetMs), wcl: ms(mp.WCLMs), errs: map[string]int{},
 			groupMax: make([]time.Duration, len(mp.Configs)), groupN: make([]int, len(mp.Configs))}
@@ -493,10 +508,10 @@ func (s *sim) onItemDone(it *dispatcher.Item) {
 		if m.wcl > 0 && lat > m.wcl+time.Microsecond {
 			m.overWCL++
 		}
-		if g := it.Slot.Group; lat > m.groupMax[g] {
-			m.groupMax[g] = lat
+		if g := it.Slot.Group; g >= 0 { // -1: a spare machine
+			m.groupMax[g] = max(m.groupMax[g], lat)
+			m.groupN[g]++
 		}
-		m.groupN[it.Slot.Group]++
 	}
 	s.putItem(si)
 	r.left[i]--
