@@ -191,6 +191,7 @@ type queue struct {
 	open    *Batch
 	armed   bool
 	flushAt time.Time
+	wakeAt  time.Time // when timer fires: flushAt, or a recheck before it
 	timer   Timer
 }
 
@@ -675,7 +676,13 @@ func (d *Dispatcher) neededGap(q *queue, b *Batch) float64 {
 // or the quiet since the last arrival), if that is before the deadline
 // flush: a batch the guard held for a burst that did not go on need not wait
 // for its deadline when no batch ends to look at it again (idleFlushLocked).
-func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) {
+// A recheck already due is left as it is (it re-arms itself when it fires):
+// one timer reset per recheck, not per arrival. It reports whether a recheck
+// is armed.
+func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) bool {
+	if q.armed && q.wakeAt.After(now) && q.wakeAt.Before(q.flushAt) {
+		return true
+	}
 	need := d.neededGap(q, b)
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	at := d.lastArrival.Add(sec(quietFactor * need))
@@ -690,9 +697,11 @@ func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) {
 		d.recent[d.recentI] = saved
 	}
 	if !q.armed || !at.Before(q.flushAt) || !at.After(now) {
-		return
+		return false
 	}
+	q.wakeAt = at
 	q.timer.Reset(at.Sub(now))
+	return true
 }
 
 // idleMachine reports whether a machine that q's batches go to (q's own, or
@@ -740,7 +749,7 @@ func (d *Dispatcher) idleFlushQueueLocked(q *queue, m *machine, now time.Time, o
 }
 
 func (q *queue) arm(at, now time.Time) {
-	q.flushAt, q.armed = at, true
+	q.flushAt, q.wakeAt, q.armed = at, at, true
 	if q.timer == nil {
 		q.timer = q.d.clock.AfterFunc(at.Sub(now), q.fire)
 	} else {
@@ -762,7 +771,9 @@ func (q *queue) fire() {
 			d.dispatchLocked(q, now, &out, ClosedDeadline)
 		case d.idle && len(q.open.Items) > 0 && q.idleMachine(q.open.g) && d.worthFlushing(q, q.open, now):
 			d.dispatchLocked(q, now, &out, ClosedIdle) // a recheck (recheckLocked)
+		case d.idle && len(q.open.Items) > 0 && d.recheckLocked(q, q.open, now):
 		default: // early or stale wake-up
+			q.wakeAt = q.flushAt
 			q.timer.Reset(q.flushAt.Sub(now))
 		}
 	}
