@@ -6,7 +6,8 @@ import "time"
 // now to its completion: the wait for a lane of the machines its batch would
 // go to, as the dispatcher has them queued (each lane's estimated free time,
 // from the profiled durations of the batches running and queued on it), plus
-// the batch's profiled duration. It does not count the wait for batch-mates:
+// the batch's profiled duration, both scaled by the group's measured
+// slowness; or on a spare machine (SetSpare) if that is earlier. It does not count the wait for batch-mates:
 // that wait ends by the deadline flush, which is timed to meet the item's
 // deadline (docs/dataplane.md, "Admission"). The batch goes to the group of
 // the open batch the item would join (under TC, the group chosen when it
