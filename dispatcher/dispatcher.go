@@ -183,6 +183,12 @@ type machine struct {
 	weight  float64 // planned req/s
 }
 
+func newMachine(s Slot, g *group) *machine {
+	m := &machine{slot: s, g: g, est: make([]time.Time, s.Concurrency), running: make([]*Batch, 0, s.Concurrency)}
+	m.stats.Slot = s
+	return m
+}
+
 // queue is one stream of the router: an open batch and its deadline flush timer.
 type queue struct {
 	d       *Dispatcher
@@ -282,8 +288,8 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		}
 		g := st.groups[s.Group]
 		g.occupancy += s.Occupancy
-		m := &machine{slot: s, g: g, est: make([]time.Time, s.Concurrency), running: make([]*Batch, 0, s.Concurrency), weight: s.RatePerSec}
-		m.stats.Slot = s
+		m := newMachine(s, g)
+		m.weight = s.RatePerSec
 		if m.weight <= 0 {
 			m.weight = s.Occupancy * float64(s.Concurrency*s.Batch) / s.Duration.Seconds()
 		}
@@ -408,13 +414,17 @@ func (d *Dispatcher) drainLocked() []*Item {
 	for _, q := range d.st.queues {
 		take(q)
 	}
-	for _, ms := range [][]*machine{d.st.machines, d.spare} {
-		for _, m := range ms {
-			for m.pending.len() > 0 {
-				b := m.pending.pop()
-				items = append(items, b.Items...)
-				d.recycleLocked(b)
-			}
+	items = d.drainQueuesLocked(d.st.machines, items)
+	return d.drainQueuesLocked(d.spare, items)
+}
+
+// drainQueuesLocked empties the queues of ms onto items, in queue order.
+func (d *Dispatcher) drainQueuesLocked(ms []*machine, items []*Item) []*Item {
+	for _, m := range ms {
+		for m.pending.len() > 0 {
+			b := m.pending.pop()
+			items = append(items, b.Items...)
+			d.recycleLocked(b)
 		}
 	}
 	return items

@@ -35,32 +35,23 @@ func (d *Dispatcher) SetSpare(slots []Slot) error {
 			s.Occupancy = 1
 		}
 		g := &group{batch: s.Batch, duration: s.Duration, occupancy: 1, slow: 1}
-		m := &machine{slot: s, g: g, est: make([]time.Time, s.Concurrency), running: make([]*Batch, 0, s.Concurrency)}
-		m.stats.Slot = s
+		m := newMachine(s, g)
 		g.machines = []*machine{m}
 		spare = append(spare, m)
 	}
 	var out outList
 	d.mu.Lock()
+	defer d.flush(&out) // deferred first: runs after the unlock
+	defer d.mu.Unlock()
 	if d.closed {
-		d.mu.Unlock()
 		return ErrClosed
 	}
-	var moved []*Item
-	for _, m := range d.spare {
-		for m.pending.len() > 0 {
-			b := m.pending.pop()
-			moved = append(moved, b.Items...)
-			d.recycleLocked(b)
-		}
-	}
+	moved := d.drainQueuesLocked(d.spare, nil)
 	d.spare = spare
 	now := d.clock.Now()
 	for _, it := range moved {
 		d.addLocked(it, now, &out)
 	}
-	d.mu.Unlock()
-	d.flush(&out)
 	return nil
 }
 
