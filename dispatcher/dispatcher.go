@@ -242,15 +242,16 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 }
 
 // ArrivalGap returns FlushIdle's current estimate of the mean gap between
-// arrivals (items and dummies); 0 without one (FlushDeadline, or no planned
-// rate and fewer than two arrivals).
+// arrivals (items and dummies), the warm-up's measure included; 0 without one
+// (FlushDeadline, or no planned rate and fewer than two arrivals). A
+// dispatcher that replaces this one starts from it (Options.ArrivalGap).
 func (d *Dispatcher) ArrivalGap() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.idle {
 		return 0
 	}
-	return time.Duration(d.gap * float64(time.Second))
+	return time.Duration(d.baseGap(d.clock.Now()) * float64(time.Second))
 }
 
 // Module returns the module's name.
@@ -644,14 +645,7 @@ func (d *Dispatcher) gapEstimate(now time.Time) float64 {
 	// the whole quiet, as in a first version, also flushed early after the
 	// ordinary long gaps of Poisson arrivals: 84.7% against 87.5% attainment
 	// at 1.2× the planned rate in simulation.)
-	gap := d.gap
-	if d.arrived < warmArrivals && d.arrived > 0 {
-		// Warming up: the arrivals measured since the dispatcher was born
-		// (over at least one batch duration), not the planned rate, say
-		// what load there is. Issue 11: planned for 150k req/s, a fresh
-		// gateway held its first requests to their deadline.
-		gap = max(gap, max(now.Sub(d.born), d.st.maxDuration).Seconds()/float64(d.arrived))
-	}
+	gap := d.baseGap(now)
 	if oldest := d.recent[d.recentI]; !oldest.IsZero() {
 		// A burst: the last recentArrivals arrivals came faster than the
 		// estimate says. The estimate, weighted over many arrivals, learns
@@ -664,6 +658,18 @@ func (d *Dispatcher) gapEstimate(now time.Time) float64 {
 		gap = max(gap, now.Sub(d.lastArrival).Seconds()/quietFactor)
 	}
 	return gap
+}
+
+// baseGap returns the weighted arrival gap, in seconds, or while the
+// dispatcher warms up the mean gap since it was made (over at least one batch
+// duration) if that is longer: the arrivals measured, not the planned rate,
+// say what load there is. Issue 11: planned for 150k req/s, a fresh gateway
+// held its first requests to their deadline.
+func (d *Dispatcher) baseGap(now time.Time) float64 {
+	if d.arrived < warmArrivals && d.arrived > 0 {
+		return max(d.gap, max(now.Sub(d.born), d.st.maxDuration).Seconds()/float64(d.arrived))
+	}
+	return d.gap
 }
 
 // neededGap returns the least arrival gap, in seconds, at which sending b,
