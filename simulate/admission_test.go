@@ -91,3 +91,33 @@ func TestOverflowToSpareMachines(t *testing.T) {
 			s.Refused, s0.Refused, s.AdmittedAttainment, s.Errors, dc.Overflow)
 	}
 }
+
+// Work conservation in simulation: on issue 11's plan (b16, 8 ms), lone
+// requests (Poisson at 1 and 20 req/s) and the planned rate itself. Under
+// --flush idle a lone request takes its compute time; at the planned rate
+// the plan's batches are full, as under --flush deadline.
+func TestIdleFlushServesLoneRequestsInComputeTime(t *testing.T) {
+	plan := overloadPlan(t)
+	for _, rate := range []float64{1, 20} {
+		r, err := Run(plan, Options{Flush: dispatcher.FlushIdle, Arrival: "poisson", RatePerSec: rate, Duration: 60 * time.Second, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := r.Sessions[0]
+		t.Logf("%g req/s: p50 %.1f ms, p99 %.1f ms, max %.1f ms", rate, s.Latency.P50Ms, s.Latency.P99Ms, s.Latency.MaxMs)
+		if s.Latency.P99Ms > 16 {
+			t.Errorf("%g req/s: p99 %.1f ms, want within 2 × the 8 ms compute time", rate, s.Latency.P99Ms)
+		}
+	}
+	for _, f := range []dispatcher.Flush{dispatcher.FlushDeadline, dispatcher.FlushIdle} {
+		r, err := Run(plan, Options{Flush: f, Arrival: "poisson", Duration: 60 * time.Second, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := r.Sessions[0]
+		t.Logf("planned rate, flush %s: attainment %.2f%%, p99 %.1f ms, mean batch %.2f", f, 100*s.SLOAttainment, s.Latency.P99Ms, s.Modules[0].Slots[0].MeanBatch)
+		if s.SLOAttainment < 0.999 {
+			t.Errorf("planned rate, flush %s: attainment %.4f", f, s.SLOAttainment)
+		}
+	}
+}
