@@ -35,8 +35,10 @@ func quantizedOptions(m moduleInput, slo float64, pol policy) []option {
 // a module budget, besides every config's own WCL at the module rate.
 const optimalGrid = 200
 
-// optimalOptions gives a module the cheapest config set (optimalModule) at every
-// budget on a grid of SLO/optimalGrid and at every config's WCL at the module rate.
+// optimalOptions gives a module every config set the optimum's form allows
+// (optimalModule) at every budget on a grid of SLO/optimalGrid and at every
+// config's WCL at the module rate: not only the cheapest set at each budget, since
+// a dearer set may pass a shorter burst to the module's children.
 func optimalOptions(m moduleInput, slo float64, pol policy) []option {
 	budgets := make([]float64, 0, optimalGrid+len(m.cands))
 	for k := 1; k <= optimalGrid; k++ {
@@ -49,27 +51,45 @@ func optimalOptions(m moduleInput, slo float64, pol policy) []option {
 	}
 	var out []option
 	for _, L := range budgets {
-		if r, ok := optimalModule(m.cands, m.rate, L, pol); ok {
+		for _, r := range optimalModule(m.cands, m.rate, L, pol) {
 			out = append(out, option{latency: r.wcl, r: r})
 		}
 	}
 	return out
 }
 
-// frontier keeps the options that no other option beats on both latency and cost,
-// sorted by latency ascending (so cost strictly descends).
-func frontier(opts []option) []option {
-	sort.Slice(opts, func(i, j int) bool {
-		if opts[i].latency != opts[j].latency {
-			return opts[i].latency < opts[j].latency
+// frontier keeps the options that no other option rules out, sorted by cost
+// ascending. An option is ruled out when another one is no worse in every term the
+// search adds up on a path: latency, cost and, where the module has children, the
+// burst it passes them (burstOf). Pruning on latency and cost alone would drop a
+// cheap option whose short burst lets a child run cheaper.
+func frontier(opts []option, hasChildren bool) []option {
+	burst := func(o option) float64 {
+		if hasChildren {
+			return o.r.burst
 		}
-		return opts[i].r.cost < opts[j].r.cost
+		return 0
+	}
+	sort.Slice(opts, func(i, j int) bool {
+		a, b := opts[i], opts[j]
+		if a.r.cost != b.r.cost {
+			return a.r.cost < b.r.cost
+		}
+		if a.latency != b.latency {
+			return a.latency < b.latency
+		}
+		return burst(a) < burst(b)
 	})
 	var out []option
+next:
 	for _, o := range opts {
-		if len(out) == 0 || o.r.cost < out[len(out)-1].r.cost-1e-12 {
-			out = append(out, o)
+		// Every kept option costs no more than o.
+		for _, k := range out {
+			if k.latency <= o.latency+latencyEps && burst(k) <= burst(o)+latencyEps && k.r.cost <= o.r.cost+1e-12 {
+				continue next
+			}
 		}
+		out = append(out, o)
 	}
 	return out
 }
@@ -80,16 +100,19 @@ func searchSplit(g *graph, mods []moduleInput, slo float64, pol policy, list opt
 	n := len(mods)
 	opts := make([][]option, n)
 	for i, m := range mods {
-		opts[i] = frontier(list(m, slo, pol))
+		opts[i] = frontier(list(m, slo, pol), len(g.children[i]) > 0)
 		if len(opts[i]) == 0 {
 			return nil, fmt.Errorf("module %q: %w: no config set serves %.4g req/s within the SLO %s (policy %s)",
 				m.name, ErrInfeasible, m.rate, fmtSeconds(slo), pol.name)
 		}
 	}
-	// minTail[i]: the shortest possible latency after module i to a sink.
+	// minLat[i]: module i's shortest latency over its options.
 	minLat := make([]float64, n)
 	for i := range opts {
-		minLat[i] = opts[i][0].latency
+		minLat[i] = math.Inf(1)
+		for _, o := range opts[i] {
+			minLat[i] = math.Min(minLat[i], o.latency)
+		}
 	}
 	tailFrom := make([]float64, n) // longest path starting at i (including i) under minLat
 	for k := n - 1; k >= 0; k-- {
@@ -104,7 +127,7 @@ func searchSplit(g *graph, mods []moduleInput, slo float64, pol policy, list opt
 	restCost := make([]float64, n+1)
 	for k := n - 1; k >= 0; k-- {
 		o := opts[g.topo[k]]
-		restCost[k] = restCost[k+1] + o[len(o)-1].r.cost
+		restCost[k] = restCost[k+1] + o[0].r.cost
 	}
 	finish := make([]float64, n)
 	choice := make([]int, n)
@@ -129,9 +152,9 @@ func searchSplit(g *graph, mods []moduleInput, slo float64, pol policy, list opt
 		}
 		start += beta
 		o := opts[i]
-		// From the cheapest (longest) option down: once the bound fails, every
-		// remaining option is dearer and fails too.
-		for j := len(o) - 1; j >= 0; j-- {
+		// From the cheapest option up: once the bound fails, every remaining
+		// option is dearer and fails too.
+		for j := range o {
 			if cost+o[j].r.cost+restCost[k+1] >= bestCost-1e-12 {
 				break
 			}
@@ -154,59 +177,82 @@ func searchSplit(g *graph, mods []moduleInput, slo float64, pol policy, list opt
 	return out, nil
 }
 
-// optimalModule returns the cheapest config set for rate T within L seconds under
-// pol's latency model and config-set form, exhaustively:
+// optimalModule returns every config set for rate T within L seconds under pol's
+// latency model and config-set form, exhaustively:
 //
 //   - grouped form (piccolo) and rate-independent models (2d, d + b/t): one group
-//     of the best config is optimal (a later group's stream is a subset of the
-//     first's, so moving its load to the first group never raises WCL or cost), so
-//     the search is over every config, with the smallest dummy that makes it
-//     feasible where dummies are allowed;
+//     of each config, with the smallest dummy rate that makes it feasible where
+//     dummies are allowed (a later group's stream is a subset of the first's, so
+//     moving its load to the first group never raises WCL, cost or burst);
 //   - the paper's form: every ordered config set in which each config takes as
 //     many full machines as fit and the residual goes on to the later configs,
 //     ending in one partial machine, optionally padded with dummies to the rate
-//     that config needs (exhaustiveFill).
-func optimalModule(cands []Candidate, T, L float64, pol policy) (moduleResult, bool) {
+//     that config needs (fillSearch).
+//
+// The sets are not pruned by cost: the search (frontier) needs the dearer ones
+// whose burst is shorter.
+func optimalModule(cands []Candidate, T, L float64, pol policy) []moduleResult {
 	if T <= rateEps {
-		return moduleResult{}, true
+		return []moduleResult{{}}
 	}
 	p := pol.gen
+	var out []moduleResult
 	if p.grouped || !p.model.RateDependent() {
-		// For a rate-independent model a fractional group of the best feasible
-		// config costs what full machines plus one partial machine cost.
-		return bestSingleGroup(cands, T, L, p, pol.dummy)
+		for _, c := range cands {
+			rate, ok := groupRate(c, T, L, 0, p.model, pol.dummy)
+			if ok {
+				out = append(out, finish([]group{{c: c, machines: rate / (p.util * c.Throughput), rate: rate}}, rate-T, p.model))
+			}
+		}
+		return out
 	}
-	s := fillSearch{cands: cands, L: L, p: p, dummy: pol.dummy, best: math.Inf(1)}
-	s.run(T, 0, 0, nil)
-	if math.IsInf(s.best, 1) {
-		return moduleResult{}, false
+	s := fillSearch{cands: cands, L: L, p: p, dummy: pol.dummy}
+	s.run(T, 0, nil)
+	return s.found
+}
+
+// groupRate returns the stream rate at which one group of c serves T req/s within
+// L seconds at a stream of at least minRate req/s: T, or with dummies the rate
+// needed when T is too slow to collect c's batches in time (§III-D). It reports
+// false when no rate fits.
+func groupRate(c Candidate, T, L, minRate float64, m LatencyModel, dummy bool) (float64, bool) {
+	need := math.Max(m.Need(c, L), minRate)
+	if need <= T+rateEps {
+		return T, true
 	}
-	return finish(s.bestGroups, s.bestDummy, p.model), true
+	if !dummy || !m.RateDependent() || math.IsInf(need, 1) {
+		return 0, false
+	}
+	// With dummies in the stream the model may be more conservative.
+	rate := math.Max(need, withDummies(m).Need(c, L))
+	return rate, !math.IsInf(rate, 1)
 }
 
 // fillSearch is the exhaustive search over the paper's config sets.
 type fillSearch struct {
-	cands      []Candidate
-	L          float64
-	p          genParams
-	dummy      bool
-	best       float64
-	bestGroups []group
-	bestDummy  float64
-	nodes      int
+	cands []Candidate
+	L     float64
+	p     genParams
+	dummy bool
+	found []moduleResult
+	nodes int
+	// truncated is set when the search stopped at maxFillNodes.
+	truncated bool
 }
 
-// maxFillNodes bounds one module's exhaustive search; the search is complete for
-// every workload of the planner benchmark well inside it.
+// maxFillNodes bounds one module's exhaustive search at one budget; the search is
+// complete for every workload of the planner benchmark well inside it
+// (TestOptimumMatchesEnumeration fails if it is not).
 const maxFillNodes = 2_000_000
 
-func (s *fillSearch) run(rw float64, k0 int, cost float64, groups []group) {
+func (s *fillSearch) run(rw float64, k0 int, groups []group) {
 	s.nodes++
-	if s.nodes > maxFillNodes || cost >= s.best-1e-12 {
+	if s.nodes > maxFillNodes {
+		s.truncated = true
 		return
 	}
 	if rw <= rateEps {
-		s.record(cost, groups, 0)
+		s.record(groups, 0)
 		return
 	}
 	for k := k0; k < len(s.cands); k++ {
@@ -219,25 +265,23 @@ func (s *fillSearch) run(rw float64, k0 int, cost float64, groups []group) {
 			need = math.Max(need, withDummies(s.p.model).Need(c, s.L))
 			if s.dummy && need <= capacity && !math.IsInf(need, 1) {
 				g := append(groups[:len(groups):len(groups)], group{c: c, machines: need / capacity, rate: need})
-				s.record(cost+c.Price*need/capacity, g, need-rw)
+				s.record(g, need-rw)
 			}
 			continue
 		}
 		if rw <= capacity*(1+1e-12) {
 			g := append(groups[:len(groups):len(groups)], group{c: c, machines: rw / capacity, rate: rw})
-			s.record(cost+c.Price*rw/capacity, g, 0)
+			s.record(g, 0)
 			continue
 		}
 		full := math.Floor(rw/capacity + 1e-9)
 		g := append(groups[:len(groups):len(groups)], group{c: c, machines: full, rate: full * capacity})
-		s.run(rw-full*capacity, k, cost+full*c.Price, g)
+		s.run(rw-full*capacity, k, g)
 	}
 }
 
-func (s *fillSearch) record(cost float64, groups []group, dummy float64) {
-	if cost < s.best-1e-12 {
-		s.best = cost
-		s.bestGroups = groups
-		s.bestDummy = dummy
-	}
+// record keeps a complete config set; its latency is its WCL under the model it
+// is checked with (with dummies in the stream, withDummies for every group).
+func (s *fillSearch) record(groups []group, dummy float64) {
+	s.found = append(s.found, finish(groups, dummy, s.p.model))
 }
