@@ -269,7 +269,7 @@ func reassign(g *graph, mods []moduleInput, results []moduleResult, slo float64,
 // every path in proportion to the modules' WCLs (Algorithm 2 line 19 applied to the
 // WCLs the config sets reach), so each budget is at least its module's WCL and
 // every path's budgets add up to at most the SLO.
-func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleResult, slo float64, model Model) api.SessionPlan {
+func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleResult, slo float64, model LatencyModel) api.SessionPlan {
 	w := weights(g, results)
 	latency, _ := g.longest(w)
 	budgets := scaleBudgets(g, w, slo)

@@ -50,7 +50,7 @@ var Policies = []string{"piccolo", "paper", "nexus", "scrooge", "inferline", "cl
 // policy is a resolved policy: every knob the planner reads.
 type policy struct {
 	name       string
-	model      Model
+	model      LatencyModel
 	gen        genParams
 	split      splitKind
 	quantum    float64 // seconds
