@@ -46,7 +46,7 @@ const (
 	latencyEps = 1e-9 // seconds of tolerance on a budget comparison
 )
 
-// GenerateConfigs is Algorithm 1: it returns the config set for a module of rate T
+// generateConfigs is Algorithm 1 (GenerateConfigs): it returns the config set for a module of rate T
 // req/s under a latency budget of L seconds, with candidates in throughput-cost
 // order. When no config can serve the residual it reports false and the residual
 // rate it failed on (used by the dummy generator).

@@ -42,19 +42,11 @@ func planSession(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, 
 	if pol.singleHW && pol.filter.hardware == "" {
 		return planSingleHardware(cfg, s, pol)
 	}
-	g, err := newGraph(s)
+	g, mods, err := sessionInputs(cfg, s, pol.filter)
 	if err != nil {
 		return api.SessionPlan{}, err
 	}
 	slo := s.SLO.Seconds()
-	mods := make([]moduleInput, len(s.Modules))
-	for i, m := range s.Modules {
-		cands, err := candidates(cfg, m.Model, pol.filter)
-		if err != nil {
-			return api.SessionPlan{}, fmt.Errorf("session %q module %q: %w", s.Name, m.Name, err)
-		}
-		mods[i] = moduleInput{name: m.Name, rate: m.Rate, cands: cands}
-	}
 	if w, total := fastest(g, mods, pol.model, pol.gen.util); total > slo+latencyEps && !(pol.dummy && pol.model.RateDependent()) {
 		return api.SessionPlan{}, infeasibleError(s.Name, g, w, total, slo)
 	}
@@ -100,6 +92,23 @@ func planSession(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, 
 		reserve += over
 	}
 	return sessionPlan(s, g, mods, results, slo, pol.model), nil
+}
+
+// sessionInputs returns s's DAG and what the planner knows of each module.
+func sessionInputs(cfg *api.Config, s *api.Session, f filter) (*graph, []moduleInput, error) {
+	g, err := newGraph(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	mods := make([]moduleInput, len(s.Modules))
+	for i, m := range s.Modules {
+		cands, err := candidates(cfg, m.Model, f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("session %q module %q: %w", s.Name, m.Name, err)
+		}
+		mods[i] = moduleInput{name: m.Name, rate: m.Rate, cands: cands}
+	}
+	return g, mods, nil
 }
 
 // planModules plans every module within an SLO of split seconds for the split and
