@@ -21,9 +21,6 @@ func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	}
 	start := time.Now()
 	out := &api.Plan{Policy: pol.name, LatencyModel: pol.model.Name(), MaxUtilization: pol.gen.util}
-	if pol.optimal {
-		out.Policy = "optimal"
-	}
 	var errs []error
 	for i := range cfg.Sessions {
 		sp, err := planSession(cfg, &cfg.Sessions[i], pol)
