@@ -10,9 +10,9 @@ import (
 )
 
 // Plan plans every session of cfg with the policy and options in o and returns the
-// plan in the DESIGN.md shape. A session that cannot meet its SLO gets an error
-// naming it, the fastest latency it could reach and its SLO (wrapping
-// ErrInfeasible); the other sessions are still planned, and the returned error
+// plan (api.Plan: per session, per module, per config group). A session that
+// cannot meet its SLO gets an error naming it, the fastest latency it could reach
+// and its SLO (wrapping ErrInfeasible); the other sessions are still planned, and the returned error
 // joins the sessions' errors. Invalid options return a nil plan and an error.
 func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	pol, err := resolve(o)

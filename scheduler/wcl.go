@@ -47,7 +47,8 @@ type LatencyModel interface {
 
 // The latency models, by the name plans record in LatencyModel.
 var (
-	// TheoremOne is d + b/w (Theorem 1 as published).
+	// TheoremOne is the WCL of a config group under TC dispatch as Theorem 1
+	// (§III-B) publishes it: d + b/w, w the group's stream rate.
 	TheoremOne LatencyModel = theorem1{}
 	// TCExact is d + (b−1)/w: the oldest item of a batch waits for the b−1 items
 	// after it, not for b. Batch 1 waits for nothing.
