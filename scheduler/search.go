@@ -14,13 +14,13 @@ type option struct {
 	r       moduleResult
 }
 
-// optionsFunc lists a module's options for a search.
-type optionsFunc func(m moduleInput, slo float64, pol policy) []option
+// optionsFunc lists a module's options for a search, or says why it cannot.
+type optionsFunc func(m moduleInput, slo float64, pol policy) ([]option, error)
 
 // quantizedOptions gives a module every budget that is a multiple of the quantum up
 // to the SLO, planned by the policy's own Algorithm 1 and dummy generator (Nexus's
 // quantized interval; Picc-q0.01 and Picc-q0.1).
-func quantizedOptions(m moduleInput, slo float64, pol policy) []option {
+func quantizedOptions(m moduleInput, slo float64, pol policy) ([]option, error) {
 	var out []option
 	for k := 1; float64(k)*pol.quantum <= slo+latencyEps; k++ {
 		L := float64(k) * pol.quantum
@@ -28,7 +28,7 @@ func quantizedOptions(m moduleInput, slo float64, pol policy) []option {
 			out = append(out, option{latency: L, r: r})
 		}
 	}
-	return out
+	return out, nil
 }
 
 // optimalGrid is the number of even steps of the SLO that the brute force tries as
@@ -39,7 +39,13 @@ const optimalGrid = 200
 // (optimalModule) at every budget on a grid of SLO/optimalGrid and at every
 // config's WCL at the module rate: not only the cheapest set at each budget, since
 // a dearer set may pass a shorter burst to the module's children.
-func optimalOptions(m moduleInput, slo float64, pol policy) []option {
+func optimalOptions(m moduleInput, slo float64, pol policy) ([]option, error) {
+	return listOptimal(m, slo, pol, true)
+}
+
+// listOptimal is optimalOptions; with prune false the paper form's search keeps
+// every complete config set (for the test against plain enumeration).
+func listOptimal(m moduleInput, slo float64, pol policy, prune bool) ([]option, error) {
 	budgets := make([]float64, 0, optimalGrid+len(m.cands))
 	for k := 1; k <= optimalGrid; k++ {
 		budgets = append(budgets, slo*float64(k)/optimalGrid)
@@ -51,11 +57,15 @@ func optimalOptions(m moduleInput, slo float64, pol policy) []option {
 	}
 	var out []option
 	for _, L := range budgets {
-		for _, r := range optimalModule(m.cands, m.rate, L, pol) {
+		rs, complete := optimalModule(m.cands, m.rate, L, pol, prune)
+		if !complete {
+			return nil, fmt.Errorf("module %q: the exhaustive search stopped after %d nodes at budget %s; no exact optimum", m.name, maxFillNodes, fmtSeconds(L))
+		}
+		for _, r := range rs {
 			out = append(out, option{latency: r.wcl, r: r})
 		}
 	}
-	return out
+	return out, nil
 }
 
 // frontier keeps the options that no other option rules out, sorted by cost
@@ -100,7 +110,11 @@ func searchSplit(g *graph, mods []moduleInput, slo float64, pol policy, list opt
 	n := len(mods)
 	opts := make([][]option, n)
 	for i, m := range mods {
-		opts[i] = frontier(list(m, slo, pol), len(g.children[i]) > 0)
+		o, err := list(m, slo, pol)
+		if err != nil {
+			return nil, err
+		}
+		opts[i] = frontier(o, len(g.children[i]) > 0)
 		if len(opts[i]) == 0 {
 			return nil, fmt.Errorf("module %q: %w: no config set serves %.4g req/s within the SLO %s (policy %s)",
 				m.name, ErrInfeasible, m.rate, fmtSeconds(slo), pol.name)
@@ -189,11 +203,13 @@ func searchSplit(g *graph, mods []moduleInput, slo float64, pol policy, list opt
 //     ending in one partial machine, optionally padded with dummies to the rate
 //     that config needs (fillSearch).
 //
-// The sets are not pruned by cost: the search (frontier) needs the dearer ones
-// whose burst is shorter.
-func optimalModule(cands []Candidate, T, L float64, pol policy) []moduleResult {
+// The sets are not pruned by cost alone: the search (frontier) needs the dearer ones
+// whose burst or WCL is shorter. With prune, the paper form keeps only the sets no
+// other one beats on WCL, cost and burst together; it reports false when its search
+// stopped at maxFillNodes.
+func optimalModule(cands []Candidate, T, L float64, pol policy, prune bool) ([]moduleResult, bool) {
 	if T <= rateEps {
-		return []moduleResult{{}}
+		return []moduleResult{{}}, true
 	}
 	p := pol.gen
 	var out []moduleResult
@@ -204,11 +220,14 @@ func optimalModule(cands []Candidate, T, L float64, pol policy) []moduleResult {
 				out = append(out, finish([]group{{c: c, machines: rate / (p.util * c.Throughput), rate: rate}}, rate-T, p.model))
 			}
 		}
-		return out
+		return out, true
 	}
-	s := fillSearch{cands: cands, L: L, p: p, dummy: pol.dummy}
-	s.run(T, 0, nil)
-	return s.found
+	s := fillSearch{cands: cands, L: L, p: p, dummy: pol.dummy, keepAll: !prune}
+	s.run(T, 0)
+	if s.truncated {
+		return s.found, false
+	}
+	return s.found, true
 }
 
 // groupRate returns the stream rate at which one group of c serves T req/s within
@@ -228,60 +247,95 @@ func groupRate(c Candidate, T, L, minRate float64, m LatencyModel, dummy bool) (
 	return rate, !math.IsInf(rate, 1)
 }
 
-// fillSearch is the exhaustive search over the paper's config sets.
+// fillSearch is the exhaustive search over the paper's config sets. It keeps, of
+// the complete sets it meets, those no other one beats on WCL, cost and burst
+// together (the search's frontier would drop the rest anyway), so its memory is
+// that frontier, not the tree.
 type fillSearch struct {
 	cands []Candidate
 	L     float64
 	p     genParams
 	dummy bool
 	found []moduleResult
-	nodes int
+	stack []group // the groups of the current node
+	// keepAll keeps every complete set, beaten or not.
+	keepAll bool
+	nodes   int
 	// truncated is set when the search stopped at maxFillNodes.
 	truncated bool
 }
 
-// maxFillNodes bounds one module's exhaustive search at one budget; the search is
-// complete for every workload of the planner benchmark well inside it
-// (TestOptimumMatchesEnumeration fails if it is not).
+// maxFillNodes bounds one module's exhaustive search at one budget; the optimum
+// reports an error rather than a plan when a search stops there.
 const maxFillNodes = 2_000_000
 
-func (s *fillSearch) run(rw float64, k0 int, groups []group) {
+func (s *fillSearch) run(rw float64, k0 int) {
 	s.nodes++
 	if s.nodes > maxFillNodes {
 		s.truncated = true
 		return
 	}
 	if rw <= rateEps {
-		s.record(groups, 0)
+		s.record(0)
 		return
 	}
 	for k := k0; k < len(s.cands); k++ {
 		c := s.cands[k]
 		capacity := s.p.util * c.Throughput
 		need := s.p.model.Need(c, s.L)
-		if need > rw+rateEps {
+		n := len(s.stack)
+		switch {
+		case need > rw+rateEps:
 			// Too slow a stream for c: pad the residual with dummies up to what c
 			// needs, on one partial machine (§III-D).
 			need = math.Max(need, withDummies(s.p.model).Need(c, s.L))
 			if s.dummy && need <= capacity && !math.IsInf(need, 1) {
-				g := append(groups[:len(groups):len(groups)], group{c: c, machines: need / capacity, rate: need})
-				s.record(g, need-rw)
+				s.stack = append(s.stack, group{c: c, machines: need / capacity, rate: need})
+				s.record(need - rw)
 			}
-			continue
+		case rw <= capacity*(1+1e-12):
+			s.stack = append(s.stack, group{c: c, machines: rw / capacity, rate: rw})
+			s.record(0)
+		default:
+			full := math.Floor(rw/capacity + 1e-9)
+			s.stack = append(s.stack, group{c: c, machines: full, rate: full * capacity})
+			s.run(rw-full*capacity, k)
 		}
-		if rw <= capacity*(1+1e-12) {
-			g := append(groups[:len(groups):len(groups)], group{c: c, machines: rw / capacity, rate: rw})
-			s.record(g, 0)
-			continue
-		}
-		full := math.Floor(rw/capacity + 1e-9)
-		g := append(groups[:len(groups):len(groups)], group{c: c, machines: full, rate: full * capacity})
-		s.run(rw-full*capacity, k, g)
+		s.stack = s.stack[:n]
 	}
 }
 
-// record keeps a complete config set; its latency is its WCL under the model it
-// is checked with (with dummies in the stream, withDummies for every group).
-func (s *fillSearch) record(groups []group, dummy float64) {
-	s.found = append(s.found, finish(groups, dummy, s.p.model))
+// record keeps the current complete set unless a kept one is no worse in WCL,
+// cost and burst; it drops the kept ones the new set beats. A set's latency is its
+// WCL under the model it is checked with (with dummies in the stream, withDummies
+// for every group).
+func (s *fillSearch) record(dummy float64) {
+	m := s.p.model
+	if dummy > 0 {
+		m = withDummies(m)
+	}
+	cost, wcl, w := 0.0, 0.0, 0.0
+	for i := len(s.stack) - 1; i >= 0; i-- {
+		g := s.stack[i]
+		w += g.rate
+		cost += g.machines * g.c.Price
+		wcl = math.Max(wcl, m.WCL(g.c, w))
+	}
+	burst := burstOf(s.stack)
+	if s.keepAll {
+		s.found = append(s.found, finish(append([]group(nil), s.stack...), dummy, s.p.model))
+		return
+	}
+	for _, f := range s.found {
+		if f.wcl <= wcl+latencyEps && f.cost <= cost+1e-12 && f.burst <= burst+latencyEps {
+			return
+		}
+	}
+	kept := s.found[:0]
+	for _, f := range s.found {
+		if !(wcl <= f.wcl+latencyEps && cost <= f.cost+1e-12 && burst <= f.burst+latencyEps) {
+			kept = append(kept, f)
+		}
+	}
+	s.found = append(kept, finish(append([]group(nil), s.stack...), dummy, s.p.model))
 }

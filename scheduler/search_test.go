@@ -8,7 +8,7 @@ import (
 // TestOptimumMatchesEnumeration checks the optimum's pruning against plain
 // enumeration: on small workloads (2–3 modules, 2 hardware types, batches up to 8)
 // every module's every config set at every budget on the optimum's grid
-// (optimalOptions, unpruned) is combined with every other module's, and the
+// (listOptimal, unpruned) is combined with every other module's, and the
 // cheapest combination whose longest path, bursts included, fits the SLO must cost
 // what searchSplit found, for both reference forms (piccolo's grouped sets and the
 // paper's Algorithm 1 sets).
@@ -40,7 +40,11 @@ func TestOptimumMatchesEnumeration(t *testing.T) {
 					t.Fatal(err)
 				}
 				mods[i] = moduleInput{name: m.Name, rate: m.Rate, cands: cands}
-				all[i] = distinct(optimalOptions(mods[i], slo, pol))
+				o, err := listOptimal(mods[i], slo, pol, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all[i] = distinct(o)
 				combos *= max(1, len(all[i]))
 			}
 			if combos > 3_000_000 {
