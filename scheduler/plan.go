@@ -113,7 +113,13 @@ func sessionInputs(cfg *api.Config, s *api.Session, f filter) (*graph, []moduleI
 func planModules(g *graph, mods []moduleInput, slo, split float64, pol policy) ([]moduleResult, error) {
 	switch {
 	case pol.optimal:
-		return searchSplit(g, mods, slo, pol, optimalOptions)
+		// The search's budgets are on a grid; reassignment gives out the slack
+		// the grid leaves (a dummy rate is continuous), never raising the cost.
+		results, err := searchSplit(g, mods, slo, pol, optimalOptions)
+		if err == nil {
+			reassign(g, mods, results, slo, pol)
+		}
+		return results, err
 	case pol.split == splitQuantized:
 		return searchSplit(g, mods, slo, pol, quantizedOptions)
 	}

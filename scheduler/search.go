@@ -200,8 +200,10 @@ func searchSplit(g *graph, mods []moduleInput, slo float64, pol policy, list opt
 //     moving its load to the first group never raises WCL, cost or burst);
 //   - the paper's form: every ordered config set in which each config takes as
 //     many full machines as fit and the residual goes on to the later configs,
-//     ending in one partial machine, optionally padded with dummies to the rate
-//     that config needs (fillSearch).
+//     ending in one group (padded with dummies to the rate that config needs
+//     where the residual is too slow a stream), or in one group of fractional
+//     machines carrying the whole residual, or in that group with its leftover
+//     padded to what the config needs (Theorem 2) (fillSearch).
 //
 // The sets are not pruned by cost alone: the search (frontier) needs the dearer ones
 // whose burst or WCL is shorter. With prune, the paper form keeps only the sets no
@@ -287,9 +289,11 @@ func (s *fillSearch) run(rw float64, k0 int) {
 		switch {
 		case need > rw+rateEps:
 			// Too slow a stream for c: pad the residual with dummies up to what c
-			// needs, on one partial machine (§III-D).
+			// needs, in one group (§III-D; a partial machine, or fractional
+			// machines as Algorithm 1 plans its last config under a bound on
+			// configs).
 			need = math.Max(need, withDummies(s.p.model).Need(c, s.L))
-			if s.dummy && need <= capacity && !math.IsInf(need, 1) {
+			if s.dummy && !math.IsInf(need, 1) {
 				s.stack = append(s.stack, group{c: c, machines: need / capacity, rate: need})
 				s.record(need - rw)
 			}
@@ -300,6 +304,19 @@ func (s *fillSearch) run(rw float64, k0 int) {
 			full := math.Floor(rw/capacity + 1e-9)
 			s.stack = append(s.stack, group{c: c, machines: full, rate: full * capacity})
 			s.run(rw-full*capacity, k)
+			// c takes all of rw as one group of fractional machines sharing one
+			// stream (Algorithm 1's last config under a bound on configs,
+			// Picc-1bpc/2bpc).
+			s.stack[n] = group{c: c, machines: rw / capacity, rate: rw}
+			s.record(0)
+			// Theorem 2 (§III-D): the leftover u after c's full machines padded
+			// with dummies up to what c needs, in the same stream.
+			u := rw - full*capacity
+			if nd := withDummies(s.p.model).Need(c, s.L); s.dummy && u > rateEps && nd > u && nd <= capacity {
+				rate := full*capacity + nd
+				s.stack[n] = group{c: c, machines: rate / capacity, rate: rate}
+				s.record(nd - u)
+			}
 		}
 		s.stack = s.stack[:n]
 	}
