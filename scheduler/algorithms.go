@@ -146,11 +146,7 @@ func checkModuleArgs(cands []Candidate, rate, budget float64, p ConfigParams) (g
 // also counts the burst it passes them on every path, and its budget includes
 // that burst. Errors name a module without usable profiles or an invalid DAG.
 func SplitLatency(cfg *api.Config, s *api.Session, p ConfigParams) ([]float64, error) {
-	gp, err := p.gen()
-	if err != nil {
-		return nil, err
-	}
-	g, mods, err := sessionInputs(cfg, s, filter{})
+	gp, g, mods, err := sessionArgs(cfg, s, p)
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +165,7 @@ func SplitLatency(cfg *api.Config, s *api.Session, p ConfigParams) ([]float64, e
 // GenerateConfigs or GenerateDummy); Reassign returns the new sets and leaves sets
 // unchanged.
 func Reassign(cfg *api.Config, s *api.Session, sets []ConfigSet, p ConfigParams) ([]ConfigSet, error) {
-	gp, err := p.gen()
-	if err != nil {
-		return nil, err
-	}
-	g, mods, err := sessionInputs(cfg, s, filter{})
+	gp, g, mods, err := sessionArgs(cfg, s, p)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +182,16 @@ func Reassign(cfg *api.Config, s *api.Session, sets []ConfigSet, p ConfigParams)
 		out[i] = r.export()
 	}
 	return out, nil
+}
+
+// sessionArgs validates p and reads session s for SplitLatency and Reassign.
+func sessionArgs(cfg *api.Config, s *api.Session, p ConfigParams) (genParams, *graph, []moduleInput, error) {
+	gp, err := p.gen()
+	if err != nil {
+		return gp, nil, nil, err
+	}
+	g, mods, err := sessionInputs(cfg, s, filter{})
+	return gp, g, mods, err
 }
 
 func (r moduleResult) export() ConfigSet {
