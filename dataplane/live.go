@@ -67,6 +67,13 @@ type LiveOptions struct {
 	// Metrics, when set, records each module's queue and compute times and batch
 	// sizes (children resolved here, once per module).
 	Metrics *metrics.Metrics
+	// Admission turns on the dispatchers' admission (dispatcher.Options.Admission):
+	// an item whose predicted completion, from the machines' real lane and queue
+	// state, is after it is due is refused at once with gateway.ErrOverloaded
+	// (429) instead of being queued to fail late with ErrDeadline (504), and
+	// Estimate answers with the dispatcher's prediction. `piccolo gateway`
+	// turns it on (--admission); off, admission is the DAG estimate alone.
+	Admission bool
 }
 
 // LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher
@@ -79,6 +86,8 @@ type LiveRunner struct {
 	loaded   map[modelAt]bool  // what NewLiveRunner loaded, by backend address
 	pool     *backends.Pool
 	ownPool  bool
+	// admission: LiveOptions.Admission, so Estimate asks the dispatchers.
+	admission bool
 }
 
 // modelAt is a model loaded on the backend at addr (a host:port, not a backend
@@ -134,7 +143,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	for _, b := range cfg.Backends {
 		addr[b.ID] = b.Address
 	}
-	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients}
+	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients, admission: opts.Admission}
 	if r.pool == nil {
 		r.pool, r.ownPool = backends.NewPool(backends.ClientOptions{}), true
 	}
@@ -192,7 +201,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			if p := prev.moduleOrNil(sp.Name, mp.Name); p != nil {
 				gap = p.disp.ArrivalGap()
 			}
-			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm})
+			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Admission: opts.Admission})
 			if err != nil {
 				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
 			}
@@ -404,16 +413,22 @@ type partialLoadError struct {
 func (e *partialLoadError) Error() string { return e.err.Error() }
 func (e *partialLoadError) Unwrap() error { return e.err }
 
-// Estimate is a lower bound on how long an item submitted now takes in the module:
-// the shortest batch duration of its groups, plus the time its machines need to
-// drain the items beyond what the plan expects in flight (Little's law: capacity ×
-// WCL). Admission rejects a request only when even this cannot meet its deadline;
-// the WCL itself is a worst case, and rejecting on it turned away requests the
-// system would have served (the demo lost 5% of its requests that way).
+// Estimate is a lower bound on how long an item submitted now takes in the module.
+// With LiveOptions.Admission it is the dispatcher's prediction (Predict: the wait
+// for a lane of the machines the item's batch would go to, as they are queued
+// now, plus the batch's duration, scaled by the measured slowness). Without it,
+// the shortest batch duration of the module's groups plus the time its machines
+// need to drain the items beyond what the plan expects in flight (Little's law:
+// capacity × WCL). Admission rejects a request only when even this cannot meet
+// its deadline; the WCL itself is a worst case, and rejecting on it turned away
+// requests the system would have served (the demo lost 5% of its requests that way).
 func (r *LiveRunner) Estimate(session, module string) time.Duration {
 	lm, ok := r.sessions[session][module]
 	if !ok || lm.capacity <= 0 {
 		return 0
+	}
+	if r.admission {
+		return lm.disp.Predict(time.Now())
 	}
 	excess := float64(lm.outstanding.Load()) - lm.capacity*lm.wcl.Seconds()
 	if excess <= 0 {
@@ -576,6 +591,8 @@ func allStackable(items [][]api.Tensor) bool {
 func mapBackendError(err error) error {
 	var sentinel error
 	switch {
+	case errors.Is(err, dispatcher.ErrOverloaded):
+		sentinel = gateway.ErrOverloaded
 	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		sentinel = gateway.ErrDeadline
 	case errors.Is(err, backends.ErrInvalidInput):
@@ -584,7 +601,8 @@ func mapBackendError(err error) error {
 		errors.Is(err, backends.ErrModelNotLoaded), errors.Is(err, backends.ErrUnknownModel),
 		errors.Is(err, backends.ErrBackendOverloaded), errors.Is(err, backends.ErrPoolClosed):
 		sentinel = gateway.ErrUnavailable
-	case errors.Is(err, gateway.ErrUnavailable), errors.Is(err, gateway.ErrBackend), errors.Is(err, gateway.ErrDeadline), errors.Is(err, gateway.ErrBadInput):
+	case errors.Is(err, gateway.ErrUnavailable), errors.Is(err, gateway.ErrBackend), errors.Is(err, gateway.ErrDeadline),
+		errors.Is(err, gateway.ErrBadInput), errors.Is(err, gateway.ErrOverloaded):
 		return err
 	default:
 		sentinel = gateway.ErrBackend

@@ -46,21 +46,28 @@ func (c *completion) fire() {
 }
 
 // BenchmarkSubmit measures one item's trip through the TC dispatcher on a virtual
-// clock: Submit, batching, dispatch and completion, under each flush mode.
+// clock: Submit, batching, dispatch and completion, under each flush mode, and
+// with admission (Options.Admission: Predict on every Submit).
 // Target: 0 allocs/op.
 func BenchmarkSubmit(b *testing.B) {
 	for _, c := range []struct {
-		p Policy
-		f Flush
-	}{{TC{}, FlushDeadline}, {RR{}, FlushDeadline}, {TC{}, FlushIdle}, {RR{}, FlushIdle}} {
+		p     Policy
+		f     Flush
+		admit bool
+	}{{TC{}, FlushDeadline, false}, {RR{}, FlushDeadline, false}, {TC{}, FlushIdle, false}, {RR{}, FlushIdle, false},
+		{TC{}, FlushIdle, true}, {RR{}, FlushIdle, true}} {
 		p := c.p
-		b.Run(p.Name()+"/"+string(c.f), func(b *testing.B) {
+		name := p.Name() + "/" + string(c.f)
+		if c.admit {
+			name += "/admission"
+		}
+		b.Run(name, func(b *testing.B) {
 			mp := api.ModulePlan{Name: "m", Rate: 1000, DummyRate: 50, BudgetMs: 100, Configs: []api.GroupPlan{
 				{Batch: 16, Concurrency: 2, DurationMs: 20, Machines: 2, Rate: 800},
 				{Batch: 4, Concurrency: 1, DurationMs: 10, Machines: 1.5, Rate: 250}}}
 			clock := NewVirtualClock(t0)
 			s := &poolSender{clock: clock}
-			d, err := New(mp, Options{Policy: p, Flush: c.f, Clock: clock, Sender: s})
+			d, err := New(mp, Options{Policy: p, Flush: c.f, Admission: c.admit, Clock: clock, Sender: s})
 			if err != nil {
 				b.Fatal(err)
 			}

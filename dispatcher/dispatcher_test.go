@@ -458,9 +458,10 @@ func TestIdleFlush(t *testing.T) {
 	// Batch 4, 100 ms per batch, budget 300 ms, one machine, planned for 1
 	// req/s. Items at 0, 10, 20 and 30 ms. FlushDeadline waits for the batch to
 	// fill (at 30 ms). FlushIdle sends the first item alone at once, the machine
-	// being idle, and the next three together when the machine frees at 100 ms:
-	// the arrival gap it estimates (from the planned 1 s towards the measured
-	// 10 ms) still leaves capacity for batches of 1 and 3. Planned for 1000
+	// being idle, and the next three together at 125 ms: when the machine frees
+	// at 100 ms the last four arrivals, 10 ms apart, are a burst for which a
+	// batch of 3 would be too small, but with no arrival since, by 125 ms
+	// their span (125 ms over 3 gaps) leaves capacity for it. Planned for 1000
 	// req/s, a batch of 1 would overload the machine: FlushIdle then waits for
 	// the batch to fill, as FlushDeadline does.
 	slow := api.ModulePlan{Name: "m", Rate: 1, BudgetMs: 300, Configs: []api.GroupPlan{gp(4, 100, 1, 1)}}
@@ -475,8 +476,8 @@ func TestIdleFlush(t *testing.T) {
 		closed [numClosers]uint64 // full, deadline, idle
 	}{
 		{"tc/deadline", slow, TC{}, FlushDeadline, []sentBatch{{at: 30 * time.Millisecond, items: 4}}, [numClosers]uint64{1, 0, 0}},
-		{"tc/idle", slow, TC{}, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
-		{"rr/idle", slow, RR{}, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
+		{"tc/idle", slow, TC{}, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 125 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
+		{"rr/idle", slow, RR{}, FlushIdle, []sentBatch{{at: 0, items: 1}, {at: 125 * time.Millisecond, items: 3}}, [numClosers]uint64{0, 0, 2}},
 		{"tc/idle/planned-busy", busy, TC{}, FlushIdle, []sentBatch{{at: 30 * time.Millisecond, items: 4}}, [numClosers]uint64{1, 0, 0}},
 	} {
 		mp := tc.mp
@@ -574,8 +575,9 @@ func TestPlanSwapKeepsArrivalGap(t *testing.T) {
 	if err := d.SetPlan(mp); err != nil {
 		t.Fatal(err)
 	}
-	if after := d.ArrivalGap(); after != before || before != 100*time.Millisecond {
-		t.Errorf("arrival gap %v before the swap, %v after; want 100ms both", before, after)
+	// Still warming up (3 arrivals): 3 in at least one batch duration, 1 s.
+	if after := d.ArrivalGap(); after != before || before != time.Second/3 {
+		t.Errorf("arrival gap %v before the swap, %v after; want 333ms both", before, after)
 	}
 }
 

@@ -42,12 +42,19 @@
 //     FlushIdle also sends the open batch, partial, when a machine of its group
 //     has a free lane and nothing queued (at Submit, and in Batch.Done when the
 //     lane frees), but only while batches that small would keep every machine
-//     of the module at most 80% busy at the estimated arrival rate (an
-//     exponentially weighted gap, weight 0.1, starting from Options.ArrivalGap
-//     or the planned rate; worthFlushing has the formula). At the planned rate
-//     of a plan whose machines run near 80% busy only full batches pass, as
-//     under FlushDeadline; below it, items do not wait for batch-mates that are
-//     not coming.
+//     of the module at most 80% busy at the estimated arrival rate
+//     (worthFlushing has the formula). The gap it assumes (gapEstimate) is an
+//     exponentially weighted gap (weight 0.1) starting from Options.ArrivalGap
+//     or the planned rate; for its first 20 arrivals a fresh dispatcher also
+//     takes the arrivals measured since it was made (over at least one batch
+//     duration), so a lone first request is not held for a planned load that
+//     has not come; the gap of the last 4 arrivals caps it, so a burst's first
+//     items do not take every idle machine as small batches; a third of the
+//     quiet since the last arrival floors it. A batch the guard holds with a
+//     machine idle is rechecked by its flush timer when, with no arrival, the
+//     guard would pass. At the planned rate of a plan whose machines run near
+//     80% busy only full batches pass, as under FlushDeadline; below it, items
+//     do not wait for batch-mates that are not coming.
 //   - An item whose expiry (Item.Expiry, by default its deadline) has already
 //     passed when it is submitted is refused (Submit returns ErrDeadline); one
 //     whose expiry passes before its batch is handed to the Sender completes with
@@ -55,10 +62,51 @@
 //     times the flush; the expiry, which the gateway derives from the request's
 //     end-to-end deadline, decides when an item is given up.
 //
+// # Admission (Options.Admission, Predict)
+//
+// The dispatcher knows each machine's queue: the lanes' estimated free times
+// (each running or queued batch counted for its profiled duration; under
+// Admission recomputed from what is really running whenever a batch ends).
+// Predict(now) is the least time an item submitted now takes: its batch goes
+// to the group of the open batch it would join (TC: the group that batch was
+// opened for; RR: its stream's machine), starts when the earliest lane of
+// that group's machines frees (now if one is idle), or on a spare machine if
+// that is earlier, and runs for the group's duration; the wait and the
+// duration are scaled by the group's slowness, an upper envelope of measured
+// over profiled batch durations (1 until a batch ends). The rule, with
+// Options.Admission, at Submit:
+//
+//	refuse with ErrOverloaded  ⇔  predicted completion > it.Due(d_g)
+//
+// on the group's machines and on every spare machine whose batch holds the
+// open batch with it. Due is Expiry + d_g when the item has an Expiry (the
+// latest time it may be sent), else its Deadline. Why this keeps its promise:
+// the open batch is sent by its deadline flush, deadline − d_g, at the
+// latest; if a lane is free by then the item completes by its deadline; if
+// not, it starts when the predicted lane frees, because under TC and RR no
+// other batch can take that lane first (one open batch a group, or a stream
+// of its own a machine). So an admitted item is never failed late, and with
+// durations as profiled (or as slow as measured) it completes by Due. The
+// cost is O(1) per item: each group's earliest free lane is kept per batch,
+// not per item. Items moved by a plan swap are not re-admitted. Without
+// Admission the paper's rule is unchanged: an item that cannot be served in
+// time is failed with ErrDeadline when its batch is sent.
+//
 // With constant arrivals at the planned rates, a batch for group i collects b_i
 // items from the whole module stream W, so its oldest item waits (b_i−1)/W ≤
 // (b_i−1)/w_i before the batch is sent and d_i more to run: within Theorem 1's
 // d_i + b_i/w_i (w_i = rate of group i and every later group).
+//
+// # Spare machines (SetSpare)
+//
+// Machines of the pool that the plan leaves idle, each with the module's
+// profile on its hardware, may be given as spare (Slot.Group −1). A closed
+// batch goes to a spare machine instead of its group's when every machine of
+// the group is busy and the batch would complete after its earliest item is
+// due there, but in time on the spare (the one that completes it first).
+// Admission counts the spare machines; Stats.Overflow counts the batches
+// sent to them and Stats.Spare their work. Spare machines survive a plan
+// swap; SetSpare replaces them.
 //
 // # Dummies (§III-D)
 //
@@ -83,7 +131,7 @@
 //
 // # Concurrency and allocation
 //
-// Submit, SetPlan, Stats, Slots and Close may be called from any goroutine. One
+// Submit, Predict, SetPlan, SetSpare, Stats, Slots and Close may be called from any goroutine. One
 // mutex per module dispatcher guards its queues; it is never held while calling the
 // Sender or an item's Done. Sender.Send is called from whichever goroutine made a
 // batch ready: a Submit caller, a timer (deadline flush, dummy arrival) or a

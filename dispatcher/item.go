@@ -104,6 +104,13 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	m := b.m
 	m.busy--
 	m.stats.Busy += now.Sub(b.Sent)
+	m.g.observe(now.Sub(b.Sent))
+	m.finished(b)
+	if d.admit {
+		// Only under admission: resynced estimates also change which
+		// machine a queued batch picks, and the paper's rule is kept as it was.
+		m.resync(now)
+	}
 	d.stats.Completed += n
 	if err != nil {
 		d.stats.Failed += n
@@ -111,6 +118,7 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	for m.busy < m.slot.Concurrency && m.pending.len() > 0 {
 		d.startLocked(m.pending.pop(), now, &out)
 	}
+	m.g.refresh()
 	if d.idle {
 		d.idleFlushLocked(m, now, &out)
 	}
@@ -151,6 +159,17 @@ func (q *batchFIFO) pop() *Batch {
 	q.head = (q.head + 1) % len(q.buf)
 	q.n--
 	return b
+}
+
+// Due returns when it must be done for Options.Admission to admit it, were
+// it to run in a batch of duration d: Expiry + d when Expiry is set (Expiry
+// is the latest time it may be sent), else Deadline; zero (no bound) when
+// neither is set.
+func (it *Item) Due(d time.Duration) time.Time {
+	if !it.Expiry.IsZero() {
+		return it.Expiry.Add(d)
+	}
+	return it.Deadline
 }
 
 // expired reports whether it may no longer be sent at now: past its Expiry,

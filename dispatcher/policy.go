@@ -97,6 +97,9 @@ func (*tcRouter) Streams() []int { return []int{-1} }
 func (*tcRouter) Join() int      { return 0 }
 func (r *tcRouter) Open(int) int { return r.groups.next() }
 
+func (*tcRouter) peekJoin() int      { return 0 }
+func (r *tcRouter) peekOpen(int) int { return r.groups.peek() }
+
 // RR is per-item round-robin over machines, weighted by planned rate: each
 // machine batches its own items to its group's batch size. This is the
 // dispatch of Nexus, InferLine and Clipper, whose worst case the paper puts at
@@ -127,6 +130,9 @@ type rrRouter struct {
 func (r *rrRouter) Streams() []int { return r.streams }
 func (r *rrRouter) Join() int      { return r.machines.next() }
 func (r *rrRouter) Open(int) int   { return 0 } // never called: every stream has its machine
+
+func (r *rrRouter) peekJoin() int  { return r.machines.peek() }
+func (*rrRouter) peekOpen(int) int { return 0 }
 
 // swrr is smooth weighted round-robin (nginx's): each pick adds every choice's
 // weight to its current value, takes the largest (ties to the lowest index)
@@ -161,6 +167,17 @@ func (s *swrr) next() int {
 		}
 	}
 	s.cur[best] -= s.sum
+	return best
+}
+
+// peek returns what next would return, without moving on.
+func (s *swrr) peek() int {
+	best := 0
+	for i, w := range s.weight {
+		if s.cur[i]+w > s.cur[best]+s.weight[best] {
+			best = i
+		}
+	}
 	return best
 }
 

@@ -14,6 +14,10 @@ var (
 	// ErrDeadline: the item's deadline passed before it could be sent; it was
 	// never sent to a backend.
 	ErrDeadline = errors.New("deadline exceeded before dispatch")
+	// ErrOverloaded: Options.Admission refused the item at Submit: given the
+	// machines' queues it would complete after it is due (Item.Due). It was
+	// never queued.
+	ErrOverloaded = errors.New("overloaded: the item would complete after it is due")
 	// ErrClosed: the dispatcher was closed.
 	ErrClosed = errors.New("dispatcher closed")
 	// ErrPlan: the module plan cannot be served (bad numbers); the message says which.
@@ -58,6 +62,8 @@ type Slot struct {
 	Module string
 	// Group is the index of the machine's config group in ModulePlan.Configs
 	// (throughput-cost rank, 0 best); Machine its index within the group.
+	// A spare machine (SetSpare) has Group −1 and Machine its index in the
+	// spare list.
 	Group, Machine int
 	// Backend is the backend id from GroupPlan.Backends ("" when the plan is not
 	// placed, as in the simulator).

@@ -81,6 +81,7 @@ type BenchRow struct {
 type Extra struct {
 	N             int     // workloads both planned
 	Avg, Max      float64 // fractions (0.05 = 5%)
+	Min           float64 // the lowest extra (negative: cheaper than the reference on some workload)
 	AtReference   float64 // share of N within 1e-6 of the reference's cost
 	Cheaper       float64 // share of N strictly cheaper than the reference
 	SavingVsOther float64 // average saving (fraction of this cost) where cheaper
@@ -142,7 +143,12 @@ func RunPlannerBench(workloads []*api.Config, variants []Variant, seed uint64, p
 			e.N++
 			x := (c - r) / r
 			e.Avg += x
-			e.Max = math.Max(e.Max, x)
+			if e.N == 1 || x > e.Max {
+				e.Max = x
+			}
+			if e.N == 1 || x < e.Min {
+				e.Min = x
+			}
 			if math.Abs(c-r) <= 1e-6*r {
 				at++
 			} else if c < r {
@@ -201,12 +207,12 @@ func (r BenchReport) Markdown() string {
 	var b strings.Builder
 	pct := func(x float64) string { return fmt.Sprintf("%.2f%%", 100*x) }
 	fmt.Fprintf(&b, "%d workloads, seed %d. Extra cost = (cost − reference)/reference over the workloads both planned.\n\n", r.Workloads, r.Seed)
-	b.WriteString("| variant | planned | vs own optimum: avg / max extra, at optimum | infeasible where optimum is not | vs paper: avg / max extra | vs piccolo: avg / max extra | runtime p50 / p99 |\n")
+	b.WriteString("| variant | planned | vs own optimum: min / avg / max extra, at optimum | infeasible where optimum is not | vs paper: avg / max extra | vs piccolo: avg / max extra | runtime p50 / p99 |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, row := range r.Rows {
 		opt := "–"
 		if row.VsOptimal.N > 0 {
-			opt = fmt.Sprintf("%s / %s, %s", pct(row.VsOptimal.Avg), pct(row.VsOptimal.Max), pct(row.VsOptimal.AtReference))
+			opt = fmt.Sprintf("%s / %s / %s, %s", pct(row.VsOptimal.Min), pct(row.VsOptimal.Avg), pct(row.VsOptimal.Max), pct(row.VsOptimal.AtReference))
 		}
 		inf := "–"
 		if row.VsOptimal.N > 0 {

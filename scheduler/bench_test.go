@@ -7,9 +7,9 @@ import (
 
 // TestPlannerOnRandomWorkloads plans a seeded sample of the benchmark's workloads
 // with every variant: every plan passes its independent check (RunPlannerBench
-// fails otherwise), piccolo plans every workload its optimum plans, no policy beats
-// the exhaustive optimum of its own model by more than the optimum's grid allows,
-// and piccolo is cheaper than paper on average.
+// fails otherwise), piccolo plans every workload its optimum plans, no variant is
+// cheaper than the exhaustive optimum of its own model on any workload, and piccolo
+// is cheaper than paper on average.
 func TestPlannerOnRandomWorkloads(t *testing.T) {
 	n := 60
 	if testing.Short() {
@@ -32,12 +32,11 @@ func TestPlannerOnRandomWorkloads(t *testing.T) {
 	if pic.VsPaper.N == 0 || pic.VsPaper.Avg >= 0 {
 		t.Errorf("piccolo vs paper: average extra cost %.2f%% over %d workloads, want a saving", 100*pic.VsPaper.Avg, pic.VsPaper.N)
 	}
-	for _, name := range []string{"piccolo", "paper"} {
-		r := rows[name]
-		// The optimum searches dummy-rate splits on a grid of SLO/200, so a
-		// policy may undercut it slightly; by more would mean a wrong optimum.
-		if r.VsOptimal.N > 0 && r.VsOptimal.Avg < -0.005 {
-			t.Errorf("%s is %.2f%% cheaper than its exhaustive optimum on average", name, -100*r.VsOptimal.Avg)
+	// No variant may undercut the exhaustive optimum of its own model on any
+	// workload: the lowest extra, not the average, is what an optimum bounds.
+	for _, r := range rep.Rows {
+		if r.VsOptimal.N > 0 && r.VsOptimal.Min < -1e-6 {
+			t.Errorf("%s is %.4f%% cheaper than its exhaustive optimum on one workload", r.Name, -100*r.VsOptimal.Min)
 		}
 	}
 	if math.IsNaN(pic.VsOptimal.Avg) {

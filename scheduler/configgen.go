@@ -26,7 +26,7 @@ type moduleResult struct {
 
 // genParams selects the form of Algorithm 1.
 type genParams struct {
-	model Model
+	model LatencyModel
 	// grouped: the machines of one config are one group sharing one batch stream
 	// (Theorem 1 read literally; policy piccolo). Otherwise the paper's Algorithm 1:
 	// ⌊n⌋ full machines, then the residual is planned anew at its own rate.
@@ -46,7 +46,7 @@ const (
 	latencyEps = 1e-9 // seconds of tolerance on a budget comparison
 )
 
-// GenerateConfigs is Algorithm 1: it returns the config set for a module of rate T
+// generateConfigs is Algorithm 1 (GenerateConfigs): it returns the config set for a module of rate T
 // req/s under a latency budget of L seconds, with candidates in throughput-cost
 // order. When no config can serve the residual it reports false and the residual
 // rate it failed on (used by the dummy generator).
@@ -94,7 +94,7 @@ func generateConfigs(cands []Candidate, T, L float64, p genParams) (moduleResult
 
 // finish fills in the cost and WCL of a config set (Theorem 1: a group's stream
 // rate is its own rate plus that of every group after it).
-func finish(groups []group, dummy float64, m Model) moduleResult {
+func finish(groups []group, dummy float64, m LatencyModel) moduleResult {
 	if dummy > 0 {
 		m = withDummies(m)
 	}

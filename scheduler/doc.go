@@ -2,21 +2,34 @@
 // catalog it produces the minimum-cost plan that meets every session's SLO, as the
 // Piccolo paper describes (§II–§IV), plus the systems the paper compares with.
 //
-// The pieces, each named as in the paper:
+// The pieces, each named as in the paper and exported under that name:
 //
-//   - latency models (wcl.go): the worst-case latency of a config group under TC
-//     dispatch (Theorem 1, d + b/w, and the exact collection time d + (b−1)/w),
-//     round-robin (2d) and local throughput (d + b/t);
-//   - the configuration generator (configgen.go): Algorithm 1, multiple configs per
-//     module in throughput-cost order, full machines plus one partial machine, and
-//     the grouped form where the machines of one config share one batch stream;
-//   - the dummy generator (dummy.go): §III-D, Theorem 2;
-//   - the latency splitter (split.go): Algorithm 2 on any DAG, and the baselines'
-//     splits (throughput-based, cost-greedy, even, quantized);
-//   - reassignment of the remaining latency budget (reassign.go): §III-C;
-//   - the exhaustive optimum (optimal.go) and an independent plan checker (check.go).
+//   - latency models (wcl.go, LatencyModel): the worst-case latency of a config
+//     group under TC dispatch (TheoremOne, Theorem 1 in §III-B: d + b/w; TCExact,
+//     the exact collection time d + (b−1)/w), round-robin (RoundRobin, 2d) and
+//     local throughput (LocalThroughput, d + b/t);
+//   - the configuration generator (configgen.go, GenerateConfigs): Algorithm 1
+//     (§III-B), multiple configs per module in throughput-cost order, full
+//     machines plus one partial machine, and the grouped form where the machines
+//     of one config share one batch stream;
+//   - the dummy generator (dummy.go, GenerateDummy): §III-D, Theorem 2;
+//   - the latency splitter (split.go, SplitLatency): Algorithm 2 (§III-C) on any
+//     DAG, and the baselines' splits (throughput-based, cost-greedy, even,
+//     quantized);
+//   - reassignment of the remaining latency budget (plan.go, Reassign): §III-C;
+//   - the exhaustive optimum and the quantized split's search (search.go), and an
+//     independent plan checker (check.go, Check);
+//   - the policies (policy.go): PolicySpecs in a PolicyRegistry; DefaultPolicies
+//     holds piccolo, paper, the four baselines of Table III and optimal;
+//   - the planner benchmark (bench.go, workload.go): §IV-B's comparison on seeded
+//     random workloads (piccolo bench planner).
+//
+// algorithms.go exports each algorithm over exported types (ConfigSet,
+// ConfigParams) for callers that want one step rather than a whole plan.
 //
 // Plan is a pure function of its inputs: it starts no goroutines, keeps no state
 // between calls and may be called from any goroutine. Policies are chosen by name
-// from Policies; options switch individual features off for the ablations of §IV-C.
+// from Options.Registry (DefaultPolicies when nil; Policies lists its names);
+// options switch individual features off for the ablations of §IV-C. A
+// PolicyRegistry is read-only once planning starts.
 package scheduler

@@ -70,22 +70,15 @@ func bestSingleGroup(cands []Candidate, T, L float64, p genParams, dummy bool) (
 	var best moduleResult
 	found := false
 	for _, c := range cands {
-		need := p.model.Need(c, L)
+		minRate := 0.0
 		if p.maxBurst > 0 {
 			// One group's burst is b/rate: a big batch at a low rate holds its
 			// children's items back; dummies can speed it up too.
-			need = math.Max(need, float64(c.Batch)/p.maxBurst)
+			minRate = float64(c.Batch) / p.maxBurst
 		}
-		rate := T
-		if need > T+rateEps {
-			if !dummy || !p.model.RateDependent() || math.IsInf(need, 1) {
-				continue
-			}
-			// With dummies in the stream the model may be more conservative.
-			rate = math.Max(need, withDummies(p.model).Need(c, L))
-			if math.IsInf(rate, 1) {
-				continue
-			}
+		rate, ok := groupRate(c, T, L, minRate, p.model, dummy)
+		if !ok {
+			continue
 		}
 		cost := c.Price * rate / (p.util * c.Throughput)
 		if found && cost >= best.cost-1e-12 {

@@ -10,9 +10,9 @@ import (
 )
 
 // Plan plans every session of cfg with the policy and options in o and returns the
-// plan in the DESIGN.md shape. A session that cannot meet its SLO gets an error
-// naming it, the fastest latency it could reach and its SLO (wrapping
-// ErrInfeasible); the other sessions are still planned, and the returned error
+// plan (api.Plan: per session, per module, per config group). A session that
+// cannot meet its SLO gets an error naming it, the fastest latency it could reach
+// and its SLO (wrapping ErrInfeasible); the other sessions are still planned, and the returned error
 // joins the sessions' errors. Invalid options return a nil plan and an error.
 func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	pol, err := resolve(o)
@@ -21,9 +21,6 @@ func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	}
 	start := time.Now()
 	out := &api.Plan{Policy: pol.name, LatencyModel: pol.model.Name(), MaxUtilization: pol.gen.util}
-	if pol.optimal {
-		out.Policy = "optimal"
-	}
 	var errs []error
 	for i := range cfg.Sessions {
 		sp, err := planVariants(cfg, &cfg.Sessions[i], pol)
@@ -42,19 +39,11 @@ func planSession(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, 
 	if pol.singleHW && pol.filter.hardware == "" {
 		return planSingleHardware(cfg, s, pol)
 	}
-	g, err := newGraph(s)
+	g, mods, err := sessionInputs(cfg, s, pol.filter)
 	if err != nil {
 		return api.SessionPlan{}, err
 	}
 	slo := s.SLO.Seconds()
-	mods := make([]moduleInput, len(s.Modules))
-	for i, m := range s.Modules {
-		cands, err := candidates(cfg, m.Model, pol.filter)
-		if err != nil {
-			return api.SessionPlan{}, fmt.Errorf("session %q module %q: %w", s.Name, m.Name, err)
-		}
-		mods[i] = moduleInput{name: m.Name, rate: m.Rate, cands: cands}
-	}
 	if w, total := fastest(g, mods, pol.model, pol.gen.util); total > slo+latencyEps && !(pol.dummy && pol.model.RateDependent()) {
 		return api.SessionPlan{}, infeasibleError(s.Name, g, w, total, slo)
 	}
@@ -102,12 +91,35 @@ func planSession(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, 
 	return sessionPlan(s, g, mods, results, slo, pol.model), nil
 }
 
+// sessionInputs returns s's DAG and what the planner knows of each module.
+func sessionInputs(cfg *api.Config, s *api.Session, f filter) (*graph, []moduleInput, error) {
+	g, err := newGraph(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	mods := make([]moduleInput, len(s.Modules))
+	for i, m := range s.Modules {
+		cands, err := candidates(cfg, m.Model, f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("session %q module %q: %w", s.Name, m.Name, err)
+		}
+		mods[i] = moduleInput{name: m.Name, rate: m.Rate, cands: cands}
+	}
+	return g, mods, nil
+}
+
 // planModules plans every module within an SLO of split seconds for the split and
 // slo seconds for reassignment.
 func planModules(g *graph, mods []moduleInput, slo, split float64, pol policy) ([]moduleResult, error) {
 	switch {
 	case pol.optimal:
-		return searchSplit(g, mods, slo, pol, optimalOptions)
+		// The search's budgets are on a grid; reassignment gives out the slack
+		// the grid leaves (a dummy rate is continuous), never raising the cost.
+		results, err := searchSplit(g, mods, slo, pol, optimalOptions)
+		if err == nil {
+			reassign(g, mods, results, slo, pol)
+		}
+		return results, err
 	case pol.split == splitQuantized:
 		return searchSplit(g, mods, slo, pol, quantizedOptions)
 	}
@@ -269,7 +281,7 @@ func reassign(g *graph, mods []moduleInput, results []moduleResult, slo float64,
 // every path in proportion to the modules' WCLs (Algorithm 2 line 19 applied to the
 // WCLs the config sets reach), so each budget is at least its module's WCL and
 // every path's budgets add up to at most the SLO.
-func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleResult, slo float64, model Model) api.SessionPlan {
+func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleResult, slo float64, model LatencyModel) api.SessionPlan {
 	w := weights(g, results)
 	latency, _ := g.longest(w)
 	budgets := scaleBudgets(g, w, slo)

@@ -10,7 +10,7 @@ import (
 // Options choose a policy by name and switch features off for the ablations of
 // §IV-C. The zero value plans with policy "piccolo" and its defaults.
 type Options struct {
-	// Policy is one of Policies (default "piccolo").
+	// Policy is a name in Registry (default "piccolo").
 	Policy string
 	// NoDummy disables the dummy generator (Picc-nd).
 	NoDummy bool
@@ -41,16 +41,144 @@ type Options struct {
 	// Reference, for policy "optimal", names the policy whose latency model and
 	// config-set form the exhaustive search uses (default "piccolo").
 	Reference string
+	// Registry is where Policy and Reference are looked up (nil: DefaultPolicies).
+	Registry *PolicyRegistry
 }
 
-// Policies lists the policy names Plan accepts, in the order the paper's Table III
-// lists the systems, then the brute force.
-var Policies = []string{"piccolo", "paper", "nexus", "scrooge", "inferline", "clipper", "optimal"}
+// Policies lists the policy names Plan accepts by default (DefaultPolicies), in the
+// order the paper's Table III lists the systems, then the brute force.
+var Policies = DefaultPolicies().Names()
+
+// PolicySpec is a planning policy: every knob the planner reads. A new baseline is
+// a PolicySpec registered by name in a PolicyRegistry; the planner's core does not
+// change.
+type PolicySpec struct {
+	// Model is the latency model the config generator and split use (nil: TCExact).
+	Model LatencyModel
+	// Grouped plans one group per module whose machines share one batch stream
+	// (policy piccolo); false runs Algorithm 1 as published (§III-B).
+	Grouped bool
+	// MaxConfigs bounds the distinct configs per module (0: any).
+	MaxConfigs int
+	// Split is the latency split: lc (Algorithm 2, §III-C), throughput, cost,
+	// even or quantized (empty: lc).
+	Split string
+	// Quantum is the step of a quantized split (0: 10ms).
+	Quantum time.Duration
+	// Dummy turns the dummy generator on (§III-D).
+	Dummy bool
+	// Reassign is how many rounds of reassignment of the remaining budget run
+	// (§III-C): 0 none, −1 until nothing improves.
+	Reassign int
+	// NoMultiplexing plans with concurrency 1 only; SingleHardware with the one
+	// hardware type that gives the cheapest plan.
+	NoMultiplexing, SingleHardware bool
+	// MaxUtilization is the policy's default headroom, in (0, 1] (0: 1).
+	MaxUtilization float64
+	// Optimal makes the policy the exhaustive search under the latency model and
+	// config-set form of Options.Reference (another registered policy).
+	Optimal bool
+}
+
+// PolicyRegistry maps policy names to specs. Build it with NewPolicyRegistry or
+// DefaultPolicies and Register; it is not safe for concurrent Register calls, and
+// read-only once planning starts.
+type PolicyRegistry struct {
+	names []string
+	specs map[string]policy
+}
+
+// NewPolicyRegistry returns an empty registry.
+func NewPolicyRegistry() *PolicyRegistry {
+	return &PolicyRegistry{specs: map[string]policy{}}
+}
+
+// Register adds a policy under name. It returns an error, and registers nothing,
+// when name is empty or taken or a knob is out of range.
+func (r *PolicyRegistry) Register(name string, s PolicySpec) error {
+	if name == "" {
+		return fmt.Errorf("policy name is empty")
+	}
+	if _, ok := r.specs[name]; ok {
+		return fmt.Errorf("policy %q is already registered", name)
+	}
+	p := policy{name: name, model: s.Model, gen: genParams{grouped: s.Grouped}, split: splitKind(s.Split),
+		quantum: s.Quantum.Seconds(), dummy: s.Dummy, reassign: s.Reassign, defaultU: s.MaxUtilization,
+		filter: filter{noMultiplexing: s.NoMultiplexing}, singleHW: s.SingleHardware, optimal: s.Optimal, maxConfigs: s.MaxConfigs}
+	if p.model == nil {
+		p.model = TCExact
+	}
+	if p.split == "" {
+		p.split = splitLC
+	}
+	if p.defaultU == 0 {
+		p.defaultU = 1
+	}
+	switch {
+	case !validSplit(p.split):
+		return fmt.Errorf("policy %q: unknown split %q; allowed: %s", name, s.Split, allowedSplits)
+	case s.MaxConfigs < 0:
+		return fmt.Errorf("policy %q: max configs %d: must be ≥ 0 (0 = no bound)", name, s.MaxConfigs)
+	case s.Quantum < 0:
+		return fmt.Errorf("policy %q: quantum %v: must be > 0", name, s.Quantum)
+	case p.defaultU < 0 || p.defaultU > 1 || p.defaultU != p.defaultU:
+		return fmt.Errorf("policy %q: max utilization %v: must be in (0, 1]", name, s.MaxUtilization)
+	case s.Reassign < -1:
+		return fmt.Errorf("policy %q: reassign %d: must be ≥ −1 (−1 = until nothing improves)", name, s.Reassign)
+	}
+	r.names = append(r.names, name)
+	r.specs[name] = p
+	return nil
+}
+
+// Names returns the registered names in registration order.
+func (r *PolicyRegistry) Names() []string { return append([]string(nil), r.names...) }
+
+func (r *PolicyRegistry) lookup(name string) (policy, error) {
+	p, ok := r.specs[name]
+	if !ok {
+		return policy{}, fmt.Errorf("unknown policy %q; allowed: %s", name, strings.Join(r.names, ", "))
+	}
+	return p, nil
+}
+
+// DefaultPolicies returns a new registry holding Piccolo, the paper's Piccolo, the
+// four systems of the paper's Table III and the exhaustive optimum.
+func DefaultPolicies() *PolicyRegistry {
+	r := NewPolicyRegistry()
+	for _, e := range []struct {
+		name string
+		spec PolicySpec
+	}{
+		// Theorem 1 read literally: a config's machines share one batch stream,
+		// with the exact collection time (b−1)/w (docs/planner.md).
+		{"piccolo", PolicySpec{Model: TCExact, Grouped: true, Dummy: true, Reassign: -1, MaxUtilization: 0.8}},
+		// Piccolo as published: Algorithm 1 plans ⌊n⌋ full machines and then the
+		// residual at its own rate, with Theorem 1's d + b/w.
+		{"paper", PolicySpec{Model: TheoremOne, Dummy: true, Reassign: -1}},
+		// Table III: batching only, 2d, two configs, quantized split.
+		{"nexus", PolicySpec{Model: RoundRobin, MaxConfigs: 2, Split: string(splitQuantized), Quantum: 10 * time.Millisecond,
+			NoMultiplexing: true, SingleHardware: true}},
+		// Table III: batching, multiplexing, heterogeneity; d + b/t; two configs;
+		// throughput-based split.
+		{"scrooge", PolicySpec{Model: LocalThroughput, MaxConfigs: 2, Split: string(splitThroughput)}},
+		// Table III: batching and heterogeneity; 2d; one config; greedy split.
+		{"inferline", PolicySpec{Model: RoundRobin, MaxConfigs: 1, Split: string(splitCost), NoMultiplexing: true}},
+		// Table III: batching only; 2d; one config; even split.
+		{"clipper", PolicySpec{Model: RoundRobin, MaxConfigs: 1, Split: string(splitEven), NoMultiplexing: true, SingleHardware: true}},
+		{"optimal", PolicySpec{Optimal: true}},
+	} {
+		if err := r.Register(e.name, e.spec); err != nil {
+			panic(err) // a typo in the table above, caught by every test
+		}
+	}
+	return r
+}
 
 // policy is a resolved policy: every knob the planner reads.
 type policy struct {
 	name       string
-	model      Model
+	model      LatencyModel
 	gen        genParams
 	split      splitKind
 	quantum    float64 // seconds
@@ -64,41 +192,17 @@ type policy struct {
 	maxConfigs int
 }
 
-func basePolicy(name string) (policy, error) {
-	switch name {
-	case "", "piccolo":
-		// Theorem 1 read literally: a config's machines share one batch stream,
-		// with the exact collection time (b−1)/w (docs/latency-models.md).
-		return policy{name: "piccolo", model: TCExact, gen: genParams{grouped: true}, split: splitLC, dummy: true, reassign: -1, defaultU: 0.8}, nil
-	case "paper":
-		// Piccolo as published: Algorithm 1 plans ⌊n⌋ full machines and then the
-		// residual at its own rate, with Theorem 1's d + b/w.
-		return policy{name: "paper", model: TheoremOne, split: splitLC, dummy: true, reassign: -1, defaultU: 1}, nil
-	case "nexus":
-		// Table III: batching only, 2d, two configs, quantized split.
-		return policy{name: "nexus", model: RoundRobin, maxConfigs: 2, split: splitQuantized, quantum: 0.01,
-			filter: filter{noMultiplexing: true}, singleHW: true, defaultU: 1}, nil
-	case "scrooge":
-		// Table III: batching, multiplexing, heterogeneity; d + b/t; two configs;
-		// throughput-based split.
-		return policy{name: "scrooge", model: LocalThroughput, maxConfigs: 2, split: splitThroughput, defaultU: 1}, nil
-	case "inferline":
-		// Table III: batching and heterogeneity; 2d; one config; greedy split.
-		return policy{name: "inferline", model: RoundRobin, maxConfigs: 1, split: splitCost,
-			filter: filter{noMultiplexing: true}, defaultU: 1}, nil
-	case "clipper":
-		// Table III: batching only; 2d; one config; even split.
-		return policy{name: "clipper", model: RoundRobin, maxConfigs: 1, split: splitEven,
-			filter: filter{noMultiplexing: true}, singleHW: true, defaultU: 1}, nil
-	case "optimal":
-		return policy{name: "optimal", optimal: true}, nil
-	}
-	return policy{}, fmt.Errorf("unknown policy %q; allowed: %s", name, strings.Join(Policies, ", "))
-}
-
 // resolve turns Options into a policy, validating every field.
 func resolve(o Options) (policy, error) {
-	p, err := basePolicy(o.Policy)
+	reg := o.Registry
+	if reg == nil {
+		reg = defaultPolicies
+	}
+	name := o.Policy
+	if name == "" {
+		name = "piccolo"
+	}
+	p, err := reg.lookup(name)
 	if err != nil {
 		return p, err
 	}
@@ -107,14 +211,14 @@ func resolve(o Options) (policy, error) {
 		if ref == "" {
 			ref = "piccolo"
 		}
-		if ref == "optimal" {
-			return p, fmt.Errorf("optimal's reference policy must be another policy, not optimal")
-		}
-		rp, err := basePolicy(ref)
+		rp, err := reg.lookup(ref)
 		if err != nil {
 			return p, fmt.Errorf("optimal reference: %w", err)
 		}
-		rp.name, rp.optimal, rp.reference = "optimal", true, rp.name
+		if rp.optimal {
+			return p, fmt.Errorf("optimal's reference policy must be another policy, not %q", ref)
+		}
+		rp.name, rp.optimal, rp.reference = p.name, true, rp.name
 		p = rp
 	}
 	if o.MaxConfigs < 0 {
@@ -142,12 +246,10 @@ func resolve(o Options) (policy, error) {
 	p.gen.model = p.model
 	p.gen.maxConfigs = p.maxConfigs
 	if o.Split != "" {
-		switch s := splitKind(o.Split); s {
-		case splitLC, splitThroughput, splitCost, splitEven, splitQuantized:
-			p.split = s
-		default:
-			return p, fmt.Errorf("unknown split %q; allowed: lc, throughput, cost, even, quantized", o.Split)
+		if !validSplit(splitKind(o.Split)) {
+			return p, fmt.Errorf("unknown split %q; allowed: %s", o.Split, allowedSplits)
 		}
+		p.split = splitKind(o.Split)
 	}
 	if o.Quantum < 0 {
 		return p, fmt.Errorf("quantum %v: must be > 0", o.Quantum)
@@ -180,6 +282,20 @@ func resolve(o Options) (policy, error) {
 		p.singleHW = false
 	}
 	return p, nil
+}
+
+// defaultPolicies is the registry Plan uses when Options.Registry is nil; it is
+// never registered into.
+var defaultPolicies = DefaultPolicies()
+
+const allowedSplits = "lc, throughput, cost, even, quantized"
+
+func validSplit(s splitKind) bool {
+	switch s {
+	case splitLC, splitThroughput, splitCost, splitEven, splitQuantized:
+		return true
+	}
+	return false
 }
 
 func fmtSeconds(s float64) string {

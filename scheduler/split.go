@@ -39,7 +39,7 @@ type point struct {
 	c                Candidate
 }
 
-func points(m moduleInput, model Model, util float64, hasChildren bool) []point {
+func points(m moduleInput, model LatencyModel, util float64, hasChildren bool) []point {
 	ps := make([]point, len(m.cands))
 	for i, c := range m.cands {
 		if m.rate <= rateEps {
@@ -60,7 +60,7 @@ var ErrInfeasible = fmt.Errorf("infeasible")
 
 // fastest returns each module's minimum WCL at its rate, and the session's fastest
 // latency (the longest path of those).
-func fastest(g *graph, mods []moduleInput, model Model, util float64) ([]float64, float64) {
+func fastest(g *graph, mods []moduleInput, model LatencyModel, util float64) ([]float64, float64) {
 	w := make([]float64, len(mods))
 	for i, m := range mods {
 		w[i] = math.Inf(1)
@@ -86,7 +86,7 @@ func infeasibleError(session string, g *graph, w []float64, total, slo float64) 
 // A module with children also passes them a burst (burstOf); the split counts it
 // on every path and returns, beside each module's WCL budget, the burst allowance
 // the module may pass on (0 for modules without children).
-func splitLatency(g *graph, mods []moduleInput, slo float64, model Model, util float64, kind splitKind) ([]float64, []float64) {
+func splitLatency(g *graph, mods []moduleInput, slo float64, model LatencyModel, util float64, kind splitKind) ([]float64, []float64) {
 	n := len(mods)
 	pts := make([][]point, n)
 	cur := make([]int, n)

@@ -28,10 +28,10 @@ func (c Candidate) String() string {
 	return fmt.Sprintf("%s b%d c%d (%.4gs)", c.Hardware, c.Batch, c.Concurrency, c.Duration)
 }
 
-// Model is a latency model: the worst-case latency, in seconds, of a config group
+// LatencyModel is a latency model: the worst-case latency, in seconds, of a config group
 // whose batches are collected from a stream of w req/s (w = the rate of the group
 // and of every group ranked after it, Theorem 1).
-type Model interface {
+type LatencyModel interface {
 	Name() string
 	// WCL returns the worst-case latency in seconds; +Inf when w is too small to
 	// ever fill a batch.
@@ -47,15 +47,16 @@ type Model interface {
 
 // The latency models, by the name plans record in LatencyModel.
 var (
-	// TheoremOne is d + b/w (Theorem 1 as published).
-	TheoremOne Model = theorem1{}
+	// TheoremOne is the WCL of a config group under TC dispatch as Theorem 1
+	// (§III-B) publishes it: d + b/w, w the group's stream rate.
+	TheoremOne LatencyModel = theorem1{}
 	// TCExact is d + (b−1)/w: the oldest item of a batch waits for the b−1 items
 	// after it, not for b. Batch 1 waits for nothing.
-	TCExact Model = tcExact{}
+	TCExact LatencyModel = tcExact{}
 	// RoundRobin is 2d (Nexus, InferLine, Clipper; §II).
-	RoundRobin Model = rr2d{}
+	RoundRobin LatencyModel = rr2d{}
 	// LocalThroughput is d + b/t (Scrooge; Table III).
-	LocalThroughput Model = local{}
+	LocalThroughput LatencyModel = local{}
 )
 
 // withDummies returns the model that bounds a module's WCL once dummy requests are
@@ -63,7 +64,7 @@ var (
 // real and dummy arrivals are two independent streams, so a batch can hold one
 // dummy fewer than average and its oldest item waits up to b/w: Theorem 1's bound
 // (found by the simulator, simulate/wcl_test.go). Other models are unchanged.
-func withDummies(m Model) Model {
+func withDummies(m LatencyModel) LatencyModel {
 	if m == TCExact {
 		return TheoremOne
 	}
@@ -71,8 +72,8 @@ func withDummies(m Model) Model {
 }
 
 // ModelByName returns the latency model a plan names.
-func ModelByName(name string) (Model, error) {
-	for _, m := range []Model{TheoremOne, TCExact, RoundRobin, LocalThroughput} {
+func ModelByName(name string) (LatencyModel, error) {
+	for _, m := range []LatencyModel{TheoremOne, TCExact, RoundRobin, LocalThroughput} {
 		if m.Name() == name {
 			return m, nil
 		}

@@ -21,6 +21,14 @@
 // while those drain, so the last ones see the same load (no end-of-run partial
 // batch waiting for its deadline flush).
 //
+// Options.Admission turns on the dispatcher's admission (dispatcher
+// Options.Admission): an item predicted to complete after its module deadline
+// is refused at Submit, and the request is counted as refused
+// (SessionReport.Refused, AdmittedAttainment), not as an error. Options.Spare
+// gives modules spare machines to overflow to (dispatcher.SetSpare). The
+// simulated gateway is warm: FlushIdle's arrival-gap estimate starts from the
+// simulated rate.
+//
 // PlanForBursts and PlanForTrace use the simulator to choose headroom: they plan
 // with more and more of it until a simulation of the plan meets a target share
 // of requests within the SLO, under Poisson arrivals or a trace (docs/traffic.md).

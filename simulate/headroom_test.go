@@ -6,12 +6,15 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
-// The demo's session: at the planner's default 0.8 the simulator finds 99.67% of
-// Poisson requests within the SLO, so a 99.9% target needs more headroom; the plan
-// found meets the target in its own simulation and costs more than the 0.8 plan.
+// The demo's session: at the planner's default 0.8 the simulator finds fewer than
+// 99.9% of Poisson requests within the SLO, so a 99.9% target needs more headroom;
+// the plan found meets the target in its own simulation and costs more than the 0.8
+// plan. docs/planner.md quotes the figures this test logs (go test -v -run
+// TestPlanForBursts ./simulate).
 func TestPlanForBursts(t *testing.T) {
 	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
 	if err != nil {
@@ -33,7 +36,17 @@ func TestPlanForBursts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("utilisation %.2f: cost %.3f (0.8: %.3f)", plan.MaxUtilization, plan.TotalCost, base.TotalCost)
+	r, err := Run(base, Options{Policy: dispatcher.TC{}, Arrival: "poisson", Duration: 60 * time.Second, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range r.Sessions {
+		t.Logf("utilisation 0.80: session %s meets the SLO for %.2f%% of simulated requests", s.Name, 100*s.SLOAttainment)
+		if s.SLOAttainment >= 0.999 {
+			t.Errorf("session %s: attainment %.4f at 0.8 already meets 99.9%%; the search had nothing to do", s.Name, s.SLOAttainment)
+		}
+	}
+	t.Logf("utilisation %.2f: cost %.3f, %+.1f%% over the 0.8 plan's %.3f", plan.MaxUtilization, plan.TotalCost, 100*(plan.TotalCost/base.TotalCost-1), base.TotalCost)
 	if plan.TotalCost <= base.TotalCost {
 		t.Errorf("more headroom should cost more: %.3f vs %.3f", plan.TotalCost, base.TotalCost)
 	}

@@ -42,20 +42,24 @@ type Latency struct {
 // SessionReport is one session: end-to-end latency (arrival to the last module
 // done) of the requests that completed, and errors by kind.
 type SessionReport struct {
-	Name          string         `json:"name"`
-	SLOMs         float64        `json:"slo_ms"`
-	PlanLatencyMs float64        `json:"plan_latency_ms"`
-	RatePerSec    float64        `json:"rate"`
-	Requests      int            `json:"requests"`
-	Completed     int            `json:"completed"`
-	Latency       Latency        `json:"latency"`
-	ThroughputRPS float64        `json:"throughput"`
-	GoodputRPS    float64        `json:"goodput"`        // completed within the SLO, per second
-	SLOAttainment float64        `json:"slo_attainment"` // within SLO / arrived
-	Errors        map[string]int `json:"errors,omitempty"`
-	Cost          float64        `json:"cost"`
-	Modules       []ModuleReport `json:"modules,omitempty"`
-	Skipped       string         `json:"skipped,omitempty"`
+	Name          string  `json:"name"`
+	SLOMs         float64 `json:"slo_ms"`
+	PlanLatencyMs float64 `json:"plan_latency_ms"`
+	RatePerSec    float64 `json:"rate"`
+	Requests      int     `json:"requests"`
+	Completed     int     `json:"completed"`
+	Latency       Latency `json:"latency"`
+	ThroughputRPS float64 `json:"throughput"`
+	GoodputRPS    float64 `json:"goodput"`        // completed within the SLO, per second
+	SLOAttainment float64 `json:"slo_attainment"` // within SLO / arrived
+	// Refused are the requests admission refused at once (Options.Admission);
+	// AdmittedAttainment is within SLO / (arrived − refused).
+	Refused            int            `json:"refused,omitempty"`
+	AdmittedAttainment float64        `json:"admitted_attainment"`
+	Errors             map[string]int `json:"errors,omitempty"`
+	Cost               float64        `json:"cost"`
+	Modules            []ModuleReport `json:"modules,omitempty"`
+	Skipped            string         `json:"skipped,omitempty"`
 }
 
 // ModuleReport is one module: latency from submission to completion of its items.
@@ -70,6 +74,7 @@ type ModuleReport struct {
 	GoodputRPS       float64        `json:"goodput"` // within the budget, per second
 	BudgetAttainment float64        `json:"budget_attainment"`
 	OverWCL          int            `json:"over_wcl"`
+	Refused          int            `json:"refused,omitempty"` // items refused by admission
 	Errors           map[string]int `json:"errors,omitempty"`
 	DummiesInjected  uint64         `json:"dummies_injected"`
 	DummiesDropped   uint64         `json:"dummies_dropped"`
@@ -79,6 +84,7 @@ type ModuleReport struct {
 	Dispatcher DispatchCounts `json:"dispatcher"`
 	Groups     []GroupReport  `json:"groups"`
 	Slots      []SlotReport   `json:"slots"`
+	Spare      []SlotReport   `json:"spare,omitempty"` // spare machines (Options.Spare)
 }
 
 // DispatchCounts are a module dispatcher's item counters (dispatcher.Stats).
@@ -87,6 +93,8 @@ type DispatchCounts struct {
 	Sent             uint64 `json:"sent"` // items that went to a backend in a batch
 	DeadlineOnSubmit uint64 `json:"deadline_on_submit"`
 	DeadlineOnSend   uint64 `json:"deadline_on_send"`
+	Overloaded       uint64 `json:"overloaded"` // refused by admission
+	Overflow         uint64 `json:"overflow"`   // batches sent to spare machines
 }
 
 // GroupReport is one config group: its planned WCL and the slowest item it ran.
@@ -150,13 +158,16 @@ func (s *sim) report() *Report {
 	for _, ss := range s.sessions {
 		if s.live > 0 {
 			// Requests still in flight after the drain.
-			ss.errs[KindUnfinished] += ss.arrived - len(ss.lat) - sumErrs(ss.errs)
+			ss.errs[KindUnfinished] += ss.arrived - len(ss.lat) - sumErrs(ss.errs) - ss.refused
 		}
 		sr := SessionReport{Name: ss.plan.Name, SLOMs: ss.plan.SLOMs, PlanLatencyMs: ss.plan.LatencyMs,
-			RatePerSec: ss.rate, Requests: ss.arrived, Completed: len(ss.lat),
+			RatePerSec: ss.rate, Requests: ss.arrived, Completed: len(ss.lat), Refused: ss.refused,
 			ThroughputRPS: float64(len(ss.lat)) / win, GoodputRPS: float64(ss.good) / win, Cost: ss.plan.Cost}
 		if ss.arrived > 0 {
 			sr.SLOAttainment = float64(ss.good) / float64(ss.arrived)
+		}
+		if n := ss.arrived - ss.refused; n > 0 {
+			sr.AdmittedAttainment = float64(ss.good) / float64(n)
 		}
 		sr.Latency = Summarize(ss.lat)
 		if len(ss.errs) > 0 {
@@ -185,11 +196,11 @@ func (m *module) report(win float64, elapsed time.Duration) ModuleReport {
 	st := m.d.Stats()
 	mr := ModuleReport{Name: m.plan.Name, BudgetMs: m.plan.BudgetMs, WCLMs: m.plan.WCLMs, Items: len(m.lat),
 		ThroughputRPS: float64(len(m.lat)) / win, GoodputRPS: float64(m.good) / win,
-		OverWCL: m.overWCL, DummiesInjected: st.DummiesInjected, DummiesDropped: st.DummiesDropped, Cost: m.plan.Cost}
+		OverWCL: m.overWCL, Refused: m.refused, DummiesInjected: st.DummiesInjected, DummiesDropped: st.DummiesDropped, Cost: m.plan.Cost}
 	if n := len(m.lat) + sumErrs(m.errs); n > 0 {
 		mr.BudgetAttainment = float64(m.good) / float64(n)
 	}
-	mr.Dispatcher = DispatchCounts{Submitted: st.Submitted, DeadlineOnSubmit: st.DeadlineOnSubmit, DeadlineOnSend: st.DeadlineOnSend}
+	mr.Dispatcher = DispatchCounts{Submitted: st.Submitted, DeadlineOnSubmit: st.DeadlineOnSubmit, DeadlineOnSend: st.DeadlineOnSend, Overloaded: st.Overloaded, Overflow: st.Overflow}
 	for _, sl := range st.Slots {
 		mr.Dispatcher.Sent += sl.Items
 	}
@@ -203,6 +214,9 @@ func (m *module) report(win float64, elapsed time.Duration) ModuleReport {
 	}
 	for _, ss := range st.Slots {
 		mr.Slots = append(mr.Slots, slotReport(ss, elapsed))
+	}
+	for _, ss := range st.Spare {
+		mr.Spare = append(mr.Spare, slotReport(ss, elapsed))
 	}
 	return mr
 }
@@ -239,6 +253,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "  rate %.4g req/s\trequests %d\tcompleted %d\tthroughput %.4g/s\tgoodput %.4g/s\tSLO attainment %.2f%%\terrors %s\n",
 			s.RatePerSec, s.Requests, s.Completed, s.ThroughputRPS, s.GoodputRPS, 100*s.SLOAttainment, errString(s.Errors))
+		if s.Refused > 0 {
+			fmt.Fprintf(tw, "  refused %d (%.2f%%)\tadmitted %d\tadmitted within SLO %.3f%%\n",
+				s.Refused, 100*float64(s.Refused)/float64(max(s.Requests, 1)), s.Requests-s.Refused, 100*s.AdmittedAttainment)
+		}
 		fmt.Fprintf(tw, "  latency ms\tp50 %.1f\tp90 %.1f\tp99 %.1f\tp99.9 %.1f\tmax %.1f\n",
 			s.Latency.P50Ms, s.Latency.P90Ms, s.Latency.P99Ms, s.Latency.P999Ms, s.Latency.MaxMs)
 		fmt.Fprintln(tw, "  module\tbudget\tWCL\titems\tp50\tp99\tmax\tover WCL\tdummies\terrors")

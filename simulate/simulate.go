@@ -44,6 +44,15 @@ type Options struct {
 	// Jitter, in [0, 1), makes each batch last its profiled duration × (1 ± Jitter),
 	// uniformly; 0 runs every batch for exactly its profiled duration.
 	Jitter float64
+	// Admission turns on the dispatcher's admission (dispatcher.Options.Admission):
+	// an item that would complete after its module deadline is refused at
+	// Submit. A request so refused is counted as refused (SessionReport.Refused),
+	// not as an error, and its later modules do not run.
+	Admission bool
+	// Spare are machines outside the plan that a module's batches may
+	// overflow to (dispatcher.SetSpare): each applies to the module its
+	// Slot.Module names.
+	Spare []dispatcher.Slot
 	// Drain bounds the virtual time given, after arrivals stop, to requests still
 	// in flight (default: 10 s plus 10 × the largest SLO). Requests unfinished by
 	// then count as errors of kind "unfinished".
@@ -56,6 +65,9 @@ const (
 	KindClosed     = "closed"
 	KindSender     = "sender"
 	KindUnfinished = "unfinished"
+	// KindRefused is a request refused at once by admission (Options.Admission).
+	// It is counted in SessionReport.Refused, not in Errors.
+	KindRefused = "refused"
 )
 
 var start = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -137,6 +149,7 @@ type session struct {
 	lat     []time.Duration
 	arrived int
 	good    int
+	refused int // measured requests refused by admission
 	errs    map[string]int
 }
 
@@ -155,6 +168,7 @@ type module struct {
 	groupN   []int
 	good     int
 	overWCL  int
+	refused  int // measured items refused by admission
 	errs     map[string]int
 }
 
@@ -278,9 +292,28 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 		if mp.Rate < 0 || bad(mp.Rate) {
 			return nil, fmt.Errorf("module %q: rate %v: must be a finite number ≥ 0", mp.Name, mp.Rate)
 		}
-		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Clock: s.clock, Sender: s.sender})
+		// The simulated gateway is warm: it has been serving this load, so
+		// FlushIdle's arrival-gap estimate starts from the simulated rate, not
+		// cold as a fresh gateway's does (dispatcher.Options.ArrivalGap).
+		var gap time.Duration
+		if r := mp.Rate*ss.rate/planRate + mp.DummyRate; planRate > 0 && r > 0 {
+			gap = time.Duration(float64(time.Second) / r)
+		}
+		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Admission: s.o.Admission,
+			ArrivalGap: gap, Clock: s.clock, Sender: s.sender})
 		if err != nil {
 			return nil, err
+		}
+		var spare []dispatcher.Slot
+		for _, sl := range s.o.Spare {
+			if sl.Module == mp.Name {
+				spare = append(spare, sl)
+			}
+		}
+		if len(spare) > 0 {
+			if err := d.SetSpare(spare); err != nil {
+				return nil, err
+			}
 		}
 		m := &module{plan: mp, d: d, children: dag.Children(i), primary: -1,
 			budget: ms(mp.BudgetMs), wcl: ms(mp.WCLMs), errs: map[string]int{},
@@ -407,7 +440,11 @@ func (ss *session) startModule(r *request, i int) {
 		r.inflight++
 		if err := m.d.Submit(&si.it); err != nil {
 			r.inflight--
-			if r.measured {
+			switch {
+			case !r.measured:
+			case errors.Is(err, dispatcher.ErrOverloaded):
+				m.refused++
+			default:
 				m.errs[kind(err)]++
 			}
 			r.failed = kind(err)
@@ -432,9 +469,14 @@ func (ss *session) release(r *request) {
 	}
 	s := ss.sim
 	if r.measured {
-		if r.failed != "" {
+		switch r.failed {
+		case "":
+		case KindRefused:
+			ss.refused++
+		default:
 			ss.errs[r.failed]++
-		} else {
+		}
+		if r.failed == "" {
 			lat := s.clock.Now().Sub(r.arrival)
 			ss.lat = append(ss.lat, lat)
 			if ss.slo <= 0 || lat <= ss.slo {
@@ -466,10 +508,10 @@ func (s *sim) onItemDone(it *dispatcher.Item) {
 		if m.wcl > 0 && lat > m.wcl+time.Microsecond {
 			m.overWCL++
 		}
-		if g := it.Slot.Group; lat > m.groupMax[g] {
-			m.groupMax[g] = lat
+		if g := it.Slot.Group; g >= 0 { // -1: a spare machine
+			m.groupMax[g] = max(m.groupMax[g], lat)
+			m.groupN[g]++
 		}
-		m.groupN[it.Slot.Group]++
 	}
 	s.putItem(si)
 	r.left[i]--
@@ -487,6 +529,8 @@ func kind(err error) string {
 		return KindDeadline
 	case errors.Is(err, dispatcher.ErrClosed):
 		return KindClosed
+	case errors.Is(err, dispatcher.ErrOverloaded):
+		return KindRefused
 	}
 	return KindSender
 }

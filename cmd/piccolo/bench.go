@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
@@ -36,8 +38,10 @@ func newBenchPlannerCmd() *cobra.Command {
 			}
 			ws := scheduler.GenerateWorkloads(seed, n, scheduler.DefaultWorkloadSpec)
 			var tick func()
-			if !quiet {
-				bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(os.Stderr),
+			if w := cmd.ErrOrStderr(); !quiet && isTerminal(w) {
+				// Off a terminal (a pipe, a CI log) the bar's redraws would be
+				// hundreds of lines.
+				bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(w),
 					progressbar.OptionSetDescription("planning workloads"), progressbar.OptionShowCount(),
 					progressbar.OptionClearOnFinish())
 				tick = func() { _ = bar.Add(1) }
@@ -54,6 +58,12 @@ func newBenchPlannerCmd() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&n, "workloads", 500, "number of random workloads")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "workload generator seed")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar (there is none when stderr is not a terminal)")
 	return cmd
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

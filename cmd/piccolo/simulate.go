@@ -114,6 +114,7 @@ WCL: 'over WCL' counts those that do.`,
 	tf.addMMPP(f)
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the arrival processes and jitter")
 	f.Float64Var(&o.Jitter, "jitter", 0, "batch durations vary uniformly by ±this fraction, in [0,1)")
+	f.BoolVar(&o.Admission, "admission", false, "refuse at once a request the machines' queues say would finish after its deadline, as 'piccolo gateway' does (counted as refused, not as a failure); false: the paper's dispatcher, which admits everything")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
 }

@@ -1,0 +1,117 @@
+package dispatcher
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// Admission refuses at once exactly the items that would complete after
+// their deadline given the machine's queue, and keeps its promise to the
+// others. One machine, batch 1, 10 ms, budget 35 ms: five items at 0 would
+// finish at 10, 20, 30, 40 and 50 ms; the last two are refused.
+func TestAdmissionRefusesWhatWouldBeLate(t *testing.T) {
+	mp := api.ModulePlan{Name: "m", Rate: 50, BudgetMs: 35, Configs: []api.GroupPlan{gp(1, 10, 1, 50)}}
+	for _, p := range []Policy{TC{}, RR{}} {
+		t.Run(p.Name(), func(t *testing.T) {
+			clock := NewVirtualClock(t0)
+			s := &vsender{clock: clock}
+			d, err := New(mp, Options{Policy: p, Admission: true, Clock: clock, Sender: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := d.Predict(clock.Now()); got != 10*time.Millisecond {
+				t.Errorf("Predict on an idle machine = %v, want the batch duration 10ms", got)
+			}
+			tr := newTracker()
+			var refused int
+			for i := range 5 {
+				want := time.Duration(min(i+1, 4)) * 10 * time.Millisecond // the fourth is refused: nothing queues after it
+				if got := d.Predict(clock.Now()); got != want {
+					t.Errorf("item %d: Predict = %v, want %v", i, got, want)
+				}
+				if err := d.Submit(tr.item(time.Time{})); errors.Is(err, ErrOverloaded) {
+					refused++
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Run(t0.Add(time.Second))
+			if refused != 2 || tr.errs["ok"] != 3 || len(tr.errs) != 1 {
+				t.Errorf("refused %d, completions %v; want 2 refused and 3 ok", refused, tr.errs)
+			}
+			for _, at := range tr.times {
+				if at.Sub(t0) > 35*time.Millisecond {
+					t.Errorf("an admitted item finished at %v, after its 35 ms deadline", at.Sub(t0))
+				}
+			}
+			if st := d.Stats(); st.Overloaded != 2 || st.Submitted != 3 {
+				t.Errorf("stats: overloaded %d submitted %d, want 2 and 3", st.Overloaded, st.Submitted)
+			}
+		})
+	}
+}
+
+// A backend slower than its profile makes Predict slower too: after batches
+// of 20 ms on a 10 ms profile, an idle machine is predicted at about 20 ms.
+func TestPredictLearnsSlowBackends(t *testing.T) {
+	mp := api.ModulePlan{Name: "m", Rate: 50, BudgetMs: 1000, Configs: []api.GroupPlan{gp(1, 10, 1, 50)}}
+	clock := NewVirtualClock(t0)
+	d, err := New(mp, Options{Clock: clock, Sender: slowSender{clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for i := range 5 {
+		submitAt(t, clock, d, time.Duration(i)*100*time.Millisecond, tr.item(time.Time{}), nil)
+	}
+	clock.Run(t0.Add(time.Second))
+	if got := d.Predict(clock.Now()); got < 18*time.Millisecond || got > 20*time.Millisecond {
+		t.Errorf("Predict after 20 ms batches on a 10 ms profile = %v, want about 20ms", got)
+	}
+}
+
+// slowSender runs every batch for twice its profiled duration.
+type slowSender struct{ clock *VirtualClock }
+
+func (s slowSender) Send(b *Batch) {
+	s.clock.AfterFunc(2*b.Slot.Duration, func() { b.Done(nil, nil) })
+}
+
+// A spare machine takes the batches the planned one cannot run in time, and
+// admission counts it: with one spare like the planned machine, the two items
+// TestAdmissionRefusesWhatWouldBeLate refuses are served, on the spare, in
+// time. A spare slot of another module is refused, naming it.
+func TestSpareTakesTheOverflow(t *testing.T) {
+	mp := api.ModulePlan{Name: "m", Rate: 50, BudgetMs: 35, Configs: []api.GroupPlan{gp(1, 10, 1, 50)}}
+	clock := NewVirtualClock(t0)
+	d, err := New(mp, Options{Admission: true, Clock: clock, Sender: &vsender{clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetSpare([]Slot{{Module: "other", Backend: "b9", Batch: 1, Concurrency: 1, Duration: 10 * time.Millisecond}}); err == nil || !strings.Contains(err.Error(), "b9") {
+		t.Errorf("SetSpare with another module's slot: %v, want an error naming it", err)
+	}
+	if err := d.SetSpare([]Slot{{Module: "m", Backend: "b1", Batch: 1, Concurrency: 1, Duration: 10 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for range 5 {
+		if err := d.Submit(tr.item(time.Time{})); err != nil {
+			t.Fatalf("Submit: %v, want every item admitted", err)
+		}
+	}
+	clock.Run(t0.Add(time.Second))
+	st := d.Stats()
+	if tr.errs["ok"] != 5 || st.Overflow != 2 || len(st.Spare) != 1 || st.Spare[0].Items != 2 {
+		t.Errorf("completions %v, overflow %d, spare %+v; want 5 ok, 2 batches overflowed to the spare", tr.errs, st.Overflow, st.Spare)
+	}
+	for _, at := range tr.times {
+		if at.Sub(t0) > 35*time.Millisecond {
+			t.Errorf("an item finished at %v, after its 35 ms deadline", at.Sub(t0))
+		}
+	}
+}
