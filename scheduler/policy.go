@@ -43,6 +43,10 @@ type Options struct {
 	Reference string
 	// Registry is where Policy and Reference are looked up (nil: DefaultPolicies).
 	Registry *PolicyRegistry
+	// AllVariants plans every variant combination that reaches a session's
+	// accuracy target instead of the beam's BeamWidth (policy optimal always does;
+	// docs/variants.md).
+	AllVariants bool
 }
 
 // Policies lists the policy names Plan accepts by default (DefaultPolicies), in the
@@ -190,6 +194,7 @@ type policy struct {
 	defaultU   float64
 	reference  string
 	maxConfigs int
+	variants   bool // every variant combination, not the beam
 }
 
 // resolve turns Options into a policy, validating every field.
@@ -221,6 +226,7 @@ func resolve(o Options) (policy, error) {
 		rp.name, rp.optimal, rp.reference = p.name, true, rp.name
 		p = rp
 	}
+	p.variants = o.AllVariants || p.optimal
 	if o.MaxConfigs < 0 {
 		return p, fmt.Errorf("max configs %d: must be ≥ 0 (0 = no bound)", o.MaxConfigs)
 	}

@@ -19,7 +19,8 @@ import (
 // dummy rates), so the variant is chosen jointly with them.
 //
 // Which combinations are planned:
-//   - exhaustive (policy optimal): every combination that reaches the target;
+//   - exhaustive (policy optimal, or Options.AllVariants): every combination
+//     that reaches the target;
 //   - beam (every other policy): JellyBean's two steps. Model selection walks the
 //     modules in reverse topological order keeping the BeamWidth partial
 //     combinations of least estimated cost that can still reach the target (the
@@ -77,7 +78,7 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 			s.Name, ErrInfeasible, target, best, describeCombo(s, choices, mostAccurate(choices)))
 	}
 	var combos []combo
-	if pol.optimal {
+	if pol.variants {
 		combos = allCombos(choices, target)
 	} else {
 		combos = beamCombos(cfg, s, choices, target, BeamWidth)
