@@ -43,10 +43,12 @@ type Options struct {
 	Reference string
 	// Registry is where Policy and Reference are looked up (nil: DefaultPolicies).
 	Registry *PolicyRegistry
-	// AllVariants plans every variant combination that reaches a session's
-	// accuracy target instead of the beam's BeamWidth (policy optimal always does;
-	// docs/variants.md).
-	AllVariants bool
+	// VariantSearch chooses how the variants of a session are searched
+	// (docs/variants.md): "climb" (the default: JellyBean's beam, then single
+	// changes while the planned cost drops), "beam" (JellyBean's beam only) or
+	// "all" (every combination that reaches the accuracy target; policy optimal
+	// always searches all).
+	VariantSearch string
 }
 
 // Policies lists the policy names Plan accepts by default (DefaultPolicies), in the
@@ -194,7 +196,7 @@ type policy struct {
 	defaultU   float64
 	reference  string
 	maxConfigs int
-	variants   bool // every variant combination, not the beam
+	variants   string // "climb", "beam" or "all"
 }
 
 // resolve turns Options into a policy, validating every field.
@@ -226,7 +228,18 @@ func resolve(o Options) (policy, error) {
 		rp.name, rp.optimal, rp.reference = p.name, true, rp.name
 		p = rp
 	}
-	p.variants = o.AllVariants || p.optimal
+	switch o.VariantSearch {
+	case "", "climb", "beam", "all":
+		p.variants = o.VariantSearch
+		if p.variants == "" {
+			p.variants = "climb"
+		}
+		if p.optimal {
+			p.variants = "all"
+		}
+	default:
+		return p, fmt.Errorf("variant search %q: want climb (the default), beam or all", o.VariantSearch)
+	}
 	if o.MaxConfigs < 0 {
 		return p, fmt.Errorf("max configs %d: must be ≥ 0 (0 = no bound)", o.MaxConfigs)
 	}

@@ -19,14 +19,22 @@ import (
 // dummy rates), so the variant is chosen jointly with them.
 //
 // Which combinations are planned:
-//   - exhaustive (policy optimal, or Options.AllVariants): every combination
-//     that reaches the target;
+//   - exhaustive (policy optimal, or Options.VariantSearch "all"): every
+//     combination that reaches the target;
 //   - beam (every other policy): JellyBean's two steps. Model selection walks the
 //     modules in reverse topological order keeping the BeamWidth partial
 //     combinations of least estimated cost that can still reach the target (the
 //     estimate of a variant is its cheapest cost of serving the module's rate:
 //     rate × min price/throughput over its profile, latency ignored); then the
-//     BeamWidth complete combinations are planned and the cheapest plan wins.
+//     BeamWidth complete combinations are planned and the cheapest plan wins;
+//   - climb (the default): every combination when at most MaxCombinations
+//     reach the target (the exact choice, and planning one takes well under a
+//     millisecond); beyond, the beam, then from its best plan one module's
+//     variant changed at a time, planned, kept while the cost drops.
+
+// MaxCombinations is how many variant combinations the default search plans
+// all of; beyond, it runs the beam and climbs.
+const MaxCombinations = 256
 
 // BeamWidth is how many variant combinations the beam keeps and plans (JellyBean's
 // B_MS).
@@ -78,23 +86,65 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 			s.Name, ErrInfeasible, target, best, describeCombo(s, choices, mostAccurate(choices)))
 	}
 	var combos []combo
-	if pol.variants {
-		combos = allCombos(choices, target)
-	} else {
+	switch pol.variants {
+	case "all":
+		combos, _ = allCombos(choices, target, math.MaxInt)
+	case "climb":
+		var all bool
+		if combos, all = allCombos(choices, target, MaxCombinations); all {
+			break // few enough to plan them all: the exact choice
+		}
+		fallthrough
+	default:
 		combos = beamCombos(cfg, s, choices, target, BeamWidth)
 	}
 	var bestPlan api.SessionPlan
+	var bestCombo combo
 	var errs []error
 	found := false
-	for _, c := range combos {
+	planned := map[string]bool{}
+	try := func(c combo) bool {
+		key := fmt.Sprint(c.pick)
+		if planned[key] {
+			return false
+		}
+		planned[key] = true
 		sp, err := planSession(cfg, withVariants(s, choices, c.pick), pol)
 		if err != nil {
 			errs = append(errs, err)
-			continue
+			return false
 		}
 		if !found || sp.Cost < bestPlan.Cost-1e-12 || (sp.Cost <= bestPlan.Cost+1e-12 && c.accuracy > bestPlan.Accuracy) {
 			annotate(&sp, s, choices, c, target)
-			bestPlan, found = sp, true
+			bestPlan, bestCombo, found = sp, c, true
+			return true
+		}
+		return false
+	}
+	for _, c := range combos {
+		try(c)
+	}
+	// climb: from the best plan, change one module's variant at a time (keeping
+	// the target) while the planned cost drops. The beam ranks by a cost estimate
+	// that ignores latency; this corrects it with the planner's own costs.
+	for improved := pol.variants == "climb" && len(combos) <= BeamWidth && found; improved; {
+		improved = false
+		from := bestCombo
+		for i := range choices {
+			for j, v := range choices[i] {
+				if j == from.pick[i] {
+					continue
+				}
+				acc := from.accuracy / choices[i][from.pick[i]].Accuracy * v.Accuracy
+				if acc < target-accuracyEps {
+					continue
+				}
+				c := combo{pick: slices.Clone(from.pick), accuracy: acc}
+				c.pick[i] = j
+				if try(c) {
+					improved = true
+				}
+			}
 		}
 	}
 	if !found {
@@ -132,13 +182,13 @@ func annotate(sp *api.SessionPlan, s *api.Session, choices [][]api.Variant, c co
 }
 
 // allCombos lists every combination whose accuracy reaches target, most
-// accurate first.
-func allCombos(choices [][]api.Variant, target float64) []combo {
+// accurate first; false (and a partial list) when there are more than limit.
+func allCombos(choices [][]api.Variant, target float64, limit int) ([]combo, bool) {
 	var out []combo
 	pick := make([]int, len(choices))
 	var walk func(i int, acc float64)
 	walk = func(i int, acc float64) {
-		if acc < target-accuracyEps {
+		if acc < target-accuracyEps || len(out) > limit {
 			return // accuracies are at most 1: it only falls from here
 		}
 		if i == len(choices) {
@@ -151,8 +201,11 @@ func allCombos(choices [][]api.Variant, target float64) []combo {
 		}
 	}
 	walk(0, 1)
+	if len(out) > limit {
+		return out, false
+	}
 	slices.SortStableFunc(out, func(a, b combo) int { return cmp.Compare(b.accuracy, a.accuracy) })
-	return out
+	return out, true
 }
 
 // beamCombos is JellyBean's model selection: modules in reverse topological

@@ -63,12 +63,14 @@ type VariantBenchRow struct {
 	Runtime       time.Duration
 }
 
-// RunVariantBench plans every workload four ways, each plan passing Check:
-// the beam (policy piccolo), every combination under piccolo (AllVariants), the
-// exhaustive optimum (policy optimal: every combination and the exact configs
-// and split), and always the most accurate variants (MostAccurate). Headroom
-// is off, as in the planner benchmark. It returns the beam against the other
-// three, and every combination against the optimum.
+// RunVariantBench plans every workload five ways, each plan passing Check:
+// policy piccolo with JellyBean's beam, with the default climb, and with every
+// combination; the exhaustive optimum (policy optimal: every combination and
+// the exact configs and split); and always the most accurate variants
+// (MostAccurate). Headroom is off, as in the planner benchmark. Rows: beam,
+// climb and every combination against the optimum; climb against every
+// combination; beam and climb against the most accurate; the optimum itself
+// (for its runtime).
 func RunVariantBench(ws []*api.Config) ([]VariantBenchRow, error) {
 	type way struct {
 		name string
@@ -77,8 +79,9 @@ func RunVariantBench(ws []*api.Config) ([]VariantBenchRow, error) {
 	}
 	same := func(c *api.Config) *api.Config { return c }
 	ways := []way{
-		{"beam", Options{Policy: "piccolo", MaxUtilization: 1}, same},
-		{"all combinations", Options{Policy: "piccolo", MaxUtilization: 1, AllVariants: true}, same},
+		{"beam", Options{Policy: "piccolo", MaxUtilization: 1, VariantSearch: "beam"}, same},
+		{"climb", Options{Policy: "piccolo", MaxUtilization: 1}, same},
+		{"all combinations", Options{Policy: "piccolo", MaxUtilization: 1, VariantSearch: "all"}, same},
 		{"optimal", Options{Policy: "optimal", MaxUtilization: 1}, same},
 		{"most accurate", Options{Policy: "piccolo", MaxUtilization: 1}, MostAccurate},
 	}
@@ -126,7 +129,7 @@ func RunVariantBench(ws []*api.Config) ([]VariantBenchRow, error) {
 		r.Runtime = rt[len(rt)/2]
 		return r
 	}
-	return []VariantBenchRow{row(0, 2), row(0, 1), row(0, 3), row(1, 2), row(2, 2)}, nil
+	return []VariantBenchRow{row(0, 3), row(1, 3), row(2, 3), row(1, 2), row(0, 4), row(1, 4), row(3, 3)}, nil
 }
 
 // VariantBenchLines formats rows, one line each.

@@ -123,9 +123,9 @@ func TestVariantsTargetTooHigh(t *testing.T) {
 // the optimum's grid allows, and choosing variants saves against always the
 // most accurate ones.
 func TestVariantBench(t *testing.T) {
-	n := 40
+	n := 16
 	if testing.Short() {
-		n = 10
+		n = 6
 	}
 	ws := GenerateVariantWorkloads(3, n, DefaultWorkloadSpec)
 	rows, err := RunVariantBench(ws)
@@ -133,11 +133,11 @@ func TestVariantBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + VariantBenchLines(rows, n))
-	vsOpt, vsBest := rows[0], rows[2]
+	vsOpt, vsBest := rows[1], rows[5]
 	if vsOpt.N == 0 || vsOpt.Avg < -0.005 {
-		t.Errorf("beam vs optimal: avg %.2f%% over %d workloads; want ≥ -0.5%% (the optimum is a lower bound up to its grid)", 100*vsOpt.Avg, vsOpt.N)
+		t.Errorf("climb vs optimal: avg %.2f%% over %d workloads; want ≥ -0.5%% (the optimum is a lower bound up to its grid)", 100*vsOpt.Avg, vsOpt.N)
 	}
 	if vsBest.N == 0 || !(vsBest.Avg < -0.05) {
-		t.Errorf("beam vs most accurate: avg %.2f%% over %d workloads; want a saving of more than 5%%", 100*vsBest.Avg, vsBest.N)
+		t.Errorf("climb vs most accurate: avg %.2f%% over %d workloads; want a saving of more than 5%%", 100*vsBest.Avg, vsBest.N)
 	}
 }

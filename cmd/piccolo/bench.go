@@ -24,9 +24,10 @@ func newBenchCmd() *cobra.Command {
 
 func newBenchPlannerCmd() *cobra.Command {
 	var (
-		n     int
-		seed  uint64
-		quiet bool
+		n        int
+		seed     uint64
+		quiet    bool
+		variants bool
 	)
 	cmd := &cobra.Command{
 		Use:   "planner",
@@ -35,6 +36,18 @@ func newBenchPlannerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if n < 1 {
 				return fmt.Errorf("--workloads %d: must be ≥ 1", n)
+			}
+			if variants {
+				// Model variants (docs/variants.md): how the variant search
+				// compares with the optimum and with the most accurate variants.
+				start := time.Now()
+				rows, err := scheduler.RunVariantBench(scheduler.GenerateVariantWorkloads(seed, n, scheduler.DefaultWorkloadSpec))
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), scheduler.VariantBenchLines(rows, n))
+				fmt.Fprintf(cmd.OutOrStdout(), "(%d workloads with variants in %s)\n", n, time.Since(start).Round(time.Second))
+				return nil
 			}
 			ws := scheduler.GenerateWorkloads(seed, n, scheduler.DefaultWorkloadSpec)
 			var tick func()
@@ -59,6 +72,7 @@ func newBenchPlannerCmd() *cobra.Command {
 	cmd.Flags().IntVar(&n, "workloads", 500, "number of random workloads")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "workload generator seed")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar (there is none when stderr is not a terminal)")
+	cmd.Flags().BoolVar(&variants, "variants", false, "workloads with model variants and accuracy targets: the variant search against every combination, the optimum and always the most accurate variants")
 	return cmd
 }
 

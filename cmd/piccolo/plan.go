@@ -86,6 +86,7 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 	f.BoolVar(&opts.SingleHardware, "single-hardware", false, "plan each session on the one hardware type that is cheapest")
 	f.StringVar(&opts.Hardware, "hardware", "", "plan on this hardware type only")
 	f.StringVar(&opts.Reference, "reference", "", "for --policy optimal: the policy whose latency model the brute force uses (default piccolo)")
+	f.StringVar(&opts.VariantSearch, "variant-search", "", "how to choose model variants: climb (default: every combination up to 256, else beam then single changes), beam (JellyBean) or all")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	tf.addPlanFlags(f)
 	return cmd
