@@ -39,6 +39,14 @@
 // the field. On a failure after some points were measured, Run returns the
 // partial Result with the error.
 //
+// # Accuracy
+//
+// MeasureAccuracy sends every image of a labelled set (a directory of images
+// and LabelsFile) to a model that reads images and answers text (a gateway
+// session) and returns the exact-match word accuracy; SetAccuracy writes it
+// into a config file's profiles of a model, where a variant without an
+// accuracy finds it (docs/variants.md).
+//
 // # Goroutines
 //
 // Run is called from one goroutine; it starts c workers per point and returns only

@@ -22,7 +22,11 @@
 //   - the policies (policy.go): PolicySpecs in a PolicyRegistry; DefaultPolicies
 //     holds piccolo, paper, the four baselines of Table III and optimal;
 //   - the planner benchmark (bench.go, workload.go): §IV-B's comparison on seeded
-//     random workloads (piccolo bench planner).
+//     random workloads (piccolo bench planner);
+//   - model variants (variants.go, variants_bench.go; JellyBean §4): a module
+//     may be served by one of several models; the plan is the cheapest variant
+//     combination whose accuracy product meets the session's target, each
+//     combination planned in full (docs/variants.md).
 //
 // algorithms.go exports each algorithm over exported types (ConfigSet,
 // ConfigParams) for callers that want one step rather than a whole plan.

@@ -30,6 +30,12 @@
 // other shapes with INVALID_ARGUMENT) and Load warms every lane up at that shape
 // (the first call at a new shape is several times slower than later ones).
 //
+// Variants. Options.Resized serves a model under another name as the same .onnx
+// file at a smaller input (docs/variants.md): Run resizes each item of the
+// model's only input (FP32 C×H×W, bilinear) from the served shape to the
+// file's, and optionally the first output back, so the modules around it see
+// the full-size model's shapes.
+//
 // Pass-through. With Options.PassThrough, Run returns, after the model's outputs,
 // a copy of every input the model does not consume, so a chain of modules can
 // carry a tensor past a model (the OCR crop travels past the direction

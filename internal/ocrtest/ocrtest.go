@@ -2,7 +2,10 @@
 // with the Go fonts (golang.org/x/image/font/gofont) at several sizes, slight
 // rotations (and two upside down) and several backgrounds, made at test time so
 // that nothing binary is committed. The same Samples always render to the same
-// pixels, so accuracy figures are reproducible.
+// pixels, so accuracy figures are reproducible. HardSamples is a harder set
+// (small fonts, blur, noise, low contrast, long lines) on which the OCR model
+// variants differ (docs/variants.md); WriteSet writes a set as a labelled
+// directory for `piccolo profile --accuracy`.
 //
 // It also knows where `make models` (scripts/fetch-models.sh) puts ONNX Runtime
 // and the PaddleOCR v4 models, and skips or fails a test when they are missing
