@@ -43,18 +43,13 @@ func (o OCR) ONNXVariants() map[string]ONNXVariant {
 // which the OCR ONNX models run: the sizes o's steps pad their outputs to
 // (det [3, DetSize, DetSize], cls [3, CropHeight, ClsWidth], rec [3,
 // CropHeight, RecWidth]), for onnx.Options.Shapes (padding, not buckets: see
-// backends/onnx); the variants take the shape of the model they stand for. A
+// backends/onnx); the variants are served at the shape of the file they run. A
 // new map each call.
 func (o OCR) ONNXShapes() map[string][]int64 {
 	s := int64(o.DetSize)
-	det, rec := []int64{3, s, s}, []int64{3, CropHeight, int64(o.RecWidth)}
 	return map[string][]int64{
-		OCRDet:    det,
-		OCRDet480: det,
-		OCRDet320: det,
-		OCRCls:    {3, CropHeight, int64(o.ClsWidth)},
-		OCRRec:    rec,
-		OCRRec240: rec,
-		OCRRec160: rec,
+		OCRDet: {3, s, s},
+		OCRCls: {3, CropHeight, int64(o.ClsWidth)},
+		OCRRec: {3, CropHeight, int64(o.RecWidth)},
 	}
 }

@@ -21,20 +21,7 @@ import (
 // relies on: the full-size models are the most accurate, and each smaller
 // variant loses accuracy.
 func TestOCRVariantsHardSet(t *testing.T) {
-	lib, dir := ocrtest.RequireModels(t)
-	b, err := builtin.New(builtin.Options{Dictionary: ocrtest.Dictionary()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := b.OCR()
-	resized := map[string]onnx.Resized{}
-	for name, v := range o.ONNXVariants() {
-		resized[name] = onnx.Resized(v)
-	}
-	x, err := onnx.New(onnx.Options{Library: lib, ModelDir: dir, IntraOpThreads: 2, PassThrough: true, Shapes: o.ONNXShapes(), Resized: resized})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, x, _ := variantExecutors(t, 2)
 	load := func(e backends.Executor, name string, batch int) backends.Model {
 		m, err := e.Load(name, batch, 1)
 		if err != nil {
@@ -143,35 +130,16 @@ func TestOCRVariantsHardSet(t *testing.T) {
 // shape (a variant's time includes its resizing), in process: the ratios of
 // variant to model scale the gateway-measured profiles (docs/variants.md).
 func BenchmarkOCRVariants(b *testing.B) {
-	lib, dir := ocrtest.RequireModels(b)
-	bi, err := builtin.New(builtin.Options{Dictionary: ocrtest.Dictionary()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	o := bi.OCR()
-	resized := map[string]onnx.Resized{}
-	for name, v := range o.ONNXVariants() {
-		resized[name] = onnx.Resized(v)
-	}
-	shapes := o.ONNXShapes()
 	for _, threads := range []int{1, 2} {
-		x, err := onnx.New(onnx.Options{Library: lib, ModelDir: dir, IntraOpThreads: threads, PassThrough: true, Shapes: shapes, Resized: resized})
-		if err != nil {
-			b.Fatal(err)
-		}
+		_, x, shapes := variantExecutors(b, threads)
 		for _, model := range []string{builtin.OCRDet, builtin.OCRDet480, builtin.OCRDet320, builtin.OCRRec, builtin.OCRRec240, builtin.OCRRec160} {
 			m, err := x.Load(model, 8, 1)
 			if err != nil {
 				b.Fatal(err)
 			}
-			spec := m.Info().Inputs[0]
 			for _, n := range []int{1, 2, 4, 8} {
 				b.Run(fmt.Sprintf("%s/threads=%d/b=%d", model, threads, n), func(b *testing.B) {
-					per := int64(4)
-					for _, d := range shapes[model] {
-						per *= d
-					}
-					in := []api.Tensor{{Name: spec.Name, Datatype: "FP32", Shape: append([]int64{int64(n)}, shapes[model]...), Data: make([]byte, int64(n)*per)}}
+					in := zeros(m, shapes[model], n)
 					for i := 0; i < b.N; i++ {
 						if _, err := m.Run(context.Background(), in, n); err != nil {
 							b.Fatal(err)
@@ -189,21 +157,7 @@ func BenchmarkOCRVariants(b *testing.B) {
 // alike; medians) and checks that each variant is cheaper. The ratios, logged,
 // scale the full-size profiles into the variants' (docs/variants.md).
 func TestOCRVariantCostRatios(t *testing.T) {
-	lib, dir := ocrtest.RequireModels(t)
-	b, err := builtin.New(builtin.Options{Dictionary: ocrtest.Dictionary()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := b.OCR()
-	resized := map[string]onnx.Resized{}
-	for name, v := range o.ONNXVariants() {
-		resized[name] = onnx.Resized(v)
-	}
-	shapes := o.ONNXShapes()
-	x, err := onnx.New(onnx.Options{Library: lib, ModelDir: dir, IntraOpThreads: 1, PassThrough: true, Shapes: shapes, Resized: resized})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, x, shapes := variantExecutors(t, 1)
 	pairs := [][2]string{{builtin.OCRDet480, builtin.OCRDet}, {builtin.OCRDet320, builtin.OCRDet}, {builtin.OCRRec240, builtin.OCRRec}}
 	loaded := map[string]backends.Model{}
 	for _, p := range pairs {
@@ -223,11 +177,7 @@ func TestOCRVariantCostRatios(t *testing.T) {
 		times := map[string][]time.Duration{}
 		for round := 0; round < 8; round++ {
 			for name, m := range loaded {
-				per := int64(4)
-				for _, d := range shapes[name] {
-					per *= d
-				}
-				in := []api.Tensor{{Name: m.Info().Inputs[0].Name, Datatype: "FP32", Shape: append([]int64{int64(n)}, shapes[name]...), Data: make([]byte, int64(n)*per)}}
+				in := zeros(m, shapes[name], n)
 				start := time.Now()
 				if _, err := m.Run(context.Background(), in, n); err != nil {
 					t.Fatal(err)
@@ -248,6 +198,40 @@ func TestOCRVariantCostRatios(t *testing.T) {
 			}
 		}
 	}
+}
+
+// variantExecutors returns the builtin executor and an onnx executor serving the
+// OCR models and their variants on threads intra-op threads.
+func variantExecutors(tb testing.TB, threads int) (*builtin.Executor, *onnx.Executor, map[string][]int64) {
+	tb.Helper()
+	lib, dir := ocrtest.RequireModels(tb)
+	b, err := builtin.New(builtin.Options{Dictionary: ocrtest.Dictionary()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o := b.OCR()
+	resized := map[string]onnx.Resized{}
+	for name, v := range o.ONNXVariants() {
+		resized[name] = onnx.Resized(v)
+	}
+	shapes := o.ONNXShapes()
+	for name, v := range o.ONNXVariants() {
+		shapes[name] = shapes[v.File] // the served shape, for zeros
+	}
+	x, err := onnx.New(onnx.Options{Library: lib, ModelDir: dir, IntraOpThreads: threads, PassThrough: true, Shapes: shapes, Resized: resized})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b, x, shapes
+}
+
+// zeros is a batch of n zero items of the model's served shape.
+func zeros(m backends.Model, shape []int64, n int) []api.Tensor {
+	per := int64(4)
+	for _, d := range shape {
+		per *= d
+	}
+	return []api.Tensor{{Name: m.Info().Inputs[0].Name, Datatype: "FP32", Shape: append([]int64{int64(n)}, shape...), Data: make([]byte, int64(n)*per)}}
 }
 
 func appendBytes(b []byte) []byte {

@@ -46,8 +46,8 @@ type Options struct {
 	// that shape in Info and is warmed up at it on every lane by Load.
 	Shapes map[string][]int64
 	// Resized serves, by model name, variants of other models: the same .onnx
-	// file at another input size (Resized). Such a model needs its served shape in
-	// Shapes; it is offered as if <ModelDir>/<name>.onnx existed.
+	// file at another input size (Resized), offered as if <ModelDir>/<name>.onnx
+	// existed. Its served shape is Shapes[name], else its file's.
 	Resized map[string]Resized
 	// PassThrough makes Run return, after the model's outputs, a copy of every
 	// input the model does not consume (and whose name is not one of its outputs).
@@ -127,8 +127,8 @@ func New(opts Options) (*Executor, error) {
 		if i == len(files) || files[i] != r.File {
 			return nil, fmt.Errorf("onnx: variant %q runs %s.onnx, which is not in %s; models: %s", name, r.File, opts.ModelDir, strings.Join(files, ", "))
 		}
-		if _, ok := opts.Shapes[name]; !ok {
-			return nil, fmt.Errorf("onnx: variant %q of %s needs its served input shape in Shapes", name, r.File)
+		if opts.Shapes[name] == nil && opts.Shapes[r.File] == nil {
+			return nil, fmt.Errorf("onnx: variant %q of %s needs its served input shape in Shapes (under its name or %s's)", name, r.File, r.File)
 		}
 		e.models = append(e.models, name)
 	}
@@ -150,6 +150,18 @@ func (e *Executor) Models() []string { return e.models }
 
 // IntraOpThreads returns the threads of one call, per lane.
 func (e *Executor) IntraOpThreads() int { return e.opts.IntraOpThreads }
+
+// shape returns the fixed item shape model is served at: Options.Shapes[model],
+// or for a Resized model its file's; nil when none is fixed.
+func (e *Executor) shape(model string) []int64 {
+	if s, ok := e.opts.Shapes[model]; ok {
+		return s
+	}
+	if r, ok := e.opts.Resized[model]; ok {
+		return e.opts.Shapes[r.File]
+	}
+	return nil
+}
 
 func (e *Executor) knows(model string) bool {
 	i := sort.SearchStrings(e.models, model)
@@ -179,7 +191,7 @@ func (e *Executor) Load(model string, batch, concurrency int) (backends.Model, e
 	var rs *resizer
 	if r, ok := e.opts.Resized[model]; ok {
 		var err error
-		if rs, err = newResizer(model, r, e.opts.Shapes[model]); err != nil {
+		if rs, err = newResizer(model, r, e.shape(model)); err != nil {
 			return nil, err
 		}
 		file = r.File
@@ -209,7 +221,7 @@ func (e *Executor) Load(model string, batch, concurrency int) (backends.Model, e
 	if m.info.Outputs, _, err = specs(model, "output", outs, batch); err != nil {
 		return nil, err
 	}
-	if shape, ok := e.opts.Shapes[model]; ok {
+	if shape := e.shape(model); shape != nil {
 		check := shape
 		if rs != nil {
 			check = e.opts.Resized[model].Input // the file must take the size it runs at
@@ -236,7 +248,7 @@ func (e *Executor) Load(model string, batch, concurrency int) (backends.Model, e
 		m.lanes <- l
 		m.made++
 	}
-	if _, ok := e.opts.Shapes[model]; ok {
+	if e.shape(model) != nil {
 		if err := m.warmUp(); err != nil {
 			m.destroyLanes()
 			return nil, fmt.Errorf("onnx: %q: warm-up: %w", model, err)
