@@ -49,55 +49,7 @@ func TestOCRThroughGateway(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tmp := t.TempDir()
-	var list strings.Builder
-	list.WriteString("backends:\n")
-	for _, hw := range cfg.Hardware {
-		threads := 1
-		if hw.Name == "cpu-2t" {
-			threads = 2
-		}
-		addrs, done := make(chan string, 1), make(chan error, 1)
-		o := &backendOptions{listen: "127.0.0.1:0", hardware: hw.Name, executor: "ocr", ortLib: lib, modelDir: dir,
-			threads: threads, logFmt: "json", drain: 5 * time.Second}
-		go func() { done <- runBackend(ctx, o, func(a string) { addrs <- a }) }()
-		select {
-		case a := <-addrs:
-			fmt.Fprintf(&list, "  - {id: %s-0, address: %q, hardware: %s}\n", hw.Name, a, hw.Name)
-		case err := <-done:
-			t.Fatalf("backend %s exited: %v", hw.Name, err)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("backend %s did not start", hw.Name)
-		}
-	}
-	backendsFile := filepath.Join(tmp, "backends.yaml")
-	if err := os.WriteFile(backendsFile, []byte(list.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The gateway runs as the command does, with its default flags.
-	gcmd := newGatewayCmd()
-	gcmd.SetArgs([]string{"-c", ocrConfig, "-c", backendsFile, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--max-body", "67108864"})
-	pr, pw := io.Pipe()
-	gcmd.SetOut(pw)
-	gdone := make(chan error, 1)
-	go func() { gdone <- gcmd.ExecuteContext(ctx); pw.Close() }()
-	gaddr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if _, after, ok := strings.Cut(sc.Text(), "gRPC on "); ok {
-				gaddr <- strings.TrimSpace(after)
-			}
-		}
-	}()
-	var grpcAddr string
-	select {
-	case grpcAddr = <-gaddr:
-	case err := <-gdone:
-		t.Fatalf("gateway exited: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("gateway did not start")
-	}
+	grpcAddr := startOCRGateway(t, ctx, cfg, lib, dir, ocrConfig)
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(backends.MaxMessageBytes)))
 	if err != nil {
@@ -198,3 +150,64 @@ func TestOCRThroughGateway(t *testing.T) {
 
 // ocrSendFor is how long TestOCRThroughGateway sends requests.
 const ocrSendFor = 30 * time.Second
+
+// startOCRGateway starts one `piccolo backend --executor ocr` per hardware type
+// of cfg and a `piccolo gateway -c configs...` over them, on loopback, until ctx
+// ends; it returns the gateway's gRPC address.
+func startOCRGateway(t *testing.T, ctx context.Context, cfg *api.Config, lib, dir string, configs ...string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	var list strings.Builder
+	list.WriteString("backends:\n")
+	for _, hw := range cfg.Hardware {
+		threads := 1
+		if hw.Name == "cpu-2t" {
+			threads = 2
+		}
+		addrs, done := make(chan string, 1), make(chan error, 1)
+		o := &backendOptions{listen: "127.0.0.1:0", hardware: hw.Name, executor: "ocr", ortLib: lib, modelDir: dir,
+			threads: threads, logFmt: "json", drain: 5 * time.Second}
+		go func() { done <- runBackend(ctx, o, func(a string) { addrs <- a }) }()
+		select {
+		case a := <-addrs:
+			fmt.Fprintf(&list, "  - {id: %s-0, address: %q, hardware: %s}\n", hw.Name, a, hw.Name)
+		case err := <-done:
+			t.Fatalf("backend %s exited: %v", hw.Name, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("backend %s did not start", hw.Name)
+		}
+	}
+	backendsFile := filepath.Join(tmp, "backends.yaml")
+	if err := os.WriteFile(backendsFile, []byte(list.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway runs as the command does, with its default flags.
+	gcmd := newGatewayCmd()
+	var args []string
+	for _, c := range configs {
+		args = append(args, "-c", c)
+	}
+	gcmd.SetArgs(append(args, "-c", backendsFile, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--max-body", "67108864"))
+	pr, pw := io.Pipe()
+	gcmd.SetOut(pw)
+	gdone := make(chan error, 1)
+	go func() { gdone <- gcmd.ExecuteContext(ctx); pw.Close() }()
+	gaddr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if _, after, ok := strings.Cut(sc.Text(), "gRPC on "); ok {
+				gaddr <- strings.TrimSpace(after)
+			}
+		}
+	}()
+	var grpcAddr string
+	select {
+	case grpcAddr = <-gaddr:
+	case err := <-gdone:
+		t.Fatalf("gateway exited: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("gateway did not start")
+	}
+	return grpcAddr
+}
