@@ -50,96 +50,8 @@ func TestOCRThroughGateway(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	grpcAddr := startOCRGateway(t, ctx, cfg, lib, dir, ocrConfig)
-	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(backends.MaxMessageBytes)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := inference.NewGRPCInferenceServiceClient(conn)
-
-	samples := ocrtest.Samples()
-	images := make([][]byte, len(samples))
-	for i, s := range samples {
-		png, err := ocrtest.EncodePNG(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		images[i] = binary.LittleEndian.AppendUint32(nil, uint32(len(png)))
-		images[i] = append(images[i], png...)
-	}
-
-	// Open loop at the planned rate: request i leaves at start + i/rate.
-	n := int(ocrSendFor.Seconds() * rate)
-	n = max(n, len(samples))
-	type result struct {
-		latency time.Duration
-		words   int // expected words read exactly
-		err     error
-	}
-	results := make([]result, n)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range n {
-		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := samples[i%len(samples)]
-			rctx, rcancel := context.WithTimeout(ctx, 4*slo)
-			defer rcancel()
-			sent := time.Now()
-			resp, err := client.ModelInfer(rctx, &inference.ModelInferRequest{
-				ModelName:        sess.Name,
-				Id:               fmt.Sprint(i),
-				Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "image", Datatype: "BYTES", Shape: []int64{1}}},
-				RawInputContents: [][]byte{images[i%len(samples)]},
-			})
-			results[i].latency = time.Since(sent)
-			if err != nil {
-				results[i].err = err
-				return
-			}
-			texts, err := ocrtest.ResponseTexts(resp)
-			if err != nil {
-				results[i].err = err
-				return
-			}
-			results[i].words = ocrtest.WordAccuracy(s.Words(), strings.Fields(strings.Join(texts, " ")))
-			if results[i].words < len(s.Words()) {
-				t.Logf("%s: read %q, want %q", s.Name, texts, s.Lines)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-
-	var words, want, within, failed int
-	lat := make([]time.Duration, 0, n)
-	for i, r := range results {
-		want += len(samples[i%len(samples)].Words())
-		words += r.words
-		if r.err != nil {
-			failed++
-			t.Errorf("request %d (%s): %v", i, samples[i%len(samples)].Name, r.err)
-			continue
-		}
-		lat = append(lat, r.latency)
-		if r.latency <= slo {
-			within++
-		}
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) time.Duration {
-		if len(lat) == 0 {
-			return 0
-		}
-		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
-	}
-	acc, att := float64(words)/float64(want), float64(within)/float64(n)
-	t.Logf("OCR session through the gateway: %d requests at %.1f req/s in %v; word accuracy %d/%d = %.1f%%; within the SLO %v: %d/%d = %.1f%% (p50 %v, p99 %v, max %v); failed %d",
-		n, rate, elapsed.Round(time.Millisecond), words, want, 100*acc, slo, within, n, 100*att,
-		pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond), failed)
+	r := sendOCR(t, ctx, grpcAddr, sess.Name, rate, slo, ocrtest.Samples(), ocrSendFor)
+	acc, att := r.accuracy(), r.attainment()
 	if acc < 0.9 {
 		t.Errorf("word accuracy %.1f%%, want ≥ 90%%", 100*acc)
 	}
@@ -210,4 +122,112 @@ func startOCRGateway(t *testing.T, ctx context.Context, cfg *api.Config, lib, di
 		t.Fatal("gateway did not start")
 	}
 	return grpcAddr
+}
+
+// ocrLoad is what sendOCR measured: words read exactly of the words sent, and
+// requests within the SLO of those sent.
+type ocrLoad struct {
+	words, want, within, n int
+}
+
+func (r ocrLoad) accuracy() float64   { return float64(r.words) / float64(r.want) }
+func (r ocrLoad) attainment() float64 { return float64(r.within) / float64(r.n) }
+
+// sendOCR sends samples, in turn, to session on the gateway's gRPC address addr
+// over an open loop at rate req/s for sendFor (at least one of each), as raw
+// BYTES images, and logs and returns the exact-match word accuracy and the
+// requests answered within slo (measured at the client). A failed request is
+// a test error.
+func sendOCR(t *testing.T, ctx context.Context, addr, session string, rate float64, slo time.Duration, samples []ocrtest.Sample, sendFor time.Duration) ocrLoad {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(backends.MaxMessageBytes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := inference.NewGRPCInferenceServiceClient(conn)
+
+	images := make([][]byte, len(samples))
+	for i, s := range samples {
+		png, err := ocrtest.EncodePNG(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		images[i] = binary.LittleEndian.AppendUint32(nil, uint32(len(png)))
+		images[i] = append(images[i], png...)
+	}
+
+	// Open loop at the planned rate: request i leaves at start + i/rate.
+	n := int(sendFor.Seconds() * rate)
+	n = max(n, len(samples))
+	type result struct {
+		latency time.Duration
+		words   int // expected words read exactly
+		err     error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := samples[i%len(samples)]
+			rctx, rcancel := context.WithTimeout(ctx, 4*slo)
+			defer rcancel()
+			sent := time.Now()
+			resp, err := client.ModelInfer(rctx, &inference.ModelInferRequest{
+				ModelName:        session,
+				Id:               fmt.Sprint(i),
+				Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "image", Datatype: "BYTES", Shape: []int64{1}}},
+				RawInputContents: [][]byte{images[i%len(samples)]},
+			})
+			results[i].latency = time.Since(sent)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			texts, err := ocrtest.ResponseTexts(resp)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			results[i].words = ocrtest.WordAccuracy(s.Words(), strings.Fields(strings.Join(texts, " ")))
+			if results[i].words < len(s.Words()) {
+				t.Logf("%s: read %q, want %q", s.Name, texts, s.Lines)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	var words, want, within, failed int
+	lat := make([]time.Duration, 0, n)
+	for i, r := range results {
+		want += len(samples[i%len(samples)].Words())
+		words += r.words
+		if r.err != nil {
+			failed++
+			t.Errorf("request %d (%s): %v", i, samples[i%len(samples)].Name, r.err)
+			continue
+		}
+		lat = append(lat, r.latency)
+		if r.latency <= slo {
+			within++
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	}
+	acc, att := float64(words)/float64(want), float64(within)/float64(n)
+	t.Logf("OCR session %s through the gateway: %d requests at %.1f req/s in %v; word accuracy %d/%d = %.1f%%; within the SLO %v: %d/%d = %.1f%% (p50 %v, p99 %v, max %v); failed %d",
+		session, n, rate, elapsed.Round(time.Millisecond), words, want, 100*acc, slo, within, n, 100*att,
+		pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond), failed)
+	return ocrLoad{words: words, want: want, within: within, n: n}
 }

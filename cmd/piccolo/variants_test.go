@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
@@ -24,7 +25,8 @@ const ocrVariantsConfig = "../../configs/ocr-variants.yaml"
 // writes the result into a copy of ocr.yaml's ocr-det-480 profile: the
 // accuracy must be the one the in-process measurement found (112/170 words,
 // docs/variants.md; ocr-det at 640 reads 106), within 3 words, and the loaded
-// copy must give it to the variant.
+// copy must give it to the variant. Then the hard set at the session's rate
+// for 20 s: ≥ 99% of the requests within the SLO.
 func TestOCRVariantsThroughGateway(t *testing.T) {
 	lib, dir := ocrtest.RequireModels(t)
 	if testing.Short() {
@@ -87,4 +89,18 @@ func TestOCRVariantsThroughGateway(t *testing.T) {
 	if a := got.ModelAccuracy("ocr-det-480"); math.Abs(a-float64(matched)/170) > 1e-4 {
 		t.Errorf("ocr-det-480's profile accuracy %v after --profile-file; want %d/170", a, matched)
 	}
+
+	// Under load: the hard set at the session's 2 images/s, open loop, through
+	// the variants the plan chose.
+	sess, _ := cfg.Session("ocr-variants")
+	r := sendOCR(t, ctx, addr, sess.Name, sess.Modules[0].Rate, sess.SLO.D(), ocrtest.HardSamples(), ocrVariantsSendFor)
+	if acc := r.accuracy(); acc < 0.6 {
+		t.Errorf("word accuracy under load %.1f%%; want about 65.9%%, as one image at a time", 100*acc)
+	}
+	if att := r.attainment(); att < 0.99 {
+		t.Errorf("%.1f%% of requests within the SLO %v, want ≥ 99%%", 100*att, sess.SLO.D())
+	}
 }
+
+// ocrVariantsSendFor is how long TestOCRVariantsThroughGateway sends load.
+const ocrVariantsSendFor = 20 * time.Second
