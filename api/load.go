@@ -1172,7 +1172,7 @@ func (v *validator) variants(m Module, i, j int, mpath string) {
 		switch {
 		case math.IsNaN(va.Accuracy) || va.Accuracy < 0 || va.Accuracy > 1:
 			v.fail(k.with("accuracy"), va.Source, path+".accuracy", "must be from 0 to 1 (the share of right outputs), got %v", va.Accuracy)
-		case va.Accuracy == 0:
+		case va.Accuracy == 0 && v.c.ModelAccuracy(va.Model) == 0:
 			v.fail(k.with("accuracy"), va.Source, path+".accuracy", "missing: give the variant's accuracy from 0 to 1 such as 0.95, or measure it into its profile with piccolo profile --accuracy")
 		}
 	}

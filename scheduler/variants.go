@@ -70,7 +70,12 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 	choices := make([][]api.Variant, len(s.Modules))
 	best := 1.0
 	for i := range s.Modules {
-		choices[i] = s.Modules[i].Choices()
+		choices[i] = slices.Clone(s.Modules[i].Choices())
+		for j := range choices[i] {
+			if choices[i][j].Accuracy == 0 { // a Config built in Go: from the profile
+				choices[i][j].Accuracy = cfg.ModelAccuracy(choices[i][j].Model)
+			}
+		}
 		top := 0.0
 		for _, v := range choices[i] {
 			top = math.Max(top, v.Accuracy)
