@@ -18,6 +18,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// ExtensionBinaryData is the name server metadata lists for the binary tensor
+// data extension, which the HTTP server implements (binary.go).
+const ExtensionBinaryData = "binary_tensor_data"
+
 // DefaultMaxBodyBytes is the default limit of an HTTP request body or gRPC message.
 const DefaultMaxBodyBytes = 64 << 20
 
@@ -104,6 +108,7 @@ var (
 	prefModels = []byte("/v2/models/")
 	prefAdmin  = []byte("/admin/")
 	jsonType   = []byte("application/json")
+	octetType  = []byte("application/octet-stream") // a response with binary outputs
 )
 
 // HandleHTTP routes one HTTP request:
@@ -139,7 +144,7 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	case bytes.Equal(path, pathV2):
 		if s.method(ctx, "GET") {
 			b := append([]byte(`{"name":"piccolo","version":`), strconv.Quote(s.opts.Version)...)
-			b = append(b, `,"extensions":[]}`...)
+			b = append(b, `,"extensions":["`+ExtensionBinaryData+`"]}`...)
 			ctx.SetStatusCode(200)
 			ctx.SetContentTypeBytes(jsonType)
 			ctx.SetBody(b)
@@ -274,7 +279,18 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 		return writeError(ctx, err)
 	}
 	var req gateway.InferRequest
-	if err := DecodeInferRequest(ctx.PostBody(), &req); err != nil {
+	var ext binaryExt // the binary tensor data extension, if the request uses it
+	body := ctx.PostBody()
+	var err error
+	if v := ctx.Request.Header.Peek(HeaderContentLength); v != nil {
+		var n int
+		if n, err = parseHeaderLen(v, len(body)); err == nil {
+			err = decodeBinary(body, n, &req, &ext)
+		}
+	} else {
+		err = decodeRequest(body, &req, &ext)
+	}
+	if err != nil {
 		return writeError(ctx, err)
 	}
 	var resp gateway.InferResponse
@@ -285,13 +301,25 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 		return writeError(ctx, err)
 	}
 	bp := s.getBuf()
-	b, err := AppendInferResponse((*bp)[:0], &resp)
+	var b []byte
+	headerLen := -1
+	if ext.anyBinaryOutput() {
+		b, headerLen, err = appendBinaryInferResponse((*bp)[:0], &resp, &ext)
+	} else {
+		b, err = AppendInferResponse((*bp)[:0], &resp)
+	}
 	if err != nil {
 		s.putBuf(bp)
 		return writeError(ctx, fmt.Errorf("session %q: %w", name, err))
 	}
 	ctx.SetStatusCode(200)
-	ctx.SetContentTypeBytes(jsonType)
+	if headerLen >= 0 {
+		var num [20]byte
+		ctx.Response.Header.SetBytesV(HeaderContentLength, strconv.AppendInt(num[:0], int64(headerLen), 10))
+		ctx.SetContentTypeBytes(octetType)
+	} else {
+		ctx.SetContentTypeBytes(jsonType)
+	}
 	ctx.SetBody(b)
 	*bp = b
 	s.putBuf(bp)
