@@ -320,19 +320,7 @@ func TestOCRInteropClients(t *testing.T) {
 	})
 
 	t.Run("python gRPC client", func(t *testing.T) {
-		py := interopTool(t, "python-grpc", "/usr/bin/python3")
-		if err := exec.Command(py, "-c", "import grpc, grpc_tools.protoc").Run(); err != nil {
-			if os.Getenv("PICCOLO_REQUIRE_TOOLS") != "" {
-				t.Fatalf("PICCOLO_REQUIRE_TOOLS is set but %s cannot import grpc, grpc_tools; run `make tools`", py)
-			}
-			t.Skipf("skipped: %s cannot import grpc and grpc_tools; run `make tools`", py)
-		}
-		proto, err := filepath.Abs("../../api/inference")
-		if err != nil {
-			t.Fatal(err)
-		}
-		stubs := t.TempDir()
-		runTool(t, py, "-m", "grpc_tools.protoc", "-I"+proto, "--python_out="+stubs, "--grpc_python_out="+stubs, filepath.Join(proto, "grpc_service.proto"))
+		py, stubs := pythonGRPCStubs(t)
 		script := filepath.Join(stubs, "ocr_client.py")
 		if err := os.WriteFile(script, []byte(pythonOCRClient), 0o644); err != nil {
 			t.Fatal(err)
