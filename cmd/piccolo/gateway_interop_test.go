@@ -78,6 +78,7 @@ func TestGrpcurlAgainstGatewayHealthAndDrain(t *testing.T) {
 	httpAddr, addr, done := startInteropGateway(t, ctx, gctx, drainDelay)
 
 	list := runTool(t, grpcurl, "-plaintext", addr, "list")
+	t.Logf("grpcurl -plaintext %s list:\n%s", addr, list)
 	for _, want := range []string{"inference.GRPCInferenceService", "grpc.health.v1.Health"} {
 		if !strings.Contains(list, want+"\n") {
 			t.Errorf("grpcurl list printed %q; missing %s", list, want)
