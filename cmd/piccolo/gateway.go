@@ -74,7 +74,8 @@ concurrency, and serves each session as a KServe v2 model:
 
   HTTP (fasthttp, --listen):  GET /v2, /v2/health/live, /v2/health/ready,
                               /v2/models/{session}, /v2/models/{session}/ready;
-                              POST /v2/models/{session}/infer
+                              POST /v2/models/{session}/infer (JSON, or the binary
+                              tensor data extension: docs/protocol.md)
   gRPC (--grpc-listen):       inference.GRPCInferenceService, grpc.health.v1.Health,
                               server reflection (grpcurl -plaintext ADDR list)
   Prometheus text:            GET /metrics on the HTTP port
