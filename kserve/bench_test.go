@@ -1,6 +1,9 @@
 package kserve
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/piccolo-serving/piccolo/gateway"
@@ -94,6 +97,49 @@ sessions:
 		ctx.Request.SetRequestURI("/v2/models/echo/infer")
 		ctx.Request.Header.SetMethod("POST")
 		ctx.Request.SetBody(benchBody)
+		srv.HandleHTTP(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+}
+
+// BenchmarkHandleHTTPBinary is BenchmarkHandleHTTP with the FP32 input in
+// binary (the binary tensor data extension) and the output asked back in
+// binary.
+func BenchmarkHandleHTTPBinary(b *testing.B) {
+	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
+sessions:
+  - name: echo
+    slo: 1s
+    modules:
+      - {name: e, model: m, rate: 1}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := NewServer(exec, ServerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var req gateway.InferRequest
+	if err := DecodeInferRequest(benchBody, &req); err != nil {
+		b.Fatal(err)
+	}
+	in := req.Inputs[0]
+	header := fmt.Sprintf(`{"parameters":{"binary_data_output":true},"inputs":[{"name":%q,"shape":%s,"datatype":%q,"parameters":{"binary_data_size":%d}}]}`,
+		in.Name, strings.ReplaceAll(fmt.Sprint(in.Shape), " ", ","), in.Datatype, len(in.Data))
+	body := append([]byte(header), in.Data...)
+	var ctx fasthttp.RequestCtx
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		ctx.Request.SetRequestURI("/v2/models/echo/infer")
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.Header.Set(HeaderContentLength, strconv.Itoa(len(header)))
+		ctx.Request.SetBody(body)
 		srv.HandleHTTP(&ctx)
 		if ctx.Response.StatusCode() != 200 {
 			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())

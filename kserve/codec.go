@@ -55,10 +55,21 @@ func dtypeOf(s string) dtype {
 // DecodeInferRequest decodes a KServe v2 JSON infer request body into req
 // (overwriting it). `data` may be flat or nested per the spec; only the total
 // element count is checked against `shape`. BYTES data are JSON strings. Unknown
-// object keys are ignored; the binary tensor data extension is not supported and is
-// rejected. Every error matches ErrBadInput and names the input, the element and
-// what is allowed.
+// object keys are ignored; an input with "binary_data_size" (the binary tensor
+// data extension) is refused here: such a body comes with the
+// Inference-Header-Content-Length header and DecodeBinaryInferRequest reads it.
+// Every error matches ErrBadInput and names the input, the element and what is
+// allowed.
 func DecodeInferRequest(body []byte, req *gateway.InferRequest) error {
+	return decodeRequest(body, req, nil)
+}
+
+// decodeRequest decodes the JSON request (or, with the binary extension, its
+// JSON header) into req. ext, when not nil, collects the binary extension's
+// parameters: the inputs' binary_data_size (accepted only when ext.binaryIn)
+// and which outputs are asked for in binary. With ext nil those parameters are
+// refused or ignored as DecodeInferRequest says.
+func decodeRequest(body []byte, req *gateway.InferRequest, ext *binaryExt) error {
 	*req = gateway.InferRequest{}
 	s := scanner{b: body}
 	if s.peek() != '{' {
@@ -93,18 +104,15 @@ func DecodeInferRequest(body []byte, req *gateway.InferRequest) error {
 			req.ID = string(v)
 		case "inputs":
 			sawInputs = true
-			if err := decodeInputs(&s, req); err != nil {
+			if err := decodeInputs(&s, req, ext); err != nil {
 				return err
 			}
 		case "outputs":
-			if err := decodeOutputs(&s, req); err != nil {
+			if err := decodeOutputs(&s, req, ext); err != nil {
 				return err
 			}
 		case "parameters":
-			if s.peek() != '{' {
-				return s.errf("\"parameters\" must be an object")
-			}
-			if err := s.skip(1); err != nil {
+			if err := decodeRequestParameters(&s, ext); err != nil {
 				return err
 			}
 		default:
@@ -119,10 +127,56 @@ func DecodeInferRequest(body []byte, req *gateway.InferRequest) error {
 	if !sawInputs || len(req.Inputs) == 0 {
 		return gateway.BadInput("missing inputs: the request must have a non-empty \"inputs\" array")
 	}
+	if ext != nil {
+		ext.outNames = req.Outputs
+	}
 	return nil
 }
 
-func decodeOutputs(s *scanner, req *gateway.InferRequest) error {
+// decodeRequestParameters reads the request's "parameters" object; of its keys
+// only the binary extension's "binary_data_output" (a bool) means anything here.
+func decodeRequestParameters(s *scanner, ext *binaryExt) error {
+	if s.peek() != '{' {
+		return s.errf("\"parameters\" must be an object")
+	}
+	s.i++
+	for first := true; ; first = false {
+		ok, err := s.more('}', first)
+		if err != nil || !ok {
+			return err
+		}
+		k, err := s.key()
+		if err != nil {
+			return err
+		}
+		if string(k) == "binary_data_output" {
+			v, err := boolParam(s, "parameters: \"binary_data_output\"")
+			if err != nil {
+				return err
+			}
+			if ext != nil {
+				ext.allOut = v
+			}
+			continue
+		}
+		if err := s.skip(2); err != nil {
+			return err
+		}
+	}
+}
+
+// boolParam reads a JSON true or false; what names the parameter in the error.
+func boolParam(s *scanner, what string) (bool, error) {
+	switch {
+	case s.literal("true"):
+		return true, nil
+	case s.literal("false"):
+		return false, nil
+	}
+	return false, gateway.BadInput("%s must be true or false", what)
+}
+
+func decodeOutputs(s *scanner, req *gateway.InferRequest, ext *binaryExt) error {
 	if err := s.expect('['); err != nil {
 		return gateway.BadInput("\"outputs\" must be an array of {\"name\": ...}: %v", err)
 	}
@@ -135,6 +189,7 @@ func decodeOutputs(s *scanner, req *gateway.InferRequest) error {
 			return err
 		}
 		name := ""
+		var binary int8 // 0: not said, 1: binary_data true, -1: false
 		for f := true; ; f = false {
 			ok, err := s.more('}', f)
 			if err != nil {
@@ -147,26 +202,71 @@ func decodeOutputs(s *scanner, req *gateway.InferRequest) error {
 			if err != nil {
 				return err
 			}
-			if string(k) == "name" {
+			switch string(k) {
+			case "name":
 				v, err := s.str()
 				if err != nil {
 					return err
 				}
 				name = string(v)
-				continue
-			}
-			if err := s.skip(2); err != nil {
-				return err
+			case "parameters":
+				if binary, err = outputParameters(s, len(req.Outputs)); err != nil {
+					return err
+				}
+			default:
+				if err := s.skip(2); err != nil {
+					return err
+				}
 			}
 		}
 		if name == "" {
 			return gateway.BadInput("outputs[%d]: missing \"name\"", len(req.Outputs))
 		}
+		if ext != nil && (binary != 0 || ext.outBin != nil) {
+			if ext.outBin == nil {
+				ext.outBin = make([]int8, len(req.Outputs), len(req.Outputs)+4)
+			}
+			ext.outBin = append(ext.outBin, binary)
+		}
 		req.Outputs = append(req.Outputs, name)
 	}
 }
 
-func decodeInputs(s *scanner, req *gateway.InferRequest) error {
+// outputParameters reads a requested output's "parameters": the binary
+// extension's "binary_data" (1 true, -1 false, 0 absent); other keys are skipped.
+func outputParameters(s *scanner, idx int) (int8, error) {
+	if s.peek() != '{' {
+		return 0, s.errf("outputs[%d]: \"parameters\" must be an object", idx)
+	}
+	s.i++
+	var binary int8
+	for first := true; ; first = false {
+		ok, err := s.more('}', first)
+		if err != nil || !ok {
+			return binary, err
+		}
+		k, err := s.key()
+		if err != nil {
+			return 0, err
+		}
+		if string(k) == "binary_data" {
+			v, err := boolParam(s, "outputs["+strconv.Itoa(idx)+"]: \"binary_data\"")
+			if err != nil {
+				return 0, err
+			}
+			binary = -1
+			if v {
+				binary = 1
+			}
+			continue
+		}
+		if err := s.skip(3); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func decodeInputs(s *scanner, req *gateway.InferRequest, ext *binaryExt) error {
 	if s.peek() != '[' {
 		return s.errf("\"inputs\" must be an array")
 	}
@@ -176,7 +276,7 @@ func decodeInputs(s *scanner, req *gateway.InferRequest) error {
 		if err != nil || !ok {
 			return err
 		}
-		t, err := decodeInput(s, len(req.Inputs))
+		t, size, err := decodeInput(s, len(req.Inputs), ext != nil && ext.binaryIn)
 		if err != nil {
 			return err
 		}
@@ -185,16 +285,27 @@ func decodeInputs(s *scanner, req *gateway.InferRequest) error {
 				return gateway.BadInput("inputs[%d]: input %q appears twice", len(req.Inputs), t.Name)
 			}
 		}
+		if size >= 0 || (ext != nil && ext.sizes != nil) {
+			if ext.sizes == nil {
+				ext.sizes = make([]int64, len(req.Inputs), len(req.Inputs)+4)
+				for i := range ext.sizes {
+					ext.sizes[i] = -1
+				}
+			}
+			ext.sizes = append(ext.sizes, size)
+		}
 		req.Inputs = append(req.Inputs, t)
 	}
 }
 
 // decodeInput reads one input object. When "data" comes before "datatype" or
-// "shape" its span is remembered and decoded once the object is read.
-func decodeInput(s *scanner, idx int) (api.Tensor, error) {
-	var t api.Tensor
+// "shape" its span is remembered and decoded once the object is read. size is
+// the input's binary_data_size, -1 without one; binaryIn says whether the
+// binary extension is in use (else binary_data_size is refused).
+func decodeInput(s *scanner, idx int, binaryIn bool) (t api.Tensor, size int64, err error) {
+	size = -1
 	if s.peek() != '{' {
-		return t, s.errf("inputs[%d] must be an object", idx)
+		return t, size, s.errf("inputs[%d] must be an object", idx)
 	}
 	s.i++
 	var dt dtype
@@ -204,81 +315,88 @@ func decodeInput(s *scanner, idx int) (api.Tensor, error) {
 	for first := true; ; first = false {
 		ok, err := s.more('}', first)
 		if err != nil {
-			return t, err
+			return t, size, err
 		}
 		if !ok {
 			break
 		}
 		k, err := s.key()
 		if err != nil {
-			return t, err
+			return t, size, err
 		}
 		switch string(k) {
 		case "name":
 			v, err := s.str()
 			if err != nil {
-				return t, err
+				return t, size, err
 			}
 			t.Name = string(v)
 		case "datatype":
 			if s.peek() != '"' {
-				return t, gateway.BadInput("inputs[%d]: \"datatype\" must be a string, one of %s", idx, api.Datatypes)
+				return t, size, gateway.BadInput("inputs[%d]: \"datatype\" must be a string, one of %s", idx, api.Datatypes)
 			}
 			v, err := s.str()
 			if err != nil {
-				return t, err
+				return t, size, err
 			}
 			if dt = parseDtype(v); dt == dtInvalid {
-				return t, gateway.BadInput("inputs[%d]: unknown datatype %q; allowed: %s", idx, v, api.Datatypes)
+				return t, size, gateway.BadInput("inputs[%d]: unknown datatype %q; allowed: %s", idx, v, api.Datatypes)
 			}
 			sawDatatype = true
 			t.Datatype = dtypeNames[dt]
 		case "shape":
 			if t.Shape, err = decodeShape(s, idx); err != nil {
-				return t, err
+				return t, size, err
 			}
 			sawShape = true
 		case "parameters":
-			if err := checkInputParameters(s, idx); err != nil {
-				return t, err
+			if size, err = inputParameters(s, idx); err != nil {
+				return t, size, err
 			}
 		case "data":
 			if sawShape && sawDatatype {
 				if err := decodeData(s, &t, dt, idx); err != nil {
-					return t, err
+					return t, size, err
 				}
 				decoded = true
 			} else {
 				dataStart = s.i
 				if err := s.skip(2); err != nil {
-					return t, err
+					return t, size, err
 				}
 				dataEnd = s.i
 			}
 		default:
 			if err := s.skip(2); err != nil {
-				return t, err
+				return t, size, err
 			}
 		}
 	}
 	name := t.Name
+	hasData := decoded || dataStart >= 0
 	switch {
 	case name == "":
-		return t, gateway.BadInput("inputs[%d]: missing \"name\"", idx)
+		return t, size, gateway.BadInput("inputs[%d]: missing \"name\"", idx)
 	case !sawDatatype:
-		return t, gateway.BadInput("input %q: missing \"datatype\"; allowed: %s", name, api.Datatypes)
+		return t, size, gateway.BadInput("input %q: missing \"datatype\"; allowed: %s", name, api.Datatypes)
 	case !sawShape:
-		return t, gateway.BadInput("input %q: missing \"shape\"", name)
-	case !decoded && dataStart < 0:
-		return t, gateway.BadInput("input %q: missing \"data\" (the binary tensor data extension is not supported)", name)
+		return t, size, gateway.BadInput("input %q: missing \"shape\"", name)
+	case size >= 0 && hasData:
+		return t, size, gateway.BadInput("input %q: has both \"data\" and \"parameters\": {\"binary_data_size\": %d}; give its data one way: JSON \"data\", or binary after the JSON header", name, size)
+	case size >= 0 && !binaryIn:
+		return t, size, gateway.BadInput("input %q: \"binary_data_size\" (the binary tensor data extension) needs the request header %s: the JSON header's length in bytes; or send \"data\" as JSON", name, HeaderContentLength)
+	case size >= 0:
+		return t, size, nil // its data follows the JSON header
+	case !hasData:
+		return t, size, gateway.BadInput("input %q: missing \"data\": give it as JSON \"data\" or, with the binary tensor data extension, \"parameters\": {\"binary_data_size\": N}", name)
 	}
 	if !decoded {
 		sub := scanner{b: s.b[:dataEnd], i: dataStart}
 		if err := decodeData(&sub, &t, dt, idx); err != nil {
-			return t, err
+			return t, size, err
 		}
 	}
-	return t, nil
+	return t, size, nil
 }
 
 func decodeShape(s *scanner, idx int) ([]int64, error) {
@@ -314,28 +432,35 @@ func decodeShape(s *scanner, idx int) ([]int64, error) {
 	return shape, nil
 }
 
-// checkInputParameters skips an input's parameters, rejecting the binary data
-// extension, which this gateway does not implement.
-func checkInputParameters(s *scanner, idx int) error {
+// inputParameters reads an input's parameters and returns its
+// binary_data_size, -1 when it has none. Other keys are skipped.
+func inputParameters(s *scanner, idx int) (int64, error) {
 	if s.peek() != '{' {
-		return s.errf("inputs[%d]: \"parameters\" must be an object", idx)
+		return -1, s.errf("inputs[%d]: \"parameters\" must be an object", idx)
 	}
 	s.i++
+	size := int64(-1)
 	for first := true; ; first = false {
 		ok, err := s.more('}', first)
 		if err != nil || !ok {
-			return err
+			return size, err
 		}
 		k, err := s.key()
 		if err != nil {
-			return err
+			return -1, err
 		}
-		if string(k) == "binary_data_size" {
-			return gateway.BadInput("inputs[%d]: the binary tensor data extension (binary_data_size) is not supported; send \"data\" as JSON", idx)
+		if string(k) != "binary_data_size" {
+			if err := s.skip(3); err != nil {
+				return -1, err
+			}
+			continue
 		}
-		if err := s.skip(3); err != nil {
-			return err
+		lit, isInt, err := s.number()
+		v, ok := parseInt(lit)
+		if err != nil || !isInt || !ok || v < 0 {
+			return -1, gateway.BadInput("inputs[%d]: \"binary_data_size\" must be a non-negative integer (bytes)", idx)
 		}
+		size = v
 	}
 }
 
@@ -609,6 +734,12 @@ func float32ToBF16(f float32) uint16 {
 // unchanged with an error matching ErrBackend. Floating-point NaN and ±Inf, which
 // JSON cannot express, are written as null.
 func AppendInferResponse(dst []byte, r *gateway.InferResponse) ([]byte, error) {
+	return appendResponse(dst, r, nil)
+}
+
+// appendResponse writes the response JSON; the outputs ext asks for in binary
+// (none when ext is nil) get binary_data_size instead of data.
+func appendResponse(dst []byte, r *gateway.InferResponse, ext *binaryExt) ([]byte, error) {
 	for i := range r.Outputs {
 		if err := r.Outputs[i].Validate(); err != nil {
 			return dst, gateway.WrapBackend("output", err)
@@ -640,12 +771,14 @@ func AppendInferResponse(dst []byte, r *gateway.InferResponse) ([]byte, error) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendTensor(dst, &r.Outputs[i])
+		dst = appendTensor(dst, &r.Outputs[i], ext.binaryOutput(r.Outputs[i].Name))
 	}
 	return append(dst, "]}"...), nil
 }
 
-func appendTensor(dst []byte, t *api.Tensor) []byte {
+// appendTensor writes one output; asBinary writes its binary_data_size in place
+// of its data, which the caller appends after the JSON.
+func appendTensor(dst []byte, t *api.Tensor, asBinary bool) []byte {
 	dst = append(dst, `{"name":`...)
 	dst = appendString(dst, t.Name)
 	dst = append(dst, `,"datatype":"`...)
@@ -656,6 +789,9 @@ func appendTensor(dst []byte, t *api.Tensor) []byte {
 			dst = append(dst, ',')
 		}
 		dst = strconv.AppendInt(dst, d, 10)
+	}
+	if asBinary {
+		return appendBinaryMeta(dst, t)
 	}
 	dst = append(dst, `],"data":[`...)
 	b := t.Data

@@ -7,22 +7,29 @@
 //
 // A request arrives on the HTTP server (fasthttp; one goroutine per
 // connection) or the gRPC server (one goroutine per call). It is decoded
-// (DecodeInferRequest for JSON, with this package's own scanner; raw_input_contents
-// or typed contents for gRPC) into a gateway.InferRequest whose tensors own
-// fresh data, and handed to DAGRunner.Infer on that goroutine, which blocks
-// until the response is ready; AppendInferResponse writes the JSON answer into
-// a pooled buffer. Routes:
+// (DecodeInferRequest for JSON, with this package's own scanner;
+// DecodeBinaryInferRequest when the request has the
+// Inference-Header-Content-Length header of the binary tensor data extension;
+// raw_input_contents or typed contents for gRPC) into a gateway.InferRequest
+// whose tensors own fresh data, and handed to DAGRunner.Infer on that
+// goroutine, which blocks until the response is ready; AppendInferResponse
+// writes the JSON answer into a pooled buffer (with the outputs the request
+// asks in binary, "binary_data_output" or an output's "binary_data", after the
+// JSON header, whose length the response's Inference-Header-Content-Length
+// gives). Routes:
 //
 //	HTTP: GET /v2, /v2/health/live, /v2/health/ready,
 //	      /v2/models/{session}[/versions/{v}], .../ready;
 //	      POST /v2/models/{session}[/versions/{v}]/infer;
 //	      GET /metrics (ServerOptions.Metrics); /admin/ (ServerOptions.Admin)
-//	gRPC: inference.GRPCInferenceService
+//	gRPC: inference.GRPCInferenceService, grpc.health.v1.Health, server reflection
 //
 // Why a hand-written JSON scanner: a request body is mostly one long array of
 // numbers, decoded straight into little-endian tensor bytes; a generic decoder
 // would cost a reflective walk, an interface box per element and a copy
-// (jsonscan.go). The fuzz tests (FuzzDecodeInferRequest, FuzzGRPCInputs;
+// (jsonscan.go). Why our own binary extension: it is a few length checks over
+// the same scanner, and no Go library implements it. The fuzz tests
+// (FuzzDecodeInferRequest, FuzzDecodeBinaryInferRequest, FuzzGRPCInputs;
 // corpora in testdata/fuzz) check that any input is either refused with
 // ErrBadInput or decoded into valid tensors that encode back.
 //
@@ -38,7 +45,10 @@
 // # Who calls what
 //
 // The wiring (cmd/piccolo) builds a Server with NewServer and serves
-// NewHTTPServer and NewGRPCServer; SetReady(false) on shutdown. The server
+// NewHTTPServer and NewGRPCServer once the plan is live; SetReady(false) on
+// shutdown. Readiness is one fact (SetReady): HTTP /v2/health/ready (200 or
+// 503), ServerReady and ModelReady, and the gRPC health service's status for
+// "" and HealthService (SERVING or NOT_SERVING, grpc-go's health server). The server
 // counts every answered request in ServerOptions.Metrics (atomic adds on
 // children resolved up front). It imports gateway and metrics; the admin API
 // (package controlplane) is plugged in as a fasthttp.RequestHandler so this

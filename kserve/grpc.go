@@ -12,6 +12,8 @@ import (
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
 
@@ -28,8 +30,12 @@ var _ inference.GRPCInferenceServiceServer = (*grpcService)(nil)
 // grpc.Server.
 func (s *Server) GRPCService() inference.GRPCInferenceServiceServer { return &grpcService{s: s} }
 
-// NewGRPCServer returns a grpc.Server with the service registered and the message
-// limit set to MaxBodyBytes (over it grpc-go answers RESOURCE_EXHAUSTED).
+// NewGRPCServer returns a grpc.Server with the inference service, the gRPC
+// health service (grpc.health.v1, following SetReady: what Kubernetes' gRPC
+// probe asks) and server reflection (so that `grpcurl -plaintext ADDR list`
+// needs no .proto) registered, and the message limit set to MaxBodyBytes (over
+// it grpc-go answers RESOURCE_EXHAUSTED). A Health/Watch stream left open holds
+// GracefulStop until its caller closes it or the drain times out.
 func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxBodyBytes),
@@ -37,6 +43,8 @@ func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	}, extra...)
 	g := grpc.NewServer(opts...)
 	inference.RegisterGRPCInferenceServiceServer(g, s.GRPCService())
+	healthpb.RegisterHealthServer(g, s.health)
+	reflection.Register(g)
 	return g
 }
 
@@ -54,7 +62,7 @@ func (g *grpcService) ServerReady(context.Context, *inference.ServerReadyRequest
 }
 
 func (g *grpcService) ServerMetadata(context.Context, *inference.ServerMetadataRequest) (*inference.ServerMetadataResponse, error) {
-	return &inference.ServerMetadataResponse{Name: "piccolo", Version: g.s.opts.Version, Extensions: []string{}}, nil
+	return &inference.ServerMetadataResponse{Name: "piccolo", Version: g.s.opts.Version, Extensions: []string{ExtensionBinaryData}}, nil
 }
 
 func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {

@@ -12,11 +12,18 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/valyala/fasthttp"
 )
+
+// ExtensionBinaryData is the name server metadata lists for the binary tensor
+// data extension, which the HTTP server implements (binary.go).
+const ExtensionBinaryData = "binary_tensor_data"
 
 // DefaultMaxBodyBytes is the default limit of an HTTP request body or gRPC message.
 const DefaultMaxBodyBytes = 64 << 20
@@ -45,14 +52,22 @@ type ServerOptions struct {
 // and gRPC. Every method is safe for concurrent use; the handlers run on the
 // servers' goroutines and block them for the duration of one request.
 type Server struct {
-	exec  *gateway.DAGRunner
-	opts  ServerOptions
-	ready atomic.Bool
-	bufs  sync.Pool // *[]byte response buffers
+	exec   *gateway.DAGRunner
+	opts   ServerOptions
+	ready  atomic.Bool    // the one readiness fact; health mirrors it for gRPC
+	health *health.Server // grpc.health.v1, services "" and HealthService
+	bufs   sync.Pool      // *[]byte response buffers
 }
 
-// NewServer returns a server over exec. It starts ready; SetReady(false) makes
-// the readiness endpoints answer 503 (e.g. while draining on shutdown).
+// HealthService is the service name, besides the overall "", whose status the
+// gRPC health service (grpc.health.v1) reports: the KServe v2 inference
+// service, as on the backends.
+var HealthService = inference.GRPCInferenceService_ServiceDesc.ServiceName
+
+// NewServer returns a server over exec. It starts ready (the wiring builds it
+// once the plan is live and the backends' models are loaded); SetReady(false)
+// makes the readiness endpoints answer 503 and the gRPC health service
+// NOT_SERVING (e.g. while draining on shutdown).
 func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 	if exec == nil {
 		return nil, errors.New("kserve: NewServer needs a gateway.DAGRunner")
@@ -66,16 +81,28 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	s := &Server{exec: exec, opts: opts}
-	s.ready.Store(true)
+	s := &Server{exec: exec, opts: opts, health: health.NewServer()}
+	s.SetReady(true)
 	if opts.Metrics != nil {
 		opts.Metrics.SetDAGRunner(exec)
 	}
 	return s, nil
 }
 
-// SetReady sets what /v2/health/ready and ServerReady answer.
-func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+// SetReady sets what /v2/health/ready, /v2/models/{session}/ready, ServerReady,
+// ModelReady and the gRPC health service (services "" and HealthService:
+// SERVING or NOT_SERVING) answer. Not for the request path: it takes the
+// health server's lock and wakes its Watch streams.
+func (s *Server) SetReady(ready bool) {
+	s.ready.Store(ready)
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ready {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, svc := range []string{"", HealthService} {
+		s.health.SetServingStatus(svc, st)
+	}
+}
 
 // NewHTTPServer returns a fasthttp server with the KServe v2 routes, the body limit
 // and JSON errors for requests fasthttp itself rejects.
@@ -104,6 +131,7 @@ var (
 	prefModels = []byte("/v2/models/")
 	prefAdmin  = []byte("/admin/")
 	jsonType   = []byte("application/json")
+	octetType  = []byte("application/octet-stream") // a response with binary outputs
 )
 
 // HandleHTTP routes one HTTP request:
@@ -139,7 +167,7 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	case bytes.Equal(path, pathV2):
 		if s.method(ctx, "GET") {
 			b := append([]byte(`{"name":"piccolo","version":`), strconv.Quote(s.opts.Version)...)
-			b = append(b, `,"extensions":[]}`...)
+			b = append(b, `,"extensions":["`+ExtensionBinaryData+`"]}`...)
 			ctx.SetStatusCode(200)
 			ctx.SetContentTypeBytes(jsonType)
 			ctx.SetBody(b)
@@ -274,7 +302,18 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 		return writeError(ctx, err)
 	}
 	var req gateway.InferRequest
-	if err := DecodeInferRequest(ctx.PostBody(), &req); err != nil {
+	var ext binaryExt // the binary tensor data extension, if the request uses it
+	body := ctx.PostBody()
+	var err error
+	if v := ctx.Request.Header.Peek(HeaderContentLength); v != nil {
+		var n int
+		if n, err = parseHeaderLen(v, len(body)); err == nil {
+			err = decodeBinary(body, n, &req, &ext)
+		}
+	} else {
+		err = decodeRequest(body, &req, &ext)
+	}
+	if err != nil {
 		return writeError(ctx, err)
 	}
 	var resp gateway.InferResponse
@@ -285,13 +324,25 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 		return writeError(ctx, err)
 	}
 	bp := s.getBuf()
-	b, err := AppendInferResponse((*bp)[:0], &resp)
+	var b []byte
+	headerLen := -1
+	if ext.anyBinaryOutput() {
+		b, headerLen, err = appendBinaryInferResponse((*bp)[:0], &resp, &ext)
+	} else {
+		b, err = AppendInferResponse((*bp)[:0], &resp)
+	}
 	if err != nil {
 		s.putBuf(bp)
 		return writeError(ctx, fmt.Errorf("session %q: %w", name, err))
 	}
 	ctx.SetStatusCode(200)
-	ctx.SetContentTypeBytes(jsonType)
+	if headerLen >= 0 {
+		var num [20]byte
+		ctx.Response.Header.SetBytesV(HeaderContentLength, strconv.AppendInt(num[:0], int64(headerLen), 10))
+		ctx.SetContentTypeBytes(octetType)
+	} else {
+		ctx.SetContentTypeBytes(jsonType)
+	}
 	ctx.SetBody(b)
 	*bp = b
 	s.putBuf(bp)

@@ -6,6 +6,7 @@
 #                   -> $cache/bin/grpcurl
 #   python3-grpcio, python3-grpc-tools   Debian packages, for /usr/bin/python3
 #                   (Debian's interpreter: a pyenv python3 on PATH does not see them)
+#   curl            Debian package (the binary-extension interop test)
 #   wrk, hey        Debian packages (HTTP load generators)
 #
 # A tool that is already there is not installed again, so a second run takes
@@ -84,8 +85,8 @@ elif [ ! -f "$marks/python-grpc.unavailable" ]; then
 	unavailable python-grpc "python3-grpcio and python3-grpc-tools installed, but $py cannot import grpc and grpc_tools.protoc"
 fi
 
-# HTTP load generators.
-for tool in wrk hey; do
+# HTTP clients and load generators.
+for tool in curl wrk hey; do
 	if command -v "$tool" >/dev/null 2>&1 || { apt "$tool" "$tool" && command -v "$tool" >/dev/null 2>&1; }; then
 		ok "$tool" "$(command -v "$tool")"
 	elif [ ! -f "$marks/$tool.unavailable" ]; then

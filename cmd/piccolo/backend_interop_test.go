@@ -153,6 +153,32 @@ func TestGrpcurlAgainstBackend(t *testing.T) {
 	}
 }
 
+// pythonGRPCStubs returns Debian's python3, which must import grpc and
+// grpc_tools (else the test skips, or fails under PICCOLO_REQUIRE_TOOLS), and
+// a temp dir of the stubs grpc_tools generates from
+// api/inference/grpc_service.proto.
+func pythonGRPCStubs(t *testing.T) (py, stubs string) {
+	t.Helper()
+	py = interopTool(t, "python-grpc", "/usr/bin/python3")
+	if err := exec.Command(py, "-c", "import grpc, grpc_tools.protoc").Run(); err != nil {
+		why, _ := os.ReadFile(filepath.Join(modelCache(), "tools", "python-grpc.unavailable"))
+		if len(why) > 0 {
+			t.Skipf("skipped: python-grpc is unavailable: %s", strings.TrimSpace(string(why)))
+		}
+		if os.Getenv("PICCOLO_REQUIRE_TOOLS") != "" {
+			t.Fatalf("PICCOLO_REQUIRE_TOOLS is set but %s cannot import grpc, grpc_tools; run `make tools`", py)
+		}
+		t.Skipf("skipped: %s cannot import grpc and grpc_tools; run `make tools`", py)
+	}
+	proto, err := filepath.Abs("../../api/inference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stubs = t.TempDir()
+	runTool(t, py, "-m", "grpc_tools.protoc", "-I"+proto, "--python_out="+stubs, "--grpc_python_out="+stubs, filepath.Join(proto, "grpc_service.proto"))
+	return py, stubs
+}
+
 // pythonClient is a KServe v2 client in Python, on stubs generated from
 // api/inference/grpc_service.proto by grpc_tools: what a Python user of the
 // backend (or of Triton) writes. It prints one line per check.
@@ -178,23 +204,7 @@ print("infer", resp.id, out.name, out.datatype, list(out.shape), len(resp.raw_ou
 // KServe v2 proto with grpc_tools into a temp dir and calls ServerLive,
 // ModelMetadata and ModelInfer on a sim backend from Debian's python3.
 func TestPythonGRPCClientAgainstBackend(t *testing.T) {
-	py := interopTool(t, "python-grpc", "/usr/bin/python3")
-	if err := exec.Command(py, "-c", "import grpc, grpc_tools.protoc").Run(); err != nil {
-		why, _ := os.ReadFile(filepath.Join(modelCache(), "tools", "python-grpc.unavailable"))
-		if len(why) > 0 {
-			t.Skipf("skipped: python-grpc is unavailable: %s", strings.TrimSpace(string(why)))
-		}
-		if os.Getenv("PICCOLO_REQUIRE_TOOLS") != "" {
-			t.Fatalf("PICCOLO_REQUIRE_TOOLS is set but %s cannot import grpc, grpc_tools; run `make tools`", py)
-		}
-		t.Skipf("skipped: %s cannot import grpc and grpc_tools; run `make tools`", py)
-	}
-	proto, err := filepath.Abs("../../api/inference")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stubs := t.TempDir()
-	runTool(t, py, "-m", "grpc_tools.protoc", "-I"+proto, "--python_out="+stubs, "--grpc_python_out="+stubs, filepath.Join(proto, "grpc_service.proto"))
+	py, stubs := pythonGRPCStubs(t)
 	script := filepath.Join(stubs, "client.py")
 	if err := os.WriteFile(script, []byte(pythonClient), 0o644); err != nil {
 		t.Fatal(err)

@@ -42,6 +42,7 @@ type gatewayOptions struct {
 	admission  bool
 	logFmt     string
 	drain      time.Duration
+	drainDelay time.Duration // on shutdown, serve this long while reporting not ready, then drain
 	adminToken string
 	watch      bool
 	consul     string // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
@@ -74,8 +75,10 @@ concurrency, and serves each session as a KServe v2 model:
 
   HTTP (fasthttp, --listen):  GET /v2, /v2/health/live, /v2/health/ready,
                               /v2/models/{session}, /v2/models/{session}/ready;
-                              POST /v2/models/{session}/infer
-  gRPC (--grpc-listen):       inference.GRPCInferenceService
+                              POST /v2/models/{session}/infer (JSON, or the binary
+                              tensor data extension: docs/protocol.md)
+  gRPC (--grpc-listen):       inference.GRPCInferenceService, grpc.health.v1.Health,
+                              server reflection (grpcurl -plaintext ADDR list)
   Prometheus text:            GET /metrics on the HTTP port
 
 A request runs the session's DAG; each module's items are batched and dispatched
@@ -115,8 +118,11 @@ When Consul is unreachable the gateway keeps serving the last plan and members
 it saw (metric piccolo_membership_stale 1).
 
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
-On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
-(up to --drain) and exits.`,
+The servers open once the plan is live and the backends' models are loaded;
+from then /v2/health/ready answers 200 and gRPC health SERVING. On SIGINT or
+SIGTERM the gateway reports not ready (503, NOT_SERVING), keeps serving for
+--drain-delay so that load balancers and probes take it out, then stops
+accepting, finishes requests in flight (up to --drain) and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -140,6 +146,7 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
+	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
 	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and run the control loop: re-plan on membership, rate and config changes (default: membership from the config, `membership: consul` requires this flag)")
@@ -305,8 +312,12 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("gateway draining", zap.Duration("drain", o.drain))
 	srv.SetReady(false)
+	if o.drainDelay > 0 {
+		log.Info("gateway not ready; serving until the drain", zap.Duration("drain_delay", o.drainDelay))
+		time.Sleep(o.drainDelay)
+	}
+	log.Info("gateway draining", zap.Duration("drain", o.drain))
 	dctx, cancel := context.WithTimeout(context.Background(), o.drain)
 	defer cancel()
 	stopped := make(chan struct{})

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -17,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
@@ -33,96 +28,28 @@ const ocrConfig = "../../configs/ocr.yaml"
 // request must be answered, the exact-match word accuracy must be ≥ 90% and ≥
 // 99% of the requests must end within the SLO (measured at the client).
 func TestOCRThroughGateway(t *testing.T) {
-	lib, dir := ocrtest.RequireModels(t)
+	ocrtest.RequireModels(t)
 	if testing.Short() {
 		t.Skip("-short: the OCR session runs for about 30 s")
 	}
-	cfg, err := api.Load(ocrConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess := cfg.Sessions[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, grpcAddr, sess := startOCRGateway(t, ctx)
 	slo, rate := sess.SLO.D(), sess.Modules[0].Rate
 	if rate <= 0 || slo <= 0 {
 		t.Fatalf("%s: session %q has rate %v and SLO %v; want both > 0", ocrConfig, sess.Name, rate, slo)
 	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	grpcAddr := startOCRGateway(t, ctx, cfg, lib, dir, ocrConfig)
 	r := sendOCR(t, ctx, grpcAddr, sess.Name, rate, slo, ocrtest.Samples(), ocrSendFor)
-	acc, att := r.accuracy(), r.attainment()
-	if acc < 0.9 {
+	if acc := r.accuracy(); acc < 0.9 {
 		t.Errorf("word accuracy %.1f%%, want ≥ 90%%", 100*acc)
 	}
-	if att < 0.99 {
+	if att := r.attainment(); att < 0.99 {
 		t.Errorf("%.1f%% of requests within the SLO %v, want ≥ 99%%", 100*att, slo)
 	}
 }
 
 // ocrSendFor is how long TestOCRThroughGateway sends requests.
 const ocrSendFor = 30 * time.Second
-
-// startOCRGateway starts one `piccolo backend --executor ocr` per hardware type
-// of cfg and a `piccolo gateway -c configs...` over them, on loopback, until ctx
-// ends; it returns the gateway's gRPC address.
-func startOCRGateway(t *testing.T, ctx context.Context, cfg *api.Config, lib, dir string, configs ...string) string {
-	t.Helper()
-	tmp := t.TempDir()
-	var list strings.Builder
-	list.WriteString("backends:\n")
-	for _, hw := range cfg.Hardware {
-		threads := 1
-		if hw.Name == "cpu-2t" {
-			threads = 2
-		}
-		addrs, done := make(chan string, 1), make(chan error, 1)
-		o := &backendOptions{listen: "127.0.0.1:0", hardware: hw.Name, executor: "ocr", ortLib: lib, modelDir: dir,
-			threads: threads, logFmt: "json", drain: 5 * time.Second}
-		go func() { done <- runBackend(ctx, o, func(a string) { addrs <- a }) }()
-		select {
-		case a := <-addrs:
-			fmt.Fprintf(&list, "  - {id: %s-0, address: %q, hardware: %s}\n", hw.Name, a, hw.Name)
-		case err := <-done:
-			t.Fatalf("backend %s exited: %v", hw.Name, err)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("backend %s did not start", hw.Name)
-		}
-	}
-	backendsFile := filepath.Join(tmp, "backends.yaml")
-	if err := os.WriteFile(backendsFile, []byte(list.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The gateway runs as the command does, with its default flags.
-	gcmd := newGatewayCmd()
-	var args []string
-	for _, c := range configs {
-		args = append(args, "-c", c)
-	}
-	gcmd.SetArgs(append(args, "-c", backendsFile, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--max-body", "67108864"))
-	pr, pw := io.Pipe()
-	gcmd.SetOut(pw)
-	gdone := make(chan error, 1)
-	go func() { gdone <- gcmd.ExecuteContext(ctx); pw.Close() }()
-	gaddr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if _, after, ok := strings.Cut(sc.Text(), "gRPC on "); ok {
-				gaddr <- strings.TrimSpace(after)
-			}
-		}
-	}()
-	var grpcAddr string
-	select {
-	case grpcAddr = <-gaddr:
-	case err := <-gdone:
-		t.Fatalf("gateway exited: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("gateway did not start")
-	}
-	return grpcAddr
-}
 
 // ocrLoad is what sendOCR measured: words read exactly of the words sent, and
 // requests within the SLO of those sent.

@@ -28,7 +28,7 @@ const ocrVariantsConfig = "../../configs/ocr-variants.yaml"
 // copy must give it to the variant. Then the hard set at the session's rate
 // for 20 s: ≥ 99% of the requests within the SLO.
 func TestOCRVariantsThroughGateway(t *testing.T) {
-	lib, dir := ocrtest.RequireModels(t)
+	ocrtest.RequireModels(t)
 	if testing.Short() {
 		t.Skip("-short: reads 40 images through the OCR session")
 	}
@@ -48,7 +48,7 @@ func TestOCRVariantsThroughGateway(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr := startOCRGateway(t, ctx, cfg, lib, dir, ocrConfig, best)
+	_, addr, _ := startOCRGateway(t, ctx, ocrConfig, best)
 
 	set := filepath.Join(tmp, "hard")
 	if err := os.Mkdir(set, 0o755); err != nil {
