@@ -30,7 +30,8 @@ import (
 //   - climb (the default): every combination when at most MaxCombinations
 //     reach the target (the exact choice, and planning one takes well under a
 //     millisecond); beyond, the beam, then from its best plan one module's
-//     variant changed at a time, planned, kept while the cost drops.
+//     variant changed at a time (two at a time when no single change helps),
+//     planned, kept while the cost drops.
 
 // MaxCombinations is how many variant combinations the default search plans
 // all of; beyond, it runs the beam and climbs.
@@ -101,7 +102,7 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 		}
 		fallthrough
 	default:
-		combos = beamCombos(cfg, s, choices, target, BeamWidth)
+		combos = beamCombos(cfg, s, choices, target, BeamWidth, pol)
 	}
 	var bestPlan api.SessionPlan
 	var bestCombo combo
@@ -132,22 +133,48 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 	// climb: from the best plan, change one module's variant at a time (keeping
 	// the target) while the planned cost drops. The beam ranks by a cost estimate
 	// that ignores latency; this corrects it with the planner's own costs.
+	accOf := func(pick []int) float64 {
+		a := 1.0
+		for i, j := range pick {
+			a *= choices[i][j].Accuracy
+		}
+		return a
+	}
+	// move tries from with module i at variant j (and module k at l when k ≥ 0).
+	move := func(from combo, i, j, k, l int) bool {
+		c := combo{pick: slices.Clone(from.pick)}
+		c.pick[i] = j
+		if k >= 0 {
+			c.pick[k] = l
+		}
+		if c.accuracy = accOf(c.pick); c.accuracy < target-accuracyEps {
+			return false
+		}
+		return try(c)
+	}
 	for improved := pol.variants == "climb" && len(combos) <= BeamWidth && found; improved; {
 		improved = false
 		from := bestCombo
 		for i := range choices {
-			for j, v := range choices[i] {
-				if j == from.pick[i] {
-					continue
-				}
-				acc := from.accuracy / choices[i][from.pick[i]].Accuracy * v.Accuracy
-				if acc < target-accuracyEps {
-					continue
-				}
-				c := combo{pick: slices.Clone(from.pick), accuracy: acc}
-				c.pick[i] = j
-				if try(c) {
+			for j := range choices[i] {
+				if j != from.pick[i] && move(from, i, j, -1, 0) {
 					improved = true
+				}
+			}
+		}
+		if improved {
+			continue
+		}
+		// No single change helps: try two at once (one module up, another
+		// down gets past a target the single changes sit on).
+		for i := range choices {
+			for k := i + 1; k < len(choices); k++ {
+				for j := range choices[i] {
+					for l := range choices[k] {
+						if j != from.pick[i] && l != from.pick[k] && move(from, i, j, k, l) {
+							improved = true
+						}
+					}
 				}
 			}
 		}
@@ -216,7 +243,7 @@ func allCombos(choices [][]api.Variant, target float64, limit int) ([]combo, boo
 // beamCombos is JellyBean's model selection: modules in reverse topological
 // order, width partial combinations kept by estimated cost, each still able to
 // reach target with the best variants of the modules not yet assigned.
-func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target float64, width int) []combo {
+func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target float64, width int, pol policy) []combo {
 	order, err := s.TopoOrder()
 	if err != nil {
 		order = make([]int, len(s.Modules))
@@ -224,6 +251,20 @@ func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target
 			order[i] = i
 		}
 	}
+	// Each module's share of the SLO for the estimate: the SLO over the number
+	// of modules on the longest chain.
+	depth := make([]int, len(s.Modules))
+	chain := 1
+	for _, i := range order {
+		depth[i] = 1
+		for _, a := range s.Modules[i].After {
+			if j := slices.IndexFunc(s.Modules, func(m api.Module) bool { return m.Name == a }); j >= 0 {
+				depth[i] = max(depth[i], depth[j]+1)
+			}
+		}
+		chain = max(chain, depth[i])
+	}
+	budget := s.SLO.Seconds() / float64(chain)
 	slices.Reverse(order)
 	// bound[k]: the best accuracy the modules order[k:] can reach.
 	bound := make([]float64, len(order)+1)
@@ -245,7 +286,7 @@ func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target
 				if acc*bound[k+1] < target-accuracyEps {
 					continue
 				}
-				n := combo{pick: slices.Clone(c.pick), accuracy: acc, estimate: c.estimate + estimateCost(cfg, v.Model, rate)}
+				n := combo{pick: slices.Clone(c.pick), accuracy: acc, estimate: c.estimate + estimateCost(cfg, v.Model, rate, budget, pol)}
 				n.pick[i] = j
 				next = append(next, n)
 			}
@@ -261,9 +302,16 @@ func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target
 	return beam
 }
 
-// estimateCost is the cheapest cost of serving rate req/s with model, latency
-// ignored: rate × min over its profile entries of price / throughput.
-func estimateCost(cfg *api.Config, model string, rate float64) float64 {
+// estimateCost is the cost of serving rate req/s with model within budget
+// seconds, as the policy's config generator plans it; when nothing fits the
+// budget, the cheapest cost with latency ignored (rate × min price/throughput)
+// times 10.
+func estimateCost(cfg *api.Config, model string, rate, budget float64, pol policy) float64 {
+	if cands, err := candidates(cfg, model, pol.filter); err == nil {
+		if r, ok := planModule(cands, rate, budget, pol.gen, pol.dummy); ok {
+			return r.cost
+		}
+	}
 	best := math.Inf(1)
 	for _, p := range cfg.ProfilesOf(model) {
 		hw, ok := cfg.HardwareByName(p.Hardware)
@@ -276,7 +324,7 @@ func estimateCost(cfg *api.Config, model string, rate float64) float64 {
 			}
 		}
 	}
-	return rate * best
+	return 10 * rate * best
 }
 
 // mostAccurate picks each module's most accurate variant (the first on ties).

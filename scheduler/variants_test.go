@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -139,5 +140,52 @@ func TestVariantBench(t *testing.T) {
 	}
 	if vsBest.N == 0 || !(vsBest.Avg < -0.05) {
 		t.Errorf("climb vs most accurate: avg %.2f%% over %d workloads; want a saving of more than 5%%", 100*vsBest.Avg, vsBest.N)
+	}
+}
+
+// TestVariantClimbBeyondAll: with more combinations than MaxCombinations the
+// default search runs the beam and climbs; it is never worse than the beam
+// alone, never better than every combination, and its plans pass Check.
+func TestVariantClimbBeyondAll(t *testing.T) {
+	spec := DefaultWorkloadSpec
+	spec.MinModules, spec.MaxModules = 5, 5
+	tried := 0
+	for _, cfg := range GenerateVariantWorkloads(21, 30, spec) {
+		s := &cfg.Sessions[0]
+		choices := make([][]api.Variant, len(s.Modules))
+		for i := range s.Modules {
+			choices[i] = s.Modules[i].Variants
+		}
+		// A target that many combinations reach, but not the cheapest.
+		best := 1.0
+		for _, vs := range choices {
+			best *= vs[0].Accuracy // the generator's first variant is the most accurate
+		}
+		target := best * 0.8
+		s.Accuracy = &target
+		list, _ := allCombos(choices, target, math.MaxInt)
+		combos := len(list)
+		if combos <= MaxCombinations {
+			continue
+		}
+		tried++
+		cost := map[string]float64{}
+		for _, search := range []string{"beam", "climb", "all"} {
+			p, err := Plan(cfg, Options{Policy: "piccolo", MaxUtilization: 1, VariantSearch: search})
+			if err != nil {
+				t.Fatalf("%s %s: %v", s.Name, search, err)
+			}
+			if err := Check(cfg, p); err != nil {
+				t.Errorf("%s %s: plan fails its check: %v", s.Name, search, err)
+			}
+			cost[search] = p.TotalCost
+		}
+		t.Logf("%s: %d combinations: beam %.4g, climb %.4g, all %.4g", s.Name, combos, cost["beam"], cost["climb"], cost["all"])
+		if cost["climb"] > cost["beam"]+1e-9 || cost["all"] > cost["climb"]+1e-9 {
+			t.Errorf("%s: beam %.6g, climb %.6g, all %.6g: want beam ≥ climb ≥ all", s.Name, cost["beam"], cost["climb"], cost["all"])
+		}
+	}
+	if tried == 0 {
+		t.Fatal("no workload with more than MaxCombinations combinations")
 	}
 }
