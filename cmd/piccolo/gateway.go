@@ -224,7 +224,8 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		}
 		ctl = cc
 	} else {
-		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log})
+		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log,
+			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan})
 		if errors.Is(err, controlplane.ErrNoPlan) {
 			return fmt.Errorf("--policy %s: %w", o.policy, err)
 		} else if err != nil {
