@@ -35,7 +35,7 @@ type Planner func(cfg *api.Config) (*api.Plan, error)
 // milliseconds) goes live at once.
 const (
 	StaticTick      = 100 * time.Millisecond
-	StaticSustainUp = 750 * time.Millisecond
+	StaticSustainUp = 500 * time.Millisecond
 )
 
 // EmbeddedOptions configure StartEmbedded.
