@@ -18,22 +18,7 @@ import (
 )
 
 // staticStepConfig is consulTestConfig's session on a static backends list.
-const staticStepConfig = `
-hardware:
-  - {name: v100, price: 3}
-profiles:
-  - model: det
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 10ms}
-      - {batch: 4, concurrency: 1, duration: 20ms}
-      - {batch: 8, concurrency: 1, duration: 30ms}
-sessions:
-  - name: s
-    slo: 400ms
-    modules:
-      - {name: d, model: det, rate: %v}
-`
+var staticStepConfig = strings.Replace(consulTestConfig, "membership: consul\n", "", 1)
 
 // TestGatewayStaticRateStep is issue 11's re-planning without Consul: a
 // gateway with a static backends list of three sim backends, Poisson load at
@@ -60,30 +45,9 @@ func TestGatewayStaticRateStep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs := newPlanEvents()
-	o := &gatewayOptions{files: []string{cfgPath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo",
-		dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second, adminToken: "tok",
-		control: control.Options{SustainDown: 2 * time.Second},
-		monitor: control.MonitorOptions{Windows: []time.Duration{time.Second, 2 * time.Second}}, onPlan: evs.add}
-	gaddr := make(chan string, 1)
-	gdone := make(chan error, 1)
-	go func() { gdone <- runGateway(ctx, o, func(h, _ string) { gaddr <- h }) }()
-	defer func() {
-		cancel()
-		select {
-		case <-gdone:
-		case <-time.After(15 * time.Second):
-			t.Error("gateway did not stop")
-		}
-	}()
-	var url string
-	select {
-	case h := <-gaddr:
-		url = "http://" + h
-	case err := <-gdone:
-		t.Fatalf("gateway exited: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("gateway did not start")
-	}
+	// startConsulGateway without a Consul address: the embedded control.
+	url := startConsulGateway(t, ctx, cfgPath, "", control.Options{SustainDown: 2 * time.Second},
+		control.MonitorOptions{Windows: []time.Duration{time.Second, 2 * time.Second}}, evs)
 
 	var cur atomic.Value
 	cur.Store(rate)
