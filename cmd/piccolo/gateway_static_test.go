@@ -29,7 +29,7 @@ var staticStepConfig = strings.Replace(consulTestConfig, "membership: consul\n",
 // after the hysteresis (shortened here: 1 s/2 s windows, 2 s sustained).
 func TestGatewayStaticRateStep(t *testing.T) {
 	if testing.Short() {
-		t.Skip("20 s of load")
+		t.Skip("25 s of load")
 	}
 	const rate = 150.0
 	const slo = 400 * time.Millisecond
@@ -74,7 +74,7 @@ func TestGatewayStaticRateStep(t *testing.T) {
 	if len(placedOn(up.Plan)) <= len(placedOn(first.Plan)) {
 		t.Errorf("the rate plan uses backends %v, no more than before (%v)", placedOn(up.Plan), placedOn(first.Plan))
 	}
-	time.Sleep(6 * time.Second)
+	time.Sleep(10 * time.Second)
 
 	high := evs.last()
 	stepDown := time.Now()
