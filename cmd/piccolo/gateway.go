@@ -113,6 +113,10 @@ planned there, stored with check-and-set and answered once its plan is live.
 When Consul is unreachable the gateway keeps serving the last plan and members
 it saw (metric piccolo_membership_stale 1).
 
+Without --consul the gateway re-plans by itself over its backends list: a rate
+that stays 20% above the plan for 0.5 s is re-planned onto the idle backends
+(live within about a second), one that stays 30% below for 30 s releases them.
+
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 (up to --drain) and exits.`,
@@ -140,7 +144,7 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
-	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and run the control loop: re-plan on membership, rate and config changes (default: membership from the config, `membership: consul` requires this flag)")
+	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and join its cluster: the elected scheduler re-plans on membership, rate and config changes (default: the config's backends list, re-planned by the gateway's own control loop; `membership: consul` requires this flag)")
 	f.StringVar(&o.clusterPrefix, "cluster-prefix", cluster.DefaultPrefix, "with --consul: the Consul KV prefix of this cluster's config, plan, lock and rates")
 	f.BoolVar(&o.schedule, "schedule", true, "with --consul: also run for the cluster's scheduler (false: only follow the published plan)")
 	f.StringVar(&o.schedulerID, "scheduler-id", "", "with --consul: this gateway's scheduler candidate id (default gateway-<gateway id>)")
