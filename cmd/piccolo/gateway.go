@@ -115,7 +115,8 @@ it saw (metric piccolo_membership_stale 1).
 
 Without --consul the gateway re-plans by itself over its backends list: a rate
 that stays 20% above the plan for 0.5 s is re-planned onto the idle backends
-(live within about a second), one that stays 30% below for 30 s releases them.
+(live within about a second); a fall below 70% of the plan releases them about
+a minute later (every rate window must have fallen, then 30 s more).
 
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
