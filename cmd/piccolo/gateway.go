@@ -117,6 +117,11 @@ planned there, stored with check-and-set and answered once its plan is live.
 When Consul is unreachable the gateway keeps serving the last plan and members
 it saw (metric piccolo_membership_stale 1).
 
+Without --consul the gateway re-plans by itself over its backends list: a rate
+that stays 20% above the plan for 0.5 s is re-planned onto the idle backends
+(live within about a second); a fall below 70% of the plan releases them about
+a minute later (every rate window must have fallen, then 30 s more).
+
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 The servers open once the plan is live and the backends' models are loaded;
 from then /v2/health/ready answers 200 and gRPC health SERVING. On SIGINT or
@@ -149,7 +154,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
-	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and run the control loop: re-plan on membership, rate and config changes (default: membership from the config, `membership: consul` requires this flag)")
+	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and join its cluster: the elected scheduler re-plans on membership, rate and config changes (default: the config's backends list, re-planned by the gateway's own control loop; `membership: consul` requires this flag)")
 	f.StringVar(&o.clusterPrefix, "cluster-prefix", cluster.DefaultPrefix, "with --consul: the Consul KV prefix of this cluster's config, plan, lock and rates")
 	f.BoolVar(&o.schedule, "schedule", true, "with --consul: also run for the cluster's scheduler (false: only follow the published plan)")
 	f.StringVar(&o.schedulerID, "scheduler-id", "", "with --consul: this gateway's scheduler candidate id (default gateway-<gateway id>)")
@@ -233,7 +238,8 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		}
 		ctl = cc
 	} else {
-		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log})
+		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log,
+			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan})
 		if errors.Is(err, controlplane.ErrNoPlan) {
 			return fmt.Errorf("--policy %s: %w", o.policy, err)
 		} else if err != nil {
