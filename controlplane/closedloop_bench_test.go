@@ -90,7 +90,7 @@ func BenchmarkClosedLoop(b *testing.B) {
 		return PlanForServing(c, scheduler.Options{Policy: "piccolo"}, 0)
 	}
 	ec, err := StartEmbedded(ctx, cfg, EmbeddedOptions{Planner: planner,
-		Live: dataplane.LiveOptions{Policy: dispatcher.TC{}, Flush: dispatcher.FlushIdle}})
+		Live: dataplane.LiveOptions{Policy: dispatcher.TC{}, Flush: dispatcher.FlushIdle, Admission: true}})
 	if err != nil {
 		b.Fatal(err)
 	}
