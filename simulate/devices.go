@@ -49,20 +49,34 @@ func PlaceOnDevices(plan *api.Plan) (*api.Plan, int, error) {
 
 // countBackends returns the distinct backends plan's planned sessions name.
 func countBackends(plan *api.Plan) int {
+	n := 0
+	for _, k := range DevicesByHardware(plan) {
+		n += k
+	}
+	return n
+}
+
+// DevicesByHardware counts the distinct backends the planned sessions of a
+// placed plan name, per hardware type.
+func DevicesByHardware(placed *api.Plan) map[string]int {
 	seen := map[string]bool{}
-	for _, sp := range plan.Sessions {
+	n := map[string]int{}
+	for _, sp := range placed.Sessions {
 		if sp.Error != "" {
 			continue
 		}
 		for _, mp := range sp.Modules {
 			for _, g := range mp.Configs {
 				for _, id := range g.Backends {
-					seen[id] = true
+					if !seen[id] {
+						seen[id] = true
+						n[g.Hardware]++
+					}
 				}
 			}
 		}
 	}
-	return len(seen)
+	return n
 }
 
 // simDevice is one placed backend (GroupPlan.Backends): the slots of every

@@ -144,7 +144,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	need := devicesByHardware(placed)
+	need := simulate.DevicesByHardware(placed)
 	logf(o.Log, "placed on %d device(s) for a plan of cost %.3g: %s", devices, plan.TotalCost, needString(need))
 	procs := &processes{}
 	defer procs.stop(o.Log)
@@ -303,26 +303,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		<-ctx.Done()
 	}
 	return res, nil
-}
-
-// devicesByHardware counts the distinct backends a placed plan names, per
-// hardware type.
-func devicesByHardware(placed *api.Plan) map[string]int {
-	seen := map[string]bool{}
-	n := map[string]int{}
-	for _, sp := range placed.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				for _, id := range g.Backends {
-					if !seen[id] {
-						seen[id] = true
-						n[g.Hardware]++
-					}
-				}
-			}
-		}
-	}
-	return n
 }
 
 func needString(need map[string]int) string {
