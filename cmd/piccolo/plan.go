@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -93,8 +95,12 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 
 // writePlanTable prints a plan for people: one block per session, a row per config group.
 func writePlanTable(w io.Writer, p *api.Plan) {
-	fmt.Fprintf(w, "policy %s, latency model %s, max utilization %.2f: total cost %.4g (planned in %.3gms)\n",
-		p.Policy, p.LatencyModel, p.MaxUtilization, p.TotalCost, p.RuntimeMs)
+	devices := "?"
+	if _, n, err := simulate.PlaceOnDevices(p); err == nil {
+		devices = strconv.Itoa(n)
+	}
+	fmt.Fprintf(w, "policy %s, latency model %s, max utilization %.2f: total cost %.4g on %s devices once placed (planned in %.3gms)\n",
+		p.Policy, p.LatencyModel, p.MaxUtilization, p.TotalCost, devices, p.RuntimeMs)
 	for _, s := range p.Sessions {
 		fmt.Fprintln(w)
 		if s.Error != "" {
