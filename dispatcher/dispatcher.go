@@ -32,6 +32,9 @@ type Options struct {
 	Clock Clock
 	// Sender runs the batches.
 	Sender Sender
+	// Health, when set, gives each backend's MachineHealth: down machines are
+	// skipped and slow ones down-weighted (health.go).
+	Health HealthTable
 }
 
 // Closer is what closed a batch for dispatch; it indexes Stats.Closed.
@@ -94,6 +97,7 @@ type Dispatcher struct {
 	idle   bool // Flush is FlushIdle
 	clock  Clock
 	sender Sender
+	health HealthTable // nil: every machine up, none slow
 
 	mu     sync.Mutex
 	st     *state
@@ -144,8 +148,9 @@ type machine struct {
 	pending batchFIFO
 	est     []time.Time // estimated free time per lane
 	stats   SlotStats
-	q       *queue  // the stream of this machine alone, if the router made one
-	weight  float64 // planned req/s
+	q       *queue         // the stream of this machine alone, if the router made one
+	weight  float64        // planned req/s
+	health  *MachineHealth // nil: always up, never slow
 }
 
 // queue is one stream of the router: an open batch and its deadline flush timer.
@@ -189,7 +194,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 		opts.Clock = SystemClock{}
 	}
 	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, clock: opts.Clock, sender: opts.Sender,
-		gap: opts.ArrivalGap.Seconds()}
+		health: opts.Health, gap: opts.ArrivalGap.Seconds()}
 	if err := d.SetPlan(mp); err != nil {
 		return nil, err
 	}
@@ -245,6 +250,9 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		g.occupancy += s.Occupancy
 		m := &machine{slot: s, g: g, est: make([]time.Time, s.Concurrency), weight: s.RatePerSec}
 		m.stats.Slot = s
+		if d.health != nil && s.Backend != "" {
+			m.health = d.health.Machine(s.Backend)
+		}
 		if m.weight <= 0 {
 			m.weight = s.Occupancy * float64(s.Concurrency*s.Batch) / s.Duration.Seconds()
 		}
@@ -685,13 +693,16 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	if m == nil {
 		m = b.g.pickMachine()
 	}
+	if m.health != nil {
+		m = d.reroute(b, m) // down or slow: another machine (health.go)
+	}
 	b.m, b.Slot = m, &m.slot
 	lane := m.earliestLane()
 	start := m.est[lane]
 	if start.Before(now) {
 		start = now
 	}
-	m.est[lane] = start.Add(m.slot.Duration)
+	m.est[lane] = start.Add(m.duration())
 	if m.busy < m.slot.Concurrency && m.pending.len() == 0 {
 		d.startLocked(b, now, out)
 	} else {
