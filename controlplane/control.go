@@ -104,6 +104,7 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 	if err != nil {
 		return nil, err
 	}
+	sw.ReplaceOnEjection() // static backends: health checks, and an ejected backend's share re-placed on the others
 	return &EmbeddedControl{Planner: opts.Planner, Switch: sw, Metrics: opts.Metrics, Logger: opts.Logger}, nil
 }
 

@@ -1,0 +1,206 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/backends/faults"
+	"github.com/piccolo-serving/piccolo/backends/sim"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/scheduler"
+)
+
+// faultConfig plans one module on two v100 machines (200 req/s against 133
+// req/s a machine at batch 4).
+const faultConfig = `
+hardware:
+  - {name: v100, price: 3}
+profiles:
+  - model: m
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 20ms}
+      - {batch: 4, concurrency: 1, duration: 30ms}
+sessions:
+  - {name: s, slo: 300ms, modules: [{name: m, model: m, rate: 200}]}
+`
+
+// faultRig is a LiveRunner over n sim backends, each behind a fault injector.
+type faultRig struct {
+	runner *LiveRunner
+	inj    []*faults.Injector
+}
+
+func startFaultRig(t *testing.T, n int, opts LiveOptions) *faultRig {
+	t.Helper()
+	base, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(faultConfig)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rig := &faultRig{}
+	var bl strings.Builder
+	bl.WriteString("backends:\n")
+	for i := range n {
+		exec, err := sim.New("v100", base.Profiles, sim.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inj, err := faults.New(faults.Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := backends.NewServer(inj.Executor(exec), backends.ServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Serve()
+		g := backends.NewGRPCServer(srv, inj.ServerOption())
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go g.Serve(inj.Listener(lis))
+		t.Cleanup(g.Stop)
+		rig.inj = append(rig.inj, inj)
+		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, lis.Addr().String())
+	}
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(faultConfig)}, api.NamedDoc{Name: "b.yaml", Data: []byte(bl.String())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewLiveRunner(context.Background(), cfg, plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if got := len(r.sessions["s"]["m"].clients); got != n {
+		t.Fatalf("the plan uses %d backends; the test needs %d", got, n)
+	}
+	rig.runner = r
+	return rig
+}
+
+// loadResult counts the answers of an open-loop run.
+type loadResult struct {
+	sent, ok, failed, late, dup atomic.Int64
+	errs                        sync.Map // error text -> count (first few)
+}
+
+// openLoop sends rate req/s to s/m for d, each with the session's 300 ms
+// deadline, calling at(elapsed) between sends; it returns once every request
+// has been answered (or fails the test after 5 s more).
+func (rig *faultRig) openLoop(t *testing.T, rate float64, d time.Duration, at func(time.Duration)) *loadResult {
+	t.Helper()
+	res := &loadResult{}
+	in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}, Data: make([]byte, 4)}}
+	answers := make([]atomic.Int32, int(rate*d.Seconds())+16)
+	var wg sync.WaitGroup
+	start := time.Now()
+	every := time.Duration(float64(time.Second) / rate)
+	for i := 0; ; i++ {
+		next := start.Add(time.Duration(i) * every)
+		if el := next.Sub(start); el >= d || i >= len(answers) {
+			break
+		}
+		time.Sleep(time.Until(next))
+		if at != nil {
+			at(time.Since(start))
+		}
+		res.sent.Add(1)
+		wg.Add(1)
+		id := i
+		deadline := time.Now().Add(300 * time.Millisecond)
+		rig.runner.Run(context.Background(), "s", "m", in, deadline, func(_ []api.Tensor, _ gateway.Timing, err error) {
+			if answers[id].Add(1) > 1 {
+				res.dup.Add(1)
+				return
+			}
+			switch {
+			case err != nil:
+				res.failed.Add(1)
+				if n, _ := res.errs.LoadOrStore(err.Error(), new(atomic.Int64)); n.(*atomic.Int64).Add(1) == 1 {
+					t.Logf("request %d: %v", id, err)
+				}
+			case time.Now().After(deadline):
+				res.late.Add(1)
+			default:
+				res.ok.Add(1)
+			}
+			wg.Done()
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%d requests sent, %d answered after 5 s", res.sent.Load(), res.ok.Load()+res.failed.Load()+res.late.Load())
+	}
+	return res
+}
+
+func (r *loadResult) String() string {
+	return fmt.Sprintf("sent %d: ok %d, late %d, failed %d, answered twice %d", r.sent.Load(), r.ok.Load(), r.late.Load(), r.failed.Load(), r.dup.Load())
+}
+
+// A backend that starts refusing connections mid-run leaves the table at its
+// first failed call; its batches are retried on the other machine, so no
+// request fails and each is answered once; cleared, it is probed back in.
+func TestRefusedBackendIsEjectedAndRetried(t *testing.T) {
+	rig := startFaultRig(t, 2, LiveOptions{ProbeInterval: 200 * time.Millisecond})
+	h := rig.runner.health
+	var refused atomic.Bool
+	res := rig.openLoop(t, 150, 3*time.Second, func(el time.Duration) {
+		if el > time.Second && refused.CompareAndSwap(false, true) {
+			if err := rig.inj[0].Set(faults.Set{Refuse: true}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	t.Log(res)
+	var down BackendHealth
+	for _, b := range h.Backends() {
+		if b.ID == "gpu-0" {
+			down = b
+		}
+	}
+	t.Logf("gpu-0: %+v; stats %+v", down, h.Stats())
+	if res.dup.Load() != 0 || res.failed.Load() > res.sent.Load()/1000 {
+		t.Errorf("%v; want every request answered once, ≤ 0.1%% failed", res)
+	}
+	if down.Up || down.Ejections == 0 {
+		t.Fatalf("gpu-0 %+v; want it ejected", down)
+	}
+	if down.LastEjection > 50*time.Millisecond {
+		t.Errorf("gpu-0 left the table %v after its failed call; want ≤ 50 ms", down.LastEjection)
+	}
+	cleared := time.Now()
+	if err := rig.inj[0].Clear(); err != nil {
+		t.Fatal(err)
+	}
+	for len(h.Down()) > 0 {
+		if time.Since(cleared) > 5*time.Second {
+			t.Fatalf("gpu-0 still down 5 s after it was cleared")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("gpu-0 back %v after refuse was cleared", time.Since(cleared).Round(time.Millisecond))
+	before := rig.runner.sessions["s"]["m"].disp.Stats().Slots
+	res = rig.openLoop(t, 150, time.Second, nil)
+	after := rig.runner.sessions["s"]["m"].disp.Stats().Slots
+	if res.failed.Load() != 0 || after[0].Batches == before[0].Batches {
+		t.Errorf("after return: %v; gpu-0 batches %d → %d; want none failed and gpu-0 serving", res, before[0].Batches, after[0].Batches)
+	}
+}
