@@ -33,11 +33,14 @@ sessions:
   - {name: s, slo: 300ms, modules: [{name: m, model: m, rate: 200}]}
 `
 
-// faultRig is a LiveRunner over n sim backends, each behind a fault injector.
+// faultRig is a LiveSwitch in the static mode (ReplaceOnEjection) over n sim
+// backends, each behind a fault injector.
 type faultRig struct {
-	runner *LiveRunner
-	inj    []*faults.Injector
+	sw  *LiveSwitch
+	inj []*faults.Injector
 }
+
+func (rig *faultRig) module() *liveModule { return rig.sw.Runner().sessions["s"]["m"] }
 
 func startFaultRig(t *testing.T, n int, opts LiveOptions) *faultRig {
 	t.Helper()
@@ -80,15 +83,16 @@ func startFaultRig(t *testing.T, n int, opts LiveOptions) *faultRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewLiveRunner(context.Background(), cfg, plan, opts)
+	sw, err := NewLiveSwitch(context.Background(), cfg, plan, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
-	if got := len(r.sessions["s"]["m"].clients); got != n {
-		t.Fatalf("the plan uses %d backends; the test needs %d", got, n)
+	t.Cleanup(func() { sw.Close() })
+	sw.ReplaceOnEjection()
+	rig.sw = sw
+	if got := len(rig.module().clients); got != 2 {
+		t.Fatalf("the plan uses %d backends; the test needs 2", got)
 	}
-	rig.runner = r
 	return rig
 }
 
@@ -122,7 +126,7 @@ func (rig *faultRig) openLoop(t *testing.T, rate float64, d time.Duration, at fu
 		wg.Add(1)
 		id := i
 		deadline := time.Now().Add(300 * time.Millisecond)
-		rig.runner.Run(context.Background(), "s", "m", in, deadline, func(_ []api.Tensor, _ gateway.Timing, err error) {
+		rig.sw.Run(context.Background(), "s", "m", in, deadline, func(_ []api.Tensor, _ gateway.Timing, err error) {
 			if answers[id].Add(1) > 1 {
 				res.dup.Add(1)
 				return
@@ -156,11 +160,12 @@ func (r *loadResult) String() string {
 }
 
 // A backend that starts refusing connections mid-run leaves the table at its
-// first failed call; its batches are retried on the other machine, so no
-// request fails and each is answered once; cleared, it is probed back in.
+// first failed call; its batches are retried on the other machine and its
+// share re-placed on the spare (3 backends, a plan on 2), so no request fails
+// and each is answered once; cleared, it is probed back in and serves again.
 func TestRefusedBackendIsEjectedAndRetried(t *testing.T) {
-	rig := startFaultRig(t, 2, LiveOptions{ProbeInterval: 200 * time.Millisecond})
-	h := rig.runner.health
+	rig := startFaultRig(t, 3, LiveOptions{ProbeInterval: 200 * time.Millisecond})
+	h := rig.sw.Health()
 	var refused atomic.Bool
 	res := rig.openLoop(t, 150, 3*time.Second, func(el time.Duration) {
 		if el > time.Second && refused.CompareAndSwap(false, true) {
@@ -186,6 +191,10 @@ func TestRefusedBackendIsEjectedAndRetried(t *testing.T) {
 	if down.LastEjection > 50*time.Millisecond {
 		t.Errorf("gpu-0 left the table %v after its failed call; want ≤ 50 ms", down.LastEjection)
 	}
+	if _, ok := rig.module().clients["gpu-0"]; ok {
+		t.Errorf("gpu-0 still in the plan after its ejection: %v", rig.sw.Plan().Sessions[0].Modules[0].Configs[0].Backends)
+	}
+	t.Logf("placed on %v while gpu-0 is down", rig.sw.Plan().Sessions[0].Modules[0].Configs[0].Backends)
 	cleared := time.Now()
 	if err := rig.inj[0].Clear(); err != nil {
 		t.Fatal(err)
@@ -197,10 +206,16 @@ func TestRefusedBackendIsEjectedAndRetried(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("gpu-0 back %v after refuse was cleared", time.Since(cleared).Round(time.Millisecond))
-	before := rig.runner.sessions["s"]["m"].disp.Stats().Slots
+	deadline := time.Now().Add(5 * time.Second)
+	for rig.module().clients["gpu-0"] == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the re-placement back onto gpu-0
+	}
+	t.Logf("gpu-0 placed again %v after refuse was cleared", time.Since(cleared).Round(time.Millisecond))
+	lm := rig.module()
+	before := lm.disp.Stats().Slots
 	res = rig.openLoop(t, 150, time.Second, nil)
-	after := rig.runner.sessions["s"]["m"].disp.Stats().Slots
-	if res.failed.Load() != 0 || after[0].Batches == before[0].Batches {
-		t.Errorf("after return: %v; gpu-0 batches %d → %d; want none failed and gpu-0 serving", res, before[0].Batches, after[0].Batches)
+	after := lm.disp.Stats().Slots
+	if res.failed.Load() != 0 || after[0].Slot.Backend != "gpu-0" || after[0].Batches == before[0].Batches {
+		t.Errorf("after return: %v; slot 0 %s batches %d → %d; want none failed and gpu-0 serving", res, after[0].Slot.Backend, before[0].Batches, after[0].Batches)
 	}
 }

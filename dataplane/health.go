@@ -82,7 +82,7 @@ var (
 type backendHealth struct {
 	dispatcher.MachineHealth
 	id      string
-	client  atomic.Pointer[backends.Client]
+	where   atomic.Pointer[clientAt] // how to reach it (set by the runners that use it)
 	probing atomic.Bool
 	refs    atomic.Int32  // runners open that use the backend
 	ratio   atomic.Uint64 // float64 bits: EWMA of measured/profiled batch duration (0: no sample)
@@ -174,11 +174,34 @@ func (h *Health) entry(id string) *backendHealth {
 	return bh
 }
 
-// track records backend id's client and a model a runner loaded there (with
+// clientAt is a backend's address and the pool that holds its client: the
+// probes take the client from the pool each time, since the LiveSwitch closes
+// the clients of backends no runner uses (as when a dead one's share was
+// re-placed) and the pool then makes a new one.
+type clientAt struct {
+	pool *backends.Pool
+	addr string
+}
+
+func (bh *backendHealth) client() *backends.Client {
+	w := bh.where.Load()
+	if w == nil {
+		return nil
+	}
+	c, err := w.pool.Client(w.addr)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// track records where backend id is and a model a runner loaded there (with
 // its batch and concurrency), to load again when the backend comes back.
-func (h *Health) track(id string, c *backends.Client, model string, batch, concurrency int) *backendHealth {
+func (h *Health) track(id string, pool *backends.Pool, addr, model string, batch, concurrency int) *backendHealth {
 	bh := h.entry(id)
-	bh.client.Store(c)
+	if w := bh.where.Load(); w == nil || w.pool != pool || w.addr != addr {
+		bh.where.Store(&clientAt{pool: pool, addr: addr})
+	}
 	bh.modelsMu.Lock()
 	bh.models[model] = [2]int{batch, concurrency}
 	bh.modelsMu.Unlock()
@@ -288,7 +311,7 @@ func (h *Health) startProbe(bh *backendHealth) {
 // revive probes bh and loads the models the runners need there (a restarted
 // backend has none).
 func (h *Health) revive(bh *backendHealth) error {
-	c := bh.client.Load()
+	c := bh.client()
 	if c == nil {
 		return errors.New("no client")
 	}
@@ -329,8 +352,11 @@ func (h *Health) probeLoop() {
 		}
 		h.mu.Unlock()
 		for _, bh := range all {
-			c := bh.client.Load()
-			if c == nil || bh.Down() || bh.refs.Load() <= 0 {
+			if bh.Down() || bh.refs.Load() <= 0 {
+				continue
+			}
+			c := bh.client()
+			if c == nil {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), min(h.opts.ProbeInterval, time.Second))

@@ -268,7 +268,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			return fail(fmt.Errorf("load model %q on backend %q (batch %d, concurrency %d): %w", k.model, k.backend, l[0], l[1], err))
 		}
 		r.loaded[modelAt{addr[k.backend], k.model}] = true
-		r.health.track(k.backend, c, k.model, l[0], l[1])
+		r.health.track(k.backend, r.pool, addr[k.backend], k.model, l[0], l[1])
 		if _, ok := meta[k.model]; !ok {
 			if info, err := c.Metadata(lctx, k.model); err == nil {
 				meta[k.model] = info
