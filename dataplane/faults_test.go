@@ -219,3 +219,71 @@ func TestRefusedBackendIsEjectedAndRetried(t *testing.T) {
 		t.Errorf("after return: %v; slot 0 %s batches %d → %d; want none failed and gpu-0 serving", res, after[0].Slot.Backend, before[0].Batches, after[0].Batches)
 	}
 }
+
+// A backend slowed 3× mid-run, side by side: one gateway hedges (budget
+// 0.05), the other does not (budget 0); each over its own three backends at
+// the same open-loop load. Hedging must not do worse, and its extra machine
+// time stays within its budget's share.
+func TestSlowBackendHedging(t *testing.T) {
+	if testing.Short() {
+		t.Skip("4 s load runs")
+	}
+	// With a spare, the straggler's machine is re-placed on it; without, only
+	// down-weighting and hedging act.
+	for _, n := range []int{3, 2} {
+		t.Run(fmt.Sprintf("%d backends", n), func(t *testing.T) { slowBackendHedging(t, n) })
+	}
+}
+
+func slowBackendHedging(t *testing.T, n int) {
+	rigs := map[string]*faultRig{
+		"hedge":    startFaultRig(t, n, LiveOptions{HedgeBudget: 0.05}),
+		"no hedge": startFaultRig(t, n, LiveOptions{HedgeBudget: -1}),
+	}
+	results := map[string]*loadResult{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, rig := range rigs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var slowed atomic.Bool
+			res := rig.openLoop(t, 150, 4*time.Second, func(el time.Duration) {
+				if el > time.Second && slowed.CompareAndSwap(false, true) {
+					if err := rig.inj[0].Set(faults.Set{Slow: 3}); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+			mu.Lock()
+			results[name] = res
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for name, rig := range rigs {
+		st := rig.sw.Health().Stats()
+		var slow BackendHealth
+		for _, b := range rig.sw.Health().Backends() {
+			if b.ID == "gpu-0" {
+				slow = b
+			}
+		}
+		r := results[name]
+		t.Logf("%s: %v; within SLO %.2f%%; batches %d, hedged %d (won %d), hedge machine time %v; gpu-0 slowness %.2f slow=%v",
+			name, r, 100*float64(r.ok.Load())/float64(r.sent.Load()), st.Batches, st.HedgesWon+st.HedgesLost, st.HedgesWon,
+			st.HedgeTime.Round(time.Millisecond), slow.Slowness, slow.Slow)
+		if r.dup.Load() != 0 {
+			t.Errorf("%s: %v; want each request answered once", name, r)
+		}
+		if !slow.Slow {
+			t.Errorf("%s: gpu-0 at slow=3 not reported slow (EWMA %.2f)", name, slow.Slowness)
+		}
+		if h := st.HedgesWon + st.HedgesLost; float64(h) > 0.05*float64(st.Batches)+1 {
+			t.Errorf("%s: %d hedges of %d batches; want ≤ 5%%", name, h, st.Batches)
+		}
+	}
+	if h, n := results["hedge"].ok.Load(), results["no hedge"].ok.Load(); float64(h) < 0.98*float64(n) {
+		t.Errorf("hedging: %d within SLO; without: %d", h, n)
+	}
+}

@@ -387,6 +387,14 @@ func (h *Health) setOnChange(f func(down []string)) {
 	h.mu.Unlock()
 }
 
+// isSlow reports whether backend id is a straggler.
+func (h *Health) isSlow(id string) bool {
+	h.mu.Lock()
+	bh := h.byID[id]
+	h.mu.Unlock()
+	return bh != nil && bh.slow.Load()
+}
+
 // isDown reports whether backend id is ejected.
 func (h *Health) isDown(id string) bool {
 	h.mu.Lock()
@@ -433,12 +441,15 @@ func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 	switch slow := bh.slow.Load(); {
 	case !slow && r >= slowEnter:
 		if bh.slow.CompareAndSwap(false, true) {
+			bh.SetSlowness(r)
 			h.log.Warn("backend slow: fewer batches while its batches run this much longer than profiled", zap.String("backend", bh.id), zap.Float64("ratio", r))
+			h.changed()
 		}
 	case slow && r < slowExit:
 		if bh.slow.CompareAndSwap(true, false) {
 			bh.SetSlowness(1)
 			h.log.Info("backend no longer slow", zap.String("backend", bh.id), zap.Float64("ratio", r))
+			h.changed()
 		}
 	}
 	if bh.slow.Load() {

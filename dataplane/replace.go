@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"sort"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,9 +12,9 @@ import (
 // ReplaceOnEjection turns on the static mode's health checks (every backend
 // a runner uses is probed each ProbeInterval; a failed probe ejects it) and
 // makes the switch re-place its plan on the static
-// backends list whenever a backend is ejected or comes back (Health): from
-// then on every plan is placed (Place) on the config's backends less those
-// that are down, so the share of a dead backend moves to the others of its
+// backends list whenever a backend is ejected or comes back, or starts or
+// stops straggling (Health): from then on every plan is placed (Place) on the
+// config's backends less those that are down, stragglers listed last, so the share of a dead backend moves to the others of its
 // hardware (a spare the plan did not use, or a machine that then serves two
 // slots), and returns to it once it passes its probes. For the static mode
 // (no --consul), whose placement is Place's; with Consul, membership drops a
@@ -73,6 +74,8 @@ func (s *LiveSwitch) placeOn(list []api.Backend) []api.Backend {
 			out = append(out, b)
 		}
 	}
+	// Stragglers go last, so a spare of their hardware takes their machines.
+	sort.SliceStable(out, func(i, j int) bool { return !h.isSlow(out[i].ID) && h.isSlow(out[j].ID) })
 	return out
 }
 
