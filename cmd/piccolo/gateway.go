@@ -39,6 +39,8 @@ type gatewayOptions struct {
 	flush      string
 	maxBody    int
 	slack      float64
+	hedge      float64       // --hedge-budget
+	probeEvery time.Duration // --probe-interval
 	logFmt     string
 	drain      time.Duration
 	adminToken string
@@ -136,6 +138,8 @@ On SIGINT or SIGTERM the gateway reports not ready, finishes requests in flight
 	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
+	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
+	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
@@ -173,6 +177,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if o.slack < 0 || o.slack >= 1 {
 		return fmt.Errorf("--slack %v: must be in [0, 1)", o.slack)
 	}
+	if o.hedge < 0 || o.hedge > 1 || o.probeEvery < 0 {
+		return fmt.Errorf("--hedge-budget %v, --probe-interval %v: want a share in [0, 1] and an interval ≥ 0 (0: 1s)", o.hedge, o.probeEvery)
+	}
 	if o.logFmt != "json" && o.logFmt != "console" {
 		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
 	}
@@ -207,7 +214,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log}
+	hedge := o.hedge
+	if hedge == 0 {
+		hedge = -1 // LiveOptions: negative means none
+	}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
 	var ctl controlplane.Control
