@@ -287,3 +287,48 @@ func slowBackendHedging(t *testing.T, n int) {
 		t.Errorf("hedging: %d within SLO; without: %d", h, n)
 	}
 }
+
+// TestFaultMatrix sets each fault of backends/faults on one of the plan's two
+// backends (a third is the spare) one second into a 3 s open-loop run at 150
+// req/s, and logs what the requests saw: the figures of docs/faults.md's
+// fault matrix. Every request must be answered once, and at most 1% may fail
+// (the matrix in the docs gives the measured share).
+func TestFaultMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("six 3 s load runs")
+	}
+	for _, tc := range []struct {
+		name string
+		set  faults.Set
+	}{
+		{"refuse", faults.Set{Refuse: true}},
+		{"reset", faults.Set{Reset: true}},
+		{"hang", faults.Set{Hang: true}},
+		{"slow=3", faults.Set{Slow: 3}},
+		{"fail=0.1", faults.Set{Fail: 0.1}},
+		{"malformed", faults.Set{Malformed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := startFaultRig(t, 3, LiveOptions{ProbeInterval: 200 * time.Millisecond})
+			var set atomic.Bool
+			res := rig.openLoop(t, 150, 3*time.Second, func(el time.Duration) {
+				if el > time.Second && set.CompareAndSwap(false, true) {
+					if err := rig.inj[0].Set(tc.set); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+			st := rig.sw.Health().Stats()
+			n := float64(res.sent.Load())
+			t.Logf("| %s | %d | %d (%.2f%%) | %.2f%% | %d | %d (won %d) | %v | down: %v |", tc.name, res.sent.Load(), res.failed.Load(),
+				100*float64(res.failed.Load())/n, 100*float64(res.ok.Load())/n, st.Retries, st.HedgesWon+st.HedgesLost, st.HedgesWon,
+				st.HedgeTime.Round(time.Millisecond), rig.sw.Health().Down())
+			if res.dup.Load() != 0 {
+				t.Errorf("%v; want every request answered once", res)
+			}
+			if float64(res.failed.Load()) > 0.01*n {
+				t.Errorf("%v; want ≤ 1%% failed", res)
+			}
+		})
+	}
+}
