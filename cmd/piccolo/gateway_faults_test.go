@@ -30,8 +30,8 @@ func TestHelperFaultBackendProcess(t *testing.T) {
 	})
 }
 
-// staticFaultConfig: one module at 400 req/s, planned on two of three v100
-// sims (the third is the spare).
+// staticFaultConfig: one module at a rate (req/s) to fill in, planned on v100
+// sims.
 const staticFaultConfig = `
 hardware:
   - {name: v100, price: 3}
@@ -46,7 +46,7 @@ sessions:
   - name: s
     slo: 400ms
     modules:
-      - {name: d, model: det, rate: 400}
+      - {name: d, model: det, rate: %v}
 `
 
 // staticProc is a static `piccolo backend` child.
@@ -63,12 +63,12 @@ func startStaticProc(t *testing.T, p *staticProc) {
 }
 
 // startStaticRig starts n backends gpu-0… and writes the config listing them.
-func startStaticRig(t *testing.T, n int) (string, []*staticProc) {
+func startStaticRig(t *testing.T, n int, rate float64) (string, []*staticProc) {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "piccolo.yaml")
 	var procs []*staticProc
-	text := staticFaultConfig + "backends:\n"
+	text := fmt.Sprintf(staticFaultConfig, rate) + "backends:\n"
 	for i := range n {
 		p := &staticProc{id: fmt.Sprintf("gpu-%d", i), addr: freeAddr(t), metrics: freeAddr(t), cfg: cfgPath}
 		procs = append(procs, p)
@@ -146,7 +146,7 @@ func TestGatewayStaticBackendKilled(t *testing.T) {
 		t.Skip("starts three backend processes and runs load for 12 s")
 	}
 	const rate = 400.0
-	cfgPath, procs := startStaticRig(t, 3)
+	cfgPath, procs := startStaticRig(t, 3, rate)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	url := startStaticGateway(t, ctx, cfgPath, 0.05)
@@ -205,5 +205,96 @@ func TestGatewayStaticBackendKilled(t *testing.T) {
 	}
 	if back > 5*time.Second {
 		t.Errorf("restarted backend serving again after %v; want ≤ 5 s", back)
+	}
+}
+
+// TestGatewayStaticSlowBackend: two gateways side by side, one hedging
+// (--hedge-budget 0.05), one not (0), each over its own backend processes
+// under the same Poisson load; one placed backend of each is slowed 3× through
+// its /admin/faults mid-run. It logs SLO attainment during the slow spell, the
+// hedges and the extra machine time, for docs/faults.md; with spare=false
+// the plan has no spare backend to move to.
+func TestGatewayStaticSlowBackend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four or six backend processes and runs load for 10 s")
+	}
+	for _, n := range []int{3, 2} {
+		t.Run(fmt.Sprintf("%d backends", n), func(t *testing.T) { gatewayStaticSlow(t, n) })
+	}
+}
+
+func gatewayStaticSlow(t *testing.T, n int) {
+	const rate = 250.0 // each; two gateways at 400 req/s overload a shared 2-core host
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type side struct {
+		url    string
+		procs  []*staticProc
+		load   *poissonLoad
+		victim *staticProc
+	}
+	sides := map[string]*side{}
+	for name, hedge := range map[string]float64{"hedge 0.05": 0.05, "hedge 0": 0} {
+		cfgPath, procs := startStaticRig(t, n, rate)
+		sides[name] = &side{url: startStaticGateway(t, ctx, cfgPath, hedge), procs: procs}
+	}
+	lctx, stopLoad := context.WithCancel(ctx)
+	for _, s := range sides {
+		s.load = startLoad(lctx, s.url+"/v2/models/s/infer", inferBody, func() float64 { return rate })
+	}
+	time.Sleep(3 * time.Second)
+	slowed := time.Now()
+	for name, s := range sides {
+		for _, p := range s.procs {
+			if scrape(t, s.url, metrics.DispatcherBatchesTotal, `backend="`+p.id+`"`) > 0 {
+				s.victim = p
+				break
+			}
+		}
+		req, _ := http.NewRequest("PUT", "http://"+s.victim.metrics+"/admin/faults", strings.NewReader(`{"slow": 3}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: PUT /admin/faults slow=3 on %s: %v %v", name, s.victim.id, resp, err)
+		}
+		resp.Body.Close()
+	}
+	time.Sleep(6 * time.Second)
+	stopLoad()
+	for _, name := range []string{"hedge 0.05", "hedge 0"} {
+		s := sides[name]
+		outs := s.load.wait()
+		failed := 0
+		kinds := map[string]int{}
+		for _, o := range outs {
+			if o.status != 200 {
+				failed++
+				k := o.body
+				if len(k) > 90 {
+					k = k[:90]
+				}
+				kinds[fmt.Sprintf("%d %s +%v", o.status, k, o.sent.Sub(slowed).Truncate(time.Second))]++
+			}
+		}
+		if len(kinds) > 0 {
+			t.Logf("%s failures: %v", name, kinds)
+		}
+		used := 0
+		for _, p := range s.procs {
+			if scrape(t, s.url, metrics.DispatcherBatchesTotal, `backend="`+p.id+`"`) > 0 {
+				used++
+			}
+		}
+		t.Logf("%s: %d backends got batches", name, used)
+		att, nslow := attainment(outs, slowed, slowed.Add(6*time.Second), 400*time.Millisecond)
+		first, nfirst := attainment(outs, slowed, slowed.Add(time.Second), 400*time.Millisecond)
+		sent := scrape(t, s.url, metrics.GatewayBatchesSentTotal)
+		hedges := scrape(t, s.url, metrics.GatewayHedgesTotal)
+		t.Logf("%s, %d backends: slowed %s; requests %d, failed %d; within SLO while slow %.3f%% of %d (first second %.3f%% of %d); batches %.0f, hedged %.0f (%.2f%%, won %.0f), hedge machine time %.3fs; %s slowness %.2f",
+			name, n, s.victim.id, len(outs), failed, 100*att, nslow, 100*first, nfirst, sent, hedges, 100*hedges/max(sent, 1),
+			scrape(t, s.url, metrics.GatewayHedgesTotal, `outcome="won"`), scrape(t, s.url, metrics.GatewayHedgeSecondsTotal),
+			s.victim.id, scrape(t, s.url, metrics.GatewayBackendSlowness, `backend="`+s.victim.id+`"`))
+		if float64(failed) > 0.01*float64(len(outs)) {
+			t.Errorf("%s: %d of %d failed; want ≤ 1%%", name, failed, len(outs))
+		}
 	}
 }
