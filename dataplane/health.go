@@ -195,13 +195,19 @@ func (bh *backendHealth) client() *backends.Client {
 	return c
 }
 
-// track records where backend id is and a model a runner loaded there (with
-// its batch and concurrency), to load again when the backend comes back.
-func (h *Health) track(id string, pool *backends.Pool, addr, model string, batch, concurrency int) *backendHealth {
+// locate records where backend id is and returns its entry.
+func (h *Health) locate(id string, pool *backends.Pool, addr string) *backendHealth {
 	bh := h.entry(id)
 	if w := bh.where.Load(); w == nil || w.pool != pool || w.addr != addr {
 		bh.where.Store(&clientAt{pool: pool, addr: addr})
 	}
+	return bh
+}
+
+// track records where backend id is and a model a runner loaded there (with
+// its batch and concurrency), to load again when the backend comes back.
+func (h *Health) track(id string, pool *backends.Pool, addr, model string, batch, concurrency int) *backendHealth {
+	bh := h.locate(id, pool, addr)
 	bh.modelsMu.Lock()
 	bh.models[model] = [2]int{batch, concurrency}
 	bh.modelsMu.Unlock()

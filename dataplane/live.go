@@ -265,6 +265,9 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		c, _ := r.pool.Client(addr[k.backend])
 		l := loads[k]
 		if err := c.Load(lctx, k.model, l[0], l[1]); err != nil {
+			if ejects(err) { // dead: out of the table, probed until back (and left out of the next placement)
+				r.health.eject(r.health.locate(k.backend, r.pool, addr[k.backend]), err, time.Now())
+			}
 			return fail(fmt.Errorf("load model %q on backend %q (batch %d, concurrency %d): %w", k.model, k.backend, l[0], l[1], err))
 		}
 		r.loaded[modelAt{addr[k.backend], k.model}] = true

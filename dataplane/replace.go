@@ -44,7 +44,15 @@ func (s *LiveSwitch) ReplaceOnEjection() {
 			start := time.Now()
 			err := s.Apply(s.stop, cur.cfg, unplaced(cur.plan))
 			if err != nil {
-				s.log.Warn("re-placing after a backend's ejection or return failed; the plan stays as it was", zap.Error(err))
+				// Typically a backend died while its model was being loaded: it
+				// is ejected now, so the next try leaves it out.
+				s.log.Warn("re-placing after a backend's ejection or return failed; the plan stays as it was, trying again in 500 ms", zap.Error(err))
+				time.AfterFunc(500*time.Millisecond, func() {
+					select {
+					case kick <- struct{}{}:
+					default:
+					}
+				})
 				continue
 			}
 			s.log.Info("plan re-placed on the backends that are up", zap.Strings("down", s.opts.Health.Down()),
