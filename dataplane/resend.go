@@ -64,7 +64,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	bh := lm.health[from.Backend]
 	h.batches.Add(1)
 	start := time.Now()
-	if h.opts.HedgeBudget <= 0 || from.Duration <= 0 {
+	if h.opts.HedgeBudget <= 0 || from.Duration <= 0 || len(lm.clients) < 2 { // no hedge possible: no timer, no goroutine
 		out, errs, err := lm.infer(ctx, c, items, dummies)
 		lm.observe(bh, from, start, err)
 		return out, errs, err
