@@ -64,7 +64,8 @@ type Health struct {
 	onChange func(down []string) // opts.OnChange, or set by LiveSwitch.ReplaceOnEjection
 	disps    map[*dispatcher.Dispatcher]struct{}
 	closed   bool
-	probes   bool // probeLoop started
+	probes   bool        // probeLoop started
+	static   atomic.Bool // startProbes was called: the static list, a backend that left the plan may be needed again
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
@@ -143,6 +144,7 @@ func (h *Health) startProbes() {
 		return
 	}
 	h.probes = true
+	h.static.Store(true)
 	h.wg.Add(1)
 	go h.probeLoop()
 }
@@ -301,6 +303,9 @@ func (h *Health) startProbe(bh *backendHealth) {
 			case <-h.stop:
 				return
 			case <-t.C:
+			}
+			if !h.static.Load() && bh.refs.Load() <= 0 {
+				return // no runner uses it any more (membership dropped it): stop probing; it stays down until a runner uses it again
 			}
 			if err := h.revive(bh); err == nil {
 				bh.SetDown(false)

@@ -243,6 +243,9 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 					seen[bh] = true
 					bh.refs.Add(1)
 					r.used = append(r.used, bh)
+					if bh.Down() {
+						r.health.startProbe(bh) // ejected before; its probe may have stopped while no runner used it
+					}
 				}
 			}
 		}
