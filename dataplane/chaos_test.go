@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -16,7 +15,6 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/sim"
-	"github.com/piccolo-serving/piccolo/scheduler"
 	"google.golang.org/grpc"
 )
 
@@ -129,19 +127,7 @@ func TestChaos(t *testing.T) {
 		bs = append(bs, b)
 		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, b.addr)
 	}
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(faultConfig)}, api.NamedDoc{Name: "b.yaml", Data: []byte(bl.String())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw, err := NewLiveSwitch(context.Background(), cfg, plan, LiveOptions{ProbeInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw.ReplaceOnEjection()
+	sw := newFaultSwitch(t, bl.String(), LiveOptions{ProbeInterval: 200 * time.Millisecond})
 	rig := &faultRig{sw: sw}
 
 	rng := rand.New(rand.NewPCG(12, 1))

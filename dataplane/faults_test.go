@@ -79,21 +79,8 @@ func startFaultRig(t *testing.T, n int, opts LiveOptions) *faultRig {
 		rig.inj = append(rig.inj, inj)
 		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, lis.Addr().String())
 	}
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(faultConfig)}, api.NamedDoc{Name: "b.yaml", Data: []byte(bl.String())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw, err := NewLiveSwitch(context.Background(), cfg, plan, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sw.Close() })
-	sw.ReplaceOnEjection()
-	rig.sw = sw
+	rig.sw = newFaultSwitch(t, bl.String(), opts)
+	t.Cleanup(func() { rig.sw.Close() })
 	if got := len(rig.module().clients); got != 2 {
 		t.Fatalf("the plan uses %d backends; the test needs 2", got)
 	}
@@ -106,6 +93,26 @@ func measurement(t *testing.T) {
 	if os.Getenv("PICCOLO_FAULT_MATRIX") != "1" {
 		t.Skip("a measurement for docs/faults.md: PICCOLO_FAULT_MATRIX=1 runs it")
 	}
+}
+
+// newFaultSwitch plans faultConfig over the backends listed in backendsYAML
+// and serves it with a LiveSwitch in the static mode (ReplaceOnEjection).
+func newFaultSwitch(t *testing.T, backendsYAML string, opts LiveOptions) *LiveSwitch {
+	t.Helper()
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(faultConfig)}, api.NamedDoc{Name: "b.yaml", Data: []byte(backendsYAML)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := NewLiveSwitch(context.Background(), cfg, plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw.ReplaceOnEjection()
+	return sw
 }
 
 // loadResult counts the answers of an open-loop run.

@@ -30,24 +30,9 @@ func TestHelperFaultBackendProcess(t *testing.T) {
 	})
 }
 
-// staticFaultConfig: one module at a rate (req/s) to fill in, planned on v100
-// sims.
-const staticFaultConfig = `
-hardware:
-  - {name: v100, price: 3}
-profiles:
-  - model: det
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 10ms}
-      - {batch: 4, concurrency: 1, duration: 20ms}
-      - {batch: 8, concurrency: 1, duration: 30ms}
-sessions:
-  - name: s
-    slo: 400ms
-    modules:
-      - {name: d, model: det, rate: %v}
-`
+// staticFaultConfig is the Consul tests' config without `membership:
+// consul`: one module at a rate (req/s) to fill in, on v100 sims.
+var staticFaultConfig = strings.Replace(consulTestConfig, "membership: consul\n", "", 1)
 
 // staticProc is a static `piccolo backend` child.
 type staticProc struct {
