@@ -262,6 +262,17 @@ func (h *Health) eject(bh *backendHealth, why error, failedAt time.Time) {
 	}
 	bh.ejectNanos.Store(int64(time.Since(failedAt)))
 	bh.ejections.Add(1)
+	moved := h.reroute()
+	h.log.Warn("backend down: out of the dispatch table until a health probe passes", zap.String("backend", bh.id),
+		zap.Duration("after", time.Since(failedAt)), zap.Int("batches_moved", moved), zap.Error(why))
+	h.changed()
+	h.startProbe(bh)
+}
+
+// reroute moves the batches queued on down machines, and on stragglers where
+// an idle machine of their group is not one, in every dispatcher
+// (Dispatcher.Reroute), and reports how many moved.
+func (h *Health) reroute() int {
 	h.mu.Lock()
 	disps := make([]*dispatcher.Dispatcher, 0, len(h.disps))
 	for d := range h.disps {
@@ -272,10 +283,7 @@ func (h *Health) eject(bh *backendHealth, why error, failedAt time.Time) {
 	for _, d := range disps {
 		moved += d.Reroute()
 	}
-	h.log.Warn("backend down: out of the dispatch table until a health probe passes", zap.String("backend", bh.id),
-		zap.Duration("after", time.Since(failedAt)), zap.Int("batches_moved", moved), zap.Error(why))
-	h.changed()
-	h.startProbe(bh)
+	return moved
 }
 
 // startProbe probes an ejected backend with backoff until it passes (then it
@@ -453,7 +461,8 @@ func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 	case !slow && r >= slowEnter:
 		if bh.slow.CompareAndSwap(false, true) {
 			bh.SetSlowness(r)
-			h.log.Warn("backend slow: fewer batches while its batches run this much longer than profiled", zap.String("backend", bh.id), zap.Float64("ratio", r))
+			h.log.Warn("backend slow: fewer batches while its batches run this much longer than profiled", zap.String("backend", bh.id),
+				zap.Float64("ratio", r), zap.Int("batches_moved", h.reroute()))
 			h.changed()
 		}
 	case slow && r < slowExit:

@@ -105,9 +105,11 @@ func (d *Dispatcher) reroute(b *Batch, m *machine) *machine {
 	return best
 }
 
-// Reroute moves the batches queued on down machines to machines that are up
-// (as dispatchLocked would choose them) and reports how many moved. Call it
-// after a MachineHealth.SetDown(true); batches already sent are the Sender's.
+// Reroute moves the batches queued on down machines to machines that are up,
+// and those queued on stragglers to idle machines of their group that are
+// not (as dispatchLocked would choose them), and reports how many moved. Call
+// it after a MachineHealth.SetDown(true) or a SetSlowness that makes a
+// straggler; batches already sent are the Sender's.
 func (d *Dispatcher) Reroute() int {
 	var out outList
 	moved := 0
@@ -118,7 +120,7 @@ func (d *Dispatcher) Reroute() int {
 	}
 	now := d.clock.Now()
 	for _, m := range d.st.machines {
-		if !m.isDown() || m.pending.len() == 0 {
+		if !m.isDown() && m.health.Slowness() < slowThreshold || m.pending.len() == 0 {
 			continue
 		}
 		n := m.pending.len()
