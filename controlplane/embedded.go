@@ -219,6 +219,9 @@ func (c *EmbeddedControl) publish(r *control.Replan) error {
 			c.firstOutcome(err)
 			return err
 		}
+		// Static backends: health checks, and an ejected backend's share re-placed
+		// on the others (dataplane/replace.go) until the next plan.
+		sw.ReplaceOnEjection()
 		c.sw = sw
 	} else if err := c.sw.Apply(c.ctx, &full, r.Plan); err != nil {
 		return fmt.Errorf("place the new plan: %w", err)

@@ -40,6 +40,8 @@ type gatewayOptions struct {
 	maxBody    int
 	slack      float64
 	admission  bool
+	hedge      float64       // --hedge-budget
+	probeEvery time.Duration // --probe-interval
 	logFmt     string
 	drain      time.Duration
 	drainDelay time.Duration // on shutdown, serve this long while reporting not ready, then drain
@@ -149,6 +151,8 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429) a request the machines' queues say would finish after its deadline; false: admit on the DAG estimate alone (the old rule)")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
+	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
+	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
@@ -187,6 +191,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if o.slack < 0 || o.slack >= 1 {
 		return fmt.Errorf("--slack %v: must be in [0, 1)", o.slack)
 	}
+	if o.hedge < 0 || o.hedge > 1 || o.probeEvery < 0 {
+		return fmt.Errorf("--hedge-budget %v, --probe-interval %v: want a share in [0, 1] and an interval ≥ 0 (0: 1s)", o.hedge, o.probeEvery)
+	}
 	if o.logFmt != "json" && o.logFmt != "console" {
 		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
 	}
@@ -221,7 +228,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, Admission: o.admission}
+	hedge := o.hedge
+	if hedge == 0 {
+		hedge = -1 // LiveOptions: negative means none
+	}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
 	var ctl controlplane.Control
