@@ -16,8 +16,9 @@
 // `piccolo backend --executor ocr` serves) and offers every inner model plus the
 // fused chains it is given; Load also accepts any other "+"-joined chain of at
 // least two inner models. Load loads every step on the inner executor with the
-// same batch and concurrency; the fused model's Info takes its inputs from the
-// first step, its outputs and FanOut from the last, MaxBatch and Concurrency as
+// same batch and concurrency; the fused model's Info takes as inputs the first
+// step's and those of later steps that no step before produces (what an ONNX
+// step passes through), its outputs and FanOut from the last step, MaxBatch and Concurrency as
 // the smallest of the steps'. Only the last step may fan out (a fan-out step
 // changes the number of rows, which the next step's batch would not expect): a
 // chain with a fan-out step elsewhere is ErrInvalidInput.

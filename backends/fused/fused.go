@@ -112,12 +112,34 @@ func (e *Executor) Load(model string, batch, concurrency int) (backends.Model, e
 		Outputs:     last.Outputs,
 		FanOut:      last.FanOut,
 	}
+	m.info.Inputs = chainInputs(m.steps)
 	for _, s := range m.steps[1:] {
 		i := s.Info()
 		m.info.MaxBatch = min(m.info.MaxBatch, i.MaxBatch)
 		m.info.Concurrency = min(m.info.Concurrency, i.Concurrency)
 	}
 	return m, nil
+}
+
+// chainInputs lists the first step's inputs, then those of later steps that no
+// step before produces (tensors an ONNX step passes through, e.g. ocr-rotate's
+// crop after ocr-cls): what a request to the chain must carry.
+func chainInputs(steps []backends.Model) []backends.TensorSpec {
+	have := map[string]bool{}
+	var in []backends.TensorSpec
+	for _, s := range steps {
+		info := s.Info()
+		for _, t := range info.Inputs {
+			if !have[t.Name] {
+				have[t.Name] = true
+				in = append(in, t)
+			}
+		}
+		for _, t := range info.Outputs {
+			have[t.Name] = true
+		}
+	}
+	return in
 }
 
 // Model is a loaded fused chain.
