@@ -7,12 +7,18 @@
 # prints the plan cost (`piccolo plan`), the client's latency percentiles
 # (`piccolo loadgen`) and the tensor bytes that crossed between gateway and
 # backends (the backends' piccolo_backend_received/sent_bytes_total).
-# Usage: [DURATION=30s] [MODES="fused no-fusion"] scripts/fusion-compare.sh PICCOLO_BINARY IMAGE_DIR
+# Usage: [DURATION=30s] [MODES="fused no-fusion all-fused"] scripts/fusion-compare.sh [PICCOLO_BINARY [IMAGE_DIR]]
+# (make build models; without IMAGE_DIR the 24 test images of internal/ocrtest are rendered).
 set -eu
 bin=${1:-bin/piccolo}
-imgs=${2:?"IMAGE_DIR: a directory of the OCR test images (internal/ocrtest.Write)"}
 dur=${DURATION:-30s}
 tmp=$(mktemp -d)
+imgs=${2:-}
+if [ -z "$imgs" ]; then
+	imgs="$tmp/img"
+	mkdir -p "$imgs"
+	PICCOLO_OCR_IMAGES="$imgs" go test -count=1 -run '^TestWriteOCRImages$' ./backends/fused >/dev/null
+fi
 pids=""
 cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT INT TERM
@@ -38,7 +44,7 @@ bytes() { # the sum of a counter over the three backends' /metrics
 	for p in 10401 10402 10403; do curl -s "http://127.0.0.1:$p/metrics"; done |
 		awk -v n="$1" '$1 ~ "^"n"[{]" {s += $2} END {printf "%.0f", s}'
 }
-for mode in ${MODES:-fused no-fusion}; do
+for mode in ${MODES:-fused no-fusion all-fused}; do
 	flag="" cfg=configs/ocr.yaml
 	[ "$mode" = no-fusion ] && flag=--no-fusion
 	[ "$mode" = all-fused ] && flag=--no-fusion cfg="$tmp/ocr-all-fused.yaml"

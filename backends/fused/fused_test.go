@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -169,5 +171,24 @@ func TestFusedLoadErrors(t *testing.T) {
 	}
 	if _, err := fused.New(b, "ocr-pre"); !errors.Is(err, backends.ErrUnknownModel) {
 		t.Errorf("New with chain %q: %v, want ErrUnknownModel", "ocr-pre", err)
+	}
+}
+
+// TestWriteOCRImages writes the OCR test images (PNG only) into the directory
+// $PICCOLO_OCR_IMAGES for scripts/fusion-compare.sh's load; without it, it
+// has nothing to do.
+func TestWriteOCRImages(t *testing.T) {
+	dir := os.Getenv("PICCOLO_OCR_IMAGES")
+	if dir == "" {
+		t.Skip("PICCOLO_OCR_IMAGES not set: no directory to write the OCR test images to")
+	}
+	for _, s := range ocrtest.Samples() {
+		png, err := ocrtest.EncodePNG(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, s.Name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
