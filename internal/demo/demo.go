@@ -132,8 +132,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return controlplane.PlanForServing(c, scheduler.Options{MaxUtilization: o.MaxUtilization}, controlplane.DefaultBurstTarget)
 	}
 	if !o.NoFusion { // as the gateway will: its plan is this one
-		if cfg, _, err = scheduler.Fuse(cfg, planner); err != nil {
+		var fusions []scheduler.Fusion
+		if cfg, fusions, err = scheduler.Fuse(cfg, planner); err != nil {
 			return nil, err
+		}
+		for _, f := range fusions {
+			logf(o.Log, "%s", f)
 		}
 	}
 	plan, planErr := planner(cfg)
