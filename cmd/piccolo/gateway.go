@@ -29,6 +29,7 @@ import (
 
 // gatewayOptions are the flags of `piccolo gateway`.
 type gatewayOptions struct {
+	noFuse     bool // --no-fusion: serve the modules as configured (docs/fusion.md)
 	files      []string
 	listen     string
 	grpcListen string
@@ -157,6 +158,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
+	addFusionFlag(f, &o.noFuse)
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
 	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and join its cluster: the elected scheduler re-plans on membership, rate and config changes (default: the config's backends list, re-planned by the gateway's own control loop; `membership: consul` requires this flag)")
 	f.StringVar(&o.clusterPrefix, "cluster-prefix", cluster.DefaultPrefix, "with --consul: the Consul KV prefix of this cluster's config, plan, lock and rates")
@@ -235,6 +237,21 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
+	apply := func(ctl controlplane.Control) controlplane.OnConfig { return ctl.Apply }
+	if !o.noFuse { // fused chains are modules of the served sessions: the DAG runner runs them as one
+		if cfg, err = fuseConfig(cfg, planner, zap.NewStdLog(log).Writer()); err != nil {
+			return err
+		}
+		apply = func(ctl controlplane.Control) controlplane.OnConfig {
+			return func(ctx context.Context, c *api.Config, cause string) error {
+				fc, err := fuseConfig(c, planner, zap.NewStdLog(log).Writer())
+				if err != nil {
+					return err
+				}
+				return ctl.Apply(ctx, fc, cause)
+			}
+		}
+	}
 	var ctl controlplane.Control
 	if o.consul != "" {
 		copts := controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
@@ -272,7 +289,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	reg.MustRegister(sw)
-	store, err := controlplane.NewConfigStore(cfg, ctl.Apply)
+	store, err := controlplane.NewConfigStore(cfg, apply(ctl))
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ func newPlanCmd() *cobra.Command {
 		opts   scheduler.Options
 		output string
 		tf     trafficFlags
+		noFuse bool
 	)
 	cmd := &cobra.Command{
 		Use:   "plan -c FILE...",
@@ -56,6 +57,11 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 			if tf.planning() {
 				planner = tf.planner(cmd.ErrOrStderr())
 			}
+			if !noFuse {
+				if cfg, err = fuseConfig(cfg, func(c *api.Config) (*api.Plan, error) { return planner(c, opts) }, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
 			plan, planErr := planner(cfg, opts)
 			if plan == nil {
 				return planErr
@@ -90,6 +96,7 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 	f.StringVar(&opts.Reference, "reference", "", "for --policy optimal: the policy whose latency model the brute force uses (default piccolo)")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	tf.addPlanFlags(f)
+	addFusionFlag(f, &noFuse)
 	return cmd
 }
 

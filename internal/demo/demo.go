@@ -60,6 +60,10 @@ type Options struct {
 	MaxBackendsPerType int
 	// MaxUtilization is the planner's headroom (0: its default).
 	MaxUtilization float64
+	// NoFusion plans and serves every module as configured (gateway
+	// --no-fusion); by default chains with a cheaper fused profile are fused
+	// (scheduler.Fuse, docs/fusion.md).
+	NoFusion bool
 	// Out receives the report; Log receives progress lines.
 	Out, Log io.Writer
 }
@@ -131,7 +135,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	// Without a utilisation, the headroom that meets the SLO for
 	// DefaultBurstTarget of simulated Poisson requests, as the gateway plans.
-	plan, planErr := controlplane.PlanForServing(cfg, scheduler.Options{MaxUtilization: o.MaxUtilization}, controlplane.DefaultBurstTarget)
+	planner := func(c *api.Config) (*api.Plan, error) {
+		return controlplane.PlanForServing(c, scheduler.Options{MaxUtilization: o.MaxUtilization}, controlplane.DefaultBurstTarget)
+	}
+	if !o.NoFusion { // as the gateway will: its plan is this one
+		var fusions []scheduler.Fusion
+		if cfg, fusions, err = scheduler.Fuse(cfg, planner); err != nil {
+			return nil, err
+		}
+		for _, f := range fusions {
+			logf(o.Log, "%s", f)
+		}
+	}
+	plan, planErr := planner(cfg)
 	if plan == nil {
 		return nil, planErr
 	}
@@ -204,6 +220,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	gw, err := procs.start(o.Binary, 2, func(addrs []string) []string {
 		args := []string{"gateway", "--listen", addrs[0], "--grpc-listen", addrs[1], "--log", "console", "-c", bfile,
 			"--max-utilization", strconv.FormatFloat(plan.MaxUtilization, 'g', -1, 64)}
+		if o.NoFusion {
+			args = append(args, "--no-fusion")
+		}
 		for _, f := range files {
 			args = append(args, "-c", f)
 		}
