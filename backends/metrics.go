@@ -12,6 +12,8 @@ type Metrics struct {
 	items       *prometheus.CounterVec
 	errors      *prometheus.CounterVec
 	seconds     *prometheus.HistogramVec
+	inBytes     *prometheus.CounterVec
+	outBytes    *prometheus.CounterVec
 	maxBatch    *prometheus.GaugeVec
 	concurrency *prometheus.GaugeVec
 }
@@ -19,7 +21,12 @@ type Metrics struct {
 // NewMetrics creates the backend metrics and registers them on reg:
 // piccolo_backend_batches_total, piccolo_backend_items_total,
 // piccolo_backend_errors_total (by gRPC code), piccolo_backend_batch_seconds
-// (executor run time, queueing for a lane included), and the loaded settings
+// (executor run time, queueing for a lane included),
+// piccolo_backend_received_bytes_total and piccolo_backend_sent_bytes_total
+// (tensor bytes of successful calls' raw_input_contents and
+// raw_output_contents: what crossed the network to and from this backend,
+// protobuf framing aside; docs/fusion.md compares them fused and unfused), and
+// the loaded settings
 // piccolo_backend_model_max_batch and piccolo_backend_model_concurrency (absent
 // when the model is not loaded).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -29,10 +36,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		errors:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_backend_errors_total", Help: "Failed ModelInfer calls by gRPC code."}, []string{"model", "code"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "piccolo_backend_batch_seconds", Help: "Executor time of one batch in seconds, waiting for a lane included.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"model"}),
+		inBytes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_backend_received_bytes_total", Help: "Tensor bytes received (raw_input_contents) by successful ModelInfer calls."}, []string{"model"}),
+		outBytes:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_backend_sent_bytes_total", Help: "Tensor bytes sent (raw_output_contents) by successful ModelInfer calls."}, []string{"model"}),
 		maxBatch:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_backend_model_max_batch", Help: "Loaded max batch of the model."}, []string{"model"}),
 		concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_backend_model_concurrency", Help: "Loaded concurrency (lanes) of the model."}, []string{"model"}),
 	}
-	for _, c := range []prometheus.Collector{m.batches, m.items, m.errors, m.seconds, m.maxBatch, m.concurrency} {
+	for _, c := range []prometheus.Collector{m.batches, m.items, m.errors, m.seconds, m.inBytes, m.outBytes, m.maxBatch, m.concurrency} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -48,6 +57,7 @@ type modelMetrics struct {
 	batches prometheus.Counter
 	items   prometheus.Counter
 	seconds prometheus.Observer
+	in, out prometheus.Counter
 }
 
 func (m *Metrics) forModel(info ModelInfo) modelMetrics {
@@ -57,7 +67,8 @@ func (m *Metrics) forModel(info ModelInfo) modelMetrics {
 	m.maxBatch.WithLabelValues(info.Name).Set(float64(info.MaxBatch))
 	m.concurrency.WithLabelValues(info.Name).Set(float64(info.Concurrency))
 	return modelMetrics{parent: m, model: info.Name,
-		batches: m.batches.WithLabelValues(info.Name), items: m.items.WithLabelValues(info.Name), seconds: m.seconds.WithLabelValues(info.Name)}
+		batches: m.batches.WithLabelValues(info.Name), items: m.items.WithLabelValues(info.Name), seconds: m.seconds.WithLabelValues(info.Name),
+		in: m.inBytes.WithLabelValues(info.Name), out: m.outBytes.WithLabelValues(info.Name)}
 }
 
 func (m *Metrics) unloaded(model string) {
@@ -68,13 +79,25 @@ func (m *Metrics) unloaded(model string) {
 	m.concurrency.DeleteLabelValues(model)
 }
 
-func (mm *modelMetrics) ok(n int, seconds float64) {
+// ok records a successful batch of n items that took seconds, with its raw
+// input and output contents.
+func (mm *modelMetrics) ok(n int, seconds float64, in, out [][]byte) {
 	if mm.parent == nil {
 		return
 	}
 	mm.batches.Inc()
 	mm.items.Add(float64(n))
 	mm.seconds.Observe(seconds)
+	mm.in.Add(float64(rawSize(in)))
+	mm.out.Add(float64(rawSize(out)))
+}
+
+func rawSize(raw [][]byte) int {
+	size := 0
+	for _, b := range raw {
+		size += len(b)
+	}
+	return size
 }
 
 func (mm *modelMetrics) failed(code string) {

@@ -49,11 +49,16 @@ func TestMetricsCountBatchesItemsAndErrors(t *testing.T) {
 		{"piccolo_backend_errors_total", map[string]string{"model": "m", "code": "InvalidArgument"}, 1},
 		{"piccolo_backend_model_max_batch", map[string]string{"model": "m"}, 4},
 		{"piccolo_backend_model_concurrency", map[string]string{"model": "m"}, 1},
-		{"piccolo_backend_batch_seconds", map[string]string{"model": "m"}, 2}, // sample count
+		{"piccolo_backend_batch_seconds", map[string]string{"model": "m"}, 2},                    // sample count
+		{"piccolo_backend_received_bytes_total", map[string]string{"model": "m"}, 2 * 3 * 4 * 4}, // 2 calls of 3 rows of 4 FP32
 	} {
 		if got, ok := metricValue(t, reg, tc.name, tc.labels); !ok || got != tc.want {
 			t.Errorf("%s%v = %v (found %v), want %v", tc.name, tc.labels, got, ok, tc.want)
 		}
+	}
+	// Each call answers at least output0 FP32 [3,1].
+	if got, _ := metricValue(t, reg, "piccolo_backend_sent_bytes_total", map[string]string{"model": "m"}); got < 2*3*4 {
+		t.Errorf("piccolo_backend_sent_bytes_total = %v, want ≥ %v", got, 2*3*4)
 	}
 	if err := b.client.Unload(ctx, "m"); err != nil {
 		t.Fatal(err)

@@ -404,7 +404,7 @@ func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferReques
 	}
 	resp, err = inferResponse(req, info, outputs, n)
 	if err == nil {
-		m.metrics.ok(n, time.Since(start).Seconds())
+		m.metrics.ok(n, time.Since(start).Seconds(), req.GetRawInputContents(), resp.RawOutputContents)
 	}
 	return resp, err
 }

@@ -75,31 +75,30 @@ func startAdminHarness(t testing.TB, configText string, n int) (*adminHarness, s
 
 func bootAdmin(t testing.TB, cfg *api.Config) *adminHarness {
 	t.Helper()
-	plan, err := testPlanner(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
 	metrics, err := metrics.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw, err := dataplane.NewLiveSwitch(context.Background(), cfg, plan, dataplane.LiveOptions{Metrics: metrics})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ec, err := StartEmbedded(ctx, cfg, EmbeddedOptions{Planner: testPlanner, Live: dataplane.LiveOptions{Metrics: metrics}, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sw := ec.LiveSwitch()
 	t.Cleanup(func() { sw.Close() })
 	reg.MustRegister(sw)
-	exec, err := gateway.NewDAGRunner(sw, cfg.Sessions)
+	exec, err := gateway.NewDAGRunner(ec.Runner(), cfg.Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &adminHarness{sw: sw, exec: exec, metrics: metrics, reg: reg}
-	h.control = &EmbeddedControl{Planner: testPlanner, Switch: sw, DAGRunner: exec, Metrics: metrics}
-	h.store, err = NewConfigStore(cfg, h.control.Apply)
+	h := &adminHarness{sw: sw, exec: exec, metrics: metrics, reg: reg, control: ec}
+	h.store, err = NewConfigStore(cfg, ec.Apply)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ec.Attach(exec, h.store)
 	admin, err := NewAdmin(AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan})
 	if err != nil {
 		t.Fatal(err)

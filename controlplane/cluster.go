@@ -53,9 +53,8 @@ type ConsulControl struct {
 	wait    time.Duration // how long a config change waits for its plan
 	onPlan  func(PlanEvent)
 
-	latest   atomic.Pointer[cluster.Record] // the newest record seen (applied or not)
-	mon      *control.RateMonitor
-	counters atomic.Pointer[map[string]map[string]*control.Counter] // session → source module
+	latest atomic.Pointer[cluster.Record] // the newest record seen (applied or not)
+	rates  *arrivals
 
 	mu      sync.Mutex // guards everything below (follow, Attach, Apply, Backends)
 	sw      *dataplane.LiveSwitch
@@ -106,7 +105,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	if err != nil {
 		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}
-	mon, err := control.NewRateMonitor(time.Now(), o.Monitor)
+	rates, err := newArrivals(o.Monitor)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +114,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}
 	cc := &ConsulControl{log: log, metrics: metrics, opts: live, ctx: ctx, kv: kv, planner: planner, id: o.GatewayID,
-		wait: o.ConfigWait, onPlan: o.OnPlan, mon: mon, first: make(chan struct{}), changed: make(chan struct{}),
+		wait: o.ConfigWait, onPlan: o.OnPlan, rates: rates, first: make(chan struct{}), changed: make(chan struct{}),
 		stopped: make(chan struct{})}
 	if cc.id == "" {
 		cc.id = defaultGatewayID(o.Listen)
@@ -123,7 +122,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	if cc.wait <= 0 {
 		cc.wait = 15 * time.Second
 	}
-	cc.setCounters(cfg)
+	rates.track(cfg)
 	if o.Schedule {
 		id := o.SchedulerID
 		if id == "" {
@@ -138,7 +137,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	}
 	go cc.watch(ctx, membership.Updates(ctx, w))
 	go func() { _ = kv.WatchPlan(ctx, cc.follow) }()
-	go func() { _ = mon.Run(ctx, control.SystemClock{}) }()
+	go func() { _ = rates.mon.Run(ctx, control.SystemClock{}) }()
 
 	warn := time.NewTicker(5 * time.Second)
 	defer warn.Stop()
@@ -236,7 +235,7 @@ func (cc *ConsulControl) apply(rec *cluster.Record) bool {
 	live := time.Now()
 	cc.applied, cc.served = rec, cfg
 	cc.syncSessionsLocked("config")
-	cc.setCounters(cfg)
+	cc.rates.track(cfg)
 	if err := cc.metrics.SetPlan(rec.Plan, rec.Cause, time.Duration(rec.PlanTookMs*1e6)); err != nil {
 		cc.log.Warn("plan metrics", zap.Error(err))
 	}
@@ -385,27 +384,13 @@ func (cc *ConsulControl) report(ctx context.Context) {
 			cancel()
 			return
 		case now := <-t.C:
-			err := cc.kv.PutRates(ctx, cc.id, cc.mon.Snapshot(now))
+			err := cc.kv.PutRates(ctx, cc.id, cc.rates.mon.Snapshot(now))
 			if err != nil && !failing && ctx.Err() == nil {
 				cc.log.Warn("cannot report rates to Consul", zap.Error(err))
 			}
 			failing = err != nil
 		}
 	}
-}
-
-// setCounters resolves a Counter per session source module of cfg.
-func (cc *ConsulControl) setCounters(cfg *api.Config) {
-	m := map[string]map[string]*control.Counter{}
-	for _, s := range cfg.Sessions {
-		m[s.Name] = map[string]*control.Counter{}
-		for _, mod := range s.Modules {
-			if len(mod.After) == 0 {
-				m[s.Name][mod.Name] = cc.mon.Handle(s.Name, mod.Name)
-			}
-		}
-	}
-	cc.counters.Store(&m)
 }
 
 // Backends is the admin API's view of the Consul membership.
@@ -442,30 +427,8 @@ func (cc *ConsulControl) LiveSwitch() *dataplane.LiveSwitch {
 // Runner is what the DAGRunner runs modules on: the live switch, counting each
 // source module's arrivals for the cluster's rate reports.
 func (cc *ConsulControl) Runner() gateway.ModuleRunner {
-	return countingRunner{LiveSwitch: cc.LiveSwitch(), cc: cc}
+	return countingRunner{LiveSwitch: cc.LiveSwitch(), a: cc.rates}
 }
 
 // Scheduler is this gateway's scheduler candidate; nil when Schedule is false.
 func (cc *ConsulControl) Scheduler() *cluster.Scheduler { return cc.sched }
-
-// countingRunner is the LiveSwitch with the rate monitor's counters: the
-// DAGRunner calls Estimate once per module per admitted-or-refused request, so a
-// source module's Estimate counts one arrival (refused ones too: the rate is
-// the demand). One atomic load and two map lookups; no lock, no allocation.
-type countingRunner struct {
-	*dataplane.LiveSwitch
-	cc *ConsulControl
-}
-
-var (
-	_ gateway.ModuleRunner   = countingRunner{}
-	_ gateway.MetadataSource = countingRunner{}
-)
-
-// Estimate implements gateway.ModuleRunner.
-func (r countingRunner) Estimate(session, module string) time.Duration {
-	if c := (*r.cc.counters.Load())[session][module]; c != nil {
-		c.Add(1)
-	}
-	return r.LiveSwitch.Estimate(session, module)
-}

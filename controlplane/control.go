@@ -5,12 +5,9 @@ import (
 	"errors"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/gateway"
-	"github.com/piccolo-serving/piccolo/metrics"
 )
 
 // Control makes a gateway's plan and config live. `piccolo gateway` picks one
@@ -61,69 +58,6 @@ type noPlanError struct{ err error }
 func (e noPlanError) Error() string        { return e.err.Error() }
 func (e noPlanError) Unwrap() error        { return e.err }
 func (e noPlanError) Is(target error) bool { return target == ErrNoPlan }
-
-// EmbeddedOptions configure StartEmbedded.
-type EmbeddedOptions struct {
-	Planner Planner
-	Live    dataplane.LiveOptions
-	Metrics *metrics.Metrics // optional
-	Logger  *zap.Logger      // optional
-}
-
-// StartEmbedded plans cfg, places the plan on cfg's static backends
-// (dataplane.Place: with fewer backends than machines, machines share
-// backends round-robin, logged at warn), loads its models and returns the
-// control with the plan live. A planner that makes no plan fails with an
-// error matching ErrNoPlan.
-func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (*EmbeddedControl, error) {
-	if opts.Planner == nil {
-		return nil, errors.New("controlplane: StartEmbedded needs a Planner")
-	}
-	log := opts.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	planStart := time.Now()
-	plan, planErr := opts.Planner(cfg)
-	if plan == nil {
-		if planErr == nil {
-			planErr = errors.New("the planner returned no plan")
-		}
-		return nil, noPlanError{planErr}
-	}
-	if err := opts.Metrics.SetPlan(plan, "initial", time.Since(planStart)); err != nil {
-		return nil, err
-	}
-	opts.Metrics.SetMembership(cfg.Backends)
-	if _, shared, err := dataplane.Place(plan, cfg.Backends); err != nil {
-		return nil, err
-	} else if shared > 0 {
-		log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", shared))
-	}
-	sw, err := dataplane.NewLiveSwitch(ctx, cfg, plan, opts.Live)
-	if err != nil {
-		return nil, err
-	}
-	return &EmbeddedControl{Planner: opts.Planner, Switch: sw, Metrics: opts.Metrics, Logger: opts.Logger}, nil
-}
-
-// LiveSwitch implements Control.
-func (c *EmbeddedControl) LiveSwitch() *dataplane.LiveSwitch { return c.Switch }
-
-// Runner implements Control: the live switch itself.
-func (c *EmbeddedControl) Runner() gateway.ModuleRunner { return c.Switch }
-
-// ServedConfig implements Control: the config of the live plan.
-func (c *EmbeddedControl) ServedConfig() *api.Config { return c.Switch.Config() }
-
-// Attach implements Control. Call it before the ConfigStore's first Update.
-func (c *EmbeddedControl) Attach(exec *gateway.DAGRunner, _ *ConfigStore) { c.DAGRunner = exec }
-
-// Members implements Control: nil, the admin API lists the config's backends.
-func (c *EmbeddedControl) Members() func() BackendView { return nil }
-
-// StepDown implements Control: nothing runs in the background.
-func (c *EmbeddedControl) StepDown(time.Duration) {}
 
 // Members implements Control: the Consul membership.
 func (cc *ConsulControl) Members() func() BackendView { return cc.Backends }

@@ -20,12 +20,16 @@
 //     the new config, calls the store's OnConfig and publishes the new version
 //     only if OnConfig succeeded; otherwise the running config stays as it was.
 //   - Control makes changes live; its Apply is the store's OnConfig.
-//     EmbeddedControl (the scheduler inside the gateway; StartEmbedded plans,
-//     places on the config's static backends and loads the first plan):
-//     re-plan with its Planner, refuse the change if a session that planned
-//     before, or that the change adds or modifies, cannot be planned
-//     (PlanChange), then dataplane.LiveSwitch.Apply, DAGRunner.SetSessions and
-//     Metrics.SetPlan. ConsulControl (--consul; StartConsulControl) follows the
+//     EmbeddedControl (the scheduler inside the gateway; StartEmbedded runs
+//     the control loop, scheduler/control.Controller, with the config's static
+//     backends as members and returns once its first plan is live): the
+//     request path's arrival counters feed ObserveRates every 100 ms, so a
+//     sustained rise re-plans onto idle backends and a fall releases them;
+//     each decision goes live through dataplane.LiveSwitch.Apply,
+//     DAGRunner.SetSessions and Metrics.SetPlan. A change is refused if a
+//     session that planned before, or that the change adds or modifies,
+//     cannot be planned (PlanChange), else handed to Controller.SetConfig;
+//     Apply returns once the controller's plan for it is live. ConsulControl (--consul; StartConsulControl) follows the
 //     plan the cluster's elected scheduler publishes in Consul KV, runs a
 //     scheduler candidate unless told not to, reports the measured rates, and
 //     makes an operator's change live by planning it here (the same

@@ -16,6 +16,9 @@ func (r *LiveRunner) Describe(ch chan<- *prometheus.Desc) {
 		metrics.DescSlotBusy, metrics.DescSlotLanes, metrics.DescSlotRate, metrics.DescOutstanding} {
 		ch <- d
 	}
+	if r.ownHealth {
+		r.health.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector: the dispatchers' counters at scrape
@@ -47,5 +50,8 @@ func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(metrics.DescOutstanding, prometheus.GaugeValue, float64(lm.outstanding.Load()), s, m)
 		}
+	}
+	if r.ownHealth {
+		r.health.Collect(ch)
 	}
 }

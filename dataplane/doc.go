@@ -46,6 +46,29 @@
 // Request path cost of the switch: LiveSwitch.Run and Estimate do one atomic
 // load and one map lookup more than LiveRunner's; no lock, no allocation.
 //
+// # Faults: retry, ejection, re-placement, stragglers, hedging
+//
+// Health (health.go) is the backends' health, one per LiveSwitch, shared by
+// its runners and read by their dispatchers as their dispatcher.HealthTable.
+// The sender (resend.go) retries a batch whose call failed in a way another
+// machine may not (refused, cut, UNAVAILABLE, model not loaded, INTERNAL,
+// malformed) on another machine of the module (Dispatcher.Alternate), at most
+// three calls, while the items' latest deadline allows; a failure at the
+// transport first ejects the backend (an atomic flag the dispatchers read,
+// and Dispatcher.Reroute for its queued batches), which is then probed with
+// backoff (backends.Client.Check) and, once it passes, has its models loaded
+// again. Each call's measured/profiled duration feeds a per-backend EWMA: from
+// 1.5 the backend is a straggler, down-weighted by the dispatcher. A batch
+// still running at twice its profiled duration is hedged to another machine
+// within LiveOptions.HedgeBudget; the first answer wins, the other call is
+// cancelled, and the batch completes once both have returned. The static mode
+// (LiveSwitch.ReplaceOnEjection, called by controlplane.StartEmbedded) also
+// probes every used backend each ProbeInterval and re-places the plan on the
+// backends that are up, stragglers last (replace.go). docs/faults.md has the
+// rules and the measured figures. Request path cost: two atomic loads per
+// dispatch, and, on a module with two backends or more and hedging on, a
+// timer, a channel and a goroutine per batch (none per request).
+//
 // # Errors
 //
 // A backend's or dispatcher's failure is mapped once, here (mapBackendError),
@@ -59,6 +82,7 @@
 // LiveOptions.Metrics records each item's queue and compute time and each
 // batch's size (metrics.ModuleMetrics, resolved when the runner is built);
 // LiveRunner and LiveSwitch are prometheus.Collectors of the dispatchers'
-// counters (the piccolo_dispatcher_* names of package metrics), read at
-// scrape time so the request path pays nothing for them.
+// counters (the piccolo_dispatcher_* names of package metrics) and of
+// Health's (piccolo_gateway_backend_*, retries, hedges), read at scrape time
+// so the request path pays nothing for them.
 package dataplane

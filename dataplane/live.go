@@ -74,6 +74,28 @@ type LiveOptions struct {
 	// Estimate answers with the dispatcher's prediction. `piccolo gateway`
 	// turns it on (--admission); off, admission is the DAG estimate alone.
 	Admission bool
+	// Health, when set, is the backends' health shared with other runners (a
+	// LiveSwitch makes one); nil: the runner makes its own from HedgeBudget and
+	// ProbeInterval and closes it with itself.
+	Health *Health
+	// HedgeBudget is the share of batches that may be hedged (HealthOptions).
+	// Default 0.05; negative: no hedging.
+	HedgeBudget float64
+	// ProbeInterval is how often backends are health-probed (HealthOptions).
+	// Default 1s; negative: never, except an ejected one until it is back.
+	ProbeInterval time.Duration
+}
+
+// healthOptions are the HealthOptions o asks for.
+func (o LiveOptions) healthOptions() HealthOptions {
+	hedge := o.HedgeBudget
+	switch {
+	case hedge == 0:
+		hedge = 0.05
+	case hedge < 0:
+		hedge = 0
+	}
+	return HealthOptions{ProbeInterval: o.ProbeInterval, HedgeBudget: hedge, Logger: o.Logger}
 }
 
 // LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher
@@ -81,11 +103,14 @@ type LiveOptions struct {
 // batches to the placed backends with the backend client. Its module table is
 // immutable after NewLiveRunner; Run and Estimate take no lock of their own.
 type LiveRunner struct {
-	sessions map[string]map[string]*liveModule
-	failed   map[string]string // session -> why it has no plan
-	loaded   map[modelAt]bool  // what NewLiveRunner loaded, by backend address
-	pool     *backends.Pool
-	ownPool  bool
+	sessions  map[string]map[string]*liveModule
+	failed    map[string]string // session -> why it has no plan
+	loaded    map[modelAt]bool  // what NewLiveRunner loaded, by backend address
+	pool      *backends.Pool
+	ownPool   bool
+	health    *Health
+	ownHealth bool
+	used      []*backendHealth // the backends this runner dispatches to (refs taken)
 	// admission: LiveOptions.Admission, so Estimate asks the dispatchers.
 	admission bool
 }
@@ -118,6 +143,8 @@ type liveModule struct {
 	inputs, outputs      []gateway.TensorMeta
 	hasMeta              bool
 	metrics              *metrics.ModuleMetrics // nil: none recorded
+	h                    *Health
+	health               map[string]*backendHealth // backend id -> its health; immutable
 }
 
 // NewLiveRunner places plan on cfg's static backends (Place), loads every module's
@@ -145,7 +172,11 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	}
 	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients, admission: opts.Admission}
 	if r.pool == nil {
-		r.pool, r.ownPool = backends.NewPool(backends.ClientOptions{}), true
+		r.pool, r.ownPool = NewPool(), true
+	}
+	r.health = opts.Health
+	if r.health == nil {
+		r.health, r.ownHealth = NewHealth(opts.healthOptions()), true
 	}
 	fail := func(err error) (*LiveRunner, error) {
 		r.Close()
@@ -165,6 +196,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		r.sessions[sp.Name] = mods
 		for _, mp := range sp.Modules {
 			lm := &liveModule{session: sp.Name, name: mp.Name, model: mp.Model, clients: map[string]*backends.Client{},
+				h: r.health, health: map[string]*backendHealth{},
 				budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)),
 				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond))}
 			lm.itemDone = lm.finish
@@ -192,6 +224,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 						return fail(fmt.Errorf("session %q module %q: backend %q: %w", sp.Name, mp.Name, id, err))
 					}
 					lm.clients[id] = c
+					lm.health[id] = r.health.entry(id)
 					k := loadKey{id, mp.Model}
 					l := loads[k]
 					loads[k] = [2]int{max(l[0], g.Batch), max(l[1], g.Concurrency, 1)}
@@ -201,14 +234,30 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			if p := prev.moduleOrNil(sp.Name, mp.Name); p != nil {
 				gap = p.disp.ArrivalGap()
 			}
-			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Admission: opts.Admission})
+			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Health: r.health, Admission: opts.Admission})
 			if err != nil {
 				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
 			}
 			lm.disp = d
+			r.health.attach(d)
 			mods[mp.Name] = lm
 		}
 		setTails(sp.Modules, mods)
+	}
+	seen := map[*backendHealth]bool{}
+	for _, mods := range r.sessions {
+		for _, lm := range mods {
+			for _, bh := range lm.health {
+				if !seen[bh] {
+					seen[bh] = true
+					bh.refs.Add(1)
+					r.used = append(r.used, bh)
+					if bh.Down() {
+						r.health.startProbe(bh) // ejected before; its probe may have stopped while no runner used it
+					}
+				}
+			}
+		}
 	}
 	timeout := opts.LoadTimeout
 	if timeout <= 0 {
@@ -228,9 +277,13 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		c, _ := r.pool.Client(addr[k.backend])
 		l := loads[k]
 		if err := c.Load(lctx, k.model, l[0], l[1]); err != nil {
+			if ejects(err) { // dead: out of the table, probed until back (and left out of the next placement)
+				r.health.eject(r.health.locate(k.backend, r.pool, addr[k.backend]), err, time.Now())
+			}
 			return fail(fmt.Errorf("load model %q on backend %q (batch %d, concurrency %d): %w", k.model, k.backend, l[0], l[1], err))
 		}
 		r.loaded[modelAt{addr[k.backend], k.model}] = true
+		r.health.track(k.backend, r.pool, addr[k.backend], k.model, l[0], l[1])
 		if _, ok := meta[k.model]; !ok {
 			if info, err := c.Metadata(lctx, k.model); err == nil {
 				meta[k.model] = info
@@ -262,9 +315,17 @@ func (r *LiveRunner) Close() error {
 	for _, mods := range r.sessions {
 		for _, lm := range mods {
 			if lm.disp != nil {
+				r.health.detach(lm.disp)
 				errs = append(errs, lm.disp.Close())
 			}
 		}
+	}
+	for _, bh := range r.used {
+		bh.refs.Add(-1)
+	}
+	r.used = nil
+	if r.ownHealth {
+		r.health.Close()
 	}
 	if r.ownPool && r.pool != nil {
 		errs = append(errs, r.pool.Close())
@@ -476,7 +537,7 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 	for i, it := range b.Items {
 		items[i] = it.Inputs
 	}
-	out, errs, err := lm.infer(ctx, c, items, b.Dummies)
+	out, errs, err := lm.run(ctx, b.Slot, c, items, b.Dummies, latest)
 	if err == nil {
 		for i, e := range errs {
 			if e != nil {

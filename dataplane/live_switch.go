@@ -47,7 +47,10 @@ type LiveSwitch struct {
 	opts LiveOptions // Clients set: one pool shared by every runner
 	pool *backends.Pool
 	own  bool // pool made here; closed by Close
-	log  *zap.Logger
+	// ownHealth: opts.Health made here; closed by Close.
+	ownHealth bool
+	replace   atomic.Bool // ReplaceOnEjection was called
+	log       *zap.Logger
 
 	// stop is canceled by Close: it ends the unloads in flight.
 	stop    context.Context
@@ -91,11 +94,17 @@ func NewLiveSwitch(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		s.opts.UnloadTimeout = 5 * time.Second
 	}
 	if s.pool == nil {
-		s.pool, s.own = backends.NewPool(backends.ClientOptions{}), true
+		s.pool, s.own = NewPool(), true
 		s.opts.Clients = s.pool
+	}
+	if s.opts.Health == nil {
+		s.opts.Health, s.ownHealth = NewHealth(opts.healthOptions()), true
 	}
 	st, err := s.build(ctx, cfg, plan)
 	if err != nil {
+		if s.ownHealth {
+			s.opts.Health.Close()
+		}
 		if s.own {
 			s.pool.Close()
 		}
@@ -112,7 +121,7 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan *api.Plan)
 	if cfg == nil || plan == nil {
 		return nil, errors.New("dataplane: a live plan needs a config and a plan")
 	}
-	placed, _, err := Place(plan, cfg.Backends)
+	placed, _, err := Place(plan, s.placeOn(cfg.Backends))
 	if err != nil {
 		return nil, err
 	}
@@ -347,6 +356,9 @@ func (s *LiveSwitch) Close() error {
 	for _, r := range rs {
 		errs = append(errs, r.Close())
 	}
+	if s.ownHealth {
+		s.opts.Health.Close()
+	}
 	if s.own {
 		errs = append(errs, s.pool.Close())
 	}
@@ -395,8 +407,21 @@ func (s *LiveSwitch) ModuleMetadata(session, module string) (inputs, outputs []g
 }
 
 // Describe implements prometheus.Collector.
-func (s *LiveSwitch) Describe(ch chan<- *prometheus.Desc) { s.cur.Load().runner.Describe(ch) }
+func (s *LiveSwitch) Describe(ch chan<- *prometheus.Desc) {
+	s.cur.Load().runner.Describe(ch)
+	if s.ownHealth {
+		s.opts.Health.Describe(ch)
+	}
+}
 
 // Collect implements prometheus.Collector with the current runner's counters
 // (they restart from 0 when a new plan is applied: a counter reset to Prometheus).
-func (s *LiveSwitch) Collect(ch chan<- prometheus.Metric) { s.cur.Load().runner.Collect(ch) }
+func (s *LiveSwitch) Collect(ch chan<- prometheus.Metric) {
+	s.cur.Load().runner.Collect(ch)
+	if s.ownHealth {
+		s.opts.Health.Collect(ch)
+	}
+}
+
+// Health returns the backends' health the switch's runners share.
+func (s *LiveSwitch) Health() *Health { return s.opts.Health }

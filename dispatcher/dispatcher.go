@@ -38,6 +38,9 @@ type Options struct {
 	Clock Clock
 	// Sender runs the batches.
 	Sender Sender
+	// Health, when set, gives each backend's MachineHealth: down machines are
+	// skipped and slow ones down-weighted (health.go).
+	Health HealthTable
 }
 
 // Closer is what closed a batch for dispatch; it indexes Stats.Closed.
@@ -108,6 +111,7 @@ type Dispatcher struct {
 	admit  bool // Options.Admission
 	clock  Clock
 	sender Sender
+	health HealthTable // nil: every machine up, none slow
 
 	mu     sync.Mutex
 	st     *state
@@ -179,8 +183,9 @@ type machine struct {
 	est     []time.Time // estimated free time per lane
 	running []*Batch    // the batches running on it (at most Concurrency)
 	stats   SlotStats
-	q       *queue  // the stream of this machine alone, if the router made one
-	weight  float64 // planned req/s
+	q       *queue         // the stream of this machine alone, if the router made one
+	weight  float64        // planned req/s
+	health  *MachineHealth // nil: always up, never slow
 }
 
 func newMachine(s Slot, g *group) *machine {
@@ -231,7 +236,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 		opts.Clock = SystemClock{}
 	}
 	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, admit: opts.Admission, clock: opts.Clock, sender: opts.Sender,
-		gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
+		health: opts.Health, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
 	if opts.ArrivalGap > 0 {
 		d.arrived = warmArrivals
 	}
@@ -291,6 +296,9 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		g.occupancy += s.Occupancy
 		m := newMachine(s, g)
 		m.weight = s.RatePerSec
+		if d.health != nil && s.Backend != "" {
+			m.health = d.health.Machine(s.Backend)
+		}
 		if m.weight <= 0 {
 			m.weight = s.Occupancy * float64(s.Concurrency*s.Batch) / s.Duration.Seconds()
 		}
@@ -846,6 +854,9 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	if m == nil {
 		m = b.g.pickMachine()
 	}
+	if m.health != nil {
+		m = d.reroute(b, m) // down or slow: another machine (health.go)
+	}
 	if len(d.spare) > 0 && !m.idle() {
 		if s := d.overflowLocked(b, m, now); s != nil {
 			m = s
@@ -858,7 +869,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	if start.Before(now) {
 		start = now
 	}
-	m.est[lane] = start.Add(m.slot.Duration)
+	m.est[lane] = start.Add(m.duration())
 	if m.busy < m.slot.Concurrency && m.pending.len() == 0 {
 		d.startLocked(b, now, out)
 	} else {

@@ -129,6 +129,17 @@
 // batches and machine queues are re-submitted to the new slots in arrival order;
 // batches already sent finish on their old slots. Nothing is lost.
 //
+// # Backend health
+//
+// Options.Health, when set, gives each placed machine's backend a
+// MachineHealth (health.go) that the data plane sets: a machine whose backend
+// is down is never handed a batch while another machine that is up can take
+// its size (its own group first, an idle one first), Reroute moves the batches
+// queued on it, and Alternate picks a machine for a retried or hedged call. A
+// straggler's lanes are estimated to free its slowness times later, and its
+// batch goes to an idle machine of its group that is not slow. Both are read
+// with atomic loads under the lock, at dispatch, not per item.
+//
 // # Concurrency and allocation
 //
 // Submit, Predict, SetPlan, SetSpare, Stats, Slots and Close may be called from any goroutine. One

@@ -402,6 +402,29 @@ var (
 		"Items submitted to a module and not yet done (what admission control reads).", []string{"session", "module"}, nil)
 )
 
+// Desc* of the gateway's fault handling, which dataplane.Health collects at
+// scrape time (docs/faults.md, "Retry, ejection and hedging").
+var (
+	DescRetries = prometheus.NewDesc(GatewayRetriesTotal,
+		"Batches re-sent to another machine after their call failed, by the failure: not_executed (the backend never got the call: refused), transport (the connection broke or the backend said UNAVAILABLE), model_not_loaded, failed (the backend answered an error or a malformed output).",
+		[]string{"reason"}, nil)
+	DescHedges = prometheus.NewDesc(GatewayHedgesTotal,
+		"Batches sent a second time to another machine because the first call ran past twice its profiled duration (competitive execution), by outcome: won (the hedge answered first), lost (the first call did).",
+		[]string{"outcome"}, nil)
+	DescHedgeSeconds = prometheus.NewDesc(GatewayHedgeSecondsTotal,
+		"Machine time the hedged calls ran, from their start until the first answer (then the other call is cancelled): the extra machine time hedging used.", nil, nil)
+	DescBatchesSent = prometheus.NewDesc(GatewayBatchesSentTotal,
+		"Calls of batches to backends (first tries; retries and hedges not included): the denominator of the hedge budget.", nil, nil)
+	DescBackendUp = prometheus.NewDesc(GatewayBackendUp,
+		"1 when the backend is in the dispatch table, 0 while it is ejected (a transport failure or a failed health probe) until a probe passes.",
+		[]string{"backend"}, nil)
+	DescBackendSlowness = prometheus.NewDesc(GatewayBackendSlowness,
+		"Exponentially weighted mean of the backend's measured batch durations over their profiled durations (1: as profiled); from 1.5 the backend counts as a straggler and gets fewer batches.",
+		[]string{"backend"}, nil)
+	DescBackendEjections = prometheus.NewDesc(GatewayBackendEjectionsTotal,
+		"Times the backend was taken out of the dispatch table.", []string{"backend"}, nil)
+)
+
 // LeaderGauge is piccolo_scheduler_leader: 1 while leading() (the cluster's
 // elected scheduler: cluster.Scheduler.Leading), else 0.
 func LeaderGauge(leading func() bool) prometheus.Collector {

@@ -27,6 +27,15 @@ const (
 	DispatcherSlotLanes            = "piccolo_dispatcher_slot_lanes"
 	DispatcherSlotPlannedRate      = "piccolo_dispatcher_slot_planned_rate"
 
+	// Per backend, faults (dataplane.Health, collected at scrape time):
+	GatewayRetriesTotal          = "piccolo_gateway_retries_total"
+	GatewayHedgesTotal           = "piccolo_gateway_hedges_total"
+	GatewayHedgeSecondsTotal     = "piccolo_gateway_hedge_seconds_total"
+	GatewayBatchesSentTotal      = "piccolo_gateway_batches_sent_total"
+	GatewayBackendUp             = "piccolo_gateway_backend_up"
+	GatewayBackendSlowness       = "piccolo_gateway_backend_slowness"
+	GatewayBackendEjectionsTotal = "piccolo_gateway_backend_ejections_total"
+
 	// Per plan and membership (controlplane):
 	PlanCost                = "piccolo_plan_cost"
 	PlanTimestampSeconds    = "piccolo_plan_timestamp_seconds"

@@ -21,6 +21,9 @@
 //     independent plan checker (check.go, Check);
 //   - the policies (policy.go): PolicySpecs in a PolicyRegistry; DefaultPolicies
 //     holds piccolo, paper, the four baselines of Table III and optimal;
+//   - operator fusion (fusion.go, Fuse): a config transformation that fuses a
+//     chain of modules into one stage where its fused profile plans cheaper
+//     (Cloudflow §4; docs/fusion.md);
 //   - the planner benchmark (bench.go, workload.go): §IV-B's comparison on seeded
 //     random workloads (piccolo bench planner);
 //   - model variants (variants.go, variants_bench.go; JellyBean §4): a module

@@ -27,6 +27,9 @@ type Report struct {
 	Requests   int             `json:"requests"` // arrived, all sessions
 	TotalCost  float64         `json:"total_cost"`
 	Sessions   []SessionReport `json:"sessions"`
+	// Devices lists the placed plan's devices (empty when the plan names no
+	// backends: every machine is then a device of its own).
+	Devices []DeviceReport `json:"devices,omitempty"`
 }
 
 // Latency summarises latencies in ms (nearest-rank percentiles).
@@ -181,6 +184,7 @@ func (s *sim) report() *Report {
 		r.Sessions = append(r.Sessions, sr)
 	}
 	r.Sessions = append(r.Sessions, s.skipped...)
+	r.Devices = s.deviceReports(elapsed)
 	return r
 }
 
@@ -270,6 +274,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 				fmt.Fprintf(tw, "  %s\t%s\t%d×%d\t%.1fms\t%d\t%.2f\t%d\t%.1f%%\t%.4g\n", sl.Slot, sl.Hardware, sl.Batch, sl.Concurrency,
 					sl.DurationMs, sl.Batches, sl.MeanBatch, sl.Dummies, 100*sl.Utilisation, sl.Cost)
 			}
+		}
+	}
+	if len(r.Devices) > 0 {
+		fmt.Fprintf(tw, "\n%d devices\tlanes\tbatches\tqueued\tmax wait\tutilisation\tmodules\n", len(r.Devices))
+		for _, d := range r.Devices {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%.1fms\t%.1f%%\t%s\n", d.ID, d.Lanes, d.Batches, d.Queued, d.MaxWaitMs, 100*d.Utilisation, strings.Join(d.Modules, " "))
 		}
 	}
 	return tw.Flush()

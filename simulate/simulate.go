@@ -193,6 +193,11 @@ func newSim(plan *api.Plan, o Options) (*sim, error) {
 	s := &sim{o: o, plan: plan, clock: dispatcher.NewVirtualClock(start)}
 	s.end = start.Add(o.Duration)
 	s.sender = &sender{clock: s.clock, jitter: o.Jitter, rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
+	devs, err := devicesOf(plan)
+	if err != nil {
+		return nil, err
+	}
+	s.sender.devs = devs
 	s.itemDone = s.onItemDone
 	driven := -1 // the session an mmpp or trace process drives
 	if o.Arrival == "mmpp" || o.Arrival == "trace" {
@@ -572,21 +577,27 @@ func (s *sim) putRequest(r *request) {
 }
 
 // sender runs batches on virtual backends: each batch is done after its slot's
-// profiled duration (× jitter). Completion records and their timers are reused.
+// profiled duration (× jitter). In a placed plan (slots with a Backend) the
+// slots on one backend share that device's lanes (simDevice); a batch finding
+// them all busy waits for one. Completion records and their timers are reused.
 type sender struct {
 	clock  *dispatcher.VirtualClock
 	jitter float64
 	rng    *rand.Rand
 	free   []*completion
+	devs   map[string]*simDevice // nil: every slot is a device of its own
 }
 
 var _ dispatcher.Sender = (*sender)(nil)
 
 type completion struct {
-	s  *sender
-	b  *dispatcher.Batch
-	t  dispatcher.Timer
-	fn func()
+	s    *sender
+	b    *dispatcher.Batch
+	dev  *simDevice
+	sent time.Time
+	ran  time.Duration
+	t    dispatcher.Timer
+	fn   func()
 }
 
 func (s *sender) Send(b *dispatcher.Batch) {
@@ -599,20 +610,56 @@ func (s *sender) Send(b *dispatcher.Batch) {
 		c.fn = c.fire
 	}
 	c.b = b
-	d := b.Slot.Duration
+	c.ran = b.Slot.Duration
 	if s.jitter > 0 {
-		d = time.Duration(float64(d) * (1 + s.jitter*(2*s.rng.Float64()-1)))
+		c.ran = time.Duration(float64(c.ran) * (1 + s.jitter*(2*s.rng.Float64()-1)))
+	}
+	c.dev = nil
+	if s.devs != nil && b.Slot.Backend != "" {
+		c.dev = s.devs[b.Slot.Backend]
+	}
+	if d := c.dev; d != nil {
+		d.batches++
+		if d.busy >= d.lanes {
+			d.queued++
+			c.sent = s.clock.Now()
+			d.queue = append(d.queue, c)
+			return
+		}
+		d.busy++
+	}
+	c.start()
+}
+
+func (c *completion) start() {
+	if c.dev != nil {
+		c.dev.busyFor += c.ran
 	}
 	if c.t == nil {
-		c.t = s.clock.AfterFunc(d, c.fn)
+		c.t = c.s.clock.AfterFunc(c.ran, c.fn)
 	} else {
-		c.t.Reset(d)
+		c.t.Reset(c.ran)
 	}
 }
 
 func (c *completion) fire() {
 	b := c.b
 	c.b = nil
+	if d := c.dev; d != nil {
+		if d.head < len(d.queue) {
+			next := d.queue[d.head]
+			d.queue[d.head] = nil
+			d.head++
+			if d.head == len(d.queue) {
+				d.queue, d.head = d.queue[:0], 0
+			}
+			d.maxWait = max(d.maxWait, c.s.clock.Now().Sub(next.sent))
+			next.start()
+		} else {
+			d.busy--
+		}
+		c.dev = nil
+	}
 	c.s.free = append(c.s.free, c)
 	b.Done(nil, nil)
 }

@@ -9,11 +9,22 @@
 // factor in [1-J, 1+J]. At most c batches of a model run at once (c lanes);
 // further batches wait for a lane in FIFO order.
 //
+// One Sim is one device. Placement packs the fractional machines of several
+// modules onto one device (scheduler/control.Place), so every model loaded on
+// a Sim shares ONE set of device lanes, as many as the largest concurrency any
+// of them was loaded with: a batch runs when it holds a lane of its model and
+// a lane of the device, so two models' batches on one device queue behind each
+// other. The profile's duration at concurrency c is a batch's duration when c
+// batches run at once, whatever their models: we do not model spatial
+// multiplexing faster than that (a device never runs more batches at once than
+// its largest concurrency).
+//
 // Tensors: a sim model declares input0 FP32 [-1, -1] and accepts any other
 // inputs too (an upstream module's outputs pass straight through). It answers
 // output0 FP32 [n, 1] whose row i is Checksum of row i of every input, so a test
 // can tell that item i's output came from item i's input; it declares no other
 // output.
 //
-// Sim is immutable after New; loaded models are safe for concurrent Run.
+// Sim's configuration is immutable after New; loaded models are safe for
+// concurrent Run.
 package sim

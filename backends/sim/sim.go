@@ -36,15 +36,17 @@ type Options struct {
 	Seed uint64
 }
 
-// Sim emulates one hardware type from its profiles: a batch of n items takes the
-// profiled duration of the smallest profiled batch ≥ n at the loaded
-// concurrency, on one of `concurrency` lanes. Sim is immutable after New and safe
-// for concurrent use.
+// Sim emulates one device of one hardware type from its profiles: a batch of n
+// items takes the profiled duration of the smallest profiled batch ≥ n at the
+// loaded concurrency, on one of the device's lanes, which every model loaded on
+// the Sim shares (see device). Sim's configuration is immutable after New; it is
+// safe for concurrent use.
 type Sim struct {
 	hardware string
 	profiles map[string][]api.ProfileEntry // model -> entries on this hardware
 	models   []string                      // sorted
 	opts     Options
+	dev      *device
 }
 
 var _ backends.Executor = (*Sim)(nil)
@@ -60,7 +62,7 @@ func New(hardware string, profiles []api.Profile, opts Options) (*Sim, error) {
 	if opts.Jitter < 0 || opts.Jitter >= 1 || math.IsNaN(opts.Jitter) {
 		return nil, fmt.Errorf("sim: jitter %v is out of range; want 0 ≤ jitter < 1", opts.Jitter)
 	}
-	s := &Sim{hardware: hardware, profiles: map[string][]api.ProfileEntry{}, opts: opts}
+	s := &Sim{hardware: hardware, profiles: map[string][]api.ProfileEntry{}, opts: opts, dev: &device{}}
 	var others []string
 	for _, p := range profiles {
 		if p.Hardware != hardware {
@@ -176,6 +178,7 @@ func (s *Sim) Load(model string, batch, concurrency int) (backends.Model, error)
 		}
 		durations[n] = at[k].Duration.D()
 	}
+	s.dev.grow(concurrency)
 	m := &simModel{
 		info: backends.ModelInfo{
 			Name: model, Platform: Platform, MaxBatch: batch, Concurrency: concurrency,
@@ -185,6 +188,7 @@ func (s *Sim) Load(model string, batch, concurrency int) (backends.Model, error)
 		},
 		durations: durations,
 		lanes:     make(chan struct{}, concurrency),
+		dev:       s.dev,
 		jitter:    s.opts.Jitter,
 		seed:      s.opts.Seed ^ fnv64(model),
 	}
@@ -207,13 +211,15 @@ func fnv64(s string) uint64 {
 	return h.Sum64()
 }
 
-// simModel is one loaded model: a table of durations by batch size and a lane
-// semaphore. Batches waiting for a lane queue in FIFO order (a Go channel's
-// blocked senders are served in order).
+// simModel is one loaded model: a table of durations by batch size, a lane
+// semaphore of its own (its concurrency) and its Sim's device lanes. Batches
+// waiting for a lane queue in FIFO order (a Go channel's blocked senders are
+// served in order; the device's queue is FIFO).
 type simModel struct {
 	info      backends.ModelInfo
 	durations []time.Duration // index: batch size n
 	lanes     chan struct{}
+	dev       *device
 	jitter    float64
 	seed      uint64
 	batches   atomic.Uint64 // jitter draw counter
@@ -228,8 +234,9 @@ func (m *simModel) Close() error { return nil }
 // Duration returns how long a batch of n items runs, before jitter.
 func (m *simModel) Duration(n int) time.Duration { return m.durations[n] }
 
-// Run computes the outputs, waits for a lane, then holds it for the profiled
-// duration of n items (times the jitter factor) or until ctx ends.
+// Run computes the outputs, waits for a lane of the model and then one of the
+// device, then holds both for the profiled duration of n items (times the
+// jitter factor) or until ctx ends.
 func (m *simModel) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error) {
 	if n < 1 || n >= len(m.durations) {
 		return nil, fmt.Errorf("%w: batch of %d items; the loaded max batch is %d", backends.ErrInvalidInput, n, m.info.MaxBatch)
@@ -245,6 +252,10 @@ func (m *simModel) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.T
 		return nil, ctx.Err()
 	}
 	defer func() { <-m.lanes }()
+	if err := m.dev.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer m.dev.release()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -178,3 +178,93 @@ func TestRunChecksumsRowsAndHonoursCtx(t *testing.T) {
 		t.Error("Checksum does not tell rows apart, or depends on how a row is cut")
 	}
 }
+
+const twoModels = `
+profiles:
+  - model: a
+    hardware: g
+    entries:
+      - {batch: 1, concurrency: 1, duration: 150ms}
+  - model: b
+    hardware: g
+    entries:
+      - {batch: 1, concurrency: 1, duration: 150ms}
+`
+
+// TestModelsOnOneDeviceContend: two models loaded on one Sim (one device, one
+// lane) run their batches one after the other, while the same two batches on
+// two Sims (two devices) run at once. The test fails if the models of one
+// device do not queue behind each other.
+func TestModelsOnOneDeviceContend(t *testing.T) {
+	in := []api.Tensor{{Name: InputName, Datatype: "FP32", Shape: []int64{1, 1}, Data: make([]byte, 4)}}
+	both := func(ma, mb backends.Model) time.Duration {
+		start := time.Now()
+		errs := make(chan error, 2)
+		for _, m := range []backends.Model{ma, mb} {
+			go func() {
+				_, err := m.Run(context.Background(), in, 1)
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	load := func(s *Sim, model string) backends.Model {
+		m, err := s.Load(model, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	one, err := New("g", profiles(t, twoModels), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := both(load(one, "a"), load(one, "b"))
+	other, _ := New("g", profiles(t, twoModels), Options{})
+	apart := both(load(one, "a"), load(other, "b"))
+	const d = 150 * time.Millisecond
+	if shared < 2*d-10*time.Millisecond {
+		t.Errorf("two models on one device (one lane) ran two 150ms batches in %v: want them to queue (≥ 2 × 150ms)", shared)
+	}
+	if apart >= 2*d-10*time.Millisecond {
+		t.Errorf("the same batches on two devices took %v: want them to run at once (< 2 × 150ms)", apart)
+	}
+	t.Logf("two 150ms batches of two models: one device %v, two devices %v", shared, apart)
+}
+
+// TestDeviceLanesGrowAndCancel: the device has the largest loaded
+// concurrency's lanes; a waiter whose context ends leaves the queue.
+func TestDeviceLanesGrowAndCancel(t *testing.T) {
+	d := &device{}
+	d.grow(1)
+	if err := d.acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := d.acquire(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquire on a full device: %v, want the context's deadline", err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- d.acquire(context.Background()) }()
+	time.Sleep(10 * time.Millisecond)
+	d.grow(2) // the waiter gets the new lane
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiter did not get the lane the device grew")
+	}
+	d.release()
+	d.release()
+	if d.busy != 0 || len(d.waiting) != 0 {
+		t.Errorf("busy %d, waiting %d after releasing every lane", d.busy, len(d.waiting))
+	}
+}

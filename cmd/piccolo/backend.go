@@ -20,6 +20,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/builtin"
+	"github.com/piccolo-serving/piccolo/backends/fused"
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/backends/sim"
@@ -57,7 +58,8 @@ var backendExecutors = map[string]func(o *backendOptions, cfg *api.Config) (back
 	"builtin": func(o *backendOptions, _ *api.Config) (backends.Executor, error) {
 		return builtin.New(builtin.Options{Dictionary: filepath.Join(o.modelDir, "ppocr_keys_v1.txt")})
 	},
-	// ocr: the OCR session's Go processing modules and ONNX models in one process.
+	// ocr: the OCR session's Go processing modules and ONNX models in one process,
+	// and fused chains of them (docs/fusion.md).
 	"ocr": func(o *backendOptions, _ *api.Config) (backends.Executor, error) {
 		b, err := builtin.New(builtin.Options{Dictionary: filepath.Join(o.modelDir, "ppocr_keys_v1.txt")})
 		if err != nil {
@@ -67,7 +69,11 @@ var backendExecutors = map[string]func(o *backendOptions, cfg *api.Config) (back
 		if err != nil {
 			return nil, err
 		}
-		return backends.NewUnion(b, x)
+		u, err := backends.NewUnion(b, x)
+		if err != nil {
+			return nil, err
+		}
+		return fused.New(u, fused.OCRChains()...)
 	},
 }
 
@@ -136,7 +142,9 @@ Runtime (--ort-lib) on --intra-op-threads threads per lane; the OCR models at
 their padded shapes (ocr-det 3×640×640, ocr-cls 3×48×192, ocr-rec 3×48×320),
 passing through inputs they do not consume. Executor builtin runs the Go OCR
 steps (ocr-pre, ocr-boxes, ocr-rotate, ocr-ctc; the dictionary is
---model-dir/ppocr_keys_v1.txt). Executor ocr serves both from one process. They
+--model-dir/ppocr_keys_v1.txt). Executor ocr serves both from one process, and
+fused chains of them, one model named by its steps joined with "+" (e.g.
+ocr-pre+ocr-det: docs/fusion.md). They
 need no config; ` + "`make models`" + ` fetches the files to the default paths.
 
 Models start unloaded unless listed in --models (loaded with their largest

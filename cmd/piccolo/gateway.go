@@ -29,6 +29,7 @@ import (
 
 // gatewayOptions are the flags of `piccolo gateway`.
 type gatewayOptions struct {
+	noFuse     bool // --no-fusion: serve the modules as configured (docs/fusion.md)
 	files      []string
 	listen     string
 	grpcListen string
@@ -40,6 +41,8 @@ type gatewayOptions struct {
 	maxBody    int
 	slack      float64
 	admission  bool
+	hedge      float64       // --hedge-budget
+	probeEvery time.Duration // --probe-interval
 	logFmt     string
 	drain      time.Duration
 	drainDelay time.Duration // on shutdown, serve this long while reporting not ready, then drain
@@ -117,6 +120,11 @@ planned there, stored with check-and-set and answered once its plan is live.
 When Consul is unreachable the gateway keeps serving the last plan and members
 it saw (metric piccolo_membership_stale 1).
 
+Without --consul the gateway re-plans by itself over its backends list: a rate
+that stays 20% above the plan for 0.5 s is re-planned onto the idle backends
+(live within about a second); a fall below 70% of the plan releases them about
+a minute later (every rate window must have fallen, then 30 s more).
+
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 The servers open once the plan is live and the backends' models are loaded;
 from then /v2/health/ready answers 200 and gRPC health SERVING. On SIGINT or
@@ -144,12 +152,15 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429) a request the machines' queues say would finish after its deadline; false: admit on the DAG estimate alone (the old rule)")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
+	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
+	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
+	addFusionFlag(f, &o.noFuse)
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
-	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and run the control loop: re-plan on membership, rate and config changes (default: membership from the config, `membership: consul` requires this flag)")
+	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and join its cluster: the elected scheduler re-plans on membership, rate and config changes (default: the config's backends list, re-planned by the gateway's own control loop; `membership: consul` requires this flag)")
 	f.StringVar(&o.clusterPrefix, "cluster-prefix", cluster.DefaultPrefix, "with --consul: the Consul KV prefix of this cluster's config, plan, lock and rates")
 	f.BoolVar(&o.schedule, "schedule", true, "with --consul: also run for the cluster's scheduler (false: only follow the published plan)")
 	f.StringVar(&o.schedulerID, "scheduler-id", "", "with --consul: this gateway's scheduler candidate id (default gateway-<gateway id>)")
@@ -181,6 +192,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	if o.slack < 0 || o.slack >= 1 {
 		return fmt.Errorf("--slack %v: must be in [0, 1)", o.slack)
+	}
+	if o.hedge < 0 || o.hedge > 1 || o.probeEvery < 0 {
+		return fmt.Errorf("--hedge-budget %v, --probe-interval %v: want a share in [0, 1] and an interval ≥ 0 (0: 1s)", o.hedge, o.probeEvery)
 	}
 	if o.logFmt != "json" && o.logFmt != "console" {
 		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
@@ -216,9 +230,28 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, Admission: o.admission}
+	hedge := o.hedge
+	if hedge == 0 {
+		hedge = -1 // LiveOptions: negative means none
+	}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
+	apply := func(ctl controlplane.Control) controlplane.OnConfig { return ctl.Apply }
+	if !o.noFuse { // fused chains are modules of the served sessions: the DAG runner runs them as one
+		if cfg, err = fuseConfig(cfg, planner, zap.NewStdLog(log).Writer()); err != nil {
+			return err
+		}
+		apply = func(ctl controlplane.Control) controlplane.OnConfig {
+			return func(ctx context.Context, c *api.Config, cause string) error {
+				fc, err := fuseConfig(c, planner, zap.NewStdLog(log).Writer())
+				if err != nil {
+					return err
+				}
+				return ctl.Apply(ctx, fc, cause)
+			}
+		}
+	}
 	var ctl controlplane.Control
 	if o.consul != "" {
 		copts := controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
@@ -233,7 +266,8 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		}
 		ctl = cc
 	} else {
-		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log})
+		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log,
+			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan})
 		if errors.Is(err, controlplane.ErrNoPlan) {
 			return fmt.Errorf("--policy %s: %w", o.policy, err)
 		} else if err != nil {
@@ -255,7 +289,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	reg.MustRegister(sw)
-	store, err := controlplane.NewConfigStore(cfg, ctl.Apply)
+	store, err := controlplane.NewConfigStore(cfg, apply(ctl))
 	if err != nil {
 		return err
 	}

@@ -333,7 +333,7 @@ sessions:
 `
 
 // startConsulGateway runs `piccolo gateway --consul` in-process and returns
-// its HTTP base URL.
+// its HTTP base URL; with consul "", `piccolo gateway` on its static backends.
 func startConsulGateway(t testing.TB, ctx context.Context, cfgPath, consul string, ctl control.Options, mon control.MonitorOptions,
 	evs *planEvents) string {
 	t.Helper()

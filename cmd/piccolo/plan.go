@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -19,6 +21,7 @@ func newPlanCmd() *cobra.Command {
 		opts   scheduler.Options
 		output string
 		tf     trafficFlags
+		noFuse bool
 	)
 	cmd := &cobra.Command{
 		Use:   "plan -c FILE...",
@@ -53,6 +56,11 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 			planner := scheduler.Plan
 			if tf.planning() {
 				planner = tf.planner(cmd.ErrOrStderr())
+			}
+			if !noFuse {
+				if cfg, err = fuseConfig(cfg, func(c *api.Config) (*api.Plan, error) { return planner(c, opts) }, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
 			}
 			plan, planErr := planner(cfg, opts)
 			if plan == nil {
@@ -89,13 +97,18 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 	f.StringVar(&opts.VariantSearch, "variant-search", "", "how to choose model variants: climb (default: every combination up to 256, else beam then single changes), beam (JellyBean) or all")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	tf.addPlanFlags(f)
+	addFusionFlag(f, &noFuse)
 	return cmd
 }
 
 // writePlanTable prints a plan for people: one block per session, a row per config group.
 func writePlanTable(w io.Writer, p *api.Plan) {
-	fmt.Fprintf(w, "policy %s, latency model %s, max utilization %.2f: total cost %.4g (planned in %.3gms)\n",
-		p.Policy, p.LatencyModel, p.MaxUtilization, p.TotalCost, p.RuntimeMs)
+	devices := "?"
+	if _, n, err := simulate.PlaceOnDevices(p); err == nil {
+		devices = strconv.Itoa(n)
+	}
+	fmt.Fprintf(w, "policy %s, latency model %s, max utilization %.2f: total cost %.4g on %s devices once placed (planned in %.3gms)\n",
+		p.Policy, p.LatencyModel, p.MaxUtilization, p.TotalCost, devices, p.RuntimeMs)
 	for _, s := range p.Sessions {
 		fmt.Fprintln(w)
 		if s.Error != "" {

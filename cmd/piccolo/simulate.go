@@ -22,6 +22,7 @@ func newSimulateCmd() *cobra.Command {
 		dispatch string
 		flush    string
 		output   string
+		place    bool
 		o        simulate.Options
 		tf       trafficFlags
 	)
@@ -88,6 +89,13 @@ WCL: 'over WCL' counts those that do.`,
 			if err != nil {
 				return err
 			}
+			if place {
+				// Run on the devices placement packs the plan onto, so
+				// modules sharing a device contend for its lanes.
+				if plan, _, err = simulate.PlaceOnDevices(plan); err != nil {
+					return err
+				}
+			}
 			r, err := simulate.Run(plan, o)
 			if err != nil {
 				return err
@@ -115,6 +123,7 @@ WCL: 'over WCL' counts those that do.`,
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the arrival processes and jitter")
 	f.Float64Var(&o.Jitter, "jitter", 0, "batch durations vary uniformly by ±this fraction, in [0,1)")
 	f.BoolVar(&o.Admission, "admission", false, "refuse at once a request the machines' queues say would finish after its deadline, as 'piccolo gateway' does (counted as refused, not as a failure); false: the paper's dispatcher, which admits everything")
+	f.BoolVar(&place, "place", true, "run the plan on the devices placement packs it onto (fractional machines of different modules share a device and its lanes); false: every machine a device of its own. A plan naming backends runs on them")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
 }

@@ -39,6 +39,8 @@ import (
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // Options configure a demo run.
@@ -58,6 +60,10 @@ type Options struct {
 	MaxBackendsPerType int
 	// MaxUtilization is the planner's headroom (0: its default).
 	MaxUtilization float64
+	// NoFusion plans and serves every module as configured (gateway
+	// --no-fusion); by default chains with a cheaper fused profile are fused
+	// (scheduler.Fuse, docs/fusion.md).
+	NoFusion bool
 	// Out receives the report; Log receives progress lines.
 	Out, Log io.Writer
 }
@@ -65,6 +71,11 @@ type Options struct {
 // Result is what a run measured, per session.
 type Result struct {
 	Sessions []SessionResult
+	// PlanCost is the plan's total cost (fractional machines × price), Devices
+	// the devices placement packs it onto, Backends the backend processes
+	// started (Devices unless MaxBackendsPerType capped them).
+	PlanCost          float64
+	Devices, Backends int
 }
 
 // SessionResult is one session's figures.
@@ -124,21 +135,33 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	// Without a utilisation, the headroom that meets the SLO for
 	// DefaultBurstTarget of simulated Poisson requests, as the gateway plans.
-	plan, planErr := controlplane.PlanForServing(cfg, scheduler.Options{MaxUtilization: o.MaxUtilization}, controlplane.DefaultBurstTarget)
+	planner := func(c *api.Config) (*api.Plan, error) {
+		return controlplane.PlanForServing(c, scheduler.Options{MaxUtilization: o.MaxUtilization}, controlplane.DefaultBurstTarget)
+	}
+	if !o.NoFusion { // as the gateway will: its plan is this one
+		var fusions []scheduler.Fusion
+		if cfg, fusions, err = scheduler.Fuse(cfg, planner); err != nil {
+			return nil, err
+		}
+		for _, f := range fusions {
+			logf(o.Log, "%s", f)
+		}
+	}
+	plan, planErr := planner(cfg)
 	if plan == nil {
 		return nil, planErr
 	}
 	logf(o.Log, "planned %d session(s) with policy piccolo at utilisation %.2f: total cost %.3g", len(plan.Sessions), plan.MaxUtilization, plan.TotalCost)
 
-	// One backend per planned machine of each hardware type, up to the cap.
-	need := map[string]int{}
-	for _, s := range plan.Sessions {
-		for _, m := range s.Modules {
-			for _, g := range m.Configs {
-				need[g.Hardware] += int(math.Ceil(g.Machines - 1e-9))
-			}
-		}
+	// One backend process per device of the placed plan (placement packs the
+	// fractional machines of different modules onto shared devices), up to
+	// the cap per hardware type.
+	placed, devices, err := simulate.PlaceOnDevices(plan)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
 	}
+	need := simulate.DevicesByHardware(placed)
+	logf(o.Log, "placed on %d device(s) for a plan of cost %.3g: %s", devices, plan.TotalCost, needString(need))
 	procs := &processes{}
 	defer procs.stop(o.Log)
 	type backend struct {
@@ -146,6 +169,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		c      *child
 	}
 	var backends []backend
+	var members []control.Member
 	for _, hw := range sortedKeys(need) {
 		n := min(need[hw], o.MaxBackendsPerType)
 		for i := 0; i < n; i++ {
@@ -171,8 +195,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				return nil, err
 			}
 			backends = append(backends, backend{id: id, hw: hw, c: c})
+			members = append(members, control.Member{ID: id, Hardware: hw})
 		}
 		logf(o.Log, "started %d %s backend(s)", n, hw)
+	}
+	if err := checkStaticPlacement(plan, members); err != nil {
+		logf(o.Log, "warning: %v", err)
 	}
 	var backendsYAML strings.Builder
 	backendsYAML.WriteString("backends:\n")
@@ -192,6 +220,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	gw, err := procs.start(o.Binary, 2, func(addrs []string) []string {
 		args := []string{"gateway", "--listen", addrs[0], "--grpc-listen", addrs[1], "--log", "console", "-c", bfile,
 			"--max-utilization", strconv.FormatFloat(plan.MaxUtilization, 'g', -1, 64)}
+		if o.NoFusion {
+			args = append(args, "--no-fusion")
+		}
 		for _, f := range files {
 			args = append(args, "-c", f)
 		}
@@ -211,7 +242,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &Result{PlanCost: plan.TotalCost, Devices: devices, Backends: len(backends)}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var runErr error
@@ -293,6 +324,45 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
+func needString(need map[string]int) string {
+	var s []string
+	for _, hw := range sortedKeys(need) {
+		s = append(s, fmt.Sprintf("%d %s", need[hw], hw))
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkStaticPlacement returns an error when the gateway's placement on a
+// static backends list (round-robin, control.PlaceOptions.RoundRobin) loads a
+// backend of members beyond occupancy 1, i.e. does not fit the plan on the
+// devices packing found: the plan then runs slower than planned.
+func checkStaticPlacement(plan *api.Plan, members []control.Member) error {
+	rr, _, err := control.PlaceWith(plan, members, nil, control.PlaceOptions{RoundRobin: true})
+	if err != nil {
+		return err
+	}
+	occ := map[string]float64{}
+	for _, sp := range rr.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				for i, id := range g.Backends {
+					occ[id] += min(1, g.Machines-float64(i))
+				}
+			}
+		}
+	}
+	var over []string
+	for _, id := range sortedKeys(occ) {
+		if occ[id] > 1+1e-9 {
+			over = append(over, fmt.Sprintf("%s at occupancy %.3g", id, occ[id]))
+		}
+	}
+	if len(over) > 0 {
+		return fmt.Errorf("the gateway's round-robin placement on %d backends overloads %s", len(members), strings.Join(over, ", "))
+	}
+	return nil
+}
+
 // sessionRate is a session's request rate: the largest rate of its source modules.
 func sessionRate(s *api.Session) float64 {
 	r := 0.0
@@ -303,6 +373,7 @@ func sessionRate(s *api.Session) float64 {
 }
 
 func writeReport(w io.Writer, res *Result) {
+	fmt.Fprintf(w, "plan: cost %.3g (fractional machines) on %d devices once placed; %d backend processes\n", res.PlanCost, res.Devices, res.Backends)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tRATE\tSENT\tOK\tTHROUGHPUT\tP50\tP99\tSLO\tSLO ATTAINMENT\tPLAN COST\tROUND-ROBIN BASELINE COST")
 	for _, s := range res.Sessions {
@@ -592,7 +663,7 @@ func logf(w io.Writer, format string, a ...any) {
 	fmt.Fprintf(w, "demo: "+format+"\n", a...)
 }
 
-func sortedKeys(m map[string]int) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

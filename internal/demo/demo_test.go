@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
 
 // TestDemoEmbeddedDefault builds the piccolo binary and runs the demo on its
@@ -36,6 +39,17 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 	if len(res.Sessions) == 0 {
 		t.Fatal("no session in the report")
 	}
+	// One backend process per device of the placed plan: fewer than one per
+	// machine, since the fractional machines share devices.
+	if res.Devices == 0 || res.Backends != res.Devices {
+		t.Errorf("%d backend processes for a plan placed on %d devices, want one per device", res.Backends, res.Devices)
+	}
+	if strings.Contains(log.String(), "warning: the gateway's round-robin placement") {
+		t.Error("the gateway's static placement overloads a device the packing shares")
+	}
+	if !strings.Contains(out.String(), "devices once placed") {
+		t.Error("the report does not give the plan's devices beside its cost")
+	}
 	for _, s := range res.Sessions {
 		if s.Report == nil {
 			t.Errorf("session %s was not loaded: %s", s.Name, s.NotPlannedError)
@@ -53,5 +67,29 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "stopped") {
 		t.Error("the demo did not say it stopped its processes")
+	}
+}
+
+// TestCheckStaticPlacement: the check warns when round-robin over the started
+// backends puts more than one machine's occupancy on one of them.
+func TestCheckStaticPlacement(t *testing.T) {
+	group := func(m float64) api.ModulePlan {
+		return api.ModulePlan{Name: "m", Configs: []api.GroupPlan{{Hardware: "g", Machines: m}}}
+	}
+	plan := func(ms ...float64) *api.Plan {
+		p := &api.Plan{}
+		for i, m := range ms {
+			p.Sessions = append(p.Sessions, api.SessionPlan{Name: string(rune('a' + i)), Modules: []api.ModulePlan{group(m)}})
+		}
+		return p
+	}
+	two := []control.Member{{ID: "g-0", Hardware: "g"}, {ID: "g-1", Hardware: "g"}}
+	// Packing puts 1 on one device, 0.5 + 0.4 on the other; round-robin
+	// puts 1 on g-0, 0.5 on g-1, then 0.4 on g-0 again: 1.4.
+	if err := checkStaticPlacement(plan(1, 0.5, 0.4), two); err == nil || !strings.Contains(err.Error(), "g-0 at occupancy 1.4") {
+		t.Errorf("1, 0.5, 0.4 on two devices: %v; want g-0 overloaded at 1.4", err)
+	}
+	if err := checkStaticPlacement(plan(0.5, 0.4), two[:1]); err != nil {
+		t.Errorf("0.5, 0.4 on one device: %v", err)
 	}
 }

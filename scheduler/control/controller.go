@@ -97,6 +97,14 @@ type Options struct {
 	StaleRates time.Duration
 	// Logger logs each decision and failure (default: none).
 	Logger *zap.Logger
+	// Place places a plan on the members (default Place). The embedded
+	// gateway passes Place with its static fallback (controlplane).
+	Place func(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error)
+	// Failed, when set, is told of every decision that failed (planner,
+	// placement or Publish) with the config it was made for, from Run's
+	// goroutine; the controller retries at the next tick either way. The
+	// embedded gateway answers a waiting config change with it.
+	Failed func(cfg *api.Config, err error)
 }
 
 func (o *Options) defaults() error {
@@ -108,6 +116,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.Place == nil {
+		o.Place = Place
 	}
 	dur := func(d *time.Duration, def time.Duration, name string) error {
 		if *d == 0 {
@@ -179,6 +190,7 @@ type Controller struct {
 	members  []Member
 	hwSet    string // sorted hardware types present, joined
 	placed   *api.Plan
+	pubCfg   *api.Config // the config placed was published with
 	unplaced *api.Plan
 	planned  map[Key]float64 // rates the current plan was made for
 	override map[Key]float64 // measured rates in use instead of the config's
@@ -437,6 +449,9 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		c.retry = &cause
 		log.Warn("re-plan failed; serving the last plan", zap.Error(err))
 		c.publishStatus(measured, err.Error())
+		if c.o.Failed != nil {
+			c.o.Failed(c.cfg, err)
+		}
 	}
 	if plan || c.unplaced == nil {
 		cfg, rates := c.planningConfig()
@@ -451,7 +466,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
 	}
 	start := time.Now()
-	placed, short, err := Place(r.Unplaced, c.members, c.placed)
+	placed, short, err := c.o.Place(r.Unplaced, c.members, c.placed)
 	if err != nil {
 		fail(fmt.Errorf("placement: %w", err))
 		return
@@ -461,7 +476,9 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	c.lastPlan = now
 	clear(c.upSince)
 	clear(c.downFrom)
-	if c.placed != nil && SamePlan(c.placed, placed) {
+	// The same plan for the same config is not published again; for a new
+	// config it is (its sessions or backends changed, the plan did not).
+	if c.placed != nil && c.pubCfg == c.cfg && SamePlan(c.placed, placed) {
 		c.retry = nil
 		c.planned, c.unplaced = r.Rates, r.Unplaced
 		c.same++
@@ -474,7 +491,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		return
 	}
 	c.retry = nil
-	c.placed, c.unplaced, c.planned = placed, r.Unplaced, r.Rates
+	c.placed, c.unplaced, c.planned, c.pubCfg = placed, r.Unplaced, r.Rates, r.Config
 	c.counts[r.Cause]++
 	log.Info("plan published", zap.Float64("cost", placed.TotalCost), zap.Duration("plan_took", r.PlanTook),
 		zap.Duration("place_took", r.PlaceTook), zap.Int("devices_missing", short.Missing()), zap.Error(r.PlanErr))

@@ -311,3 +311,53 @@ func causes(rs []*Replan) []string {
 	}
 	return out
 }
+
+// A config change that leaves the placed plan as it was (here only a backend's
+// address) is still published, with the new config: its publisher must serve
+// the new config, and a caller waiting for its change to go live must hear of it.
+func TestControllerPublishesNewConfigWithSamePlan(t *testing.T) {
+	cfg := controlConfig(100, time.Second)
+	cfg.Backends = []api.Backend{{ID: "g1", Address: "10.0.0.1:1", Hardware: "v100"}}
+	h := newHarness(t, cfg, []Member{{ID: "g1", Hardware: "v100"}}, Options{})
+	moved := *cfg
+	moved.Backends = []api.Backend{{ID: "g1", Address: "10.0.0.2:1", Hardware: "v100"}}
+	h.c.SetConfig(&moved)
+	h.c.step(h.now)
+	if len(h.published) != 2 || h.last().Config != &moved || h.last().Cause != CauseConfig {
+		t.Fatalf("published %d plans, last config %p (want %p, cause config)", len(h.published), h.last().Config, &moved)
+	}
+	if !SamePlan(h.published[0].Plan, h.last().Plan) {
+		t.Errorf("the plan changed with a backend's address")
+	}
+	h.c.Replan() // same config, same plan: not published again
+	h.c.step(h.now)
+	if len(h.published) != 2 || h.c.Status().Unchanged != 1 {
+		t.Errorf("a manual re-plan with nothing changed published (%d plans, unchanged %d)", len(h.published), h.c.Status().Unchanged)
+	}
+}
+
+// Options.Failed hears of a failed decision with the config it was made for;
+// Options.Place replaces placement.
+func TestControllerFailedAndPlaceHooks(t *testing.T) {
+	cfg := controlConfig(100, time.Second)
+	var failedFor *api.Config
+	var failure error
+	placed := 0
+	h := newHarness(t, cfg, []Member{{ID: "g1", Hardware: "v100"}}, Options{
+		Failed: func(c *api.Config, err error) { failedFor, failure = c, err },
+		Place: func(p *api.Plan, m []Member, prev *api.Plan) (*api.Plan, Shortfall, error) {
+			placed++
+			return Place(p, m, prev)
+		},
+	})
+	if placed != 1 {
+		t.Fatalf("Options.Place called %d times for the initial plan; want 1", placed)
+	}
+	h.fail = errors.New("backend refused the load")
+	next := controlConfig(300, time.Second)
+	h.c.SetConfig(next)
+	h.c.step(h.now)
+	if failedFor != next || failure == nil || !errors.Is(failure, h.fail) {
+		t.Fatalf("Failed got (%p, %v); want (%p, an error wrapping %v)", failedFor, failure, next, h.fail)
+	}
+}

@@ -50,6 +50,11 @@
 //	// on a membership event: ctl.SetMembers(converted members)
 //	// on a valid config change: ctl.SetConfig(cfg)
 //
+// controlplane.EmbeddedControl is this wiring (a gateway without Consul, its
+// static backends as members, Tick 100 ms and SustainUp 500 ms); Options.Place
+// and Options.Failed let it keep round-robin sharing on a short static pool
+// and answer a waiting config change when its decision failed.
+//
 // With several gateways (scheduler/cluster), each writes its Snapshot (JSON)
 // to Consul KV; the elected scheduler reads them and calls ObserveRates with
 // the gateway's id; rates add up.

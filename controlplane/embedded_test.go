@@ -1,0 +1,58 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
+)
+
+// A change that passes the planning check but cannot go live (its only
+// backend refuses connections, so its models cannot be loaded) is refused
+// after the control loop tried it: Update fails, the config version, the plan
+// and the backends stay, and requests are still answered on the old backends.
+func TestEmbeddedChangeThatCannotGoLiveRollsBack(t *testing.T) {
+	h, _ := startAdminHarness(t, adminConfig, 2)
+	before := h.plan(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = h.store.Update(ctx, "config", 0, func(cur *api.Config) (*api.Config, error) {
+		next := *cur
+		next.Backends = []api.Backend{{ID: "gone", Address: dead, Hardware: "v100"}}
+		return &next, nil
+	})
+	if err == nil {
+		t.Fatal("a change onto an unreachable backend went live")
+	}
+	t.Logf("refused after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if v := h.store.Current().Version; v != 1 {
+		t.Errorf("config version %d after the refused change, want 1", v)
+	}
+	if after := h.plan(t); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("plan changed by the refused change:\n%v\nwas\n%v", after, before)
+	}
+	if got := h.control.ServedConfig().Backends; len(got) != 2 || got[0].ID == "gone" {
+		t.Errorf("served backends after the refused change: %v", got)
+	}
+	status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/pipe/infer", `{"inputs":[{"name":"input0","shape":[1,1],"datatype":"FP32","data":[1]}]}`)
+	if status != 200 {
+		t.Errorf("infer after the refused change: %d %v", status, m)
+	}
+	// The controller went back to the served config: its next decision is
+	// not a retry of the refused one.
+	time.Sleep(300 * time.Millisecond)
+	if st := h.control.Controller().Status(); st.Err != "" {
+		t.Errorf("controller still failing after the rollback: %s", st.Err)
+	}
+}

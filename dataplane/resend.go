@@ -1,0 +1,166 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+)
+
+// run runs a batch on slot from (client c) and, when that fails in a way
+// another machine may not (retryReasonOf), again on another machine of the
+// module (Dispatcher.Alternate: from's group first, up, not slow), at most
+// maxTries calls in all, while the latest deadline of the batch's items leaves
+// the other machine's profiled duration. Inference is idempotent, so a batch
+// whose connection broke mid-call may run twice on backends; each item still
+// gets one answer. A failure at the transport ejects the backend first
+// (Health.eject), so the batches behind this one already avoid it.
+func (lm *liveModule) run(ctx context.Context, from *dispatcher.Slot, c *backends.Client, items [][]api.Tensor, dummies int,
+	latest time.Time) (out [][]api.Tensor, errs []error, err error) {
+	var tried [maxTries]string
+	for try := 0; ; try++ {
+		tried[try] = from.Backend
+		out, errs, err = lm.attempt(ctx, from, c, items, dummies)
+		if err == nil || try+1 == maxTries || ctx.Err() != nil {
+			return out, errs, err
+		}
+		why, ok := retryReasonOf(err)
+		if !ok {
+			return out, errs, err
+		}
+		alt, ok := lm.disp.Alternate(from, len(items)+dummies, tried[:try+1]...)
+		if !ok || time.Now().Add(alt.Duration).After(latest) {
+			return out, errs, err
+		}
+		if c = lm.clients[alt.Backend]; c == nil {
+			return out, errs, err
+		}
+		lm.h.retries[why].Add(1)
+		from = &alt
+	}
+}
+
+// callResult is one call's outcome in a hedged attempt.
+type callResult struct {
+	out   [][]api.Tensor
+	errs  []error
+	err   error
+	hedge bool
+}
+
+// attempt is one call of a batch on from, hedged: when the call is still
+// running hedgeAfter times from's profiled duration, the deadline leaves
+// another machine's duration and the hedge budget allows, the batch is also
+// sent to another machine (competitive execution, as Cloudflow's and Llama's
+// straggler mitigation); the first answer wins and the other call is
+// cancelled. attempt returns only once both calls have returned, so no call
+// reads the items' inputs after the batch is done. It feeds the backend's
+// straggler EWMA and ejects it on a transport failure.
+func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *backends.Client, items [][]api.Tensor, dummies int) ([][]api.Tensor, []error, error) {
+	h := lm.h
+	bh := lm.health[from.Backend]
+	h.batches.Add(1)
+	start := time.Now()
+	if h.opts.HedgeBudget <= 0 || from.Duration <= 0 || len(lm.clients) < 2 { // no hedge possible: no timer, no goroutine
+		out, errs, err := lm.infer(ctx, c, items, dummies)
+		lm.observe(bh, from, start, err)
+		return out, errs, err
+	}
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	ch := make(chan callResult, 2)
+	go func() {
+		out, errs, err := lm.infer(pctx, c, items, dummies)
+		ch <- callResult{out: out, errs: errs, err: err}
+	}()
+	timer := time.NewTimer(hedgeAfter * from.Duration)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		lm.observe(bh, from, start, r.err)
+		return r.out, r.errs, r.err
+	case <-timer.C:
+	}
+	alt, ok := lm.disp.Alternate(from, len(items)+dummies, from.Backend)
+	var hc *backends.Client
+	if ok {
+		hc = lm.clients[alt.Backend]
+	}
+	if dl, has := ctx.Deadline(); hc == nil || has && time.Now().Add(alt.Duration).After(dl) || !h.allowHedge() {
+		r := <-ch
+		lm.observe(bh, from, start, r.err)
+		return r.out, r.errs, r.err
+	}
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	hstart := time.Now()
+	abh := lm.health[alt.Backend]
+	go func() {
+		out, errs, err := lm.infer(hctx, hc, items, dummies)
+		ch <- callResult{out: out, errs: errs, err: err, hedge: true}
+	}()
+	first := <-ch
+	if first.err != nil { // the other call may still answer
+		if second := <-ch; second.err == nil {
+			first, second = second, first
+			lm.settle(bh, abh, from, &alt, start, hstart, first)
+			return first.out, first.errs, first.err
+		}
+		lm.settle(bh, abh, from, &alt, start, hstart, first)
+		return first.out, first.errs, first.err
+	}
+	lm.settle(bh, abh, from, &alt, start, hstart, first)
+	pcancel()
+	hcancel()
+	<-ch // the loser, cancelled
+	return first.out, first.errs, first.err
+}
+
+// settle records a hedged attempt decided by win: the hedge's outcome and
+// machine time, and the winner's duration in its backend's EWMA (the loser's
+// elapsed time counts too, as a lower bound: a straggler whose batches are
+// always hedged must still look slow).
+func (lm *liveModule) settle(bh, abh *backendHealth, from, alt *dispatcher.Slot, start, hstart time.Time, win callResult) {
+	h := lm.h
+	h.hedgeNanos.Add(int64(time.Since(hstart)))
+	if win.hedge {
+		h.hedgesWon.Add(1)
+		lm.observe(abh, alt, hstart, win.err)
+		if win.err == nil && bh != nil {
+			h.observe(bh, time.Since(start), from.Duration)
+		}
+		return
+	}
+	h.hedgesLost.Add(1)
+	lm.observe(bh, from, start, win.err)
+}
+
+// failedRatio is what a batch the backend answered with an error (INTERNAL, a
+// malformed output) counts for in its straggler EWMA: such a batch costs its
+// duration and a retry's, and more. A backend that fails most of its batches
+// then counts as slow (is down-weighted, and re-placed after a spare) while
+// one that fails now and then does not (one failure lifts an EWMA of 1 to 1.3;
+// 10% failed holds it near 1.15).
+const failedRatio = 2.5
+
+// observe feeds one call's outcome to its backend's health: its duration to
+// the straggler EWMA when it succeeded or ran out of time, failedRatio when
+// the backend answered an error, an ejection when it failed at the transport.
+func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, start time.Time, err error) {
+	if bh == nil {
+		return
+	}
+	switch why, _ := retryReasonOf(err); {
+	case err == nil:
+		lm.h.observe(bh, time.Since(start), s.Duration)
+	case ejects(err):
+		lm.h.eject(bh, err, time.Now())
+	case why == retryFailed:
+		lm.h.observe(bh, time.Duration(failedRatio*float64(s.Duration)), s.Duration)
+	case errors.Is(err, context.DeadlineExceeded):
+		lm.h.observe(bh, time.Since(start), s.Duration) // at least this slow: a hanging backend
+	}
+}

@@ -1,0 +1,228 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// FusionSep joins the names of fused modules ("pre+det") and of their models
+// ("ocr-pre+ocr-det"), as backends/fused names a fused chain.
+const FusionSep = "+"
+
+// Fusion is one chain of modules the planner fused into one stage (operator
+// fusion, Cloudflow §4): Modules (in order) became the module Module running
+// the model Model, because the session then planned cheaper (Cost <
+// UnfusedCost, cost units), or at equal cost with a lower latency bound
+// (LatencyMs < UnfusedLatencyMs).
+type Fusion struct {
+	Session          string
+	Module           string
+	Model            string
+	Modules          []string
+	Cost             float64
+	UnfusedCost      float64
+	LatencyMs        float64
+	UnfusedLatencyMs float64
+}
+
+func (f Fusion) String() string {
+	return fmt.Sprintf("session %s: fused %s into %s (model %s): cost %.4g (unfused %.4g), latency %.1fms (unfused %.1fms)",
+		f.Session, strings.Join(f.Modules, ", "), f.Module, f.Model, f.Cost, f.UnfusedCost, f.LatencyMs, f.UnfusedLatencyMs)
+}
+
+// Fuse is the fusion decision, a config transformation run before planning.
+// A fusable chain is a run of modules m1 → … → mk (k ≥ 2) of a session where
+// each of m2…mk has m(i−1) as its only parent, each of m1…m(k−1) has m(i+1) as
+// its only child, and all have the same rate (one fan-out level). A chain is a
+// candidate when cfg profiles the model named by its models joined with
+// FusionSep on some hardware (a fused profile, measured with `piccolo profile`
+// against a backend that serves the chain as one model, backends/fused).
+//
+// For each session Fuse plans it with plan (scheduler.Plan or the gateway's
+// planner) as it is and with each candidate fused, applies the best fused
+// version if it is cheaper, or as cheap with a lower latency bound, and
+// repeats until no candidate improves the session. The fused module is named
+// by its modules' names joined with FusionSep, takes m1's After and rate, and
+// the children of mk follow it; the session's inputs (m1's) and outputs (mk's)
+// stay the same.
+//
+// Fuse returns a new config (cfg is not modified; unchanged sessions share
+// their modules with cfg) and the fusions made, in order. It errors only when
+// plan returns no plan at all (bad options); a session that is infeasible
+// unfused may become feasible fused.
+func Fuse(cfg *api.Config, plan func(*api.Config) (*api.Plan, error)) (*api.Config, []Fusion, error) {
+	fusedModels := map[string]bool{}
+	for _, p := range cfg.Profiles {
+		if strings.Contains(p.Model, FusionSep) {
+			fusedModels[p.Model] = true
+		}
+	}
+	out := *cfg
+	out.Sessions = append([]api.Session(nil), cfg.Sessions...)
+	if len(fusedModels) == 0 {
+		return &out, nil, nil
+	}
+	var fusions []Fusion
+	for i := range out.Sessions {
+		cur, err := planOne(&out, out.Sessions[i], plan)
+		if err != nil {
+			return nil, nil, err
+		}
+		for {
+			var best *api.Session
+			var bestPlan api.SessionPlan
+			var bestChain []string
+			for _, chain := range fusableChains(out.Sessions[i], fusedModels) {
+				s := fuseChain(out.Sessions[i], chain)
+				sp, err := planOne(&out, s, plan)
+				if err != nil {
+					return nil, nil, err
+				}
+				if better(sp, cur) && (best == nil || better(sp, bestPlan)) {
+					best, bestPlan, bestChain = &s, sp, chain
+				}
+			}
+			if best == nil {
+				break
+			}
+			fm := best.Modules[moduleIndex(*best, strings.Join(bestChain, FusionSep))]
+			fusions = append(fusions, Fusion{Session: best.Name, Module: fm.Name, Model: fm.Model, Modules: bestChain,
+				Cost: bestPlan.Cost, UnfusedCost: cur.Cost, LatencyMs: bestPlan.LatencyMs, UnfusedLatencyMs: cur.LatencyMs})
+			out.Sessions[i], cur = *best, bestPlan
+		}
+	}
+	return &out, fusions, nil
+}
+
+// planOne plans session s alone under cfg's hardware and profiles.
+func planOne(cfg *api.Config, s api.Session, plan func(*api.Config) (*api.Plan, error)) (api.SessionPlan, error) {
+	one := *cfg
+	one.Sessions = []api.Session{s}
+	p, err := plan(&one)
+	if p == nil {
+		return api.SessionPlan{}, fmt.Errorf("fusion: planning session %s: %w", s.Name, err)
+	}
+	if len(p.Sessions) != 1 {
+		return api.SessionPlan{}, fmt.Errorf("fusion: planning session %s: %d session plans, want 1", s.Name, len(p.Sessions))
+	}
+	sp := p.Sessions[0]
+	if sp.Error == "" && err != nil && !errors.Is(err, ErrInfeasible) {
+		sp.Error = err.Error()
+	}
+	return sp, nil
+}
+
+// better reports whether a is a better session plan than b: feasible where b is
+// not, cheaper, or as cheap (within 1e-9 relative) with a lower latency bound.
+func better(a, b api.SessionPlan) bool {
+	if a.Error != "" {
+		return false
+	}
+	if b.Error != "" {
+		return true
+	}
+	tol := 1e-9 * math.Max(math.Abs(b.Cost), 1)
+	if a.Cost < b.Cost-tol {
+		return true
+	}
+	return a.Cost <= b.Cost+tol && a.LatencyMs < b.LatencyMs
+}
+
+// fusableChains lists, as module names, every chain of s (see Fuse) whose
+// fused model is in fused, sorted for a deterministic choice.
+func fusableChains(s api.Session, fused map[string]bool) [][]string {
+	byName := make(map[string]*api.Module, len(s.Modules))
+	children := map[string][]string{}
+	for i := range s.Modules {
+		m := &s.Modules[i]
+		byName[m.Name] = m
+		for _, p := range m.After {
+			children[p] = append(children[p], m.Name)
+		}
+	}
+	// next returns the module a chain may extend m with: m's only child, whose
+	// only parent is m, at m's rate.
+	next := func(m *api.Module) *api.Module {
+		if len(children[m.Name]) != 1 {
+			return nil
+		}
+		c := byName[children[m.Name][0]]
+		if c == nil || len(c.After) != 1 || c.Rate != m.Rate {
+			return nil
+		}
+		return c
+	}
+	var chains [][]string
+	for i := range s.Modules {
+		m := &s.Modules[i]
+		names, models := []string{m.Name}, []string{m.Model}
+		for c := next(m); c != nil; c = next(c) {
+			names, models = append(names, c.Name), append(models, c.Model)
+			if fused[strings.Join(models, FusionSep)] {
+				chains = append(chains, append([]string(nil), names...))
+			}
+		}
+	}
+	sort.Slice(chains, func(i, j int) bool {
+		return strings.Join(chains[i], FusionSep) < strings.Join(chains[j], FusionSep)
+	})
+	return chains
+}
+
+// fuseChain returns s with the modules of chain (a fusable chain) replaced by
+// one module where the first of them was.
+func fuseChain(s api.Session, chain []string) api.Session {
+	in := make(map[string]bool, len(chain))
+	for _, n := range chain {
+		in[n] = true
+	}
+	first, last := chain[0], chain[len(chain)-1]
+	name := strings.Join(chain, FusionSep)
+	out := s
+	out.Modules = make([]api.Module, 0, len(s.Modules)-len(chain)+1)
+	for _, m := range s.Modules {
+		if in[m.Name] {
+			if m.Name == first {
+				fm := m
+				fm.Name = name
+				out.Modules = append(out.Modules, fm)
+			}
+			continue
+		}
+		if len(m.After) > 0 {
+			after := append([]string(nil), m.After...)
+			for k, p := range after {
+				if p == last {
+					after[k] = name
+				}
+			}
+			m.After = after
+		}
+		out.Modules = append(out.Modules, m)
+	}
+	// The models in chain order: s.Modules may list the chain out of order.
+	ordered := make([]string, len(chain))
+	for k, n := range chain {
+		for _, m := range s.Modules {
+			if m.Name == n {
+				ordered[k] = m.Model
+			}
+		}
+	}
+	out.Modules[moduleIndex(out, name)].Model = strings.Join(ordered, FusionSep)
+	return out
+}
+
+func moduleIndex(s api.Session, name string) int {
+	for i, m := range s.Modules {
+		if m.Name == name {
+			return i
+		}
+	}
+	return -1
+}

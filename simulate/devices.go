@@ -1,0 +1,172 @@
+package simulate
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
+)
+
+// PlaceOnDevices places plan (scheduler/control.Place: full machines on a
+// device each, fractional machines of different modules packed onto shared
+// devices, first-fit decreasing, occupancy ≤ 1) on exactly as many devices as
+// it needs, named "<hardware>-<i>", and returns the placed plan and the number
+// of devices. A plan whose groups already name backends is returned as it is,
+// with the number of distinct backends it names. The plan's cost (fractional
+// machines × price) is what the planner minimises; the devices are what that
+// cost buys once placed.
+func PlaceOnDevices(plan *api.Plan) (*api.Plan, int, error) {
+	if plan == nil {
+		return nil, 0, fmt.Errorf("placement: no plan")
+	}
+	if n := countBackends(plan); n > 0 {
+		return plan, n, nil
+	}
+	// First on no device: the shortfall says how many of each hardware type
+	// the packing needs; then on that many.
+	_, short, err := control.Place(plan, nil, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	var members []control.Member
+	for _, h := range short.Hardware {
+		for i := range h.Needed {
+			members = append(members, control.Member{ID: fmt.Sprintf("%s-%d", h.Hardware, i), Hardware: h.Hardware})
+		}
+	}
+	placed, short, err := control.Place(plan, members, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := short.Err(); err != nil {
+		return nil, 0, fmt.Errorf("placement on the %d devices it asked for: %w", len(members), err)
+	}
+	return placed, countBackends(placed), nil
+}
+
+// countBackends returns the distinct backends plan's planned sessions name.
+func countBackends(plan *api.Plan) int {
+	n := 0
+	for _, k := range DevicesByHardware(plan) {
+		n += k
+	}
+	return n
+}
+
+// DevicesByHardware counts the distinct backends the planned sessions of a
+// placed plan name, per hardware type.
+func DevicesByHardware(placed *api.Plan) map[string]int {
+	seen := map[string]bool{}
+	n := map[string]int{}
+	for _, sp := range placed.Sessions {
+		if sp.Error != "" {
+			continue
+		}
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				for _, id := range g.Backends {
+					if !seen[id] {
+						seen[id] = true
+						n[g.Hardware]++
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// simDevice is one placed backend (GroupPlan.Backends): the slots of every
+// module placed on it share its lanes, as many as the largest concurrency of
+// those slots, as the live sim backend shares them (backends/sim). A batch
+// sent while every lane runs another batch waits in the device's FIFO queue:
+// the dispatcher, which counts only its own module's batches, believes it
+// started when sent. DeviceReport.MaxWaitMs measures that error.
+type simDevice struct {
+	id      string
+	lanes   int
+	busy    int
+	queue   []*completion // FIFO, queue[head:] waiting
+	head    int
+	modules []string
+	batches int
+	queued  int
+	maxWait time.Duration
+	busyFor time.Duration // lane-time
+}
+
+// DeviceReport is one placed device (a backend id of the plan) in a simulation:
+// the modules placed on it, its lanes, the batches it ran, how many of them
+// waited because another batch held every lane (Queued) and the longest such
+// wait (the error of the dispatchers' lane estimates, which count only their
+// own module's batches), and its utilisation (busy lane-time / lanes ×
+// simulated time).
+type DeviceReport struct {
+	ID          string   `json:"id"`
+	Modules     []string `json:"modules"`
+	Lanes       int      `json:"lanes"`
+	Batches     int      `json:"batches"`
+	Queued      int      `json:"queued"`
+	MaxWaitMs   float64  `json:"max_wait_ms"`
+	Utilisation float64  `json:"utilisation"`
+}
+
+// devicesOf builds the devices of a placed plan (nil when no group names a
+// backend: every slot then runs on a device of its own).
+func devicesOf(plan *api.Plan) (map[string]*simDevice, error) {
+	devs := map[string]*simDevice{}
+	for _, sp := range plan.Sessions {
+		if sp.Error != "" {
+			continue
+		}
+		for _, mp := range sp.Modules {
+			slots, err := dispatcher.SlotsOf(mp)
+			if err != nil {
+				return nil, fmt.Errorf("session %q: %w", sp.Name, err)
+			}
+			for _, sl := range slots {
+				if sl.Backend == "" {
+					continue
+				}
+				d := devs[sl.Backend]
+				if d == nil {
+					d = &simDevice{id: sl.Backend}
+					devs[sl.Backend] = d
+				}
+				d.lanes = max(d.lanes, sl.Concurrency)
+				if name := sp.Name + "/" + mp.Name; !contains(d.modules, name) {
+					d.modules = append(d.modules, name)
+				}
+			}
+		}
+	}
+	if len(devs) == 0 {
+		return nil, nil
+	}
+	return devs, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sim) deviceReports(elapsed time.Duration) []DeviceReport {
+	var out []DeviceReport
+	for _, d := range s.sender.devs {
+		r := DeviceReport{ID: d.id, Modules: d.modules, Lanes: d.lanes, Batches: d.batches, Queued: d.queued, MaxWaitMs: toMs(d.maxWait)}
+		if elapsed > 0 {
+			r.Utilisation = float64(d.busyFor) / (float64(d.lanes) * float64(elapsed))
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
