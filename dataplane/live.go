@@ -74,6 +74,12 @@ type LiveOptions struct {
 	// Estimate answers with the dispatcher's prediction. `piccolo gateway`
 	// turns it on (--admission); off, admission is the DAG estimate alone.
 	Admission bool
+	// Spare gives each module the pool's backends that the placed plan leaves
+	// idle and whose hardware has a profile for the module's model, as spare
+	// machines its batches overflow to before admission refuses
+	// (dispatcher.SetSpare; the models are loaded there when the plan is
+	// applied; dataplane/spare.go). `piccolo gateway` turns it on (--spare).
+	Spare bool
 }
 
 // LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher
@@ -236,6 +242,9 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 				meta[k.model] = info
 			}
 		}
+	}
+	if opts.Spare {
+		r.attachSpares(lctx, cfg, placed, opts.Logger)
 	}
 	for _, mods := range r.sessions {
 		for _, lm := range mods {
