@@ -118,10 +118,22 @@ func loadOpen(t *testing.T, url string, rate float64, d time.Duration) openLoop 
 		t.Fatalf("loadgen: %v\n%s", err, out)
 	}
 	var r openLoop
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &r); err != nil {
-		t.Fatalf("loadgen output: %v\n%s", err, out)
+	if err := jsonFrom(out, &r); err != nil {
+		t.Fatal(err)
 	}
 	return r
+}
+
+// jsonFrom decodes the JSON report in loadgen's output into v.
+func jsonFrom(out string, v any) error {
+	i := strings.Index(out, "{")
+	if i < 0 {
+		return fmt.Errorf("loadgen output has no JSON report:\n%s", out)
+	}
+	if err := json.Unmarshal([]byte(out[i:]), v); err != nil {
+		return fmt.Errorf("loadgen output: %v\n%s", err, out)
+	}
+	return nil
 }
 
 // overflowBatches reads piccolo_dispatcher_overflow_batches_total of
