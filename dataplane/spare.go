@@ -20,17 +20,30 @@ type spareBackend struct {
 	addr string
 }
 
-// spareSlots returns, for every module of placed, the backends of cfg's pool
-// (the static `backends:` list, or the Consul members the plan was made
-// with) that no group of placed names and whose hardware has a profile for
-// the module's model, each as a spare slot: the profile's entry with the
+// SpareSlots returns, for every module of placed (a plan placed on cfg's
+// backends), the spare machines the live gateway gives it with
+// LiveOptions.Spare: the backends of cfg's pool (the static `backends:`
+// list, or the Consul members the plan was made with) that no group of
+// placed names and whose hardware has a profile for the module's model, each
+// as a slot (Group −1, Backend its id) of the profile's entry with the
 // smallest batch that holds the module's largest group batch (a batch closed
-// for any group fits it), its shortest duration and, among those, its highest
-// throughput; when no entry is that large, the largest batch. An entry
-// longer than the module's budget is of no use and is skipped. One idle
-// backend may be spare for several modules (each loads its own model there);
-// each module's dispatcher then counts the backend's lanes as its own, so
-// two modules overflowing at once may queue on it. Sorted by backend id.
+// for any group fits it), among those the highest throughput; when no entry
+// is that large, the largest batch. An entry longer than the module's budget
+// is of no use and is skipped. One idle backend may be spare for several
+// modules (each loads its own model there); each module's dispatcher then
+// counts the backend's lanes as its own, so two modules overflowing at once
+// may queue on it. Sorted by backend id. For `piccolo simulate` and tests to
+// simulate what the gateway serves.
+func SpareSlots(cfg *api.Config, placed *api.Plan) []dispatcher.Slot {
+	var out []dispatcher.Slot
+	for _, s := range spareSlots(cfg, placed, nil) {
+		out = append(out, s.slot)
+	}
+	return out
+}
+
+// spareSlots is SpareSlots with each slot's backend address and module (nil
+// when mods is nil; a module mods lacks is skipped when it is not).
 func spareSlots(cfg *api.Config, placed *api.Plan, mods map[string]map[string]*liveModule) []spareBackend {
 	used := map[string]bool{}
 	for _, sp := range placed.Sessions {
@@ -55,15 +68,16 @@ func spareSlots(cfg *api.Config, placed *api.Plan, mods map[string]map[string]*l
 	for _, sp := range placed.Sessions {
 		for _, mp := range sp.Modules {
 			lm := mods[sp.Name][mp.Name]
-			if lm == nil {
+			if lm == nil && mods != nil {
 				continue
 			}
 			need := 1
 			for _, g := range mp.Configs {
 				need = max(need, g.Batch)
 			}
+			budget := time.Duration(mp.BudgetMs * float64(time.Millisecond))
 			for _, b := range idle {
-				e, ok := spareEntry(cfg, mp.Model, b.Hardware, need, lm.budget)
+				e, ok := spareEntry(cfg, mp.Model, b.Hardware, need, budget)
 				if !ok {
 					continue
 				}
