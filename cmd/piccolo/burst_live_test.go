@@ -57,6 +57,8 @@ const burstWindow = 20 * time.Second
 // and the cost; it asserts nothing but that the runs ran. About 7 minutes:
 //
 //	PICCOLO_BURST_TABLE=1 go test -count=1 -run BurstTableLive -v -timeout 20m ./cmd/piccolo
+//
+// PICCOLO_BURST_ROWS="MMPP 10×, 2 s" runs the rows whose names it contains.
 func TestBurstTableLive(t *testing.T) {
 	if os.Getenv("PICCOLO_BURST_TABLE") == "" {
 		t.Skip("set PICCOLO_BURST_TABLE=1: about 7 minutes of live runs")
@@ -68,6 +70,9 @@ func TestBurstTableLive(t *testing.T) {
 	dir := t.TempDir()
 	t.Logf("| arrivals | window: requests, peak (0.5 s) | (a) mean-rate plan: cost / attainment live (simulated) / refused live (simulated) | (b) trace plan | (c) (a) + spares: cost planned + spare used (pool) / attainment / refused, overflow batches |")
 	for _, p := range burstProcesses {
+		if only := os.Getenv("PICCOLO_BURST_ROWS"); only != "" && !strings.Contains(only, p.name) {
+			continue
+		}
 		trace, start := burstSample(t, p.spec)
 		path := filepath.Join(dir, strings.NewReplacer(" ", "", "×", "x", ",", "", "²", "2").Replace(p.name)+".txt")
 		n := writeWindow(t, path, trace, start)
