@@ -277,7 +277,7 @@ func TestFreshGatewayFirstRequests(t *testing.T) {
 			// Three fresh gateways: a hold for the planned load (what issue 11
 			// fixed) is in every one; a 2-core machine shared with builds
 			// stalls a goroutine for tens of ms now and then (2 of 27 attempts
-			// at load 13), so one slow attempt of three is tolerated.
+			// at load 5–13), so one slow attempt of three is tolerated.
 			slow := 0
 			for range 3 {
 				if worst := firstRequests(t, firstProfile, tc.n, post); worst > 2*tc.compute {
