@@ -13,7 +13,7 @@ var _ prometheus.Collector = (*LiveRunner)(nil)
 // Describe implements prometheus.Collector.
 func (r *LiveRunner) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{metrics.DescItems, metrics.DescDummies, metrics.DescClosed, metrics.DescBatches, metrics.DescSlotItems, metrics.DescSlotDummies,
-		metrics.DescSlotBusy, metrics.DescSlotLanes, metrics.DescSlotRate, metrics.DescOutstanding} {
+		metrics.DescSlotBusy, metrics.DescSlotLanes, metrics.DescSlotRate, metrics.DescOutstanding, metrics.DescOverflow} {
 		ch <- d
 	}
 	if r.ownHealth {
@@ -39,8 +39,13 @@ func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
 			for c, n := range st.Closed {
 				ch <- prometheus.MustNewConstMetric(metrics.DescClosed, prometheus.CounterValue, float64(n), s, m, dispatcher.Closer(c).String())
 			}
-			for _, sl := range st.Slots {
-				lv := []string{s, m, fmt.Sprintf("g%dm%d", sl.Slot.Group, sl.Slot.Machine), sl.Slot.Backend, sl.Slot.Hardware}
+			ch <- prometheus.MustNewConstMetric(metrics.DescOverflow, prometheus.CounterValue, float64(st.Overflow), s, m)
+			for i, sl := range append(st.Slots, st.Spare...) {
+				name := fmt.Sprintf("g%dm%d", sl.Slot.Group, sl.Slot.Machine)
+				if i >= len(st.Slots) { // a spare machine: Group −1
+					name = fmt.Sprintf("spare%d", sl.Slot.Machine)
+				}
+				lv := []string{s, m, name, sl.Slot.Backend, sl.Slot.Hardware}
 				ch <- prometheus.MustNewConstMetric(metrics.DescBatches, prometheus.CounterValue, float64(sl.Batches), lv...)
 				ch <- prometheus.MustNewConstMetric(metrics.DescSlotItems, prometheus.CounterValue, float64(sl.Items), lv...)
 				ch <- prometheus.MustNewConstMetric(metrics.DescSlotDummies, prometheus.CounterValue, float64(sl.Dummies), lv...)

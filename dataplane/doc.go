@@ -36,6 +36,21 @@
 // each backend (RepositoryModelLoad) with the largest batch and concurrency any
 // group placed there needs.
 //
+// # Spare machines
+//
+// With LiveOptions.Spare (`piccolo gateway --spare`, default on), each module
+// is given, as spare machines (dispatcher.SetSpare), the backends of the pool
+// (cfg.Backends: the static list, or the members a Consul plan was made
+// with) that the placed plan leaves idle and whose hardware has a profile
+// for the module's model; its batches overflow there when its planned
+// machines are saturated, before admission refuses (spare.go gives the
+// profile entry chosen). The models are loaded on the spare backends when the
+// plan is applied, not at the first overflow: a load takes seconds, and a
+// spare that cannot be loaded is logged and left out without failing the
+// plan. One idle backend may be spare for several modules; each counts its
+// lanes as its own. Spare slots have Group −1: code indexing by group skips
+// them (Stats.Spare holds their counters).
+//
 // LiveSwitch is the ModuleRunner of a gateway whose plan changes: Apply
 // places a plan, loads its models on the backends, builds a LiveRunner and
 // swaps it in with one atomic store. The previous runner stays open until

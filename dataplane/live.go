@@ -84,6 +84,12 @@ type LiveOptions struct {
 	// ProbeInterval is how often backends are health-probed (HealthOptions).
 	// Default 1s; negative: never, except an ejected one until it is back.
 	ProbeInterval time.Duration
+	// Spare gives each module the pool's backends that the placed plan leaves
+	// idle and whose hardware has a profile for the module's model, as spare
+	// machines its batches overflow to before admission refuses
+	// (dispatcher.SetSpare; the models are loaded there when the plan is
+	// applied; dataplane/spare.go). `piccolo gateway` turns it on (--spare).
+	Spare bool
 }
 
 // healthOptions are the HealthOptions o asks for.
@@ -289,6 +295,9 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 				meta[k.model] = info
 			}
 		}
+	}
+	if opts.Spare {
+		r.attachSpares(lctx, cfg, placed, opts.Logger)
 	}
 	for _, mods := range r.sessions {
 		for _, lm := range mods {

@@ -387,7 +387,7 @@ var (
 		"Batches with a real item a module closed for dispatch, by what closed them: full (the group's batch size), deadline (the deadline flush), idle (--flush idle: an idle machine).",
 		[]string{"session", "module", "closer"}, nil)
 	DescBatches = prometheus.NewDesc(DispatcherBatchesTotal,
-		"Batches sent to a slot (machine) of a module's plan; slot is g<group>m<machine>.", slotLabels, nil)
+		"Batches sent to a slot (machine) of a module's plan; slot is g<group>m<machine>, or spare<i> for a spare machine.", slotLabels, nil)
 	DescSlotItems = prometheus.NewDesc(DispatcherSlotItemsTotal,
 		"Real items sent to a slot in its batches.", slotLabels, nil)
 	DescSlotDummies = prometheus.NewDesc(DispatcherSlotDummiesTotal,
@@ -398,6 +398,9 @@ var (
 		"Lanes (concurrency) of a slot under the current plan.", slotLabels, nil)
 	DescSlotRate = prometheus.NewDesc(DispatcherSlotPlannedRate,
 		"Planned request rate of a slot, dummies included, in requests per second.", slotLabels, nil)
+	DescOverflow = prometheus.NewDesc(DispatcherOverflowBatchesTotal,
+		"Batches of a module sent to a spare machine (a backend of the pool its plan leaves idle, gateway --spare) because every machine of their group was busy and they would have completed late there.",
+		[]string{"session", "module"}, nil)
 	DescOutstanding = prometheus.NewDesc(GatewayModuleOutstanding,
 		"Items submitted to a module and not yet done (what admission control reads).", []string{"session", "module"}, nil)
 )

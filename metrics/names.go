@@ -26,6 +26,11 @@ const (
 	DispatcherSlotBusySecondsTotal = "piccolo_dispatcher_slot_busy_seconds_total"
 	DispatcherSlotLanes            = "piccolo_dispatcher_slot_lanes"
 	DispatcherSlotPlannedRate      = "piccolo_dispatcher_slot_planned_rate"
+	// DispatcherOverflowBatchesTotal counts a module's batches sent to a spare
+	// machine (a backend its plan leaves idle) because its planned machines
+	// were saturated; the spare machines' own batches, items and busy time are
+	// the slot metrics above with slot "spare<i>".
+	DispatcherOverflowBatchesTotal = "piccolo_dispatcher_overflow_batches_total"
 
 	// Per backend, faults (dataplane.Health, collected at scrape time):
 	GatewayRetriesTotal          = "piccolo_gateway_retries_total"

@@ -43,6 +43,7 @@ type gatewayOptions struct {
 	admission  bool
 	hedge      float64       // --hedge-budget
 	probeEvery time.Duration // --probe-interval
+	spare      bool
 	logFmt     string
 	drain      time.Duration
 	drainDelay time.Duration // on shutdown, serve this long while reporting not ready, then drain
@@ -151,6 +152,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429) a request the machines' queues say would finish after its deadline; false: admit on the DAG estimate alone (the old rule)")
+	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
 	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
 	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
@@ -234,7 +236,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if hedge == 0 {
 		hedge = -1 // LiveOptions: negative means none
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
 	apply := func(ctl controlplane.Control) controlplane.OnConfig { return ctl.Apply }

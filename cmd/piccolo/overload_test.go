@@ -1,0 +1,419 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	goruntime "runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/piccolo-serving/piccolo/metrics"
+)
+
+// overloadProfile is issue 11's overload case (simulate/testdata/overload.yaml:
+// b1 2 ms, b4 3 ms, b16 8 ms, SLO 100 ms, planned at 1500 req/s) scaled 10×
+// in time: b1 20 ms, b4 30 ms, b16 80 ms, SLO 1 s, planned at 150 req/s, one
+// machine of 200 req/s. The shape is the same; the rates are a tenth, so that
+// 10× the planned rate (1500 req/s) is what one loaded 2-core machine can
+// drive through a gateway and a backend, in-process with the load generator
+// (docs/dataplane.md, "Overload, live").
+const overloadProfile = `
+hardware:
+  - {name: v100, price: 1}
+profiles:
+  - model: m
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 20ms}
+      - {batch: 4, concurrency: 1, duration: 30ms}
+      - {batch: 16, concurrency: 1, duration: 80ms}
+sessions:
+  - name: one
+    slo: 1000ms
+    modules:
+      - {name: m, model: m, rate: 150}
+`
+
+// startPool starts n sim backends (hardware v100) on configText and a
+// `piccolo gateway` (its defaults: flush idle, admission, spare) over a
+// static backends list naming all n, planned at --max-utilization 0.8 so the
+// plan is the same at every n; edit, when not nil, changes its options. It
+// returns the gateway's URL; everything stops when ctx ends.
+func startPool(t testing.TB, ctx context.Context, configText string, n int, edit func(*gatewayOptions)) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, []byte(configText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list := "backends:\n"
+	for i := range n {
+		addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath},
+			executor: "sim", logFmt: "json", drain: time.Second})
+		list += fmt.Sprintf("  - {id: gpu-%d, address: %q, hardware: v100}\n", i, addr)
+	}
+	bePath := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(bePath, []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo",
+		maxUtil: 0.8, dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true, spare: true,
+		logFmt: "json", drain: time.Second}
+	if edit != nil {
+		edit(o)
+	}
+	url, _ := startGateway(t, ctx, o)
+	return url
+}
+
+// openLoop is what an overload run measured (piccolo loadgen -o json).
+type openLoop struct {
+	Sent          int64            `json:"sent"`
+	OK            int64            `json:"ok"`
+	Errors        map[string]int64 `json:"errors"`
+	SLOAttainment float64          `json:"slo_attainment"`
+	Throughput    float64          `json:"throughput_rps"`
+	P99Ms         float64          `json:"p99_ms"`
+	MaxMs         float64          `json:"max_ms"`
+	LateSends     int64            `json:"late_sends"`
+}
+
+// refused is the share of sent requests answered 429.
+func (r openLoop) refused() float64 {
+	return float64(r.Errors["rejected: overloaded"]) / float64(r.Sent)
+}
+
+// admittedWithin is the share of admitted requests (sent, neither refused nor
+// dropped by the load generator) answered OK within the SLO.
+func (r openLoop) admittedWithin() float64 {
+	admitted := r.Sent - r.Errors["rejected: overloaded"] - r.Errors["dropped: client overload"]
+	if admitted <= 0 {
+		return 1
+	}
+	return r.SLOAttainment * float64(r.Sent) / float64(admitted)
+}
+
+func (r openLoop) String() string {
+	return fmt.Sprintf("sent %d ok %d refused %.1f%% admitted within SLO %.3f%% errors %v goodput %.0f/s p99 %.0f ms max %.0f ms late sends %d",
+		r.Sent, r.OK, 100*r.refused(), 100*r.admittedWithin(), r.Errors, r.Throughput, r.P99Ms, r.MaxMs, r.LateSends)
+}
+
+// loadOpen runs `piccolo loadgen` open loop (Poisson, seed 1) at rate for d
+// against session one at url.
+func loadOpen(t *testing.T, url string, rate float64, d time.Duration) openLoop {
+	t.Helper()
+	out, err := runLoadgen(t, "--target", url, "--session", "one", "--rate", strconv.FormatFloat(rate, 'f', -1, 64),
+		"--duration", d.String(), "--drain", "3s", "--seed", "1", "-o", "json", "-q")
+	if err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, out)
+	}
+	var r openLoop
+	if err := jsonFrom(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// jsonFrom decodes the JSON report in loadgen's output into v.
+func jsonFrom(out string, v any) error {
+	i := strings.Index(out, "{")
+	if i < 0 {
+		return fmt.Errorf("loadgen output has no JSON report:\n%s", out)
+	}
+	if err := json.Unmarshal([]byte(out[i:]), v); err != nil {
+		return fmt.Errorf("loadgen output: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// overflowBatches reads piccolo_dispatcher_overflow_batches_total of
+// session one, module m, from the gateway's /metrics.
+func overflowBatches(t *testing.T, url string) float64 {
+	t.Helper()
+	re := regexp.MustCompile(metrics.DispatcherOverflowBatchesTotal + `\{module="m",session="one"\} (\S+)`)
+	m := re.FindStringSubmatch(getMetrics(t, url+"/metrics"))
+	if m == nil {
+		t.Fatalf("/metrics has no %s for one/m", metrics.DispatcherOverflowBatchesTotal)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// TestSpareOverflowLive: issue 11's spare capacity before refusal, live. The
+// overload plan (one machine) on a pool of 1 backend, then of 2 (the second
+// left idle by the plan: a spare), open loop at 2× the planned rate. With
+// the spare, refusals fall far below the run without (at most a tenth),
+// ≥ 99.9% of the admitted finish within the SLO, none fails late (504), and
+// the overflow counter is > 0.
+func TestSpareOverflowLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a live overload run")
+	}
+	run := func(n int) (openLoop, float64) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		url := startPool(t, ctx, overloadProfile, n, nil)
+		r := loadOpen(t, url, 300, 3*time.Second)
+		return r, overflowBatches(t, url)
+	}
+	alone, aloneOver := run(1)
+	t.Logf("1 backend:            %v; overflow batches %.0f", alone, aloneOver)
+	spare, over := run(2)
+	t.Logf("1 backend + 1 spare:  %v; overflow batches %.0f", spare, over)
+	if alone.refused() < 0.1 {
+		t.Fatalf("without a spare only %.1f%% were refused at 2×: the run did not overload the plan", 100*alone.refused())
+	}
+	if spare.refused() > alone.refused()/10 {
+		t.Errorf("with a spare %.1f%% refused, without %.1f%%: want at most a tenth", 100*spare.refused(), 100*alone.refused())
+	}
+	if spare.admittedWithin() < 0.999 || spare.Errors["deadline"] > 0 {
+		t.Errorf("with a spare: %.3f%% of the admitted within the SLO and %d late (504); want ≥ 99.9%% and 0",
+			100*spare.admittedWithin(), spare.Errors["deadline"])
+	}
+	if over <= 0 || aloneOver != 0 {
+		t.Errorf("overflow batches %.0f with a spare, %.0f without; want > 0 and 0", over, aloneOver)
+	}
+}
+
+// TestOverloadLive: issue 11's overload, live. The overload plan on one
+// backend, open loop at 2× and 4× the planned rate for 3 s each through a
+// real gateway (admission on): no admitted request fails late (zero 504),
+// ≥ 99.9% of the admitted finish within the SLO, and the gateway's heap after
+// the runs is within 16 MiB of before (the queue stays bounded by the SLO).
+// The 10 s figures at 2×, 4× and 10× are in docs/dataplane.md.
+func TestOverloadLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a live overload run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url := startPool(t, ctx, overloadProfile, 1, nil)
+	heap := func() uint64 {
+		goruntime.GC()
+		var ms goruntime.MemStats
+		goruntime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	loadOpen(t, url, 150, time.Second) // warm up: connections, pools
+	before := heap()
+	for _, k := range []float64{2, 4} {
+		r := loadOpen(t, url, 150*k, 3*time.Second)
+		t.Logf("%.0f×: %v", k, r)
+		if r.Errors["deadline"] > 0 || r.admittedWithin() < 0.999 {
+			t.Errorf("%.0f×: %d late (504), %.3f%% of the admitted within the SLO; want 0 and ≥ 99.9%%", k, r.Errors["deadline"], 100*r.admittedWithin())
+		}
+		if r.refused() == 0 {
+			t.Errorf("%.0f×: nothing refused: the run did not overload the plan", k)
+		}
+	}
+	after := heap()
+	t.Logf("heap in use (test process: gateway, backend, load generator) %.1f MiB before, %.1f MiB after", float64(before)/(1<<20), float64(after)/(1<<20))
+	if after > before+16<<20 {
+		t.Errorf("heap grew from %d to %d bytes over the overload runs: want within 16 MiB", before, after)
+	}
+}
+
+// firstProfile is issue 11's fresh gateway case: one module, SLO 50 ms,
+// planned at 150k req/s (the plan has hundreds of machines, all placed on the
+// one backend), with batches of 5–10 ms so that loopback noise is small
+// against the compute time.
+const firstProfile = `
+hardware:
+  - {name: v100, price: 1}
+profiles:
+  - model: m
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 5ms}
+      - {batch: 4, concurrency: 1, duration: 6ms}
+      - {batch: 16, concurrency: 1, duration: 10ms}
+sessions:
+  - name: one
+    slo: 50ms
+    modules:
+      - {name: m, model: m, rate: 150000}
+`
+
+// TestFreshGatewayFirstRequests: a fresh gateway (nothing measured yet,
+// machines idle) answers its first request, and 8 concurrent first requests,
+// in at most twice their compute time (the profiled duration of the batch
+// they ran in: 5 ms alone, at most 10 ms for 8), not at the deadline flush
+// (~45 ms of the 50 ms SLO, which is what the first requests waited before
+// issue 11). Each case has a gateway of its own.
+func TestFreshGatewayFirstRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a live run")
+	}
+	body := []byte(`{"inputs":[{"name":"input0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`)
+	post := func(c *fasthttp.Client, url string) (time.Duration, int) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(url + "/v2/models/one/infer")
+		req.Header.SetMethod("POST")
+		req.SetBody(body)
+		t0 := time.Now()
+		if err := c.DoTimeout(req, resp, 5*time.Second); err != nil {
+			t.Errorf("request: %v", err)
+			return 0, 0
+		}
+		return time.Since(t0), resp.StatusCode()
+	}
+	for _, tc := range []struct {
+		n       int
+		compute time.Duration // of the batch the last of them runs in
+	}{{1, 5 * time.Millisecond}, {8, 10 * time.Millisecond}} {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			// Three fresh gateways: a hold for the planned load (what issue 11
+			// fixed) is in every one; a 2-core machine shared with builds
+			// stalls a goroutine for tens of ms now and then (2 of 27 attempts
+			// at load 5–13), so one slow attempt of three is tolerated.
+			slow := 0
+			for range 3 {
+				if worst := firstRequests(t, firstProfile, tc.n, post); worst > 2*tc.compute {
+					slow++
+					t.Logf("slowest of %d first requests took %v: over %v (2× compute %v)", tc.n, worst, 2*tc.compute, tc.compute)
+				}
+			}
+			if slow > 1 {
+				t.Errorf("%d of 3 fresh gateways answered %d first request(s) in more than %v (2× compute %v)", slow, tc.n, 2*tc.compute, tc.compute)
+			}
+		})
+	}
+}
+
+// firstRequests starts a fresh gateway over n backends and sends it n
+// concurrent first requests; it returns the slowest one's latency.
+func firstRequests(t *testing.T, configText string, n int, post func(*fasthttp.Client, string) (time.Duration, int)) time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// One backend a request: the plan's machines share the pool's backends
+	// (placement round-robin), and with fewer backends than concurrent
+	// requests the backends' own queues, not the gateway, would set the time
+	// (on 1 backend: 5, 10, …, 40 ms of queue).
+	url := startPool(t, ctx, configText, n, nil)
+	// Open the connections first, so the measured time is the gateway's, not
+	// the dial's: a GET of the metadata does not touch the dispatcher.
+	c := &fasthttp.Client{}
+	var warm sync.WaitGroup
+	for range n {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			if code, _, err := c.Get(nil, url+"/v2/models/one"); err != nil || code != 200 {
+				t.Errorf("metadata: %d %v", code, err)
+			}
+		}()
+	}
+	warm.Wait()
+	lat := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			var code int
+			lat[i], code = post(c, url)
+			if code != 200 {
+				t.Errorf("request %d: status %d", i, code)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	t.Logf("%d first request(s): %v", n, lat)
+	return lat[n-1]
+}
+
+// refuseProfile is a module whose one machine, once a request runs on it,
+// is busy for 60 s: every request after that is refused (its predicted
+// completion, 120 s, is past its 90 s SLO).
+const refuseProfile = `
+hardware:
+  - {name: v100, price: 1}
+profiles:
+  - model: m
+    hardware: v100
+    entries:
+      - {batch: 1, concurrency: 1, duration: 60s}
+sessions:
+  - name: one
+    slo: 90s
+    modules:
+      - {name: m, model: m, rate: 0.01}
+`
+
+// BenchmarkRefused429 measures the time to a 429: a request the gateway
+// refuses because its module's machines are saturated, from the client's
+// send to its receipt of the 429, over KServe v2 HTTP on loopback (one
+// connection, sequential). It reports p50/p99 in ms beside ns/op; allocs/op
+// count the whole process (fasthttp client, gateway, idle backend), the
+// gateway's refused path being most of it. Issue 11's target: p99 ≤ 1 ms.
+//
+//	go test -run '^$' -bench Refused429 -benchmem ./cmd/piccolo
+func BenchmarkRefused429(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url := startPool(b, ctx, refuseProfile, 1, nil)
+	c := &fasthttp.Client{}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(url + "/v2/models/one/infer")
+	req.Header.SetMethod("POST")
+	req.SetBody([]byte(`{"inputs":[{"name":"input0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`))
+	// Occupy the machine: the first request runs for 60 s (its client gives
+	// up at once; the gateway keeps it), so every later one is refused.
+	go func() {
+		r := fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseResponse(r)
+		_ = c.DoTimeout(req, r, 100*time.Millisecond)
+	}()
+	for i := 0; ; i++ {
+		if err := c.DoTimeout(req, resp, 5*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		if resp.StatusCode() == fasthttp.StatusTooManyRequests {
+			break
+		}
+		if i == 100 {
+			b.Fatalf("no 429 after %d requests: last status %d", i, resp.StatusCode())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	lat := make([]time.Duration, 0, 1<<16)
+	other := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		if err := c.DoTimeout(req, resp, 5*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+		if resp.StatusCode() != fasthttp.StatusTooManyRequests {
+			other++
+		}
+	}
+	b.StopTimer()
+	if other > 0 {
+		b.Fatalf("%d of %d answers were not 429", other, len(lat))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50_ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99_ms")
+}
