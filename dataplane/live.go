@@ -70,9 +70,12 @@ type LiveOptions struct {
 	// Admission turns on the dispatchers' admission (dispatcher.Options.Admission):
 	// an item whose predicted completion, from the machines' real lane and queue
 	// state, is after it is due is refused at once with gateway.ErrOverloaded
-	// (429) instead of being queued to fail late with ErrDeadline (504), and
-	// Estimate answers with the dispatcher's prediction. `piccolo gateway`
-	// turns it on (--admission); off, admission is the DAG estimate alone.
+	// (429) instead of being queued to fail late with ErrDeadline (504).
+	// `piccolo gateway --admission` turns it on; off, admission is the DAG
+	// estimate alone (Estimate). Off by default: live, with modules sharing
+	// devices and a loaded host, the dispatcher's slowness estimate refused
+	// 15–20% of the demo's paper-chain requests at its planned rate
+	// (docs/dataplane.md, "Admission").
 	Admission bool
 	// Health, when set, is the backends' health shared with other runners (a
 	// LiveSwitch makes one); nil: the runner makes its own from HedgeBudget and
@@ -117,8 +120,6 @@ type LiveRunner struct {
 	health    *Health
 	ownHealth bool
 	used      []*backendHealth // the backends this runner dispatches to (refs taken)
-	// admission: LiveOptions.Admission, so Estimate asks the dispatchers.
-	admission bool
 }
 
 // modelAt is a model loaded on the backend at addr (a host:port, not a backend
@@ -176,7 +177,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	for _, b := range cfg.Backends {
 		addr[b.ID] = b.Address
 	}
-	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients, admission: opts.Admission}
+	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients}
 	if r.pool == nil {
 		r.pool, r.ownPool = NewPool(), true
 	}
@@ -483,22 +484,20 @@ type partialLoadError struct {
 func (e *partialLoadError) Error() string { return e.err.Error() }
 func (e *partialLoadError) Unwrap() error { return e.err }
 
-// Estimate is a lower bound on how long an item submitted now takes in the module.
-// With LiveOptions.Admission it is the dispatcher's prediction (Predict: the wait
-// for a lane of the machines the item's batch would go to, as they are queued
-// now, plus the batch's duration, scaled by the measured slowness). Without it,
-// the shortest batch duration of the module's groups plus the time its machines
-// need to drain the items beyond what the plan expects in flight (Little's law:
-// capacity × WCL). Admission rejects a request only when even this cannot meet
-// its deadline; the WCL itself is a worst case, and rejecting on it turned away
-// requests the system would have served (the demo lost 5% of its requests that way).
+// Estimate is a lower bound on how long an item submitted now takes in the module:
+// the shortest batch duration of its groups, plus the time its machines need to
+// drain the items beyond what the plan expects in flight (Little's law: capacity ×
+// WCL). The DAG runner sums it along the session's longest path, so it must stay
+// a lower bound: a downstream module's queue now says little about its queue
+// when the item gets there, and summing each module's dispatcher.Predict
+// refused requests the plan serves. The exact check is the dispatcher's own, at
+// each module's Submit (LiveOptions.Admission). The WCL itself is a worst case,
+// and rejecting on it turned away requests the system would have served (the
+// demo lost 5% of its requests that way).
 func (r *LiveRunner) Estimate(session, module string) time.Duration {
 	lm, ok := r.sessions[session][module]
 	if !ok || lm.capacity <= 0 {
 		return 0
-	}
-	if r.admission {
-		return lm.disp.Predict(time.Now())
 	}
 	excess := float64(lm.outstanding.Load()) - lm.capacity*lm.wcl.Seconds()
 	if excess <= 0 {
