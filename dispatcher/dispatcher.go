@@ -693,9 +693,9 @@ func (d *Dispatcher) neededGap(q *queue, b *Batch) float64 {
 // or the quiet since the last arrival), if that is before the deadline
 // flush: a batch the guard held for a burst that did not go on need not wait
 // for its deadline when no batch ends to look at it again (idleFlushLocked).
-// A recheck already due no later is left as it is (it re-arms itself when it
-// fires); an earlier one replaces it: as the batch grows, the gap the guard
-// needs shrinks. (Issue 11, closed loops: keeping the recheck armed for the
+// A recheck already due is left as it is (it re-arms itself when it fires)
+// unless this one is less than half as far from now: as the batch grows, the
+// gap the guard needs shrinks. (Issue 11, closed loops: keeping the recheck armed for the
 // batch's first item, 3 × the gap a batch of one needs after it, held every
 // batch of a closed loop about 10 ms on an idle machine once its clients had
 // all come back.) It reports whether a recheck is armed.
@@ -717,8 +717,11 @@ func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) bool {
 		}
 		d.recent[d.recentI] = saved
 	}
-	if q.armed && q.wakeAt.After(now) && q.wakeAt.Before(q.flushAt) && !q.wakeAt.After(at) {
-		return true // a recheck due no later (it re-arms itself when it fires)
+	if q.armed && q.wakeAt.After(now) && q.wakeAt.Before(q.flushAt) && q.wakeAt.Sub(at) <= at.Sub(now) {
+		// A recheck due no later than twice as far from now as at: it
+		// re-arms itself precisely when it fires. A timer reset per
+		// halving, not per arrival.
+		return true
 	}
 	if !q.armed || !at.Before(q.flushAt) || !at.After(now) {
 		return false
