@@ -199,6 +199,7 @@ type queue struct {
 	armed   bool
 	flushAt time.Time
 	wakeAt  time.Time // when timer fires: flushAt, or a recheck before it
+	wakeFor int       // the open batch's size when a recheck was computed
 	timer   Timer
 }
 
@@ -694,12 +695,17 @@ func (d *Dispatcher) neededGap(q *queue, b *Batch) float64 {
 // flush: a batch the guard held for a burst that did not go on need not wait
 // for its deadline when no batch ends to look at it again (idleFlushLocked).
 // A recheck already due is left as it is (it re-arms itself when it fires)
-// unless this one is less than half as far from now: as the batch grows, the
-// gap the guard needs shrinks. (Issue 11, closed loops: keeping the recheck armed for the
+// until the batch has doubled since it was computed; then an earlier one
+// replaces it: as the batch grows, the gap the guard needs shrinks (about as
+// 1/size), so a recheck is computed a few times a batch, not per arrival. (Issue 11, closed loops: keeping the recheck armed for the
 // batch's first item, 3 × the gap a batch of one needs after it, held every
 // batch of a closed loop about 10 ms on an idle machine once its clients had
 // all come back.) It reports whether a recheck is armed.
 func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) bool {
+	pending := q.armed && q.wakeAt.After(now) && q.wakeAt.Before(q.flushAt)
+	if pending && b.Size() < 2*q.wakeFor {
+		return true // computed for a batch at least half this size
+	}
 	need := d.neededGap(q, b)
 	// Rounded up, so that at the time returned the guard passes: truncated,
 	// it failed there by a nanosecond and, no later recheck being due, the
@@ -717,10 +723,8 @@ func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) bool {
 		}
 		d.recent[d.recentI] = saved
 	}
-	if q.armed && q.wakeAt.After(now) && q.wakeAt.Before(q.flushAt) && q.wakeAt.Sub(at) <= at.Sub(now) {
-		// A recheck due no later than twice as far from now as at: it
-		// re-arms itself precisely when it fires. A timer reset per
-		// halving, not per arrival.
+	q.wakeFor = b.Size()
+	if pending && !q.wakeAt.After(at) {
 		return true
 	}
 	if !q.armed || !at.Before(q.flushAt) || !at.After(now) {
