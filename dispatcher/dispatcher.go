@@ -636,7 +636,9 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 // 0.8·k·n·gap ≥ s·d. Lanes beyond one per machine
 // are not counted, which errs towards waiting.
 func (d *Dispatcher) worthFlushing(q *queue, b *Batch, now time.Time) bool {
-	return d.gapEstimate(now) >= d.neededGap(q, b)
+	// The tolerance absorbs float rounding at a recheck timed for the very
+	// gap needed (recheckLocked).
+	return d.gapEstimate(now)*(1+1e-9) >= d.neededGap(q, b)
 }
 
 // gapEstimate returns the arrival gap, in seconds, that FlushIdle's guard
@@ -697,10 +699,11 @@ func (d *Dispatcher) neededGap(q *queue, b *Batch) float64 {
 // A recheck already due is left as it is (it re-arms itself when it fires)
 // until the batch has doubled since it was computed; then an earlier one
 // replaces it: as the batch grows, the gap the guard needs shrinks (about as
-// 1/size), so a recheck is computed a few times a batch, not per arrival. (Issue 11, closed loops: keeping the recheck armed for the
-// batch's first item, 3 × the gap a batch of one needs after it, held every
-// batch of a closed loop about 10 ms on an idle machine once its clients had
-// all come back.) It reports whether a recheck is armed.
+// 1/size), so a recheck is computed a few times a batch, not per arrival.
+// (Issue 11, closed loops: the recheck kept as armed for the batch's first
+// item, 3 × the gap a batch of one needs, held every batch of a closed loop
+// about 10 ms on an idle machine after its clients had all come back.) It
+// reports whether a recheck is armed.
 func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) bool {
 	pending := q.armed && q.wakeAt.After(now) && q.wakeAt.Before(q.flushAt)
 	if pending && b.Size() < 2*q.wakeFor {
