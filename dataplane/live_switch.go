@@ -121,13 +121,14 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan *api.Plan)
 	if cfg == nil || plan == nil {
 		return nil, errors.New("dataplane: a live plan needs a config and a plan")
 	}
-	placed, _, err := Place(plan, s.placeOn(cfg.Backends))
+	var prev *LiveRunner
+	var prevPlan *api.Plan
+	if cur := s.cur.Load(); cur != nil {
+		prev, prevPlan = cur.runner, cur.plan
+	}
+	placed, _, err := Place(plan, s.placeOn(cfg.Backends), prevPlan)
 	if err != nil {
 		return nil, err
-	}
-	var prev *LiveRunner
-	if cur := s.cur.Load(); cur != nil {
-		prev = cur.runner
 	}
 	r, err := newLiveRunner(ctx, cfg, placed, s.opts, prev)
 	if err != nil {

@@ -57,7 +57,7 @@ backends:
 	mp := &plan.Sessions[0].Modules[0]
 	mp.Configs = mp.Configs[:1]
 	mp.Configs[0].Hardware, mp.Configs[0].Batch, mp.Configs[0].Backends = "t4", 4, nil
-	placed, _, err := Place(plan, cfg.Backends)
+	placed, _, err := Place(plan, cfg.Backends, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

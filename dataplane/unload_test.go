@@ -19,6 +19,7 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // unloadProfiles: model b runs batches of 4 only, so the TC dispatcher holds a
@@ -37,7 +38,11 @@ profiles:
 
 const (
 	sessionA = "  - {name: sa, slo: 1s, modules: [{name: m, model: a, rate: 5}]}\n"
-	sessionB = "  - {name: sb, slo: 1s, modules: [{name: m, model: b, rate: 8}]}\n"
+	// sb at 20 req/s is 0.94 of a machine: with sa's 0.125 it does not fit
+	// one device, so placement keeps a and b apart (sessionBSmall, 0.3 of a
+	// machine, shares sa's device).
+	sessionB      = "  - {name: sb, slo: 1s, modules: [{name: m, model: b, rate: 20}]}\n"
+	sessionBSmall = "  - {name: sb, slo: 1s, modules: [{name: m, model: b, rate: 8}]}\n"
 )
 
 // unloadRig is n sim backends on loopback and the config texts to plan over them.
@@ -372,8 +377,42 @@ func TestLiveSwitchFailedApplyUnloadsWhatItLoaded(t *testing.T) {
 	if !ready(t, gpu0, "a") {
 		t.Error("a, which the served plan uses, was unloaded from gpu-0")
 	}
+	// The failed Apply may also have loaded a where its packed placement put
+	// it (gpu-1); that is an orphan too. What the served plan uses is not.
 	unloaded, _ := unloadLines(logs)
-	if len(unloaded) != 1 || !slices.Equal(unloaded[0], []string{"b@" + gpu0}) {
-		t.Errorf("unload log lines %v, want one unloading b@%s", unloaded, gpu0)
+	if len(unloaded) != 1 || !slices.Contains(unloaded[0], "b@"+gpu0) || slices.Contains(unloaded[0], "a@"+gpu0) {
+		t.Errorf("unload log lines %v, want one unloading b@%s and not a@%s", unloaded, gpu0, gpu0)
+	}
+}
+
+// TestStaticPlacementPacksFractions: with a static backends list the gateway
+// places as the planner's cost assumes. Sessions sa (0.125 of a machine of
+// a) and sb (0.3 of a machine of b) share one of the two backends, both are
+// served from it, and the gateway uses as many backends as the devices the
+// demo starts for this plan (simulate.PlaceOnDevices).
+func TestStaticPlacementPacksFractions(t *testing.T) {
+	rig := startUnloadRig(t, 2)
+	cfg, plan := rig.config(t, sessionA, sessionBSmall)
+	sw, _ := newObservedSwitch(t, cfg, plan)
+	onA, onB := rig.placedOn(sw.Plan(), "a"), rig.placedOn(sw.Plan(), "b")
+	if len(onA) != 1 || !slices.Equal(onA, onB) {
+		t.Fatalf("a on %v, b on %v; want both on one backend", onA, onB)
+	}
+	_, devices, err := simulate.PlaceOnDevices(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devices != 1 {
+		t.Errorf("the demo would start %d devices for this plan; the gateway uses 1", devices)
+	}
+	in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}, Data: gatewaytest.FP32(3)}}
+	for _, session := range []string{"sa", "sb"} {
+		errc := make(chan error, 1)
+		sw.Run(context.Background(), session, "m", in, time.Now().Add(10*time.Second), func(_ []api.Tensor, _ gateway.Timing, err error) {
+			errc <- err
+		})
+		if err := <-errc; err != nil {
+			t.Errorf("session %s on the shared backend: %v", session, err)
+		}
 	}
 }

@@ -96,3 +96,86 @@ func TestClosedLoopOnAnIdlePlan(t *testing.T) {
 		})
 	}
 }
+
+// scaledSender completes each batch after its slot's duration × scale on a
+// virtual clock: a backend slower than its profile, as over gRPC on a loaded
+// machine.
+type scaledSender struct {
+	clock *VirtualClock
+	scale float64
+}
+
+func (s *scaledSender) Send(b *Batch) {
+	s.clock.AfterFunc(time.Duration(float64(b.Slot.Duration)*s.scale), func() { b.Done(nil, nil) })
+}
+
+// A closed loop of few connections on one lane (issue 11, the closed-loop
+// benchmark of docs/closed-loop.md): one machine of occupancy 0.69, batch 64
+// in 2 ms profiled and 3 ms measured, planned for 20k req/s; each of 8 or 32
+// connections sends its next request 0.5–1.2 ms (its own) after its answer
+// (HTTP and the client). Every client comes back to an idle lane, so the
+// guard's recheck decides when the batch goes. Every request is served
+// within compute + 5 ms (issue 11's target), and the loop runs at least 60%
+// of the rate of a lane that sends each batch as soon as the last client is
+// back (N / (3 ms + 1.2 ms)). The recheck armed for a batch's first item and
+// never brought forward held each round about 10 ms (32 connections: 2222
+// req/s, slowest 14 ms); one truncated by a nanosecond sent a batch at its
+// deadline (8 connections: slowest 101 ms).
+func TestClosedLoopFewConnectionsOnOneLane(t *testing.T) {
+	plan := api.ModulePlan{Name: "m", Rate: 20000, BudgetMs: 100,
+		Configs: []api.GroupPlan{gp(64, 2, 0.69, 20000)}}
+	const batch, maxThink = 3 * time.Millisecond, 1200 * time.Microsecond
+	for _, conns := range []int{8, 32} {
+		t.Run(fmt.Sprint(conns), func(t *testing.T) {
+			clock := NewVirtualClock(t0)
+			d, err := New(plan, Options{Flush: FlushIdle, Clock: clock, Sender: &scaledSender{clock: clock, scale: 1.5}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start, end := t0.Add(100*time.Millisecond), t0.Add(2100*time.Millisecond)
+			warm := start.Add(200 * time.Millisecond)
+			var n int
+			var worst time.Duration
+			var done func(*Item)
+			done = func(it *Item) {
+				if it.Err != nil {
+					t.Error(it.Err)
+				}
+				if it.Arrival.After(warm) {
+					worst = max(worst, it.Finished.Sub(it.Arrival))
+					if it.Finished.Before(end) {
+						n++
+					}
+				}
+				if it.Finished.Before(end) {
+					c := it.Tag.(int)
+					think := 500*time.Microsecond + time.Duration(c)*(maxThink-500*time.Microsecond)/time.Duration(conns)
+					clock.AfterFunc(think, func() {
+						*it = Item{Done: done, Tag: c}
+						if err := d.Submit(it); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+			}
+			clock.AfterFunc(start.Sub(t0), func() {
+				for c := range conns {
+					if err := d.Submit(&Item{Done: done, Tag: c}); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+			clock.Run(end.Add(time.Second))
+			rate := float64(n) / end.Sub(warm).Seconds()
+			ideal := float64(conns) / (batch + maxThink).Seconds()
+			t.Logf("%d connections: %.0f req/s (%.2f of %.0f), slowest %v, batches closed full/deadline/idle %v",
+				conns, rate, rate/ideal, ideal, worst, d.Stats().Closed)
+			if worst > batch+5*time.Millisecond {
+				t.Errorf("%d connections: slowest request %v; want ≤ compute + 5 ms = %v", conns, worst, batch+5*time.Millisecond)
+			}
+			if rate < 0.6*ideal {
+				t.Errorf("%d connections: %.0f req/s; want ≥ 0.6 × %.0f", conns, rate, ideal)
+			}
+		})
+	}
+}

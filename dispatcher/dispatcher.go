@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -203,6 +204,7 @@ type queue struct {
 	armed   bool
 	flushAt time.Time
 	wakeAt  time.Time // when timer fires: flushAt, or a recheck before it
+	wakeFor int       // the open batch's size when a recheck was computed
 	timer   Timer
 }
 
@@ -642,7 +644,9 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 // 0.8·k·n·gap ≥ s·d. Lanes beyond one per machine
 // are not counted, which errs towards waiting.
 func (d *Dispatcher) worthFlushing(q *queue, b *Batch, now time.Time) bool {
-	return d.gapEstimate(now) >= d.neededGap(q, b)
+	// The tolerance absorbs float rounding at a recheck timed for the very
+	// gap needed (recheckLocked).
+	return d.gapEstimate(now)*(1+1e-9) >= d.neededGap(q, b)
 }
 
 // gapEstimate returns the arrival gap, in seconds, that FlushIdle's guard
@@ -700,15 +704,25 @@ func (d *Dispatcher) neededGap(q *queue, b *Batch) float64 {
 // or the quiet since the last arrival), if that is before the deadline
 // flush: a batch the guard held for a burst that did not go on need not wait
 // for its deadline when no batch ends to look at it again (idleFlushLocked).
-// A recheck already due is left as it is (it re-arms itself when it fires):
-// one timer reset per recheck, not per arrival. It reports whether a recheck
-// is armed.
+// A recheck already due is left as it is (it re-arms itself when it fires)
+// until the batch has doubled since it was computed; then an earlier one
+// replaces it: as the batch grows, the gap the guard needs shrinks (about as
+// 1/size), so a recheck is computed a few times a batch, not per arrival.
+// (Issue 11, closed loops: the recheck kept as armed for the batch's first
+// item, 3 × the gap a batch of one needs, held every batch of a closed loop
+// about 10 ms on an idle machine after its clients had all come back.) It
+// reports whether a recheck is armed.
 func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) bool {
-	if q.armed && q.wakeAt.After(now) && q.wakeAt.Before(q.flushAt) {
-		return true
+	pending := q.armed && q.wakeAt.After(now) && q.wakeAt.Before(q.flushAt)
+	if pending && b.Size() < 2*q.wakeFor {
+		return true // computed for a batch at least half this size
 	}
 	need := d.neededGap(q, b)
-	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	// Rounded up, so that at the time returned the guard passes: truncated,
+	// it failed there by a nanosecond and, no later recheck being due, the
+	// batch waited for its deadline flush (issue 11: 101 ms in a closed
+	// loop of 8 connections on a 3 ms batch).
+	sec := func(s float64) time.Duration { return time.Duration(math.Ceil(s * float64(time.Second))) }
 	at := d.lastArrival.Add(sec(quietFactor * need))
 	if oldest := d.recent[d.recentI]; !oldest.IsZero() {
 		saved := d.recent[d.recentI]
@@ -719,6 +733,10 @@ func (d *Dispatcher) recheckLocked(q *queue, b *Batch, now time.Time) bool {
 			}
 		}
 		d.recent[d.recentI] = saved
+	}
+	q.wakeFor = b.Size()
+	if pending && !q.wakeAt.After(at) {
+		return true
 	}
 	if !q.armed || !at.Before(q.flushAt) || !at.After(now) {
 		return false

@@ -52,7 +52,10 @@
 //     items do not take every idle machine as small batches; a third of the
 //     quiet since the last arrival floors it. A batch the guard holds with a
 //     machine idle is rechecked by its flush timer when, with no arrival, the
-//     guard would pass. At the planned rate of a plan whose machines run near
+//     guard would pass; the recheck comes forward as the batch grows
+//     (recomputed each time it doubles), so in a closed loop, whose clients
+//     all come back to an idle machine, the batch goes about three times
+//     its needed gap after the last of them. At the planned rate of a plan whose machines run near
 //     80% busy only full batches pass, as under FlushDeadline; below it, items
 //     do not wait for batch-mates that are not coming.
 //   - An item whose expiry (Item.Expiry, by default its deadline) has already

@@ -312,7 +312,7 @@ func spareFor(t *testing.T, base string, plan *api.Plan, pool map[string]int) []
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed, _, err := dataplane.Place(plan, cfg.Backends)
+	placed, _, err := dataplane.Place(plan, cfg.Backends, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,8 +73,8 @@ func newGatewayCmd() *cobra.Command {
 		Short: "Serve sessions as KServe v2 models over HTTP and gRPC, batching onto the backends",
 		Long: `gateway loads the config (hardware, profiles, sessions and the static backends
 list), plans every session with the scheduler (--policy), places the plan on the
-backends (each config group's machines take the next backends of its hardware
-type, round-robin), loads the models there with the plan's batch size and
+backends (fractional machines of different modules share a backend, as the
+plan's cost assumes; round-robin when the list is too short), loads the models there with the plan's batch size and
 concurrency, and serves each session as a KServe v2 model:
 
   HTTP (fasthttp, --listen):  GET /v2, /v2/health/live, /v2/health/ready,

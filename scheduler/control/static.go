@@ -9,10 +9,11 @@ import "github.com/piccolo-serving/piccolo/api"
 // gateway runs the plan on the devices the planner's cost buys; otherwise
 // (a short list, or a plan already placed) PlaceWith RoundRobin, whose groups
 // keep the backends they name and whose machines share backends when the list
-// is short.
-func PlaceStatic(plan *api.Plan, members []Member) (*api.Plan, Shortfall, error) {
+// is short. prev (may be nil) is the placed plan being replaced: Place keeps
+// a module's machines on the devices it ran on there (its model is loaded).
+func PlaceStatic(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error) {
 	if plan != nil && !namesBackends(plan) {
-		if placed, short, err := Place(plan, members, nil); err == nil && short.Err() == nil {
+		if placed, short, err := Place(plan, members, prev); err == nil && short.Err() == nil {
 			return placed, Shortfall{}, nil
 		}
 	}
