@@ -50,6 +50,10 @@ type LiveSwitch struct {
 	// ownHealth: opts.Health made here; closed by Close.
 	ownHealth bool
 	replace   atomic.Bool // ReplaceOnEjection was called
+	// home is the placed plan of the last Apply that was not a health
+	// re-placement (guarded by applyMu): a re-placement keeps modules where
+	// home had them, so a backend that returns gets its share back.
+	home *api.Plan
 	log       *zap.Logger
 
 	// stop is canceled by Close: it ends the unloads in flight.
@@ -100,7 +104,7 @@ func NewLiveSwitch(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	if s.opts.Health == nil {
 		s.opts.Health, s.ownHealth = NewHealth(opts.healthOptions()), true
 	}
-	st, err := s.build(ctx, cfg, plan)
+	st, err := s.build(ctx, cfg, plan, nil)
 	if err != nil {
 		if s.ownHealth {
 			s.opts.Health.Close()
@@ -111,20 +115,22 @@ func NewLiveSwitch(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		return nil, err
 	}
 	s.cur.Store(st)
+	s.home = st.plan
 	s.stop, s.stopNow = context.WithCancel(context.Background())
 	empty := []*LiveRunner{}
 	s.oldView.Store(&empty)
 	return s, nil
 }
 
-func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan *api.Plan) (*liveState, error) {
+// build places plan (keeping modules where prevPlan had them, when it is not
+// nil) and builds its runner.
+func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan, prevPlan *api.Plan) (*liveState, error) {
 	if cfg == nil || plan == nil {
 		return nil, errors.New("dataplane: a live plan needs a config and a plan")
 	}
 	var prev *LiveRunner
-	var prevPlan *api.Plan
 	if cur := s.cur.Load(); cur != nil {
-		prev, prevPlan = cur.runner, cur.plan
+		prev = cur.runner
 	}
 	placed, _, err := Place(plan, s.placeOn(cfg.Backends), prevPlan)
 	if err != nil {
@@ -160,6 +166,12 @@ func graceOf(cfg *api.Config) time.Duration {
 // refuses the load) leaves the running plan as it was. Apply calls are
 // serialised, and wait for a batch of unloads in progress (UnloadTimeout at most).
 func (s *LiveSwitch) Apply(ctx context.Context, cfg *api.Config, plan *api.Plan) error {
+	return s.apply(ctx, cfg, plan, false)
+}
+
+// apply is Apply; replacing says it is a health re-placement (replace.go),
+// placed from home rather than from the plan being replaced.
+func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan, replacing bool) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.drainMu.Lock()
@@ -168,7 +180,11 @@ func (s *LiveSwitch) Apply(ctx context.Context, cfg *api.Config, plan *api.Plan)
 	if closed {
 		return fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable)
 	}
-	st, err := s.build(ctx, cfg, plan)
+	prevPlan := s.home
+	if !replacing {
+		prevPlan = s.cur.Load().plan
+	}
+	st, err := s.build(ctx, cfg, plan, prevPlan)
 	if err != nil {
 		// What the failed runner loaded stays until the next drain's unloads:
 		// unloading it now would load and unload it again at every retry of
@@ -190,6 +206,9 @@ func (s *LiveSwitch) Apply(ctx context.Context, cfg *api.Config, plan *api.Plan)
 		return errors.Join(st.runner.Close(), fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable))
 	}
 	old := s.cur.Swap(st)
+	if !replacing {
+		s.home = st.plan
+	}
 	s.drains = append(s.drains, old.runner)
 	s.publishDrainsLocked()
 	s.wg.Add(1)

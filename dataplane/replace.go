@@ -42,7 +42,7 @@ func (s *LiveSwitch) ReplaceOnEjection() {
 			}
 			cur := s.cur.Load()
 			start := time.Now()
-			err := s.Apply(s.stop, cur.cfg, unplaced(cur.plan))
+			err := s.apply(s.stop, cur.cfg, unplaced(cur.plan), true)
 			if err != nil {
 				// Typically a backend died while its model was being loaded: it
 				// is ejected now, so the next try leaves it out.
