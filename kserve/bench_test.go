@@ -68,10 +68,6 @@ sessions:
 	b.ReportMetric(gwRate/bareRate, "ratio")
 }
 
-type testingWriter struct{ b *testing.B }
-
-func (w testingWriter) Write(p []byte) (int, error) { w.b.Log(string(p)); return len(p), nil }
-
 // BenchmarkHandleHTTP is the HTTP handler's cost per request (route, decode,
 // execute a one-module session with an instant runner, encode), without sockets.
 func BenchmarkHandleHTTP(b *testing.B) {
