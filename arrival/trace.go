@@ -110,7 +110,7 @@ func ReadTrace(r io.Reader, name, column string) (*Trace, error) {
 		case !ok:
 			return nil, fail(line, "%s: %q is neither a timestamp YYYY-MM-DD HH:MM:SS[.ffffff] nor a number of seconds", what, s)
 		case len(t.Offsets) == 0:
-			first, prev = v, v
+			first = v
 		case v.isTime != first.isTime:
 			return nil, fail(line, "%s: %q mixes forms: earlier rows are %s; one column holds one form", what, s, first.form())
 		case v.before(prev):

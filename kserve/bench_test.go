@@ -35,20 +35,7 @@ func bareHandler(ctx *fasthttp.RequestCtx) {
 //
 //	go test -run '^$' -bench GatewayVsBareFasthttp -benchtime 20000x ./kserve
 func BenchmarkGatewayVsBareFasthttp(b *testing.B) {
-	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
-sessions:
-  - name: echo
-    slo: 1s
-    modules:
-      - {name: e, model: m, rate: 1}
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := NewServer(exec, ServerOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv := echoServer(b)
 	gw := testharness.ServeFast(b, srv.HandleHTTP)
 	bare := testharness.ServeFast(b, bareHandler)
 	body := benchBody
@@ -68,27 +55,10 @@ sessions:
 	b.ReportMetric(gwRate/bareRate, "ratio")
 }
 
-type testingWriter struct{ b *testing.B }
-
-func (w testingWriter) Write(p []byte) (int, error) { w.b.Log(string(p)); return len(p), nil }
-
 // BenchmarkHandleHTTP is the HTTP handler's cost per request (route, decode,
 // execute a one-module session with an instant runner, encode), without sockets.
 func BenchmarkHandleHTTP(b *testing.B) {
-	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
-sessions:
-  - name: echo
-    slo: 1s
-    modules:
-      - {name: e, model: m, rate: 1}
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := NewServer(exec, ServerOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv := echoServer(b)
 	var ctx fasthttp.RequestCtx
 	b.ReportAllocs()
 	for b.Loop() {
@@ -108,20 +78,7 @@ sessions:
 // binary (the binary tensor data extension) and the output asked back in
 // binary.
 func BenchmarkHandleHTTPBinary(b *testing.B) {
-	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
-sessions:
-  - name: echo
-    slo: 1s
-    modules:
-      - {name: e, model: m, rate: 1}
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := NewServer(exec, ServerOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv := echoServer(b)
 	var req gateway.InferRequest
 	if err := DecodeInferRequest(benchBody, &req); err != nil {
 		b.Fatal(err)
@@ -145,4 +102,25 @@ sessions:
 			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 		}
 	}
+}
+
+// echoServer is a Server over one session, echo, whose one module answers at
+// once with its inputs (gatewaytest.EchoRunner).
+func echoServer(b *testing.B) *Server {
+	b.Helper()
+	exec, err := gateway.NewDAGRunner(gatewaytest.EchoRunner{}, gatewaytest.SessionsFromYAML(b, `
+sessions:
+  - name: echo
+    slo: 1s
+    modules:
+      - {name: e, model: m, rate: 1}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := NewServer(exec, ServerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv
 }

@@ -53,6 +53,13 @@ func startSim(t testing.TB) (string, *backends.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serve(t, exec)
+}
+
+// serve serves exec over gRPC on 127.0.0.1:0 until the test ends and returns
+// its address and server.
+func serve(t testing.TB, exec backends.Executor) (string, *backends.Server) {
+	t.Helper()
 	srv, err := backends.NewServer(exec, backends.ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -384,17 +391,7 @@ func (m *recModel) Run(_ context.Context, inputs []api.Tensor, n int) ([]api.Ten
 // and the progress bar counts every point.
 func TestRunImagesMakeBytesBatches(t *testing.T) {
 	rec := &recorder{}
-	srv, err := backends.NewServer(rec, backends.ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := backends.NewGRPCServer(srv)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
+	addr, srv := serve(t, rec)
 
 	dir := t.TempDir()
 	for name, body := range map[string]string{"a.png": "first image", "b.jpg": "second"} {
@@ -408,7 +405,7 @@ func TestRunImagesMakeBytesBatches(t *testing.T) {
 	}
 	var progress bytes.Buffer
 	o := profiler.Options{
-		Target: lis.Addr().String(), Model: "rec", Hardware: "cpu",
+		Target: addr, Model: "rec", Hardware: "cpu",
 		Batches: []int{3, 1}, Concurrencies: []int{1, 2},
 		Duration: 50 * time.Millisecond, Warmup: 1, Inputs: payloads, Progress: &progress,
 	}

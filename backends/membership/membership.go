@@ -37,8 +37,8 @@ type Member struct {
 	Models []string
 }
 
-// Backend returns m as a config backend, the shape gateway.Place and
-// gateway.Metrics.SetMembership take.
+// Backend returns m as a config backend, the shape dataplane.Place and
+// metrics.Metrics.SetMembership take.
 func (m Member) Backend() api.Backend {
 	return api.Backend{ID: m.ID, Address: m.Address, Hardware: m.Hardware}
 }

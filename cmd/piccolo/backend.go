@@ -190,7 +190,7 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.StringVar(&o.ortLib, "ort-lib", filepath.Join(modelCache(), "onnxruntime-1.30.0", "libonnxruntime.so.1"), "onnx, ocr: ONNX Runtime shared library (make models fetches it)")
 	f.StringVar(&o.modelDir, "model-dir", filepath.Join(modelCache(), "ocr-models-1.4.2"), "onnx, builtin, ocr: directory of <model>.onnx and ppocr_keys_v1.txt")
 	f.IntVar(&o.threads, "intra-op-threads", 1, "onnx, ocr: ONNX Runtime threads per lane (cpu-2t: 2)")
-	f.Float64Var(&o.jitter, "jitter", 0, "sim: multiplicative jitter J of batch durations, 0 ≤ J < 1")
+	f.Float64Var(&o.jitter, "jitter", 0, "sim: batch durations vary uniformly by ±this fraction, in [0,1)")
 	f.Uint64Var(&o.seed, "seed", 1, "sim: jitter seed")
 	f.StringSliceVar(&o.models, "models", nil, "models to load at start, comma-separated (default: none; wait for RepositoryModelLoad)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")

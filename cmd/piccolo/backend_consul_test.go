@@ -56,19 +56,9 @@ profiles:
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addrs := make(chan string, 1)
-	done := make(chan error, 1)
 	o := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
 		logFmt: "json", drain: 5 * time.Second, metrics: "off", consul: agent.Addr(), id: "gpu-7"}
-	go func() { done <- runBackend(ctx, o, func(a string) { addrs <- a }) }()
-	var addr string
-	select {
-	case addr = <-addrs:
-	case err := <-done:
-		t.Fatalf("backend exited: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("backend did not start")
-	}
+	addr, done := startBackend(t, ctx, o)
 	s := waitSnap("gpu-7", func(s membership.Snapshot) bool { return len(s.Members) == 1 })
 	want := membership.Member{ID: "gpu-7", Address: addr, Hardware: "v100", Price: 3.06, Models: []string{"resnet50", "ssd"}}
 	if diff := cmp.Diff(want, s.Members[0]); diff != "" {

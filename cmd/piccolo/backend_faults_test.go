@@ -28,17 +28,7 @@ func TestBackendFaults(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	o := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
 		models: []string{"m"}, logFmt: "json", drain: 5 * time.Second, metrics: metricsAddr, faults: []string{"fail=1"}}
-	addrs := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- runBackend(ctx, o, func(a string) { addrs <- a }) }()
-	var addr string
-	select {
-	case addr = <-addrs:
-	case err := <-done:
-		t.Fatalf("backend exited: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("backend did not start")
-	}
+	addr, done := startBackend(t, ctx, o)
 	c, err := backends.NewClient(addr, backends.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -34,19 +34,9 @@ profiles:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addrs := make(chan string, 1)
-	done := make(chan error, 1)
 	o := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
 		models: []string{"resnet50"}, logFmt: "json", drain: 5 * time.Second}
-	go func() { done <- runBackend(ctx, o, func(a string) { addrs <- a }) }()
-	var addr string
-	select {
-	case addr = <-addrs:
-	case err := <-done:
-		t.Fatalf("backend exited: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("backend did not start")
-	}
+	addr, done := startBackend(t, ctx, o)
 	c, err := backends.NewClient(addr, backends.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func newBenchPlannerCmd() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&n, "workloads", 500, "number of random workloads")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "workload generator seed")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar (there is none when stderr is not a terminal)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar (it is also off when stderr is not a terminal)")
 	cmd.Flags().BoolVar(&variants, "variants", false, "workloads with model variants and accuracy targets: the variant search against every combination, the optimum and always the most accurate variants")
 	return cmd
 }

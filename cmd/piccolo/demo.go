@@ -38,7 +38,7 @@ a request to paste.`,
 	f.DurationVar(&o.Duration, "duration", 60*time.Second, "how long to load each session")
 	f.BoolVar(&o.Serve, "serve", false, "keep running after the load; print URLs and a curl request")
 	f.StringVar(&o.OutDir, "out", "out/demo", "directory for latency plots and process logs")
-	f.Float64Var(&o.MaxUtilization, "max-utilization", 0, "planner headroom, in (0,1] (0: the highest whose simulation meets the SLO for 99.9% of Poisson requests)")
+	f.Float64Var(&o.MaxUtilization, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: the highest whose simulation meets the SLO for 99.9% of Poisson requests)")
 	addFusionFlag(f, &o.NoFusion)
 	f.IntVar(&o.MaxBackendsPerType, "max-backends", 6, "at most this many backend processes per hardware type")
 	cmd.SetContext(context.Background())

@@ -162,7 +162,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
 	addFusionFlag(f, &o.noFuse)
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
-	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and join its cluster: the elected scheduler re-plans on membership, rate and config changes (default: the config's backends list, re-planned by the gateway's own control loop; `membership: consul` requires this flag)")
+	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and join its cluster: the elected scheduler re-plans on membership, rate and config changes (default: the config's backends list, re-planned by the gateway's own control loop; a config with membership: consul requires this flag)")
 	f.StringVar(&o.clusterPrefix, "cluster-prefix", cluster.DefaultPrefix, "with --consul: the Consul KV prefix of this cluster's config, plan, lock and rates")
 	f.BoolVar(&o.schedule, "schedule", true, "with --consul: also run for the cluster's scheduler (false: only follow the published plan)")
 	f.StringVar(&o.schedulerID, "scheduler-id", "", "with --consul: this gateway's scheduler candidate id (default gateway-<gateway id>)")

@@ -16,21 +16,7 @@ import (
 // the token, a PUT re-plans live, and an edit of a -c file is reloaded.
 func TestGatewayAdminAndWatch(t *testing.T) {
 	t.Setenv("PICCOLO_ADMIN_TOKEN", "tok")
-	text := `
-hardware:
-  - {name: v100, price: 3}
-profiles:
-  - model: det
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 30ms}
-      - {batch: 4, concurrency: 1, duration: 40ms}
-sessions:
-  - name: s
-    slo: 1s
-    modules:
-      - {name: d, model: det, rate: 20}
-`
+	text := detGatewayConfig
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sg := startSimGateway(t, ctx, text, func(_ *backendOptions, o *gatewayOptions) { o.watch = true })

@@ -12,18 +12,10 @@ import (
 	"time"
 )
 
-// TestGatewayServesAndDrains boots a `piccolo backend` and a `piccolo gateway`
-// from config files on loopback, runs one request through both, and stops the
-// gateway with a request in flight: the request must still be answered.
-func TestGatewayServesAndDrains(t *testing.T) {
-	dir := t.TempDir()
-	profiles := filepath.Join(dir, "profiles.yaml")
-	write := func(path, text string) {
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(profiles, `
+// detGatewayConfig is one v100 model, det (30 ms at batch 1, 40 ms at batch 4),
+// and session s (SLO 1 s, module d at 20 req/s): the config of the gateway's
+// serve-and-drain and admin tests.
+const detGatewayConfig = `
 hardware:
   - {name: v100, price: 3}
 profiles:
@@ -37,7 +29,20 @@ sessions:
     slo: 1s
     modules:
       - {name: d, model: det, rate: 20}
-`)
+`
+
+// TestGatewayServesAndDrains boots a `piccolo backend` and a `piccolo gateway`
+// from config files on loopback, runs one request through both, and stops the
+// gateway with a request in flight: the request must still be answered.
+func TestGatewayServesAndDrains(t *testing.T) {
+	dir := t.TempDir()
+	profiles := filepath.Join(dir, "profiles.yaml")
+	write := func(path, text string) {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(profiles, detGatewayConfig)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bo := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{profiles}, executor: "sim", logFmt: "json", drain: 5 * time.Second}

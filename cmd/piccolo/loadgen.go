@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/loadgen"
@@ -99,8 +98,8 @@ writes their latency CDF (.png, .svg or .pdf).`,
 				}
 				o.Payloads = p
 			}
-			if !quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-				o.Progress = os.Stderr
+			if w := cmd.ErrOrStderr(); !quiet && isTerminal(w) {
+				o.Progress = w
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/profiler"
@@ -91,15 +90,14 @@ stderr is not a terminal. A model that was not loaded is unloaded at the end.`,
 					return err
 				}
 			}
-			stderr := cmd.ErrOrStderr()
-			if f, ok := stderr.(*os.File); ok && !quiet && term.IsTerminal(int(f.Fd())) {
-				o.Progress = stderr
+			if w := cmd.ErrOrStderr(); !quiet && isTerminal(w) {
+				o.Progress = w
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, runErr := profiler.Run(ctx, o)
 			if res != nil && len(res.Points) > 0 {
-				if err := profiler.WriteTable(stderr, res); err != nil {
+				if err := profiler.WriteTable(cmd.ErrOrStderr(), res); err != nil {
 					return err
 				}
 			}

@@ -33,23 +33,14 @@ func startProfileBackend(t *testing.T, config string) string {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan string, 1)
-	done := make(chan error, 1)
+	t.Cleanup(cancel) // also when startBackend fails
 	o := &backendOptions{listen: "127.0.0.1:0", hardware: "t4", files: []string{cfgPath}, executor: "sim", logFmt: "json", drain: time.Second}
-	go func() { done <- runBackend(ctx, o, func(a string) { addrs <- a }) }()
+	addr, done := startBackend(t, ctx, o)
 	t.Cleanup(func() {
 		cancel()
 		<-done
 	})
-	select {
-	case addr := <-addrs:
-		return addr
-	case err := <-done:
-		t.Fatalf("backend exited: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("backend did not start")
-	}
-	return ""
+	return addr
 }
 
 const profileBackendConfig = `

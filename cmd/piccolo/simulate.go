@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -111,11 +112,11 @@ WCL: 'over WCL' counts those that do.`,
 	f := cmd.Flags()
 	f.StringArrayVarP(&files, "config", "c", nil, "config file (repeatable; files are merged); planned with --policy when --plan is not given")
 	f.StringVar(&planFile, "plan", "", "plan JSON to simulate (as written by 'piccolo plan -o json', or by hand)")
-	f.StringVar(&policy, "policy", "piccolo", "planning policy when --plan is not given: "+fmt.Sprint(scheduler.Policies))
+	f.StringVar(&policy, "policy", "piccolo", "planning policy when --plan is not given: "+strings.Join(scheduler.Policies, ", "))
 	f.StringVar(&dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.StringVar(&o.Arrival, "arrival", "constant", "arrival process: "+arrival.Kinds)
-	f.Float64Var(&o.CV2, "cv2", 0, "squared coefficient of variation of gamma arrivals")
+	f.Float64Var(&o.CV2, "cv2", 0, "squared coefficient of variation of inter-arrival gaps (gamma only, and required with it; 1 is Poisson, >1 is burstier)")
 	f.Float64Var(&o.RatePerSec, "rate", 0, "request rate per session in req/s (0: the plan's)")
 	f.DurationVar(&o.Duration, "duration", 0, "how long requests arrive, in virtual time (e.g. 60s; a trace: default its whole span)")
 	tf.addTrace(f, true)

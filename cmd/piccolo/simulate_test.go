@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -17,15 +16,10 @@ const fig3Plan = `{"policy":"hand","sessions":[{"name":"fig3","slo_ms":4000,"lat
   "configs":[{"hardware":"gpu","price":1,"batch":6,"concurrency":1,"duration_ms":2000,"machines":2,"rate":6,"wcl_ms":2750,"cost":2},
              {"hardware":"gpu","price":1,"batch":2,"concurrency":1,"duration_ms":1000,"machines":1,"rate":2,"wcl_ms":2000,"cost":1}]}]}]}`
 
+// runSimulate runs `piccolo simulate args...` (plan_test.go's run).
 func runSimulate(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := newSimulateCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	return out.String(), err
+	return run(t, append([]string{"simulate"}, args...)...)
 }
 
 func TestSimulateHandWrittenPlan(t *testing.T) {

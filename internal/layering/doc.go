@@ -8,12 +8,12 @@
 //
 //	0 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest
 //	1 mechanisms:  dispatcher, scheduler, scheduler/control, backends, backends/membership, loadgen, internal/ocrtest
-//	2 built on 1:  backends/builtin, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/cluster
+//	2 built on 1:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/cluster
 //	3 sessions:    gateway (DAG execution and admission)
 //	4 metrics:     metrics
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
 //	6 control:     controlplane
-//	7 tools:       status, internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest
+//	7 tools:       status, internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering
 //	8 commands:    cmd/piccolo, deploy (the image and manifests; it imports none of ours)
 //
 // So the request path goes down the layers (kserve → gateway; dataplane →

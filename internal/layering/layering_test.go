@@ -15,7 +15,7 @@ const module = "github.com/piccolo-serving/piccolo"
 var layers = [][]string{
 	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest"},
 	{"dispatcher", "scheduler", "scheduler/control", "backends", "backends/membership", "loadgen", "internal/ocrtest"},
-	{"backends/builtin", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/cluster"},
+	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/cluster"},
 	{"gateway"},
 	{"metrics"},
 	{"dataplane", "kserve"},

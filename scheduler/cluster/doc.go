@@ -25,7 +25,7 @@
 // Roles:
 //
 //   - Follower (every gateway): Client.WatchPlan delivers each new Record;
-//     the gateway swaps plan and sessions in atomically (gateway.LiveSwitch).
+//     the gateway swaps plan and sessions in atomically (dataplane.LiveSwitch).
 //     Client.PutRates reports the gateway's measured rates; Client.PutConfig
 //     publishes an operator's change (check-and-set on the config's index).
 //   - Candidate (a gateway with its scheduler on, or `piccolo scheduler`):

@@ -16,8 +16,8 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 )
 
-// Re-plan causes, the values of Replan.Cause. The first five are
-// gateway.ReplanCauses; CausePeriodic is the control loop's periodic re-plan.
+// Re-plan causes, the values of Replan.Cause: the same six as
+// metrics.ReplanCauses (CausePeriodic is the control loop's periodic re-plan).
 const (
 	CauseInitial    = "initial"
 	CauseRate       = "rate"

@@ -16,7 +16,7 @@
 //
 // Place (placement.go) — a pure function: plan + the live members ({ID,
 // Hardware}) + the previous placed plan → the placed plan (one backend id per
-// machine in GroupPlan.Backends, the form gateway.NewLiveRunner and the
+// machine in GroupPlan.Backends, the form dataplane.NewLiveRunner and the
 // dispatcher accept) and a Shortfall (devices needed vs present per hardware
 // type, idle devices, under-provisioned groups). Full machines get a device of
 // their own; fractional machines of different modules share devices, first-fit
