@@ -157,3 +157,16 @@ func TestHardSamples(t *testing.T) {
 		t.Errorf("hard set lacks a degradation: %d small, %d blur, %d noise, %d low contrast, %d long; want ≥ 10, 5, 5, 5, 5", small, blur, noise, low, long)
 	}
 }
+
+// TestWriteHardSet writes the hard set as a labelled set (WriteSet) into the
+// directory $PICCOLO_HARD_SET, for scripts/variants-live.sh; without it, it
+// has nothing to do.
+func TestWriteHardSet(t *testing.T) {
+	dir := os.Getenv("PICCOLO_HARD_SET")
+	if dir == "" {
+		t.Skip("PICCOLO_HARD_SET not set: no directory to write the hard set to")
+	}
+	if err := WriteSet(dir, HardSamples()); err != nil {
+		t.Fatal(err)
+	}
+}
