@@ -4,12 +4,13 @@ package configs
 
 import "embed"
 
-// FS holds the demo's default configs (demo/*.yaml, ocr.yaml) and the paper's
-// examples (paper/*.yaml).
+// FS holds the demo's default configs (demo/*.yaml, ocr.yaml,
+// ocr-variants.yaml) and the paper's examples (paper/*.yaml).
 //
-//go:embed demo/*.yaml paper/*.yaml ocr.yaml
+//go:embed demo/*.yaml paper/*.yaml ocr.yaml ocr-variants.yaml
 var FS embed.FS
 
 // Demo lists the files of the demo's embedded default, in FS: the OCR session on
-// real ONNX Runtime CPU backends and the paper's chain on simulated GPUs.
-var Demo = []string{"ocr.yaml", "demo/paper-gpus.yaml"}
+// real ONNX Runtime CPU backends, the same with model variants at an accuracy
+// target, and the paper's chain on simulated GPUs.
+var Demo = []string{"ocr.yaml", "ocr-variants.yaml", "demo/paper-gpus.yaml"}
