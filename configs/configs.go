@@ -11,6 +11,8 @@ import "embed"
 var FS embed.FS
 
 // Demo lists the files of the demo's embedded default, in FS: the OCR session on
-// real ONNX Runtime CPU backends, the same with model variants at an accuracy
-// target, and the paper's chain on simulated GPUs.
-var Demo = []string{"ocr.yaml", "ocr-variants.yaml", "demo/paper-gpus.yaml"}
+// real ONNX Runtime CPU backends, the paper's chain on simulated GPUs, and the
+// OCR session with model variants at an accuracy target. The variant session
+// comes last so that the other sessions keep their indexes, and with them the
+// arrival streams the demo's headroom search simulates (simulate.PlanForBursts).
+var Demo = []string{"ocr.yaml", "demo/paper-gpus.yaml", "ocr-variants.yaml"}
