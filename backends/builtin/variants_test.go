@@ -55,7 +55,7 @@ func TestOCRVariantsHardSet(t *testing.T) {
 
 // TestOCRVariantTargetsMet plans configs/ocr-variants.yaml at the accuracy
 // targets of docs/variants.md's table (configs/ocr.yaml's measured
-// accuracies) and measures the chosen (det, rec) combination on the hard set:
+// accuracies), fused as the gateway plans it, and measures the chosen (det, rec) combination on the hard set:
 // the measured word accuracy must meet each target. Run time: one pass of the
 // hard set per distinct detector chosen.
 func TestOCRVariantTargetsMet(t *testing.T) {
@@ -75,17 +75,26 @@ func TestOCRVariantTargetsMet(t *testing.T) {
 		if target > 0 {
 			s.Accuracy = &target
 		}
-		plan, err := scheduler.Plan(cfg, scheduler.Options{})
+		// As the gateway plans: fused where cheaper (the rec chain fuses
+		// into ocr-cls+ocr-rotate+ocr-rec+ocr-ctc, which runs ocr-rec).
+		planWith := func(c *api.Config) (*api.Plan, error) { return scheduler.Plan(c, scheduler.Options{}) }
+		cfg, _, err = scheduler.Fuse(cfg, planWith)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := planWith(cfg)
 		if err != nil {
 			t.Fatalf("target %v: %v", target, err)
 		}
 		sp := plan.Sessions[len(plan.Sessions)-1]
 		for _, mp := range sp.Modules {
-			switch mp.Name {
-			case "det":
-				chosen[i][0] = mp.Variant
-			case "rec":
-				chosen[i][1] = mp.Variant
+			for _, model := range strings.Split(mp.Model, scheduler.FusionSep) {
+				switch {
+				case strings.HasPrefix(model, builtin.OCRDet):
+					chosen[i][0] = model
+				case strings.HasPrefix(model, builtin.OCRRec):
+					chosen[i][1] = model
+				}
 			}
 		}
 		t.Logf("target %v: %s + %s, estimate %.3f, plan cost %.4f", target, chosen[i][0], chosen[i][1], sp.Accuracy, sp.Cost)
