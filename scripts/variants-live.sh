@@ -42,6 +42,7 @@ for target in ${TARGETS:-0.80 0.90 0.95 best}; do
 	pids="$pids $gw"
 	i=0
 	until grep -q "piccolo gateway: HTTP on" "$tmp/gw.log"; do
+		kill -0 "$gw" 2>/dev/null || { echo "the gateway exited:"; cat "$tmp/gw.log"; exit 1; }
 		i=$((i + 1)); [ $i -lt 120 ] || { cat "$tmp/gw.log"; exit 1; }; sleep 0.5
 	done
 	echo "== target $target"
