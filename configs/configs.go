@@ -4,12 +4,15 @@ package configs
 
 import "embed"
 
-// FS holds the demo's default configs (demo/*.yaml, ocr.yaml) and the paper's
-// examples (paper/*.yaml).
+// FS holds the demo's default configs (demo/*.yaml, ocr.yaml,
+// ocr-variants.yaml) and the paper's examples (paper/*.yaml).
 //
-//go:embed demo/*.yaml paper/*.yaml ocr.yaml
+//go:embed demo/*.yaml paper/*.yaml ocr.yaml ocr-variants.yaml
 var FS embed.FS
 
 // Demo lists the files of the demo's embedded default, in FS: the OCR session on
-// real ONNX Runtime CPU backends and the paper's chain on simulated GPUs.
-var Demo = []string{"ocr.yaml", "demo/paper-gpus.yaml"}
+// real ONNX Runtime CPU backends, the paper's chain on simulated GPUs, and the
+// OCR session with model variants at an accuracy target. The variant session
+// comes last so that the other sessions keep their indexes, and with them the
+// arrival streams the demo's headroom search simulates (simulate.PlanForBursts).
+var Demo = []string{"ocr.yaml", "demo/paper-gpus.yaml", "ocr-variants.yaml"}

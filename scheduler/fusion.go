@@ -16,7 +16,8 @@ const FusionSep = "+"
 
 // Fusion is one chain of modules the planner fused into one stage (operator
 // fusion, Cloudflow §4): Modules (in order) became the module Module running
-// the model Model, because the session then planned cheaper (Cost <
+// the model Model (for a chain with variants, its fused variants joined by
+// " or "), because the session then planned cheaper (Cost <
 // UnfusedCost, cost units), or at equal cost with a lower latency bound
 // (LatencyMs < UnfusedLatencyMs).
 type Fusion struct {
@@ -42,6 +43,14 @@ func (f Fusion) String() string {
 // candidate when cfg profiles the model named by its models joined with
 // FusionSep on some hardware (a fused profile, measured with `piccolo profile`
 // against a backend that serves the chain as one model, backends/fused).
+//
+// A chain may hold modules with variants (docs/variants.md): each
+// combination of its modules' choices whose joined models have a fused
+// profile becomes a variant of the fused module, with the product of the
+// combined variants' accuracies; combinations without a fused profile are
+// not offered, so fusing can narrow the choice, and the plan comparison below
+// decides whether that is worth it (a target only the unfused choices reach
+// leaves the fused session infeasible, and unfused).
 //
 // For each session Fuse plans it with plan (scheduler.Plan or the gateway's
 // planner) as it is and with each candidate fused, applies the best fused
@@ -77,8 +86,9 @@ func Fuse(cfg *api.Config, plan func(*api.Config) (*api.Plan, error)) (*api.Conf
 			var best *api.Session
 			var bestPlan api.SessionPlan
 			var bestChain []string
-			for _, chain := range fusableChains(out.Sessions[i], fusedModels) {
-				s := fuseChain(out.Sessions[i], chain)
+			for _, c := range fusableChains(&out, out.Sessions[i], fusedModels) {
+				chain := c.modules
+				s := fuseChain(out.Sessions[i], c)
 				sp, err := planOne(&out, s, plan)
 				if err != nil {
 					return nil, nil, err
@@ -91,7 +101,15 @@ func Fuse(cfg *api.Config, plan func(*api.Config) (*api.Plan, error)) (*api.Conf
 				break
 			}
 			fm := best.Modules[moduleIndex(*best, strings.Join(bestChain, FusionSep))]
-			fusions = append(fusions, Fusion{Session: best.Name, Module: fm.Name, Model: fm.Model, Modules: bestChain,
+			model := fm.Model
+			if model == "" { // fused variants: the plan names the one chosen
+				var vs []string
+				for _, v := range fm.Variants {
+					vs = append(vs, v.Model)
+				}
+				model = strings.Join(vs, " or ")
+			}
+			fusions = append(fusions, Fusion{Session: best.Name, Module: fm.Name, Model: model, Modules: bestChain,
 				Cost: bestPlan.Cost, UnfusedCost: cur.Cost, LatencyMs: bestPlan.LatencyMs, UnfusedLatencyMs: cur.LatencyMs})
 			out.Sessions[i], cur = *best, bestPlan
 		}
@@ -133,9 +151,23 @@ func better(a, b api.SessionPlan) bool {
 	return a.Cost <= b.Cost+tol && a.LatencyMs < b.LatencyMs
 }
 
-// fusableChains lists, as module names, every chain of s (see Fuse) whose
-// fused model is in fused, sorted for a deterministic choice.
-func fusableChains(s api.Session, fused map[string]bool) [][]string {
+// fusable is a fusable chain of modules and the fused module's models: one
+// model (variants nil) when no module of the chain has variants, else the
+// variants of the combinations that have a fused profile.
+type fusable struct {
+	modules  []string
+	model    string
+	variants []api.Variant
+}
+
+// maxFusedCombinations bounds the variant combinations a chain's fused module
+// is offered (the planner's exact search goes to 256, see variants.go).
+const maxFusedCombinations = 256
+
+// fusableChains lists every chain of s (see Fuse) with a fused profile in
+// fused for at least one combination of its modules' choices, sorted by
+// module names for a deterministic choice.
+func fusableChains(cfg *api.Config, s api.Session, fused map[string]bool) []fusable {
 	byName := make(map[string]*api.Module, len(s.Modules))
 	children := map[string][]string{}
 	for i := range s.Modules {
@@ -157,39 +189,78 @@ func fusableChains(s api.Session, fused map[string]bool) [][]string {
 		}
 		return c
 	}
-	var chains [][]string
+	// A combination so far: the models chosen and the product of their
+	// accuracies.
+	type combo struct {
+		models   []string
+		accuracy float64
+	}
+	extend := func(combos []combo, m *api.Module) []combo {
+		var out []combo
+		for _, c := range combos {
+			for _, v := range m.Choices() {
+				a := v.Accuracy
+				if a == 0 {
+					a = cfg.ModelAccuracy(v.Model)
+				}
+				if len(out) == maxFusedCombinations {
+					return out
+				}
+				out = append(out, combo{append(c.models[:len(c.models):len(c.models)], v.Model), c.accuracy * a})
+			}
+		}
+		return out
+	}
+	var chains []fusable
 	for i := range s.Modules {
 		m := &s.Modules[i]
-		names, models := []string{m.Name}, []string{m.Model}
+		names := []string{m.Name}
+		hasVariants := len(m.Variants) > 0
+		combos := extend([]combo{{accuracy: 1}}, m)
 		for c := next(m); c != nil; c = next(c) {
-			names, models = append(names, c.Name), append(models, c.Model)
-			if fused[strings.Join(models, FusionSep)] {
-				chains = append(chains, append([]string(nil), names...))
+			names = append(names, c.Name)
+			hasVariants = hasVariants || len(c.Variants) > 0
+			combos = extend(combos, c)
+			f := fusable{modules: append([]string(nil), names...)}
+			for _, k := range combos {
+				model := strings.Join(k.models, FusionSep)
+				if !fused[model] {
+					continue
+				}
+				if hasVariants {
+					f.variants = append(f.variants, api.Variant{Model: model, Accuracy: k.accuracy, Source: m.Source})
+				} else {
+					f.model = model
+				}
+			}
+			if f.model != "" || len(f.variants) > 0 {
+				chains = append(chains, f)
 			}
 		}
 	}
 	sort.Slice(chains, func(i, j int) bool {
-		return strings.Join(chains[i], FusionSep) < strings.Join(chains[j], FusionSep)
+		return strings.Join(chains[i].modules, FusionSep) < strings.Join(chains[j].modules, FusionSep)
 	})
 	return chains
 }
 
 // fuseChain returns s with the modules of chain (a fusable chain) replaced by
-// one module where the first of them was.
-func fuseChain(s api.Session, chain []string) api.Session {
-	in := make(map[string]bool, len(chain))
-	for _, n := range chain {
+// one module where the first of them was, running the chain's fused model or
+// choosing among its fused variants.
+func fuseChain(s api.Session, chain fusable) api.Session {
+	in := make(map[string]bool, len(chain.modules))
+	for _, n := range chain.modules {
 		in[n] = true
 	}
-	first, last := chain[0], chain[len(chain)-1]
-	name := strings.Join(chain, FusionSep)
+	first, last := chain.modules[0], chain.modules[len(chain.modules)-1]
+	name := strings.Join(chain.modules, FusionSep)
 	out := s
-	out.Modules = make([]api.Module, 0, len(s.Modules)-len(chain)+1)
+	out.Modules = make([]api.Module, 0, len(s.Modules)-len(chain.modules)+1)
 	for _, m := range s.Modules {
 		if in[m.Name] {
 			if m.Name == first {
 				fm := m
-				fm.Name = name
+				fm.Name, fm.Model, fm.Variants = name, chain.model, chain.variants
 				out.Modules = append(out.Modules, fm)
 			}
 			continue
@@ -205,16 +276,6 @@ func fuseChain(s api.Session, chain []string) api.Session {
 		}
 		out.Modules = append(out.Modules, m)
 	}
-	// The models in chain order: s.Modules may list the chain out of order.
-	ordered := make([]string, len(chain))
-	for k, n := range chain {
-		for _, m := range s.Modules {
-			if m.Name == n {
-				ordered[k] = m.Model
-			}
-		}
-	}
-	out.Modules[moduleIndex(out, name)].Model = strings.Join(ordered, FusionSep)
 	return out
 }
 

@@ -96,3 +96,68 @@ func TestNoFuseAcrossFanOut(t *testing.T) {
 		t.Errorf("fusions = %+v, want none across a fan-out", fusions)
 	}
 }
+
+// TestFuseVariantChain: a chain holding a module with variants fuses into a
+// module whose variants are the combinations with a fused profile, each with
+// the product of its variants' accuracies; when a cheaper unfused
+// combination (one without a fused profile) meets the target, the chain stays
+// unfused.
+func TestFuseVariantChain(t *testing.T) {
+	doc := func(target string) *api.Config {
+		t.Helper()
+		cfg, err := api.LoadBytes(api.NamedDoc{Name: "fusion.yaml", Data: []byte(`
+hardware: [{name: cpu, price: 1}]
+profiles:
+  - {model: a, hardware: cpu, entries: [{batch: 1, concurrency: 1, duration: 50ms}]}
+  - {model: b, hardware: cpu, accuracy: 0.99, entries: [{batch: 1, concurrency: 1, duration: 50ms}]}
+  - {model: b-small, hardware: cpu, accuracy: 0.9, entries: [{batch: 1, concurrency: 1, duration: 20ms}]}
+  - {model: a+b, hardware: cpu, entries: [{batch: 1, concurrency: 1, duration: 90ms}]}
+sessions:
+  - name: s
+    slo: 2s
+    ` + target + `
+    modules:
+      - {name: x, model: a, rate: 4}
+      - {name: y, rate: 4, after: [x], variants: [{model: b}, {model: b-small}]}
+`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	// Without a target: b (0.99) is chosen, a + b at 100 ms a request
+	// unfused; fused a+b at 90 ms is cheaper and as accurate.
+	out, fusions, err := scheduler.Fuse(doc(""), planWith)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fusions) != 1 || fusions[0].Model != "a+b" {
+		t.Fatalf("fusions %v; want x, y fused into a+b", fusions)
+	}
+	fm := out.Sessions[0].Modules[0]
+	if fm.Name != "x+y" || fm.Model != "" || len(fm.Variants) != 1 || fm.Variants[0].Model != "a+b" || fm.Variants[0].Accuracy != 0.99 {
+		t.Fatalf("fused module %+v; want x+y with the one variant a+b at accuracy 0.99", fm)
+	}
+	p, err := planWith(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp := p.Sessions[0]; sp.Modules[0].Model != "a+b" || sp.Accuracy != 0.99 {
+		t.Errorf("fused plan serves %s at accuracy %v; want a+b at 0.99", sp.Modules[0].Model, sp.Accuracy)
+	}
+	// At target 0.9, a + b-small (70 ms, 0.9) meets it unfused and is
+	// cheaper than a+b: no fusion.
+	out, fusions, err = scheduler.Fuse(doc("accuracy: 0.9"), planWith)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fusions) != 0 {
+		t.Errorf("fusions %v at target 0.9; want none (a + b-small is cheaper)", fusions)
+	}
+	if p, err = planWith(out); err != nil {
+		t.Fatal(err)
+	}
+	if v := p.Sessions[0].Modules[1].Variant; v != "b-small" {
+		t.Errorf("module y serves %s at target 0.9; want b-small", v)
+	}
+}

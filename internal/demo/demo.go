@@ -9,7 +9,10 @@
 // the Go processing modules; cpu-<N>t with N intra-op threads); every other type
 // runs the "sim" executor, which emulates the type from its profiles. A session
 // whose source module runs ocr-pre is sent the OCR test images (internal/ocrtest)
-// over gRPC, and the demo reports its word accuracy. Run is called once, from the
+// over gRPC, and the demo reports its word accuracy; a session with model
+// variants (docs/variants.md) is sent the hard set instead, on which its
+// accuracy target is defined, and the demo prints the variants the plan chose
+// and the target beside the accuracy measured. Run is called once, from the
 // command's goroutine.
 package demo
 
@@ -89,6 +92,11 @@ type SessionResult struct {
 	Plot            string
 	NotPlannedError string
 	OCR             *OCRAccuracy // for an OCR session: the test images read back
+	// For a session with model variants (docs/variants.md): the variant the
+	// plan chose for each such module ("det ocr-det-480"), the accuracy target
+	// it planned for and the plan's estimate (the product of the variants').
+	Variants                 []string
+	AccuracyTarget, Accuracy float64
 }
 
 var cpuThreads = regexp.MustCompile(`^cpu-(\d+)t$`)
@@ -238,17 +246,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	url := "http://" + httpAddr
 	logf(o.Log, "gateway ready: HTTP %s, gRPC %s; loading every session for %s", url, grpcAddr, o.Duration)
 
-	ocrPayloads, err := ocrImages()
-	if err != nil {
-		return nil, err
-	}
 	res := &Result{PlanCost: plan.TotalCost, Devices: devices, Backends: len(backends)}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var runErr error
 	for _, sp := range plan.Sessions {
 		s, _ := cfg.Session(sp.Name)
-		r := SessionResult{Name: sp.Name, PlanCost: sp.Cost, BaselineCost: math.NaN(), NotPlannedError: sp.Error}
+		r := SessionResult{Name: sp.Name, PlanCost: sp.Cost, BaselineCost: math.NaN(), NotPlannedError: sp.Error,
+			AccuracyTarget: sp.AccuracyTarget, Accuracy: sp.Accuracy}
+		for _, mp := range sp.Modules {
+			if mp.Variant != "" {
+				r.Variants = append(r.Variants, mp.Name+" "+mp.Variant)
+			}
+		}
 		// The round-robin baselines, Nexus first; InferLine where Nexus (one
 		// hardware type) cannot plan the session at all.
 		for _, base := range []string{"nexus", "inferline"} {
@@ -268,6 +278,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			continue
 		}
 		s, _ := cfg.Session(r.Name)
+		var payloads []loadgen.Payload
+		if isOCR(s) {
+			_, samples := ocrSet(s)
+			if payloads, err = ocrImages(samples); err != nil {
+				return nil, err
+			}
+		}
 		wg.Add(1)
 		go func(i int, s *api.Session, rate float64) {
 			defer wg.Done()
@@ -277,7 +294,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			if isOCR(s) {
 				// Images travel as raw BYTES, which gRPC carries as they are.
-				lo.Target, lo.Protocol, lo.Payloads = grpcAddr, "grpc", ocrPayloads
+				lo.Target, lo.Protocol, lo.Payloads = grpcAddr, "grpc", payloads
 			}
 			rep, err := loadgen.Run(ctx, lo)
 			mu.Lock()
@@ -299,7 +316,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	for i := range res.Sessions {
 		if s, _ := cfg.Session(res.Sessions[i].Name); res.Sessions[i].Report != nil && isOCR(s) {
-			acc, err := ocrAccuracy(ctx, grpcAddr, s.Name)
+			acc, err := ocrAccuracy(ctx, grpcAddr, s)
 			if err != nil {
 				return res, fmt.Errorf("session %s: reading the test images: %w", s.Name, err)
 			}
@@ -398,9 +415,16 @@ func writeReport(w io.Writer, res *Result) {
 	}
 	tw.Flush()
 	for _, s := range res.Sessions {
+		if len(s.Variants) > 0 {
+			fmt.Fprintf(w, "%s variants: %s; accuracy target %.3g, planned %.3g\n", s.Name, strings.Join(s.Variants, ", "), s.AccuracyTarget, s.Accuracy)
+		}
 		if s.OCR != nil {
-			fmt.Fprintf(w, "%s accuracy on the %d test images: %d/%d words exact (%.1f%%), %d/%d images exact\n",
-				s.Name, s.OCR.Images, s.OCR.WordsRead, s.OCR.Words, 100*float64(s.OCR.WordsRead)/float64(max(s.OCR.Words, 1)), s.OCR.ImagesExact, s.OCR.Images)
+			target := ""
+			if len(s.Variants) > 0 {
+				target = fmt.Sprintf(" (target %.3g)", s.AccuracyTarget)
+			}
+			fmt.Fprintf(w, "%s accuracy on the %d %s images: %d/%d words exact (%.1f%%)%s, %d/%d images exact\n",
+				s.Name, s.OCR.Images, s.OCR.Set, s.OCR.WordsRead, s.OCR.Words, 100*float64(s.OCR.WordsRead)/float64(max(s.OCR.Words, 1)), target, s.OCR.ImagesExact, s.OCR.Images)
 		}
 		if s.Report != nil && len(s.Report.Errors) > 0 {
 			fmt.Fprintf(w, "%s errors: %v\n", s.Name, s.Report.Errors)

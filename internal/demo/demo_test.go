@@ -65,6 +65,24 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 			t.Errorf("the report does not name session %s", s.Name)
 		}
 	}
+	// The OCR session with variants: the plan's choice and the target are
+	// printed, and the words it read of the hard set meet the target.
+	variants := false
+	for _, s := range res.Sessions {
+		if len(s.Variants) == 0 || s.OCR == nil {
+			continue
+		}
+		variants = true
+		if !strings.Contains(out.String(), s.Name+" variants: ") {
+			t.Errorf("the report does not print session %s's variants", s.Name)
+		}
+		if got := float64(s.OCR.WordsRead) / float64(s.OCR.Words); s.OCR.Set != "hard" || got < s.AccuracyTarget {
+			t.Errorf("session %s read %.1f%% of the %s set's words; want the hard set, at least its target %v", s.Name, 100*got, s.OCR.Set, s.AccuracyTarget)
+		}
+	}
+	if !variants {
+		t.Error("no OCR session with variants in the embedded default")
+	}
 	if !strings.Contains(log.String(), "stopped") {
 		t.Error("the demo did not say it stopped its processes")
 	}

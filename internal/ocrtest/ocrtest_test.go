@@ -131,7 +131,7 @@ func TestHardSamples(t *testing.T) {
 		if sz := img.Bounds().Size(); sz.X > 640 || sz.Y > 640 {
 			t.Errorf("%s is %v; want at most 640×640", s.Name, sz)
 		}
-		if s.SizePx <= 13 {
+		if s.SizePx <= 14 {
 			small++
 		}
 		if s.Blur > 0 {
@@ -143,12 +143,30 @@ func TestHardSamples(t *testing.T) {
 		if s.Contrast > 0 {
 			low++
 		}
-		if len(s.Lines[0]) > 28 {
-			long++
+		if len(s.Lines) > 1 {
+			long++ // a long phrase, wrapped
+		}
+		for _, l := range s.Lines {
+			if len(l) > hardLineChars {
+				t.Errorf("%s: line %q is longer than %d characters", s.Name, l, hardLineChars)
+			}
 		}
 	}
-	t.Logf("hard set: %d small fonts, %d blurred, %d noisy, %d low contrast, %d long lines", small, blur, noise, low, long)
+	t.Logf("hard set: %d small fonts, %d blurred, %d noisy, %d low contrast, %d long phrases", small, blur, noise, low, long)
 	if small < 10 || blur < 5 || noise < 5 || low < 5 || long < 5 {
 		t.Errorf("hard set lacks a degradation: %d small, %d blur, %d noise, %d low contrast, %d long; want ≥ 10, 5, 5, 5, 5", small, blur, noise, low, long)
+	}
+}
+
+// TestWriteHardSet writes the hard set as a labelled set (WriteSet) into the
+// directory $PICCOLO_HARD_SET, for scripts/variants-live.sh; without it, it
+// has nothing to do.
+func TestWriteHardSet(t *testing.T) {
+	dir := os.Getenv("PICCOLO_HARD_SET")
+	if dir == "" {
+		t.Skip("PICCOLO_HARD_SET not set: no directory to write the hard set to")
+	}
+	if err := WriteSet(dir, HardSamples()); err != nil {
+		t.Fatal(err)
 	}
 }
