@@ -54,7 +54,7 @@ type LiveSwitch struct {
 	// re-placement (guarded by applyMu): a re-placement keeps modules where
 	// home had them, so a backend that returns gets its share back.
 	home *api.Plan
-	log       *zap.Logger
+	log  *zap.Logger
 
 	// stop is canceled by Close: it ends the unloads in flight.
 	stop    context.Context
