@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrCycle is returned (wrapped) by Session.TopoOrder when the modules' After lists
@@ -309,4 +310,28 @@ func (h *intHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// ShortestRest returns, for each module of p (indexed as p.Modules), the
+// least time a request still needs once an item reaches the module: the
+// longest path, in each module's shortest group duration (DurationMs of its
+// fastest config), from the module, included, to a sink. It is what the
+// gateway keeps back from the end-to-end deadline when it decides how late
+// an item may still be sent (docs/dataplane.md, "Module deadlines").
+// Errors are Graph's (a cycle).
+func (p *SessionPlan) ShortestRest() ([]time.Duration, error) {
+	g, err := p.Graph()
+	if err != nil {
+		return nil, err
+	}
+	w, rest := make([]time.Duration, len(p.Modules)), make([]time.Duration, len(p.Modules))
+	for i, mp := range p.Modules {
+		for k, c := range mp.Configs {
+			if d := time.Duration(c.DurationMs * float64(time.Millisecond)); k == 0 || d < w[i] {
+				w[i] = d
+			}
+		}
+	}
+	LongestPath(g, w, nil, rest)
+	return rest, nil
 }

@@ -76,12 +76,14 @@ type Health struct {
 
 var (
 	_ dispatcher.HealthTable = (*Health)(nil)
+	_ dispatcher.DeviceTable = (*Health)(nil)
 	_ prometheus.Collector   = (*Health)(nil)
 )
 
 // backendHealth is one backend's state.
 type backendHealth struct {
 	dispatcher.MachineHealth
+	dev     dispatcher.Device // the batches every runner's dispatchers sent it
 	id      string
 	where   atomic.Pointer[clientAt] // how to reach it (set by the runners that use it)
 	probing atomic.Bool
@@ -164,6 +166,11 @@ func (h *Health) Close() {
 
 // Machine returns backend id's MachineHealth (dispatcher.HealthTable).
 func (h *Health) Machine(id string) *dispatcher.MachineHealth { return &h.entry(id).MachineHealth }
+
+// Device returns backend id's lanes as every runner's dispatchers see them
+// (dispatcher.DeviceTable): the modules a plan packs onto the backend, and
+// the old and new runner across a plan swap, wait behind each other's batches.
+func (h *Health) Device(id string) *dispatcher.Device { return &h.entry(id).dev }
 
 func (h *Health) entry(id string) *backendHealth {
 	h.mu.Lock()

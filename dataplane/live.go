@@ -147,7 +147,9 @@ type liveModule struct {
 	wcl                  time.Duration
 	minDuration          time.Duration // the shortest batch duration of the module's groups
 	tail                 time.Duration // the longest path of minDurations after this module to a sink
-	capacity             float64       // planned req/s the module's machines serve
+	times                dispatcher.ModuleTimes
+	stage                dispatcher.Stage // this module and the session's modules after it
+	capacity             float64          // planned req/s the module's machines serve
 	outstanding          atomic.Int64
 	items                sync.Pool
 	itemDone             func(*dispatcher.Item)
@@ -245,7 +247,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			if p := prev.moduleOrNil(sp.Name, mp.Name); p != nil {
 				gap = p.disp.ArrivalGap()
 			}
-			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Health: r.health, Admission: opts.Admission})
+			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Health: r.health, Devices: r.health, Admission: opts.Admission})
 			if err != nil {
 				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
 			}
@@ -396,22 +398,9 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 	}
 	it := &li.Item
 	now := time.Now()
-	it.Arrival, it.Deadline, it.Inputs, it.Tag, it.Done = now, deadline, inputs, li, lm.itemDone
+	it.Arrival, it.Inputs, it.Tag, it.Done = now, inputs, li, lm.itemDone
 	li.done, li.deadline = done, deadline
-	if lm.budget > 0 {
-		if b := now.Add(lm.budget); b.Before(deadline) {
-			it.Deadline = b
-		}
-	}
-	it.Deadline = it.Deadline.Add(-lm.slack)
-	// The module deadline times the flush; the item is given up only when the
-	// request can no longer make its own deadline, with this module's and the
-	// longest downstream path's shortest durations still to run. A queue that
-	// holds an item past its share of the SLO (a burst, a slow host) then costs
-	// that request latency, not an error.
-	if exp := deadline.Add(-lm.minDuration - lm.tail - lm.slack); exp.After(it.Deadline) {
-		it.Expiry = exp
-	}
+	it.SetDeadlines(now, deadline, &lm.times, lm.stage.Reserve(now))
 	lm.outstanding.Add(1)
 	if err := lm.disp.Submit(it); err != nil {
 		lm.outstanding.Add(-1)
@@ -454,24 +443,27 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 	done(out, t, err)
 }
 
-// setTails sets each module's tail: the longest path, in shortest batch
-// durations, from the module's children to a sink of the session's DAG (which
-// the config loader checked is acyclic).
+// setTails sets each module's tail (the longest path, in shortest batch
+// durations, from the module's children to a sink of the session's DAG,
+// which the config loader checked is acyclic), its item times, and its
+// stage: its dispatcher and the stages of its children.
 func setTails(modules []api.ModulePlan, mods map[string]*liveModule) {
-	g, err := (&api.SessionPlan{Modules: modules}).Graph()
+	rest, err := (&api.SessionPlan{Modules: modules}).ShortestRest()
 	if err != nil {
 		return // unreachable: the config loader rejects cycles
 	}
-	w, tail := make([]time.Duration, len(modules)), make([]time.Duration, len(modules))
 	for i, mp := range modules {
 		if lm := mods[mp.Name]; lm != nil {
-			w[i] = lm.minDuration
+			lm.tail = rest[i] - lm.minDuration
+			lm.times = dispatcher.ModuleTimes{Budget: lm.budget, Slack: lm.slack, Shortest: lm.minDuration, Tail: lm.tail}
+			lm.stage.D = lm.disp
 		}
 	}
-	api.LongestPath(g, w, nil, tail)
-	for i, mp := range modules {
-		if lm := mods[mp.Name]; lm != nil {
-			lm.tail = tail[i] - w[i]
+	for _, mp := range modules {
+		for _, p := range mp.After {
+			if parent, lm := mods[p], mods[mp.Name]; parent != nil && lm != nil {
+				parent.stage.Next = append(parent.stage.Next, &lm.stage)
+			}
 		}
 	}
 }
@@ -549,7 +541,7 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 	for i, it := range b.Items {
 		items[i] = it.Inputs
 	}
-	out, errs, err := lm.run(ctx, b.Slot, c, items, b.Dummies, latest)
+	out, errs, err := lm.run(ctx, b.Slot, c, items, b.Dummies, latest, b.Wait())
 	if err == nil {
 		for i, e := range errs {
 			if e != nil {

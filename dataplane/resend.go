@@ -17,13 +17,17 @@ import (
 // the other machine's profiled duration. Inference is idempotent, so a batch
 // whose connection broke mid-call may run twice on backends; each item still
 // gets one answer. A failure at the transport ejects the backend first
-// (Health.eject), so the batches behind this one already avoid it.
+// (Health.eject), so the batches behind this one already avoid it. wait is
+// how long the first call was expected to queue on its backend behind other
+// dispatchers' batches (Batch.Expected less the profile): the straggler
+// measure and the hedge timer count from after it.
 func (lm *liveModule) run(ctx context.Context, from *dispatcher.Slot, c *backends.Client, items [][]api.Tensor, dummies int,
-	latest time.Time) (out [][]api.Tensor, errs []error, err error) {
+	latest time.Time, wait time.Duration) (out [][]api.Tensor, errs []error, err error) {
 	var tried [maxTries]string
 	for try := 0; ; try++ {
 		tried[try] = from.Backend
-		out, errs, err = lm.attempt(ctx, from, c, items, dummies)
+		out, errs, err = lm.attempt(ctx, from, c, items, dummies, wait)
+		wait = 0 // a retry goes to another backend, unqueued as far as this dispatcher knows
 		if err == nil || try+1 == maxTries || ctx.Err() != nil {
 			return out, errs, err
 		}
@@ -59,14 +63,14 @@ type callResult struct {
 // cancelled. attempt returns only once both calls have returned, so no call
 // reads the items' inputs after the batch is done. It feeds the backend's
 // straggler EWMA and ejects it on a transport failure.
-func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *backends.Client, items [][]api.Tensor, dummies int) ([][]api.Tensor, []error, error) {
+func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *backends.Client, items [][]api.Tensor, dummies int, wait time.Duration) ([][]api.Tensor, []error, error) {
 	h := lm.h
 	bh := lm.health[from.Backend]
 	h.batches.Add(1)
 	start := time.Now()
 	if h.opts.HedgeBudget <= 0 || from.Duration <= 0 || len(lm.clients) < 2 { // no hedge possible: no timer, no goroutine
 		out, errs, err := lm.infer(ctx, c, items, dummies)
-		lm.observe(bh, from, start, err)
+		lm.observe(bh, from, wait, start, err)
 		return out, errs, err
 	}
 	pctx, pcancel := context.WithCancel(ctx)
@@ -76,11 +80,11 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 		out, errs, err := lm.infer(pctx, c, items, dummies)
 		ch <- callResult{out: out, errs: errs, err: err}
 	}()
-	timer := time.NewTimer(hedgeAfter * from.Duration)
+	timer := time.NewTimer(wait + hedgeAfter*from.Duration)
 	defer timer.Stop()
 	select {
 	case r := <-ch:
-		lm.observe(bh, from, start, r.err)
+		lm.observe(bh, from, wait, start, r.err)
 		return r.out, r.errs, r.err
 	case <-timer.C:
 	}
@@ -91,7 +95,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	}
 	if dl, has := ctx.Deadline(); hc == nil || has && time.Now().Add(alt.Duration).After(dl) || !h.allowHedge() {
 		r := <-ch
-		lm.observe(bh, from, start, r.err)
+		lm.observe(bh, from, wait, start, r.err)
 		return r.out, r.errs, r.err
 	}
 	hctx, hcancel := context.WithCancel(ctx)
@@ -106,13 +110,13 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	if first.err != nil { // the other call may still answer
 		if second := <-ch; second.err == nil {
 			first, second = second, first
-			lm.settle(bh, abh, from, &alt, start, hstart, first)
+			lm.settle(bh, abh, from, &alt, wait, start, hstart, first)
 			return first.out, first.errs, first.err
 		}
-		lm.settle(bh, abh, from, &alt, start, hstart, first)
+		lm.settle(bh, abh, from, &alt, wait, start, hstart, first)
 		return first.out, first.errs, first.err
 	}
-	lm.settle(bh, abh, from, &alt, start, hstart, first)
+	lm.settle(bh, abh, from, &alt, wait, start, hstart, first)
 	pcancel()
 	hcancel()
 	<-ch // the loser, cancelled
@@ -123,19 +127,19 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 // machine time, and the winner's duration in its backend's EWMA (the loser's
 // elapsed time counts too, as a lower bound: a straggler whose batches are
 // always hedged must still look slow).
-func (lm *liveModule) settle(bh, abh *backendHealth, from, alt *dispatcher.Slot, start, hstart time.Time, win callResult) {
+func (lm *liveModule) settle(bh, abh *backendHealth, from, alt *dispatcher.Slot, wait time.Duration, start, hstart time.Time, win callResult) {
 	h := lm.h
 	h.hedgeNanos.Add(int64(time.Since(hstart)))
 	if win.hedge {
 		h.hedgesWon.Add(1)
-		lm.observe(abh, alt, hstart, win.err)
+		lm.observe(abh, alt, 0, hstart, win.err)
 		if win.err == nil && bh != nil {
-			h.observe(bh, time.Since(start), from.Duration)
+			h.observe(bh, time.Since(start), wait+from.Duration)
 		}
 		return
 	}
 	h.hedgesLost.Add(1)
-	lm.observe(bh, from, start, win.err)
+	lm.observe(bh, from, wait, start, win.err)
 }
 
 // failedRatio is what a batch the backend answered with an error (INTERNAL, a
@@ -149,18 +153,21 @@ const failedRatio = 2.5
 // observe feeds one call's outcome to its backend's health: its duration to
 // the straggler EWMA when it succeeded or ran out of time, failedRatio when
 // the backend answered an error, an ejection when it failed at the transport.
-func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, start time.Time, err error) {
+// A call is measured against wait + the profile: the time it was expected to
+// queue behind other dispatchers' batches on a shared backend is not slowness.
+func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.Duration, start time.Time, err error) {
 	if bh == nil {
 		return
 	}
+	expect := wait + s.Duration
 	switch why, _ := retryReasonOf(err); {
 	case err == nil:
-		lm.h.observe(bh, time.Since(start), s.Duration)
+		lm.h.observe(bh, time.Since(start), expect)
 	case ejects(err):
 		lm.h.eject(bh, err, time.Now())
 	case why == retryFailed:
-		lm.h.observe(bh, time.Duration(failedRatio*float64(s.Duration)), s.Duration)
+		lm.h.observe(bh, time.Duration(failedRatio*float64(s.Duration))+wait, expect)
 	case errors.Is(err, context.DeadlineExceeded):
-		lm.h.observe(bh, time.Since(start), s.Duration) // at least this slow: a hanging backend
+		lm.h.observe(bh, time.Since(start), expect) // at least this slow: a hanging backend
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -42,6 +43,10 @@ type Options struct {
 	// Health, when set, gives each backend's MachineHealth: down machines are
 	// skipped and slow ones down-weighted (health.go).
 	Health HealthTable
+	// Devices, when set, gives each backend's Device: the batches every
+	// dispatcher using the backend has sent there, which a batch sent now
+	// waits behind (device.go). Nil: only this dispatcher's own batches.
+	Devices DeviceTable
 }
 
 // Closer is what closed a batch for dispatch; it indexes Stats.Closed.
@@ -113,6 +118,7 @@ type Dispatcher struct {
 	clock  Clock
 	sender Sender
 	health HealthTable // nil: every machine up, none slow
+	devs   DeviceTable // nil: a machine's lanes are its own
 
 	mu     sync.Mutex
 	st     *state
@@ -137,6 +143,9 @@ type Dispatcher struct {
 	dummyEvery time.Duration
 	dummyNext  time.Time
 	dummyTimer Timer
+
+	// Lag's snapshot, published under mu at each batch event (predict.go).
+	lagFree, lagDur atomic.Int64
 }
 
 // state is one plan's dispatch table; SetPlan replaces it whole.
@@ -169,10 +178,13 @@ type group struct {
 	// Kept by refresh whenever a machine's lanes or queue change (per batch,
 	// not per item), so that Predict is O(1) a group.
 	freeAt time.Time
-	// slow is an upper envelope of the group's batches' measured duration
-	// over their profiled one (1 until a batch finishes): Predict scales by
-	// it, so that a backend slower than its profile, or irregular, does not
-	// make admission promise what it cannot keep.
+	// first is the machine whose lane gave freeAt.
+	first *machine
+	// slow measures the group's batches against what the dispatcher
+	// expected when it sent them (the wait on the device, then the
+	// duration: profile × straggler slowness): a high percentile of
+	// measured/expected, 1 until a batch finishes. Predict scales by it
+	// (predict.go).
 	slow float64
 }
 
@@ -187,6 +199,22 @@ type machine struct {
 	q       *queue         // the stream of this machine alone, if the router made one
 	weight  float64        // planned req/s
 	health  *MachineHealth // nil: always up, never slow
+	dev     *Device        // nil: no other dispatcher sends to its backend
+}
+
+// attach gives m its backend's health and device, when the dispatcher has
+// tables for them and the slot names a backend.
+func (d *Dispatcher) attach(m *machine) {
+	if m.slot.Backend == "" {
+		return
+	}
+	if d.health != nil {
+		m.health = d.health.Machine(m.slot.Backend)
+	}
+	if d.devs != nil {
+		m.dev = d.devs.Device(m.slot.Backend)
+		m.dev.ensure(m.slot.Concurrency)
+	}
 }
 
 func newMachine(s Slot, g *group) *machine {
@@ -238,7 +266,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 		opts.Clock = SystemClock{}
 	}
 	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, admit: opts.Admission, clock: opts.Clock, sender: opts.Sender,
-		health: opts.Health, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
+		health: opts.Health, devs: opts.Devices, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
 	if opts.ArrivalGap > 0 {
 		d.arrived = warmArrivals
 	}
@@ -298,9 +326,7 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		g.occupancy += s.Occupancy
 		m := newMachine(s, g)
 		m.weight = s.RatePerSec
-		if d.health != nil && s.Backend != "" {
-			m.health = d.health.Machine(s.Backend)
-		}
+		d.attach(m)
 		if m.weight <= 0 {
 			m.weight = s.Occupancy * float64(s.Concurrency*s.Batch) / s.Duration.Seconds()
 		}
@@ -309,6 +335,7 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		st.machines = append(st.machines, m)
 	}
 	for _, g := range st.groups {
+		g.refresh()
 		g.share = g.weight / st.sumGroup
 		st.maxLoad = max(st.maxLoad, g.share*g.duration.Seconds()/g.occupancy)
 		st.maxDuration = max(st.maxDuration, g.duration)
@@ -375,6 +402,7 @@ func (d *Dispatcher) SetPlan(mp api.ModulePlan) error {
 		d.gap = 1 / r // the planned rate until arrivals say otherwise
 	}
 	now := d.clock.Now()
+	d.publishLocked(now)
 	sort.SliceStable(moved, func(i, j int) bool { return moved[i].Arrival.Before(moved[j].Arrival) })
 	for _, it := range moved {
 		d.addLocked(it, now, &out)
@@ -883,9 +911,9 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	}
 	b.m, b.Slot = m, &m.slot
 	lane := m.earliestLane()
-	start := m.est[lane]
-	if start.Before(now) {
-		start = now
+	start := maxTime(m.est[lane], now)
+	if m.dev != nil {
+		start = maxTime(start, m.dev.freeAt())
 	}
 	m.est[lane] = start.Add(m.duration())
 	if m.busy < m.slot.Concurrency && m.pending.len() == 0 {
@@ -894,6 +922,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 		m.pending.push(b)
 	}
 	m.g.refresh()
+	d.publishLocked(now)
 }
 
 // startLocked takes a lane of b.m for b after failing the items whose expiry has
@@ -927,6 +956,13 @@ func (d *Dispatcher) startLocked(b *Batch, now time.Time, out *outList) {
 	m.stats.Items += uint64(len(kept))
 	m.stats.Dummies += uint64(b.Dummies)
 	b.Sent = now
+	dur := m.duration()
+	if m.dev != nil {
+		b.devLane, b.end = m.dev.send(now, dur)
+	} else {
+		b.end = now.Add(dur)
+	}
+	b.wait = b.end.Sub(now) - dur
 	out.push(b)
 }
 
@@ -960,7 +996,7 @@ func (d *Dispatcher) recycleLocked(b *Batch) {
 	clear(b.Items)
 	b.Items = b.Items[:0]
 	b.Dummies, b.Slot, b.g, b.m, b.target = 0, nil, nil, nil, 0
-	b.minDL, b.Sent = time.Time{}, time.Time{}
+	b.minDL, b.Sent, b.end, b.wait, b.devLane = time.Time{}, time.Time{}, time.Time{}, 0, 0
 	b.link = d.free
 	d.free = b
 }

@@ -25,6 +25,12 @@ type Item struct {
 	// when the request's end-to-end deadline leaves room: a module budget is the
 	// planner's split of the SLO, and an item late on it can still meet the SLO.
 	Expiry time.Time
+	// DoneBy is when the item must be done for its request to make its own
+	// deadline: the request's deadline less the shortest path of the DAG
+	// after this module (and the slack). Admission (Options.Admission)
+	// refuses an item predicted to finish later. Zero: Expiry + the batch's
+	// duration when Expiry is set, else Deadline (Due).
+	DoneBy time.Time
 	// Inputs are the item's tensors (one row each); read by the Sender.
 	Inputs []api.Tensor
 	// Tag is the caller's own context (a pointer keeps Submit allocation-free).
@@ -71,11 +77,23 @@ type Batch struct {
 	target  int
 	minDL   time.Time // earliest deadline among Items (zero: none)
 	expired []*Item   // items found past their expiry at send time
-	link    *Batch    // intrusive list of batches to act on after unlocking
+	// Set when sent: when the batch is expected to end (the wait on its
+	// device, then the machine's expected duration), that wait, and the
+	// device lane it is counted on.
+	end     time.Time
+	wait    time.Duration
+	devLane int
+	link    *Batch // intrusive list of batches to act on after unlocking
 }
 
 // Size returns the number of items in the batch, dummies included.
 func (b *Batch) Size() int { return len(b.Items) + b.Dummies }
+
+// Wait returns how long the batch was expected, when sent, to queue on its
+// backend behind the batches other dispatchers had sent there
+// (Options.Devices; 0 without). A backend's slowness is its calls measured
+// against Wait + Slot.Duration. The Sender may read it until it calls Done.
+func (b *Batch) Wait() time.Duration { return b.wait }
 
 // Done completes the batch: outputs[i] are the outputs of Items[i] (or nil: no
 // outputs, as in the simulator), err the batch's error (applied to every item).
@@ -104,7 +122,10 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	m := b.m
 	m.busy--
 	m.stats.Busy += now.Sub(b.Sent)
-	m.g.observe(now.Sub(b.Sent))
+	if m.dev != nil {
+		m.dev.done(b.devLane, b.end, now)
+	}
+	m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent))
 	m.finished(b)
 	if d.admit {
 		// Only under admission: resynced estimates also change which
@@ -119,6 +140,7 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 		d.startLocked(m.pending.pop(), now, &out)
 	}
 	m.g.refresh()
+	d.publishLocked(now)
 	if d.idle {
 		d.idleFlushLocked(m, now, &out)
 	}
@@ -161,11 +183,55 @@ func (q *batchFIFO) pop() *Batch {
 	return b
 }
 
+// ModuleTimes are a module's figures SetDeadlines derives an item's times
+// from: its budget (0: none), a slack kept for the hop to the backend and
+// back, its shortest batch duration, and Tail, the least time a request
+// needs after the module (api.SessionPlan.ShortestRest of the module less
+// Shortest). Fixed per plan.
+type ModuleTimes struct {
+	Budget, Slack, Shortest, Tail time.Duration
+}
+
+// SetDeadlines sets it's Deadline, Expiry and DoneBy at a module of a DAG
+// from the request's end-to-end deadline, the module's times, and reserve,
+// the time the modules after it need as their queues are now
+// (Stage.Reserve; 0 for the last module):
+//
+//	Deadline = min(now + Budget, request) − Slack          (times the flush)
+//	DoneBy   = request − max(Tail, reserve) − Slack        (admission's bound)
+//	Expiry   = request − Tail − Shortest − Slack, when later than Deadline
+//
+// The module deadline times the flush; the item is given up only when the
+// request can no longer make its own deadline with this module's and the
+// longest downstream path's shortest durations still to run, so a queue
+// that holds an item past its share of the SLO (a burst, a slow host) costs
+// that request latency, not an error. Admission admits it while it would
+// finish here in time for the rest of the DAG as its queues are now: a
+// module that admitted an item so late that the next one must refuse it
+// would waste its work (docs/dataplane.md, "Module deadlines"). The live
+// gateway and the simulator both call it.
+func (it *Item) SetDeadlines(now, request time.Time, t *ModuleTimes, reserve time.Duration) {
+	it.Deadline, it.Expiry = request, time.Time{}
+	if t.Budget > 0 {
+		if b := now.Add(t.Budget); b.Before(request) {
+			it.Deadline = b
+		}
+	}
+	it.Deadline = it.Deadline.Add(-t.Slack)
+	it.DoneBy = request.Add(-max(t.Tail, reserve) - t.Slack)
+	if exp := request.Add(-t.Tail - t.Shortest - t.Slack); exp.After(it.Deadline) {
+		it.Expiry = exp
+	}
+}
+
 // Due returns when it must be done for Options.Admission to admit it, were
-// it to run in a batch of duration d: Expiry + d when Expiry is set (Expiry
-// is the latest time it may be sent), else Deadline; zero (no bound) when
-// neither is set.
+// it to run in a batch of duration d: DoneBy when set; else Expiry + d when
+// Expiry is set (Expiry is the latest time it may be sent), else Deadline;
+// zero (no bound) when none is set.
 func (it *Item) Due(d time.Duration) time.Time {
+	if !it.DoneBy.IsZero() {
+		return it.DoneBy
+	}
 	if !it.Expiry.IsZero() {
 		return it.Expiry.Add(d)
 	}

@@ -1,6 +1,9 @@
 package dispatcher
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Predict returns how long an item submitted now would take at least, from
 // now to its completion: the wait for a lane of the machines its batch would
@@ -50,6 +53,66 @@ func (d *Dispatcher) Predict(now time.Time) time.Duration {
 	return at.Sub(now)
 }
 
+// Lag returns about how long an item arriving now would take to complete
+// on the module's machines: the time its batch takes to fill at the
+// measured arrival gap (at most the module's budget less the batch's
+// duration), Predict's wait for a lane and the duration, for the group that
+// would complete it first, read without the lock from a
+// snapshot the dispatcher publishes at each batch it dispatches or that
+// ends (so it lags the queue by at most one batch event). The gateway
+// reserves the Lag of the modules after this one, on the DAG's longest
+// path, when it decides how late an item may finish here (Item.DoneBy). Any
+// goroutine; two atomic loads, no allocation.
+func (d *Dispatcher) Lag(now time.Time) time.Duration {
+	wait := time.Duration(d.lagFree.Load() - now.UnixNano())
+	return max(wait, 0) + time.Duration(d.lagDur.Load())
+}
+
+// publishLocked stores Lag's snapshot: of the groups, the one whose batch
+// closed now would complete first.
+func (d *Dispatcher) publishLocked(now time.Time) {
+	var bestEnd time.Time
+	var free, dur time.Duration
+	for _, g := range d.st.groups {
+		m := g.first
+		start := maxTime(g.freeAt, now)
+		if m.dev != nil {
+			start = maxTime(start, m.dev.freeAt())
+		}
+		du := time.Duration(float64(m.duration()) * g.slow)
+		wait := time.Duration(float64(start.Sub(now)) * g.slow)
+		fill := d.fillLocked(g, now)
+		if d.st.budget > du {
+			fill = min(fill, d.st.budget-du)
+		}
+		if end := now.Add(wait + du + fill); bestEnd.IsZero() || end.Before(bestEnd) {
+			bestEnd, free, dur = end, wait, du+fill
+		}
+	}
+	d.lagFree.Store(now.Add(free).UnixNano())
+	d.lagDur.Store(int64(dur))
+}
+
+// fillLocked returns how long an item arriving now waits for batch-mates
+// in g's batch at the arrival gap the dispatcher measures: (k−1) gaps, k
+// the batch size FlushIdle's guard would let go at that gap (1 at low load:
+// a lone item goes at once to an idle machine; g's batch at the planned
+// rate), or g's batch under FlushDeadline (at the plan's gap).
+func (d *Dispatcher) fillLocked(g *group, now time.Time) time.Duration {
+	gap := d.gap
+	k := float64(g.batch)
+	if d.idle {
+		gap = d.gapEstimate(now)
+		if gap > 0 {
+			k = min(k, math.Ceil(d.st.maxLoad/(idleFlushUtilization*gap)))
+		}
+	}
+	if gap <= 0 || k <= 1 {
+		return 0
+	}
+	return time.Duration((k - 1) * gap * float64(time.Second))
+}
+
 // admitsLocked is Options.Admission's rule for it joining b, q's open batch:
 // it completes by it.Due on the machines b would go to, or on a spare machine
 // whose batch holds b with it (where b would overflow).
@@ -75,33 +138,58 @@ type peeker interface {
 
 // predictAt returns when an item joining an open batch now, for g (and, when
 // m is not nil, for machine m alone), would complete at the earliest: the
-// batch starts when it closes (no earlier than now) or when a lane of its
-// machine frees, whichever is later. The dispatcher's lock must be held.
+// batch starts when a lane of the machine frees, of its own batches and of
+// those other dispatchers sent to its device (now if both are free), and
+// runs for the machine's expected duration, both scaled by the group's
+// high percentile of measured/expected durations (a queue of batches
+// jittered ±20% does not average out the spread: the items admitted last
+// are those its error makes late). For a group, the machine is the one whose own lane
+// frees first (g.first, kept by refresh); a device that other dispatchers
+// filled since only makes the prediction later, never earlier. The
+// dispatcher's lock must be held.
 func predictAt(m *machine, g *group, now time.Time) time.Time {
-	start := g.freeAt
+	var start time.Time
 	if m != nil {
 		start = m.freeAt()
+	} else {
+		start, m = g.freeAt, g.first
+	}
+	if m.dev != nil {
+		start = maxTime(start, m.dev.freeAt())
 	}
 	wait := max(start.Sub(now), 0)
-	return now.Add(time.Duration(float64(wait+g.duration) * g.slow))
+	return now.Add(time.Duration(float64(wait+m.duration()) * g.slow))
 }
 
-// Weights of slow's upper envelope: it follows a batch slower than it at
-// once by slowUp, and decays towards faster ones by slowDown a batch, so it
-// sits near the slow end of the durations' spread (with batches uniformly
-// ±20% of their profile, about +15%).
+// The group's measured/expected ratio: slow tracks a high percentile of it.
+// A batch
+// above slow raises it by a tenth of the gap (at least slowStep), one below
+// lowers it by a 500th of the gap (at least slowStep/99): it settles where
+// about 1% of batches are above it, follows a backend that turns slower in
+// tens of batches, and one batch stalled by the host (a 2-core machine
+// starving the backend's timer) moves it by a tenth of the stall, not half
+// as a plain upper envelope would. A backend that turns slow for good is
+// the straggler measure's (MachineHealth, health.go), which scales the
+// expected duration itself, so the ratio returns to about 1.
 const (
-	slowUp   = 0.5
-	slowDown = 0.01
+	slowStep = 0.01
+	slowUp   = 0.1
+	slowDown = 0.002
+	minRatio = 0.5 // a profile may be pessimistic, within reason
+	maxRatio = 10
 )
 
-// observe updates g.slow with a batch that ran for took.
-func (g *group) observe(took time.Duration) {
-	r := float64(took) / float64(g.duration)
+// observe updates g's ratios with a batch that took took, expected to take
+// expect (Batch.end − Batch.Sent).
+func (g *group) observe(took, expect time.Duration) {
+	if expect <= 0 {
+		return
+	}
+	r := min(max(float64(took)/float64(expect), minRatio), maxRatio)
 	if r > g.slow {
-		g.slow += slowUp * (r - g.slow)
+		g.slow = min(g.slow+max(slowStep, slowUp*(r-g.slow)), r)
 	} else {
-		g.slow += slowDown * (r - g.slow)
+		g.slow = max(g.slow-max(slowStep/99, slowDown*(g.slow-r)), r)
 	}
 }
 
@@ -119,17 +207,18 @@ func (m *machine) freeAt() time.Time {
 // or finishes a batch.
 func (g *group) refresh() {
 	var at time.Time
+	var first *machine
 	for i, m := range g.machines {
 		t := m.freeAt()
 		if t.IsZero() {
-			g.freeAt = t
+			g.freeAt, g.first = t, m
 			return
 		}
 		if i == 0 || t.Before(at) {
-			at = t
+			at, first = t, m
 		}
 	}
-	g.freeAt = at
+	g.freeAt, g.first = at, first
 }
 
 // finished takes b off m's running batches.
@@ -146,7 +235,7 @@ func (m *machine) finished(b *Batch) {
 }
 
 // resync recomputes m's lane estimates when a batch ends at now: the lanes of the
-// batches still running end at their start + the profiled duration (now if
+// batches still running end when they were expected to when sent (now if
 // that has passed), the others are free now, and the queued batches take the
 // earliest lane in turn. Backends are not as regular as their profiles;
 // without this, the estimates would drift from the machine's real queue.
@@ -155,13 +244,13 @@ func (m *machine) resync(now time.Time) {
 	for i := range m.est {
 		m.est[i] = now
 		if i < len(m.running) {
-			if end := m.running[i].Sent.Add(m.slot.Duration); end.After(now) {
+			if end := m.running[i].end; end.After(now) {
 				m.est[i] = end
 			}
 		}
 	}
 	for range m.pending.len() {
 		lane := m.earliestLane()
-		m.est[lane] = m.est[lane].Add(m.slot.Duration)
+		m.est[lane] = m.est[lane].Add(m.duration())
 	}
 }

@@ -36,7 +36,9 @@ func (d *Dispatcher) SetSpare(slots []Slot) error {
 		}
 		g := &group{batch: s.Batch, duration: s.Duration, occupancy: 1, slow: 1}
 		m := newMachine(s, g)
+		d.attach(m)
 		g.machines = []*machine{m}
+		g.refresh()
 		spare = append(spare, m)
 	}
 	var out outList

@@ -134,6 +134,7 @@ type sim struct {
 	itemFree []*simItem
 	reqFree  []*request
 	itemDone func(*dispatcher.Item)
+	devTable dispatcher.DeviceTable // nil: the plan is not placed
 }
 
 type session struct {
@@ -162,6 +163,8 @@ type module struct {
 	ratio    float64 // items per primary-parent item (sources: per request)
 	acc      float64
 	budget   time.Duration
+	times    dispatcher.ModuleTimes
+	stage    *dispatcher.Stage
 	wcl      time.Duration
 	lat      []time.Duration
 	groupMax []time.Duration
@@ -198,6 +201,9 @@ func newSim(plan *api.Plan, o Options) (*sim, error) {
 		return nil, err
 	}
 	s.sender.devs = devs
+	if devs != nil { // a placed plan: dispatchers of modules sharing a device see each other's batches there, as live
+		s.devTable = &dispatcher.Devices{}
+	}
 	s.itemDone = s.onItemDone
 	driven := -1 // the session an mmpp or trace process drives
 	if o.Arrival == "mmpp" || o.Arrival == "trace" {
@@ -305,7 +311,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 			gap = time.Duration(float64(time.Second) / r)
 		}
 		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Admission: s.o.Admission,
-			ArrivalGap: gap, Clock: s.clock, Sender: s.sender})
+			ArrivalGap: gap, Clock: s.clock, Sender: s.sender, Devices: s.devTable})
 		if err != nil {
 			return nil, err
 		}
@@ -343,6 +349,25 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 		want := int(float64(s.o.Duration.Seconds())*ss.rate*m.ratio*1.05) + 16
 		m.lat = make([]time.Duration, 0, min(want, 1<<24))
 		ss.mods = append(ss.mods, m)
+	}
+	rest, err := sp.ShortestRest()
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range ss.mods {
+		shortest := time.Duration(math.MaxInt64)
+		for _, c := range m.plan.Configs {
+			shortest = min(shortest, ms(c.DurationMs))
+		}
+		// As the live gateway's (dataplane.LiveRunner), with no slack: the
+		// simulator has no hop to the backend.
+		m.times = dispatcher.ModuleTimes{Budget: m.budget, Shortest: shortest, Tail: rest[i] - shortest}
+		m.stage = &dispatcher.Stage{D: m.d}
+	}
+	for _, m := range ss.mods {
+		for _, c := range m.children {
+			m.stage.Next = append(m.stage.Next, ss.mods[c].stage)
+		}
 	}
 	ss.lat = make([]time.Duration, 0, min(int(s.o.Duration.Seconds()*ss.rate*1.05)+16, 1<<24))
 	proc, err := spec.New(s.o.Seed + index*0x5851f42d4c957f2d)
@@ -439,9 +464,22 @@ func (ss *session) startModule(r *request, i int) {
 	}
 	s := ss.sim
 	m := ss.mods[i]
+	// With admission the simulator stands for the live gateway and gives
+	// items its times (dataplane.LiveRunner.Run): admission's bound and the
+	// expiry from the request's deadline. Without, the paper's dispatcher:
+	// an item's deadline is its module budget, which the planner's
+	// simulations (PlanForBursts) are calibrated on.
+	live := s.o.Admission && ss.slo > 0
+	var reserve time.Duration
+	if live {
+		reserve = m.stage.Reserve(s.clock.Now())
+	}
 	for k := 0; k < n && r.failed == ""; k++ {
 		si := s.getItem()
 		si.req, si.mod = r, i
+		if live {
+			si.it.SetDeadlines(s.clock.Now(), r.arrival.Add(ss.slo), &m.times, reserve)
+		}
 		r.inflight++
 		if err := m.d.Submit(&si.it); err != nil {
 			r.inflight--
@@ -554,7 +592,7 @@ func (s *sim) getItem() *simItem {
 
 func (s *sim) putItem(si *simItem) {
 	si.req = nil
-	si.it.Arrival, si.it.Deadline = time.Time{}, time.Time{}
+	si.it.Arrival, si.it.Deadline, si.it.Expiry, si.it.DoneBy = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	s.itemFree = append(s.itemFree, si)
 }
 

@@ -1,0 +1,134 @@
+package dispatcher
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Device is one backend's lanes as every dispatcher that sends batches there
+// sees them: the dispatchers of the modules a placed plan packs onto the
+// backend (fractional machines of different modules share a device), and,
+// across a plan swap, the dispatchers of the old and the new runner. A
+// backend runs the batches it is sent FIFO over its lanes whatever their
+// module (the `sim` backend, and ONNX Runtime's session per device), so a
+// batch sent now starts when the earliest lane frees of the batches sent
+// there before it, by any dispatcher.
+//
+// A dispatcher counts a batch on the device from the moment it sends it
+// (not while it waits in the dispatcher's own machine queue: those batches
+// go after what other dispatchers send meanwhile) until its Done, for the
+// duration it expects (the profile times the backend's straggler slowness).
+// The lanes' estimated free times are corrected when a batch ends: the
+// lane it was counted on moves by how much earlier or later than expected
+// it ended. Predict and dispatch read the earliest free lane with one
+// atomic load; sending and ending a batch take the device's own lock, after
+// the dispatcher's (never the other way round).
+//
+// Without a DeviceTable (Options.Devices) a dispatcher counts only its own
+// batches, and a batch queued behind another module's on a shared backend
+// starts later than predicted (docs/dataplane.md, "Devices").
+type Device struct {
+	mu   sync.Mutex
+	est  []time.Time  // per lane: when its last counted batch is expected to end
+	free atomic.Int64 // the earliest of est, Unix ns (0: never used)
+}
+
+// DeviceTable gives the Device of a backend id. The dispatcher calls Device
+// once per placed machine when it builds a plan's table (New, SetPlan,
+// SetSpare), never per request; it must return the same Device for an id
+// every time, to every dispatcher that should see the others' batches.
+type DeviceTable interface {
+	Device(backend string) *Device
+}
+
+// Devices is a DeviceTable that makes each backend's Device on first use.
+// Safe for concurrent use; the zero value is ready.
+type Devices struct {
+	mu sync.Mutex
+	m  map[string]*Device
+}
+
+var _ DeviceTable = (*Devices)(nil)
+
+// Device returns backend's Device, made on the first call for it.
+func (t *Devices) Device(backend string) *Device {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v := t.m[backend]
+	if v == nil {
+		if t.m == nil {
+			t.m = map[string]*Device{}
+		}
+		v = &Device{}
+		t.m[backend] = v
+	}
+	return v
+}
+
+// ensure gives v at least lanes lanes: the largest concurrency of the
+// machines placed on it, as the backend loads its models.
+func (v *Device) ensure(lanes int) {
+	v.mu.Lock()
+	for len(v.est) < lanes {
+		v.est = append(v.est, time.Time{})
+	}
+	v.mu.Unlock()
+}
+
+// freeAt returns when a batch sent to v could start: the earliest lane's
+// estimated free time (at or before now: at once).
+func (v *Device) freeAt() time.Time {
+	ns := v.free.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// send counts a batch sent at now that runs for dur once it starts; it
+// returns the lane it is counted on and when it is expected to end.
+func (v *Device) send(now time.Time, dur time.Duration) (lane int, end time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.est) == 0 {
+		v.est = append(v.est, time.Time{})
+	}
+	lane = v.earliestLane()
+	end = maxTime(v.est[lane], now).Add(dur)
+	v.est[lane] = end
+	v.publish()
+	return lane, end
+}
+
+// done ends, at now, the batch send counted on lane to end at end: the
+// lane's later batches move by the difference, none before now.
+func (v *Device) done(lane int, end, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if lane >= len(v.est) {
+		return
+	}
+	v.est[lane] = maxTime(v.est[lane].Add(now.Sub(end)), now)
+	v.publish()
+}
+
+func (v *Device) earliestLane() int {
+	j := 0
+	for i := 1; i < len(v.est); i++ {
+		if v.est[i].Before(v.est[j]) {
+			j = i
+		}
+	}
+	return j
+}
+
+// publish stores the earliest lane for freeAt; v.mu held.
+func (v *Device) publish() {
+	at := v.est[v.earliestLane()]
+	if at.IsZero() {
+		v.free.Store(0)
+		return
+	}
+	v.free.Store(at.UnixNano())
+}
