@@ -29,9 +29,10 @@ import (
 // batches, and a batch queued behind another module's on a shared backend
 // starts later than predicted (docs/dataplane.md, "Devices").
 type Device struct {
-	mu   sync.Mutex
-	est  []time.Time  // per lane: when its last counted batch is expected to end
-	free atomic.Int64 // the earliest of est, Unix ns (0: never used)
+	mu    sync.Mutex
+	est   []time.Time     // per lane: when its last counted batch is expected to end
+	shift []time.Duration // per lane: how far ended batches have moved est, in all
+	free  atomic.Int64    // the earliest of est, Unix ns (0: never used)
 }
 
 // DeviceTable gives the Device of a backend id. The dispatcher calls Device
@@ -72,6 +73,7 @@ func (v *Device) ensure(lanes int) {
 	v.mu.Lock()
 	for len(v.est) < lanes {
 		v.est = append(v.est, time.Time{})
+		v.shift = append(v.shift, 0)
 	}
 	v.mu.Unlock()
 }
@@ -86,30 +88,40 @@ func (v *Device) freeAt() time.Time {
 	return time.Unix(0, ns)
 }
 
-// send counts a batch sent at now that runs for dur once it starts; it
-// returns the lane it is counted on and when it is expected to end.
-func (v *Device) send(now time.Time, dur time.Duration) (lane int, end time.Time) {
+// deviceTicket is a batch counted on a device: its lane, when it was
+// expected to end when sent, and the lane's shift then.
+type deviceTicket struct {
+	lane  int
+	end   time.Time
+	shift time.Duration
+}
+
+// send counts a batch sent at now that runs for dur once it starts.
+func (v *Device) send(now time.Time, dur time.Duration) deviceTicket {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.est) == 0 {
-		v.est = append(v.est, time.Time{})
+		v.est, v.shift = append(v.est, time.Time{}), append(v.shift, 0)
 	}
-	lane = v.earliestLane()
-	end = maxTime(v.est[lane], now).Add(dur)
+	lane := v.earliestLane()
+	end := maxTime(v.est[lane], now).Add(dur)
 	v.est[lane] = end
 	v.publish()
-	return lane, end
+	return deviceTicket{lane: lane, end: end, shift: v.shift[lane]}
 }
 
-// done ends, at now, the batch send counted on lane to end at end: the
-// lane's later batches move by the difference, none before now.
-func (v *Device) done(lane int, end, now time.Time) {
+// done ends, at now, the batch t counted: the lane's later batches move by
+// how much earlier or later than expected it ended (its expected end moved
+// with the batches before it that ended since it was sent), none before now.
+func (v *Device) done(t deviceTicket, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if lane >= len(v.est) {
+	if t.lane >= len(v.est) {
 		return
 	}
-	v.est[lane] = maxTime(v.est[lane].Add(now.Sub(end)), now)
+	delta := now.Sub(t.end.Add(v.shift[t.lane] - t.shift))
+	v.shift[t.lane] += delta
+	v.est[t.lane] = maxTime(v.est[t.lane].Add(delta), now)
 	v.publish()
 }
 

@@ -958,7 +958,8 @@ func (d *Dispatcher) startLocked(b *Batch, now time.Time, out *outList) {
 	b.Sent = now
 	dur := m.duration()
 	if m.dev != nil {
-		b.devLane, b.end = m.dev.send(now, dur)
+		b.dev = m.dev.send(now, dur)
+		b.end = b.dev.end
 	} else {
 		b.end = now.Add(dur)
 	}
@@ -996,7 +997,7 @@ func (d *Dispatcher) recycleLocked(b *Batch) {
 	clear(b.Items)
 	b.Items = b.Items[:0]
 	b.Dummies, b.Slot, b.g, b.m, b.target = 0, nil, nil, nil, 0
-	b.minDL, b.Sent, b.end, b.wait, b.devLane = time.Time{}, time.Time{}, time.Time{}, 0, 0
+	b.minDL, b.Sent, b.end, b.wait, b.dev = time.Time{}, time.Time{}, time.Time{}, 0, deviceTicket{}
 	b.link = d.free
 	d.free = b
 }

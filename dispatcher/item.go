@@ -78,12 +78,12 @@ type Batch struct {
 	minDL   time.Time // earliest deadline among Items (zero: none)
 	expired []*Item   // items found past their expiry at send time
 	// Set when sent: when the batch is expected to end (the wait on its
-	// device, then the machine's expected duration), that wait, and the
-	// device lane it is counted on.
-	end     time.Time
-	wait    time.Duration
-	devLane int
-	link    *Batch // intrusive list of batches to act on after unlocking
+	// device, then the machine's expected duration), that wait, and its
+	// place on the device.
+	end  time.Time
+	wait time.Duration
+	dev  deviceTicket
+	link *Batch // intrusive list of batches to act on after unlocking
 }
 
 // Size returns the number of items in the batch, dummies included.
@@ -123,7 +123,7 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	m.busy--
 	m.stats.Busy += now.Sub(b.Sent)
 	if m.dev != nil {
-		m.dev.done(b.devLane, b.end, now)
+		m.dev.done(b.dev, now)
 	}
 	m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent))
 	m.finished(b)

@@ -1,0 +1,182 @@
+package dispatcher
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// fifoSender runs batches as a backend does: one lane per backend, FIFO
+// over every module's batches, each for its slot's duration.
+type fifoSender struct {
+	clock *VirtualClock
+	free  map[string]time.Time
+}
+
+func (s *fifoSender) Send(b *Batch) {
+	now := s.clock.Now()
+	start := maxTime(s.free[b.Slot.Backend], now)
+	s.free[b.Slot.Backend] = start.Add(b.Slot.Duration)
+	s.clock.AfterFunc(start.Add(b.Slot.Duration).Sub(now), func() { b.Done(nil, nil) })
+}
+
+// placedModule is a one-machine module (batch 1, 100 ms, budget 150 ms)
+// placed on backend d0.
+func placedModule(name string) api.ModulePlan {
+	g := gp(1, 100, 1, 5)
+	g.Backends = []string{"d0"}
+	return api.ModulePlan{Name: name, Rate: 5, BudgetMs: 150, Configs: []api.GroupPlan{g}}
+}
+
+// Two modules packed on one device wait behind each other's batches. With
+// the device shared (Options.Devices), b's dispatcher sees a's batch there:
+// it predicts 200 ms and refuses an item due at 150 ms. Without, it
+// predicts 100 ms, admits the item, and the item finishes at 200 ms, after
+// it is due: the promise the device table keeps.
+func TestDeviceSharedByTwoModules(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		clock := NewVirtualClock(t0)
+		s := &fifoSender{clock: clock, free: map[string]time.Time{}}
+		var devs DeviceTable
+		if shared {
+			devs = &Devices{}
+		}
+		a, err := New(placedModule("a"), Options{Admission: true, Clock: clock, Sender: s, Devices: devs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := New(placedModule("b"), Options{Admission: true, Clock: clock, Sender: s, Devices: devs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := newTracker()
+		if err := a.Submit(tr.item(time.Time{})); err != nil {
+			t.Fatal(err)
+		}
+		want := 100 * time.Millisecond
+		if shared {
+			want = 200 * time.Millisecond
+		}
+		if got := b.Predict(clock.Now()); got != want {
+			t.Errorf("shared %v: b's Predict with a's batch on the device = %v, want %v", shared, got, want)
+		}
+		err = b.Submit(tr.item(time.Time{}))
+		clock.Run(t0.Add(time.Second))
+		switch {
+		case shared && !errors.Is(err, ErrOverloaded):
+			t.Errorf("shared device: b's item: %v, want ErrOverloaded (it would finish at 200 ms, due at 150 ms)", err)
+		case !shared && err != nil:
+			t.Errorf("no device table: b's item: %v, want admitted", err)
+		case !shared && tr.times[len(tr.times)-1].Sub(t0) != 200*time.Millisecond:
+			t.Errorf("no device table: b's item finished at %v, want 200ms (behind a's batch)", tr.times[len(tr.times)-1].Sub(t0))
+		}
+		// Once a's batch is done, b's machine and the device are free again.
+		// (Without the table b measured its item's 200 ms as slowness.)
+		if got := b.Predict(clock.Now()); shared && got != 100*time.Millisecond {
+			t.Errorf("shared device: b's Predict on an idle device = %v, want 100ms", got)
+		}
+	}
+}
+
+// A device's lanes follow what really ran: a batch that ends early frees
+// its lane early, one that ends late holds it.
+func TestDeviceLaneFollowsTheBatch(t *testing.T) {
+	ms := time.Millisecond
+	var v Device
+	v.ensure(1)
+	a := v.send(t0, 100*ms)
+	b := v.send(t0, 100*ms) // queued behind a
+	c := v.send(t0, 100*ms) // and behind b
+	if !a.end.Equal(t0.Add(100*ms)) || !b.end.Equal(t0.Add(200*ms)) || !c.end.Equal(t0.Add(300*ms)) || !v.freeAt().Equal(t0.Add(300*ms)) {
+		t.Fatalf("three batches on one lane: end %v %v %v, free %v; want 100, 200, 300, 300 ms",
+			a.end.Sub(t0), b.end.Sub(t0), c.end.Sub(t0), v.freeAt().Sub(t0))
+	}
+	for _, step := range []struct {
+		t        deviceTicket
+		at, free time.Duration
+	}{
+		{a, 60 * ms, 260 * ms},  // a ends 40 ms early: b and c move up
+		{b, 160 * ms, 260 * ms}, // b takes its 100 ms: nothing moves
+		{c, 300 * ms, 300 * ms}, // c takes 140 ms: the lane is free when it ends
+	} {
+		v.done(step.t, t0.Add(step.at))
+		if got := v.freeAt().Sub(t0); got != step.free {
+			t.Errorf("batch ending at %v: device free at %v, want %v", step.at, got, step.free)
+		}
+	}
+}
+
+// An item's times at a module of a DAG (SetDeadlines): the flush deadline
+// is the module budget, admission's bound leaves the rest of the DAG what
+// its queues need, and the expiry its shortest path.
+func TestSetDeadlines(t *testing.T) {
+	ms := time.Millisecond
+	req := t0.Add(900 * ms)
+	times := ModuleTimes{Budget: 300 * ms, Slack: 30 * ms, Shortest: 250 * ms, Tail: 320 * ms}
+	for _, c := range []struct {
+		name                   string
+		reserve                time.Duration
+		deadline, doneBy, expy time.Duration // since t0; expy 0: no expiry
+	}{
+		{"idle downstream", 0, 270 * ms, 550 * ms, 300 * ms},
+		{"busy downstream", 500 * ms, 270 * ms, 370 * ms, 300 * ms},
+	} {
+		var it Item
+		it.SetDeadlines(t0, req, &times, c.reserve)
+		var expy time.Duration
+		if !it.Expiry.IsZero() {
+			expy = it.Expiry.Sub(t0)
+		}
+		if it.Deadline.Sub(t0) != c.deadline || it.DoneBy.Sub(t0) != c.doneBy || expy != c.expy {
+			t.Errorf("%s: deadline %v, done by %v, expiry %v; want %v, %v, %v", c.name,
+				it.Deadline.Sub(t0), it.DoneBy.Sub(t0), expy, c.deadline, c.doneBy, c.expy)
+		}
+		if it.Due(time.Hour) != it.DoneBy {
+			t.Errorf("%s: Due = %v, want DoneBy", c.name, it.Due(time.Hour).Sub(t0))
+		}
+	}
+	// A request whose deadline comes before the module budget ends.
+	var it Item
+	it.SetDeadlines(t0, t0.Add(100*ms), &times, 0)
+	if it.Deadline.Sub(t0) != 70*ms || !it.Expiry.IsZero() {
+		t.Errorf("short request: deadline %v expiry %v, want 70ms and none", it.Deadline.Sub(t0), it.Expiry)
+	}
+}
+
+// Stage.Reserve is the longest path of the later modules' Lag: a chain a →
+// b whose b has two 100 ms batches queued leaves a item 300 ms less.
+func TestReserveFollowsTheNextModulesQueue(t *testing.T) {
+	clock := NewVirtualClock(t0)
+	s := &vsender{clock: clock}
+	mp := func(name string) api.ModulePlan {
+		return api.ModulePlan{Name: name, Rate: 5, BudgetMs: 1000, Configs: []api.GroupPlan{gp(1, 100, 1, 5)}}
+	}
+	a, err := New(mp("a"), Options{Clock: clock, Sender: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(mp("b"), Options{Clock: clock, Sender: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &Stage{D: b}
+	sa := &Stage{D: a, Next: []*Stage{sb}}
+	if got := sa.Reserve(t0); got != 100*time.Millisecond {
+		t.Errorf("idle b: a's reserve = %v, want b's batch, 100ms", got)
+	}
+	if got := sb.Reserve(t0); got != 0 {
+		t.Errorf("the last module's reserve = %v, want 0", got)
+	}
+	tr := newTracker()
+	for range 2 {
+		if err := b.Submit(tr.item(time.Time{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sa.Reserve(t0); got != 300*time.Millisecond {
+		t.Errorf("b running one batch, one queued: a's reserve = %v, want 300ms", got)
+	}
+	clock.Run(t0.Add(time.Second))
+}
