@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,13 +74,13 @@ type LiveOptions struct {
 	Metrics *metrics.Metrics
 	// Admission turns on the dispatchers' admission (dispatcher.Options.Admission):
 	// an item whose predicted completion, from the machines' real lane and queue
-	// state, is after it is due is refused at once with gateway.ErrOverloaded
+	// state (the device's too, when modules share it), is after its DoneBy (the
+	// request's deadline less what the modules after it need as their queues
+	// are now, Item.SetDeadlines) is refused at once with gateway.ErrOverloaded
 	// (429) instead of being queued to fail late with ErrDeadline (504).
-	// `piccolo gateway --admission` turns it on; off, admission is the DAG
-	// estimate alone (Estimate). Off by default: live, with modules sharing
-	// devices and a loaded host, the dispatcher's slowness estimate refused
-	// 15–20% of the demo's paper-chain requests at its planned rate
-	// (docs/dataplane.md, "Admission").
+	// `piccolo gateway` turns it on (--admission, default true); off,
+	// admission is the DAG estimate alone (Estimate) (docs/dataplane.md,
+	// "Admission").
 	Admission bool
 	// Health, when set, is the backends' health shared with other runners (a
 	// LiveSwitch makes one); nil: the runner makes its own from HedgeBudget and
@@ -406,7 +407,7 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 		lm.outstanding.Add(-1)
 		*li = liveItem{}
 		lm.items.Put(li)
-		done(nil, gateway.Timing{}, mapBackendError(fmt.Errorf("module %q: %w", module, err)))
+		done(nil, gateway.Timing{}, mapBackendError(err)) // the DAG runner names the module
 	}
 }
 
@@ -672,5 +673,14 @@ func mapBackendError(err error) error {
 	default:
 		sentinel = gateway.ErrBackend
 	}
+	if strings.HasPrefix(err.Error(), sentinel.Error()) { // "overloaded: overloaded: ..." says it twice
+		return wrapped{sentinel, err}
+	}
 	return fmt.Errorf("%w: %w", sentinel, err)
 }
+
+// wrapped is err, which already says what sentinel says, wrapping both.
+type wrapped struct{ sentinel, err error }
+
+func (w wrapped) Error() string   { return w.err.Error() }
+func (w wrapped) Unwrap() []error { return []error{w.sentinel, w.err} }
