@@ -213,8 +213,32 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 	s.publishDrainsLocked()
 	s.wg.Add(1)
 	s.drainMu.Unlock()
+	if n := old.runner.handOver(st.runner); n > 0 {
+		s.log.Debug("queued items handed to the new plan's dispatchers", zap.Int("items", n))
+	}
 	go s.drain(old)
 	return nil
+}
+
+// handOver moves the items r's dispatchers have not sent yet to the
+// dispatchers of to that serve the same session's module with the same model
+// (dispatcher.Handover), so that to's admission counts them on the backends
+// they will run on, and returns how many moved. A moved item keeps its Done,
+// the liveModule of r that it was submitted to (finish): r's outstanding
+// count, item pool and metrics stay r's, and r drains until they are done;
+// to's liveModule sends it (Send reads only the item's inputs and its
+// liveItem, the same type in every runner). A module whose model changed
+// keeps its items: they finish on r, on the model they were meant for.
+func (r *LiveRunner) handOver(to *LiveRunner) int {
+	n := 0
+	for session, mods := range r.sessions {
+		for name, lm := range mods {
+			if nm := to.moduleOrNil(session, name); nm != nil && nm.model == lm.model {
+				n += lm.disp.Handover(nm.disp)
+			}
+		}
+	}
+	return n
 }
 
 func (s *LiveSwitch) publishDrainsLocked() {
