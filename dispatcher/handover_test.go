@@ -209,3 +209,44 @@ func TestHandoverConcurrent(t *testing.T) {
 	}
 	t.Logf("moved %d items in %d handovers", moved.Load(), per/50)
 }
+
+// The dispatcher that takes over inherits what d measured of its backends:
+// after 20 ms batches on a 10 ms profile, a fresh dispatcher on the same
+// backend predicts about 20 ms after the handover (10 ms before), one on
+// another backend still 10 ms.
+func TestHandoverCarriesSlowness(t *testing.T) {
+	on := func(backend string) api.ModulePlan {
+		g := gp(1, 10, 1, 50)
+		g.Backends = []string{backend}
+		return api.ModulePlan{Name: "m", Rate: 50, BudgetMs: 1000, Configs: []api.GroupPlan{g}}
+	}
+	clock := NewVirtualClock(t0)
+	d, err := New(on("gpu-0"), Options{Clock: clock, Sender: slowSender{clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for i := range 5 {
+		submitAt(t, clock, d, time.Duration(i)*100*time.Millisecond, tr.item(time.Time{}), nil)
+	}
+	clock.Run(t0.Add(time.Second))
+	same, err := New(on("gpu-0"), Options{Clock: clock, Sender: slowSender{clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := New(on("gpu-1"), Options{Clock: clock, Sender: slowSender{clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := same.Predict(clock.Now()); got != 10*time.Millisecond {
+		t.Fatalf("a fresh dispatcher predicts %v, want the profile's 10ms", got)
+	}
+	d.Handover(same)
+	d.Handover(other)
+	if got := same.Predict(clock.Now()); got < 18*time.Millisecond || got > 20*time.Millisecond {
+		t.Errorf("after the handover, on the same backend: Predict = %v, want about 20ms (d's measure)", got)
+	}
+	if got := other.Predict(clock.Now()); got != 10*time.Millisecond {
+		t.Errorf("after the handover, on another backend: Predict = %v, want 10ms", got)
+	}
+}
