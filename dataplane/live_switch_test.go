@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/gateway"
@@ -35,6 +37,16 @@ func runQueued(t *testing.T, sw *LiveSwitch, n int) <-chan error {
 	return done
 }
 
+// serveQueued serves session sb (model b) on one sim backend through a
+// LiveSwitch and queues n requests on it (runQueued).
+func serveQueued(t *testing.T, n int) (*unloadRig, *LiveSwitch, *observer.ObservedLogs, <-chan error) {
+	t.Helper()
+	rig := startUnloadRig(t, 1)
+	cfg, plan := rig.config(t, sessionB)
+	sw, logs := newObservedSwitch(t, cfg, plan)
+	return rig, sw, logs, runQueued(t, sw, n)
+}
+
 // waitAll receives n results from done, failing the test on an error or
 // after 15 s.
 func waitAll(t *testing.T, done <-chan error, n int) {
@@ -57,12 +69,10 @@ func waitAll(t *testing.T, done <-chan error, n int) {
 // OK; the old runner's bookkeeping (outstanding, which its drain waits for)
 // comes back to 0 through their own callbacks.
 func TestLiveSwitchHandsQueuedItemsOver(t *testing.T) {
-	rig := startUnloadRig(t, 1)
-	cfg, plan := rig.config(t, sessionB)
-	sw, logs := newObservedSwitch(t, cfg, plan)
-	old := sw.Runner()
 	const n = 3
-	done := runQueued(t, sw, n)
+	rig, sw, logs, done := serveQueued(t, n)
+	cfg, plan := rig.config(t, sessionB)
+	old := sw.Runner()
 	if got := old.outstanding(); got != n {
 		t.Fatalf("outstanding on the first runner before the Apply: %d, want %d", got, n)
 	}
@@ -102,12 +112,9 @@ func TestLiveSwitchHandsQueuedItemsOver(t *testing.T) {
 // on another model, the queued items stay on the old runner and finish on
 // the model they were submitted for.
 func TestLiveSwitchKeepsItemsOfAChangedModel(t *testing.T) {
-	rig := startUnloadRig(t, 1)
-	cfg, plan := rig.config(t, sessionB)
-	sw, _ := newObservedSwitch(t, cfg, plan)
-	old := sw.Runner()
 	const n = 2
-	done := runQueued(t, sw, n)
+	rig, sw, _, done := serveQueued(t, n)
+	old := sw.Runner()
 	cfg2, plan2 := rig.config(t, sessionBOnA)
 	if err := sw.Apply(context.Background(), cfg2, plan2); err != nil {
 		t.Fatal(err)
