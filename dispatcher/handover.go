@@ -23,13 +23,15 @@ import "time"
 // over profiled batch durations, by backend) for its machines on the same
 // backends, where it has measured less: a fresh dispatcher starts at 1, and
 // admitted as if its backends ran as profiled until its own batches ended
-// (live, with a plan made live every 400 ms at 4× overload, 6 to 42 of 1840
-// requests answered 504 in 3 runs of 6; with it, none in 3 of 3).
+// (live, with a plan made live every 400 ms at 4× overload, 2 runs of 5
+// answered 6 and 42 of 1840 requests 504; with it, none of 6 did:
+// docs/dataplane.md, "Admission").
 //
 // Afterwards d has no unsent item: its lane estimates are recomputed without
 // the batches taken away. d stays open: an item submitted to it later (a
-// request that chose d just before it was replaced) queues on d, and another
-// Handover moves it. to must serve the same module with the same model and
+// request that chose d just before it was replaced) queues on d, admitted
+// against d's machines, which no longer count the work moved away; another
+// Handover would move it. to must serve the same module with the same model and
 // inputs; the caller checks that (Handover only refuses another module's
 // name, moving nothing). If to is closed, the items go back to d; if d is
 // closed too, they complete with ErrClosed, as Close completes its queue.
