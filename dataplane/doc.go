@@ -56,10 +56,13 @@
 //
 // LiveSwitch is the ModuleRunner of a gateway whose plan changes: Apply
 // places a plan, loads its models on the backends, builds a LiveRunner and
-// swaps it in with one atomic store. The previous runner stays open until
-// what was submitted to it has finished (and a request that started on it
-// can no longer reach it), then is closed; a module the new runner lacks (a
-// session just deleted) is served by the draining runner.
+// swaps it in with one atomic store, then hands each module's items the
+// previous runner has not sent to the new runner's dispatcher of the same
+// module and model (dispatcher.Handover), so that admission there counts
+// them (their callbacks stay the previous runner's). The previous runner
+// stays open until what was submitted to it has finished (and a request that
+// started on it can no longer reach it), then is closed; a module the new
+// runner lacks (a session just deleted) is served by the draining runner.
 //
 // Request path cost of the switch: LiveSwitch.Run and Estimate do one atomic
 // load and one map lookup more than LiveRunner's; no lock, no allocation.

@@ -20,9 +20,11 @@ import (
 
 // LiveSwitch is the ModuleRunner of a gateway whose plan changes while it runs:
 // it serves through the current LiveRunner, and Apply builds a LiveRunner for a
-// new plan (models loaded on its backends first), swaps it in atomically, and
-// keeps the previous one open until what was submitted to it has finished, so
-// no request is lost in the swap. Run and Estimate take no lock: one atomic load
+// new plan (models loaded on its backends first), swaps it in atomically,
+// hands the items the previous one's dispatchers have not sent yet to the new
+// one's (LiveRunner.handOver), and keeps the previous one open until what was
+// submitted to it has finished, so no request is lost in the swap and the new
+// dispatchers' admission counts the queue they inherit. Run and Estimate take no lock: one atomic load
 // of the current runner. A module the current runner does not know (a session
 // just removed) is looked up in the runners still draining, so a request that
 // started before the swap finishes on the plan it started with.
@@ -159,9 +161,12 @@ func graceOf(cfg *api.Config) time.Duration {
 
 // Apply places plan on cfg's backends, loads the models there with the plan's
 // batch sizes and concurrencies, and swaps the new dispatch table in: requests
-// submitted from then on use it; items already submitted finish on the previous
-// runner, which is closed once they have (or, at the latest, after its longest
-// SLO plus DefaultTimeout), and the models only it used are then unloaded (see
+// submitted from then on use it; items already submitted and not yet sent move
+// to the new runner's dispatcher of their module (same session, module and
+// model; dispatcher.Handover), with one info line giving how many; batches
+// already sent finish on the previous runner, which is closed once every item
+// submitted to it is done (or, at the latest, after its longest SLO plus
+// DefaultTimeout), and the models only it used are then unloaded (see
 // LiveSwitch). An error (a group whose hardware has no backend, a backend that
 // refuses the load) leaves the running plan as it was. Apply calls are
 // serialised, and wait for a batch of unloads in progress (UnloadTimeout at most).
@@ -213,8 +218,32 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 	s.publishDrainsLocked()
 	s.wg.Add(1)
 	s.drainMu.Unlock()
+	if n := old.runner.handOver(st.runner); n > 0 {
+		s.log.Info("queued items handed to the new plan's dispatchers", zap.Int("items", n))
+	}
 	go s.drain(old)
 	return nil
+}
+
+// handOver moves the items r's dispatchers have not sent yet to the
+// dispatchers of to that serve the same session's module with the same model
+// (dispatcher.Handover), so that to's admission counts them on the backends
+// they will run on, and returns how many moved. A moved item keeps its Done,
+// the liveModule of r that it was submitted to (finish): r's outstanding
+// count, item pool and metrics stay r's, and r drains until they are done;
+// to's liveModule sends it (Send reads only the item's inputs and its
+// liveItem, the same type in every runner). A module whose model changed
+// keeps its items: they finish on r, on the model they were meant for.
+func (r *LiveRunner) handOver(to *LiveRunner) int {
+	n := 0
+	for session, mods := range r.sessions {
+		for name, lm := range mods {
+			if nm := to.moduleOrNil(session, name); nm != nil && nm.model == lm.model {
+				n += lm.disp.Handover(nm.disp)
+			}
+		}
+	}
+	return n
 }
 
 func (s *LiveSwitch) publishDrainsLocked() {

@@ -87,6 +87,10 @@ type Stats struct {
 	// every machine of their group was busy and they would have completed
 	// too late there.
 	Overflow uint64
+	// HandedOver counts the items Handover moved from this dispatcher to
+	// another, unsent (counted in this one's Submitted); TakenOver those it
+	// took from another (counted in this one's Completed, not Submitted).
+	HandedOver, TakenOver uint64
 	// Closed counts the batches with a real item closed for dispatch, by the
 	// Closer that closed them (a small mean batch size with many ClosedIdle
 	// is FlushIdle at low load; with many ClosedDeadline, a rate below plan).
@@ -403,10 +407,7 @@ func (d *Dispatcher) SetPlan(mp api.ModulePlan) error {
 	}
 	now := d.clock.Now()
 	d.publishLocked(now)
-	sort.SliceStable(moved, func(i, j int) bool { return moved[i].Arrival.Before(moved[j].Arrival) })
-	for _, it := range moved {
-		d.addLocked(it, now, &out)
-	}
+	d.resubmitLocked(moved, now, &out)
 	every := time.Duration(0)
 	if mp.DummyRate > 0 {
 		every = time.Duration(float64(time.Second) / mp.DummyRate)
@@ -430,6 +431,17 @@ func (d *Dispatcher) SetPlan(mp api.ModulePlan) error {
 	d.mu.Unlock()
 	d.flush(&out)
 	return nil
+}
+
+// resubmitLocked adds items moved from another plan's queues (drainLocked,
+// here or in another dispatcher: Handover) to the current plan's open
+// batches, in arrival order. They were admitted once and are not again: no
+// admission, no arrival counted.
+func (d *Dispatcher) resubmitLocked(items []*Item, now time.Time, out *outList) {
+	sort.SliceStable(items, func(i, j int) bool { return items[i].Arrival.Before(items[j].Arrival) })
+	for _, it := range items {
+		d.addLocked(it, now, out)
+	}
 }
 
 // drainLocked empties the current state's open batches and machine queues and

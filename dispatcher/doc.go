@@ -132,6 +132,15 @@
 // batches and machine queues are re-submitted to the new slots in arrival order;
 // batches already sent finish on their old slots. Nothing is lost.
 //
+// When the new plan is another dispatcher (the live gateway builds one per
+// module for each plan, beside the old), Handover(to) does the same across the
+// two: d's unsent items (open batches, batches queued on its machines) are
+// re-submitted to to in arrival order, by the same code as SetPlan's, keeping
+// their Done, deadlines and expiries, not admitted again but counted in to's
+// queues, so that to's admission sees the work it inherits; batches d has
+// sent finish on d. It takes d's lock, then to's, never both. What neither
+// sees is the other's batches already running on a backend they share.
+//
 // # Backend health
 //
 // Options.Health, when set, gives each placed machine's backend a

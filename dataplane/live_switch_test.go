@@ -1,0 +1,129 @@
+package dataplane
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends/sim"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
+)
+
+// sessionBOnA is session sb with its module m on model a instead of b.
+const sessionBOnA = "  - {name: sb, slo: 1s, modules: [{name: m, model: a, rate: 5}]}\n"
+
+// runQueued sends n requests to sb/m through sw, which hold them in m's open
+// batch (b runs batches of 4 only, so the TC dispatcher waits for
+// batch-mates until its deadline flush), and returns the channel their
+// errors come back on; it fails the test if an output is not the sim's
+// checksum of its input.
+func runQueued(t *testing.T, sw *LiveSwitch, n int) <-chan error {
+	t.Helper()
+	done := make(chan error, n)
+	for i := range n {
+		x := float32(i + 1)
+		in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}, Data: gatewaytest.FP32(x)}}
+		sw.Run(context.Background(), "sb", "m", in, time.Now().Add(10*time.Second), func(out []api.Tensor, _ gateway.Timing, err error) {
+			if err == nil && (len(out) != 1 || string(out[0].Data) != string(gatewaytest.FP32(sim.Checksum(gatewaytest.FP32(x))))) {
+				t.Errorf("request %d: outputs %v, want the checksum of its input", i, out)
+			}
+			done <- err
+		})
+	}
+	return done
+}
+
+// serveQueued serves session sb (model b) on one sim backend through a
+// LiveSwitch and queues n requests on it (runQueued).
+func serveQueued(t *testing.T, n int) (*unloadRig, *LiveSwitch, *observer.ObservedLogs, <-chan error) {
+	t.Helper()
+	rig := startUnloadRig(t, 1)
+	cfg, plan := rig.config(t, sessionB)
+	sw, logs := newObservedSwitch(t, cfg, plan)
+	return rig, sw, logs, runQueued(t, sw, n)
+}
+
+// waitAll receives n results from done, failing the test on an error or
+// after 15 s.
+func waitAll(t *testing.T, done <-chan error, n int) {
+	t.Helper()
+	for i := range n {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("a request submitted before the Apply failed: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%d of %d requests submitted before the Apply did not finish in 15 s", n-i, n)
+		}
+	}
+}
+
+// TestLiveSwitchHandsQueuedItemsOver: requests waiting in a module's open
+// batch when a plan is applied move to the new runner's dispatcher of the
+// same module (which then counts them in its queues) and complete there,
+// OK; the old runner's bookkeeping (outstanding, which its drain waits for)
+// comes back to 0 through their own callbacks.
+func TestLiveSwitchHandsQueuedItemsOver(t *testing.T) {
+	const n = 3
+	rig, sw, logs, done := serveQueued(t, n)
+	cfg, plan := rig.config(t, sessionB)
+	old := sw.Runner()
+	if got := old.outstanding(); got != n {
+		t.Fatalf("outstanding on the first runner before the Apply: %d, want %d", got, n)
+	}
+	if err := sw.Apply(context.Background(), cfg, plan); err != nil {
+		t.Fatal(err)
+	}
+	cur := sw.Runner()
+	if cur == old {
+		t.Fatal("Apply kept the runner")
+	}
+	if got := old.Stats()["sb/m"].HandedOver; got != n {
+		t.Errorf("the old dispatcher handed over %d items, want %d", got, n)
+	}
+	if got := cur.Stats()["sb/m"].TakenOver; got != n {
+		t.Errorf("the new dispatcher took over %d items, want %d", got, n)
+	}
+	waitAll(t, done, n)
+	if got := old.outstanding(); got != 0 {
+		t.Errorf("outstanding on the old runner after its items finished on the new one: %d, want 0", got)
+	}
+	if got := cur.outstanding(); got != 0 {
+		t.Errorf("outstanding on the new runner: %d, want 0 (the moved items are the old runner's)", got)
+	}
+	if st := cur.Stats()["sb/m"]; st.Completed != n || st.Submitted != 0 {
+		t.Errorf("the new dispatcher completed %d and was submitted %d, want %d and 0", st.Completed, st.Submitted, n)
+	}
+	if st := old.Stats()["sb/m"]; st.Completed != 0 {
+		t.Errorf("the old dispatcher completed %d items, want 0 (all handed over)", st.Completed)
+	}
+	if len(logs.FilterMessage("queued items handed to the new plan's dispatchers").All()) != 1 {
+		t.Error("no debug line for the handover")
+	}
+	waitDrained(t, sw)
+}
+
+// TestLiveSwitchKeepsItemsOfAChangedModel: when the new plan runs the module
+// on another model, the queued items stay on the old runner and finish on
+// the model they were submitted for.
+func TestLiveSwitchKeepsItemsOfAChangedModel(t *testing.T) {
+	const n = 2
+	rig, sw, _, done := serveQueued(t, n)
+	old := sw.Runner()
+	cfg2, plan2 := rig.config(t, sessionBOnA)
+	if err := sw.Apply(context.Background(), cfg2, plan2); err != nil {
+		t.Fatal(err)
+	}
+	if got := old.Stats()["sb/m"].HandedOver; got != 0 {
+		t.Errorf("the old dispatcher handed over %d items to a module of another model, want 0", got)
+	}
+	waitAll(t, done, n)
+	if st := old.Stats()["sb/m"]; st.Completed != n {
+		t.Errorf("the old dispatcher completed %d items, want %d", st.Completed, n)
+	}
+}
