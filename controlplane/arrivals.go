@@ -30,14 +30,16 @@ func newArrivals(o control.MonitorOptions) (*arrivals, error) {
 }
 
 // track resolves a Counter per session source module of cfg (off the request
-// path: when a plan with new sessions goes live).
+// path: when a plan with new sessions goes live), each measuring over its
+// session's envelope window (control.EnvelopeWindow of the SLO and the
+// module's configured rate).
 func (a *arrivals) track(cfg *api.Config) {
 	m := map[string]map[string]*control.Counter{}
 	for _, s := range cfg.Sessions {
 		m[s.Name] = map[string]*control.Counter{}
 		for _, mod := range s.Modules {
 			if len(mod.After) == 0 {
-				m[s.Name][mod.Name] = a.mon.Handle(s.Name, mod.Name)
+				m[s.Name][mod.Name] = a.mon.Handle(s.Name, mod.Name, control.EnvelopeWindow(time.Duration(s.SLO), mod.Rate))
 			}
 		}
 	}

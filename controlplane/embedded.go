@@ -31,13 +31,15 @@ type Planner func(cfg *api.Config) (*api.Plan, error)
 // Static mode's control loop timing (docs/control-plane.md, "Re-planning
 // without Consul"). The rates are this gateway's own, handed to the controller
 // every StaticTick, so a sustained rise is re-planned within 2 s: after a step
-// to 2× the 1 s rate crosses planned×1.2 about 0.4 s later (the window and its
-// 100 ms buckets lag), stays above for StaticSustainUp, the next tick plans
-// (PlanForServing: milliseconds, the burst simulation included) and the plan
-// is live some milliseconds later: 0.9–1.0 s measured. The controller's 3 s
-// default (kept with Consul, whose rates arrive every second through KV) would
-// take about 3.5 s. The price of 500 ms: Poisson noise above the 20 % band for
-// half a second re-plans up at low rates (then down after the 30 s hysteresis).
+// to 2× the rate over the session's envelope window W (control.EnvelopeWindow)
+// crosses planned×1.2 after 0.2 W and up to a 100 ms bucket of lag, stays
+// above for StaticSustainUp, the next tick plans (PlanForServing:
+// milliseconds, the burst simulation included) and the plan is live some
+// milliseconds later: 0.8 s measured for a 700 ms window; within 2 s for
+// windows up to about 5 s. The controller's 3 s default (kept with Consul,
+// whose rates arrive every second through KV) would take about 3.5 s. The
+// price of 500 ms: noise above the 20 % band for half a second re-plans up, to
+// the envelope, where the plan then stays.
 const (
 	StaticTick      = 100 * time.Millisecond
 	StaticSustainUp = 500 * time.Millisecond

@@ -14,15 +14,19 @@ import (
 // by default (--metrics-listen auto): 9101 → 10101.
 const metricsPortOffset = 1000
 
+// listenOff reports whether an optional listener's flag turns it off: "" or
+// "off", the same two spellings for backend --metrics-listen and scheduler
+// --listen.
+func listenOff(flag string) bool { return flag == "" || flag == "off" }
+
 // backendMetricsAddr resolves --metrics-listen: "off" or "" serves none (""),
 // "auto" the gRPC listener's host at its port + metricsPortOffset (port 0 when
 // the gRPC port is 0), anything else is used as given.
 func backendMetricsAddr(flag, grpcAddr string) (string, error) {
-	switch flag {
-	case "", "off":
+	switch {
+	case listenOff(flag):
 		return "", nil
-	case "auto":
-	default:
+	case flag != "auto":
 		return flag, nil
 	}
 	host, port, err := net.SplitHostPort(grpcAddr)

@@ -491,8 +491,7 @@ func membersOf(t testing.TB, url string) []string {
 }
 
 // TestGatewayConsulRateStep steps the offered rate R → 2R → R with the
-// controller's hysteresis shortened (up after 1 s, down after 2 s on 1 s/2 s
-// windows): a "rate" plan must be live within 10 s of each step, costing more
+// controller's hysteresis shortened (up after 1 s, down after 2 s, the envelopes horizon 2 s): a "rate" plan must be live within 10 s of each step, costing more
 // after the step up and less (fewer machines) after the step down.
 func TestGatewayConsulRateStep(t *testing.T) {
 	if testing.Short() {
@@ -505,7 +504,7 @@ func TestGatewayConsulRateStep(t *testing.T) {
 	evs := newPlanEvents()
 	url := startConsulGateway(t, ctx, cfgPath, agent.Addr(), control.Options{Tick: 250 * time.Millisecond,
 		SustainUp: time.Second, SustainDown: 2 * time.Second},
-		control.MonitorOptions{Windows: []time.Duration{time.Second, 2 * time.Second}}, evs)
+		control.MonitorOptions{Horizon: 2 * time.Second}, evs)
 	var cur atomic.Value
 	cur.Store(rate)
 	lctx, stopLoad := context.WithCancel(ctx)

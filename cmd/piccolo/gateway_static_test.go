@@ -26,7 +26,7 @@ var staticStepConfig = strings.Replace(consulTestConfig, "membership: consul\n",
 // loop must put a "rate" plan on more backends live within 2 s of the step (3 s
 // allowed on a loaded machine), keep ≥ 99% of requests within the SLO across
 // the step, and, when the rate falls back to R, release the extra backends
-// after the hysteresis (shortened here: 1 s/2 s windows, 2 s sustained).
+// after the hysteresis (shortened here: a 2 s horizon, 2 s sustained).
 func TestGatewayStaticRateStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("25 s of load")
@@ -47,7 +47,7 @@ func TestGatewayStaticRateStep(t *testing.T) {
 	evs := newPlanEvents()
 	// startConsulGateway without a Consul address: the embedded control.
 	url := startConsulGateway(t, ctx, cfgPath, "", control.Options{SustainDown: 2 * time.Second},
-		control.MonitorOptions{Windows: []time.Duration{time.Second, 2 * time.Second}}, evs)
+		control.MonitorOptions{Horizon: 2 * time.Second}, evs)
 
 	var cur atomic.Value
 	cur.Store(rate)

@@ -129,7 +129,7 @@ writes their latency CDF (.png, .svg or .pdf).`,
 	f.StringVar(&o.Session, "session", "", "session (the model name the gateway exposes)")
 	f.Float64Var(&o.Rate, "rate", 0, "mean request rate, req/s (constant, poisson, gamma)")
 	f.StringVar(&o.Arrival, "arrival", "poisson", "arrival process: "+arrival.Kinds)
-	f.Float64Var(&o.CV2, "cv2", 1, "squared coefficient of variation of inter-arrival gaps (gamma only; >1 is burstier)")
+	f.Float64Var(&o.CV2, "cv2", 1, "with --arrival gamma: squared coefficient of variation of the inter-arrival gaps (1 is Poisson, >1 is burstier)")
 	f.Uint64Var(&o.Seed, "seed", 1, "arrival process seed (same seed, same schedule)")
 	tf.addTrace(f, false)
 	tf.addMMPP(f)

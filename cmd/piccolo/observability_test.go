@@ -221,6 +221,16 @@ func TestBackendMetricsAddr(t *testing.T) {
 	}
 }
 
+// backend --metrics-listen and scheduler --listen turn off with the same two
+// spellings.
+func TestListenOff(t *testing.T) {
+	for flag, want := range map[string]bool{"": true, "off": true, "127.0.0.1:0": false, "auto": false} {
+		if got := listenOff(flag); got != want {
+			t.Errorf("listenOff(%q) = %v, want %v", flag, got, want)
+		}
+	}
+}
+
 func TestBackendWithoutHardwareOrGPU(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "p.yaml")

@@ -78,7 +78,7 @@ GET /healthz are served there.`,
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
 	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
-	f.StringVar(&o.listen, "listen", "", "serve /metrics and /healthz on this host:port (empty: off)")
+	f.StringVar(&o.listen, "listen", "", "serve /metrics and /healthz on this host:port; off (or empty, the default): none")
 	return cmd
 }
 
@@ -126,7 +126,7 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 		return err
 	}
 	addr := ""
-	if o.listen != "" {
+	if !listenOff(o.listen) {
 		reg := processRegistry()
 		reg.MustRegister(metrics.LeaderGauge(sched.Leading))
 		ln, err := net.Listen("tcp", o.listen)

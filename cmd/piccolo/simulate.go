@@ -24,6 +24,7 @@ func newSimulateCmd() *cobra.Command {
 		flush    string
 		output   string
 		place    bool
+		cv2      float64
 		o        simulate.Options
 		tf       trafficFlags
 	)
@@ -75,6 +76,12 @@ WCL: 'over WCL' counts those that do.`,
 				return err
 			}
 			o.Trace, o.MMPP, o.Session = trace, tf.mmpp, tf.session
+			if o.Arrival == "gamma" {
+				if !(cv2 > 0) {
+					return fmt.Errorf("--cv2 %v: must be > 0 (1 is Poisson, larger is burstier)", cv2)
+				}
+				o.CV2 = cv2 // only gamma has one: the report names it
+			}
 			if o.Arrival != "trace" && o.Arrival != "mmpp" {
 				if _, err := arrival.New(o.Arrival, 1, max(o.CV2, 1), 0); err != nil {
 					return fmt.Errorf("--arrival: %w", err)
@@ -82,9 +89,6 @@ WCL: 'over WCL' counts those that do.`,
 			}
 			if o.Duration <= 0 && o.Arrival != "trace" {
 				return fmt.Errorf("--duration not set: how long requests arrive, in virtual time (e.g. 60s; --arrival trace: default its whole span)")
-			}
-			if o.Arrival == "gamma" && !(o.CV2 > 0) {
-				return fmt.Errorf("--arrival gamma needs --cv2 > 0 (1 is Poisson, larger is burstier)")
 			}
 			plan, err := loadPlan(files, planFile, policy)
 			if err != nil {
@@ -116,7 +120,7 @@ WCL: 'over WCL' counts those that do.`,
 	f.StringVar(&dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.StringVar(&o.Arrival, "arrival", "constant", "arrival process: "+arrival.Kinds)
-	f.Float64Var(&o.CV2, "cv2", 0, "squared coefficient of variation of inter-arrival gaps (gamma only, and required with it; 1 is Poisson, >1 is burstier)")
+	f.Float64Var(&cv2, "cv2", 1, "with --arrival gamma: squared coefficient of variation of the inter-arrival gaps (1 is Poisson, >1 is burstier)")
 	f.Float64Var(&o.RatePerSec, "rate", 0, "request rate per session in req/s (0: the plan's)")
 	f.DurationVar(&o.Duration, "duration", 0, "how long requests arrive, in virtual time (e.g. 60s; a trace: default its whole span)")
 	tf.addTrace(f, true)

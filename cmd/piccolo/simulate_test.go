@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -70,7 +72,7 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"--duration", "1s"}, "pass --plan PLAN.json, or -c FILE"},
 		{[]string{"--plan", bad, "--duration", "1s"}, `unknown field "batch_size"`},
 		{[]string{"--plan", bad, "--duration", "1s", "--dispatch", "fifo"}, "allowed: tc, rr"},
-		{[]string{"--plan", bad, "--duration", "1s", "--arrival", "gamma"}, "--cv2"},
+		{[]string{"--plan", bad, "--duration", "1s", "--arrival", "gamma", "--cv2", "0"}, "--cv2 0: must be > 0"},
 		{[]string{"--plan", bad}, "--duration not set"},
 		{[]string{"--plan", bad, "--duration", "1s", "-o", "xml"}, "allowed: table, json"},
 	} {
@@ -78,5 +80,32 @@ func TestSimulateErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("simulate %v: %v, want an error containing %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// Every command's --cv2 defaults to 1 (Poisson), so `--arrival gamma` means
+// the same process in plan, simulate and loadgen.
+func TestCV2DefaultIsPoisson(t *testing.T) {
+	var walk func(c *cobra.Command)
+	seen := 0
+	walk = func(c *cobra.Command) {
+		if f := c.Flags().Lookup("cv2"); f != nil {
+			seen++
+			if f.DefValue != "1" {
+				t.Errorf("%s --cv2 defaults to %s; want 1 (Poisson), as the other commands", c.CommandPath(), f.DefValue)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+	if seen < 3 {
+		t.Errorf("found --cv2 on %d commands; want plan, simulate and loadgen at least", seen)
+	}
+	// gamma without --cv2 runs (as Poisson) and says so.
+	out, err := runSimulate(t, "-c", "../../configs/demo/paper-gpus.yaml", "--duration", "5s", "--arrival", "gamma")
+	if err != nil || !strings.Contains(out, "arrivals gamma (cv² 1)") {
+		t.Errorf("simulate --arrival gamma without --cv2: %v\n%s", err, out)
 	}
 }

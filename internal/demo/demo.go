@@ -350,16 +350,17 @@ func needString(need map[string]int) string {
 }
 
 // checkStaticPlacement returns an error when the gateway's placement on a
-// static backends list (round-robin, control.PlaceOptions.RoundRobin) loads a
-// backend of members beyond occupancy 1, i.e. does not fit the plan on the
-// devices packing found: the plan then runs slower than planned.
+// static backends list (control.PlaceStatic, what dataplane.Place calls:
+// packing when members hold the devices the plan needs, else round-robin)
+// loads a backend of members beyond occupancy 1: the plan then runs slower
+// than planned.
 func checkStaticPlacement(plan *api.Plan, members []control.Member) error {
-	rr, _, err := control.PlaceWith(plan, members, nil, control.PlaceOptions{RoundRobin: true})
+	placed, _, err := control.PlaceStatic(plan, members, nil)
 	if err != nil {
 		return err
 	}
 	occ := map[string]float64{}
-	for _, sp := range rr.Sessions {
+	for _, sp := range placed.Sessions {
 		for _, mp := range sp.Modules {
 			for _, g := range mp.Configs {
 				for i, id := range g.Backends {
@@ -375,7 +376,7 @@ func checkStaticPlacement(plan *api.Plan, members []control.Member) error {
 		}
 	}
 	if len(over) > 0 {
-		return fmt.Errorf("the gateway's round-robin placement on %d backends overloads %s", len(members), strings.Join(over, ", "))
+		return fmt.Errorf("the gateway's placement (control.PlaceStatic) on %d backends overloads %s", len(members), strings.Join(over, ", "))
 	}
 	return nil
 }

@@ -254,11 +254,14 @@ func TestDeposedLeaderCannotPublish(t *testing.T) {
 func TestExpandRates(t *testing.T) {
 	cfg := loadTestConfig(t)
 	cfg.Sessions[0].Modules[1].Rate = 150 // b: 3 items per request (fan-out)
-	s := control.Snapshot{Windows: []time.Duration{time.Second, 5 * time.Second},
-		Rates: []control.ModuleRate{{Session: "s", Module: "a", Envelope: 20, Windows: []float64{20, 10}}}}
+	s := control.Snapshot{Horizon: 30 * time.Second,
+		Rates: []control.ModuleRate{{Session: "s", Module: "a", Window: time.Second, Current: 10, Envelope: 20, Mean: 8}}}
 	got := cluster.ExpandRates(cfg, s).Envelopes()
 	if got[control.Key{Session: "s", Module: "a"}] != 20 || got[control.Key{Session: "s", Module: "b"}] != 60 {
 		t.Fatalf("expanded envelopes %v; want a 20, b 60", got)
+	}
+	if cur := cluster.ExpandRates(cfg, s).Current(); cur[control.Key{Session: "s", Module: "b"}] != 30 {
+		t.Fatalf("expanded current rates %v; want b 30", cur)
 	}
 }
 

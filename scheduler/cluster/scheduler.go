@@ -328,7 +328,7 @@ func ExpandRates(cfg *api.Config, s control.Snapshot) control.Snapshot {
 			measured[r.Session] = r
 		}
 	}
-	out := control.Snapshot{At: s.At, Windows: s.Windows}
+	out := control.Snapshot{At: s.At, Horizon: s.Horizon}
 	for _, sess := range cfg.Sessions {
 		src, ok := measured[sess.Name]
 		if !ok {
@@ -344,11 +344,8 @@ func ExpandRates(cfg *api.Config, s control.Snapshot) control.Snapshot {
 			continue
 		}
 		for _, m := range sess.Modules {
-			f := m.Rate / srcRate
-			r := control.ModuleRate{Session: sess.Name, Module: m.Name, Envelope: src.Envelope * f, Windows: make([]float64, len(src.Windows))}
-			for i, w := range src.Windows {
-				r.Windows[i] = w * f
-			}
+			r := src.Scaled(m.Rate / srcRate)
+			r.Module = m.Name
 			out.Rates = append(out.Rates, r)
 		}
 	}

@@ -76,10 +76,11 @@ type Options struct {
 	// negative: never).
 	Period time.Duration
 	// HysteresisUp and HysteresisDown are the band around the planned rate of a
-	// module, as fractions: a measured envelope above planned×(1+up) for
-	// SustainUp, or below planned×(1−down) for SustainDown, re-plans (cause
-	// "rate"). Defaults 0.2 and 0.3; down is wider and slower, so a plan does not
-	// flap between sizes.
+	// module, as fractions: the rate of the latest envelope window above
+	// planned×(1+up) for SustainUp, or the envelope (the highest window within
+	// the monitor's horizon) below planned×(1−down) for SustainDown, re-plans
+	// (cause "rate"), for the measured envelope. Defaults 0.2 and 0.3; down is
+	// wider and slower, so a plan does not flap between sizes.
 	HysteresisUp, HysteresisDown float64
 	// SustainUp and SustainDown are how long a rate must stay outside the band
 	// (defaults 3s and 30s).
@@ -258,7 +259,9 @@ func (c *Controller) SetMembers(members []Member) {
 
 // ObserveRates records source's latest snapshot (a gateway id; "" is fine for
 // one). The measured rate of a module is the sum over sources of their envelope
-// rates, from snapshots younger than Options.StaleRates. Evaluated at the next tick.
+// rates (and its current rate the sum of their latest windows), from snapshots
+// younger than Options.StaleRates; gateways' peaks need not coincide, so the
+// sum errs high. Evaluated at the next tick.
 func (c *Controller) ObserveRates(source string, s Snapshot) {
 	c.mu.Lock()
 	c.sources[source] = s
@@ -392,10 +395,11 @@ func (c *Controller) setMembers(members []Member) {
 
 // rateOutOfBand reports whether some module's rate has stayed above or below
 // the hysteresis band around its planned rate long enough, and since when. Up
-// is judged on the current rate (the shortest window), so a burst shorter than
-// SustainUp does not re-plan although the envelope remembers it for a window;
-// down on the envelope, so every window must have fallen. Modules without a
-// measurement are not judged.
+// is judged on the current rate (the latest window, about the SLO long), so a
+// burst counts by its volume over the window and one that leaves the band for
+// less than SustainUp does not re-plan, although the envelope remembers it for
+// the horizon; down on the envelope, so the peak of the whole horizon must have
+// fallen. Modules without a measurement are not judged.
 func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]float64) (time.Time, bool) {
 	var first time.Time
 	fired := false

@@ -50,7 +50,7 @@ func newHarness(t *testing.T, cfg *api.Config, members []Member, o Options) *har
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.ctr = h.mon.Handle("s", "a")
+	h.ctr = h.mon.Handle("s", "a", EnvelopeWindow(time.Duration(cfg.Sessions[0].SLO), cfg.Sessions[0].Modules[0].Rate))
 	o.Clock = fakeClock{&h.now}
 	o.Plan = func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) }
 	o.Publish = func(r *Replan) error {
@@ -359,5 +359,90 @@ func TestControllerFailedAndPlaceHooks(t *testing.T) {
 	h.c.step(h.now)
 	if failedFor != next || failure == nil || !errors.Is(failure, h.fail) {
 		t.Fatalf("Failed got (%p, %v); want (%p, an error wrapping %v)", failedFor, failure, next, h.fail)
+	}
+}
+
+// runFine feeds rate req/s for d, reporting rates and stepping the controller
+// every bucket (static mode: the gateway hands its rates over every 100 ms).
+func (h *harness) runFine(d time.Duration, rate float64) {
+	for end := h.now.Add(d); h.now.Before(end); {
+		feed(h.mon, h.ctr, &h.now, rate, h.mon.bucket)
+		h.c.ObserveRates("gw", h.mon.Snapshot(h.now))
+		h.c.step(h.now)
+	}
+}
+
+// TestControllerEnvelopeOverSLOWindows is the envelope rule on a fake clock,
+// with static mode's timing (tick 100 ms, 500 ms sustained up) and the default
+// down hysteresis: one session, SLO 2 s at R = 400 req/s, so its window is the
+// SLO. A 300 ms burst at 2R (shorter than the window: +15 % over it) does not
+// re-plan; a sustained 2R does within 2 s, planned at the envelope measured;
+// the fall back to R is held while the 2R peak is within the 30 s horizon and
+// released once the peak has left it and SustainDown (30 s) has passed.
+func TestControllerEnvelopeOverSLOWindows(t *testing.T) {
+	const R = 400
+	k := Key{"s", "a"}
+	h := newHarness(t, controlConfig(R, 2*time.Second), pool("v100", 10),
+		Options{Tick: 100 * time.Millisecond, SustainUp: 500 * time.Millisecond})
+	base := h.last().Plan.TotalCost
+	h.runFine(35*time.Second, R)
+	if w := h.mon.Snapshot(h.now).Rates[0].Window; w != 2*time.Second {
+		t.Fatalf("window %v; want the SLO, 2s", w)
+	}
+
+	h.runFine(300*time.Millisecond, 2*R)
+	h.runFine(5*time.Second, R)
+	if len(h.published) != 1 {
+		t.Fatalf("a 300 ms burst at 2R re-planned: %v; want none (its volume is +15 %% over the 2 s window, inside the 20 %% band)", causes(h.published[1:]))
+	}
+	if env := h.c.Status().Measured[k]; env < 1.1*R || env > 1.2*R {
+		t.Errorf("envelope after the burst %v req/s; want the burst spread over the window, about %v", env, 1.15*R)
+	}
+
+	h.runFine(35*time.Second, R) // the burst leaves the horizon
+	step := h.now
+	for h.now.Sub(step) < 5*time.Second && len(h.published) == 1 {
+		h.runFine(h.mon.bucket, 2*R)
+	}
+	if len(h.published) != 2 || h.last().Cause != CauseRate {
+		t.Fatalf("sustained 2R: published %v; want a rate re-plan", causes(h.published[1:]))
+	}
+	up := h.last()
+	t.Logf("R→2R: re-planned %v after the step (trigger +%v) at %.0f req/s", up.At.Sub(step), up.Trigger.Sub(step), up.Rates[k])
+	if took := up.At.Sub(step); took > 2*time.Second {
+		t.Errorf("sustained 2R re-planned %v after the step; want within 2 s", took)
+	}
+	if env := h.c.Status().Measured[k]; math.Abs(up.Rates[k]-env) > 1e-9 || env <= 1.2*R {
+		t.Errorf("planned for %v req/s; want the envelope measured at the decision (%v), above the band", up.Rates[k], env)
+	}
+
+	h.runFine(10*time.Second, 2*R)
+	high := h.last()
+	if r := high.Rates[k]; r < 1.9*R || high.Plan.TotalCost < 1.5*base {
+		t.Errorf("after 10 s at 2R: planned for %v req/s at cost %.3f (initial %.3f); want about 2R and the cost to follow", r, high.Plan.TotalCost, base)
+	}
+	n := len(h.published)
+	fall := h.now
+	h.runFine(DefaultHorizon, R)
+	if len(h.published) != n {
+		t.Fatalf("the fall re-planned within the horizon: %v; want the 2R peak to hold the plan", causes(h.published[n:]))
+	}
+	// The windows straddling the fall leave the horizon within one window of
+	// each other: the envelope drops below planned×0.7 about horizon after the
+	// fall, give or take the window; SustainDown later the plan is released.
+	release := DefaultHorizon + 30*time.Second
+	for h.now.Sub(fall) < release+3*time.Second && len(h.published) == n {
+		h.runFine(h.mon.bucket, R)
+	}
+	if len(h.published) != n+1 || h.last().Cause != CauseRate {
+		t.Fatalf("2R→R: published %v within %v; want one rate re-plan", causes(h.published[n:]), h.now.Sub(fall))
+	}
+	down := h.last()
+	t.Logf("2R→R: released %v after the fall; cost %.3f → %.3f", down.At.Sub(fall), high.Plan.TotalCost, down.Plan.TotalCost)
+	if took := down.At.Sub(fall); took < release-2*time.Second {
+		t.Errorf("released %v after the fall; want %v ± the 2 s window", took, release)
+	}
+	if down.Plan.TotalCost > 0.75*high.Plan.TotalCost {
+		t.Errorf("cost after the fall %.3f; want well below %.3f", down.Plan.TotalCost, high.Plan.TotalCost)
 	}
 }

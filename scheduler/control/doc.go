@@ -4,15 +4,30 @@
 // Clock, so every decision runs on a fake clock in tests. The planner
 // (package scheduler) stays a pure function; this package calls it.
 //
-// RateMonitor (monitor.go) — per (session, module) arrival rates over sliding
-// windows, InferLine's traffic envelope: the highest rate over several windows
-// (default 1 s, 5 s, 30 s), so a burst shows at once and a sustained rate after
-// the long window. The gateway resolves a *Counter per module once, when it loads
-// a plan (Handle), and calls Counter.Add(1) per request: one atomic load and one
-// atomic add, no lock, no allocation (BenchmarkCounterAdd). Someone must advance
-// the monitor's time at least once per bucket (Run, or Advance from a ticker);
-// Snapshot(now) returns the rates, a JSON-ready value a gateway can send to a
-// remote scheduler. Every method is safe from any goroutine.
+// RateMonitor (monitor.go) — per (session, module) arrival rates, InferLine's
+// traffic envelope measured at the session's own time scale. The rule:
+//
+//   - window = the session's SLO, floored at the time MinWindowArrivals (100)
+//     arrivals take at its configured rate (NoRateWindow, 1 s, when the rate
+//     is 0), rounded up to 100 ms buckets, at most the horizon
+//     (EnvelopeWindow). The SLO is the time scale the session's queues must
+//     absorb a burst in; the floor keeps one window's Poisson noise at ≤ 10 %,
+//     half the 20 % up band, so a short SLO at a low rate does not re-plan on
+//     noise (TestPoissonEnvelope: envelope 1.2–1.3× the mean of steady
+//     Poisson traffic with the floor, 3.5× at 20 req/s over 100 ms without).
+//   - current = the rate over the latest window; envelope = the highest
+//     window rate, sliding a bucket at a time, within the last DefaultHorizon
+//     (30 s, MonitorOptions.Horizon); mean = the rate over the horizon.
+//
+// The controller re-plans up when the current rate leaves the band, down when
+// the envelope does, and plans for the envelope: for the peak load an SLO
+// window saw in the last 30 s, not the mean. The gateway resolves a *Counter
+// per module once, when it loads a plan (Handle, with the window), and calls
+// Counter.Add(1) per request: one atomic load and one atomic add, no lock, no
+// allocation (BenchmarkCounterAdd). Someone must advance the monitor's time at
+// least once per bucket (Run, or Advance from a ticker); Snapshot(now) returns
+// the rates, a JSON-ready value a gateway can send to a remote scheduler.
+// Every method is safe from any goroutine.
 //
 // Place (placement.go) — a pure function: plan + the live members ({ID,
 // Hardware}) + the previous placed plan → the placed plan (one backend id per
@@ -26,9 +41,10 @@
 // Publish}) then Run(ctx) from one goroutine; from any goroutine, SetConfig
 // (cause "config"), SetMembers (cause "membership": re-place the last plan, or
 // re-plan when a hardware type appeared or vanished), ObserveRates(source,
-// snapshot) (cause "rate": the 1 s rate above planned×(1+0.2) for 3 s, or the
-// envelope below planned×(1−0.3) for 30 s; the new plan uses the measured
-// envelopes), Replan (cause "manual"), and every Period (cause "periodic").
+// snapshot) (cause "rate": the latest window's rate above planned×(1+0.2) for
+// 3 s, or the envelope below planned×(1−0.3) for 30 s — about a minute after a
+// fall, with the horizon; the new plan uses the measured envelopes), Replan
+// (cause "manual"), and every Period (cause "periodic").
 // Each decision runs the injected planner, places the result on the members
 // and calls the injected Publish with a *Replan (placed plan, cause,
 // shortfall, the rates planned for, how long planning and placement took). A
@@ -39,7 +55,8 @@
 //
 //	mon, _ := control.NewRateMonitor(time.Now(), control.MonitorOptions{})
 //	go mon.Run(ctx, control.SystemClock{})        // advances the buckets
-//	// per module, when a plan is loaded:  c := mon.Handle(session, module)
+//	// per source module, when a plan is loaded:
+//	//   c := mon.Handle(session, module, control.EnvelopeWindow(slo, configuredRate))
 //	// per request:                        c.Add(1)
 //	ctl, _ := control.New(cfg, members, control.Options{
 //		Plan:    func(c *api.Config) (*api.Plan, error) { return scheduler.Plan(c, opts) },

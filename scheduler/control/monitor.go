@@ -19,36 +19,67 @@ type Key struct {
 // String formats k as "session/module".
 func (k Key) String() string { return k.Session + "/" + k.Module }
 
-// MonitorOptions configure a RateMonitor. The zero value is InferLine's envelope
-// at 1 s, 5 s and 30 s over 100 ms buckets.
+// MonitorOptions configure a RateMonitor. The zero value measures in 100 ms
+// buckets and keeps a 30 s horizon.
 type MonitorOptions struct {
 	// Bucket is the width of one ring bucket (default 100ms): rates are measured
 	// over whole buckets, so a window's rate lags by at most one bucket.
 	Bucket time.Duration
-	// Windows are the sliding windows of the envelope (default 1s, 5s, 30s); each
-	// must be a positive multiple of Bucket. The envelope is the highest rate
-	// over them, so a burst shows in the short window and a sustained rate in
-	// the long one.
-	Windows []time.Duration
+	// Horizon is how far back the envelope looks (default DefaultHorizon); a
+	// positive multiple of Bucket. A counter's window is at most the horizon.
+	Horizon time.Duration
 }
 
-// DefaultWindows are the envelope's windows when MonitorOptions.Windows is empty.
-var DefaultWindows = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
+// The envelope rule (docs/control-plane.md, "Rate monitor"). A session's
+// arrivals are counted in windows of EnvelopeWindow(SLO, configured rate);
+// its envelope is the highest window rate within the last DefaultHorizon.
+const (
+	// DefaultHorizon is the envelope's memory: the plan keeps capacity for the
+	// peak window of the last 30 s, as InferLine's tuner scales down only to
+	// the highest rate of the last 30 s. It is also the down hysteresis's
+	// first half: a fall shows in the envelope once its peak has left the horizon.
+	DefaultHorizon = 30 * time.Second
+	// MinWindowArrivals floors a window at the time this many arrivals take at
+	// the configured rate: one window's Poisson noise is then at most
+	// 1/√100 = 10 %, half the controller's 20 % up band, so a short SLO at a
+	// low rate does not re-plan on noise. On steady Poisson traffic the
+	// envelope is then 1.2–1.3× the mean at 20, 150 and 1000 req/s; at
+	// 20 req/s over a 100 ms SLO without the floor, 3.5× (TestPoissonEnvelope).
+	MinWindowArrivals = 100
+	// NoRateWindow is the window of a session whose configured rate is 0 (no
+	// rate to floor by) and whose SLO is shorter.
+	NoRateWindow = time.Second
+)
 
-// RateMonitor measures per (session, module) arrival rates over sliding windows
-// (InferLine's traffic envelope). The request path resolves a Counter once with
-// Handle and then calls Counter.Add: one atomic load and one atomic add, no lock,
-// no allocation. Time moves only when Advance (or Snapshot, or Run) is called:
-// the owner calls it at least once per bucket; a late call is caught up (the
-// buckets it skipped read as empty).
+// EnvelopeWindow returns the window the arrival envelope of a session is
+// measured over: its SLO, raised to hold MinWindowArrivals arrivals at
+// ratePerSec (the configured rate, req/s; 0: raised to NoRateWindow). The
+// monitor rounds it up to whole buckets and caps it at its horizon. A burst
+// shorter than the window counts by its volume spread over the window (what
+// the SLO's queues must absorb), not by its momentary rate.
+func EnvelopeWindow(slo time.Duration, ratePerSec float64) time.Duration {
+	floor := NoRateWindow
+	if ratePerSec > 0 && !math.IsInf(ratePerSec, 1) {
+		floor = time.Duration(math.Ceil(MinWindowArrivals / ratePerSec * float64(time.Second)))
+	}
+	return max(slo, floor)
+}
+
+// RateMonitor measures per (session, module) arrival rates (InferLine's
+// traffic envelope): each counter over its own sliding window (the session's
+// EnvelopeWindow), reporting the rate of the latest window (Current), the
+// highest window rate within the horizon (Envelope) and the mean over the
+// horizon. The request path resolves a Counter once with Handle and then calls
+// Counter.Add: one atomic load and one atomic add, no lock, no allocation. Time
+// moves only when Advance (or Snapshot, or Run) is called: the owner calls it
+// at least once per bucket; a late call is caught up (the buckets it skipped
+// read as empty).
 //
-// Handle, Observe, Advance, Snapshot and Counter.Add may be called from any
-// goroutine.
+// Handle, Advance, Snapshot and Counter.Add may be called from any goroutine.
 type RateMonitor struct {
 	bucket  time.Duration
-	windows []time.Duration
-	spans   []int // buckets per window
-	n       int   // ring length: longest window + the open bucket
+	horizon int // buckets
+	n       int // ring length: the horizon, the open bucket and one spare
 	start   time.Time
 
 	cur atomic.Int64 // index of the open bucket since start
@@ -64,11 +95,12 @@ type RateMonitor struct {
 type Counter struct {
 	key  Key
 	m    *RateMonitor
+	span atomic.Int64 // the window, in buckets
 	ring []atomic.Int64
 }
 
 // NewRateMonitor returns a monitor whose first bucket opens at start. Errors
-// name a bucket or window that is not positive or not a multiple of the bucket.
+// name a bucket or horizon that is not positive or not a multiple of the bucket.
 func NewRateMonitor(start time.Time, o MonitorOptions) (*RateMonitor, error) {
 	if o.Bucket == 0 {
 		o.Bucket = 100 * time.Millisecond
@@ -76,44 +108,43 @@ func NewRateMonitor(start time.Time, o MonitorOptions) (*RateMonitor, error) {
 	if o.Bucket < 0 {
 		return nil, fmt.Errorf("rate monitor: bucket %v: must be > 0", o.Bucket)
 	}
-	if len(o.Windows) == 0 {
-		o.Windows = DefaultWindows
+	if o.Horizon == 0 {
+		o.Horizon = DefaultHorizon
 	}
-	m := &RateMonitor{bucket: o.Bucket, start: start, counters: map[Key]*Counter{}}
-	for _, w := range o.Windows {
-		if w <= 0 || w%o.Bucket != 0 {
-			return nil, fmt.Errorf("rate monitor: window %v: must be a positive multiple of the bucket %v", w, o.Bucket)
-		}
-		m.windows = append(m.windows, w)
-		m.spans = append(m.spans, int(w/o.Bucket))
-		m.n = max(m.n, int(w/o.Bucket)+1)
+	if o.Horizon < 0 || o.Horizon%o.Bucket != 0 {
+		return nil, fmt.Errorf("rate monitor: horizon %v: must be a positive multiple of the bucket %v", o.Horizon, o.Bucket)
 	}
+	h := int(o.Horizon / o.Bucket)
+	m := &RateMonitor{bucket: o.Bucket, horizon: h, n: h + 2, start: start, counters: map[Key]*Counter{}}
 	m.list.Store(&[]*Counter{})
 	return m, nil
 }
 
-// Windows returns the envelope's windows, shortest first as configured.
-func (m *RateMonitor) Windows() []time.Duration { return append([]time.Duration(nil), m.windows...) }
+// Horizon returns how far back the envelope looks.
+func (m *RateMonitor) Horizon() time.Duration { return time.Duration(m.horizon) * m.bucket }
 
-// Handle returns the counter of (session, module), creating it on first use.
-// Takes a lock: call it when a plan is loaded, not per request.
-func (m *RateMonitor) Handle(session, module string) *Counter {
+// Handle returns the counter of (session, module), creating it on first use,
+// and sets its window (EnvelopeWindow of the session; rounded up to whole
+// buckets, at least one, at most the horizon). A later call with another
+// window (the session's SLO or rate changed) changes it for the next Snapshot;
+// the counts are kept. Takes a lock: call it when a plan is loaded, not per
+// request.
+func (m *RateMonitor) Handle(session, module string, window time.Duration) *Counter {
+	span := min(max(int64((window+m.bucket-1)/m.bucket), 1), int64(m.horizon))
 	k := Key{session, module}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c, ok := m.counters[k]; ok {
+		c.span.Store(span)
 		return c
 	}
 	c := &Counter{key: k, m: m, ring: make([]atomic.Int64, m.n)}
+	c.span.Store(span)
 	m.counters[k] = c
 	l := append(append([]*Counter(nil), *m.list.Load()...), c)
 	m.list.Store(&l)
 	return c
 }
-
-// Observe counts one arrival at (session, module). It takes the handle lock:
-// the request path should hold a Counter instead.
-func (m *RateMonitor) Observe(session, module string) { m.Handle(session, module).Add(1) }
 
 // Add counts n arrivals in the open bucket. Lock-free and allocation-free.
 func (c *Counter) Add(n int64) {
@@ -148,31 +179,22 @@ func (m *RateMonitor) Advance(now time.Time) {
 }
 
 // Snapshot advances to now and returns every counter's rates over the closed
-// buckets of each window. Early on, a window longer than the time measured so
-// far is measured over what there is (at least one bucket), so the first rates
-// appear after one bucket.
+// buckets: the latest window (Current), the highest window sliding one bucket
+// at a time through the horizon (Envelope), and the mean over the horizon.
+// Early on, what has been measured stands for the horizon and, when shorter
+// than the window, for the window (at least one bucket), so the first rates
+// appear after one bucket, undiluted by time not yet measured.
 func (m *RateMonitor) Snapshot(now time.Time) Snapshot {
 	m.Advance(now)
 	cur := m.cur.Load()
-	s := Snapshot{At: now, Windows: m.Windows(), Rates: make([]ModuleRate, 0, len(*m.list.Load()))}
-	order := sortedSpans(m.spans)
-	for _, c := range *m.list.Load() {
-		r := ModuleRate{Session: c.key.Session, Module: c.key.Module, Windows: make([]float64, len(m.spans))}
-		if cur == 0 {
-			s.Rates = append(s.Rates, r)
-			continue
-		}
-		var sum int64
-		done := 0
-		// Walk the closed buckets newest first; each window's rate is the sum
-		// over its span (shorter when less time has been measured).
-		for _, wi := range order {
-			span := min(m.spans[wi], int(cur))
-			for ; done < span; done++ {
-				sum += c.ring[(cur-1-int64(done))%int64(m.n)].Load()
-			}
-			r.Windows[wi] = float64(sum) / (float64(span) * m.bucket.Seconds())
-			r.Envelope = math.Max(r.Envelope, r.Windows[wi])
+	list := *m.list.Load()
+	s := Snapshot{At: now, Horizon: m.Horizon(), Rates: make([]ModuleRate, 0, len(list))}
+	closed := int(min(cur, int64(m.horizon)))
+	for _, c := range list {
+		span := int(c.span.Load())
+		r := ModuleRate{Session: c.key.Session, Module: c.key.Module, Window: time.Duration(span) * m.bucket}
+		if closed > 0 {
+			r.Current, r.Envelope, r.Mean = c.rates(cur, closed, min(span, closed))
 		}
 		s.Rates = append(s.Rates, r)
 	}
@@ -183,13 +205,28 @@ func (m *RateMonitor) Snapshot(now time.Time) Snapshot {
 	return s
 }
 
-func sortedSpans(spans []int) []int {
-	idx := make([]int, len(spans))
-	for i := range idx {
-		idx[i] = i
+// rates walks the closed buckets before cur newest first, closed of them
+// (≤ the horizon), with a window of span buckets (≤ closed), and returns the
+// latest window's rate, the highest window rate and the mean, in req/s. One
+// pass: the window's sum slides by adding the older bucket and dropping the
+// newer one.
+func (c *Counter) rates(cur int64, closed, span int) (current, envelope, mean float64) {
+	n := int64(len(c.ring))
+	at := func(i int) int64 { return c.ring[(cur-1-int64(i))%n].Load() }
+	var sum int64
+	for i := range span {
+		sum += at(i)
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return spans[idx[a]] < spans[idx[b]] })
-	return idx
+	latest, total, peak := sum, sum, sum
+	for i := span; i < closed; i++ {
+		x := at(i)
+		total += x
+		sum += x - at(i-span)
+		peak = max(peak, sum)
+	}
+	b := c.m.bucket.Seconds()
+	w := float64(span) * b
+	return float64(latest) / w, float64(peak) / w, float64(total) / (float64(closed) * b)
 }
 
 // Run advances the monitor every bucket on clock until ctx ends; returns
@@ -210,18 +247,28 @@ func (m *RateMonitor) Run(ctx context.Context, clock Clock) error {
 // Snapshot is the rates a monitor measured at At: JSON-ready, so a gateway can
 // report it to a remote scheduler. Immutable once made.
 type Snapshot struct {
-	At      time.Time       `json:"at"`
-	Windows []time.Duration `json:"windows"`
-	Rates   []ModuleRate    `json:"rates"`
+	At      time.Time     `json:"at"`
+	Horizon time.Duration `json:"horizon"`
+	Rates   []ModuleRate  `json:"rates"`
 }
 
-// ModuleRate is one (session, module)'s measured arrival rate in req/s: per
-// window (in Snapshot.Windows order) and the envelope, their maximum.
+// ModuleRate is one (session, module)'s measured arrival rate in req/s over
+// its Window: Current over the latest window, Envelope the highest window
+// within the horizon (≥ Current), Mean over the horizon.
 type ModuleRate struct {
-	Session  string    `json:"session"`
-	Module   string    `json:"module"`
-	Envelope float64   `json:"envelope"`
-	Windows  []float64 `json:"windows"`
+	Session  string        `json:"session"`
+	Module   string        `json:"module"`
+	Window   time.Duration `json:"window"`
+	Current  float64       `json:"current"`
+	Envelope float64       `json:"envelope"`
+	Mean     float64       `json:"mean"`
+}
+
+// Scaled returns r with its rates multiplied by f: a module that sees f
+// requests per request of the session's source (cluster.ExpandRates).
+func (r ModuleRate) Scaled(f float64) ModuleRate {
+	r.Current, r.Envelope, r.Mean = r.Current*f, r.Envelope*f, r.Mean*f
+	return r
 }
 
 // Envelopes returns the envelope rate (req/s) of every key in s.
@@ -233,22 +280,12 @@ func (s Snapshot) Envelopes() map[Key]float64 {
 	return out
 }
 
-// Current returns the rate (req/s) of every key in s over the shortest window:
-// what arrives now, without the envelope's memory of bursts.
+// Current returns the rate (req/s) of every key in s over its latest window:
+// what arrives now, without the envelope's memory of the horizon.
 func (s Snapshot) Current() map[Key]float64 {
 	out := make(map[Key]float64, len(s.Rates))
-	w := 0
-	for i, d := range s.Windows {
-		if d < s.Windows[w] {
-			w = i
-		}
-	}
 	for _, r := range s.Rates {
-		if w < len(r.Windows) {
-			out[Key{r.Session, r.Module}] += r.Windows[w]
-		} else {
-			out[Key{r.Session, r.Module}] += r.Envelope
-		}
+		out[Key{r.Session, r.Module}] += r.Current
 	}
 	return out
 }
