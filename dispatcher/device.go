@@ -15,10 +15,13 @@ import (
 // batch sent now starts when the earliest lane frees of the batches sent
 // there before it, by any dispatcher.
 //
-// A dispatcher counts a batch on the device from the moment it sends it
-// (not while it waits in the dispatcher's own machine queue: those batches
-// go after what other dispatchers send meanwhile) until its Done, for the
-// duration it expects (the profile times the backend's straggler slowness).
+// A dispatcher counts a batch on the device from the moment it hands the
+// batch to a machine there (sent at once, or queued behind the machine's
+// own batches) until its Done, for the duration it expects (the profile
+// times the backend's straggler slowness); a batch that leaves the queue
+// unsent is taken back. Counting queued batches too is what makes several
+// machines of one plan placed on one backend (a static list shorter than
+// the plan) wait behind each other, as the backend runs them.
 // The lanes' estimated free times are corrected when a batch ends: the
 // lane it was counted on moves by how much earlier or later than expected
 // it ended. Predict and dispatch read the earliest free lane with one
@@ -88,40 +91,66 @@ func (v *Device) freeAt() time.Time {
 	return time.Unix(0, ns)
 }
 
-// deviceTicket is a batch counted on a device: its lane, when it was
-// expected to end when sent, and the lane's shift then.
+// deviceTicket is a batch counted on a device: its lane, its duration,
+// when it was expected to end when counted, and the lane's shift then.
 type deviceTicket struct {
 	lane  int
+	dur   time.Duration
 	end   time.Time
 	shift time.Duration
 }
 
-// send counts a batch sent at now that runs for dur once it starts.
-func (v *Device) send(now time.Time, dur time.Duration) deviceTicket {
+// reserve counts a batch that can start no earlier than start and runs for
+// dur: it is queued on the device's earliest lane.
+func (v *Device) reserve(start time.Time, dur time.Duration) deviceTicket {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.est) == 0 {
 		v.est, v.shift = append(v.est, time.Time{}), append(v.shift, 0)
 	}
 	lane := v.earliestLane()
-	end := maxTime(v.est[lane], now).Add(dur)
+	end := maxTime(v.est[lane], start).Add(dur)
 	v.est[lane] = end
 	v.publish()
-	return deviceTicket{lane: lane, end: end, shift: v.shift[lane]}
+	return deviceTicket{lane: lane, dur: dur, end: end, shift: v.shift[lane]}
 }
 
-// done ends, at now, the batch t counted: the lane's later batches move by
-// how much earlier or later than expected it ended (its expected end moved
-// with the batches before it that ended since it was sent), none before now.
-func (v *Device) done(t deviceTicket, now time.Time) {
+// endOf returns when t's batch is expected to end now: its end when
+// counted, moved with the batches before it on its lane that ended since.
+func (v *Device) endOf(t deviceTicket) time.Time {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if t.lane >= len(v.est) {
-		return
+		return t.end
 	}
-	delta := now.Sub(t.end.Add(v.shift[t.lane] - t.shift))
-	v.shift[t.lane] += delta
-	v.est[t.lane] = maxTime(v.est[t.lane].Add(delta), now)
+	return t.end.Add(v.shift[t.lane] - t.shift)
+}
+
+// done ends, at now, the batch t counted: the lane's later batches move by
+// how much earlier or later than expected it ended, none before now.
+func (v *Device) done(t deviceTicket, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if t.lane < len(v.est) {
+		v.moveLocked(t.lane, now.Sub(t.end.Add(v.shift[t.lane]-t.shift)), now)
+	}
+}
+
+// cancel takes back t, a batch that will not run there (its items expired,
+// or it moved to another machine): the lane's later batches move up by its
+// duration, none before now.
+func (v *Device) cancel(t deviceTicket, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if t.lane < len(v.est) {
+		v.moveLocked(t.lane, -t.dur, now)
+	}
+}
+
+// moveLocked shifts lane by delta, to no earlier than now.
+func (v *Device) moveLocked(lane int, delta time.Duration, now time.Time) {
+	v.shift[lane] += delta
+	v.est[lane] = maxTime(v.est[lane].Add(delta), now)
 	v.publish()
 }
 

@@ -86,9 +86,9 @@ func TestDeviceLaneFollowsTheBatch(t *testing.T) {
 	ms := time.Millisecond
 	var v Device
 	v.ensure(1)
-	a := v.send(t0, 100*ms)
-	b := v.send(t0, 100*ms) // queued behind a
-	c := v.send(t0, 100*ms) // and behind b
+	a := v.reserve(t0, 100*ms)
+	b := v.reserve(t0, 100*ms) // queued behind a
+	c := v.reserve(t0, 100*ms) // and behind b
 	if !a.end.Equal(t0.Add(100*ms)) || !b.end.Equal(t0.Add(200*ms)) || !c.end.Equal(t0.Add(300*ms)) || !v.freeAt().Equal(t0.Add(300*ms)) {
 		t.Fatalf("three batches on one lane: end %v %v %v, free %v; want 100, 200, 300, 300 ms",
 			a.end.Sub(t0), b.end.Sub(t0), c.end.Sub(t0), v.freeAt().Sub(t0))
@@ -179,4 +179,35 @@ func TestReserveFollowsTheNextModulesQueue(t *testing.T) {
 		t.Errorf("b running one batch, one queued: a's reserve = %v, want 300ms", got)
 	}
 	clock.Run(t0.Add(time.Second))
+}
+
+// Several machines of one plan placed on one backend (a static list shorter
+// than the plan) wait behind each other's batches there, queued ones too:
+// four machines of a 80 ms batch on one single-lane backend, overloaded 4×
+// for 10 s, admit only what the backend serves in time.
+func TestMachinesOnOneBackendShareItsLanes(t *testing.T) {
+	g := api.GroupPlan{Hardware: "hw", Price: 1, Batch: 16, Concurrency: 1, DurationMs: 80, Machines: 3.9, Rate: 600,
+		Backends: []string{"d0", "d0", "d0", "d0"}}
+	mp := api.ModulePlan{Name: "m", Rate: 600, BudgetMs: 900, Configs: []api.GroupPlan{g}}
+	clock := NewVirtualClock(t0)
+	s := &fifoSender{clock: clock, free: map[string]time.Time{}}
+	d, err := New(mp, Options{Admission: true, Flush: FlushIdle, Clock: clock, Sender: s, Devices: &Devices{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	refused := 0
+	for i := range 6000 { // 600 req/s against the backend's 200
+		clock.AfterFunc(time.Duration(i)*time.Second/600, func() {
+			it := tr.item(time.Time{})
+			it.Deadline = clock.Now().Add(900 * time.Millisecond)
+			if errors.Is(d.Submit(it), ErrOverloaded) {
+				refused++
+			}
+		})
+	}
+	clock.Run(t0.Add(12 * time.Second))
+	if tr.errs["ok"] < 1800 || len(tr.errs) != 1 {
+		t.Errorf("refused %d, completions %v; want every admitted item served (about 2000 in 10 s), none late", refused, tr.errs)
+	}
 }

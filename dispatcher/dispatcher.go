@@ -204,6 +204,36 @@ type machine struct {
 	weight  float64        // planned req/s
 	health  *MachineHealth // nil: always up, never slow
 	dev     *Device        // nil: no other dispatcher sends to its backend
+	// peers are the machines of the same plan on the same device (a pool
+	// shorter than the plan): a peer with a free lane takes their queued
+	// batches (next), so the backend runs them in the order counted.
+	peers []*machine
+}
+
+// next takes the batch m's free lane runs next: the head of its queue, or,
+// with peers, whichever queued batch of m and its peers was counted on the
+// device first and fits m's batch size (the backend runs them in that
+// order; a peer's batch keeps its place on the device). nil when none.
+func (m *machine) next() *Batch {
+	from := m
+	if m.pending.len() == 0 {
+		from = nil
+	}
+	for _, p := range m.peers {
+		if p.pending.len() == 0 {
+			continue
+		}
+		b := p.pending.peek()
+		if b.Size() <= m.slot.Batch && (from == nil || b.dev.end.Before(from.pending.peek().dev.end)) {
+			from = p
+		}
+	}
+	if from == nil {
+		return nil
+	}
+	b := from.pending.pop()
+	b.m, b.Slot = m, &m.slot
+	return b
 }
 
 // attach gives m its backend's health and device, when the dispatcher has
@@ -337,6 +367,13 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		st.sumMach += m.weight
 		g.machines = append(g.machines, m)
 		st.machines = append(st.machines, m)
+	}
+	for _, m := range st.machines {
+		for _, o := range st.machines {
+			if o != m && m.dev != nil && o.dev == m.dev {
+				m.peers = append(m.peers, o)
+			}
+		}
 	}
 	for _, g := range st.groups {
 		g.refresh()
@@ -921,13 +958,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 			d.stats.Overflow++
 		}
 	}
-	b.m, b.Slot = m, &m.slot
-	lane := m.earliestLane()
-	start := maxTime(m.est[lane], now)
-	if m.dev != nil {
-		start = maxTime(start, m.dev.freeAt())
-	}
-	m.est[lane] = start.Add(m.duration())
+	m.place(b, now)
 	if m.busy < m.slot.Concurrency && m.pending.len() == 0 {
 		d.startLocked(b, now, out)
 	} else {
@@ -935,6 +966,21 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	}
 	m.g.refresh()
 	d.publishLocked(now)
+}
+
+// place gives b to m: the lane of m that frees first, and the device's,
+// count it from when both are free for its expected duration.
+func (m *machine) place(b *Batch, now time.Time) {
+	b.m, b.Slot = m, &m.slot
+	lane := m.earliestLane()
+	start := maxTime(m.est[lane], now)
+	dur := m.duration()
+	if m.dev != nil {
+		b.dev, b.onDev = m.dev.reserve(start, dur), true
+		m.est[lane] = b.dev.end
+		return
+	}
+	m.est[lane] = start.Add(dur)
 }
 
 // startLocked takes a lane of b.m for b after failing the items whose expiry has
@@ -969,11 +1015,9 @@ func (d *Dispatcher) startLocked(b *Batch, now time.Time, out *outList) {
 	m.stats.Dummies += uint64(b.Dummies)
 	b.Sent = now
 	dur := m.duration()
-	if m.dev != nil {
-		b.dev = m.dev.send(now, dur)
-		b.end = b.dev.end
-	} else {
-		b.end = now.Add(dur)
+	b.end = now.Add(dur)
+	if b.onDev {
+		b.end = maxTime(m.dev.endOf(b.dev), b.end)
 	}
 	b.wait = b.end.Sub(now) - dur
 	out.push(b)
@@ -1006,10 +1050,13 @@ func (d *Dispatcher) flush(out *outList) {
 }
 
 func (d *Dispatcher) recycleLocked(b *Batch) {
+	if b.onDev { // counted on its device, never run there
+		b.m.dev.cancel(b.dev, d.clock.Now())
+	}
 	clear(b.Items)
 	b.Items = b.Items[:0]
 	b.Dummies, b.Slot, b.g, b.m, b.target = 0, nil, nil, nil, 0
-	b.minDL, b.Sent, b.end, b.wait, b.dev = time.Time{}, time.Time{}, time.Time{}, 0, deviceTicket{}
+	b.minDL, b.Sent, b.end, b.wait, b.dev, b.onDev = time.Time{}, time.Time{}, time.Time{}, 0, deviceTicket{}, false
 	b.link = d.free
 	d.free = b
 }

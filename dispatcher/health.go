@@ -132,9 +132,11 @@ func (d *Dispatcher) Reroute() int {
 				continue
 			}
 			moved++
-			b.m, b.Slot = to, &to.slot
-			lane := to.earliestLane()
-			to.est[lane] = maxTime(to.est[lane], now).Add(to.duration())
+			if b.onDev {
+				m.dev.cancel(b.dev, now)
+				b.onDev = false
+			}
+			to.place(b, now)
 			if to.idle() {
 				d.startLocked(b, now, &out)
 			} else {

@@ -77,12 +77,13 @@ type Batch struct {
 	target  int
 	minDL   time.Time // earliest deadline among Items (zero: none)
 	expired []*Item   // items found past their expiry at send time
-	// Set when sent: when the batch is expected to end (the wait on its
-	// device, then the machine's expected duration), that wait, and its
-	// place on the device.
-	end  time.Time
-	wait time.Duration
-	dev  deviceTicket
+	// Set when placed on a machine (its place on the device) and when sent
+	// (when it is expected to end: the wait on its device, then the
+	// machine's expected duration; and that wait).
+	end   time.Time
+	wait  time.Duration
+	dev   deviceTicket
+	onDev bool // counted on b.m's device, not yet done or taken back
 	link *Batch // intrusive list of batches to act on after unlocking
 }
 
@@ -122,8 +123,9 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	m := b.m
 	m.busy--
 	m.stats.Busy += now.Sub(b.Sent)
-	if m.dev != nil {
+	if b.onDev {
 		m.dev.done(b.dev, now)
+		b.onDev = false
 	}
 	m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent))
 	m.finished(b)
@@ -136,8 +138,18 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	if err != nil {
 		d.stats.Failed += n
 	}
-	for m.busy < m.slot.Concurrency && m.pending.len() > 0 {
-		d.startLocked(m.pending.pop(), now, &out)
+	for m.busy < m.slot.Concurrency {
+		nb := m.next()
+		if nb == nil {
+			break
+		}
+		d.startLocked(nb, now, &out)
+	}
+	for _, p := range m.peers {
+		if d.admit {
+			p.resync(now)
+		}
+		p.g.refresh()
 	}
 	m.g.refresh()
 	d.publishLocked(now)
@@ -174,6 +186,8 @@ func (q *batchFIFO) push(b *Batch) {
 	q.buf[(q.head+q.n)%len(q.buf)] = b
 	q.n++
 }
+
+func (q *batchFIFO) peek() *Batch { return q.buf[q.head] }
 
 func (q *batchFIFO) pop() *Batch {
 	b := q.buf[q.head]
