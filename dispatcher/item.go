@@ -83,8 +83,8 @@ type Batch struct {
 	end   time.Time
 	wait  time.Duration
 	dev   deviceTicket
-	onDev bool // counted on b.m's device, not yet done or taken back
-	link *Batch // intrusive list of batches to act on after unlocking
+	onDev bool   // counted on b.m's device, not yet done or taken back
+	link  *Batch // intrusive list of batches to act on after unlocking
 }
 
 // Size returns the number of items in the batch, dummies included.
