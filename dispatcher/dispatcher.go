@@ -205,22 +205,25 @@ type machine struct {
 	health  *MachineHealth // nil: always up, never slow
 	dev     *Device        // nil: no other dispatcher sends to its backend
 	// peers are the machines of the same plan on the same device (a pool
-	// shorter than the plan): a peer with a free lane takes their queued
-	// batches (next), so the backend runs them in the order counted.
+	// shorter than the plan), m among them; nil when m is alone there. A
+	// peer with a free lane takes their queued batches (next), so the
+	// backend runs them in the order counted. Shared by the peers; set once
+	// a plan.
 	peers []*machine
 }
 
 // next takes the batch m's free lane runs next: the head of its queue, or,
 // with peers, whichever queued batch of m and its peers was counted on the
 // device first and fits m's batch size (the backend runs them in that
-// order; a peer's batch keeps its place on the device). nil when none.
-func (m *machine) next() *Batch {
+// order; a peer's batch keeps its place on the device), and the machine it
+// was queued on. nil when none.
+func (m *machine) next() (*Batch, *machine) {
 	from := m
 	if m.pending.len() == 0 {
 		from = nil
 	}
 	for _, p := range m.peers {
-		if p.pending.len() == 0 {
+		if p == m || p.pending.len() == 0 {
 			continue
 		}
 		b := p.pending.peek()
@@ -229,11 +232,11 @@ func (m *machine) next() *Batch {
 		}
 	}
 	if from == nil {
-		return nil
+		return nil, nil
 	}
 	b := from.pending.pop()
 	b.m, b.Slot = m, &m.slot
-	return b
+	return b, from
 }
 
 // attach gives m its backend's health and device, when the dispatcher has
@@ -368,10 +371,16 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		g.machines = append(g.machines, m)
 		st.machines = append(st.machines, m)
 	}
+	onDev := map[*Device][]*machine{} // once a plan, not per request
 	for _, m := range st.machines {
-		for _, o := range st.machines {
-			if o != m && m.dev != nil && o.dev == m.dev {
-				m.peers = append(m.peers, o)
+		if m.dev != nil {
+			onDev[m.dev] = append(onDev[m.dev], m)
+		}
+	}
+	for _, ms := range onDev {
+		if len(ms) > 1 {
+			for _, m := range ms {
+				m.peers = ms // one slice a device; m skips itself in it
 			}
 		}
 	}

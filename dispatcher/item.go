@@ -129,27 +129,31 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	}
 	m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent))
 	m.finished(b)
-	if d.admit {
-		// Only under admission: resynced estimates also change which
-		// machine a queued batch picks, and the paper's rule is kept as it was.
-		m.resync(now)
-	}
 	d.stats.Completed += n
 	if err != nil {
 		d.stats.Failed += n
 	}
+	var from *machine // a peer whose queued batch m took
 	for m.busy < m.slot.Concurrency {
-		nb := m.next()
+		nb, p := m.next()
 		if nb == nil {
 			break
 		}
+		if p != m {
+			from = p
+		}
 		d.startLocked(nb, now, &out)
 	}
-	for _, p := range m.peers {
-		if d.admit {
-			p.resync(now)
+	if d.admit {
+		// Only under admission: resynced estimates also change which
+		// machine a queued batch picks, and the paper's rule is kept as it was.
+		m.resync(now)
+		if from != nil {
+			from.resync(now)
 		}
-		p.g.refresh()
+	}
+	if from != nil && from.g != m.g {
+		from.g.refresh()
 	}
 	m.g.refresh()
 	d.publishLocked(now)
