@@ -21,7 +21,9 @@ import (
 // times the backend's straggler slowness); a batch that leaves the queue
 // unsent is taken back. Counting queued batches too is what makes several
 // machines of one plan placed on one backend (a static list shorter than
-// the plan) wait behind each other, as the backend runs them.
+// the plan) wait behind each other, as the backend runs them; those
+// machines also send no more batches at once than the device has lanes, so
+// the backend runs them in the order counted (machine.lanes).
 // The lanes' estimated free times are corrected when a batch ends: the
 // lane it was counted on moves by how much earlier or later than expected
 // it ended. Predict and dispatch read the earliest free lane with one

@@ -210,33 +210,55 @@ type machine struct {
 	// backend runs them in the order counted. Shared by the peers; set once
 	// a plan.
 	peers []*machine
+	// lanes, with peers: the device's lanes as the peers share them. The
+	// peers together send at most as many batches as the device has lanes:
+	// batches sent at once from several goroutines reach the backend in any
+	// order, and a batch counted to start first could run last.
+	lanes *sharedLanes
 }
 
-// next takes the batch m's free lane runs next: the head of its queue, or,
-// with peers, whichever queued batch of m and its peers was counted on the
-// device first and fits m's batch size (the backend runs them in that
-// order; a peer's batch keeps its place on the device), and the machine it
-// was queued on. nil when none.
-func (m *machine) next() (*Batch, *machine) {
-	from := m
-	if m.pending.len() == 0 {
-		from = nil
+// sharedLanes counts the batches the peers on one device are running.
+type sharedLanes struct{ busy, n int }
+
+// hasLane reports whether m can send a batch now: a lane of its own free
+// and, with peers, a lane of the device.
+func (m *machine) hasLane() bool {
+	return m.busy < m.slot.Concurrency && (m.lanes == nil || m.lanes.busy < m.lanes.n)
+}
+
+// next returns the machine whose queued batch runs next when a lane of m
+// frees: m, or with peers, whichever of m and its peers has at its head the
+// batch counted on the device first (the backend runs them in that order);
+// nil when none has a queued batch.
+func (m *machine) next() *machine {
+	if m.peers == nil {
+		if m.pending.len() == 0 {
+			return nil
+		}
+		return m
 	}
+	var first *machine
 	for _, p := range m.peers {
-		if p == m || p.pending.len() == 0 {
-			continue
-		}
-		b := p.pending.peek()
-		if b.Size() <= m.slot.Batch && (from == nil || b.dev.end.Before(from.pending.peek().dev.end)) {
-			from = p
+		if p.pending.len() > 0 && (first == nil || p.pending.peek().dev.end.Before(first.pending.peek().dev.end)) {
+			first = p
 		}
 	}
-	if from == nil {
-		return nil, nil
+	return first
+}
+
+// runOn returns the machine that sends b, the batch at the head of p's
+// queue, now that a lane of m freed: p itself when it has a lane (b waited
+// for the device, not for p, and runs as counted, for p's duration), else m
+// when it has a lane and b fits its batch size; nil when neither can, and b
+// waits for the next lane that frees.
+func runOn(b *Batch, m, p *machine) *machine {
+	switch {
+	case p.hasLane():
+		return p
+	case m.hasLane() && b.Size() <= m.slot.Batch:
+		return m
 	}
-	b := from.pending.pop()
-	b.m, b.Slot = m, &m.slot
-	return b, from
+	return nil
 }
 
 // attach gives m its backend's health and device, when the dispatcher has
@@ -379,8 +401,12 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 	}
 	for _, ms := range onDev {
 		if len(ms) > 1 {
+			lanes := &sharedLanes{}
 			for _, m := range ms {
-				m.peers = ms // one slice a device; m skips itself in it
+				lanes.n = max(lanes.n, m.slot.Concurrency)
+			}
+			for _, m := range ms {
+				m.peers, m.lanes = ms, lanes // one slice a device; m skips itself in it
 			}
 		}
 	}
@@ -614,7 +640,7 @@ func (g *group) pickMachine() *machine {
 			i -= n
 		}
 		m := g.machines[i]
-		if m.busy < m.slot.Concurrency && m.pending.len() == 0 {
+		if m.idle() {
 			best = m
 			break
 		}
@@ -846,7 +872,7 @@ func (q *queue) idleMachine(g *group) bool {
 	return false
 }
 
-func (m *machine) idle() bool { return m.busy < m.slot.Concurrency && m.pending.len() == 0 }
+func (m *machine) idle() bool { return m.hasLane() && m.pending.len() == 0 }
 
 // idleFlushLocked is FlushIdle's half in Batch.Done: m has just freed a lane
 // and, with nothing queued on it, an open batch that would go to m (its own
@@ -968,7 +994,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 		}
 	}
 	m.place(b, now)
-	if m.busy < m.slot.Concurrency && m.pending.len() == 0 {
+	if m.idle() {
 		d.startLocked(b, now, out)
 	} else {
 		m.pending.push(b)
@@ -1018,6 +1044,9 @@ func (d *Dispatcher) startLocked(b *Batch, now time.Time, out *outList) {
 	}
 	m := b.m
 	m.busy++
+	if m.lanes != nil {
+		m.lanes.busy++
+	}
 	m.running = append(m.running, b)
 	m.stats.Batches++
 	m.stats.Items += uint64(len(kept))

@@ -95,6 +95,19 @@
 // Admission the paper's rule is unchanged: an item that cannot be served in
 // time is failed with ErrDeadline when its batch is sent.
 //
+// A machine's lanes are its own only when it is alone on its backend. With a
+// DeviceTable (Options.Devices), a batch is counted on its backend's Device
+// from when it is placed on a machine, sent or queued, so the prediction sees
+// the batches of every machine and module placed there. Machines of one plan
+// on one backend (a static pool shorter than the plan, or two groups packed
+// together) are peers: together they send at most as many batches as the
+// device has lanes, and a lane that frees sends the peers' queued batch that
+// was counted first, on its own machine when that machine has a lane. Batches
+// sent at once from several goroutines reach a backend in any order, so
+// without this gate a batch counted to run first could run last and its
+// admitted items end late (TestMachinesOnOneBackendShareItsLanes runs the
+// backend in the worst order).
+//
 // With constant arrivals at the planned rates, a batch for group i collects b_i
 // items from the whole module stream W, so its oldest item waits (b_i−1)/W ≤
 // (b_i−1)/w_i before the batch is sent and d_i more to run: within Theorem 1's

@@ -122,6 +122,9 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	d.mu.Lock()
 	m := b.m
 	m.busy--
+	if m.lanes != nil {
+		m.lanes.busy--
+	}
 	m.stats.Busy += now.Sub(b.Sent)
 	if b.onDev {
 		m.dev.done(b.dev, now)
@@ -133,27 +136,30 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	if err != nil {
 		d.stats.Failed += n
 	}
-	var from *machine // a peer whose queued batch m took
-	for m.busy < m.slot.Concurrency {
-		nb, p := m.next()
-		if nb == nil {
+	for {
+		p := m.next()
+		if p == nil {
 			break
 		}
-		if p != m {
-			from = p
+		nb := p.pending.peek()
+		on := runOn(nb, m, p)
+		if on == nil {
+			break
 		}
+		p.pending.pop()
+		nb.m, nb.Slot = on, &on.slot
 		d.startLocked(nb, now, &out)
+		if p != m { // a peer's queued batch: its estimates lose it
+			if d.admit {
+				p.resync(now)
+			}
+			p.g.refresh()
+		}
 	}
 	if d.admit {
 		// Only under admission: resynced estimates also change which
 		// machine a queued batch picks, and the paper's rule is kept as it was.
 		m.resync(now)
-		if from != nil {
-			from.resync(now)
-		}
-	}
-	if from != nil && from.g != m.g {
-		from.g.refresh()
 	}
 	m.g.refresh()
 	d.publishLocked(now)
