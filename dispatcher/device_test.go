@@ -178,6 +178,20 @@ func TestReserveFollowsTheNextModulesQueue(t *testing.T) {
 	if got := sa.Reserve(t0); got != 300*time.Millisecond {
 		t.Errorf("b running one batch, one queued: a's reserve = %v, want 300ms", got)
 	}
+	// An idle spare machine of b takes what b's planned machine would finish
+	// too late: a reserves for the spare's batch (150 ms), not b's queue.
+	// (Without it, a burst that saturates b's plan made a refuse what b's
+	// spares serve: simulated, 40% of the demo's chain refused in a burst
+	// window, docs/traffic.md.)
+	if err := b.SetSpare([]Slot{{Module: "b", Backend: "spare0", Batch: 1, Concurrency: 1, Duration: 150 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Submit(tr.item(time.Time{})); err != nil { // a batch event: b publishes its Lag
+		t.Fatal(err)
+	}
+	if got := sa.Reserve(t0); got != 150*time.Millisecond {
+		t.Errorf("b's plan busy, its spare idle: a's reserve = %v, want the spare's batch, 150ms", got)
+	}
 	clock.Run(t0.Add(time.Second))
 }
 

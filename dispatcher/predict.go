@@ -56,8 +56,9 @@ func (d *Dispatcher) Predict(now time.Time) time.Duration {
 // Lag returns about how long an item arriving now would take to complete
 // on the module's machines: the time its batch takes to fill at the
 // measured arrival gap (at most the module's budget less the batch's
-// duration), Predict's wait for a lane and the duration, for the group that
-// would complete it first, read without the lock from a
+// duration), Predict's wait for a lane and the duration, for the group (or
+// spare machine, SetSpare) that would complete it first, read without the
+// lock from a
 // snapshot the dispatcher publishes at each batch it dispatches or that
 // ends (so it lags the queue by at most one batch event). The gateway
 // reserves the Lag of the modules after this one, on the DAG's longest
@@ -73,6 +74,7 @@ func (d *Dispatcher) Lag(now time.Time) time.Duration {
 func (d *Dispatcher) publishLocked(now time.Time) {
 	var bestEnd time.Time
 	var free, dur time.Duration
+	minFill := time.Duration(math.MaxInt64)
 	for _, g := range d.st.groups {
 		m := g.first
 		start := maxTime(g.freeAt, now)
@@ -87,6 +89,21 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 		}
 		if end := now.Add(wait + du + fill); bestEnd.IsZero() || end.Before(bestEnd) {
 			bestEnd, free, dur = end, wait, du+fill
+		}
+		minFill = min(minFill, fill)
+	}
+	// A spare machine takes a batch the plan's machines would finish too
+	// late (overflowLocked): the modules before this one reserve for it too,
+	// with the fill of the batch it would take.
+	for _, m := range d.spare {
+		start := maxTime(m.freeAt(), now)
+		if m.dev != nil {
+			start = maxTime(start, m.dev.freeAt())
+		}
+		du := time.Duration(float64(m.duration()) * m.g.slow)
+		wait := time.Duration(float64(start.Sub(now)) * m.g.slow)
+		if end := now.Add(wait + du + minFill); end.Before(bestEnd) {
+			bestEnd, free, dur = end, wait, du+minFill
 		}
 	}
 	d.lagFree.Store(now.Add(free).UnixNano())
