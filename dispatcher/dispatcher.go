@@ -629,8 +629,12 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 }
 
 // pickMachine chooses the machine of g that receives a full batch: the next in
-// rotation with a free lane, else the one whose lane frees first.
-func (g *group) pickMachine() *machine {
+// rotation that can start it now (a lane of its own free and, when other
+// dispatchers or peers send to its backend, the device's too), else the one
+// that can start it first. A machine whose own lane is free but whose device
+// is busy with another module's batches is not "free": the batch would wait
+// there while another machine of the group idles.
+func (g *group) pickMachine(now time.Time) *machine {
 	n := len(g.machines)
 	var best *machine
 	var bestAt time.Time
@@ -640,11 +644,11 @@ func (g *group) pickMachine() *machine {
 			i -= n
 		}
 		m := g.machines[i]
-		if m.idle() {
+		at := m.startAt(now)
+		if !at.After(now) && m.pending.len() == 0 {
 			best = m
 			break
 		}
-		at := m.est[m.earliestLane()]
 		if best == nil || at.Before(bestAt) {
 			best, bestAt = m, at
 		}
@@ -654,6 +658,17 @@ func (g *group) pickMachine() *machine {
 		g.next = 0
 	}
 	return best
+}
+
+// startAt returns when a batch given to m now could start: when a lane of
+// its own frees (now if one is free and nothing is queued) and, with a
+// device, when the device's earliest lane frees; never before now.
+func (m *machine) startAt(now time.Time) time.Time {
+	at := maxTime(m.freeAt(), now)
+	if m.dev != nil {
+		at = maxTime(at, m.dev.freeAt())
+	}
+	return at
 }
 
 func (m *machine) earliestLane() int {
@@ -982,7 +997,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	d.stats.Closed[why]++
 	m := q.m
 	if m == nil {
-		m = b.g.pickMachine()
+		m = b.g.pickMachine(now)
 	}
 	if m.health != nil {
 		m = d.reroute(b, m) // down or slow: another machine (health.go)

@@ -76,11 +76,7 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 	var free, dur time.Duration
 	minFill := time.Duration(math.MaxInt64)
 	for _, g := range d.st.groups {
-		m := g.first
-		start := maxTime(g.freeAt, now)
-		if m.dev != nil {
-			start = maxTime(start, m.dev.freeAt())
-		}
+		m, start := g.earliest(now)
 		du := time.Duration(float64(m.duration()) * g.slow)
 		wait := time.Duration(float64(start.Sub(now)) * g.slow)
 		fill := d.fillLocked(g, now)
@@ -96,10 +92,7 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 	// late (overflowLocked): the modules before this one reserve for it too,
 	// with the fill of the batch it would take.
 	for _, m := range d.spare {
-		start := maxTime(m.freeAt(), now)
-		if m.dev != nil {
-			start = maxTime(start, m.dev.freeAt())
-		}
+		start := m.startAt(now)
 		du := time.Duration(float64(m.duration()) * m.g.slow)
 		wait := time.Duration(float64(start.Sub(now)) * m.g.slow)
 		if end := now.Add(wait + du + minFill); end.Before(bestEnd) {
@@ -160,22 +153,40 @@ type peeker interface {
 // runs for the machine's expected duration, both scaled by the group's
 // high percentile of measured/expected durations (a queue of batches
 // jittered ±20% does not average out the spread: the items admitted last
-// are those its error makes late). For a group, the machine is the one whose own lane
-// frees first (g.first, kept by refresh); a device that other dispatchers
-// filled since only makes the prediction later, never earlier. The
-// dispatcher's lock must be held.
+// are those its error makes late). For a group, the machine is the one that
+// can start the batch first, its device counted (group.earliest), as
+// pickMachine chooses it. The dispatcher's lock must be held.
 func predictAt(m *machine, g *group, now time.Time) time.Time {
 	var start time.Time
 	if m != nil {
-		start = m.freeAt()
+		start = m.startAt(now)
 	} else {
-		start, m = g.freeAt, g.first
+		m, start = g.earliest(now)
 	}
-	if m.dev != nil {
-		start = maxTime(start, m.dev.freeAt())
-	}
-	wait := max(start.Sub(now), 0)
+	wait := start.Sub(now)
 	return now.Add(time.Duration(float64(wait+m.duration()) * g.slow))
+}
+
+// earliest returns the machine of g that can start a batch first and when
+// (pickMachine's choice, but for the rotation): g.first, whose own lane
+// frees first, unless its device frees later than that, when every machine
+// is weighed with its device (a machine alone on an idle backend beats one
+// that shares a busy one). O(1) unless g.first's device is the later.
+func (g *group) earliest(now time.Time) (*machine, time.Time) {
+	m := g.first
+	start := maxTime(g.freeAt, now)
+	if m.dev == nil {
+		return m, start
+	}
+	if at := m.startAt(now); at.After(start) {
+		start = at
+		for _, o := range g.machines {
+			if at := o.startAt(now); at.Before(start) {
+				m, start = o, at
+			}
+		}
+	}
+	return m, start
 }
 
 // The group's measured/expected ratio: slow tracks a high percentile of it.
