@@ -67,7 +67,13 @@ type LiveOptions struct {
 	// minus this share of the budget. The TC dispatcher flushes a partial batch
 	// at the last moment that meets that deadline, so at low load a request
 	// takes nearly its budget; without slack it would arrive just too late.
-	// Default 0.1; negative means none.
+	// The slack is at most the module's headroom in the plan, budget − WCL:
+	// with more, the deadline flush sends before the planned batch has filled
+	// at the planned rate, and the module serves less than planned (the
+	// demo's m2 planned at 203.5 req/s, b8 427 ms, budget 486 ms, WCL 461 ms:
+	// a 49 ms slack left 10 ms to fill a batch, its batches averaged 2.2
+	// items and it refused 24% of a burst its plan serves;
+	// docs/dataplane.md, "Module deadlines"). Default 0.1; negative means none.
 	SlackFraction float64
 	// Metrics, when set, records each module's queue and compute times and batch
 	// sizes (children resolved here, once per module).
@@ -151,6 +157,7 @@ type liveModule struct {
 	times                dispatcher.ModuleTimes
 	stage                dispatcher.Stage // this module and the session's modules after it
 	capacity             float64          // planned req/s the module's machines serve
+	countsQueue          bool             // Estimate adds Little's law's drain time (no admission at Submit)
 	outstanding          atomic.Int64
 	items                sync.Pool
 	itemDone             func(*dispatcher.Item)
@@ -215,11 +222,18 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond))}
 			lm.itemDone = lm.finish
 			lm.metrics = opts.Metrics.Module(sp.Name, mp.Name)
+			lm.countsQueue = !opts.Admission
 			switch {
 			case opts.SlackFraction == 0:
 				lm.slack = lm.budget / 10
 			case opts.SlackFraction > 0:
 				lm.slack = time.Duration(float64(lm.budget) * opts.SlackFraction)
+			}
+			if lm.wcl > 0 {
+				// No more than the plan's headroom: a deadline flush earlier
+				// than budget − WCL cannot fill the planned batch at the
+				// planned rate, and the module runs below its capacity.
+				lm.slack = min(lm.slack, max(lm.budget-lm.wcl, 0))
 			}
 			for _, g := range mp.Configs {
 				// A fractional machine is placed on a whole backend, which serves
@@ -482,19 +496,27 @@ func (e *partialLoadError) Error() string { return e.err.Error() }
 func (e *partialLoadError) Unwrap() error { return e.err }
 
 // Estimate is a lower bound on how long an item submitted now takes in the module:
-// the shortest batch duration of its groups, plus the time its machines need to
-// drain the items beyond what the plan expects in flight (Little's law: capacity ×
-// WCL). The DAG runner sums it along the session's longest path, so it must stay
-// a lower bound: a downstream module's queue now says little about its queue
+// the shortest batch duration of its groups; without the dispatchers' admission
+// (LiveOptions.Admission false), plus the time its machines need to drain the
+// items beyond what the plan expects in flight (Little's law: capacity × WCL).
+// The DAG runner sums it along the session's longest path, so it must stay a
+// lower bound: a downstream module's queue now says little about its queue
 // when the item gets there, and summing each module's dispatcher.Predict
-// refused requests the plan serves. The exact check is the dispatcher's own, at
-// each module's Submit (LiveOptions.Admission). The WCL itself is a worst case,
-// and rejecting on it turned away requests the system would have served (the
-// demo lost 5% of its requests that way).
+// refused requests the plan serves. With admission the exact check is the
+// dispatcher's own, at each module's Submit, and Little's law is left out: it
+// counts the plan's machines only, not the spare ones a saturated module
+// overflows to, and refused at the gateway what the spares serve (a burst
+// window of the demo's chain, mean-rate plan with spares: 59% within the SLO,
+// 40% refused, against 99% simulated; docs/traffic.md). The WCL itself is a
+// worst case, and rejecting on it turned away requests the system would have
+// served (the demo lost 5% of its requests that way).
 func (r *LiveRunner) Estimate(session, module string) time.Duration {
 	lm, ok := r.sessions[session][module]
-	if !ok || lm.capacity <= 0 {
+	if !ok {
 		return 0
+	}
+	if !lm.countsQueue || lm.capacity <= 0 {
+		return lm.minDuration
 	}
 	excess := float64(lm.outstanding.Load()) - lm.capacity*lm.wcl.Seconds()
 	if excess <= 0 {

@@ -153,7 +153,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
-	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1)")
+	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
 	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
 	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
