@@ -114,10 +114,26 @@ type DeviceReport struct {
 	Utilisation float64  `json:"utilisation"`
 }
 
-// devicesOf builds the devices of a placed plan (nil when no group names a
-// backend: every slot then runs on a device of its own).
-func devicesOf(plan *api.Plan) (map[string]*simDevice, error) {
+// devicesOf builds the devices of a placed plan and of the spare slots
+// (Options.Spare), by backend id: a spare backend of several modules, or one
+// the plan also uses, is one device their batches share, as live (nil when no
+// slot names a backend: every slot then runs on a device of its own).
+func devicesOf(plan *api.Plan, spare []dispatcher.Slot) (map[string]*simDevice, error) {
 	devs := map[string]*simDevice{}
+	for _, sl := range spare {
+		if sl.Backend == "" {
+			continue
+		}
+		d := devs[sl.Backend]
+		if d == nil {
+			d = &simDevice{id: sl.Backend}
+			devs[sl.Backend] = d
+		}
+		d.lanes = max(d.lanes, sl.Concurrency)
+		if name := sl.Module + " (spare)"; !contains(d.modules, name) {
+			d.modules = append(d.modules, name)
+		}
+	}
 	for _, sp := range plan.Sessions {
 		if sp.Error != "" {
 			continue

@@ -51,7 +51,9 @@ type Options struct {
 	Admission bool
 	// Spare are machines outside the plan that a module's batches may
 	// overflow to (dispatcher.SetSpare): each applies to the module its
-	// Slot.Module names.
+	// Slot.Module names. Slots naming one backend (the same idle backend
+	// spare for several modules, as the gateway gives it) run on one device,
+	// FIFO over its lanes, as live.
 	Spare []dispatcher.Slot
 	// Drain bounds the virtual time given, after arrivals stop, to requests still
 	// in flight (default: 10 s plus 10 × the largest SLO). Requests unfinished by
@@ -196,7 +198,7 @@ func newSim(plan *api.Plan, o Options) (*sim, error) {
 	s := &sim{o: o, plan: plan, clock: dispatcher.NewVirtualClock(start)}
 	s.end = start.Add(o.Duration)
 	s.sender = &sender{clock: s.clock, jitter: o.Jitter, rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
-	devs, err := devicesOf(plan)
+	devs, err := devicesOf(plan, o.Spare)
 	if err != nil {
 		return nil, err
 	}
