@@ -17,6 +17,7 @@ import (
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -51,8 +52,9 @@ const burstWindow = 20 * time.Second
 // planned on; for an MMPP the window starts 2 s before its first burst, so it
 // holds one) replayed open loop by `piccolo loadgen --arrival trace` through a
 // real gateway on sim backends of the demo's hardware (configs/demo/
-// paper-gpus.yaml), under (a) the mean-rate plan, (b) the trace plan, (c) the
-// mean-rate plan with the trace plan's extra backends listed as spares. It
+// paper-gpus.yaml), under (a) the mean-rate plan, (b) the trace plan (both
+// as planned: their rate re-plan held), (c) the mean-rate plan with the trace
+// plan's extra backends listed as spares and the control loop on. It
 // reports each run's SLO attainment of all requests, the share refused (429),
 // and the cost; it asserts nothing but that the runs ran. About 7 minutes:
 //
@@ -258,7 +260,7 @@ func burstRun(t *testing.T, base string, rate float64, pool map[string]int, spar
 	}
 	url, _ := startGateway(t, ctx, &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 		policy: "piccolo", maxUtil: 0.8, dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true, spare: spare,
-		logFmt: "json", drain: time.Second})
+		logFmt: "json", drain: time.Second, control: burstControl(spare)})
 	out, err := runLoadgen(t, "--target", url, "--session", "paper-chain", "--arrival", "trace", "--trace", path,
 		"--drain", "3s", "-o", "json", "-q")
 	if err != nil {
@@ -281,6 +283,7 @@ func burstRun(t *testing.T, base string, rate float64, pool map[string]int, spar
 		res.spareCost += v / burstWindow.Seconds() * price[m[1]]
 	}
 	t.Logf("rate %.1f pool %v spare %v: %v", rate, pool, spare, r)
+
 	return res
 }
 
@@ -317,4 +320,16 @@ func spareFor(t *testing.T, base string, plan *api.Plan, pool map[string]int) []
 		t.Fatal(err)
 	}
 	return dataplane.SpareSlots(cfg, placed)
+}
+
+// burstControl is the gateway's control loop for a run: the plans (a) and
+// (b) are measured as planned, so their rate re-plan is held (on a pool of
+// exactly their machines it could only stack more machines on the same
+// backends); (c) is the mean-rate plan with overflow to spares and the
+// control loop's re-planning, as the gateway runs by default.
+func burstControl(spare bool) control.Options {
+	if !spare {
+		return control.Options{SustainUp: time.Hour}
+	}
+	return control.Options{}
 }
