@@ -242,8 +242,11 @@ func BenchmarkOCRVariants(b *testing.B) {
 
 // TestOCRVariantCostRatios times the variants against their full-size models
 // in turn (one call each, round after round, so a busy machine slows all
-// alike; medians) and checks that each variant is cheaper. The ratios, logged,
-// scale the full-size profiles into the variants' (docs/variants.md).
+// alike) and checks that each variant is cheaper by its fastest call: other
+// work on the machine only adds time, so the minimum is the call's own cost,
+// while a median of 8 flipped rec-w240 against rec (24 vs 22 ms; 14 vs 16
+// alone) when `make test` ran other packages beside it. The median ratios,
+// logged, scale the full-size profiles into the variants' (docs/variants.md).
 func TestOCRVariantCostRatios(t *testing.T) {
 	_, x, shapes := variantExecutors(t, 1)
 	pairs := [][2]string{{builtin.OCRDet480, builtin.OCRDet}, {builtin.OCRDet320, builtin.OCRDet}, {builtin.OCRRec240, builtin.OCRRec}}
@@ -263,7 +266,7 @@ func TestOCRVariantCostRatios(t *testing.T) {
 	}
 	for _, n := range []int{1, 2} {
 		times := map[string][]time.Duration{}
-		for round := 0; round < 8; round++ {
+		for round := 0; round < 12; round++ {
 			for name, m := range loaded {
 				in := zeros(m, shapes[name], n)
 				start := time.Now()
@@ -280,9 +283,11 @@ func TestOCRVariantCostRatios(t *testing.T) {
 		}
 		for _, p := range pairs {
 			v, full := median(p[0]), median(p[1])
-			t.Logf("batch %d: %s %v / %s %v = %.2f", n, p[0], v, p[1], full, float64(v)/float64(full))
-			if !(v < full) {
-				t.Errorf("batch %d: %s takes %v, not less than %s's %v", n, p[0], v, p[1], full)
+			vMin, fullMin := slices.Min(times[p[0]]), slices.Min(times[p[1]])
+			t.Logf("batch %d: %s %v / %s %v = %.2f (fastest calls %v / %v = %.2f)", n, p[0], v, p[1], full, float64(v)/float64(full),
+				vMin, fullMin, float64(vMin)/float64(fullMin))
+			if !(vMin < fullMin) {
+				t.Errorf("batch %d: %s's fastest call took %v, not less than %s's %v", n, p[0], vMin, p[1], fullMin)
 			}
 		}
 	}
