@@ -47,27 +47,38 @@ func (c *completion) fire() {
 
 // BenchmarkSubmit measures one item's trip through the TC dispatcher on a virtual
 // clock: Submit, batching, dispatch and completion, under each flush mode, and
-// with admission (Options.Admission: Predict on every Submit).
-// Target: 0 allocs/op.
+// with admission (Options.Admission: Predict on every Submit), and placed on
+// devices as the gateway places them (Options.Devices; the groups share one
+// backend, whose machines are peers). Target: 0 allocs/op.
 func BenchmarkSubmit(b *testing.B) {
 	for _, c := range []struct {
-		p     Policy
-		f     Flush
-		admit bool
-	}{{TC{}, FlushDeadline, false}, {RR{}, FlushDeadline, false}, {TC{}, FlushIdle, false}, {RR{}, FlushIdle, false},
-		{TC{}, FlushIdle, true}, {RR{}, FlushIdle, true}} {
+		p      Policy
+		f      Flush
+		admit  bool
+		placed bool
+	}{{TC{}, FlushDeadline, false, false}, {RR{}, FlushDeadline, false, false}, {TC{}, FlushIdle, false, false}, {RR{}, FlushIdle, false, false},
+		{TC{}, FlushIdle, true, false}, {RR{}, FlushIdle, true, false}, {TC{}, FlushIdle, true, true}} {
 		p := c.p
 		name := p.Name() + "/" + string(c.f)
 		if c.admit {
 			name += "/admission"
 		}
+		if c.placed {
+			name += "/devices"
+		}
 		b.Run(name, func(b *testing.B) {
 			mp := api.ModulePlan{Name: "m", Rate: 1000, DummyRate: 50, BudgetMs: 100, Configs: []api.GroupPlan{
 				{Batch: 16, Concurrency: 2, DurationMs: 20, Machines: 2, Rate: 800},
 				{Batch: 4, Concurrency: 1, DurationMs: 10, Machines: 1.5, Rate: 250}}}
+			var devs DeviceTable
+			if c.placed {
+				mp.Configs[0].Backends = []string{"d0", "d1"}
+				mp.Configs[1].Backends = []string{"d1", "d2"}
+				devs = &Devices{}
+			}
 			clock := NewVirtualClock(t0)
 			s := &poolSender{clock: clock}
-			d, err := New(mp, Options{Policy: p, Flush: c.f, Admission: c.admit, Clock: clock, Sender: s})
+			d, err := New(mp, Options{Policy: p, Flush: c.f, Admission: c.admit, Clock: clock, Sender: s, Devices: devs})
 			if err != nil {
 				b.Fatal(err)
 			}
