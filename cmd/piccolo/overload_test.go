@@ -459,12 +459,12 @@ func BenchmarkRefused429(b *testing.B) {
 	req.Header.SetMethod("POST")
 	req.SetBody([]byte(`{"inputs":[{"name":"input0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`))
 	// Occupy the machine: the first request runs for 60 s (its client gives
-	// up at once; the gateway keeps it), so every later one is refused.
-	go func() {
-		r := fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseResponse(r)
-		_ = c.DoTimeout(req, r, 100*time.Millisecond)
-	}()
+	// up after 100 ms; the gateway keeps it), so every later one is refused.
+	// It is sent, and given up, before the loop below sends anything: were
+	// the two sent together, the loop's could be the one admitted.
+	r := fasthttp.AcquireResponse()
+	_ = c.DoTimeout(req, r, 100*time.Millisecond)
+	fasthttp.ReleaseResponse(r)
 	for i := 0; ; i++ {
 		if err := c.DoTimeout(req, resp, 5*time.Second); err != nil {
 			b.Fatal(err)
