@@ -38,6 +38,7 @@ type Device struct {
 	est   []time.Time     // per lane: when its last counted batch is expected to end
 	shift []time.Duration // per lane: how far ended batches have moved est, in all
 	free  atomic.Int64    // the earliest of est, Unix ns (0: never used)
+	seq   uint64          // batches counted so far (deviceTicket.seq)
 }
 
 // DeviceTable gives the Device of a backend id. The dispatcher calls Device
@@ -96,6 +97,7 @@ func (v *Device) freeAt() time.Time {
 // deviceTicket is a batch counted on a device: its lane, its duration,
 // when it was expected to end when counted, and the lane's shift then.
 type deviceTicket struct {
+	seq   uint64 // the order it was counted in: the backend runs them in this order
 	lane  int
 	dur   time.Duration
 	end   time.Time
@@ -114,7 +116,8 @@ func (v *Device) reserve(start time.Time, dur time.Duration) deviceTicket {
 	end := maxTime(v.est[lane], start).Add(dur)
 	v.est[lane] = end
 	v.publish()
-	return deviceTicket{lane: lane, dur: dur, end: end, shift: v.shift[lane]}
+	v.seq++
+	return deviceTicket{seq: v.seq, lane: lane, dur: dur, end: end, shift: v.shift[lane]}
 }
 
 // endOf returns when t's batch is expected to end now: its end when

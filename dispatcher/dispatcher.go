@@ -239,7 +239,11 @@ func (m *machine) next() *machine {
 	}
 	var first *machine
 	for _, p := range m.peers {
-		if p.pending.len() > 0 && (first == nil || p.pending.peek().dev.end.Before(first.pending.peek().dev.end)) {
+		// By the order counted, not the end expected then: a batch taken
+		// back (a plan swap's handover, a reroute) moves the later ones up,
+		// and a batch counted after that expects an earlier end than one
+		// counted before it, though the backend runs it later.
+		if p.pending.len() > 0 && (first == nil || p.pending.peek().dev.seq < first.pending.peek().dev.seq) {
 			first = p
 		}
 	}
