@@ -120,9 +120,10 @@ type DeviceReport struct {
 // slot names a backend: every slot then runs on a device of its own).
 func devicesOf(plan *api.Plan, spare []dispatcher.Slot) (map[string]*simDevice, error) {
 	devs := map[string]*simDevice{}
-	for _, sl := range spare {
+	// add counts slot sl, of the module named name, on its backend's device.
+	add := func(sl dispatcher.Slot, name string) {
 		if sl.Backend == "" {
-			continue
+			return
 		}
 		d := devs[sl.Backend]
 		if d == nil {
@@ -130,9 +131,12 @@ func devicesOf(plan *api.Plan, spare []dispatcher.Slot) (map[string]*simDevice, 
 			devs[sl.Backend] = d
 		}
 		d.lanes = max(d.lanes, sl.Concurrency)
-		if name := sl.Module + " (spare)"; !contains(d.modules, name) {
+		if !contains(d.modules, name) {
 			d.modules = append(d.modules, name)
 		}
+	}
+	for _, sl := range spare {
+		add(sl, sl.Module+" (spare)")
 	}
 	for _, sp := range plan.Sessions {
 		if sp.Error != "" {
@@ -144,18 +148,7 @@ func devicesOf(plan *api.Plan, spare []dispatcher.Slot) (map[string]*simDevice, 
 				return nil, fmt.Errorf("session %q: %w", sp.Name, err)
 			}
 			for _, sl := range slots {
-				if sl.Backend == "" {
-					continue
-				}
-				d := devs[sl.Backend]
-				if d == nil {
-					d = &simDevice{id: sl.Backend}
-					devs[sl.Backend] = d
-				}
-				d.lanes = max(d.lanes, sl.Concurrency)
-				if name := sp.Name + "/" + mp.Name; !contains(d.modules, name) {
-					d.modules = append(d.modules, name)
-				}
+				add(sl, sp.Name+"/"+mp.Name)
 			}
 		}
 	}
