@@ -410,7 +410,7 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 				lanes.n = max(lanes.n, m.slot.Concurrency)
 			}
 			for _, m := range ms {
-				m.peers, m.lanes = ms, lanes // one slice a device; m skips itself in it
+				m.peers, m.lanes = ms, lanes // one slice a device, m among them
 			}
 		}
 	}
