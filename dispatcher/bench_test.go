@@ -49,21 +49,28 @@ func (c *completion) fire() {
 // clock: Submit, batching, dispatch and completion, under each flush mode, and
 // with admission (Options.Admission: Predict on every Submit), and placed on
 // devices as the gateway places them (Options.Devices; the groups share one
-// backend, whose machines are peers). Target: 0 allocs/op.
+// backend, whose machines are peers), and stacked (16 machines of a pool
+// shorter than the plan on one backend, busy: the device decides every
+// prediction). Target: 0 allocs/op.
 func BenchmarkSubmit(b *testing.B) {
 	for _, c := range []struct {
-		p      Policy
-		f      Flush
-		admit  bool
-		placed bool
-	}{{TC{}, FlushDeadline, false, false}, {RR{}, FlushDeadline, false, false}, {TC{}, FlushIdle, false, false}, {RR{}, FlushIdle, false, false},
-		{TC{}, FlushIdle, true, false}, {RR{}, FlushIdle, true, false}, {TC{}, FlushIdle, true, true}} {
+		p       Policy
+		f       Flush
+		admit   bool
+		placed  bool
+		stacked bool // one group of 16 machines on one backend
+	}{{TC{}, FlushDeadline, false, false, false}, {RR{}, FlushDeadline, false, false, false},
+		{TC{}, FlushIdle, false, false, false}, {RR{}, FlushIdle, false, false, false},
+		{TC{}, FlushIdle, true, false, false}, {RR{}, FlushIdle, true, false, false},
+		{TC{}, FlushIdle, true, true, false}, {TC{}, FlushIdle, true, true, true}} {
 		p := c.p
 		name := p.Name() + "/" + string(c.f)
 		if c.admit {
 			name += "/admission"
 		}
-		if c.placed {
+		if c.stacked {
+			name += "/stacked"
+		} else if c.placed {
 			name += "/devices"
 		}
 		b.Run(name, func(b *testing.B) {
@@ -71,7 +78,14 @@ func BenchmarkSubmit(b *testing.B) {
 				{Batch: 16, Concurrency: 2, DurationMs: 20, Machines: 2, Rate: 800},
 				{Batch: 4, Concurrency: 1, DurationMs: 10, Machines: 1.5, Rate: 250}}}
 			var devs DeviceTable
-			if c.placed {
+			if c.stacked {
+				mp.Configs = []api.GroupPlan{{Batch: 16, Concurrency: 1, DurationMs: 8, Machines: 16, Rate: 1000}}
+				mp.Configs[0].Backends = make([]string, 16)
+				for i := range mp.Configs[0].Backends {
+					mp.Configs[0].Backends[i] = "d0"
+				}
+				devs = &Devices{}
+			} else if c.placed {
 				mp.Configs[0].Backends = []string{"d0", "d1"}
 				mp.Configs[1].Backends = []string{"d1", "d2"}
 				devs = &Devices{}

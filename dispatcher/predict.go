@@ -171,7 +171,10 @@ func predictAt(m *machine, g *group, now time.Time) time.Time {
 // (pickMachine's choice, but for the rotation): g.first, whose own lane
 // frees first, unless its device frees later than that, when every machine
 // is weighed with its device (a machine alone on an idle backend beats one
-// that shares a busy one). O(1) unless g.first's device is the later.
+// that shares a busy one). O(1) unless g.first's device is the later; then
+// one atomic load per machine on another device (machines stacked on
+// g.first's device, as a pool shorter than the plan stacks them, are
+// skipped: none can start earlier).
 func (g *group) earliest(now time.Time) (*machine, time.Time) {
 	m := g.first
 	start := maxTime(g.freeAt, now)
@@ -180,7 +183,11 @@ func (g *group) earliest(now time.Time) (*machine, time.Time) {
 	}
 	if at := m.startAt(now); at.After(start) {
 		start = at
+		busy := m.dev // its machines can start no earlier than start: not read again
 		for _, o := range g.machines {
+			if o.dev == busy {
+				continue
+			}
 			if at := o.startAt(now); at.Before(start) {
 				m, start = o, at
 			}
