@@ -74,30 +74,28 @@ func (d *Dispatcher) Lag(now time.Time) time.Duration {
 func (d *Dispatcher) publishLocked(now time.Time) {
 	var bestEnd time.Time
 	var free, dur time.Duration
-	minFill := time.Duration(math.MaxInt64)
-	for _, g := range d.st.groups {
-		m, start := g.earliest(now)
-		du := time.Duration(float64(m.duration()) * g.slow)
-		wait := time.Duration(float64(start.Sub(now)) * g.slow)
-		fill := d.fillLocked(g, now)
-		if d.st.budget > du {
+	// consider a batch that starts on m at start, filled in fill.
+	consider := func(m *machine, slow float64, start time.Time, fill time.Duration, capFill bool) time.Duration {
+		du := time.Duration(float64(m.duration()) * slow)
+		wait := time.Duration(float64(start.Sub(now)) * slow)
+		if capFill && d.st.budget > du {
 			fill = min(fill, d.st.budget-du)
 		}
 		if end := now.Add(wait + du + fill); bestEnd.IsZero() || end.Before(bestEnd) {
 			bestEnd, free, dur = end, wait, du+fill
 		}
-		minFill = min(minFill, fill)
+		return fill
+	}
+	minFill := time.Duration(math.MaxInt64)
+	for _, g := range d.st.groups {
+		m, start := g.earliest(now)
+		minFill = min(minFill, consider(m, g.slow, start, d.fillLocked(g, now), true))
 	}
 	// A spare machine takes a batch the plan's machines would finish too
 	// late (overflowLocked): the modules before this one reserve for it too,
 	// with the fill of the batch it would take.
 	for _, m := range d.spare {
-		start := m.startAt(now)
-		du := time.Duration(float64(m.duration()) * m.g.slow)
-		wait := time.Duration(float64(start.Sub(now)) * m.g.slow)
-		if end := now.Add(wait + du + minFill); end.Before(bestEnd) {
-			bestEnd, free, dur = end, wait, du+minFill
-		}
+		consider(m, m.g.slow, m.startAt(now), minFill, false)
 	}
 	d.lagFree.Store(now.Add(free).UnixNano())
 	d.lagDur.Store(int64(dur))
