@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -80,6 +82,7 @@ type liveState struct {
 	plan   *api.Plan // placed: every group lists its backends
 	cfg    *api.Config
 	grace  time.Duration // how long a request started on this runner can last
+	down   []string      // the backends down when it was placed (Health.Down)
 }
 
 var (
@@ -134,6 +137,7 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan, prevPlan 
 	if cur := s.cur.Load(); cur != nil {
 		prev = cur.runner
 	}
+	down := s.opts.Health.Down()
 	placed, _, err := Place(plan, s.placeOn(cfg.Backends), prevPlan)
 	if err != nil {
 		return nil, err
@@ -142,7 +146,7 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan, prevPlan 
 	if err != nil {
 		return nil, err
 	}
-	return &liveState{runner: r, plan: placed, cfg: cfg, grace: graceOf(cfg)}, nil
+	return &liveState{runner: r, plan: placed, cfg: cfg, grace: graceOf(cfg), down: down}, nil
 }
 
 // graceOf is how long a request started under cfg may still be running: its
@@ -189,6 +193,9 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 	if !replacing {
 		prevPlan = s.cur.Load().plan
 	}
+	if replacing && s.samePlacement(cfg, plan, prevPlan) {
+		return nil
+	}
 	st, err := s.build(ctx, cfg, plan, prevPlan)
 	if err != nil {
 		// What the failed runner loaded stays until the next drain's unloads:
@@ -223,6 +230,20 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 	}
 	go s.drain(old)
 	return nil
+}
+
+// samePlacement reports whether a health re-placement of plan would place
+// it as the running plan is, on the same backends up and down: then there
+// is nothing to re-place (a backend that starts or stops straggling while
+// no other of its hardware is idle, as with one backend per type), and
+// rebuilding the runner would only cost a load round and a hand-over.
+func (s *LiveSwitch) samePlacement(cfg *api.Config, plan, prevPlan *api.Plan) bool {
+	cur := s.cur.Load()
+	if cur.cfg != cfg || !slices.Equal(cur.down, s.opts.Health.Down()) {
+		return false
+	}
+	placed, _, err := Place(plan, s.placeOn(cfg.Backends), prevPlan)
+	return err == nil && reflect.DeepEqual(placed, cur.plan)
 }
 
 // handOver moves the items r's dispatchers have not sent yet to the
