@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,32 +16,15 @@ import (
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/builtin"
 	"github.com/piccolo-serving/piccolo/backends/fused"
-	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
 )
 
 // ocrExecutor is what `piccolo backend --executor ocr` serves: builtin and onnx
 // in one process, with the OCR chains fused.
 func ocrExecutor(tb testing.TB) *fused.Executor {
 	tb.Helper()
-	lib, dir := ocrtest.RequireModels(tb)
-	b, err := builtin.New(builtin.Options{Dictionary: ocrtest.Dictionary()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	x, err := onnx.New(onnx.Options{Library: lib, ModelDir: dir, IntraOpThreads: 1, PassThrough: true, Shapes: b.OCR().ONNXShapes()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	u, err := backends.NewUnion(b, x)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e, err := fused.New(u, fused.OCRChains()...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return e
+	return testharness.OCRExecutor(tb, 1)
 }
 
 func load(tb testing.TB, e backends.Executor, name string, batch int) backends.Model {
@@ -209,11 +191,12 @@ func TestFusedChainReloadUnderLoad(t *testing.T) {
 	e := ocrExecutor(t)
 	const perBox = "ocr-cls+ocr-rotate+ocr-rec+ocr-ctc"
 	boxes := sampleBoxes(t, e)
-	srv, err := backends.NewServer(e, backends.ServerOptions{})
+	addr, _ := testharness.ServeBackend(t, e)
+	c, err := backends.NewClient(addr, backends.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := serveClient(t, srv)
+	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
 	if err := c.Load(ctx, perBox, 8, 1); err != nil {
 		t.Fatal(err)
@@ -271,23 +254,4 @@ func sampleBoxes(t *testing.T, e *fused.Executor) []api.Tensor {
 		t.Fatalf("ocr-boxes found %d boxes in the sample; want 1 to 8", k)
 	}
 	return boxes
-}
-
-// serveClient serves srv over gRPC on loopback until the test ends and
-// returns a client of it.
-func serveClient(t *testing.T, srv *backends.Server) *backends.Client {
-	t.Helper()
-	g := backends.NewGRPCServer(srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	c, err := backends.NewClient(lis.Addr().String(), backends.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
