@@ -503,8 +503,11 @@ func writeReport(w io.Writer, res *Result) {
 		if s.Report != nil && len(s.Report.Errors) > 0 {
 			fmt.Fprintf(w, "%s errors: %v\n", s.Name, s.Report.Errors)
 			if r := s.Refusals; r != nil {
-				fmt.Fprintf(w, "%s measured: %.0f refused by admission (the queue could not finish them in time); modules' batch durations over the plan's: %s\n",
-					s.Name, r.Admission, strings.Join(r.Slow, ", "))
+				refused := ""
+				if r.Admission > 0 {
+					refused = fmt.Sprintf("%.0f refused by admission (the queue could not finish them in time); ", r.Admission)
+				}
+				fmt.Fprintf(w, "%s measured: %smodules' batch durations over the plan's: %s\n", s.Name, refused, strings.Join(r.Slow, ", "))
 			}
 		}
 		if s.Plot != "" {
