@@ -391,3 +391,58 @@ func TestTorchWorkerRegistersWithConsul(t *testing.T) {
 	}
 	waitSnap("torch-7 gone", func(s membership.Snapshot) bool { _, ok := s.Member("torch-7"); return !ok })
 }
+
+// TestGPUCheckScriptOnCPU runs scripts/gpu-check.sh end to end on the CPU, as
+// on the GPU machine but with one small model, two batch sizes and seconds
+// instead of minutes: the stripped binary it is given profiles the worker,
+// plans and serves the session; the folder holds the merged profile (a config
+// the planner loads), the plan, the loadgen report and the summary.
+func TestGPUCheckScriptOnCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds the binary and runs the script for about 30 s")
+	}
+	py := torchPython(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "piccolo")
+	if out, err := exec.Command("go", "build", "-ldflags=-s -w", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "../../scripts/gpu-check.sh", bin, "../../workers/torch")
+	cmd.Env = append(os.Environ(), "OUT="+out, "PYTHON="+py, "GPU_CHECK_DEVICE=cpu", "GPU_CHECK_MODELS="+torchModel,
+		"GPU_CHECK_BATCHES=1,2", "GPU_CHECK_CONCURRENCY=1", "GPU_CHECK_PROFILE_DURATION=500ms",
+		fmt.Sprintf("GPU_CHECK_IMAGE_SIZE=%d", torchImageSize), "GPU_CHECK_SERVE=3s", "GPU_CHECK_THREADS=1", "GPU_CHECK_HARDWARE=cpu-torch")
+	log, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gpu-check.sh: %v\n%s", err, log)
+	}
+	cfg, err := api.Load(filepath.Join(out, "profiles.yaml"), filepath.Join(out, "session.yaml"))
+	if err != nil {
+		t.Fatalf("the script's profile and session: %v\n%s", err, log)
+	}
+	if ps := cfg.ProfilesOf(torchModel); len(ps) != 1 || ps[0].Hardware != "cpu-torch" || len(ps[0].Entries) != 2 {
+		t.Errorf("profiles.yaml: profiles of %s = %+v; want one on cpu-torch with 2 entries (batches 1, 2)", torchModel, ps)
+	}
+	var rep struct {
+		Sent, OK int64
+	}
+	b, err := os.ReadFile(filepath.Join(out, "loadgen.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
+	}
+	if err != nil || rep.Sent == 0 || rep.OK == 0 {
+		t.Errorf("loadgen.json: %+v, %v; want requests sent and answered\n%s", rep, err, log)
+	}
+	summary, err := os.ReadFile(filepath.Join(out, "summary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### " + torchModel, "No piccolo_gpu_* series", "attainment", "While serving, the worker ran"} {
+		if !strings.Contains(string(summary), want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, summary)
+		}
+	}
+	t.Logf("summary.md:\n%s", summary)
+}
