@@ -60,13 +60,40 @@ import grpc
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "gen"))  # the generated stubs import each other by bare name
+PROTOS = [os.path.join(HERE, "..", "..", "api", "inference", "grpc_service.proto"), os.path.join(HERE, "proto", "health.proto")]
 
-import grpc_service_pb2 as pb  # noqa: E402
-import grpc_service_pb2_grpc as pb_grpc  # noqa: E402
-import health_pb2  # noqa: E402
-import health_pb2_grpc  # noqa: E402
+
+def import_stubs():
+    """Imports the committed stubs (gen/, written by scripts/gen-proto.sh).
+    Should this machine's protobuf runtime refuse them (a future major
+    version), or PICCOLO_TORCH_REGEN_STUBS=1 ask for it, they are generated
+    afresh from the .proto files into a temporary folder with grpc_tools, when
+    it is installed."""
+    sys.path.insert(0, os.path.join(HERE, "gen"))  # the stubs import each other by bare name
+    try:
+        if os.environ.get("PICCOLO_TORCH_REGEN_STUBS") == "1":
+            raise ImportError("PICCOLO_TORCH_REGEN_STUBS=1")
+        import grpc_service_pb2, grpc_service_pb2_grpc, health_pb2, health_pb2_grpc  # noqa: E401
+    except Exception as e:  # noqa: BLE001 - any failure of the committed stubs
+        sys.path.pop(0)
+        try:
+            from grpc_tools import protoc
+        except ImportError:
+            raise SystemExit("the stubs in %s/gen do not load (%s: %s), and grpc_tools is not installed to "
+                             "generate them: run scripts/gen-proto.sh" % (HERE, type(e).__name__, e)) from None
+        import tempfile
+        gen = tempfile.mkdtemp(prefix="piccolo-torch-stubs-")
+        for proto in PROTOS:
+            if protoc.main(["protoc", "-I" + os.path.dirname(proto), "--python_out=" + gen, "--grpc_python_out=" + gen, proto]) != 0:
+                raise SystemExit("generating the stubs of %s with grpc_tools failed" % proto)
+        print("piccolo torch worker: the committed stubs do not load (%s); using stubs generated in %s" % (e, gen), file=sys.stderr)
+        sys.path.insert(0, gen)
+        import grpc_service_pb2, grpc_service_pb2_grpc, health_pb2, health_pb2_grpc  # noqa: E401
+    return grpc_service_pb2, grpc_service_pb2_grpc, health_pb2, health_pb2_grpc
+
+
+pb, pb_grpc, health_pb2, health_pb2_grpc = import_stubs()
+sys.path.insert(0, HERE)
 import zoo  # noqa: E402
 
 MAX_MESSAGE_BYTES = 256 << 20  # backends.MaxMessageBytes: a stacked batch of images
