@@ -39,28 +39,18 @@ const (
 
 // torchWorker is a running workers/torch/worker.py.
 type torchWorker struct {
-	addr    string // gRPC host:port
-	metrics string // its /metrics URL
-	cmd     *exec.Cmd
-	stderr  *syncBuffer
+	addr      string // gRPC host:port
+	metrics   string // its /metrics URL
+	cmd       *exec.Cmd
+	stderr    *lockedWriter // over stderrBuf
+	stderrBuf *bytes.Buffer
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's writer and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// stderrText returns what the worker wrote to stderr so far.
+func (w *torchWorker) stderrText() string {
+	w.stderr.mu.Lock()
+	defer w.stderr.mu.Unlock()
+	return w.stderrBuf.String()
 }
 
 // torchPython returns Debian's python3 once it imports torch, torchvision and
@@ -93,7 +83,8 @@ func startTorchWorker(t *testing.T, extra ...string) *torchWorker {
 	}
 	args := append([]string{script, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--device", "cpu",
 		"--threads", "1", "--image-size", fmt.Sprint(torchImageSize)}, extra...)
-	w := &torchWorker{cmd: exec.Command(py, args...), stderr: &syncBuffer{}}
+	w := &torchWorker{cmd: exec.Command(py, args...), stderrBuf: &bytes.Buffer{}}
+	w.stderr = &lockedWriter{w: w.stderrBuf}
 	w.cmd.Stderr = w.stderr
 	stdout, err := w.cmd.StdoutPipe()
 	if err != nil {
@@ -124,7 +115,7 @@ func startTorchWorker(t *testing.T, extra ...string) *torchWorker {
 			t.Errorf("the torch worker did not stop within 20 s of SIGTERM")
 		}
 		if t.Failed() {
-			t.Logf("torch worker stderr:\n%s", w.stderr.String())
+			t.Logf("torch worker stderr:\n%s", w.stderrText())
 		}
 	})
 	select {
@@ -133,9 +124,9 @@ func startTorchWorker(t *testing.T, extra ...string) *torchWorker {
 		f := strings.Fields(line[strings.Index(line, "serving on "):])
 		w.addr, w.metrics = strings.TrimSuffix(f[2], ","), strings.TrimSuffix(f[4], "/metrics")
 	case <-exited:
-		t.Fatalf("torch worker exited: %v\n%s", waitErr, w.stderr.String())
+		t.Fatalf("torch worker exited: %v\n%s", waitErr, w.stderrText())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("torch worker did not serve within 60 s\n%s", w.stderr.String())
+		t.Fatalf("torch worker did not serve within 60 s\n%s", w.stderrText())
 	}
 	return w
 }
@@ -356,29 +347,7 @@ func TestTorchWorkerThroughGateway(t *testing.T) {
 func TestTorchWorkerRegistersWithConsul(t *testing.T) {
 	torchPython(t)
 	agent := consultest.Start(t)
-	watcher, err := membership.NewConsul(agent.Addr(), membership.ConsulOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps := make(chan membership.Snapshot, 100)
-	wctx, wcancel := context.WithCancel(context.Background())
-	wdone := make(chan struct{})
-	go func() { defer close(wdone); _ = watcher.Watch(wctx, func(s membership.Snapshot) { snaps <- s }) }()
-	t.Cleanup(func() { wcancel(); <-wdone })
-	waitSnap := func(what string, ok func(membership.Snapshot) bool) membership.Snapshot {
-		t.Helper()
-		deadline := time.After(30 * time.Second)
-		for {
-			select {
-			case s := <-snaps:
-				if ok(s) {
-					return s
-				}
-			case <-deadline:
-				t.Fatalf("no membership snapshot with %s within 30 s", what)
-			}
-		}
-	}
+	waitSnap := watchMembers(t, agent.Addr(), 30*time.Second)
 
 	w := startTorchWorker(t, "--hardware", "cpu-torch", "--consul", agent.Addr(), "--id", "torch-7", "--price", "0.5")
 	s := waitSnap("torch-7", func(s membership.Snapshot) bool { _, ok := s.Member("torch-7"); return ok })
