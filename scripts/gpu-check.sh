@@ -176,7 +176,8 @@ done
 
 # 4. Plan.
 phase plan
-read -r rate slo < <("$py" "$helper" session "$served" "$hw" "$out/profiles.yaml" "$load" "$slo_ms" "$out/session.yaml")
+read -r rate slo < <("$py" "$helper" session "$served" "$hw" "$out/profiles.yaml" "$load" "$slo_ms" "$out/session.yaml") || true
+[ -n "${slo:-}" ] || die "no session could be written from $out/profiles.yaml"
 say "session: $served at $rate req/s, SLO ${slo}ms"
 echo "backends: [{id: ${hw}-0, address: \"$worker\", hardware: $hw}]" >"$out/backends.yaml"
 "$piccolo" plan -c "$out/profiles.yaml" -c "$out/session.yaml" >"$out/plan.txt" 2>&1 || die "piccolo plan: $(cat "$out/plan.txt")"

@@ -47,7 +47,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import sys
 import threading
 import time
@@ -76,6 +75,8 @@ def import_stubs():
         import grpc_service_pb2, grpc_service_pb2_grpc, health_pb2, health_pb2_grpc  # noqa: E401
     except Exception as e:  # noqa: BLE001 - any failure of the committed stubs
         sys.path.pop(0)
+        for name in ("grpc_service_pb2", "grpc_service_pb2_grpc", "health_pb2", "health_pb2_grpc"):
+            sys.modules.pop(name, None)
         try:
             from grpc_tools import protoc
         except ImportError:
