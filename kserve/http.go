@@ -18,7 +18,9 @@ import (
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/tracing"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ExtensionBinaryData is the name server metadata lists for the binary tensor
@@ -292,12 +294,23 @@ func appendTensorMeta(b []byte, ts []gateway.TensorMeta) []byte {
 func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 	start := time.Now()
 	name := string(session)
-	status := s.inferHTTP(ctx, name)
+	// Not ctx itself: its Done channel is the server's, and a derived deadline
+	// context would then need a goroutine per request to watch it.
+	rctx := context.Background()
+	var span trace.Span
+	if tracing.Enabled() {
+		rctx, span = tracing.StartRequest(rctx, &ctx.Request.Header, name)
+	}
+	status := s.inferHTTP(ctx, rctx, name)
+	if span != nil {
+		tracing.EndRequest(span, &ctx.Response.Header, status)
+	}
 	s.opts.Metrics.Observe(name, false, status, time.Since(start))
 }
 
 // inferHTTP answers one infer request and returns the status it answered with.
-func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
+// rctx is the request's context (carrying its span when traced).
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string) int {
 	if err := s.exec.CheckSession(name); err != nil {
 		return writeError(ctx, err)
 	}
@@ -317,9 +330,7 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 		return writeError(ctx, err)
 	}
 	var resp gateway.InferResponse
-	// Not ctx itself: its Done channel is the server's, and a derived deadline
-	// context would then need a goroutine per request to watch it.
-	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {
+	if err := s.exec.Infer(rctx, name, &req, &resp); err != nil {
 		s.logFailure(name, req.ID, err)
 		return writeError(ctx, err)
 	}
