@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,6 +120,18 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 		IdleTimeout:           2 * time.Minute, // keep-alive connections idle longer are closed
 		Logger:                discardLogger{}, // connection errors are answered, not logged per request
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				// Nothing was read before the read timeout: a connection a
+				// client's pool opened and never used. An answer would reach
+				// the client as an unsolicited response on an idle
+				// connection; close it without one.
+				_ = ctx.Conn().Close()
+				return
+			}
+			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+				writeError(ctx, fmt.Errorf("%w: the request was not received within the read timeout", errRequestTimeout))
+				return
+			}
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 				writeError(ctx, fmt.Errorf("%w: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
 				return
@@ -181,12 +194,13 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 }
 
 var (
-	errNoRoute      = errors.New("not found")
-	errNotAllowed   = errors.New("method not allowed")
-	suffixInfer     = []byte("/infer")
-	suffixReady     = []byte("/ready")
-	infixVersions   = []byte("/versions/")
-	errEmptySession = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
+	errRequestTimeout = errors.New("request timeout")
+	errNoRoute        = errors.New("not found")
+	errNotAllowed     = errors.New("method not allowed")
+	suffixInfer       = []byte("/infer")
+	suffixReady       = []byte("/ready")
+	infixVersions     = []byte("/versions/")
+	errEmptySession   = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
 )
 
 func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
@@ -389,6 +403,9 @@ func writeError(ctx *fasthttp.RequestCtx, err error) int {
 		status = fasthttp.StatusNotFound
 	case errors.Is(err, errNotAllowed):
 		status = fasthttp.StatusMethodNotAllowed
+	case errors.Is(err, errRequestTimeout):
+		status = fasthttp.StatusRequestTimeout
+		ctx.SetConnectionClose()
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(jsonType)
