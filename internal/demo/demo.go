@@ -507,7 +507,7 @@ func writeReport(w io.Writer, res *Result) {
 				if r.Admission > 0 {
 					refused = fmt.Sprintf("%.0f refused by admission (the queue could not finish them in time); ", r.Admission)
 				}
-				fmt.Fprintf(w, "%s measured: %smodules' batch durations over the plan's: %s\n", s.Name, refused, strings.Join(r.Slow, ", "))
+				fmt.Fprintf(w, "%s measured: %smodules' batch durations over the plan's, and their items' mean wait in the gateway: %s\n", s.Name, refused, strings.Join(r.Slow, ", "))
 			}
 		}
 		if s.Plot != "" {

@@ -254,7 +254,8 @@ type Refusals struct {
 	// Admission is the requests admission control refused at once (429).
 	Admission float64
 	// Slow lists each module's measured mean batch duration (gateway side,
-	// network included) over its plan's, highest first, e.g. "det 1.8×".
+	// network included) over its plan's, highest first, with the mean time
+	// its items queued in the gateway, e.g. "det 1.8× (queued 40 ms)".
 	Slow []string
 }
 
@@ -300,6 +301,15 @@ func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[stri
 	type ratio struct {
 		module string
 		r      float64
+		queued float64 // s
+	}
+	queued := map[[2]string]float64{}
+	if f := fams[metrics.GatewayModuleQueueSeconds]; f != nil {
+		for _, m := range f.GetMetric() {
+			if h := m.GetHistogram(); h.GetSampleCount() > 0 {
+				queued[[2]string{label(m, "session"), label(m, "module")}] = h.GetSampleSum() / float64(h.GetSampleCount())
+			}
+		}
 	}
 	slow := map[string][]ratio{}
 	if f := fams[metrics.GatewayModuleComputeSeconds]; f != nil {
@@ -310,13 +320,13 @@ func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[stri
 				continue
 			}
 			// Items, not batches: an item's compute is its batch's.
-			slow[k[0]] = append(slow[k[0]], ratio{k[1], h.GetSampleSum() / float64(h.GetSampleCount()) / planned[k]})
+			slow[k[0]] = append(slow[k[0]], ratio{k[1], h.GetSampleSum() / float64(h.GetSampleCount()) / planned[k], queued[k]})
 		}
 	}
 	for s, rs := range slow {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].r > rs[j].r })
 		for _, r := range rs {
-			get(s).Slow = append(get(s).Slow, fmt.Sprintf("%s %.2g×", r.module, r.r))
+			get(s).Slow = append(get(s).Slow, fmt.Sprintf("%s %.2g× (queued %.0f ms)", r.module, r.r, 1000*r.queued))
 		}
 	}
 	return out, nil
