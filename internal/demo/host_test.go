@@ -1,7 +1,10 @@
 package demo
 
 import (
+	"context"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -94,5 +97,39 @@ func TestCPUSecondsOfThisProcess(t *testing.T) {
 	}
 	if h := measureHost(100 * time.Millisecond); h.Cores < 1 || math.IsNaN(h.Free) || h.Free < 0 || h.Free > float64(h.Cores)+1e-9 {
 		t.Errorf("measureHost = %+v; want 0 ≤ free ≤ cores", h)
+	}
+}
+
+// TestGatewayRefusalsReadsMetrics: the refusals and the modules'
+// measured/planned durations come from the gateway's /metrics text.
+func TestGatewayRefusalsReadsMetrics(t *testing.T) {
+	const text = `# TYPE piccolo_gateway_admission_rejections_total counter
+piccolo_gateway_admission_rejections_total{session="s"} 3
+# TYPE piccolo_gateway_module_compute_seconds histogram
+piccolo_gateway_module_compute_seconds_bucket{session="s",module="m",le="+Inf"} 2
+piccolo_gateway_module_compute_seconds_sum{session="s",module="m"} 0.2
+piccolo_gateway_module_compute_seconds_count{session="s",module="m"} 2
+# TYPE piccolo_gateway_module_queue_seconds histogram
+piccolo_gateway_module_queue_seconds_bucket{session="s",module="m",le="+Inf"} 2
+piccolo_gateway_module_queue_seconds_sum{session="s",module="m"} 0.08
+piccolo_gateway_module_queue_seconds_count{session="s",module="m"} 2
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write([]byte(text))
+	}))
+	defer srv.Close()
+	plan := &api.Plan{Sessions: []api.SessionPlan{{Name: "s", Modules: []api.ModulePlan{{Name: "m", Configs: []api.GroupPlan{{DurationMs: 50}}}}}}}
+	got, err := gatewayRefusals(context.Background(), srv.URL, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := got["s"]
+	if r == nil || r.Admission != 3 || len(r.Slow) != 1 || r.Slow[0] != "m 2× (queued 40 ms)" {
+		t.Errorf("gatewayRefusals = %+v; want 3 refused and [m 2× (queued 40 ms)]", r)
 	}
 }
