@@ -212,7 +212,7 @@ func (h *HostCPU) fitError() error {
 		free = float64(h.Cores)
 	}
 	if need := h.PlannedTotal(); need > free+1e-9 {
-		return fmt.Errorf("the plan's CPU backends keep %.2f cores busy and the demo's gateway, sims and load %.2f more (%.2f in all), but the host has %.2f of its %d cores free: its CPU backends will run slower than profiled, and admission will refuse what they cannot serve in time",
+		return fmt.Errorf("the plan's CPU backends keep %.2f cores busy and the demo's gateway, sims and load %.2f more (%.2f in all), but the host has %.2f of its %d cores free: its CPU backends may run slower than profiled (the plan's occupancy is an upper bound: p90 durations at the planned utilisation), and admission refuse what they cannot serve in time",
 			need-h.Reserve, h.Reserve, need, free, h.Cores)
 	}
 	return nil
