@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
@@ -51,4 +53,45 @@ func GRPCCode(err error) codes.Code {
 		return codes.Canceled
 	}
 	return codes.Unavailable
+}
+
+// publicMessage returns what a client is told of err, a failure of a request
+// to session ("" outside the model routes): the message of an error made for
+// the client (gateway.BadInput, gateway.Public: what was wrong with the request,
+// what is allowed), else a stable message for err's class that names only
+// the session. The error's chain (backend addresses, processes, Go errors
+// from behind the gateway) goes to the log under the request id instead
+// (logFailure), never to the client.
+func (s *Server) publicMessage(err error, session string) string {
+	if msg, ok := gateway.PublicMessage(err); ok {
+		return msg
+	}
+	q := strconv.Quote(session)
+	switch {
+	case errors.Is(err, gateway.ErrUnknownSession):
+		return "unknown session " + q + "; known sessions: " + strings.Join(s.exec.Sessions(), ", ")
+	case errors.Is(err, gateway.ErrBadInput):
+		return "bad input: a model of session " + q + " refused the request's inputs"
+	case errors.Is(err, gateway.ErrTooLarge):
+		return "request too large: the body is over the limit of " + strconv.Itoa(s.opts.MaxBodyBytes) + " bytes (--max-body)"
+	case errors.Is(err, gateway.ErrOverloaded):
+		return "overloaded: session " + q + " cannot answer within its deadline at the current load; retry later"
+	case errors.Is(err, gateway.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+		return "deadline exceeded: session " + q + " did not answer within the request's deadline"
+	case errors.Is(err, gateway.ErrUnavailable):
+		return "unavailable: session " + q + " cannot be served now; retry later"
+	case errors.Is(err, context.Canceled):
+		return "cancelled: the client cancelled the request"
+	}
+	return "backend error: a backend of session " + q + " failed or answered something unusable"
+}
+
+// requestID returns the id a failure is reported and logged under: the
+// request's own "id" when it has one, else one made here (unique within the
+// process: a random prefix per Server and a counter). Only failures call it.
+func (s *Server) requestID(given string) string {
+	if given != "" {
+		return given
+	}
+	return s.idPrefix + strconv.FormatUint(s.idSeq.Add(1), 10)
 }

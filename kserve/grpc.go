@@ -48,9 +48,12 @@ func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	return g
 }
 
-// grpcError converts err to a status with the code GRPCCode maps it to.
-func grpcError(err error) error {
-	return status.Error(GRPCCode(err), err.Error())
+// grpcFail is fail's gRPC twin: a status with the code GRPCCode maps err to
+// and the message fail writes; err's whole chain goes to the log.
+func (s *Server) grpcFail(session, id string, err error) error {
+	id = s.requestID(id)
+	s.logFailure(session, id, err)
+	return status.Error(GRPCCode(err), s.publicMessage(err, session)+" (request id "+id+")")
 }
 
 func (g *grpcService) ServerLive(context.Context, *inference.ServerLiveRequest) (*inference.ServerLiveResponse, error) {
@@ -67,7 +70,7 @@ func (g *grpcService) ServerMetadata(context.Context, *inference.ServerMetadataR
 
 func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {
 	if err := g.s.exec.CheckSession(req.GetName()); err != nil {
-		return nil, grpcError(err)
+		return nil, g.s.grpcFail(req.GetName(), "", err)
 	}
 	return &inference.ModelReadyResponse{Ready: g.s.ready.Load()}, nil
 }
@@ -75,7 +78,7 @@ func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyReq
 func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetadataRequest) (*inference.ModelMetadataResponse, error) {
 	md, err := g.s.exec.Metadata(req.GetName())
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, g.s.grpcFail(req.GetName(), "", err)
 	}
 	in, out := md.Inputs, md.Outputs
 	conv := func(ts []gateway.TensorMeta) []*inference.ModelMetadataResponse_TensorMetadata {
@@ -103,8 +106,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 	}
 	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, time.Since(start))
 	if err != nil {
-		g.s.logFailure(req.GetModelName(), req.GetId(), err)
-		return nil, grpcError(err)
+		return nil, g.s.grpcFail(req.GetModelName(), req.GetId(), err)
 	}
 	return resp, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ type Server struct {
 	exec   *gateway.DAGRunner
 	opts   ServerOptions
 	ready  atomic.Bool    // the one readiness fact; health mirrors it for gRPC
+	// idPrefix and idSeq make the ids of failed requests that came without one.
+	idPrefix string
+	idSeq    atomic.Uint64
 	health *health.Server // grpc.health.v1, services "" and HealthService
 	bufs   sync.Pool      // *[]byte response buffers
 }
@@ -81,7 +85,7 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	s := &Server{exec: exec, opts: opts, health: health.NewServer()}
+	s := &Server{exec: exec, opts: opts, health: health.NewServer(), idPrefix: fmt.Sprintf("piccolo-%08x-", rand.Uint32())}
 	s.SetReady(true)
 	if opts.Metrics != nil {
 		opts.Metrics.SetDAGRunner(exec)
@@ -118,7 +122,7 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 		Logger:                discardLogger{}, // connection errors are answered, not logged per request
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-				writeError(ctx, fmt.Errorf("%w: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
+				writeError(ctx, gateway.Public(gateway.ErrTooLarge, "%v: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
 				return
 			}
 			writeError(ctx, gateway.BadInput("malformed HTTP request: %v", err))
@@ -158,7 +162,7 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 		}
 	case bytes.HasPrefix(path, prefAdmin):
 		if s.opts.Admin == nil {
-			writeError(ctx, fmt.Errorf("%w: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
+			writeError(ctx, gateway.Public(errNoRoute, "%v: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
 			return
 		}
 		s.opts.Admin(ctx)
@@ -173,7 +177,7 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 			ctx.SetBody(b)
 		}
 	default:
-		writeError(ctx, fmt.Errorf("%w: no endpoint %s; endpoints: /v2, /v2/health/live, /v2/health/ready, /v2/models/{session}, /v2/models/{session}/ready, /v2/models/{session}/infer",
+		writeError(ctx, gateway.Public(errNoRoute, "%v: no endpoint %s; endpoints: /v2, /v2/health/live, /v2/health/ready, /v2/models/{session}, /v2/models/{session}/ready, /v2/models/{session}/infer",
 			errNoRoute, strconv.Quote(string(path))))
 	}
 }
@@ -191,7 +195,7 @@ func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
 	if string(ctx.Method()) == want || (want == "GET" && ctx.IsHead()) {
 		return true
 	}
-	writeError(ctx, fmt.Errorf("%w: %s %s; use %s", errNotAllowed, ctx.Method(), ctx.Path(), want))
+	writeError(ctx, gateway.Public(errNotAllowed, "%v: %s %s; use %s", errNotAllowed, ctx.Method(), ctx.Path(), want))
 	return false
 }
 
@@ -220,7 +224,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 			return
 		}
 		if err := s.exec.CheckSession(string(rest)); err != nil {
-			writeError(ctx, err)
+			s.fail(ctx, string(rest), "", err)
 			return
 		}
 		if s.ready.Load() {
@@ -234,7 +238,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		}
 		md, err := s.exec.Metadata(string(rest))
 		if err != nil {
-			writeError(ctx, err)
+			s.fail(ctx, string(rest), "", err)
 			return
 		}
 		ctx.SetStatusCode(200)
@@ -247,7 +251,7 @@ func routeError(rest []byte) error {
 	if len(rest) == 0 {
 		return errEmptySession
 	}
-	return fmt.Errorf("%w: no endpoint /v2/models/%s; want /v2/models/{session}[/ready|/infer]", errNoRoute, rest)
+	return gateway.Public(errNoRoute, "%v: no endpoint /v2/models/%s; want /v2/models/{session}[/ready|/infer]", errNoRoute, rest)
 }
 
 // metadataJSON answers model metadata for a session: the first modules' inputs
@@ -299,7 +303,7 @@ func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 // inferHTTP answers one infer request and returns the status it answered with.
 func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 	if err := s.exec.CheckSession(name); err != nil {
-		return writeError(ctx, err)
+		return s.fail(ctx, name, "", err)
 	}
 	var req gateway.InferRequest
 	var ext binaryExt // the binary tensor data extension, if the request uses it
@@ -314,14 +318,13 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 		err = decodeRequest(body, &req, &ext)
 	}
 	if err != nil {
-		return writeError(ctx, err)
+		return s.fail(ctx, name, req.ID, err)
 	}
 	var resp gateway.InferResponse
 	// Not ctx itself: its Done channel is the server's, and a derived deadline
 	// context would then need a goroutine per request to watch it.
 	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {
-		s.logFailure(name, req.ID, err)
-		return writeError(ctx, err)
+		return s.fail(ctx, name, req.ID, err)
 	}
 	bp := s.getBuf()
 	var b []byte
@@ -333,7 +336,7 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 	}
 	if err != nil {
 		s.putBuf(bp)
-		return writeError(ctx, fmt.Errorf("session %q: %w", name, err))
+		return s.fail(ctx, name, req.ID, err)
 	}
 	ctx.SetStatusCode(200)
 	if headerLen >= 0 {
@@ -369,9 +372,30 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, body string) {
 	ctx.SetBodyString(body)
 }
 
+// fail answers a failed request to session: the status HTTPStatus maps err
+// to and {"error": "<publicMessage> (request id <id>)"} (the spec's error
+// object has the one key); it logs err's whole chain under that id
+// (logFailure) and returns the status.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, session, id string, err error) int {
+	id = s.requestID(id)
+	s.logFailure(session, id, err)
+	return writeErrorMessage(ctx, err, s.publicMessage(err, session)+" (request id "+id+")")
+}
+
 // writeError answers {"error": "..."} with the status HTTPStatus maps err to,
-// and returns that status.
+// and returns that status: for the errors of routes and of the HTTP layer,
+// made with gateway.Public or BadInput (anything else is answered with its
+// status's text only).
 func writeError(ctx *fasthttp.RequestCtx, err error) int {
+	msg, ok := gateway.PublicMessage(err)
+	if !ok {
+		msg = strings.ToLower(fasthttp.StatusMessage(HTTPStatus(err)))
+	}
+	return writeErrorMessage(ctx, err, msg)
+}
+
+// writeErrorMessage answers {"error": msg} with the status err maps to.
+func writeErrorMessage(ctx *fasthttp.RequestCtx, err error, msg string) int {
 	status := HTTPStatus(err)
 	switch {
 	case errors.Is(err, errNoRoute):
@@ -385,7 +409,7 @@ func writeError(ctx *fasthttp.RequestCtx, err error) int {
 		ctx.Response.Header.Set("Retry-After", "1")
 	}
 	b := append(make([]byte, 0, 128), `{"error":`...)
-	b = appendString(b, err.Error())
+	b = appendString(b, msg)
 	ctx.SetBody(append(b, '}'))
 	return status
 }
