@@ -53,14 +53,14 @@ type ServerOptions struct {
 // and gRPC. Every method is safe for concurrent use; the handlers run on the
 // servers' goroutines and block them for the duration of one request.
 type Server struct {
-	exec   *gateway.DAGRunner
-	opts   ServerOptions
-	ready  atomic.Bool    // the one readiness fact; health mirrors it for gRPC
+	exec  *gateway.DAGRunner
+	opts  ServerOptions
+	ready atomic.Bool // the one readiness fact; health mirrors it for gRPC
 	// idPrefix and idSeq make the ids of failed requests that came without one.
 	idPrefix string
 	idSeq    atomic.Uint64
-	health *health.Server // grpc.health.v1, services "" and HealthService
-	bufs   sync.Pool      // *[]byte response buffers
+	health   *health.Server // grpc.health.v1, services "" and HealthService
+	bufs     sync.Pool      // *[]byte response buffers
 }
 
 // HealthService is the service name, besides the overall "", whose status the
