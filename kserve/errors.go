@@ -20,7 +20,7 @@ func HTTPStatus(err error) int {
 		return http.StatusOK
 	case errors.Is(err, gateway.ErrBadInput):
 		return http.StatusBadRequest
-	case errors.Is(err, gateway.ErrUnknownSession):
+	case errors.Is(err, gateway.ErrUnknownSession), errors.Is(err, errUnknownVersion):
 		return http.StatusNotFound
 	case errors.Is(err, gateway.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
@@ -43,7 +43,7 @@ func GRPCCode(err error) codes.Code {
 		return codes.OK
 	case errors.Is(err, gateway.ErrBadInput):
 		return codes.InvalidArgument
-	case errors.Is(err, gateway.ErrUnknownSession):
+	case errors.Is(err, gateway.ErrUnknownSession), errors.Is(err, errUnknownVersion):
 		return codes.NotFound
 	case errors.Is(err, gateway.ErrTooLarge), errors.Is(err, gateway.ErrOverloaded):
 		return codes.ResourceExhausted
@@ -94,4 +94,24 @@ func (s *Server) requestID(given string) string {
 		return given
 	}
 	return s.idPrefix + strconv.FormatUint(s.idSeq.Add(1), 10)
+}
+
+// errUnknownVersion is a model version a session does not have (HTTP 404,
+// gRPC NOT_FOUND, as Triton answers).
+var errUnknownVersion = errors.New("unknown version")
+
+// SessionVersion is the one version every session has, as model metadata
+// lists it.
+const SessionVersion = "1"
+
+// checkVersion refuses a version of session other than SessionVersion (""
+// is no version: the default). An unknown session is refused first.
+func (s *Server) checkVersion(session, version string) error {
+	if version == "" || version == SessionVersion {
+		return nil
+	}
+	if err := s.exec.CheckSession(session); err != nil {
+		return err
+	}
+	return gateway.Public(errUnknownVersion, "%v %q of session %q; versions: %s", errUnknownVersion, version, session, SessionVersion)
 }

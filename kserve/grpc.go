@@ -72,11 +72,17 @@ func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyReq
 	if err := g.s.exec.CheckSession(req.GetName()); err != nil {
 		return nil, g.s.grpcFail(req.GetName(), "", err)
 	}
+	if err := g.s.checkVersion(req.GetName(), req.GetVersion()); err != nil {
+		return nil, g.s.grpcFail(req.GetName(), "", err)
+	}
 	return &inference.ModelReadyResponse{Ready: g.s.ready.Load()}, nil
 }
 
 func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetadataRequest) (*inference.ModelMetadataResponse, error) {
 	md, err := g.s.exec.Metadata(req.GetName())
+	if err == nil {
+		err = g.s.checkVersion(req.GetName(), req.GetVersion())
+	}
 	if err != nil {
 		return nil, g.s.grpcFail(req.GetName(), "", err)
 	}
@@ -88,7 +94,7 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetad
 		}
 		return r
 	}
-	return &inference.ModelMetadataResponse{Name: md.Name, Versions: []string{"1"}, Platform: "piccolo_session",
+	return &inference.ModelMetadataResponse{Name: md.Name, Versions: []string{SessionVersion}, Platform: "piccolo_session",
 		Inputs: conv(in), Outputs: conv(out)}, nil
 }
 
@@ -114,6 +120,9 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 // modelInfer answers ModelInfer; errors are the gateway's, not yet statuses.
 func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
 	session := req.GetModelName()
+	if err := g.s.checkVersion(session, req.GetModelVersion()); err != nil {
+		return nil, err
+	}
 	if err := g.s.exec.CheckSession(session); err != nil {
 		return nil, err
 	}

@@ -109,10 +109,14 @@ func (s *Server) SetReady(ready bool) {
 }
 
 // NewHTTPServer returns a fasthttp server with the KServe v2 routes, the body limit
-// and JSON errors for requests fasthttp itself rejects.
+// and JSON errors for requests fasthttp itself rejects. Responses are
+// compressed when the request's Accept-Encoding allows (gzip, deflate or zstd
+// at the fastest level; fasthttp's CompressHandlerLevel, which leaves bodies
+// under 200 bytes as they are); request bodies may be compressed too
+// (requestBody).
 func (s *Server) NewHTTPServer() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:               s.HandleHTTP,
+		Handler:               fasthttp.CompressHandlerLevel(s.HandleHTTP, fasthttp.CompressBestSpeed),
 		Name:                  "piccolo",
 		MaxRequestBodySize:    s.opts.MaxBodyBytes,
 		NoDefaultServerHeader: true,
@@ -207,11 +211,19 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 	case bytes.HasSuffix(rest, suffixReady):
 		action, rest = "ready", rest[:len(rest)-len(suffixReady)]
 	}
+	version := ""
 	if i := bytes.Index(rest, infixVersions); i >= 0 {
-		rest = rest[:i] // versions are accepted and ignored: a session has one
+		version, rest = string(rest[i+len(infixVersions):]), rest[:i]
+		if version == "" {
+			version = "/" // not a version: refused below
+		}
 	}
 	if len(rest) == 0 || bytes.IndexByte(rest, '/') >= 0 {
 		writeError(ctx, routeError(rest))
+		return
+	}
+	if err := s.checkVersion(string(rest), version); err != nil {
+		s.fail(ctx, string(rest), "", err)
 		return
 	}
 	switch action {
@@ -260,7 +272,7 @@ func routeError(rest []byte) error {
 func metadataJSON(md gateway.SessionMetadata) []byte {
 	in, out := md.Inputs, md.Outputs
 	b := append([]byte(`{"name":`), strconv.Quote(md.Name)...)
-	b = append(b, `,"versions":["1"],"platform":"piccolo_session","inputs":`...)
+	b = append(b, `,"versions":["`+SessionVersion+`"],"platform":"piccolo_session","inputs":`...)
 	b = appendTensorMeta(b, in)
 	b = append(b, `,"outputs":`...)
 	b = appendTensorMeta(b, out)
@@ -307,8 +319,10 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 	}
 	var req gateway.InferRequest
 	var ext binaryExt // the binary tensor data extension, if the request uses it
-	body := ctx.PostBody()
-	var err error
+	body, err := requestBody(ctx, s.opts.MaxBodyBytes)
+	if err != nil {
+		return s.fail(ctx, name, "", err)
+	}
 	if v := ctx.Request.Header.Peek(HeaderContentLength); v != nil {
 		var n int
 		if n, err = parseHeaderLen(v, len(body)); err == nil {
@@ -402,6 +416,8 @@ func writeErrorMessage(ctx *fasthttp.RequestCtx, err error, msg string) int {
 		status = fasthttp.StatusNotFound
 	case errors.Is(err, errNotAllowed):
 		status = fasthttp.StatusMethodNotAllowed
+	case errors.Is(err, errUnsupportedEncoding):
+		status = fasthttp.StatusUnsupportedMediaType
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(jsonType)
