@@ -65,7 +65,7 @@ func (g *grpcService) ServerReady(context.Context, *inference.ServerReadyRequest
 }
 
 func (g *grpcService) ServerMetadata(context.Context, *inference.ServerMetadataRequest) (*inference.ServerMetadataResponse, error) {
-	return &inference.ServerMetadataResponse{Name: "piccolo", Version: g.s.opts.Version, Extensions: []string{ExtensionBinaryData}}, nil
+	return &inference.ServerMetadataResponse{Name: "piccolo", Version: g.s.opts.Version, Extensions: []string{ExtensionBinaryData, ExtensionStatistics}}, nil
 }
 
 func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {
@@ -105,12 +105,15 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetad
 // request's deadline.
 func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
 	start := time.Now()
-	resp, err := g.modelInfer(ctx, req)
+	var gresp gateway.InferResponse
+	resp, err := g.modelInfer(ctx, req, &gresp)
 	status := http.StatusOK
 	if err != nil {
 		status = HTTPStatus(err)
 	}
-	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, time.Since(start))
+	took := time.Since(start)
+	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, took)
+	g.s.stats.observe(g.s.exec, req.GetModelName(), status, took, &gresp)
 	if err != nil {
 		return nil, g.s.grpcFail(req.GetModelName(), req.GetId(), err)
 	}
@@ -118,7 +121,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 }
 
 // modelInfer answers ModelInfer; errors are the gateway's, not yet statuses.
-func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest, gresp *gateway.InferResponse) (*inference.ModelInferResponse, error) {
 	session := req.GetModelName()
 	if err := g.s.checkVersion(session, req.GetModelVersion()); err != nil {
 		return nil, err
@@ -137,10 +140,10 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 		}
 		r.Outputs = append(r.Outputs, o.GetName())
 	}
-	var resp gateway.InferResponse
-	if err := g.s.exec.Infer(ctx, session, &r, &resp); err != nil {
+	if err := g.s.exec.Infer(ctx, session, &r, gresp); err != nil {
 		return nil, err
 	}
+	resp := gresp
 	out := &inference.ModelInferResponse{
 		ModelName:         resp.ModelName,
 		Id:                resp.ID,
@@ -159,6 +162,22 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 		out.RawOutputContents[i] = t.Data
 	}
 	return out, nil
+}
+
+// ModelStatistics answers the statistics extension (stats.go) for one
+// session, or every session when the name is empty.
+func (g *grpcService) ModelStatistics(_ context.Context, req *inference.ModelStatisticsRequest) (*inference.ModelStatisticsResponse, error) {
+	r, err := g.s.modelStatistics(req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, g.s.grpcFail(req.GetName(), "", err)
+	}
+	return r, nil
+}
+
+// RepositoryIndex lists the sessions (stats.go, repositoryIndex). Loading and
+// unloading stay unimplemented: the control plane places models.
+func (g *grpcService) RepositoryIndex(_ context.Context, req *inference.RepositoryIndexRequest) (*inference.RepositoryIndexResponse, error) {
+	return &inference.RepositoryIndexResponse{Models: g.s.repositoryIndex(req.GetReady())}, nil
 }
 
 // grpcInputs converts and validates a request's inputs.

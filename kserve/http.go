@@ -61,6 +61,7 @@ type Server struct {
 	idSeq    atomic.Uint64
 	health   *health.Server // grpc.health.v1, services "" and HealthService
 	bufs     sync.Pool      // *[]byte response buffers
+	stats    stats          // the statistics extension's counters (stats.go)
 }
 
 // HealthService is the service name, besides the overall "", whose status the
@@ -150,8 +151,16 @@ var (
 func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	switch {
+	case string(path) == "/v2/models/stats":
+		if s.method(ctx, "GET") {
+			s.writeStats(ctx, "", "")
+		}
 	case bytes.HasPrefix(path, prefModels):
 		s.handleModel(ctx, path[len(prefModels):])
+	case string(path) == "/v2/repository/index":
+		if s.method(ctx, "POST") {
+			s.writeIndex(ctx)
+		}
 	case string(path) == "/v2/health/live":
 		if s.method(ctx, "GET") {
 			writeJSON(ctx, 200, `{"live":true}`)
@@ -175,7 +184,7 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	case bytes.Equal(path, pathV2):
 		if s.method(ctx, "GET") {
 			b := append([]byte(`{"name":"piccolo","version":`), strconv.Quote(s.opts.Version)...)
-			b = append(b, `,"extensions":["`+ExtensionBinaryData+`"]}`...)
+			b = append(b, `,"extensions":["`+ExtensionBinaryData+`","`+ExtensionStatistics+`"]}`...)
 			ctx.SetStatusCode(200)
 			ctx.SetContentTypeBytes(jsonType)
 			ctx.SetBody(b)
@@ -191,6 +200,7 @@ var (
 	errNotAllowed   = errors.New("method not allowed")
 	suffixInfer     = []byte("/infer")
 	suffixReady     = []byte("/ready")
+	suffixStats     = []byte("/stats")
 	infixVersions   = []byte("/versions/")
 	errEmptySession = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
 )
@@ -210,6 +220,8 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		action, rest = "infer", rest[:len(rest)-len(suffixInfer)]
 	case bytes.HasSuffix(rest, suffixReady):
 		action, rest = "ready", rest[:len(rest)-len(suffixReady)]
+	case bytes.HasSuffix(rest, suffixStats):
+		action, rest = "stats", rest[:len(rest)-len(suffixStats)]
 	}
 	version := ""
 	if i := bytes.Index(rest, infixVersions); i >= 0 {
@@ -227,6 +239,10 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		return
 	}
 	switch action {
+	case "stats":
+		if s.method(ctx, "GET") {
+			s.writeStats(ctx, string(rest), version)
+		}
 	case "infer":
 		if s.method(ctx, "POST") {
 			s.infer(ctx, rest)
@@ -308,12 +324,16 @@ func appendTensorMeta(b []byte, ts []gateway.TensorMeta) []byte {
 func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 	start := time.Now()
 	name := string(session)
-	status := s.inferHTTP(ctx, name)
-	s.opts.Metrics.Observe(name, false, status, time.Since(start))
+	var resp gateway.InferResponse
+	status := s.inferHTTP(ctx, name, &resp)
+	took := time.Since(start)
+	s.opts.Metrics.Observe(name, false, status, took)
+	s.stats.observe(s.exec, name, status, took, &resp)
 }
 
-// inferHTTP answers one infer request and returns the status it answered with.
-func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
+// inferHTTP answers one infer request into resp and returns the status it
+// answered with.
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string, resp *gateway.InferResponse) int {
 	if err := s.exec.CheckSession(name); err != nil {
 		return s.fail(ctx, name, "", err)
 	}
@@ -334,19 +354,18 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 	if err != nil {
 		return s.fail(ctx, name, req.ID, err)
 	}
-	var resp gateway.InferResponse
 	// Not ctx itself: its Done channel is the server's, and a derived deadline
 	// context would then need a goroutine per request to watch it.
-	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {
+	if err := s.exec.Infer(context.Background(), name, &req, resp); err != nil {
 		return s.fail(ctx, name, req.ID, err)
 	}
 	bp := s.getBuf()
 	var b []byte
 	headerLen := -1
 	if ext.anyBinaryOutput() {
-		b, headerLen, err = appendBinaryInferResponse((*bp)[:0], &resp, &ext)
+		b, headerLen, err = appendBinaryInferResponse((*bp)[:0], resp, &ext)
 	} else {
-		b, err = AppendInferResponse((*bp)[:0], &resp)
+		b, err = AppendInferResponse((*bp)[:0], resp)
 	}
 	if err != nil {
 		s.putBuf(bp)
@@ -364,6 +383,31 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 	*bp = b
 	s.putBuf(bp)
 	return 200
+}
+
+// writeStats answers GET /v2/models[/{session}[/versions/{v}]]/stats.
+func (s *Server) writeStats(ctx *fasthttp.RequestCtx, session, version string) {
+	r, err := s.modelStatistics(session, version)
+	if err != nil {
+		s.fail(ctx, session, "", err)
+		return
+	}
+	ctx.SetStatusCode(200)
+	ctx.SetContentTypeBytes(jsonType)
+	ctx.SetBody(appendStatsJSON(make([]byte, 0, 512), r))
+}
+
+// writeIndex answers POST /v2/repository/index: its optional body is
+// {"ready": true|false}.
+func (s *Server) writeIndex(ctx *fasthttp.RequestCtx) {
+	readyOnly, err := decodeIndexRequest(ctx.PostBody())
+	if err != nil {
+		s.fail(ctx, "", "", err)
+		return
+	}
+	ctx.SetStatusCode(200)
+	ctx.SetContentTypeBytes(jsonType)
+	ctx.SetBody(appendIndexJSON(make([]byte, 0, 256), s.repositoryIndex(readyOnly)))
 }
 
 func (s *Server) getBuf() *[]byte {
