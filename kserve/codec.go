@@ -53,13 +53,16 @@ func dtypeOf(s string) dtype {
 }
 
 // DecodeInferRequest decodes a KServe v2 JSON infer request body into req
-// (overwriting it). `data` may be flat or nested per the spec; only the total
-// element count is checked against `shape`. BYTES data are JSON strings. Unknown
-// object keys are ignored; an input with "binary_data_size" (the binary tensor
-// data extension) is refused here: such a body comes with the
-// Inference-Header-Content-Length header and DecodeBinaryInferRequest reads it.
-// Every error matches ErrBadInput and names the input, the element and what is
-// allowed.
+// (overwriting it). `data` is flat (every element, row-major) or nested exactly
+// as `shape`; either way it must hold the shape's elements (decodeData).
+// BYTES data are JSON strings; numbers are rounded once to the datatype, -0
+// keeps its sign in the float types. A key may appear once in an object
+// (RFC 8259 leaves duplicates to the reader; we refuse them, naming the key),
+// a null value is an absent field, and unknown keys are ignored; an input
+// with "binary_data_size" (the binary tensor data extension) is refused here:
+// such a body comes with the Inference-Header-Content-Length header and
+// DecodeBinaryInferRequest reads it. Every error matches ErrBadInput and
+// names the input, the element and what is allowed.
 func DecodeInferRequest(body []byte, req *gateway.InferRequest) error {
 	return decodeRequest(body, req, nil)
 }

@@ -146,8 +146,13 @@ var (
 // HandleHTTP routes one HTTP request:
 //
 //	GET  /v2/health/live, /v2/health/ready, /v2 (server metadata)
-//	GET  /v2/models/{session}[/versions/{v}], .../ready
-//	POST /v2/models/{session}[/versions/{v}]/infer
+//	GET  /v2/models/{session}[/versions/1], .../ready, .../stats
+//	GET  /v2/models/stats (every session's statistics)
+//	POST /v2/models/{session}[/versions/1]/infer
+//	POST /v2/repository/index
+//
+// A session named "stats" is served, but GET /v2/models/stats is the
+// statistics of all (as in Triton).
 func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	switch {
@@ -190,7 +195,7 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 			ctx.SetBody(b)
 		}
 	default:
-		writeError(ctx, gateway.Public(errNoRoute, "%v: no endpoint %s; endpoints: /v2, /v2/health/live, /v2/health/ready, /v2/models/{session}, /v2/models/{session}/ready, /v2/models/{session}/infer",
+		writeError(ctx, gateway.Public(errNoRoute, "%v: no endpoint %s; endpoints: /v2, /v2/health/live, /v2/health/ready, /v2/models/{session}, /v2/models/{session}/ready, /v2/models/{session}/infer, /v2/models/{session}/stats, /v2/models/stats, /v2/repository/index",
 			errNoRoute, strconv.Quote(string(path))))
 	}
 }
@@ -234,9 +239,11 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		writeError(ctx, routeError(rest))
 		return
 	}
-	if err := s.checkVersion(string(rest), version); err != nil {
-		s.fail(ctx, string(rest), "", err)
-		return
+	if version != "" { // not in the common case: string(rest) would allocate
+		if err := s.checkVersion(string(rest), version); err != nil {
+			s.fail(ctx, string(rest), "", err)
+			return
+		}
 	}
 	switch action {
 	case "stats":
@@ -279,7 +286,7 @@ func routeError(rest []byte) error {
 	if len(rest) == 0 {
 		return errEmptySession
 	}
-	return gateway.Public(errNoRoute, "%v: no endpoint /v2/models/%s; want /v2/models/{session}[/ready|/infer]", errNoRoute, rest)
+	return gateway.Public(errNoRoute, "%v: no endpoint /v2/models/%s; want /v2/models/{session}[/versions/1][/ready|/infer|/stats]", errNoRoute, rest)
 }
 
 // metadataJSON answers model metadata for a session: the first modules' inputs
