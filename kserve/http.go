@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,9 @@ import (
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/tracing"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ExtensionBinaryData is the name server metadata lists for the binary tensor
@@ -126,6 +129,18 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 		IdleTimeout:           2 * time.Minute, // keep-alive connections idle longer are closed
 		Logger:                discardLogger{}, // connection errors are answered, not logged per request
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				// Nothing was read before the read timeout: a connection a
+				// client's pool opened and never used. An answer would reach
+				// the client as an unsolicited response on an idle
+				// connection; close it without one.
+				_ = ctx.Conn().Close()
+				return
+			}
+			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+				writeError(ctx, gateway.Public(errRequestTimeout, "%v: the request was not received within the read timeout", errRequestTimeout))
+				return
+			}
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 				writeError(ctx, gateway.Public(gateway.ErrTooLarge, "%v: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
 				return
@@ -201,13 +216,14 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 }
 
 var (
-	errNoRoute      = errors.New("not found")
-	errNotAllowed   = errors.New("method not allowed")
-	suffixInfer     = []byte("/infer")
-	suffixReady     = []byte("/ready")
-	suffixStats     = []byte("/stats")
-	infixVersions   = []byte("/versions/")
-	errEmptySession = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
+	errRequestTimeout = errors.New("request timeout")
+	errNoRoute        = errors.New("not found")
+	errNotAllowed     = errors.New("method not allowed")
+	suffixInfer       = []byte("/infer")
+	suffixReady       = []byte("/ready")
+	suffixStats       = []byte("/stats")
+	infixVersions     = []byte("/versions/")
+	errEmptySession   = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
 )
 
 func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
@@ -331,16 +347,26 @@ func appendTensorMeta(b []byte, ts []gateway.TensorMeta) []byte {
 func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 	start := time.Now()
 	name := string(session)
+	// Not ctx itself: its Done channel is the server's, and a derived deadline
+	// context would then need a goroutine per request to watch it.
+	rctx := context.Background()
+	var span trace.Span
+	if tracing.Enabled() {
+		rctx, span = tracing.StartRequest(rctx, &ctx.Request.Header, name)
+	}
 	var resp gateway.InferResponse
-	status := s.inferHTTP(ctx, name, &resp)
+	status := s.inferHTTP(ctx, rctx, name, &resp)
+	if span != nil {
+		tracing.EndRequest(span, &ctx.Response.Header, status)
+	}
 	took := time.Since(start)
 	s.opts.Metrics.Observe(name, false, status, took)
 	s.stats.observe(s.exec, name, status, took, &resp)
 }
 
 // inferHTTP answers one infer request into resp and returns the status it
-// answered with.
-func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string, resp *gateway.InferResponse) int {
+// answered with. rctx is the request's context (carrying its span when traced).
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string, resp *gateway.InferResponse) int {
 	if err := s.exec.CheckSession(name); err != nil {
 		return s.fail(ctx, name, "", err)
 	}
@@ -361,9 +387,7 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string, resp *gateway.
 	if err != nil {
 		return s.fail(ctx, name, req.ID, err)
 	}
-	// Not ctx itself: its Done channel is the server's, and a derived deadline
-	// context would then need a goroutine per request to watch it.
-	if err := s.exec.Infer(context.Background(), name, &req, resp); err != nil {
+	if err := s.exec.Infer(rctx, name, &req, resp); err != nil {
 		return s.fail(ctx, name, req.ID, err)
 	}
 	bp := s.getBuf()
@@ -469,6 +493,9 @@ func writeErrorMessage(ctx *fasthttp.RequestCtx, err error, msg string) int {
 		status = fasthttp.StatusMethodNotAllowed
 	case errors.Is(err, errUnsupportedEncoding):
 		status = fasthttp.StatusUnsupportedMediaType
+	case errors.Is(err, errRequestTimeout):
+		status = fasthttp.StatusRequestTimeout
+		ctx.SetConnectionClose()
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(jsonType)
