@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	grpcgzip "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 
 	"github.com/piccolo-serving/piccolo/api/inference"
@@ -158,5 +160,16 @@ func TestVersions(t *testing.T) {
 	}
 	if _, err := ts.grpc.ModelReady(ctx, &inference.ModelReadyRequest{Name: "chain", Version: "1"}); err != nil {
 		t.Errorf("gRPC ModelReady version 1: %v", err)
+	}
+}
+
+// TestGRPCGzip: a gRPC client may compress its messages with gzip.
+func TestGRPCGzip(t *testing.T) {
+	ts := startServers(t, 0)
+	req := &inference.ModelInferRequest{ModelName: "chain", Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 2},
+		Contents: &inference.InferTensorContents{Fp32Contents: []float32{1, 2}}}}}
+	resp, err := ts.grpc.ModelInfer(context.Background(), req, grpc.UseCompressor(grpcgzip.Name))
+	if err != nil || len(resp.GetRawOutputContents()) != 1 {
+		t.Fatalf("gzip ModelInfer: %v %v", resp, err)
 	}
 }

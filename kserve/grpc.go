@@ -14,6 +14,7 @@ import (
 	"github.com/piccolo-serving/piccolo/tracing"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // clients may send gzip messages; MaxRecvMsgSize holds after decompression
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"

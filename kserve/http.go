@@ -34,8 +34,9 @@ const DefaultMaxBodyBytes = 64 << 20
 
 // ServerOptions configures the client-facing servers.
 type ServerOptions struct {
-	// MaxBodyBytes limits a request body (HTTP) or message (gRPC); over it, HTTP
-	// answers 413 and gRPC RESOURCE_EXHAUSTED. 0 means DefaultMaxBodyBytes.
+	// MaxBodyBytes limits a request body (HTTP) or message (gRPC), compressed
+	// and after decompression; over it, HTTP answers 413 and gRPC
+	// RESOURCE_EXHAUSTED. 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int
 	// Version is reported by server metadata.
 	Version string

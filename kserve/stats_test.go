@@ -6,7 +6,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
@@ -170,5 +173,35 @@ func TestRepositoryIndex(t *testing.T) {
 	r, err := ts.grpc.RepositoryIndex(context.Background(), &inference.RepositoryIndexRequest{Ready: true})
 	if err != nil || len(r.GetModels()) != 5 {
 		t.Errorf("RepositoryIndex: %v %v; want 5 sessions", r, err)
+	}
+}
+
+// TestStatisticsConcurrent: requests counted from many goroutines at once add
+// up (run with -race: the counters take no lock).
+func TestStatisticsConcurrent(t *testing.T) {
+	ts := startServers(t, 0)
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				var ctx fasthttp.RequestCtx
+				ctx.Request.SetRequestURI("/v2/models/echo/infer")
+				ctx.Request.Header.SetMethod("POST")
+				ctx.Request.SetBodyString(goodBody)
+				ts.server.HandleHTTP(&ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	r, err := ts.server.modelStatistics("echo", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	is := r.ModelStats[0].InferenceStats
+	if is.Success.Count != workers*each || is.Queue.Count != workers*each || is.Queue.Ns != workers*each*1e6 {
+		t.Errorf("success %v queue %v; want %d requests of 1 ms queueing", is.Success, is.Queue, workers*each)
 	}
 }
