@@ -2,6 +2,7 @@ package kserve
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -126,4 +127,61 @@ func FuzzNumber(f *testing.F) {
 			}
 		}
 	})
+}
+
+// refRound rounds the decimal lit to prec significant bits, ties to even,
+// exactly (big.Rat to big.Float): the reference for FP16 (11 bits) and BF16
+// (8 bits) in their normal range.
+func refRound(t *testing.T, lit string, prec uint) float64 {
+	t.Helper()
+	x, ok := new(big.Rat).SetString(lit)
+	if !ok {
+		t.Fatalf("big.Rat %q", lit)
+	}
+	f, _ := new(big.Float).SetPrec(prec).SetMode(big.ToNearestEven).SetRat(x).Float64()
+	return f
+}
+
+// TestHalfAndBF16RoundedOnce compares FP16 and BF16 conversions with exact
+// rounding on decimals at and beside the narrower types' ties, where going
+// through float32 first rounds twice.
+func TestHalfAndBF16RoundedOnce(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	check := func(lit string) {
+		t.Helper()
+		n := scanNum(t, lit)
+		f, ok := n.float32()
+		if !ok {
+			return
+		}
+		if a := math.Abs(float64(f)); a >= 0x1p-14 && a <= 65504 {
+			got := float64(halfToFloat32(n.roundOnce(f, float32ToHalf)))
+			if want := refRound(t, lit, 11); got != want {
+				t.Errorf("FP16(%s) = %v, want %v", lit, got, want)
+			}
+		}
+		if a := math.Abs(float64(f)); a >= 0x1p-126 && a < 3e38 {
+			got := float64(math.Float32frombits(uint32(n.roundOnce(f, float32ToBF16)) << 16))
+			if want := refRound(t, lit, 8); got != want {
+				t.Errorf("BF16(%s) = %v, want %v", lit, got, want)
+			}
+		}
+	}
+	for _, lit := range []string{"1.000488281250001", "1.00048828125", "1.000488281249999", "1.0039062500000001", "1.00390625", "0.1", "-2.5"} {
+		check(lit)
+	}
+	for range 20000 {
+		h := uint16(r.IntN(0x7bff-0x0400) + 0x0400) // a normal FP16
+		lo := float64(halfToFloat32(h))
+		mid := (lo + float64(halfToFloat32(h+1))) / 2
+		m := strconv.FormatFloat(mid, 'f', -1, 64)
+		check(m)
+		check(m + "0000000001")
+		check(strconv.FormatFloat(mid-mid*1e-15, 'g', 17, 64))
+		b := uint32(r.IntN(0x7f00-0x0080)+0x0080) << 16 // a normal BF16
+		bmid := (float64(math.Float32frombits(b)) + float64(math.Float32frombits(b+1<<16))) / 2
+		bm := strconv.FormatFloat(bmid, 'g', -1, 64)
+		check(bm)
+		check(strconv.FormatFloat(bmid+bmid*1e-15, 'g', 17, 64))
+	}
 }

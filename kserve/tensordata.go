@@ -222,10 +222,10 @@ func appendElement(s *scanner, dst []byte, dt dtype, c byte) ([]byte, error) {
 		if !ok || math.Abs(float64(f)) > 65504 {
 			return dst, elemError(string(n.lit) + " is out of range for FP16 (±65504)")
 		}
-		return binary.LittleEndian.AppendUint16(dst, float32ToHalf(f)), nil
+		return binary.LittleEndian.AppendUint16(dst, n.roundOnce(f, float32ToHalf)), nil
 	case dtBF16:
 		f, ok := n.float32()
-		h := float32ToBF16(f)
+		h := n.roundOnce(f, float32ToBF16)
 		if !ok || h&0x7fff == 0x7f80 { // rounded to ±Inf
 			return dst, elemError(string(n.lit) + " is out of range for BF16")
 		}
