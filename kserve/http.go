@@ -146,6 +146,12 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 				writeError(ctx, gateway.Public(gateway.ErrTooLarge, "%v: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
 				return
 			}
+			if ne := net.Error(nil); errors.As(err, &ne) {
+				// A socket error names the server's and the client's
+				// addresses: not for the answer.
+				writeError(ctx, gateway.BadInput("malformed HTTP request: the connection failed while it was read"))
+				return
+			}
 			writeError(ctx, gateway.BadInput("malformed HTTP request: %v", err))
 		},
 	}
