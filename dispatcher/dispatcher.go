@@ -93,9 +93,9 @@ type Stats struct {
 	Cancelled, Dropped uint64
 	// ByClass are the items by priority class (Item.Class): accepted by
 	// Submit and refused with ErrOverloaded.
-	ByClass [Classes]ClassStats
-	DummiesInjected  uint64 // dummy arrivals at the planned dummy rate
-	DummiesDropped   uint64 // dummies of batches that held no real item (never sent)
+	ByClass         [Classes]ClassStats
+	DummiesInjected uint64 // dummy arrivals at the planned dummy rate
+	DummiesDropped  uint64 // dummies of batches that held no real item (never sent)
 	// Overflow counts the batches sent to a spare machine (SetSpare) because
 	// every machine of their group was busy and they would have completed
 	// too late there.
