@@ -139,6 +139,7 @@ type modelAt struct{ addr, model string }
 
 var (
 	_ gateway.ModuleRunner   = (*LiveRunner)(nil)
+	_ gateway.Abandoner      = (*LiveRunner)(nil)
 	_ gateway.MetadataSource = (*LiveRunner)(nil)
 	_ dispatcher.Sender      = (*liveModule)(nil)
 )
@@ -400,7 +401,7 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 // instead of sent) is the later of that and the request's deadline less the
 // shortest time the rest of the DAG needs (this module's included) and the
 // slack (docs/dataplane.md, "Module deadlines").
-func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, call *gateway.Call,
 	done func([]api.Tensor, gateway.Timing, error)) {
 	lm, err := r.module(session, module)
 	if err != nil {
@@ -414,14 +415,23 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 	it := &li.Item
 	now := time.Now()
 	it.Arrival, it.Inputs, it.Tag, it.Done = now, inputs, li, lm.itemDone
-	li.done, li.deadline = done, deadline
-	it.SetDeadlines(now, deadline, &lm.times, lm.stage.Reserve(now))
+	it.Abandoned, it.Class = &call.Abandoned, call.Class
+	li.done, li.deadline = done, call.Deadline
+	it.SetDeadlines(now, call.Deadline, &lm.times, lm.stage.Reserve(now))
 	lm.outstanding.Add(1)
 	if err := lm.disp.Submit(it); err != nil {
 		lm.outstanding.Add(-1)
 		*li = liveItem{}
 		lm.items.Put(li)
 		done(nil, gateway.Timing{}, mapBackendError(err)) // the DAG runner names the module
+	}
+}
+
+// Abandon implements gateway.Abandoner: the module's dispatcher takes the
+// abandoned items out of its queues (dispatcher.Sweep).
+func (r *LiveRunner) Abandon(session, module string) {
+	if lm := r.moduleOrNil(session, module); lm != nil {
+		lm.disp.Sweep()
 	}
 }
 
@@ -683,6 +693,8 @@ func mapBackendError(err error) error {
 		sentinel = gateway.ErrOverloaded
 	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		sentinel = gateway.ErrDeadline
+	case errors.Is(err, dispatcher.ErrCancelled):
+		sentinel = gateway.ErrCancelled
 	case errors.Is(err, backends.ErrInvalidInput):
 		sentinel = gateway.ErrBadInput
 	case errors.Is(err, dispatcher.ErrClosed), errors.Is(err, backends.ErrBackendUnavailable),

@@ -2,7 +2,6 @@ package kserve
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -316,10 +315,15 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 	if err != nil {
 		return writeError(ctx, err)
 	}
+	if v := ctx.Request.Header.Peek(HeaderTimeout); v != nil {
+		if req.Timeout, err = parseTimeout(v); err != nil {
+			return writeError(ctx, err)
+		}
+	}
 	var resp gateway.InferResponse
-	// Not ctx itself: its Done channel is the server's, and a derived deadline
-	// context would then need a goroutine per request to watch it.
-	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {
+	// Not ctx itself: its Done channel is the server's. The connection's
+	// context is cancelled when the client hangs up (WatchHangups).
+	if err := s.exec.Infer(connContext(ctx.Conn()), name, &req, &resp); err != nil {
 		s.logFailure(name, req.ID, err)
 		return writeError(ctx, err)
 	}

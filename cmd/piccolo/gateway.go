@@ -324,6 +324,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
+	hl = srv.WatchHangups(hl)
 	gl, err := net.Listen("tcp", o.grpcListen)
 	if err != nil {
 		hl.Close()
