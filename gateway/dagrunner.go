@@ -294,15 +294,15 @@ const (
 // a module's outputs are written before its children's pending count drops and
 // read after it reaches zero.
 type run struct {
-	e        *DAGRunner
-	d        *dag
-	ctx      context.Context
-	call     Call // the request's deadline, class and abandonment, for every Run
-	inputs   []api.Tensor
-	mods     []modRun
-	left     atomic.Int32 // modules not yet resolved
-	err      atomic.Pointer[errBox]
-	signal   chan struct{} // one send: all resolved, or the first failure
+	e      *DAGRunner
+	d      *dag
+	ctx    context.Context
+	call   Call // the request's deadline, class and abandonment, for every Run
+	inputs []api.Tensor
+	mods   []modRun
+	left   atomic.Int32 // modules not yet resolved
+	err    atomic.Pointer[errBox]
+	signal chan struct{} // one send: all resolved, or the first failure
 }
 
 type errBox struct{ err error }
