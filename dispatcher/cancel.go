@@ -150,3 +150,40 @@ func (d *Dispatcher) admittedLocked(it *Item) {
 	}
 	d.classShare[c] += classShareWeight
 }
+
+// promoteLocked serves the higher classes first within p's queue: b, the
+// batch about to start on p, takes the higher-class items of the batches
+// queued behind it on p and gives them, one for one, its lowest-class
+// items, so that every batch keeps its size and its place on the machine
+// and the device. The floor: an item is moved back only while, in the
+// later batch, it still completes by when it is due (Item.Due), so a class
+// is delayed, never starved into its deadline by the classes above it.
+// O(queued items × batch size), and only once items of two classes or more
+// have been queued.
+func (d *Dispatcher) promoteLocked(b *Batch, p *machine, now time.Time) {
+	if d.classesSeen&(d.classesSeen-1) == 0 {
+		return
+	}
+	dur := p.duration()
+	lanes := max(p.slot.Concurrency, 1)
+	for k := range p.pending.len() {
+		later := p.pending.at(k)
+		// later completes about this long from now: b first, then the
+		// batches ahead of it, lanes at a time.
+		ends := now.Add(time.Duration(k/lanes+2) * dur)
+		for j, hi := range later.Items {
+			c := classOf(hi.Class)
+			worst := -1
+			for i, lo := range b.Items {
+				if lc := classOf(lo.Class); lc > c && (worst < 0 || lc > classOf(b.Items[worst].Class)) {
+					if due := lo.Due(dur); due.IsZero() || !ends.After(due) {
+						worst = i
+					}
+				}
+			}
+			if worst >= 0 {
+				b.Items[worst], later.Items[j] = hi, b.Items[worst]
+			}
+		}
+	}
+}

@@ -143,3 +143,43 @@ func TestPriorityClassesUnderOverload(t *testing.T) {
 		t.Errorf("stats by class %+v, client counts high %d low %d refused", st.ByClass, hi.refused, lo.refused)
 	}
 }
+
+// Within a machine's queue the higher class goes first: two low items queued
+// behind a running batch give their places to two high items queued after
+// them, unless moving back would make them late (the floor).
+func TestHigherClassServedFirstInTheQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		budgetMs float64
+		highAt   time.Duration // when the high items finish
+	}{
+		{"promoted", 1000, 200 * time.Millisecond},
+		{"floor keeps the low items in place", 250, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Batch 2, 100 ms, one machine: L1 L2 run, L3 L4 queue, then H1 H2.
+			mp := api.ModulePlan{Name: "m", BudgetMs: tc.budgetMs, Configs: []api.GroupPlan{gp(2, 100, 1, 20)}}
+			d, clock, _ := newVirtual(t, mp, TC{})
+			finished := map[int][]time.Duration{}
+			for i, class := range []int{2, 2, 2, 2, 0, 0} {
+				it := &Item{Arrival: t0, Class: class, Done: func(it *Item) {
+					if it.Err != nil {
+						t.Errorf("item %d: %v", i, it.Err)
+					}
+					finished[it.Class] = append(finished[it.Class], it.Finished.Sub(t0))
+				}}
+				if err := d.Submit(it); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Run(t0.Add(time.Second))
+			for _, at := range finished[0] {
+				if at != tc.highAt {
+					t.Errorf("high items finished at %v, want %v", finished[0], tc.highAt)
+					break
+				}
+			}
+			t.Logf("high %v, low %v", finished[0], finished[2])
+		})
+	}
+}

@@ -171,6 +171,9 @@ type Dispatcher struct {
 	// admitted lately, and the floor below which it is admitted as class 0.
 	classShare [Classes]float64
 	classFloor float64
+	// classesSeen has bit c set once an item of class c was queued: with
+	// one class only, promoteLocked has nothing to do.
+	classesSeen uint8
 }
 
 // state is one plan's dispatch table; SetPlan replaces it whole.
@@ -729,6 +732,7 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 		b = d.openLocked(q)
 	}
 	b.Items = append(b.Items, it)
+	d.classesSeen |= 1 << classOf(it.Class)
 	if !it.Deadline.IsZero() && (b.minDL.IsZero() || it.Deadline.Before(b.minDL)) {
 		b.minDL = it.Deadline
 		// Deadline-aware flush: the latest send time that still meets the oldest

@@ -81,7 +81,9 @@ type Item struct {
 type Batch struct {
 	// Slot is the machine that runs the batch.
 	Slot *Slot
-	// Items are the real items, in arrival order (never empty when sent).
+	// Items are the real items, in arrival order (never empty when sent),
+	// but for those priority classes swapped between queued batches
+	// (promoteLocked).
 	Items []*Item
 	// Dummies is the number of dummy items in the batch (§III-D).
 	Dummies int
@@ -169,6 +171,7 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 			break
 		}
 		p.pending.pop()
+		d.promoteLocked(nb, p, now)
 		nb.m, nb.Slot = on, &on.slot
 		d.startLocked(nb, now, &out)
 		if p != m { // a peer's queued batch: its estimates lose it
@@ -220,6 +223,9 @@ func (q *batchFIFO) push(b *Batch) {
 }
 
 func (q *batchFIFO) peek() *Batch { return q.buf[q.head] }
+
+// at returns the k-th batch from the head (0: the head).
+func (q *batchFIFO) at(k int) *Batch { return q.buf[(q.head+k)%len(q.buf)] }
 
 func (q *batchFIFO) pop() *Batch {
 	b := q.buf[q.head]
