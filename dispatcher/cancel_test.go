@@ -85,7 +85,44 @@ func TestSweepTakesAbandonedItemsOut(t *testing.T) {
 // high item is admitted and served by its deadline; the low class takes the
 // refusals but keeps at least its floor of the admitted items.
 func TestPriorityClassesUnderOverload(t *testing.T) {
-	// One machine, batch 4, 40 ms: 100 items/s. SLO 200 ms.
+	hi, lo := classOverload(t, 60, 340)
+	if frac := float64(hi.inTime) / float64(hi.sent); frac < 0.99 {
+		t.Errorf("high class: %.3f within the SLO, want ≥ 0.99", frac)
+	}
+	if lo.refused < lo.sent/2 {
+		t.Errorf("low class: %d of %d refused; it should absorb the overload", lo.refused, lo.sent)
+	}
+	admitted := float64(lo.sent - lo.refused)
+	if share := admitted / (admitted + float64(hi.sent-hi.refused)); share < 0.1 {
+		t.Errorf("low class: %.3f of the admitted items, below its floor 0.1", share)
+	}
+	if lo.late+lo.failed > (lo.sent-lo.refused)/100 {
+		t.Errorf("low class: %d late and %d failed of %d admitted", lo.late, lo.failed, lo.sent-lo.refused)
+	}
+}
+
+// The floor: the high class alone at 3× the machine's capacity, the low
+// class at 1×: the low class still gets about its floor (0.1) of the
+// admitted items, judged as the high class whenever it falls below.
+func TestPriorityClassFloor(t *testing.T) {
+	hi, lo := classOverload(t, 300, 100)
+	admitted := float64(lo.sent - lo.refused)
+	share := admitted / (admitted + float64(hi.sent-hi.refused))
+	if share < 0.09 {
+		t.Errorf("low class: %.3f of the admitted items, want about its floor 0.1 (≥ 0.09)", share)
+	}
+	if hi.late+hi.failed+lo.late+lo.failed > 0 {
+		t.Errorf("admitted items late or failed: high %+v, low %+v", hi, lo)
+	}
+}
+
+type classCounts struct{ sent, refused, inTime, late, failed int }
+
+// classOverload runs 20 s of constant arrivals of class 0 at hiRate and
+// class 2 at loRate (items/s) into one machine of 100 items/s (batch 4,
+// 40 ms; SLO 200 ms; ClassFloor 0.1) and returns what each class saw.
+func classOverload(t *testing.T, hiRate, loRate float64) (hi, lo classCounts) {
+	t.Helper()
 	mp := api.ModulePlan{Name: "m", BudgetMs: 200, Configs: []api.GroupPlan{gp(4, 40, 1, 100)}}
 	clock := NewVirtualClock(t0)
 	s := &vsender{clock: clock}
@@ -94,7 +131,7 @@ func TestPriorityClassesUnderOverload(t *testing.T) {
 		t.Fatal(err)
 	}
 	const dur = 20 * time.Second
-	type counts struct{ sent, refused, inTime, late, failed int }
+	type counts = classCounts
 	var by [Classes]counts
 	submit := func(rate float64, class int) {
 		n := int(rate * dur.Seconds())
@@ -120,28 +157,16 @@ func TestPriorityClassesUnderOverload(t *testing.T) {
 			})
 		}
 	}
-	submit(60, 0)
-	submit(340, 2)
+	submit(hiRate, 0)
+	submit(loRate, 2)
 	clock.Run(t0.Add(dur + 2*time.Second))
-	hi, lo := by[0], by[2]
+	hi, lo = by[0], by[2]
 	t.Logf("high %+v, low %+v", hi, lo)
-	if frac := float64(hi.inTime) / float64(hi.sent); frac < 0.99 {
-		t.Errorf("high class: %.3f within the SLO, want ≥ 0.99", frac)
-	}
-	if lo.refused < lo.sent/2 {
-		t.Errorf("low class: %d of %d refused; it should absorb the overload", lo.refused, lo.sent)
-	}
-	admitted := float64(lo.sent - lo.refused)
-	if share := admitted / (admitted + float64(hi.sent-hi.refused)); share < 0.1 {
-		t.Errorf("low class: %.3f of the admitted items, below its floor 0.1", share)
-	}
-	if lo.late+lo.failed > (lo.sent-lo.refused)/100 {
-		t.Errorf("low class: %d late and %d failed of %d admitted", lo.late, lo.failed, lo.sent-lo.refused)
-	}
 	st := d.Stats()
 	if st.ByClass[0].Overloaded != uint64(hi.refused) || st.ByClass[2].Overloaded != uint64(lo.refused) {
 		t.Errorf("stats by class %+v, client counts high %d low %d refused", st.ByClass, hi.refused, lo.refused)
 	}
+	return hi, lo
 }
 
 // Within a machine's queue the higher class goes first: two low items queued

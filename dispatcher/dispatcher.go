@@ -363,8 +363,10 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	case d.classFloor < 0:
 		d.classFloor = 0
 	}
-	for c := range d.classShare {
-		d.classShare[c] = 1.0 / Classes // no class starts below its floor
+	d.classShare[0] = 1
+	for c := 1; c < Classes; c++ { // every class starts at its floor, none below
+		d.classShare[c] = d.classFloor
+		d.classShare[0] -= d.classFloor
 	}
 	if err := d.SetPlan(mp); err != nil {
 		return nil, err
