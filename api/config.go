@@ -137,6 +137,9 @@ type Backend struct {
 	ID       string `yaml:"id"`
 	Address  string `yaml:"address"`
 	Hardware string `yaml:"hardware"`
+	// TLS: the backend serves gRPC over TLS (`piccolo backend --tls-cert`);
+	// the gateway verifies it with --backend-ca (else the system's roots).
+	TLS bool `yaml:"tls,omitempty"`
 	Source   `yaml:",inline"`
 }
 

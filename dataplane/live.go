@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -104,6 +105,11 @@ type LiveOptions struct {
 	// (dispatcher.SetSpare; the models are loaded there when the plan is
 	// applied; dataplane/spare.go). `piccolo gateway` turns it on (--spare).
 	Spare bool
+	// BackendTLS is the TLS config of the calls to the backends whose entry
+	// (api.Backend.TLS, Consul meta "tls") says they serve TLS: the CA their
+	// certificates are verified with (`piccolo gateway --backend-ca`). Nil:
+	// the system's roots.
+	BackendTLS *tls.Config
 }
 
 // healthOptions are the HealthOptions o asks for.
@@ -195,6 +201,14 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients}
 	if r.pool == nil {
 		r.pool, r.ownPool = NewPool(), true
+	}
+	if opts.BackendTLS != nil {
+		r.pool.SetTLS(opts.BackendTLS)
+	}
+	for _, b := range cfg.Backends {
+		if b.TLS {
+			r.pool.UseTLS(b.Address) // before any client of it is made below
+		}
 	}
 	r.health = opts.Health
 	if r.health == nil {
