@@ -21,7 +21,6 @@ import (
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
-	"github.com/piccolo-serving/piccolo/internal/tlsfiles"
 	"github.com/piccolo-serving/piccolo/kserve"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -31,29 +30,30 @@ import (
 
 // gatewayOptions are the flags of `piccolo gateway`.
 type gatewayOptions struct {
-	noFuse     bool // --no-fusion: serve the modules as configured (docs/fusion.md)
-	files      []string
-	listen     string
-	grpcListen string
-	policy     string
-	maxUtil    float64
-	burst      float64
-	dispatch   string
-	flush      string
-	maxBody    int
-	slack      float64
-	admission  bool
-	hedge      float64       // --hedge-budget
-	probeEvery time.Duration // --probe-interval
-	spare      bool
-	logFmt     string
-	drain      time.Duration
-	drainDelay time.Duration // on shutdown, serve this long while reporting not ready, then drain
-	adminToken string
-	watch      bool
-	consul     string   // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
-	tls        tlsFlags // HTTPS and gRPC TLS to clients (cmd/piccolo/tls.go)
-	backendCA  string   // --backend-ca: the CA of the backends that serve TLS
+	noFuse                  bool // --no-fusion: serve the modules as configured (docs/fusion.md)
+	files                   []string
+	listen                  string
+	grpcListen              string
+	policy                  string
+	maxUtil                 float64
+	burst                   float64
+	dispatch                string
+	flush                   string
+	maxBody                 int
+	slack                   float64
+	admission               bool
+	hedge                   float64       // --hedge-budget
+	probeEvery              time.Duration // --probe-interval
+	spare                   bool
+	logFmt                  string
+	drain                   time.Duration
+	drainDelay              time.Duration // on shutdown, serve this long while reporting not ready, then drain
+	adminToken              string
+	watch                   bool
+	consul                  string   // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
+	tls                     tlsFlags // HTTPS and gRPC TLS to clients (cmd/piccolo/tls.go)
+	backendCA               string   // --backend-ca: the CA of the backends that serve TLS
+	backendCert, backendKey string   // --backend-cert, --backend-key: the gateway's client certificate towards them
 
 	// With --consul (controlplane/cluster.go, scheduler/cluster).
 	clusterPrefix string        // KV prefix of the cluster
@@ -175,6 +175,8 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.DurationVar(&o.configWait, "config-wait", 15*time.Second, "with --consul: how long an admin change waits for its plan to go live before answering")
 	o.tls.register(f, "serve HTTPS and gRPC")
 	f.StringVar(&o.backendCA, "backend-ca", "", "verify the backends that serve TLS (tls: true in backends:, or meta tls=true in Consul) with the CAs in this PEM file (default: the system's roots)")
+	f.StringVar(&o.backendCert, "backend-cert", "", "present this PEM certificate to the backends that serve TLS and ask for one (backend --tls-client-ca), reloaded when it changes; needs --backend-key")
+	f.StringVar(&o.backendKey, "backend-key", "", "the PEM private key of --backend-cert")
 	return cmd
 }
 
@@ -208,11 +210,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	var backendTLS *tls.Config
-	if o.backendCA != "" {
-		if backendTLS, err = tlsfiles.ClientConfig(o.backendCA); err != nil {
-			return fmt.Errorf("--backend-ca: %w", err)
-		}
+	backendTLS, err := o.backendTLS()
+	if err != nil {
+		return err
 	}
 	if o.logFmt != "json" && o.logFmt != "console" {
 		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)

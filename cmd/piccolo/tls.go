@@ -52,3 +52,27 @@ func grpcCreds(cfg *tls.Config) []grpc.ServerOption {
 	}
 	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg))}
 }
+
+// backendTLS returns the TLS config of the gateway's calls to the backends
+// that serve TLS: nil (the system's roots, no client certificate) when no
+// --backend-* flag is given.
+func (o *gatewayOptions) backendTLS() (*tls.Config, error) {
+	if o.backendCA == "" && o.backendCert == "" && o.backendKey == "" {
+		return nil, nil
+	}
+	var cert *tlsfiles.Reloader
+	if o.backendCert != "" || o.backendKey != "" {
+		if o.backendCert == "" || o.backendKey == "" {
+			return nil, errors.New("--backend-cert and --backend-key go together: give both, or neither")
+		}
+		var err error
+		if cert, err = tlsfiles.NewReloader(o.backendCert, o.backendKey); err != nil {
+			return nil, fmt.Errorf("--backend-cert/--backend-key: %w", err)
+		}
+	}
+	cfg, err := tlsfiles.ClientConfig(o.backendCA, cert)
+	if err != nil {
+		return nil, fmt.Errorf("--backend-ca: %w", err)
+	}
+	return cfg, nil
+}

@@ -21,7 +21,8 @@ import (
 
 // TestTLSEndToEnd: a gateway serving HTTPS and gRPC over TLS with mutual
 // TLS for its clients, over a backend that serves gRPC over TLS (tls: true
-// in backends:), all with certificates the test makes. A client with the
+// in backends:) and asks the gateway for its client certificate, all with
+// certificates the test makes. A client with the
 // CA's client certificate is served over both protocols (and so are curl
 // and grpcurl); one without a certificate is refused at the handshake; a
 // renewed certificate copied over the files is served without a restart.
@@ -43,14 +44,14 @@ func TestTLSEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
-		logFmt: "json", drain: time.Second, tls: tlsFlags{cert: pki.ServerCert, key: pki.ServerKey}})
+		logFmt: "json", drain: time.Second, tls: tlsFlags{cert: pki.ServerCert, key: pki.ServerKey, clientCA: pki.CA}})
 	bePath := filepath.Join(dir, "backends.yaml")
 	if err := os.WriteFile(bePath, fmt.Appendf(nil, "backends:\n  - {id: gpu-0, address: %q, hardware: v100, tls: true}\n", addr), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	httpAddr, grpcAddr, _ := startGatewayAddrs(t, ctx, &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second,
-		tls: tlsFlags{cert: gwCert, key: gwKey, clientCA: pki.CA}, backendCA: pki.CA})
+		tls: tlsFlags{cert: gwCert, key: gwKey, clientCA: pki.CA}, backendCA: pki.CA, backendCert: pki.ClientCert, backendKey: pki.ClientKey})
 
 	roots, err := tlsfiles.LoadCAs(pki.CA)
 	if err != nil {
@@ -96,9 +97,16 @@ func TestTLSEndToEnd(t *testing.T) {
 	if !strings.Contains(out, `"model_name":"one"`) {
 		t.Errorf("curl over mutual TLS: %s", out)
 	}
-	out = runTool(t, interopTool(t, "grpcurl", "grpcurl"), "-cacert", pki.CA, "-cert", pki.ClientCert, "-key", pki.ClientKey, grpcAddr, "list")
+	grpcurl := interopTool(t, "grpcurl", "grpcurl")
+	out = runTool(t, grpcurl, "-cacert", pki.CA, "-cert", pki.ClientCert, "-key", pki.ClientKey, grpcAddr, "list")
 	if !strings.Contains(out, "inference.GRPCInferenceService") {
 		t.Errorf("grpcurl list over mutual TLS: %s", out)
+	}
+	out = runTool(t, grpcurl, "-cacert", pki.CA, "-cert", pki.ClientCert, "-key", pki.ClientKey,
+		"-d", `{"model_name":"one","inputs":[{"name":"input0","datatype":"FP32","shape":[1,4],"contents":{"fp32_contents":[1,2,3,4]}}]}`,
+		grpcAddr, "inference.GRPCInferenceService/ModelInfer")
+	if !strings.Contains(out, `"modelName": "one"`) {
+		t.Errorf("grpcurl ModelInfer over mutual TLS: %s", out)
 	}
 
 	// Renewal: a certificate of another CA copied over the files.

@@ -107,9 +107,15 @@ func ServerConfig(r *Reloader, clientCA string) (*tls.Config, error) {
 }
 
 // ClientConfig returns the TLS config of a client that verifies its servers
-// with the CAs in caFile (PEM), or with the system's roots when caFile is "".
-func ClientConfig(caFile string) (*tls.Config, error) {
+// with the CAs in caFile (PEM), or with the system's roots when caFile is "",
+// and presents cert's certificate when the server asks for one (nil: none).
+func ClientConfig(caFile string, cert *Reloader) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return cert.GetCertificate(nil)
+		}
+	}
 	if caFile != "" {
 		pool, err := LoadCAs(caFile)
 		if err != nil {
