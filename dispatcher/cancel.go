@@ -104,20 +104,27 @@ func takeAbandoned(b *Batch, gone []*Item) []*Item {
 const Classes = 3
 
 // ClassHeadroom[c] is the fraction of the time left until an item of class c
-// is due (Item.Due) that admission lets its predicted completion take: a
-// normal item is refused while a quarter of its time would be left, a low
-// one while half would, so under overload the queues stop growing at what
-// the lower classes may join and the higher classes' items, refused last,
-// still find room (docs/protocol.md, "Priority", has the measured figures).
+// is due (Item.Due) that admission lets its predicted completion take while
+// a higher class is arriving too (over 1% of the items lately): a normal
+// item is refused while a quarter of its time would be left, a low one
+// while half would, so under overload the queues stop growing at what the
+// lower classes may join and the higher classes' items, refused last, still
+// find room (docs/protocol.md, "Priority", has the measured figures). With
+// no higher class arriving, an item is judged as class 0: traffic of one
+// class, whichever, is admitted as it was without classes.
 var ClassHeadroom = [Classes]float64{1, 0.75, 0.5}
 
 // DefaultClassFloor is Options.ClassFloor's default: a class whose share of
 // the items admitted lately is below 5% is judged as class 0.
 const DefaultClassFloor = 0.05
 
-// classShareWeight is the weight of one admission in the classes' shares:
-// about the last 500 admitted items count.
+// classShareWeight is the weight of one item in the classes' shares: about
+// the last 500 items count.
 const classShareWeight = 1.0 / 512
+
+// classPresent is the share of the items offered lately above which a class
+// counts as arriving (its headroom then applies to the classes below it).
+const classPresent = 0.01
 
 // classOf returns c clamped to 0..Classes−1.
 func classOf(c int) int {
@@ -131,24 +138,37 @@ func classOf(c int) int {
 }
 
 // dueFor returns when it must complete to be admitted, as Item.Due for a
-// batch of duration dur, brought forward for a lower class by its headroom,
-// unless the class is below its floor (then it is judged as class 0).
+// batch of duration dur, brought forward by its class's headroom when a
+// higher class is arriving, unless the class is below its floor (then, as
+// with no higher class, it is judged as class 0).
 func (d *Dispatcher) dueFor(it *Item, dur time.Duration, now time.Time) time.Time {
 	due := it.Due(dur)
 	c := classOf(it.Class)
-	if c == 0 || due.IsZero() || !due.After(now) || d.classShare[c] < d.classFloor {
+	if c == 0 || due.IsZero() || !due.After(now) || d.classAdmitted[c] < d.classFloor {
+		return due
+	}
+	higher := false
+	for k := range c {
+		higher = higher || d.classOffered[k] > classPresent
+	}
+	if !higher {
 		return due
 	}
 	return now.Add(time.Duration(float64(due.Sub(now)) * ClassHeadroom[c]))
 }
 
-// admittedLocked counts an admission of it in the classes' shares.
-func (d *Dispatcher) admittedLocked(it *Item) {
-	c := classOf(it.Class)
-	for k := range d.classShare {
-		d.classShare[k] -= classShareWeight * d.classShare[k]
+// offeredLocked counts an arrival of class c in the classes' offered shares.
+func (d *Dispatcher) offeredLocked(c int) { ewmaShare(&d.classOffered, c) }
+
+// admittedLocked counts an admission of class c in the admitted shares.
+func (d *Dispatcher) admittedLocked(c int) { ewmaShare(&d.classAdmitted, c) }
+
+// ewmaShare moves shares towards class c by one item's weight.
+func ewmaShare(shares *[Classes]float64, c int) {
+	for k := range shares {
+		shares[k] -= classShareWeight * shares[k]
 	}
-	d.classShare[c] += classShareWeight
+	shares[c] += classShareWeight
 }
 
 // promoteLocked serves the higher classes first within p's queue: b, the

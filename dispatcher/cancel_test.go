@@ -208,3 +208,29 @@ func TestHigherClassServedFirstInTheQueue(t *testing.T) {
 		})
 	}
 }
+
+// Traffic of one class, whichever, is admitted exactly as without classes:
+// the headroom applies only while a higher class is arriving.
+func TestOneClassAdmittedAsWithoutClasses(t *testing.T) {
+	run := func(class int) (refused int) {
+		mp := api.ModulePlan{Name: "m", BudgetMs: 200, Configs: []api.GroupPlan{gp(4, 40, 1, 100)}}
+		clock := NewVirtualClock(t0)
+		d, err := New(mp, Options{Clock: clock, Sender: &vsender{clock: clock}, Admission: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3000 {
+			clock.AfterFunc(time.Duration(i)*time.Second/300, func() {
+				if errors.Is(d.Submit(&Item{Class: class, Done: func(*Item) {}}), ErrOverloaded) {
+					refused++
+				}
+			})
+		}
+		clock.Run(t0.Add(20 * time.Second))
+		return refused
+	}
+	high, normal, low := run(0), run(1), run(2)
+	if high == 0 || normal != high || low != high {
+		t.Errorf("refused at 3×: %d high, %d normal, %d low; want the same (and > 0)", high, normal, low)
+	}
+}

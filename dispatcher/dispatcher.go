@@ -169,7 +169,7 @@ type Dispatcher struct {
 
 	// Priority classes (cancel.go): each class's share of the items
 	// admitted lately, and the floor below which it is admitted as class 0.
-	classShare [Classes]float64
+	classOffered, classAdmitted [Classes]float64
 	classFloor float64
 	// classesSeen has bit c set once an item of class c was queued: with
 	// one class only, promoteLocked has nothing to do.
@@ -363,10 +363,8 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	case d.classFloor < 0:
 		d.classFloor = 0
 	}
-	d.classShare[0] = 1
-	for c := 1; c < Classes; c++ { // every class starts at its floor, none below
-		d.classShare[c] = d.classFloor
-		d.classShare[0] -= d.classFloor
+	for c := range d.classAdmitted { // every class starts at its floor, none below
+		d.classAdmitted[c] = d.classFloor
 	}
 	if err := d.SetPlan(mp); err != nil {
 		return nil, err
@@ -627,13 +625,15 @@ func (d *Dispatcher) Submit(it *Item) error {
 		if b == nil {
 			b = d.openLocked(q) // left open, empty, if the item is refused: the next arrival joins it
 		}
+		c := classOf(it.Class)
+		d.offeredLocked(c)
 		if !d.admitsLocked(q, b, it, now) {
 			d.stats.Overloaded++
-			d.stats.ByClass[classOf(it.Class)].Overloaded++
+			d.stats.ByClass[c].Overloaded++
 			d.mu.Unlock()
 			return ErrOverloaded
 		}
-		d.admittedLocked(it)
+		d.admittedLocked(c)
 	}
 	d.stats.Submitted++
 	d.stats.ByClass[classOf(it.Class)].Submitted++
