@@ -170,7 +170,7 @@ type Dispatcher struct {
 	// Priority classes (cancel.go): each class's share of the items
 	// admitted lately, and the floor below which it is admitted as class 0.
 	classOffered, classAdmitted [Classes]float64
-	classFloor float64
+	classFloor                  float64
 	// classesSeen has bit c set once an item of class c was queued: with
 	// one class only, promoteLocked has nothing to do.
 	classesSeen uint8
