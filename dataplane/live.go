@@ -416,7 +416,9 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 // (LiveOptions.SlackFraction). Its expiry (when it is failed with ErrDeadline
 // instead of sent) is the later of that and the request's deadline less the
 // shortest time the rest of the DAG needs (this module's included) and the
-// slack (docs/dataplane.md, "Module deadlines").
+// slack (docs/dataplane.md, "Module deadlines"). The request's deadline,
+// priority class and abandonment flag come from call (gateway.Call); an
+// abandoned item is never sent (dispatcher.Item.Abandoned).
 func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, call *gateway.Call,
 	done func([]api.Tensor, gateway.Timing, error)) {
 	lm, err := r.module(session, module)
