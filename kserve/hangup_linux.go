@@ -76,7 +76,7 @@ func (l *hangupListener) Accept() (net.Conn, error) {
 		ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLET, Fd: wc.id}
 		regErr = unix.EpollCtl(l.w.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
 	}); err != nil || regErr != nil {
-		l.w.forget(wc)
+		l.w.forget(wc) // unwatched: its requests run to the end, as without a watcher
 	}
 	return wc, nil
 }
@@ -96,6 +96,7 @@ func (c *watchedConn) Close() error {
 			_ = unix.EpollCtl(c.w.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
 		})
 		c.w.forget(c)
+		c.cancel()
 	})
 	return c.Conn.Close()
 }
@@ -108,11 +109,12 @@ func (w *hangupWatcher) watching() bool {
 	return len(w.conns) > 0
 }
 
+// forget takes c out of the watcher's table; a hang-up of c no longer
+// reaches its context.
 func (w *hangupWatcher) forget(c *watchedConn) {
 	w.mu.Lock()
 	delete(w.conns, c.id)
 	w.mu.Unlock()
-	c.cancel()
 }
 
 // run cancels the context of each connection whose peer hung up, until the
