@@ -2,11 +2,14 @@ package kserve
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 )
 
 // Triton's schedule policy parameters, in JSON, in gRPC and (the timeout)
@@ -58,5 +61,49 @@ func TestSchedulePolicyParameters(t *testing.T) {
 	params["priority"] = &inference.InferParameter{ParameterChoice: &inference.InferParameter_StringParam{StringParam: "high"}}
 	if err := grpcSchedule(params, &r); !errors.Is(err, gateway.ErrBadInput) {
 		t.Errorf("gRPC priority as a string: %v, want ErrBadInput", err)
+	}
+}
+
+// A client that closes its connection while its request waits ends the
+// request at once (its context is cancelled; the runner's items are
+// abandoned), not at its 30 s deadline.
+func TestHangUpCancelsTheRequest(t *testing.T) {
+	f := gatewaytest.NewFakeRunner()
+	f.Hang["hold"] = true
+	exec, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, "sessions:\n  - {name: held, slo: 30s, modules: [{name: hold, model: m, rate: 10}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(exec, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.NewHTTPServer()
+	go hs.Serve(srv.WatchHangups(hl))
+	t.Cleanup(func() { hs.Shutdown() })
+	c, err := net.Dial("tcp", hl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"inputs":[{"name":"x","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]}`
+	fmt.Fprintf(c, "POST /v2/models/held/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	deadline := time.Now().Add(5 * time.Second)
+	for f.Inflight.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never reached the runner")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	c.Close()
+	for f.Inflight.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the request still runs 5 s after its client hung up (its deadline is 30 s away)")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
