@@ -147,3 +147,36 @@ func copyFile(t *testing.T, from, to string, mtime time.Time) {
 		t.Fatal(err)
 	}
 }
+
+// Each wrong combination of the TLS flags is an error naming the flags.
+func TestTLSFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	pki, err := tlsfiles.NewTestPKI(dir, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    tlsFlags
+		want string
+	}{
+		{"cert without key", tlsFlags{cert: pki.ServerCert}, "--tls-cert and --tls-key go together"},
+		{"client CA alone", tlsFlags{clientCA: pki.CA}, "--tls-client-ca needs --tls-cert"},
+		{"missing cert file", tlsFlags{cert: dir + "/nope.pem", key: pki.ServerKey}, "nope.pem"},
+		{"key of another pair", tlsFlags{cert: pki.ServerCert, key: pki.ClientKey}, "--tls-cert/--tls-key"},
+		{"client CA not PEM", tlsFlags{cert: pki.ServerCert, key: pki.ServerKey, clientCA: pki.ServerKey}, "--tls-client-ca"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.f.config(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("config() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	if cfg, err := (&tlsFlags{}).config(); cfg != nil || err != nil {
+		t.Errorf("no flags: %v, %v; want plain text (nil, nil)", cfg, err)
+	}
+	o := &gatewayOptions{backendCert: pki.ClientCert}
+	if _, err := o.backendTLS(); err == nil || !strings.Contains(err.Error(), "--backend-cert and --backend-key go together") {
+		t.Errorf("--backend-cert alone: %v", err)
+	}
+}
