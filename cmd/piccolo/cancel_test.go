@@ -17,9 +17,10 @@ import (
 	"github.com/piccolo-serving/piccolo/metrics"
 )
 
-// cancelConfig is one module whose only batch (1 item) takes 300 ms on a
+// cancelConfig is one module whose only batch (1 item) takes 1 s on a
 // single-lane machine: a request sent while another runs waits in the
-// gateway's queue for up to 300 ms.
+// gateway's queue for up to 1 s (long beside the 10 ms the test's clients
+// wait, even on a loaded machine).
 const cancelConfig = `
 hardware:
   - {name: v100, price: 1}
@@ -27,12 +28,12 @@ profiles:
   - model: m
     hardware: v100
     entries:
-      - {batch: 1, concurrency: 1, duration: 300ms}
+      - {batch: 1, concurrency: 1, duration: 1s}
 sessions:
   - name: one
-    slo: 3000ms
+    slo: 10s
     modules:
-      - {name: m, model: m, rate: 2}
+      - {name: m, model: m, rate: 0.5}
 `
 
 const cancelBody = `{"inputs":[{"name":"input0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`
@@ -89,8 +90,8 @@ func TestClientGoneItemNeverComputed(t *testing.T) {
 	if status.Code(err) != codes.Canceled {
 		t.Fatalf("gRPC call cut at 10 ms: %v", err)
 	}
-	// Had B and C run, the backend would have finished them by 900 ms.
-	time.Sleep(1200 * time.Millisecond)
+	// Had B and C run, the backend would have finished them by 3 s.
+	time.Sleep(3300 * time.Millisecond)
 
 	computed := scrape(t, "http://"+backendMetrics, "piccolo_backend_items_total", `model="m"`) -
 		scrape(t, g.url, metrics.DispatcherSlotDummiesTotal, `module="m"`)

@@ -40,7 +40,7 @@ func TestTLSEndToEnd(t *testing.T) {
 	copyFile(t, pki.ServerKey, gwKey, time.Now())
 
 	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cancelConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(cancelConfig, "duration: 1s", "duration: 5ms")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
