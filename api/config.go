@@ -139,8 +139,8 @@ type Backend struct {
 	Hardware string `yaml:"hardware"`
 	// TLS: the backend serves gRPC over TLS (`piccolo backend --tls-cert`);
 	// the gateway verifies it with --backend-ca (else the system's roots).
-	TLS bool `yaml:"tls,omitempty"`
-	Source   `yaml:",inline"`
+	TLS    bool `yaml:"tls,omitempty"`
+	Source `yaml:",inline"`
 }
 
 // Config is the merged, validated content of one or more config files.
