@@ -9,7 +9,9 @@
 // simulated SLO attainment is below the target is a miss and never enters a cost
 // comparison. Figures turns a Result into the data of Figs. 4a–11; Write writes
 // one CSV and one PNG per figure; Summary prints each figure's summary beside the
-// paper's; TableII recomputes the paper's Table II.
+// paper's; TableII recomputes the paper's Table II. Footing holds any config's
+// sessions to the gateway's headroom rule (ServingOptions) for every policy;
+// Baseline is the round-robin baseline `piccolo demo` prints beside its plan.
 //
 // Everything here runs on the caller's goroutine; Run calls progress (if not
 // nil) after each workload, from that goroutine. Results are plain values,

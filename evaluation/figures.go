@@ -295,7 +295,16 @@ func writePNG(path string, f Figure) error {
 			p.Legend.Add(name, b)
 		}
 		p.NominalX(f.Labels...)
-		p.Y.Min = 0
+		top := 0.0
+		for _, row := range f.Values {
+			for _, x := range row {
+				if !math.IsNaN(x) {
+					top = max(top, x)
+				}
+			}
+		}
+		// Room above the bars for the legend.
+		p.Y.Min, p.Y.Max = 0, 1.35*top
 	} else {
 		for s, name := range f.Series {
 			xs := f.Values[s]

@@ -52,15 +52,7 @@ func newBenchPlannerCmd() *cobra.Command {
 				return nil
 			}
 			ws := scheduler.GenerateWorkloads(seed, n, scheduler.DefaultWorkloadSpec)
-			var tick func()
-			if w := cmd.ErrOrStderr(); !quiet && isTerminal(w) {
-				// Off a terminal (a pipe, a CI log) the bar's redraws would be
-				// hundreds of lines.
-				bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(w),
-					progressbar.OptionSetDescription("planning workloads"), progressbar.OptionShowCount(),
-					progressbar.OptionClearOnFinish())
-				tick = func() { _ = bar.Add(1) }
-			}
+			tick := progressTick(cmd, n, "planning workloads", quiet)
 			start := time.Now()
 			rep, err := scheduler.RunPlannerBench(ws, scheduler.BenchVariants(), seed, tick)
 			if err != nil {
@@ -100,13 +92,7 @@ func newBenchPaperCmd() *cobra.Command {
 				return err
 			}
 			o.Seed = seed
-			var tick func()
-			if w := cmd.ErrOrStderr(); !quiet && isTerminal(w) {
-				bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(w),
-					progressbar.OptionSetDescription("planning and simulating workloads"), progressbar.OptionShowCount(),
-					progressbar.OptionClearOnFinish())
-				tick = func() { _ = bar.Add(1) }
-			}
+			tick := progressTick(cmd, n, "planning and simulating workloads", quiet)
 			ws := evaluation.Generate(apps, seed, n, evaluation.DefaultWorkloadSpec)
 			if random {
 				ws = evaluation.Random(seed, n)
@@ -171,6 +157,19 @@ func newBenchFootingCmd() *cobra.Command {
 	cmd.Flags().StringSliceVarP(&files, "config", "c", nil, "config files (default: the demo's embedded configs)")
 	cmd.Flags().StringSliceVar(&policies, "policies", []string{"piccolo", "paper", "nexus", "scrooge", "inferline", "clipper"}, "policies to compare")
 	return cmd
+}
+
+// progressTick returns a function that advances a progress bar of n steps on
+// cmd's stderr, or nil when quiet or stderr is not a terminal (a pipe, a CI log:
+// there the bar's redraws would be hundreds of lines).
+func progressTick(cmd *cobra.Command, n int, desc string, quiet bool) func() {
+	w := cmd.ErrOrStderr()
+	if quiet || !isTerminal(w) {
+		return nil
+	}
+	bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())
+	return func() { _ = bar.Add(1) }
 }
 
 // isTerminal reports whether w is a terminal.

@@ -266,7 +266,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// The round-robin baseline (Nexus, else InferLine) under the headroom
 		// rule the plan was made with, its plan simulated with its own dispatch
 		// (docs/evaluation.md, "Equal footing").
-		if b, err := evaluation.Baseline(cfg, s, evaluation.ServingOptions); err == nil {
+		rule := evaluation.ServingOptions
+		if o.MaxUtilization != 0 {
+			rule.Utilizations = []float64{o.MaxUtilization}
+		}
+		if b, err := evaluation.Baseline(cfg, s, rule); err == nil {
 			r.BaselineCost, r.BaselinePolicy, r.BaselineAttainment = b.PlannedCost, b.Policy, b.Attainment
 		}
 		r.Rate = sessionRate(s)
