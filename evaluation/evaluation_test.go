@@ -176,3 +176,14 @@ func TestRunRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestServingFrom: a baseline compared with a plan made at cap u starts at u,
+// never above it.
+func TestServingFrom(t *testing.T) {
+	if got := ServingFrom(0.75).Utilizations; len(got) != 6 || got[0] != 0.75 || got[5] != 0.5 {
+		t.Errorf("ServingFrom(0.75) caps %v; want 0.75 down to 0.5", got)
+	}
+	if got := ServingFrom(0.42).Utilizations; len(got) != 1 || got[0] != 0.42 {
+		t.Errorf("ServingFrom(0.42) caps %v; want [0.42]", got)
+	}
+}

@@ -17,6 +17,23 @@ import (
 // requests, seed 1); Footing and Baseline hold every policy to it.
 var ServingOptions = Options{Utilizations: simulate.Utilizations, Target: 0.999, SimDuration: 60 * time.Second, Seed: 1}
 
+// ServingFrom is ServingOptions from the cap u down: the caps of
+// simulate.Utilizations at or below u, or u alone when none is. A baseline
+// compared with a plan made at cap u starts where the plan ended.
+func ServingFrom(u float64) Options {
+	o := ServingOptions
+	o.Utilizations = nil
+	for _, c := range simulate.Utilizations {
+		if c <= u+1e-9 {
+			o.Utilizations = append(o.Utilizations, c)
+		}
+	}
+	if len(o.Utilizations) == 0 {
+		o.Utilizations = []float64{u}
+	}
+	return o
+}
+
 // FootingRow is one policy on one session under one headroom rule.
 type FootingRow struct {
 	Session, Policy string

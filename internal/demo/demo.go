@@ -264,13 +264,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 		// The round-robin baseline (Nexus, else InferLine) under the headroom
-		// rule the plan was made with, its plan simulated with its own dispatch
-		// (docs/evaluation.md, "Equal footing").
-		rule := evaluation.ServingOptions
-		if o.MaxUtilization != 0 {
-			rule.Utilizations = []float64{o.MaxUtilization}
-		}
-		if b, err := evaluation.Baseline(cfg, s, rule); err == nil {
+		// rule the plan was made with, from the plan's own cap down, its plan
+		// simulated with its own dispatch (docs/evaluation.md, "Equal footing").
+		if b, err := evaluation.Baseline(cfg, s, evaluation.ServingFrom(plan.MaxUtilization)); err == nil {
 			r.BaselineCost, r.BaselinePolicy, r.BaselineAttainment = b.PlannedCost, b.Policy, b.Attainment
 		}
 		r.Rate = sessionRate(s)
