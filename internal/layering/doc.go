@@ -9,7 +9,8 @@
 //	0 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest, internal/tlsfiles
 //	1 mechanisms:  dispatcher, scheduler, scheduler/control, backends, backends/membership, loadgen, internal/ocrtest
 //	2 built on 1:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/cluster
-//	3 sessions:    gateway (DAG execution and admission)
+//	3 sessions:    gateway (DAG execution and admission), evaluation (the paper's
+//	               evaluation: plans refereed by the simulator)
 //	4 metrics:     metrics
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
 //	6 control:     controlplane
