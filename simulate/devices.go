@@ -61,19 +61,10 @@ func countBackends(plan *api.Plan) int {
 func DevicesByHardware(placed *api.Plan) map[string]int {
 	seen := map[string]bool{}
 	n := map[string]int{}
-	for _, sp := range placed.Sessions {
-		if sp.Error != "" {
-			continue
-		}
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				for _, id := range g.Backends {
-					if !seen[id] {
-						seen[id] = true
-						n[g.Hardware]++
-					}
-				}
-			}
+	for m := range placed.Machines() {
+		if m.Session.Error == "" && !seen[m.Backend] {
+			seen[m.Backend] = true
+			n[m.Group.Hardware]++
 		}
 	}
 	return n

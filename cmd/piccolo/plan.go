@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -58,7 +59,7 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 				planner = tf.planner(cmd.ErrOrStderr())
 			}
 			if !noFuse {
-				if cfg, err = fuseConfig(cfg, func(c *api.Config) (*api.Plan, error) { return planner(c, opts) }, cmd.ErrOrStderr()); err != nil {
+				if cfg, err = controlplane.FuseConfig(cfg, func(c *api.Config) (*api.Plan, error) { return planner(c, opts) }, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}

@@ -360,14 +360,8 @@ func checkStaticPlacement(plan *api.Plan, members []control.Member) error {
 		return err
 	}
 	occ := map[string]float64{}
-	for _, sp := range placed.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				for i, id := range g.Backends {
-					occ[id] += min(1, g.Machines-float64(i))
-				}
-			}
-		}
+	for m := range placed.Machines() {
+		occ[m.Backend] += min(1, m.Group.Machines-float64(m.Index))
 	}
 	var over []string
 	for _, id := range sortedKeys(occ) {

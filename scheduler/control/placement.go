@@ -195,19 +195,13 @@ func PlaceWith(plan *api.Plan, members []Member, prev *api.Plan, opts PlaceOptio
 	// Where each module ran before, per hardware type, in order of first use.
 	before := map[Key]map[string][]string{}
 	if prev != nil {
-		for _, sp := range prev.Sessions {
-			for _, mp := range sp.Modules {
-				k := Key{sp.Name, mp.Name}
-				for _, g := range mp.Configs {
-					if before[k] == nil {
-						before[k] = map[string][]string{}
-					}
-					for _, id := range g.Backends {
-						if !contains(before[k][g.Hardware], id) {
-							before[k][g.Hardware] = append(before[k][g.Hardware], id)
-						}
-					}
-				}
+		for m := range prev.Machines() {
+			k := Key{m.Session.Name, m.Module.Name}
+			if before[k] == nil {
+				before[k] = map[string][]string{}
+			}
+			if !contains(before[k][m.Group.Hardware], m.Backend) {
+				before[k][m.Group.Hardware] = append(before[k][m.Group.Hardware], m.Backend)
 			}
 		}
 	}
