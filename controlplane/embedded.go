@@ -18,6 +18,7 @@ import (
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
@@ -141,7 +142,7 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 	}
 	co.Plan = pipe.Plan // a rate re-plan enters the pipeline at its plan step
 	co.Publish, co.Place, co.Failed, co.Logger = c.publish, c.place, c.failed, opts.Logger
-	if c.ctl, err = control.New(cfg, staticMembers(cfg.Backends), co); err != nil {
+	if c.ctl, err = control.New(cfg, placement.Members(cfg.Backends), co); err != nil {
 		stop()
 		return nil, err
 	}
@@ -179,23 +180,18 @@ func (c *EmbeddedControl) feed(ctx context.Context, every time.Duration) {
 	}
 }
 
-// place is the controller's placement for a static pool: control.Place
-// (fractional machines packed, stable, idle backends left free); when the pool
-// is too small for the plan, the round-robin placement a static gateway always
-// had (dataplane.Place: machines share backends and run slower) instead of a
-// plan scaled down.
-func (c *EmbeddedControl) place(plan *api.Plan, members []control.Member, prev *api.Plan) (*api.Plan, control.Shortfall, error) {
-	placed, short, err := control.Place(plan, members, prev)
-	if err != nil || short.Missing() == 0 {
-		return placed, short, err
+// place is the controller's placement for a static pool (placement.Options
+// Static): packed (fractional machines share devices, stable, idle backends
+// left free); when the pool is too small for the plan, the round-robin
+// placement a static gateway always had (machines share backends and run
+// slower) instead of a plan scaled down.
+func (c *EmbeddedControl) place(plan *api.Plan, members []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error) {
+	placed, short, err := placement.Place(plan, members, prev, placement.Options{Static: true})
+	if err == nil && short.Missing() > 0 {
+		c.log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", short.Shared),
+			zap.Int("devices_missing", short.Missing()))
 	}
-	rr, rshort, err := control.PlaceWith(plan, members, nil, control.PlaceOptions{RoundRobin: true})
-	if err != nil {
-		return nil, short, err
-	}
-	c.log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", rshort.Shared),
-		zap.Int("devices_missing", short.Missing()))
-	return rr, short, nil
+	return placed, short, err
 }
 
 // publish is the controller's Publish: make r live on this gateway.
@@ -334,7 +330,7 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 	c.pending = p
 	c.mu.Unlock()
 	if !sameBackends(prev.Backends, cfg.Backends) {
-		c.ctl.SetMembers(staticMembers(cfg.Backends))
+		c.ctl.SetMembers(placement.Members(cfg.Backends))
 	}
 	c.ctl.SetPlanned(cfg, planned)
 	timeout := time.NewTimer(c.wait)
@@ -360,7 +356,7 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 		return nil
 	}
 	if !sameBackends(prev.Backends, cfg.Backends) {
-		c.ctl.SetMembers(staticMembers(prev.Backends))
+		c.ctl.SetMembers(placement.Members(prev.Backends))
 	}
 	c.ctl.SetConfig(prev)
 	return err
@@ -405,15 +401,6 @@ func (c *EmbeddedControl) planChange(cfg, prev *api.Config) (*control.Planned, e
 		return nil, fmt.Errorf("%w (planned on the backends' hardware only: no backend has hardware %s)", err, strings.Join(absent, ", "))
 	}
 	return nil, err
-}
-
-// staticMembers are a static backends list as the controller's members.
-func staticMembers(bs []api.Backend) []control.Member {
-	out := make([]control.Member, len(bs))
-	for i, b := range bs {
-		out[i] = control.Member{ID: b.ID, Hardware: b.Hardware}
-	}
-	return out
 }
 
 func sameBackends(a, b []api.Backend) bool {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 // PlaceOnDevices places plan (scheduler/control.Place: full machines on a
@@ -27,17 +27,17 @@ func PlaceOnDevices(plan *api.Plan) (*api.Plan, int, error) {
 	}
 	// First on no device: the shortfall says how many of each hardware type
 	// the packing needs; then on that many.
-	_, short, err := control.Place(plan, nil, nil)
+	_, short, err := placement.Place(plan, nil, nil, placement.Options{})
 	if err != nil {
 		return nil, 0, err
 	}
-	var members []control.Member
+	var members []placement.Member
 	for _, h := range short.Hardware {
 		for i := range h.Needed {
-			members = append(members, control.Member{ID: fmt.Sprintf("%s-%d", h.Hardware, i), Hardware: h.Hardware})
+			members = append(members, placement.Member{ID: fmt.Sprintf("%s-%d", h.Hardware, i), Hardware: h.Hardware})
 		}
 	}
-	placed, short, err := control.Place(plan, members, nil)
+	placed, short, err := placement.Place(plan, members, nil, placement.Options{})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -41,8 +41,8 @@ import (
 	"github.com/piccolo-serving/piccolo/configs"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/loadgen"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -177,7 +177,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		c      *child
 	}
 	var backends []backend
-	var members []control.Member
+	var members []placement.Member
 	for _, hw := range sortedKeys(need) {
 		n := min(need[hw], o.MaxBackendsPerType)
 		for i := 0; i < n; i++ {
@@ -203,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				return nil, err
 			}
 			backends = append(backends, backend{id: id, hw: hw, c: c})
-			members = append(members, control.Member{ID: id, Hardware: hw})
+			members = append(members, placement.Member{ID: id, Hardware: hw})
 		}
 		logf(o.Log, "started %d %s backend(s)", n, hw)
 	}
@@ -354,8 +354,8 @@ func needString(need map[string]int) string {
 // packing when members hold the devices the plan needs, else round-robin)
 // loads a backend of members beyond occupancy 1: the plan then runs slower
 // than planned.
-func checkStaticPlacement(plan *api.Plan, members []control.Member) error {
-	placed, _, err := control.PlaceStatic(plan, members, nil)
+func checkStaticPlacement(plan *api.Plan, members []placement.Member) error {
+	placed, _, err := placement.Place(plan, members, nil, placement.Options{Static: true})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 // Re-plan causes, the values of Replan.Cause: the same six as
@@ -42,7 +43,7 @@ type Replan struct {
 	// Unplaced is the planner's output before placement (Backends empty).
 	Unplaced *api.Plan
 	// Shortfall is what placement reported (devices needed vs present).
-	Shortfall Shortfall
+	Shortfall placement.Shortfall
 	// Rates are the module rates (req/s) the plan was made for: measured
 	// envelopes where a rate re-plan took them, else the config's.
 	Rates map[Key]float64
@@ -101,7 +102,7 @@ type Options struct {
 	Logger *zap.Logger
 	// Place places a plan on the members (default Place). The embedded
 	// gateway passes Place with its static fallback (controlplane).
-	Place func(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error)
+	Place func(plan *api.Plan, members []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error)
 	// Failed, when set, is told of every decision that failed (planner,
 	// placement or Publish) with the config it was made for, from Run's
 	// goroutine; the controller retries at the next tick either way. The
@@ -120,7 +121,9 @@ func (o *Options) defaults() error {
 		o.Logger = zap.NewNop()
 	}
 	if o.Place == nil {
-		o.Place = Place
+		o.Place = func(plan *api.Plan, members []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error) {
+			return placement.Place(plan, members, prev, placement.Options{})
+		}
 	}
 	dur := func(d *time.Duration, def time.Duration, name string) error {
 		if *d == 0 {
@@ -162,7 +165,7 @@ type Status struct {
 	Replans   map[string]int
 	Unchanged int
 	// Members is the membership the controller places on.
-	Members []Member
+	Members []placement.Member
 	// Measured is the latest merged envelope rate (req/s) per module.
 	Measured map[Key]float64
 	// Err is the last failure (planner or publish), "" after a success.
@@ -190,7 +193,7 @@ type Controller struct {
 	// Owned by Run's goroutine.
 	cfg      *api.Config
 	decl     map[Key]float64 // cfg's module rates
-	members  []Member
+	members  []placement.Member
 	hwSet    string // sorted hardware types present, joined
 	placed   *api.Plan
 	pubCfg   *api.Config // the config placed was published with
@@ -209,7 +212,7 @@ type inputs struct {
 	cfg        *api.Config
 	cfgAt      time.Time
 	planned    *Planned // cfg's plan, made and checked by the config pipeline; nil: plan cfg here
-	members    []Member
+	members    []placement.Member
 	membersSet bool
 	membersAt  time.Time
 	manual     bool
@@ -247,7 +250,7 @@ type pendingCause struct {
 // New returns a controller for cfg (validated: api.Load's output) and the
 // initial members. The first Run step plans with cause "initial". Errors name
 // a missing Plan or Publish, or an option out of range.
-func New(cfg *api.Config, members []Member, o Options) (*Controller, error) {
+func New(cfg *api.Config, members []placement.Member, o Options) (*Controller, error) {
 	if cfg == nil {
 		return nil, errors.New("controller: no config")
 	}
@@ -310,8 +313,8 @@ func (c *Controller) SetConfig(cfg *api.Config) {
 
 // SetMembers hands the controller the live backends; it re-places the plan
 // (and re-plans when a hardware type appeared or vanished), cause "membership".
-func (c *Controller) SetMembers(members []Member) {
-	m := append([]Member(nil), members...)
+func (c *Controller) SetMembers(members []placement.Member) {
+	m := append([]placement.Member(nil), members...)
 	c.mu.Lock()
 	c.in.members, c.in.membersSet, c.in.membersAt = m, true, c.o.Clock.Now()
 	c.mu.Unlock()
@@ -449,8 +452,8 @@ func (c *Controller) applyConfig(cfg *api.Config) {
 	c.cfg, c.decl = cfg, now
 }
 
-func (c *Controller) setMembers(members []Member) {
-	c.members = append([]Member(nil), members...)
+func (c *Controller) setMembers(members []placement.Member) {
+	c.members = append([]placement.Member(nil), members...)
 	sort.Slice(c.members, func(i, j int) bool { return c.members[i].ID < c.members[j].ID })
 	hw := map[string]bool{}
 	for _, m := range c.members {

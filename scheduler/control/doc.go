@@ -75,6 +75,6 @@
 // With several gateways (scheduler/cluster), each writes its Snapshot (JSON)
 // to Consul KV; the elected scheduler reads them and calls ObserveRates with
 // the gateway's id; rates add up.
-// Members convert from the membership package as Member{ID, Hardware}; a
-// static config's backends as Member{b.ID, b.Hardware}.
+// Members convert from the membership package as placement.Member{ID, Hardware}; a
+// static config's backends as placement.Member{b.ID, b.Hardware}.
 package control

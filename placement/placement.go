@@ -1,4 +1,4 @@
-package control
+package placement
 
 import (
 	"errors"
@@ -100,7 +100,7 @@ type unit struct {
 
 type groupRef struct {
 	s, m, g int
-	key     Key
+	key     moduleKey
 	hw      string
 	units   []int
 }
@@ -137,12 +137,21 @@ type device struct {
 //
 // Errors (and no plan) for a nil plan, a member without id or hardware, a
 // duplicate member id, or a group whose machines are not a finite number ≥ 0.
-func Place(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error) {
-	return PlaceWith(plan, members, prev, PlaceOptions{})
+//
+// Options choose another placement: RoundRobin, or Static (pack when the
+// members hold every device, else round-robin).
+func Place(plan *api.Plan, members []Member, prev *api.Plan, opts Options) (*api.Plan, Shortfall, error) {
+	if opts.Static {
+		return placeStatic(plan, members, prev)
+	}
+	if opts.RoundRobin {
+		return placeRoundRobin(plan, members)
+	}
+	return pack(plan, members, prev)
 }
 
-// PlaceOptions choose how PlaceWith places.
-type PlaceOptions struct {
+// Options choose how Place places.
+type Options struct {
 	// RoundRobin is the placement of a gateway with a static backends list
 	// (no membership, no control loop): for each group, in plan order
 	// (session, module, group), its ceil(machines) machines take the next
@@ -155,13 +164,13 @@ type PlaceOptions struct {
 	// has no member is an error naming it. Shortfall.Hardware and Modules
 	// stay empty.
 	RoundRobin bool
+	// Static is the placement of a static backends list (a gateway without
+	// membership, the demo): see placeStatic.
+	Static bool
 }
 
-// PlaceWith is Place with options.
-func PlaceWith(plan *api.Plan, members []Member, prev *api.Plan, opts PlaceOptions) (*api.Plan, Shortfall, error) {
-	if opts.RoundRobin {
-		return placeRoundRobin(plan, members)
-	}
+// pack is Place's default placement.
+func pack(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error) {
 	if plan == nil {
 		return nil, Shortfall{}, errors.New("placement: no plan")
 	}
@@ -193,10 +202,10 @@ func PlaceWith(plan *api.Plan, members []Member, prev *api.Plan, opts PlaceOptio
 	}
 
 	// Where each module ran before, per hardware type, in order of first use.
-	before := map[Key]map[string][]string{}
+	before := map[moduleKey]map[string][]string{}
 	if prev != nil {
 		for m := range prev.Machines() {
-			k := Key{m.Session.Name, m.Module.Name}
+			k := moduleKey{m.Session.Name, m.Module.Name}
 			if before[k] == nil {
 				before[k] = map[string][]string{}
 			}
@@ -214,7 +223,7 @@ func PlaceWith(plan *api.Plan, members []Member, prev *api.Plan, opts PlaceOptio
 			continue
 		}
 		for mi, mp := range sp.Modules {
-			k := Key{sp.Name, mp.Name}
+			k := moduleKey{sp.Name, mp.Name}
 			for gi, g := range mp.Configs {
 				if math.IsNaN(g.Machines) || math.IsInf(g.Machines, 0) || g.Machines < 0 {
 					return nil, Shortfall{}, fmt.Errorf("placement: session %q module %q group %d: machines %v: must be a finite number ≥ 0", sp.Name, mp.Name, gi, g.Machines)
@@ -510,3 +519,6 @@ func hardwareList(byHW map[string][]string) string {
 	sort.Strings(s)
 	return strings.Join(s, "; ")
 }
+
+// moduleKey names a module of a session.
+type moduleKey struct{ Session, Module string }
