@@ -90,9 +90,12 @@ type PlacedMachine struct {
 
 // Machines yields every placed machine of p, in plan order (sessions, modules,
 // groups, then GroupPlan.Backends), sessions with an Error included (they
-// have no groups). An unplaced plan yields nothing.
+// have no groups). An unplaced or nil plan yields nothing.
 func (p *Plan) Machines() iter.Seq[PlacedMachine] {
 	return func(yield func(PlacedMachine) bool) {
+		if p == nil {
+			return
+		}
 		for si := range p.Sessions {
 			sp := &p.Sessions[si]
 			for mi := range sp.Modules {

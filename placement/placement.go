@@ -141,6 +141,9 @@ type device struct {
 // Options choose another placement: RoundRobin, or Static (pack when the
 // members hold every device, else round-robin).
 func Place(plan *api.Plan, members []Member, prev *api.Plan, opts Options) (*api.Plan, Shortfall, error) {
+	if opts.Provision {
+		return provision(plan)
+	}
 	if opts.Static {
 		return placeStatic(plan, members, prev)
 	}
@@ -167,6 +170,11 @@ type Options struct {
 	// Static is the placement of a static backends list (a gateway without
 	// membership, the demo): see placeStatic.
 	Static bool
+	// Provision places on exactly as many devices as the plan needs, named
+	// "<hardware>-<i>" (members and prev are not used): the devices the
+	// simulator, `piccolo plan` and the demo count and start. A plan already
+	// placed is returned as it is.
+	Provision bool
 }
 
 // pack is Place's default placement.

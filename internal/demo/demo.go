@@ -43,7 +43,6 @@ import (
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // Options configure a demo run.
@@ -164,11 +163,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// One backend process per device of the placed plan (placement packs the
 	// fractional machines of different modules onto shared devices), up to
 	// the cap per hardware type.
-	placed, devices, err := simulate.PlaceOnDevices(plan)
+	placed, _, err := placement.Place(plan, nil, nil, placement.Options{Provision: true})
+	devices := placement.Devices(placed)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	need := simulate.DevicesByHardware(placed)
+	need := placement.DevicesByHardware(placed)
 	logf(o.Log, "placed on %d device(s) for a plan of cost %.3g: %s", devices, plan.TotalCost, needString(need))
 	procs := &processes{}
 	defer procs.stop(o.Log)
