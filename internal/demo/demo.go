@@ -350,7 +350,7 @@ func needString(need map[string]int) string {
 }
 
 // checkStaticPlacement returns an error when the gateway's placement on a
-// static backends list (control.PlaceStatic, what dataplane.Place calls:
+// static backends list (placement.Place with Options.Static, what a LiveSwitch places with:
 // packing when members hold the devices the plan needs, else round-robin)
 // loads a backend of members beyond occupancy 1: the plan then runs slower
 // than planned.
@@ -370,7 +370,7 @@ func checkStaticPlacement(plan *api.Plan, members []placement.Member) error {
 		}
 	}
 	if len(over) > 0 {
-		return fmt.Errorf("the gateway's placement (control.PlaceStatic) on %d backends overloads %s", len(members), strings.Join(over, ", "))
+		return fmt.Errorf("the gateway's placement (placement.Place, static) on %d backends overloads %s", len(members), strings.Join(over, ", "))
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 }
 
 // TestCheckStaticPlacement: the check warns when the gateway's placement
-// (control.PlaceStatic) over the started backends puts more than one machine's
+// (placement.Place, static) over the started backends puts more than one machine's
 // occupancy on one of them: never when they hold the devices packing needs;
 // when they do not, round-robin may share one beyond 1.
 func TestCheckStaticPlacement(t *testing.T) {
