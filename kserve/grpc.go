@@ -11,8 +11,11 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/tracing"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
@@ -96,10 +99,23 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetad
 // request's deadline.
 func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
 	start := time.Now()
+	var span trace.Span
+	if tracing.Enabled() {
+		// The RPC's server span is the stats handler's (tracing.ServerOptions);
+		// the request's is its child, and its traceparent goes back in the
+		// response header, as on HTTP.
+		ctx, span = tracing.StartRPC(ctx, req.GetModelName())
+		if tp := tracing.Traceparent(ctx); tp != "" {
+			_ = grpc.SetHeader(ctx, metadata.Pairs("traceparent", tp))
+		}
+	}
 	resp, err := g.modelInfer(ctx, req)
 	status := http.StatusOK
 	if err != nil {
 		status = HTTPStatus(err)
+	}
+	if span != nil {
+		tracing.EndRPC(span, status)
 	}
 	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, time.Since(start))
 	if err != nil {
@@ -120,6 +136,9 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 		return nil, err
 	}
 	r := gateway.InferRequest{ID: req.GetId(), Inputs: inputs}
+	if err := grpcSchedule(req.GetParameters(), &r); err != nil {
+		return nil, err
+	}
 	for _, o := range req.GetOutputs() {
 		if o.GetName() == "" {
 			return nil, gateway.BadInput("outputs: an output without a name")
@@ -148,6 +167,37 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 		out.RawOutputContents[i] = t.Data
 	}
 	return out, nil
+}
+
+// grpcSchedule reads Triton's schedule policy parameters, "timeout" (µs)
+// and "priority", as int64 or uint64 parameters (docs/protocol.md). The
+// call's own deadline (grpc-timeout) tightens the request's deadline in
+// DAGRunner.Infer through ctx.
+func grpcSchedule(params map[string]*inference.InferParameter, r *gateway.InferRequest) error {
+	for _, key := range [...]string{"timeout", "priority"} {
+		p, ok := params[key]
+		if !ok {
+			continue
+		}
+		var v int64
+		switch c := p.GetParameterChoice().(type) {
+		case *inference.InferParameter_Int64Param:
+			v = c.Int64Param
+		case *inference.InferParameter_Uint64Param:
+			v = int64(min(c.Uint64Param, math.MaxInt64))
+		default:
+			return gateway.BadInput("parameters: %q must be an int64 or uint64 parameter", key)
+		}
+		if v < 0 {
+			return gateway.BadInput("parameters: %q is %d; it must not be negative", key, v)
+		}
+		if key == "timeout" {
+			r.Timeout = microseconds(v)
+		} else {
+			r.Priority = v
+		}
+	}
+	return nil
 }
 
 // grpcInputs converts and validates a request's inputs.
