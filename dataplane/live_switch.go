@@ -18,6 +18,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 // LiveSwitch is the ModuleRunner of a gateway whose plan changes while it runs:
@@ -138,7 +139,7 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan, prevPlan 
 		prev = cur.runner
 	}
 	down := s.opts.Health.Down()
-	placed, _, err := Place(plan, s.placeOn(cfg.Backends), prevPlan)
+	placed, _, err := s.place(cfg, plan, prevPlan)
 	if err != nil {
 		return nil, err
 	}
@@ -242,8 +243,14 @@ func (s *LiveSwitch) samePlacement(cfg *api.Config, plan, prevPlan *api.Plan) bo
 	if cur.cfg != cfg || !slices.Equal(cur.down, s.opts.Health.Down()) {
 		return false
 	}
-	placed, _, err := Place(plan, s.placeOn(cfg.Backends), prevPlan)
+	placed, _, err := s.place(cfg, plan, prevPlan)
 	return err == nil && reflect.DeepEqual(placed, cur.plan)
+}
+
+// place places plan on cfg's backends as build does (placement.Place,
+// static, keeping modules where prevPlan had them).
+func (s *LiveSwitch) place(cfg *api.Config, plan, prevPlan *api.Plan) (*api.Plan, placement.Shortfall, error) {
+	return placement.Place(plan, placement.Members(s.placeOn(cfg.Backends)), prevPlan, placement.Options{Static: true})
 }
 
 // handOver moves the items r's dispatchers have not sent yet to the

@@ -12,8 +12,8 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/configs"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // TestPlanCoresCountsTheHostsCores: the demo's default plan puts its CPU
@@ -42,7 +42,7 @@ func TestPlanCoresCountsTheHostsCores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed, _, err := simulate.PlaceOnDevices(plan)
+	placed, _, err := placement.Place(plan, nil, nil, placement.Options{Provision: true})
 	if err != nil {
 		t.Fatal(err)
 	}
