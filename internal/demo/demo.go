@@ -211,7 +211,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			extra := []string{"--executor", "sim"}
 			switch m := cpuThreads.FindStringSubmatch(hw); {
 			case m != nil:
-				extra = []string{"--executor", "ocr", "--intra-op-threads", m[1]}
+				// One device of N cores: one batch at a time across its models
+				// (docs/ocr.md, "CPU backends share the host's cores").
+				extra = []string{"--executor", "ocr", "--intra-op-threads", m[1], "--device-lanes", "1"}
 			case strings.HasPrefix(hw, "cpu-"):
 				extra = []string{"--executor", "ocr"}
 			}
