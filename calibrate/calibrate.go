@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -14,25 +15,52 @@ type entryKey struct {
 	batch, conc     int
 }
 
-// table is the trusted estimates folded over devices: by entry, the largest
-// estimate over the devices of the type, and whether some device measured
-// it within Recent of now.
+// table is the trusted estimates folded over devices, for the offline
+// profiles ix: by entry, the largest estimate over the devices of the type;
+// by model and type, the largest over devices of the device's pooled ratio
+// (the quantile of every sample of the model on the device over its entry's
+// profiled duration, trusted from MinSamples samples); and which models
+// some device measured within Recent of now.
 type table struct {
 	est    map[entryKey]time.Duration
-	recent map[entryKey]bool
+	ratio  map[[2]string]float64
+	recent map[[2]string]bool
 }
 
-func (e *Estimator) table(now time.Time) table {
-	t := table{est: map[entryKey]time.Duration{}, recent: map[entryKey]bool{}}
-	for _, m := range e.Snapshot() {
-		if !m.Trusted {
+func (e *Estimator) table(ix index, now time.Time) table {
+	t := table{est: map[entryKey]time.Duration{}, ratio: map[[2]string]float64{}, recent: map[[2]string]bool{}}
+	type devKey struct{ model, hardware, device string }
+	pooled := map[devKey][]float64{}
+	buf := make([]time.Duration, 0, e.o.Window)
+	e.mu.Lock()
+	for k, s := range e.series {
+		mk := [2]string{k.Model, k.Hardware}
+		if len(s.d) >= e.o.MinSamples {
+			buf = append(buf[:0], s.d...)
+			ek := entryKey{k.Model, k.Hardware, k.Batch, k.Concurrency}
+			t.est[ek] = max(t.est[ek], quantile(buf, e.o.Quantile))
+		}
+		if !s.last.IsZero() && now.Sub(s.last) <= e.o.Recent {
+			t.recent[mk] = true
+		}
+		en, ok := ix.entry(k.Model, k.Hardware, k.Batch, k.Concurrency)
+		if !ok || en.Batch != k.Batch || en.Duration <= 0 {
 			continue
 		}
-		k := entryKey{m.Model, m.Hardware, m.Batch, m.Concurrency}
-		t.est[k] = max(t.est[k], m.Estimate)
-		if !m.Last.IsZero() && now.Sub(m.Last) <= e.o.Recent {
-			t.recent[k] = true
+		dk := devKey{k.Model, k.Hardware, k.Device}
+		for _, d := range s.d {
+			pooled[dk] = append(pooled[dk], float64(d)/float64(en.Duration))
 		}
+	}
+	e.mu.Unlock()
+	for dk, rs := range pooled {
+		if len(rs) < e.o.MinSamples {
+			continue
+		}
+		slices.Sort(rs)
+		r := rs[min(max(int(math.Ceil(e.o.Quantile*float64(len(rs))))-1, 0), len(rs)-1)]
+		mk := [2]string{dk.model, dk.hardware}
+		t.ratio[mk] = max(t.ratio[mk], r)
 	}
 	return t
 }
@@ -45,38 +73,33 @@ const (
 	maxRatio = 10
 )
 
-// Calibrate returns a copy of cfg whose profiles are the calibrated ones
-// (see the package doc): measured entries take the largest trusted estimate
-// over the devices of their type; the other entries of a measured model on
-// that type are scaled by the model's largest measured ratio, else by the
-// type's largest ratio over its models, within [0.5, 10]. cfg itself is not
-// modified; with nothing trusted, Calibrate returns cfg.
-func (e *Estimator) Calibrate(cfg *api.Config, now time.Time) *api.Config {
-	if cfg == nil {
+// Calibrate returns a copy of offline (the configured profiles) whose
+// profiles are the calibrated ones (see the package doc): an entry with a
+// trusted series takes the largest estimate over the devices of its type; the
+// other entries of a measured model on that type are scaled by the model's
+// ratio there (the largest over devices of a device's pooled quantile), else
+// by the type's largest ratio over its models, within [0.5, 10]. offline
+// itself is not modified; with nothing trusted, Calibrate returns offline.
+func (e *Estimator) Calibrate(offline *api.Config, now time.Time) *api.Config {
+	if offline == nil {
 		return nil
 	}
-	t := e.table(now)
-	if len(t.est) == 0 {
-		return cfg
+	return e.calibrate(offline, e.table(newIndex(offline), now))
+}
+
+func (e *Estimator) calibrate(offline *api.Config, t table) *api.Config {
+	if len(t.est) == 0 && len(t.ratio) == 0 {
+		return offline
 	}
-	ratio, hwRatio := map[[2]string]float64{}, map[string]float64{}
-	for _, p := range cfg.Profiles {
-		for _, en := range p.Entries {
-			d, ok := t.est[entryKey{p.Model, p.Hardware, en.Batch, conc(en.Concurrency)}]
-			if !ok || en.Duration <= 0 {
-				continue
-			}
-			r := float64(d) / float64(en.Duration)
-			mk := [2]string{p.Model, p.Hardware}
-			ratio[mk] = max(ratio[mk], r)
-			hwRatio[p.Hardware] = max(hwRatio[p.Hardware], r)
-		}
+	hwRatio := map[string]float64{}
+	for mk, r := range t.ratio {
+		hwRatio[mk[1]] = max(hwRatio[mk[1]], r)
 	}
-	out := *cfg
-	out.Profiles = make([]api.Profile, len(cfg.Profiles))
-	for i, p := range cfg.Profiles {
+	out := *offline
+	out.Profiles = make([]api.Profile, len(offline.Profiles))
+	for i, p := range offline.Profiles {
 		p.Entries = append([]api.ProfileEntry(nil), p.Entries...)
-		r, ok := ratio[[2]string{p.Model, p.Hardware}]
+		r, ok := t.ratio[[2]string{p.Model, p.Hardware}]
 		if !ok {
 			r, ok = hwRatio[p.Hardware]
 		}
@@ -94,27 +117,33 @@ func (e *Estimator) Calibrate(cfg *api.Config, now time.Time) *api.Config {
 	return &out
 }
 
-// Drift compares the calibrated durations now with assumed, the profiles a
-// plan was made from (the Calibrate output the planner saw, or the offline
-// config when calibration was off): over the entries some device measured
-// within Options.Recent, it returns the one whose measured/assumed ratio is
-// farthest from 1, and that ratio (1 and ok false when no entry counts).
-// Drift over a threshold for a hold is the control loop's cause "drift".
-func (e *Estimator) Drift(assumed *api.Config, now time.Time) (worst float64, at Key, ok bool) {
-	if assumed == nil {
-		return 1, Key{}, false
-	}
-	t := e.table(now)
+// Drift compares the calibrated profiles now (Calibrate(offline)) with
+// assumed, the profiles the current plan was made from (the Calibrate output
+// the planner saw, or offline itself when calibration is off): over the
+// entries of the models some device measured within Options.Recent, it
+// returns the one whose calibrated/assumed ratio is farthest from 1 (on a log
+// scale, so 1.25 and 0.8 weigh the same), and that ratio; ok is false (ratio
+// 1) when no entry counts. Drift beyond a threshold for a hold is the control
+// loop's cause "drift".
+func (e *Estimator) Drift(offline, assumed *api.Config, now time.Time) (worst float64, at Key, ok bool) {
 	worst = 1
+	if offline == nil || assumed == nil {
+		return worst, Key{}, false
+	}
+	t := e.table(newIndex(offline), now)
+	cal := newIndex(e.calibrate(offline, t))
 	for _, p := range assumed.Profiles {
+		if !t.recent[[2]string{p.Model, p.Hardware}] {
+			continue
+		}
 		for _, en := range p.Entries {
-			k := entryKey{p.Model, p.Hardware, en.Batch, conc(en.Concurrency)}
-			if !t.recent[k] || en.Duration <= 0 {
+			c, found := cal.entry(p.Model, p.Hardware, en.Batch, en.Concurrency)
+			if !found || c.Batch != en.Batch || en.Duration <= 0 {
 				continue
 			}
-			r := float64(t.est[k]) / float64(en.Duration)
+			r := float64(c.Duration) / float64(en.Duration)
 			if !ok || math.Abs(math.Log(r)) > math.Abs(math.Log(worst)) {
-				worst, at, ok = r, Key{Model: p.Model, Hardware: p.Hardware, Batch: en.Batch, Concurrency: k.conc}, true
+				worst, at, ok = r, Key{Model: p.Model, Hardware: p.Hardware, Batch: en.Batch, Concurrency: conc(en.Concurrency)}, true
 			}
 		}
 	}

@@ -124,23 +124,23 @@ func TestCalibrate(t *testing.T) {
 func TestDrift(t *testing.T) {
 	off := paperGPUs()
 	e := newEst(t, Options{MinSamples: 4, Recent: 10 * time.Second})
-	if _, _, ok := e.Drift(off, t0); ok {
+	if _, _, ok := e.Drift(off, off, t0); ok {
 		t.Fatal("drift with nothing measured")
 	}
 	for range 8 {
 		e.Observe("m2", "v100", "gpu-0", 4, 1, 208*ms, t0) // 1.3× the profile
 		e.Observe("m3", "v100", "gpu-0", 4, 1, 210*ms, t0) // 1.05×
 	}
-	r, at, ok := e.Drift(off, t0.Add(time.Second))
-	if !ok || at.Model != "m2" || at.Batch != 4 || r < 1.29 || r > 1.31 {
-		t.Errorf("drift against offline = %.3f at %v (%v), want 1.3 at m2 batch 4", r, at, ok)
+	r, at, ok := e.Drift(off, off, t0.Add(time.Second))
+	if !ok || at.Model != "m2" || r < 1.29 || r > 1.31 {
+		t.Errorf("drift against offline = %.3f at %v (%v), want 1.3 at m2", r, at, ok)
 	}
 	// Against the calibrated profile it was planned with: none.
-	if r, _, _ := e.Drift(e.Calibrate(off, t0), t0.Add(time.Second)); r != 1 {
+	if r, _, _ := e.Drift(off, e.Calibrate(off, t0), t0.Add(time.Second)); r != 1 {
 		t.Errorf("drift against its own calibration = %.3f, want 1", r)
 	}
 	// Old samples do not drive a re-plan.
-	if _, _, ok := e.Drift(off, t0.Add(time.Minute)); ok {
+	if _, _, ok := e.Drift(off, off, t0.Add(time.Minute)); ok {
 		t.Error("drift counted series not observed for a minute")
 	}
 }

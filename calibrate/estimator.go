@@ -35,7 +35,7 @@ type Options struct {
 	// (0, 1] (default 0.9).
 	Quantile float64
 	// MinSamples is how many batches a series needs before its estimate is
-	// trusted (default 16), in [1, Window].
+	// trusted (default 10), in [1, Window].
 	MinSamples int
 	// Recent is how old a series' last batch may be for Drift to count it
 	// (default 30s): a device the plan no longer uses does not re-plan.
@@ -46,7 +46,7 @@ type Options struct {
 const (
 	DefaultWindow     = 64
 	DefaultQuantile   = 0.9
-	DefaultMinSamples = 16
+	DefaultMinSamples = 10
 	DefaultRecent     = 30 * time.Second
 )
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/metrics"
 )
@@ -37,6 +38,9 @@ type HealthOptions struct {
 	// the backends that are down after each ejection and return, so the
 	// control plane can re-place their share.
 	OnChange func(down []string)
+	// Calibration, when set, receives every batch's measured duration
+	// (calibrate.Estimator.Observe; docs/calibration.md).
+	Calibration *calibrate.Estimator
 }
 
 // Health is the gateway's view of its backends' health, shared by every

@@ -15,6 +15,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
@@ -104,6 +105,9 @@ type LiveOptions struct {
 	// (dispatcher.SetSpare; the models are loaded there when the plan is
 	// applied; dataplane/spare.go). `piccolo gateway` turns it on (--spare).
 	Spare bool
+	// Calibration, when set, receives every batch's measured duration
+	// (HealthOptions.Calibration).
+	Calibration *calibrate.Estimator
 }
 
 // healthOptions are the HealthOptions o asks for.
@@ -115,7 +119,7 @@ func (o LiveOptions) healthOptions() HealthOptions {
 	case hedge < 0:
 		hedge = 0
 	}
-	return HealthOptions{ProbeInterval: o.ProbeInterval, HedgeBudget: hedge, Logger: o.Logger}
+	return HealthOptions{ProbeInterval: o.ProbeInterval, HedgeBudget: hedge, Logger: o.Logger, Calibration: o.Calibration}
 }
 
 // LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher

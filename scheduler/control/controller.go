@@ -14,10 +14,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/calibrate"
 )
 
-// Re-plan causes, the values of Replan.Cause: the same six as
-// metrics.ReplanCauses (CausePeriodic is the control loop's periodic re-plan).
+// Re-plan causes, the values of Replan.Cause: the same seven as
+// metrics.ReplanCauses (CausePeriodic is the control loop's periodic re-plan,
+// CauseDrift a device's measured durations leaving the plan's profiles).
 const (
 	CauseInitial    = "initial"
 	CauseRate       = "rate"
@@ -25,6 +27,7 @@ const (
 	CauseConfig     = "config"
 	CauseManual     = "manual"
 	CausePeriodic   = "periodic"
+	CauseDrift      = "drift"
 )
 
 // Replan is one decision of the control loop, handed to Options.Publish.
@@ -106,6 +109,14 @@ type Options struct {
 	// goroutine; the controller retries at the next tick either way. The
 	// embedded gateway answers a waiting config change with it.
 	Failed func(cfg *api.Config, err error)
+	// Calibration, when set, is the measured side of the profiles
+	// (docs/calibration.md): every plan is made from Calibrate's profiles,
+	// and a drift of the calibrated profiles from those the plan was made
+	// from beyond DriftThreshold (a ratio's distance from 1, default 0.1)
+	// for DriftHold (default 2s) re-plans with cause "drift".
+	Calibration    *calibrate.Estimator
+	DriftThreshold float64
+	DriftHold      time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -145,6 +156,8 @@ func (o *Options) defaults() error {
 		dur(&o.SustainUp, 3*time.Second, "sustain up"),
 		dur(&o.SustainDown, 30*time.Second, "sustain down"),
 		dur(&o.StaleRates, 10*time.Second, "stale rates"),
+		dur(&o.DriftHold, 2*time.Second, "drift hold"),
+		frac(&o.DriftThreshold, 0.1, "drift threshold", math.Inf(1)),
 		frac(&o.HysteresisUp, 0.2, "hysteresis up", math.Inf(1)),
 		frac(&o.HysteresisDown, 0.3, "hysteresis down", 1),
 		frac(&o.Headroom, 1, "headroom", math.Inf(1)),
@@ -201,6 +214,10 @@ type Controller struct {
 	retry    *pendingCause
 	counts   map[string]int
 	same     int
+	// assumed is the config (profiles) the current plan was made from;
+	// driftFrom when the calibrated profiles first left the threshold.
+	assumed   *api.Config
+	driftFrom time.Time
 }
 
 type inputs struct {
@@ -359,6 +376,10 @@ func (c *Controller) step(now time.Time) {
 		c.takeMeasured(measured)
 		plan = true
 	}
+	if at, ok := c.drifted(now); ok {
+		raise(CauseDrift, at)
+		plan = true
+	}
 	if c.o.Period > 0 && c.placed != nil && now.Sub(c.lastPlan) >= c.o.Period {
 		raise(CausePeriodic, now)
 		c.takeMeasured(measured)
@@ -435,6 +456,25 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 	return first, fired
 }
 
+// drifted reports whether the calibrated profiles have stayed more than
+// DriftThreshold from those the current plan was made from for DriftHold,
+// and since when (Options.Calibration; calibrate.Estimator.Drift).
+func (c *Controller) drifted(now time.Time) (time.Time, bool) {
+	if c.o.Calibration == nil || c.assumed == nil {
+		return time.Time{}, false
+	}
+	r, at, ok := c.o.Calibration.Drift(c.cfg, c.assumed, now)
+	if !ok || math.Abs(r-1) <= c.o.DriftThreshold {
+		c.driftFrom = time.Time{}
+		return time.Time{}, false
+	}
+	if c.driftFrom.IsZero() {
+		c.driftFrom = now
+		c.o.Logger.Info("profiles drifting from the plan's", zap.Stringer("entry", at), zap.Float64("measured_over_planned", r))
+	}
+	return c.driftFrom, now.Sub(c.driftFrom) >= c.o.DriftHold
+}
+
 // takeMeasured makes the measured rates the ones to plan for.
 func (c *Controller) takeMeasured(measured map[Key]float64) {
 	for k, m := range measured {
@@ -459,12 +499,17 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	}
 	if plan || c.unplaced == nil {
 		cfg, rates := c.planningConfig()
+		if c.o.Calibration != nil {
+			c.o.Calibration.SetOffline(c.cfg)
+			cfg = c.o.Calibration.Calibrate(cfg, now)
+		}
 		start := time.Now()
 		p, err := c.o.Plan(cfg)
 		if p == nil {
 			fail(fmt.Errorf("planner: %w", err))
 			return
 		}
+		c.assumed, c.driftFrom = cfg, time.Time{}
 		p, err = c.fallBack(p, err, rates)
 		r.PlanTook = time.Since(start)
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
