@@ -18,9 +18,11 @@ type entryKey struct {
 // table is the trusted estimates folded over devices, for the offline
 // profiles ix: by entry, the largest estimate over the devices of the type;
 // by model and type, the largest over devices of the device's pooled ratio
-// (the quantile of every sample of the model on the device over its entry's
-// profiled duration, trusted from MinSamples samples); and which models
-// some device measured within Recent of now.
+// (the quantile of the model's samples on the device over their entries'
+// profiled durations, at the batch sizes from half the largest measured
+// there up: a small batch's fixed overhead is a larger share of its
+// duration; trusted from MinSamples samples); and which models some device
+// measured within Recent of now.
 type table struct {
 	est    map[entryKey]time.Duration
 	ratio  map[[2]string]float64
@@ -30,7 +32,11 @@ type table struct {
 func (e *Estimator) table(ix index, now time.Time) table {
 	t := table{est: map[entryKey]time.Duration{}, ratio: map[[2]string]float64{}, recent: map[[2]string]bool{}}
 	type devKey struct{ model, hardware, device string }
-	pooled := map[devKey][]float64{}
+	type sample struct {
+		batch int
+		ratio float64
+	}
+	pooled, big := map[devKey][]sample{}, map[devKey]int{}
 	buf := make([]time.Duration, 0, e.o.Window)
 	e.mu.Lock()
 	for k, s := range e.series {
@@ -48,12 +54,20 @@ func (e *Estimator) table(ix index, now time.Time) table {
 			continue
 		}
 		dk := devKey{k.Model, k.Hardware, k.Device}
+		big[dk] = max(big[dk], k.Batch)
 		for _, d := range s.d {
-			pooled[dk] = append(pooled[dk], float64(d)/float64(en.Duration))
+			pooled[dk] = append(pooled[dk], sample{k.Batch, float64(d) / float64(en.Duration)})
 		}
 	}
 	e.mu.Unlock()
-	for dk, rs := range pooled {
+	var rs []float64
+	for dk, ss := range pooled {
+		rs = rs[:0]
+		for _, s := range ss {
+			if 2*s.batch >= big[dk] {
+				rs = append(rs, s.ratio)
+			}
+		}
 		if len(rs) < e.o.MinSamples {
 			continue
 		}
@@ -117,33 +131,35 @@ func (e *Estimator) calibrate(offline *api.Config, t table) *api.Config {
 	return &out
 }
 
-// Drift compares the calibrated profiles now (Calibrate(offline)) with
-// assumed, the profiles the current plan was made from (the Calibrate output
-// the planner saw, or offline itself when calibration is off): over the
-// entries of the models some device measured within Options.Recent, it
-// returns the one whose calibrated/assumed ratio is farthest from 1 (on a log
-// scale, so 1.25 and 0.8 weigh the same), and that ratio; ok is false (ratio
-// 1) when no entry counts. Drift beyond a threshold for a hold is the control
-// loop's cause "drift".
-func (e *Estimator) Drift(offline, assumed *api.Config, now time.Time) (worst float64, at Key, ok bool) {
+// Drift compares the calibrated profiles now (Calibrate(offline)) with what
+// plan assumed: over plan's groups whose model some device of the group's
+// hardware measured within Options.Recent, it returns the group's entry whose
+// calibrated/planned duration ratio is farthest from 1 (on a log scale, so
+// 1.25 and 0.8 weigh the same), and that ratio; ok is false (ratio 1) when no
+// group counts. Only the entries the plan runs count: a partial batch's
+// entry may carry more overhead without the plan's being wrong. Drift beyond
+// a threshold for a hold is the control loop's cause "drift".
+func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (worst float64, at Key, ok bool) {
 	worst = 1
-	if offline == nil || assumed == nil {
+	if offline == nil || plan == nil {
 		return worst, Key{}, false
 	}
 	t := e.table(newIndex(offline), now)
 	cal := newIndex(e.calibrate(offline, t))
-	for _, p := range assumed.Profiles {
-		if !t.recent[[2]string{p.Model, p.Hardware}] {
-			continue
-		}
-		for _, en := range p.Entries {
-			c, found := cal.entry(p.Model, p.Hardware, en.Batch, en.Concurrency)
-			if !found || c.Batch != en.Batch || en.Duration <= 0 {
-				continue
-			}
-			r := float64(c.Duration) / float64(en.Duration)
-			if !ok || math.Abs(math.Log(r)) > math.Abs(math.Log(worst)) {
-				worst, at, ok = r, Key{Model: p.Model, Hardware: p.Hardware, Batch: en.Batch, Concurrency: conc(en.Concurrency)}, true
+	for _, sp := range plan.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				if !t.recent[[2]string{mp.Model, g.Hardware}] || g.DurationMs <= 0 {
+					continue
+				}
+				c, found := cal.entry(mp.Model, g.Hardware, g.Batch, g.Concurrency)
+				if !found || c.Batch != g.Batch {
+					continue
+				}
+				r := c.Duration.D().Seconds() * 1000 / g.DurationMs
+				if !ok || math.Abs(math.Log(r)) > math.Abs(math.Log(worst)) {
+					worst, at, ok = r, Key{Model: mp.Model, Hardware: g.Hardware, Batch: g.Batch, Concurrency: conc(g.Concurrency)}, true
+				}
 			}
 		}
 	}

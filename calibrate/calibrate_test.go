@@ -121,26 +121,38 @@ func TestCalibrate(t *testing.T) {
 	}
 }
 
+// planOn is a plan of one session whose modules run m2 and m3 on v100 at
+// batch 4 for the given durations.
+func planOn(m2, m3 time.Duration) *api.Plan {
+	g := func(d time.Duration) []api.GroupPlan {
+		return []api.GroupPlan{{Hardware: "v100", Batch: 4, Concurrency: 1, DurationMs: float64(d) / float64(ms), Machines: 1}}
+	}
+	return &api.Plan{Sessions: []api.SessionPlan{{Name: "s", Modules: []api.ModulePlan{
+		{Name: "a", Model: "m2", Configs: g(m2)}, {Name: "b", Model: "m3", Configs: g(m3)}}}}}
+}
+
 func TestDrift(t *testing.T) {
 	off := paperGPUs()
+	offPlan := planOn(160*ms, 200*ms)
 	e := newEst(t, Options{MinSamples: 4, Recent: 10 * time.Second})
-	if _, _, ok := e.Drift(off, off, t0); ok {
+	if _, _, ok := e.Drift(off, offPlan, t0); ok {
 		t.Fatal("drift with nothing measured")
 	}
 	for range 8 {
 		e.Observe("m2", "v100", "gpu-0", 4, 1, 208*ms, t0) // 1.3× the profile
 		e.Observe("m3", "v100", "gpu-0", 4, 1, 210*ms, t0) // 1.05×
+		e.Observe("m3", "v100", "gpu-0", 1, 1, 260*ms, t0) // 2×, but the plan runs no batch of 1
 	}
-	r, at, ok := e.Drift(off, off, t0.Add(time.Second))
-	if !ok || at.Model != "m2" || r < 1.29 || r > 1.31 {
-		t.Errorf("drift against offline = %.3f at %v (%v), want 1.3 at m2", r, at, ok)
+	r, at, ok := e.Drift(off, offPlan, t0.Add(time.Second))
+	if !ok || at.Model != "m2" || at.Batch != 4 || r < 1.29 || r > 1.31 {
+		t.Errorf("drift against the offline plan = %.3f at %v (%v), want 1.3 at m2 batch 4", r, at, ok)
 	}
-	// Against the calibrated profile it was planned with: none.
-	if r, _, _ := e.Drift(off, e.Calibrate(off, t0), t0.Add(time.Second)); r != 1 {
+	// Against a plan made from the calibrated durations: none.
+	if r, _, _ := e.Drift(off, planOn(208*ms, 210*ms), t0.Add(time.Second)); r != 1 {
 		t.Errorf("drift against its own calibration = %.3f, want 1", r)
 	}
 	// Old samples do not drive a re-plan.
-	if _, _, ok := e.Drift(off, off, t0.Add(time.Minute)); ok {
+	if _, _, ok := e.Drift(off, offPlan, t0.Add(time.Minute)); ok {
 		t.Error("drift counted series not observed for a minute")
 	}
 }

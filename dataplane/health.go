@@ -95,6 +95,7 @@ type backendHealth struct {
 	ratio   atomic.Uint64 // float64 bits: EWMA of measured/profiled batch duration (0: no sample)
 	slow    atomic.Bool
 
+	lastEnd    atomic.Int64 // unix ns: the latest end of a batch on the backend (backendHealth.ran)
 	ejections  atomic.Uint64
 	ejectNanos atomic.Int64 // the last ejection: from the failed call's end to the flag set
 	modelsMu   sync.Mutex
@@ -486,6 +487,30 @@ func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 	if bh.slow.Load() {
 		bh.SetSlowness(r)
 	}
+}
+
+// ran returns how long a batch sent at start and answered at end ran on the
+// backend, for the calibration: on a one-lane device (concurrency 1), from
+// the later of start and the end of the batch answered before it there (the
+// batch waited for that one: another module's on a shared device, or this
+// module's own when the device runs slower than planned, so the wait
+// expected is not what it waited), to end; on a device of several lanes,
+// end − start when it was not expected to queue (wait 0), else ok false (how
+// long it queued is unknown). Hedged or concurrent callers of one backend
+// make it approximate, never longer than end − start.
+func (bh *backendHealth) ran(start, end time.Time, concurrency int, wait time.Duration) (time.Duration, bool) {
+	e := end.UnixNano()
+	prev := bh.lastEnd.Load()
+	for prev < e && !bh.lastEnd.CompareAndSwap(prev, e) {
+		prev = bh.lastEnd.Load()
+	}
+	switch s := start.UnixNano(); {
+	case concurrency <= 1 && prev > s && prev < e:
+		return time.Duration(e - prev), true
+	case concurrency <= 1 || wait == 0:
+		return end.Sub(start), true
+	}
+	return 0, false
 }
 
 // allowHedge reports whether one more hedge stays within the budget (a share

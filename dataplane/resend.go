@@ -155,9 +155,10 @@ const failedRatio = 2.5
 // the backend answered an error, an ejection when it failed at the transport.
 // A call is measured against wait + the profile: the time it was expected to
 // queue behind other dispatchers' batches on a shared backend is not slowness.
-// A batch of n items (dummies included) that succeeded without such a wait
-// is also the calibration's sample (HealthOptions.Calibration): one lock and
-// a ring write a batch, nothing per request.
+// A batch of n items (dummies included) that succeeded is also the
+// calibration's sample (HealthOptions.Calibration; backendHealth.ran says
+// for how long it ran): one lock and a ring write a batch, nothing per
+// request.
 func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.Duration, start time.Time, n int, err error) {
 	if bh == nil {
 		return
@@ -167,8 +168,10 @@ func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.D
 	case err == nil:
 		now := time.Now()
 		took := now.Sub(start)
-		if c := lm.h.opts.Calibration; c != nil && wait == 0 {
-			c.Observe(lm.model, s.Hardware, s.Backend, n, s.Concurrency, took, now)
+		if c := lm.h.opts.Calibration; c != nil {
+			if run, ok := bh.ran(start, now, s.Concurrency, wait); ok {
+				c.Observe(lm.model, s.Hardware, s.Backend, n, s.Concurrency, run, now)
+			}
 		}
 		lm.h.observe(bh, took, expect)
 	case ejects(err):

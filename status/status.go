@@ -441,6 +441,7 @@ func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base str
 	sort.Strings(hw)
 	fmt.Fprintf(w, "backends: %s\n\n", orNone(hw))
 	writeHealth(w, from, now)
+	writeCalibration(w, now)
 	if bv != nil {
 		if err := writeBackends(w, bv); err != nil {
 			return err

@@ -214,9 +214,8 @@ type Controller struct {
 	retry    *pendingCause
 	counts   map[string]int
 	same     int
-	// assumed is the config (profiles) the current plan was made from;
-	// driftFrom when the calibrated profiles first left the threshold.
-	assumed   *api.Config
+	// driftFrom is when the calibrated profiles first left the threshold
+	// around the current plan's durations.
 	driftFrom time.Time
 }
 
@@ -456,14 +455,14 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 	return first, fired
 }
 
-// drifted reports whether the calibrated profiles have stayed more than
-// DriftThreshold from those the current plan was made from for DriftHold,
+// drifted reports whether the calibrated durations of the current plan's
+// groups have stayed more than DriftThreshold from the plan's for DriftHold,
 // and since when (Options.Calibration; calibrate.Estimator.Drift).
 func (c *Controller) drifted(now time.Time) (time.Time, bool) {
-	if c.o.Calibration == nil || c.assumed == nil {
+	if c.o.Calibration == nil || c.unplaced == nil {
 		return time.Time{}, false
 	}
-	r, at, ok := c.o.Calibration.Drift(c.cfg, c.assumed, now)
+	r, at, ok := c.o.Calibration.Drift(c.cfg, c.unplaced, now)
 	if !ok || math.Abs(r-1) <= c.o.DriftThreshold {
 		c.driftFrom = time.Time{}
 		return time.Time{}, false
@@ -509,7 +508,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 			fail(fmt.Errorf("planner: %w", err))
 			return
 		}
-		c.assumed, c.driftFrom = cfg, time.Time{}
+		c.driftFrom = time.Time{}
 		p, err = c.fallBack(p, err, rates)
 		r.PlanTook = time.Since(start)
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
