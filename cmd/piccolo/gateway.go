@@ -158,7 +158,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
 	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
 	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
-	f.BoolVar(&o.calibrate, "calibration", true, "learn each device's batch durations from the batches it runs and plan, admit and re-plan (on a drift of more than 10% for 2 s) with them where measured (docs/calibration.md); false: the offline profiles only")
+	f.BoolVar(&o.calibrate, "calibration", true, "learn each device's batch durations from the batches it runs and plan, admit and re-plan (on a drift of more than 10% for 1 s) with them where measured (docs/calibration.md); false: the offline profiles only")
 	f.StringVar(&o.calFile, "calibration-file", "", "with --calibration: read the learned durations from this file at start (if it exists) and write them to it every 10 s and on shutdown, so a restart does not forget")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
