@@ -11,24 +11,23 @@
 // concurrency, as the sim backend runs it), so the series line up with the
 // profile's entries.
 //
-// Calibrate(cfg) returns cfg with calibrated profiles: an entry with a trusted
-// series takes the largest estimate over the devices of its hardware type
-// (the planner plans per type, so the slowest device of a type is the one a
-// plan must survive); an entry without one is scaled by its model's measured
-// ratio on that type (estimate over profile, the largest over its measured
-// entries), else by the type's ratio over all its models, else kept. Drift
-// compares the calibrated profile with the one a plan was made from.
+// Calibrate(offline) returns the config with calibrated profiles: an entry
+// with a trusted series takes the largest estimate over the devices of its
+// hardware type (the planner plans per type, so the slowest device of a type
+// is the one a plan must survive); an entry without one is scaled by its
+// model's measured ratio on that type (the largest over its devices of the
+// quantile of the device's samples over their entries' profiled durations,
+// at batch sizes from half the largest measured there up), else by the
+// type's largest ratio over its models, else kept. Drift(offline, plan)
+// compares the calibrated durations of the plan's groups with the plan's.
 //
-// Contract: Observe is called by the data plane once per batch that ran
-// without queueing behind another dispatcher's batch (dataplane's
-// liveModule.observe), from the batch's goroutine; it takes the Estimator's
-// lock for a map lookup and a ring write, and allocates only when a series is
-// new. Everything else (SetOffline, Calibrate, Drift, Snapshot, Save, Load)
-// runs on the control path, from any goroutine. The Estimator never calls
-// out. Configs handed in are not modified; Calibrate returns a copy.
-//
-// Co-location: Key.Device is the backend id, so a model's series on a device
-// it shares measures it as it runs there, beside whatever else the plan put
-// on that device; Interference compares those with the same model's series
-// on devices it has alone.
+// Contract: Observe is called by the data plane once per batch (dataplane's
+// liveModule.observe), from the batch's goroutine, with how long the batch
+// ran on its device (not counting a wait behind another batch there); it
+// takes the Estimator's lock for a map lookup and a ring write, and
+// allocates only when a series is new (BenchmarkObserve: about 80 ns, no
+// allocation). Everything else (SetOffline, Calibrate, Drift, Snapshot,
+// Marshal, Unmarshal, Save, Load) runs on the control path, from any
+// goroutine. The Estimator never calls out. Configs and plans handed in are
+// not modified; Calibrate returns a copy.
 package calibrate

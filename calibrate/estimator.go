@@ -248,11 +248,3 @@ func (k Key) less(o Key) bool {
 	}
 	return k.Concurrency < o.Concurrency
 }
-
-// Reset forgets every series (tests, and `--calibration=false` switching it
-// off live is not offered).
-func (e *Estimator) Reset() {
-	e.mu.Lock()
-	clear(e.series)
-	e.mu.Unlock()
-}
