@@ -121,6 +121,13 @@ const (
 	ratioWeight = 0.2
 	slowEnter   = 1.5
 	slowExit    = 1.25
+	// slowScale: from this ratio on, below a straggler's, the dispatcher
+	// already scales the backend's expected durations by it (lanes free
+	// later, admission predicts later), so that a device slower than its
+	// profile is refused to, not failed late, until the plan catches up
+	// (docs/calibration.md); below slowScaleExit it runs as profiled again.
+	slowScale     = 1.1
+	slowScaleExit = 1.05
 	// hedgeAfter: a batch still running this many times its profiled duration
 	// is overdue (the profile's tail; the sim's jitter stays well inside it).
 	hedgeAfter = 2
@@ -449,8 +456,9 @@ func (h *Health) Down() []string {
 }
 
 // observe adds a batch that took elapsed on bh, profiled at profiled, to bh's
-// EWMA, and marks bh slow or not slow when it crosses slowEnter or slowExit
-// (one log line per change).
+// EWMA, marks bh slow or not slow when it crosses slowEnter or slowExit (one
+// log line per change), and hands the dispatchers the EWMA as the backend's
+// slowness from slowScale on.
 func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 	if profiled <= 0 {
 		return
@@ -484,8 +492,11 @@ func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 			h.changed()
 		}
 	}
-	if bh.slow.Load() {
+	switch {
+	case bh.slow.Load() || r >= slowScale:
 		bh.SetSlowness(r)
+	case r < slowScaleExit:
+		bh.SetSlowness(1)
 	}
 }
 

@@ -214,6 +214,7 @@ type Controller struct {
 	retry    *pendingCause
 	counts   map[string]int
 	same     int
+	short    Shortfall // placement's shortfall of placed
 	// driftFrom is when the calibrated profiles first left the threshold
 	// around the current plan's durations.
 	driftFrom time.Time
@@ -524,6 +525,18 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	c.lastPlan = now
 	clear(c.upSince)
 	clear(c.downFrom)
+	if cause.cause == CauseRate && c.placed != nil && c.short.Missing() == 0 && short.Missing() > 0 {
+		// A rate rise the pool cannot hold: machines sharing devices miss
+		// their deadlines (504) where the plan that fits refuses the excess
+		// at admission (429). Keep it (docs/calibration.md, "Drift
+		// re-planning").
+		c.retry = nil
+		c.planned = r.Rates // judged against the rise from now on: no re-plan every SustainUp
+		c.same++
+		log.Debug("rate re-plan needs more devices than the pool has; keeping the plan that fits", zap.Int("devices_missing", short.Missing()))
+		c.publishStatus(measured, "")
+		return
+	}
 	// The same plan for the same config is not published again; for a new
 	// config it is (its sessions or backends changed, the plan did not).
 	if c.placed != nil && c.pubCfg == c.cfg && SamePlan(c.placed, placed) {
@@ -539,7 +552,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		return
 	}
 	c.retry = nil
-	c.placed, c.unplaced, c.planned, c.pubCfg = placed, r.Unplaced, r.Rates, r.Config
+	c.placed, c.unplaced, c.planned, c.pubCfg, c.short = placed, r.Unplaced, r.Rates, r.Config, short
 	c.counts[r.Cause]++
 	log.Info("plan published", zap.Float64("cost", placed.TotalCost), zap.Duration("plan_took", r.PlanTook),
 		zap.Duration("place_took", r.PlaceTook), zap.Int("devices_missing", short.Missing()), zap.Error(r.PlanErr))

@@ -75,3 +75,24 @@ func TestControllerDriftReplans(t *testing.T) {
 		})
 	}
 }
+
+// TestControllerRateRiseBeyondPoolKeepsPlanThatFits: a rate rise whose plan
+// needs more devices than the pool has is not published while the current
+// plan fits (admission refuses the excess instead of shared devices failing
+// it late); a config change still is.
+func TestControllerRateRiseBeyondPoolKeepsPlanThatFits(t *testing.T) {
+	h := newHarness(t, controlConfig(400, time.Second), []Member{{"gpu-0", "v100"}}, Options{})
+	h.run(5, noisy(400))
+	h.run(10, noisy(1000)) // 1.6 machines: one device is not enough
+	if len(h.published) != 1 {
+		t.Fatalf("published %v; want the initial plan only", causes(h.published))
+	}
+	if h.c.Status().Unchanged == 0 {
+		t.Error("the rate re-plan kept back is not counted as unchanged")
+	}
+	h.c.SetConfig(controlConfig(300, time.Second))
+	h.run(1, noisy(300))
+	if len(h.published) != 2 || h.last().Cause != CauseConfig {
+		t.Errorf("published %v; want initial, config", causes(h.published))
+	}
+}
