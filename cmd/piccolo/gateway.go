@@ -159,7 +159,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
 	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
 	f.BoolVar(&o.calibrate, "calibration", true, "learn each device's batch durations from the batches it runs and plan, admit and re-plan (on a drift of more than 10% for 1 s) with them where measured (docs/calibration.md); false: the offline profiles only")
-	f.StringVar(&o.calFile, "calibration-file", "", "with --calibration: read the learned durations from this file at start (if it exists) and write them to it every 10 s and on shutdown, so a restart does not forget")
+	f.StringVar(&o.calFile, "calibration-file", "", "with --calibration: read the learned durations from this file at start (if it exists) and write them to it every 10 s and on shutdown, so a restart does not forget (with --consul and no file: the cluster's Consul KV, <cluster-prefix>/calibration/<gateway id>)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
@@ -240,11 +240,10 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if hedge == 0 {
 		hedge = -1 // LiveOptions: negative means none
 	}
-	est, saveCal, err := startCalibration(ctx, o.calibrate, o.calFile, log, reg)
+	est, err := newCalibration(ctx, o, log, reg)
 	if err != nil {
 		return fmt.Errorf("--calibration-file: %w", err)
 	}
-	defer saveCal()
 	o.control.Calibration = est
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare,
 		Calibration: est}
@@ -274,6 +273,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		if err != nil {
 			return err
 		}
+		defer keepCalibration(ctx, est, o, cc.GatewayID(), log)()
 		if cc.Scheduler() != nil {
 			reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
 		}
@@ -286,6 +286,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		} else if err != nil {
 			return err
 		}
+		defer keepCalibration(ctx, est, o, "", log)()
 		ctl = ec
 	}
 	sw := ctl.LiveSwitch()
