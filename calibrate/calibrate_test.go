@@ -216,3 +216,23 @@ func BenchmarkObserve(b *testing.B) {
 		e.Observe("m2", "v100", "gpu-0", 1+i%8, 1, 150*ms, now)
 	}
 }
+
+func TestColocations(t *testing.T) {
+	e := newEst(t, Options{MinSamples: 4})
+	for range 8 {
+		e.Observe("m2", "v100", "gpu-0", 4, 1, 160*ms, t0) // alone
+		e.Observe("m2", "v100", "gpu-1", 4, 1, 240*ms, t0) // beside m3
+		e.Observe("m3", "v100", "gpu-1", 4, 1, 250*ms, t0) // beside m2; m3 is alone nowhere
+	}
+	p := planOn(160*ms, 200*ms)
+	p.Sessions[0].Modules[0].Configs[0].Backends = []string{"gpu-0", "gpu-1"}
+	p.Sessions[0].Modules[1].Configs[0].Backends = []string{"gpu-1"}
+	got := e.Colocations(p)
+	if len(got) != 1 {
+		t.Fatalf("colocations %+v; want m2 on gpu-1 only (m3 has no device alone)", got)
+	}
+	c := got[0]
+	if c.Model != "m2" || c.Device != "gpu-1" || strings.Join(c.With, ",") != "m3" || c.Slowdown != 1.5 || c.Alone != 160*ms {
+		t.Errorf("got %+v; want m2 on gpu-1 with m3, 240ms against 160ms alone: 1.5×", c)
+	}
+}

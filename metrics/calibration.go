@@ -2,9 +2,11 @@ package metrics
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/calibrate"
 )
 
@@ -42,5 +44,30 @@ func (c calCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(DescCalibrationProfiled, prometheus.GaugeValue, m.Profiled.Seconds(), l...)
 		ch <- prometheus.MustNewConstMetric(DescCalibrationMeasured, prometheus.GaugeValue, m.Estimate.Seconds(), l...)
 		ch <- prometheus.MustNewConstMetric(DescCalibrationSamples, prometheus.GaugeValue, float64(m.Samples), l...)
+	}
+}
+
+// DescCalibrationColocation is ColocationCollector's descriptor.
+var DescCalibrationColocation = prometheus.NewDesc(CalibrationColocationSlowdown,
+	"A model's measured batch duration on a device the plan shares with other models (label with, comma-separated) over the same entry's on devices where it runs alone (1: no interference).",
+	append(append([]string(nil), calibrationLabels...), "with"), nil)
+
+// ColocationCollector exports e's co-location slowdowns for the plan plan()
+// returns (the placed plan served now) at scrape time.
+func ColocationCollector(e *calibrate.Estimator, plan func() *api.Plan) prometheus.Collector {
+	return colCollector{e, plan}
+}
+
+type colCollector struct {
+	e    *calibrate.Estimator
+	plan func() *api.Plan
+}
+
+func (c colCollector) Describe(ch chan<- *prometheus.Desc) { ch <- DescCalibrationColocation }
+
+func (c colCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.e.Colocations(c.plan()) {
+		ch <- prometheus.MustNewConstMetric(DescCalibrationColocation, prometheus.GaugeValue, m.Slowdown,
+			m.Model, m.Hardware, m.Device, strconv.Itoa(m.Batch), strconv.Itoa(m.Concurrency), strings.Join(m.With, ","))
 	}
 }

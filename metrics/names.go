@@ -48,6 +48,9 @@ const (
 	CalibrationProfiledSeconds = "piccolo_calibration_profiled_seconds"
 	CalibrationMeasuredSeconds = "piccolo_calibration_measured_seconds"
 	CalibrationSamples         = "piccolo_calibration_samples"
+	// A model's measured slowdown on a device the plan shares with other
+	// models against alone (calibrate.Estimator.Colocations).
+	CalibrationColocationSlowdown = "piccolo_calibration_colocation_slowdown"
 
 	// Per plan and membership (controlplane):
 	PlanCost                = "piccolo_plan_cost"

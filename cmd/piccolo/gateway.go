@@ -303,6 +303,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	reg.MustRegister(sw)
+	if est != nil {
+		reg.MustRegister(metrics.ColocationCollector(est, sw.Plan))
+	}
 	store, err := controlplane.NewConfigStore(cfg, apply(ctl))
 	if err != nil {
 		return err
