@@ -92,7 +92,8 @@ const (
 // trusted series takes the largest estimate over the devices of its type; the
 // other entries of a measured model on that type are scaled by the model's
 // ratio there (the largest over devices of a device's pooled quantile), else
-// by the type's largest ratio over its models, within [0.5, 10]. offline
+// by the type's largest ratio over its models, else (a type nothing measured)
+// by the smallest ratio of the measured types, within [0.5, 10]. offline
 // itself is not modified; with nothing trusted, Calibrate returns offline.
 func (e *Estimator) Calibrate(offline *api.Config, now time.Time) *api.Config {
 	if offline == nil {
@@ -109,6 +110,18 @@ func (e *Estimator) calibrate(offline *api.Config, t table) *api.Config {
 	for mk, r := range t.ratio {
 		hwRatio[mk[1]] = max(hwRatio[mk[1]], r)
 	}
+	// A type nothing measured yet takes the smallest ratio of the measured
+	// types: a slowdown every measured type shows (the host's, the
+	// inputs') is likely its too, and an unmeasured type that looks faster
+	// than it is draws the whole plan onto the devices of that type (seen:
+	// every device 1.6× slower, the first drift plan moved m2 from the
+	// measured t4 to the unmeasured v100 and needed 10 v100 of 6).
+	anyRatio := 0.0
+	for _, r := range hwRatio {
+		if anyRatio == 0 || r < anyRatio {
+			anyRatio = r
+		}
+	}
 	out := *offline
 	out.Profiles = make([]api.Profile, len(offline.Profiles))
 	for i, p := range offline.Profiles {
@@ -116,6 +129,9 @@ func (e *Estimator) calibrate(offline *api.Config, t table) *api.Config {
 		r, ok := t.ratio[[2]string{p.Model, p.Hardware}]
 		if !ok {
 			r, ok = hwRatio[p.Hardware]
+		}
+		if !ok && anyRatio > 0 {
+			r, ok = anyRatio, true
 		}
 		r = min(max(r, minRatio), maxRatio)
 		for j := range p.Entries {

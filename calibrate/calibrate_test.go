@@ -107,7 +107,7 @@ func TestCalibrate(t *testing.T) {
 		{"m2", "v100", 4, 240 * ms},                  // measured: the slowest device of the type
 		{"m2", "v100", 8, 400500 * time.Microsecond}, // unmeasured: scaled by m2's ratio 1.5
 		{"m3", "v100", 8, 480 * ms},                  // untrusted: scaled by v100's ratio over its models
-		{"m2", "t4", 4, 256 * ms},                    // nothing measured on t4: offline
+		{"m2", "t4", 4, 384 * ms},                    // nothing measured on t4: the smallest measured type's ratio
 	} {
 		if got := entry(cal, c.model, c.hw, c.batch); got != c.want {
 			t.Errorf("%s on %s batch %d: %v, want %v", c.model, c.hw, c.batch, got, c.want)

@@ -18,7 +18,8 @@
 // model's measured ratio on that type (the largest over its devices of the
 // quantile of the device's samples over their entries' profiled durations,
 // at batch sizes from half the largest measured there up), else by the
-// type's largest ratio over its models, else kept. Drift(offline, plan)
+// type's largest ratio over its models, else (a type nothing measured) by
+// the smallest ratio of the measured types. Drift(offline, plan)
 // compares the calibrated durations of the plan's groups with the plan's.
 //
 // Contract: Observe is called by the data plane once per batch (dataplane's
