@@ -16,8 +16,8 @@ type entryKey struct {
 }
 
 // table is the trusted estimates folded over devices, for the offline
-// profiles ix: by entry, the largest estimate over the devices of the type;
-// by model and type, the largest over devices of the device's pooled ratio
+// profiles ix: by entry, the lower median of the devices' estimates; by model
+// and type, the lower median over devices of the device's pooled ratio
 // (the quantile of the model's samples on the device over their entries'
 // profiled durations, at the batch sizes from half the largest measured
 // there up: a small batch's fixed overhead is a larger share of its
@@ -31,6 +31,8 @@ type table struct {
 
 func (e *Estimator) table(ix index, now time.Time) table {
 	t := table{est: map[entryKey]time.Duration{}, ratio: map[[2]string]float64{}, recent: map[[2]string]bool{}}
+	ests := map[entryKey][]time.Duration{}
+	ratios := map[[2]string][]float64{}
 	type devKey struct{ model, hardware, device string }
 	type sample struct {
 		batch int
@@ -44,7 +46,7 @@ func (e *Estimator) table(ix index, now time.Time) table {
 		if len(s.d) >= e.o.MinSamples {
 			buf = append(buf[:0], s.d...)
 			ek := entryKey{k.Model, k.Hardware, k.Batch, k.Concurrency}
-			t.est[ek] = max(t.est[ek], quantile(buf, e.o.Quantile))
+			ests[ek] = append(ests[ek], quantile(buf, e.o.Quantile))
 		}
 		if !s.last.IsZero() && now.Sub(s.last) <= e.o.Recent {
 			t.recent[mk] = true
@@ -74,9 +76,23 @@ func (e *Estimator) table(ix index, now time.Time) table {
 		slices.Sort(rs)
 		r := rs[min(max(int(math.Ceil(e.o.Quantile*float64(len(rs))))-1, 0), len(rs)-1)]
 		mk := [2]string{dk.model, dk.hardware}
-		t.ratio[mk] = max(t.ratio[mk], r)
+		ratios[mk] = append(ratios[mk], r)
+	}
+	for k, ds := range ests {
+		t.est[k] = lowerMedian(ds)
+	}
+	for k, rs := range ratios {
+		t.ratio[k] = lowerMedian(rs)
 	}
 	return t
+}
+
+// lowerMedian returns the lower median of xs (sorted in place): the typical
+// device of a type, so that one slow device does not set the profile of all
+// (it is the straggler measure's: docs/calibration.md).
+func lowerMedian[T int64 | float64 | time.Duration](xs []T) T {
+	slices.Sort(xs)
+	return xs[(len(xs)-1)/2]
 }
 
 // Bounds on a ratio of measured to profiled duration that Calibrate applies
@@ -89,9 +105,9 @@ const (
 
 // Calibrate returns a copy of offline (the configured profiles) whose
 // profiles are the calibrated ones (see the package doc): an entry with a
-// trusted series takes the largest estimate over the devices of its type; the
+// trusted series takes the lower median of its devices' estimates; the
 // other entries of a measured model on that type are scaled by the model's
-// ratio there (the largest over devices of a device's pooled quantile), else
+// ratio there (the lower median over devices of a device's pooled quantile), else
 // by the type's largest ratio over its models, else (a type nothing measured)
 // by the smallest ratio of the measured types, within [0.5, 10]. offline
 // itself is not modified; with nothing trusted, Calibrate returns offline.

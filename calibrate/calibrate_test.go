@@ -91,9 +91,10 @@ func TestCalibrate(t *testing.T) {
 	off := paperGPUs()
 	e := newEst(t, Options{MinSamples: 4})
 	for range 8 {
-		// m2 on v100 batch 4: one device as profiled, one 1.5× slower.
+		// m2 on v100 batch 4: one device as profiled, two 1.45× and 1.5× slower.
 		e.Observe("m2", "v100", "gpu-0", 4, 1, 160*ms, t0)
 		e.Observe("m2", "v100", "gpu-1", 4, 1, 240*ms, t0)
+		e.Observe("m2", "v100", "gpu-2", 4, 1, 232*ms, t0)
 	}
 	for range 3 { // m3 on v100: too few samples to trust
 		e.Observe("m3", "v100", "gpu-0", 8, 1, 640*ms, t0)
@@ -104,10 +105,10 @@ func TestCalibrate(t *testing.T) {
 		batch     int
 		want      time.Duration
 	}{
-		{"m2", "v100", 4, 240 * ms},                  // measured: the slowest device of the type
-		{"m2", "v100", 8, 400500 * time.Microsecond}, // unmeasured: scaled by m2's ratio 1.5
-		{"m3", "v100", 8, 480 * ms},                  // untrusted: scaled by v100's ratio over its models
-		{"m2", "t4", 4, 384 * ms},                    // nothing measured on t4: the smallest measured type's ratio
+		{"m2", "v100", 4, 232 * ms},                  // measured: the lower median of the devices
+		{"m2", "v100", 8, 387150 * time.Microsecond}, // unmeasured: scaled by m2's ratio 1.45
+		{"m3", "v100", 8, 464 * ms},                  // untrusted: scaled by v100's ratio over its models
+		{"m2", "t4", 4, 371200 * time.Microsecond},   // nothing measured on t4: the smallest measured type's ratio
 	} {
 		if got := entry(cal, c.model, c.hw, c.batch); got != c.want {
 			t.Errorf("%s on %s batch %d: %v, want %v", c.model, c.hw, c.batch, got, c.want)

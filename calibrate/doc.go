@@ -12,10 +12,11 @@
 // profile's entries.
 //
 // Calibrate(offline) returns the config with calibrated profiles: an entry
-// with a trusted series takes the largest estimate over the devices of its
-// hardware type (the planner plans per type, so the slowest device of a type
-// is the one a plan must survive); an entry without one is scaled by its
-// model's measured ratio on that type (the largest over its devices of the
+// with a trusted series takes the lower median of the estimates over the
+// devices of its hardware type (the planner plans per type, for its typical
+// device; a device much slower than the others is the straggler measure's);
+// an entry without one is scaled by its model's measured ratio on that type
+// (the lower median over its devices of the
 // quantile of the device's samples over their entries' profiled durations,
 // at batch sizes from half the largest measured there up), else by the
 // type's largest ratio over its models, else (a type nothing measured) by
