@@ -237,18 +237,3 @@ func TestColocations(t *testing.T) {
 		t.Errorf("got %+v; want m2 on gpu-1 with m3, 240ms against 160ms alone: 1.5×", c)
 	}
 }
-
-func TestShare(t *testing.T) {
-	e := newEst(t, Options{})
-	for _, c := range []struct {
-		model   string
-		n, full int
-		want    float64
-	}{
-		{"m2", 1, 4, 100.0 / 160}, {"m2", 3, 8, 160.0 / 267}, {"m2", 8, 8, 1}, {"m9", 1, 4, 0},
-	} {
-		if got := e.Share(c.model, "v100", c.n, c.full, 1); got != c.want {
-			t.Errorf("Share(%s, %d of %d) = %v, want %v", c.model, c.n, c.full, got, c.want)
-		}
-	}
-}

@@ -248,22 +248,3 @@ func (k Key) less(o Key) bool {
 	}
 	return k.Concurrency < o.Concurrency
 }
-
-// Share returns the offline profile's duration of a batch of n items over
-// that of a full batch of full items, for model on hardware at concurrency
-// c (each counted at the entry that covers it), in (0, 1]; 0 when the
-// profile has no such entries. The data plane scales a slot's duration by it
-// to know what a partial batch was expected to take. Once per batch; no
-// lock, no allocation.
-func (e *Estimator) Share(model, hardware string, n, full, c int) float64 {
-	ix := e.offline.Load()
-	if ix == nil || n >= full {
-		return 1
-	}
-	a, ok1 := ix.entry(model, hardware, n, c)
-	b, ok2 := ix.entry(model, hardware, full, c)
-	if !ok1 || !ok2 || b.Duration <= 0 {
-		return 0
-	}
-	return min(float64(a.Duration)/float64(b.Duration), 1)
-}

@@ -172,12 +172,6 @@ func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.D
 			if run, ok := bh.ran(start, now, s.Concurrency, wait); ok {
 				c.Observe(lm.model, s.Hardware, s.Backend, n, s.Concurrency, run, now)
 			}
-			// A partial batch is expected to take its own profile entry's
-			// share of the slot's duration: a slow device whose batches are
-			// mostly partial still shows its slowness in the EWMA.
-			if f := c.Share(lm.model, s.Hardware, n, s.Batch, s.Concurrency); f > 0 {
-				expect = wait + time.Duration(f*float64(s.Duration))
-			}
 		}
 		lm.h.observe(bh, took, expect)
 	case ejects(err):
