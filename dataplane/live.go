@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -20,6 +22,7 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/tracing"
 )
 
 // Place places a plan on a static backends list (the config's `backends:`):
@@ -108,6 +111,11 @@ type LiveOptions struct {
 	// Calibration, when set, receives every batch's measured duration
 	// (HealthOptions.Calibration).
 	Calibration *calibrate.Estimator
+	// BackendTLS is the TLS config of the calls to the backends whose entry
+	// (api.Backend.TLS, Consul meta "tls") says they serve TLS: the CA their
+	// certificates are verified with (`piccolo gateway --backend-ca`). Nil:
+	// the system's roots.
+	BackendTLS *tls.Config
 }
 
 // healthOptions are the HealthOptions o asks for.
@@ -143,6 +151,7 @@ type modelAt struct{ addr, model string }
 
 var (
 	_ gateway.ModuleRunner   = (*LiveRunner)(nil)
+	_ gateway.Abandoner      = (*LiveRunner)(nil)
 	_ gateway.MetadataSource = (*LiveRunner)(nil)
 	_ dispatcher.Sender      = (*liveModule)(nil)
 )
@@ -198,6 +207,14 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients}
 	if r.pool == nil {
 		r.pool, r.ownPool = NewPool(), true
+	}
+	if opts.BackendTLS != nil {
+		r.pool.SetTLS(opts.BackendTLS)
+	}
+	for _, b := range cfg.Backends {
+		if b.TLS {
+			r.pool.UseTLS(b.Address) // before any client of it is made below
+		}
 	}
 	r.health = opts.Health
 	if r.health == nil {
@@ -392,7 +409,8 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 		return lm, nil
 	}
 	if why, ok := r.failed[session]; ok {
-		return nil, fmt.Errorf("%w: session %q has no plan: %s", gateway.ErrUnavailable, session, why)
+		// The scheduler's reason is made of the config (profiles, SLOs), so the client may read it.
+		return nil, gateway.Public(gateway.ErrUnavailable, "%v: session %q has no plan: %s", gateway.ErrUnavailable, session, why)
 	}
 	return nil, fmt.Errorf("%w: session %q module %q is not in the plan", gateway.ErrUnavailable, session, module)
 }
@@ -403,8 +421,10 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 // (LiveOptions.SlackFraction). Its expiry (when it is failed with ErrDeadline
 // instead of sent) is the later of that and the request's deadline less the
 // shortest time the rest of the DAG needs (this module's included) and the
-// slack (docs/dataplane.md, "Module deadlines").
-func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+// slack (docs/dataplane.md, "Module deadlines"). The request's deadline,
+// priority class and abandonment flag come from call (gateway.Call); an
+// abandoned item is never sent (dispatcher.Item.Abandoned).
+func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, call *gateway.Call,
 	done func([]api.Tensor, gateway.Timing, error)) {
 	lm, err := r.module(session, module)
 	if err != nil {
@@ -418,14 +438,29 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 	it := &li.Item
 	now := time.Now()
 	it.Arrival, it.Inputs, it.Tag, it.Done = now, inputs, li, lm.itemDone
-	li.done, li.deadline = done, deadline
-	it.SetDeadlines(now, deadline, &lm.times, lm.stage.Reserve(now))
+	it.Abandoned, it.Class = &call.Abandoned, call.Class
+	li.done, li.deadline = done, call.Deadline
+	it.SetDeadlines(now, call.Deadline, &lm.times, lm.stage.Reserve(now))
+	if tracing.Enabled() {
+		li.span = tracing.StartModule(ctx, session, module, now)
+	}
 	lm.outstanding.Add(1)
 	if err := lm.disp.Submit(it); err != nil {
 		lm.outstanding.Add(-1)
+		if li.span != nil {
+			tracing.EndModule(li.span, now, time.Time{}, time.Time{}, err)
+		}
 		*li = liveItem{}
 		lm.items.Put(li)
 		done(nil, gateway.Timing{}, mapBackendError(err)) // the DAG runner names the module
+	}
+}
+
+// Abandon implements gateway.Abandoner: the module's dispatcher takes the
+// abandoned items out of its queues (dispatcher.Sweep).
+func (r *LiveRunner) Abandon(session, module string) {
+	if lm := r.moduleOrNil(session, module); lm != nil {
+		lm.disp.Sweep()
 	}
 }
 
@@ -437,6 +472,7 @@ type liveItem struct {
 	done     func([]api.Tensor, gateway.Timing, error)
 	deadline time.Time // the request's end-to-end deadline: bounds the backend call
 	err      error
+	span     trace.Span // the item's module span when its request is traced (package tracing)
 }
 
 // finish is every item's Done: it reports the outcome to the DAGRunner and
@@ -453,6 +489,9 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 	out, err := it.Outputs, it.Err
 	if err == nil {
 		err = li.err
+	}
+	if li.span != nil {
+		tracing.EndModule(li.span, it.Arrival, it.Sent, it.Finished, err)
 	}
 	*li = liveItem{}
 	lm.items.Put(li)
@@ -564,11 +603,18 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), latest)
 	defer cancel()
+	var span trace.Span
+	if tracing.Enabled() {
+		ctx, span = lm.startBatch(ctx, b, c.Addr())
+	}
 	items := make([][]api.Tensor, len(b.Items), len(b.Items)+b.Dummies)
 	for i, it := range b.Items {
 		items[i] = it.Inputs
 	}
 	out, errs, err := lm.run(ctx, b.Slot, c, items, b.Dummies, latest, b.Wait())
+	if span != nil {
+		tracing.EndBatch(span, err)
+	}
 	if err == nil {
 		for i, e := range errs {
 			if e != nil {
@@ -577,6 +623,27 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 		}
 	}
 	b.Done(out, err)
+}
+
+// startBatch starts the batch's span, linked to the module spans of its traced
+// items, and links each of those back to it (nil: no item is traced).
+func (lm *liveModule) startBatch(ctx context.Context, b *dispatcher.Batch, backend string) (context.Context, trace.Span) {
+	var links []trace.Link
+	for _, it := range b.Items {
+		if s := it.Tag.(*liveItem).span; s != nil {
+			links = append(links, trace.Link{SpanContext: s.SpanContext()})
+		}
+	}
+	ctx, span := tracing.StartBatch(ctx, lm.name, backend, len(b.Items), b.Dummies, links)
+	if span != nil {
+		l := trace.Link{SpanContext: span.SpanContext()}
+		for _, it := range b.Items {
+			if s := it.Tag.(*liveItem).span; s != nil {
+				s.AddLink(l)
+			}
+		}
+	}
+	return ctx, span
 }
 
 // infer runs items (plus dummies) in as few ModelInfer calls as stacking allows.
@@ -687,6 +754,8 @@ func mapBackendError(err error) error {
 		sentinel = gateway.ErrOverloaded
 	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		sentinel = gateway.ErrDeadline
+	case errors.Is(err, dispatcher.ErrCancelled):
+		sentinel = gateway.ErrCancelled
 	case errors.Is(err, backends.ErrInvalidInput):
 		sentinel = gateway.ErrBadInput
 	case errors.Is(err, dispatcher.ErrClosed), errors.Is(err, backends.ErrBackendUnavailable),

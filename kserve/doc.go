@@ -19,10 +19,27 @@
 // gives). Routes:
 //
 //	HTTP: GET /v2, /v2/health/live, /v2/health/ready,
-//	      /v2/models/{session}[/versions/{v}], .../ready;
-//	      POST /v2/models/{session}[/versions/{v}]/infer;
+//	      /v2/models/{session}[/versions/1], .../ready, .../stats, /v2/models/stats;
+//	      POST /v2/models/{session}[/versions/1]/infer, /v2/repository/index;
 //	      GET /metrics (ServerOptions.Metrics); /admin/ (ServerOptions.Admin)
-//	gRPC: inference.GRPCInferenceService, grpc.health.v1.Health, server reflection
+//	gRPC: inference.GRPCInferenceService (with ModelStatistics and
+//	      RepositoryIndex), grpc.health.v1.Health, server reflection
+//
+// A session has one version, SessionVersion ("1"); any other is 404 /
+// NOT_FOUND. A request body may be compressed (Content-Encoding gzip, deflate,
+// br, zstd; requestBody in encoding.go), and MaxBodyBytes holds after
+// decompression; responses are compressed as Accept-Encoding asks.
+//
+// The JSON decoder is strict (docs/protocol.md, "Strict input"): a duplicate
+// key, data nested otherwise than flat or exactly as the shape, and a number
+// that does not fit its datatype are ErrBadInput naming what and where;
+// null is an absent field. Numbers are converted from what the scanner
+// accumulated in its one pass (num in jsonscan.go, number.go), rounded once
+// to the element type.
+//
+// Statistics (stats.go): each session's successes, failures, queue and
+// compute time are atomic counters in a copy-on-write table, added to by the
+// handlers after each request without a lock.
 //
 // Why a hand-written JSON scanner: a request body is mostly one long array of
 // numbers, decoded straight into little-endian tensor bytes; a generic decoder
@@ -33,6 +50,14 @@
 // corpora in testdata/fuzz) check that any input is either refused with
 // ErrBadInput or decoded into valid tensors that encode back.
 //
+// Triton's schedule policy parameters "timeout" (µs) and "priority" (JSON
+// request parameters, gRPC int64/uint64 parameters) and the HeaderTimeout
+// header fill InferRequest.Timeout and Priority; the gRPC deadline reaches
+// DAGRunner.Infer through the call's context. An HTTP request runs on its
+// connection's context, which WatchHangups cancels when the client hangs up
+// (hangup.go); a gRPC request on its call's, which grpc-go cancels. Either
+// way DAGRunner.Infer then abandons the request's queued items.
+//
 // # Errors
 //
 // Every error the gateway returns wraps one of package gateway's sentinels.
@@ -42,10 +67,19 @@
 // ErrUnavailable 503 UNAVAILABLE, a cancelled client 499 CANCELLED, anything
 // else 502 UNAVAILABLE. An HTTP error body is {"error": "<message>"}.
 //
+// What a client reads of an error is publicMessage's: the message of an
+// error made for it (gateway.BadInput, gateway.Public: about its request and
+// the session's public metadata), else a fixed message for the class that
+// names the session; then " (request id <id>)", the request's "id" or one
+// made here. The error's chain, which may name backends' addresses and
+// carry their errors, is logged under that id (ServerOptions.Logger), never
+// answered.
+//
 // # Who calls what
 //
 // The wiring (cmd/piccolo) builds a Server with NewServer and serves
-// NewHTTPServer and NewGRPCServer once the plan is live; SetReady(false) on
+// NewHTTPServer (on WatchHangups' listener, under TLS when asked) and
+// NewGRPCServer once the plan is live; SetReady(false) on
 // shutdown. Readiness is one fact (SetReady): HTTP /v2/health/ready (200 or
 // 503), ServerReady and ModelReady, and the gRPC health service's status for
 // "" and HealthService (SERVING or NOT_SERVING, grpc-go's health server). The server

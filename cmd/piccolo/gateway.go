@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -25,33 +26,38 @@ import (
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/tracing"
 )
 
 // gatewayOptions are the flags of `piccolo gateway`.
 type gatewayOptions struct {
-	noFuse     bool // --no-fusion: serve the modules as configured (docs/fusion.md)
-	files      []string
-	listen     string
-	grpcListen string
-	policy     string
-	maxUtil    float64
-	burst      float64
-	dispatch   string
-	flush      string
-	maxBody    int
-	slack      float64
-	admission  bool
-	hedge      float64       // --hedge-budget
-	probeEvery time.Duration // --probe-interval
-	spare      bool
-	calibrate  bool   // --calibration
-	calFile    string // --calibration-file
-	logFmt     string
-	drain      time.Duration
-	drainDelay time.Duration // on shutdown, serve this long while reporting not ready, then drain
-	adminToken string
-	watch      bool
-	consul     string // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
+	tracing                 tracingFlags
+	noFuse                  bool // --no-fusion: serve the modules as configured (docs/fusion.md)
+	files                   []string
+	listen                  string
+	grpcListen              string
+	policy                  string
+	maxUtil                 float64
+	burst                   float64
+	dispatch                string
+	flush                   string
+	maxBody                 int
+	slack                   float64
+	admission               bool
+	hedge                   float64       // --hedge-budget
+	probeEvery              time.Duration // --probe-interval
+	spare                   bool
+	calibrate               bool   // --calibration
+	calFile                 string // --calibration-file
+	logFmt                  string
+	drain                   time.Duration
+	drainDelay              time.Duration // on shutdown, serve this long while reporting not ready, then drain
+	adminToken              string
+	watch                   bool
+	consul                  string   // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
+	tls                     tlsFlags // HTTPS and gRPC TLS to clients (cmd/piccolo/tls.go)
+	backendCA               string   // --backend-ca: the CA of the backends that serve TLS
+	backendCert, backendKey string   // --backend-cert, --backend-key: the gateway's client certificate towards them
 
 	// With --consul (controlplane/cluster.go, scheduler/cluster).
 	clusterPrefix string        // KV prefix of the cluster
@@ -152,7 +158,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
-	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
+	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes, after decompression too")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
@@ -165,6 +171,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
 	addFusionFlag(f, &o.noFuse)
+	addTracingFlags(f, &o.tracing)
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
 	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and join its cluster: the elected scheduler re-plans on membership, rate and config changes (default: the config's backends list, re-planned by the gateway's own control loop; a config with membership: consul requires this flag)")
 	f.StringVar(&o.clusterPrefix, "cluster-prefix", cluster.DefaultPrefix, "with --consul: the Consul KV prefix of this cluster's config, plan, lock and rates")
@@ -173,6 +180,10 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.DurationVar(&o.schedulerTTL, "scheduler-ttl", cluster.DefaultTTL, "with --consul: how long the elected scheduler may miss heartbeats before a standby takes over (>= 1s)")
 	f.StringVar(&o.gatewayID, "gateway-id", "", "with --consul: this gateway's id for its rate reports (default <host>-<HTTP port>)")
 	f.DurationVar(&o.configWait, "config-wait", 15*time.Second, "with --consul: how long an admin change waits for its plan to go live before answering")
+	o.tls.register(f, "serve HTTPS and gRPC")
+	f.StringVar(&o.backendCA, "backend-ca", "", "verify the backends that serve TLS (tls: true in backends:, or meta tls=true in Consul) with the CAs in this PEM file (default: the system's roots)")
+	f.StringVar(&o.backendCert, "backend-cert", "", "present this PEM certificate to the backends that serve TLS and ask for one (backend --tls-client-ca), reloaded when it changes; needs --backend-key")
+	f.StringVar(&o.backendKey, "backend-key", "", "the PEM private key of --backend-cert")
 	return cmd
 }
 
@@ -202,6 +213,14 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if o.hedge < 0 || o.hedge > 1 || o.probeEvery < 0 {
 		return fmt.Errorf("--hedge-budget %v, --probe-interval %v: want a share in [0, 1] and an interval ≥ 0 (0: 1s)", o.hedge, o.probeEvery)
 	}
+	tlsCfg, err := o.tls.config()
+	if err != nil {
+		return err
+	}
+	backendTLS, err := o.backendTLS()
+	if err != nil {
+		return err
+	}
 	if o.logFmt != "json" && o.logFmt != "console" {
 		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
 	}
@@ -226,6 +245,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	stopTracing, err := startTracing(ctx, o.tracing, "piccolo-gateway", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	reg := processRegistry()
 	gm, err := metrics.NewMetrics(reg)
@@ -245,7 +269,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return fmt.Errorf("--calibration-file: %w", err)
 	}
 	o.control.Calibration = est
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare,
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS,
 		Calibration: est}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
@@ -339,13 +363,19 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
+	hl = srv.WatchHangups(hl)
+	if tlsCfg != nil {
+		hcfg := tlsCfg.Clone() // gRPC's credentials add h2 to their own copy
+		hcfg.NextProtos = []string{"http/1.1"}
+		hl = tls.NewListener(hl, hcfg) // over the watched TCP connections
+	}
 	gl, err := net.Listen("tcp", o.grpcListen)
 	if err != nil {
 		hl.Close()
 		return fmt.Errorf("--grpc-listen %s: %w", o.grpcListen, err)
 	}
 	hs := srv.NewHTTPServer()
-	gs := srv.NewGRPCServer()
+	gs := srv.NewGRPCServer(append(grpcCreds(tlsCfg), tracing.ServerOptions()...)...)
 	served := make(chan error, 2)
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()

@@ -13,10 +13,10 @@ const module = "github.com/piccolo-serving/piccolo"
 
 // layers is the order of doc.go, lowest first.
 var layers = [][]string{
-	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "calibrate"},
+	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles", "calibrate"},
 	{"dispatcher", "scheduler", "scheduler/control", "backends", "backends/membership", "loadgen", "internal/ocrtest"},
 	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/cluster"},
-	{"gateway"},
+	{"gateway", "evaluation"},
 	{"metrics"},
 	{"dataplane", "kserve"},
 	{"controlplane"},
