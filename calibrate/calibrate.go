@@ -168,13 +168,13 @@ func (e *Estimator) calibrate(offline *api.Config, t table) *api.Config {
 // hardware measured within Options.Recent, it returns the group's entry whose
 // calibrated/planned duration ratio is farthest from 1 (on a log scale, so
 // 1.25 and 0.8 weigh the same), and that ratio; ok is false (ratio 1) when no
-// group counts. Only the entries the plan runs count: a partial batch's
+// group counts; at names the entry ("m2@t4 b4c1"). Only the entries the plan runs count: a partial batch's
 // entry may carry more overhead without the plan's being wrong. Drift beyond
 // a threshold for a hold is the control loop's cause "drift".
-func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (worst float64, at Key, ok bool) {
+func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (worst float64, at string, ok bool) {
 	worst = 1
 	if offline == nil || plan == nil {
-		return worst, Key{}, false
+		return worst, "", false
 	}
 	t := e.table(newIndex(offline), now)
 	cal := newIndex(e.calibrate(offline, t))
@@ -190,7 +190,7 @@ func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (w
 				}
 				r := c.Duration.D().Seconds() * 1000 / g.DurationMs
 				if !ok || math.Abs(math.Log(r)) > math.Abs(math.Log(worst)) {
-					worst, at, ok = r, Key{Model: mp.Model, Hardware: g.Hardware, Batch: g.Batch, Concurrency: conc(g.Concurrency)}, true
+					worst, at, ok = r, Key{Model: mp.Model, Hardware: g.Hardware, Batch: g.Batch, Concurrency: conc(g.Concurrency)}.entryString(), true
 				}
 			}
 		}

@@ -145,7 +145,7 @@ func TestDrift(t *testing.T) {
 		e.Observe("m3", "v100", "gpu-0", 1, 1, 260*ms, t0) // 2×, but the plan runs no batch of 1
 	}
 	r, at, ok := e.Drift(off, offPlan, t0.Add(time.Second))
-	if !ok || at.Model != "m2" || at.Batch != 4 || r < 1.29 || r > 1.31 {
+	if !ok || at != "m2@v100 b4c1" || r < 1.29 || r > 1.31 {
 		t.Errorf("drift against the offline plan = %.3f at %v (%v), want 1.3 at m2 batch 4", r, at, ok)
 	}
 	// Against a plan made from the calibrated durations: none.

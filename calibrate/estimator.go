@@ -27,6 +27,12 @@ func (k Key) String() string {
 	return fmt.Sprintf("%s@%s/%s b%dc%d", k.Model, k.Hardware, k.Device, k.Batch, k.Concurrency)
 }
 
+// entryString names the key's profile entry, without its device, as
+// model@hardware b<batch>c<concurrency>.
+func (k Key) entryString() string {
+	return fmt.Sprintf("%s@%s b%dc%d", k.Model, k.Hardware, k.Batch, k.Concurrency)
+}
+
 // Options configure an Estimator; zero fields take the defaults.
 type Options struct {
 	// Window is how many of a series' latest batches it keeps (default 64).

@@ -268,7 +268,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return fmt.Errorf("--calibration-file: %w", err)
 	}
-	o.control.Calibration = est
+	if est != nil { // a nil *Estimator in the interface would not be nil
+		o.control.Calibration = est
+	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS,
 		Calibration: est}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}

@@ -13,8 +13,8 @@ const module = "github.com/piccolo-serving/piccolo"
 
 // layers is the order of doc.go, lowest first.
 var layers = [][]string{
-	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles", "calibrate"},
-	{"dispatcher", "scheduler", "scheduler/control", "backends", "backends/membership", "loadgen", "internal/ocrtest"},
+	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles"},
+	{"dispatcher", "scheduler", "scheduler/control", "backends", "backends/membership", "loadgen", "internal/ocrtest", "calibrate"},
 	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/cluster"},
 	{"gateway", "evaluation"},
 	{"metrics"},

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/calibrate"
 )
 
 // Re-plan causes, the values of Replan.Cause: the same seven as
@@ -114,9 +113,21 @@ type Options struct {
 	// and a drift of the calibrated profiles from those the plan was made
 	// from beyond DriftThreshold (a ratio's distance from 1, default 0.1)
 	// for DriftHold (default 1s) re-plans with cause "drift".
-	Calibration    *calibrate.Estimator
+	Calibration    Calibration
 	DriftThreshold float64
 	DriftHold      time.Duration
+}
+
+// Calibration is the measured side of the profiles: calibrate.Estimator
+// (docs/calibration.md). The controller calls it from Run's goroutine.
+type Calibration interface {
+	// SetOffline hands it the configured (offline) profiles.
+	SetOffline(offline *api.Config)
+	// Calibrate returns offline with the calibrated profiles.
+	Calibrate(offline *api.Config, now time.Time) *api.Config
+	// Drift returns the calibrated/planned duration ratio of plan's group
+	// farthest from 1, the entry it is at, and false when none was measured.
+	Drift(offline *api.Config, plan *api.Plan, now time.Time) (ratio float64, entry string, ok bool)
 }
 
 func (o *Options) defaults() error {
@@ -470,7 +481,7 @@ func (c *Controller) drifted(now time.Time) (time.Time, bool) {
 	}
 	if c.driftFrom.IsZero() {
 		c.driftFrom = now
-		c.o.Logger.Info("profiles drifting from the plan's", zap.Stringer("entry", at), zap.Float64("measured_over_planned", r))
+		c.o.Logger.Info("profiles drifting from the plan's", zap.String("entry", at), zap.Float64("measured_over_planned", r))
 	}
 	return c.driftFrom, now.Sub(c.driftFrom) >= c.o.DriftHold
 }

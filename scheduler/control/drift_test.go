@@ -7,6 +7,8 @@ import (
 	"github.com/piccolo-serving/piccolo/calibrate"
 )
 
+var _ Calibration = (*calibrate.Estimator)(nil)
+
 // TestControllerDriftReplans is cause "drift" on a fake clock: the one
 // module's device runs 1.3× its profile; once the calibration trusts that
 // (10 batches) and the drift has held DriftHold, the controller re-plans from
