@@ -57,11 +57,11 @@ func writeCalibration(w io.Writer, now *snapshot) {
 	fmt.Fprintln(tw, "  MODEL\tDEVICE\tHARDWARE\tBATCH\tPROFILED\tMEASURED\tRATIO\tSAMPLES")
 	for _, k := range keys {
 		ln := lines[k]
-		ratio := "-"
+		ratio, prof := "-", "-" // no profile entry at that batch size
 		if ln.prof > 0 {
-			ratio = fmt.Sprintf("×%.2f", ln.meas/ln.prof)
+			ratio, prof = fmt.Sprintf("×%.2f", ln.meas/ln.prof), fmtDur(ln.prof)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\n", ln.model, ln.device, ln.hw, ln.batch, fmtDur(ln.prof), fmtDur(ln.meas), ratio, ln.total)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\n", ln.model, ln.device, ln.hw, ln.batch, prof, fmtDur(ln.meas), ratio, ln.total)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
