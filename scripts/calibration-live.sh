@@ -14,7 +14,9 @@
 # started while the first drains. Prints, per run, the 504s and refusals of
 # each part and the share of all the second part's requests within the SLO,
 # then the gateway's re-plans and calibration. Loopback only; every process it
-# starts is stopped at the end; KEEP=DIR keeps the gateway logs there. `uptime` is printed: the figures depend on
+# starts is stopped at the end; KEEP=DIR keeps the gateway logs there.
+# CALFILE=FILE passes --calibration-file FILE to the calibrated gateway: run
+# twice, the second run starts from what the first learned. `uptime` is printed: the figures depend on
 # the host's load.
 set -euo pipefail
 SLOW=${SLOW:-$([ "${MODE:-all}" = step ] && echo 1.6 || echo 1.3)}
@@ -63,7 +65,7 @@ for cal in $CAL; do
   done
   sleep 1
   "$P" gateway -c $CFG -c "$work/backends.yaml" --listen 127.0.0.1:19290 --grpc-listen 127.0.0.1:19291 \
-    --calibration=$cal --watch=false >"$work/g.log" 2>&1 &
+    --calibration=$cal ${CALFILE:+$([ "$cal" = true ] && echo --calibration-file="$CALFILE")} --watch=false >"$work/g.log" 2>&1 &
   G=$!
   pids+=($G)
   for _ in $(seq 50); do curl -sf 127.0.0.1:19290/v2/health/ready >/dev/null && break; sleep 0.2; done
