@@ -1201,7 +1201,7 @@ func (v *validator) dag(s *Session, i int, spath string) {
 	k := fieldKey{sec: secSession, i: i, j: -1}
 	order, err := s.TopoOrder()
 	if err != nil {
-		v.fail(k.with("modules"), s.Source, spath+".modules", "modules form a cycle: %s; after must describe a DAG", strings.Join(s.cycle(), " -> "))
+		v.fail(k.with("modules"), s.Source, spath+".modules", "modules form a cycle: %s; after must describe a DAG", strings.Join(s.Cycle(), " -> "))
 		return
 	}
 	if s.SLO <= 0 {
