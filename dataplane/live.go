@@ -675,13 +675,12 @@ func allStackable(items [][]api.Tensor) bool {
 }
 
 // mapBackendError wraps err, from the dispatcher or the backend client, with the
-// gateway sentinel the edge maps to a status.
+// gateway sentinel the edge maps to a status. The dispatcher's ErrDeadline and
+// ErrOverloaded already wrap the gateway's (api's) and pass as they are.
 func mapBackendError(err error) error {
 	var sentinel error
 	switch {
-	case errors.Is(err, dispatcher.ErrOverloaded):
-		sentinel = gateway.ErrOverloaded
-	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, gateway.ErrDeadline):
 		sentinel = gateway.ErrDeadline
 	case errors.Is(err, backends.ErrInvalidInput):
 		sentinel = gateway.ErrBadInput

@@ -12,12 +12,12 @@ import (
 // Sentinel errors callers branch on (errors.Is).
 var (
 	// ErrDeadline: the item's deadline passed before it could be sent; it was
-	// never sent to a backend.
-	ErrDeadline = errors.New("deadline exceeded before dispatch")
+	// never sent to a backend. It wraps api.ErrDeadline (gateway.ErrDeadline).
+	ErrDeadline = fmt.Errorf("%w before dispatch", api.ErrDeadline)
 	// ErrOverloaded: Options.Admission refused the item at Submit: given the
 	// machines' queues it would complete after it is due (Item.Due). It was
-	// never queued.
-	ErrOverloaded = errors.New("overloaded: the item would complete after it is due")
+	// never queued. It wraps api.ErrOverloaded (gateway.ErrOverloaded).
+	ErrOverloaded = fmt.Errorf("%w: the item would complete after it is due", api.ErrOverloaded)
 	// ErrClosed: the dispatcher was closed.
 	ErrClosed = errors.New("dispatcher closed")
 	// ErrPlan: the module plan cannot be served (bad numbers); the message says which.
