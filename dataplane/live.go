@@ -444,7 +444,7 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 	var t gateway.Timing
 	if !it.Sent.IsZero() {
 		t = gateway.Timing{Queue: it.Sent.Sub(it.Arrival), Compute: it.Finished.Sub(it.Sent)}
-		lm.metrics.Item(t)
+		lm.metrics.Item(t.Queue, t.Compute)
 	}
 	out, err := it.Outputs, it.Err
 	if err == nil {

@@ -7,14 +7,22 @@
 // listed parent directory; one with none fails the test until it is placed.
 //
 //	0 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest
-//	1 mechanisms:  dispatcher, scheduler, scheduler/control, backends, backends/membership, loadgen, internal/ocrtest
-//	2 built on 1:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/cluster
-//	3 sessions:    gateway (DAG execution and admission)
-//	4 metrics:     metrics
-//	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
-//	6 control:     controlplane
-//	7 tools:       status, internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering
-//	8 commands:    cmd/piccolo, deploy (the image and manifests; it imports none of ours)
+//	1 mechanisms:  dispatcher, scheduler, scheduler/control, backends, backends/membership, loadgen, metrics
+//	2 built on 1:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/cluster, status
+//	3 sessions:    gateway (DAG execution and admission), internal/ocrtest
+//	4 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
+//	5 control:     controlplane
+//	6 tools:       internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering
+//	7 commands:    cmd/piccolo, deploy (the image and manifests; it imports none of ours)
+//
+// metrics sits below gateway (it takes the sessions through its small
+// Sessions interface, which *gateway.DAGRunner satisfies), and status, a
+// client of a running gateway like loadgen and profiler, below controlplane
+// (the /admin/backends body is api.BackendView). Test helpers
+// (internal/consultest, internal/ocrtest, internal/testharness,
+// gateway/gatewaytest, kserve/kservetest) are imported only by tests, other
+// helpers, internal/demo and cmd/piccolo: production code never depends on a
+// fixture.
 //
 // So the request path goes down the layers (kserve → gateway; dataplane →
 // dispatcher, backends) and the control path too (controlplane → dataplane,
