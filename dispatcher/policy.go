@@ -1,9 +1,7 @@
 package dispatcher
 
 import (
-	"fmt"
-	"slices"
-	"strings"
+	"github.com/piccolo-serving/piccolo/internal/registry"
 )
 
 // Policy is a dispatch policy (§III-B): how a module's arrivals are grouped
@@ -181,53 +179,22 @@ func (s *swrr) peek() int {
 	return best
 }
 
-// Registry holds the dispatch policies users may choose, by name. Build one in
-// main with every policy offered (NewRegistry); it is immutable after.
-type Registry struct {
-	byName map[string]Policy
-	names  []string // in the order given: the default first, by convention
-}
+// Registry holds the dispatch policies users may choose, by name (the
+// --dispatch flag): a registry.Registry, the one shape of every strategy
+// registry. Build one in main with every policy offered (NewRegistry, or
+// Builtin().With); it is immutable after.
+type Registry = registry.Registry[Policy]
 
 // NewRegistry returns a registry of policies, listed (Names, error messages)
 // in the order given: put the default first. A nil policy, an empty name or
 // two policies of one name is an error naming it.
 func NewRegistry(policies ...Policy) (*Registry, error) {
-	r := &Registry{byName: make(map[string]Policy, len(policies))}
-	for i, p := range policies {
-		if p == nil {
-			return nil, fmt.Errorf("dispatch policy %d is nil", i)
-		}
-		name := p.Name()
-		if name == "" {
-			return nil, fmt.Errorf("dispatch policy %d (%T) has an empty name", i, p)
-		}
-		if _, dup := r.byName[name]; dup {
-			return nil, fmt.Errorf("two dispatch policies are called %q; names must be unique", name)
-		}
-		r.byName[name] = p
-		r.names = append(r.names, name)
-	}
-	return r, nil
+	return registry.New("dispatch policy", "dispatch policies", policies...)
 }
-
-// Lookup returns the policy called name, or an error naming the allowed ones.
-func (r *Registry) Lookup(name string) (Policy, error) {
-	if p, ok := r.byName[name]; ok {
-		return p, nil
-	}
-	return nil, fmt.Errorf("unknown dispatch policy %q; allowed: %s", name, r)
-}
-
-// Names returns the registered names in the order NewRegistry was given them.
-func (r *Registry) Names() []string { return slices.Clone(r.names) }
-
-// String returns the registered names, comma separated, in Names' order.
-func (r *Registry) String() string { return strings.Join(r.names, ", ") }
 
 // Builtin returns a registry of the policies this package defines, TC and RR.
 func Builtin() *Registry {
-	r, _ := NewRegistry(TC{}, RR{}) // two constant, distinct names: no error (TestRegistry)
-	return r
+	return registry.Must(NewRegistry(TC{}, RR{})) // two constant, distinct names (TestRegistry)
 }
 
 // Policies lists the built-in policies' names, comma separated, for flag help.

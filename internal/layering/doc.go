@@ -6,14 +6,15 @@
 // its own layer or above. A package not listed takes the layer of its nearest
 // listed parent directory; one with none fails the test until it is placed.
 //
-//	0 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest
-//	1 mechanisms:  dispatcher, scheduler, scheduler/control, backends, backends/membership, loadgen, metrics
-//	2 built on 1:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/cluster, status
-//	3 sessions:    gateway (DAG execution and admission), internal/ocrtest
-//	4 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
-//	5 control:     controlplane
-//	6 tools:       internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering
-//	7 commands:    cmd/piccolo, deploy (the image and manifests; it imports none of ours)
+//	0 shapes:      internal/registry (the one shape of every strategy registry)
+//	1 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest
+//	2 mechanisms:  dispatcher, scheduler, scheduler/control, backends, backends/membership, loadgen, metrics
+//	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/cluster, status
+//	4 sessions:    gateway (DAG execution and admission), internal/ocrtest
+//	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
+//	6 control:     controlplane
+//	7 tools:       internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering
+//	8 commands:    cmd/piccolo, deploy (the image and manifests; it imports none of ours)
 //
 // metrics sits below gateway (it takes the sessions through its small
 // Sessions interface, which *gateway.DAGRunner satisfies), and status, a
