@@ -509,8 +509,8 @@ func TestIdleFlush(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(slow, Options{Flush: "eager", Sender: &vsender{}}); err == nil || !strings.Contains(err.Error(), "deadline, idle") {
-		t.Errorf("New with flush \"eager\": %v, want an error listing the allowed modes", err)
+	if _, err := ParseFlush("eager"); err == nil || err.Error() != `unknown flush mode "eager"; allowed: deadline, idle` {
+		t.Errorf("ParseFlush(eager): %v, want an error listing the allowed modes", err)
 	}
 }
 

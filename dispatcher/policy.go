@@ -43,6 +43,21 @@ type Router interface {
 	Open(s int) int
 }
 
+// Peeker is the optional half of a Router's contract: a Router that can say,
+// without moving on, what Join and Open would return next. Predict (and so
+// Options.Admission and the gateway's estimate) then predicts for the very
+// stream and group the next arrival would join; for a Router that is no
+// Peeker it predicts for the group that would complete an item soonest, which
+// can admit an item its batch's group will serve late. TC's and RR's routers
+// are Peekers. Called like Join and Open: with the module's lock held, per
+// request; no blocking, no allocation.
+type Peeker interface {
+	// PeekJoin returns what Join would return now.
+	PeekJoin() int
+	// PeekOpen returns what Open(s) would return now.
+	PeekOpen(s int) int
+}
+
 // Table is one plan of one module as a Policy sees it. Immutable.
 type Table struct {
 	// Groups are the config groups in throughput-cost rank order.
@@ -95,8 +110,10 @@ func (*tcRouter) Streams() []int { return []int{-1} }
 func (*tcRouter) Join() int      { return 0 }
 func (r *tcRouter) Open(int) int { return r.groups.next() }
 
-func (*tcRouter) peekJoin() int      { return 0 }
-func (r *tcRouter) peekOpen(int) int { return r.groups.peek() }
+var _ Peeker = (*tcRouter)(nil)
+
+func (*tcRouter) PeekJoin() int      { return 0 }
+func (r *tcRouter) PeekOpen(int) int { return r.groups.peek() }
 
 // RR is per-item round-robin over machines, weighted by planned rate: each
 // machine batches its own items to its group's batch size. This is the
@@ -129,8 +146,10 @@ func (r *rrRouter) Streams() []int { return r.streams }
 func (r *rrRouter) Join() int      { return r.machines.next() }
 func (r *rrRouter) Open(int) int   { return 0 } // never called: every stream has its machine
 
-func (r *rrRouter) peekJoin() int  { return r.machines.peek() }
-func (*rrRouter) peekOpen(int) int { return 0 }
+var _ Peeker = (*rrRouter)(nil)
+
+func (r *rrRouter) PeekJoin() int  { return r.machines.peek() }
+func (*rrRouter) PeekOpen(int) int { return 0 }
 
 // swrr is smooth weighted round-robin (nginx's): each pick adds every choice's
 // weight to its current value, takes the largest (ties to the lowest index)

@@ -26,36 +26,6 @@ var (
 	ErrSender = errors.New("sender error")
 )
 
-// Flush names when a partial batch is sent.
-type Flush string
-
-const (
-	// FlushDeadline (the default, the paper's §III-B) sends a partial batch only
-	// at the latest time that still meets its oldest item's deadline. At low
-	// load every item therefore takes nearly its module budget.
-	FlushDeadline Flush = "deadline"
-	// FlushIdle also sends a batch, partial, when a machine of its group has a
-	// free lane and nothing queued, as long as batches that small would keep
-	// every machine of the module at most 80% busy at the estimated arrival
-	// rate. At the planned rate of a plan whose machines run near 80% busy only
-	// full batches pass, as under FlushDeadline; below it, an item does not
-	// wait for batch-mates that are not coming. The deadline flush stays as the
-	// backstop (docs/dataplane.md, "Flush").
-	FlushIdle Flush = "idle"
-)
-
-// Flushes lists the names ParseFlush accepts.
-const Flushes = "deadline, idle"
-
-// ParseFlush returns the flush mode called name.
-func ParseFlush(name string) (Flush, error) {
-	switch Flush(name) {
-	case FlushDeadline, FlushIdle:
-		return Flush(name), nil
-	}
-	return "", fmt.Errorf("unknown flush mode %q; allowed: %s", name, Flushes)
-}
-
 // Slot is one machine of a module's plan: a backend running one config. Slots are
 // immutable; a plan swap makes new ones.
 type Slot struct {

@@ -17,7 +17,8 @@ import (
 type Options struct {
 	// Policy is the dispatch policy; nil means dispatcher.TC.
 	Policy dispatcher.Policy
-	// Flush is dispatcher.FlushDeadline (default) or dispatcher.FlushIdle.
+	// Flush is the flush rule: nil means dispatcher.FlushDeadline; also
+	// dispatcher.FlushIdle or any other dispatcher.Flush.
 	Flush dispatcher.Flush
 	// Arrival is the arrival process: constant (default), poisson, gamma, mmpp or
 	// trace (arrival.Kinds).
@@ -84,11 +85,8 @@ func Run(plan *api.Plan, o Options) (*Report, error) {
 	if o.Policy == nil {
 		o.Policy = dispatcher.TC{}
 	}
-	if o.Flush == "" {
+	if o.Flush == nil {
 		o.Flush = dispatcher.FlushDeadline
-	}
-	if _, err := dispatcher.ParseFlush(string(o.Flush)); err != nil {
-		return nil, err
 	}
 	if o.Arrival == "" {
 		o.Arrival = "constant"
