@@ -156,7 +156,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
 	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
 	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
-	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
+	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
@@ -198,8 +198,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if o.hedge < 0 || o.hedge > 1 || o.probeEvery < 0 {
 		return fmt.Errorf("--hedge-budget %v, --probe-interval %v: want a share in [0, 1] and an interval ≥ 0 (0: 1s)", o.hedge, o.probeEvery)
 	}
-	if o.logFmt != "json" && o.logFmt != "console" {
-		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
+	logFmt, err := parseLogFormat(o.logFmt)
+	if err != nil {
+		return err
 	}
 	if _, port, _ := net.SplitHostPort(o.listen); o.listen == o.grpcListen && port != "0" {
 		return fmt.Errorf("--listen and --grpc-listen are both %s: HTTP and gRPC need their own ports", o.listen)
@@ -217,7 +218,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if o.consul == "" && len(cfg.Backends) == 0 {
 		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")
 	}
-	log, err := newBackendLogger(o.logFmt)
+	log, err := logFmt.New()
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ WCL: 'over WCL' counts those that do.`,
 				}
 				o.CV2 = cv2 // only gamma has one: the report names it
 			}
-			if o.Arrival != "trace" && o.Arrival != "mmpp" {
+			if !arrival.OwnRate(o.Arrival) {
 				if _, err := arrival.New(o.Arrival, 1, max(o.CV2, 1), 0); err != nil {
 					return fmt.Errorf("--arrival: %w", err)
 				}
