@@ -9,7 +9,7 @@ import "math"
 // float32 only: going float64 → float32 → half rounds twice, which is wrong
 // for values just above a half-way point (1 + 2⁻¹¹ + 2⁻⁴⁰ must give
 // 1 + 2⁻¹⁰, not 1). TestFloat16 checks every half value, every half-way
-// point between two, NaN, ±Inf, overflow and subnormals.
+// point between two; TestHalfCases NaN, ±Inf, overflow and subnormals.
 
 // Float16Bits returns f as IEEE 754 binary16 (FP16) bits, rounded once to
 // nearest, ties to even. Magnitudes at or above 65520 give ±Inf; below 2⁻²⁵

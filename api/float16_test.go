@@ -7,8 +7,8 @@ import (
 
 // TestFloat16 checks Float16Bits against IEEE 754 binary16 as defined: every
 // finite half value converts back to itself; a value half-way between two
-// neighbours goes to the even one, and a hair either side to the nearer one;
-// NaN, ±Inf, overflow and the subnormal range follow the standard.
+// neighbours goes to the even one, and a hair either side to the nearer one
+// (subnormals included).
 func TestFloat16(t *testing.T) {
 	for h := 0; h < 0x7c00; h++ { // every finite positive half, then its negative
 		for _, s := range []uint16{0, 0x8000} {
@@ -37,65 +37,61 @@ func TestFloat16(t *testing.T) {
 			t.Fatalf("Float16Bits(just above %g) = %#04x, want %#04x", mid, got, h+1)
 		}
 	}
-	for _, c := range []struct {
-		name string
-		in   float64
-		want uint16
-	}{
-		{"one", 1, 0x3c00},
-		{"minus two", -2, 0xc000},
-		{"largest", 65504, 0x7bff},
-		{"just below overflow", 65519.99, 0x7bff},
-		{"overflow", 65520, 0x7c00},
-		{"minus overflow", -1e10, 0xfc00},
-		{"+Inf", math.Inf(1), 0x7c00},
-		{"-Inf", math.Inf(-1), 0xfc00},
-		{"NaN", math.NaN(), 0x7e00},
-		{"-NaN", math.Copysign(math.NaN(), -1), 0xfe00},
-		{"least subnormal", 0x1p-24, 0x0001},
-		{"half the least subnormal: tie to zero", 0x1p-25, 0x0000},
-		{"above half the least subnormal", 0x1.0001p-25, 0x0001},
-		{"largest subnormal", 0x3ffp-24, 0x03ff},
-		{"subnormal rounding up to the least normal", 0x3ff.8p-24, 0x0400},
-		{"tiny negative", -1e-300, 0x8000},
-		{"float64 subnormal", 5e-324, 0x0000},
-		// Rounded through float32 first, this gives 1 (0x3c00): twice rounded.
-		{"once rounded", 1 + 0x1p-11 + 0x1p-40, 0x3c01},
-	} {
-		if got := Float16Bits(c.in); got != c.want {
-			t.Errorf("%s: Float16Bits(%g) = %#04x, want %#04x", c.name, c.in, got, c.want)
-		}
-	}
 }
 
-// TestBFloat16 checks BFloat16Bits the same way on bfloat16's own cases.
-func TestBFloat16(t *testing.T) {
+// TestHalfCases checks both conversions on the IEEE 754 cases by name:
+// overflow, ±Inf, quiet NaNs keeping their sign, subnormals, ties to even,
+// and one rounding, not two. Every result converts back to itself.
+func TestHalfCases(t *testing.T) {
+	type format struct {
+		bits  func(float64) uint16
+		value func(uint16) float32
+	}
+	fp16, bf16 := format{Float16Bits, Float16Value}, format{BFloat16Bits, BFloat16Value}
 	for _, c := range []struct {
 		name string
+		f    format
 		in   float64
 		want uint16
 	}{
-		{"one", 1, 0x3f80},
-		{"minus two", -2, 0xc000},
-		{"pi", math.Pi, 0x4049},
-		{"tie to even, down", 1 + 0x1p-8, 0x3f80},
-		{"tie to even, up", 1 + 3*0x1p-8, 0x3f82},
-		{"largest", 0x1.fep127, 0x7f7f},
-		{"overflow", 0x1.ffp127, 0x7f80},
-		{"+Inf", math.Inf(1), 0x7f80},
-		{"NaN", math.NaN(), 0x7fc0},
-		{"-NaN", math.Copysign(math.NaN(), -1), 0xffc0},
-		{"least subnormal", 0x1p-133, 0x0001},
-		{"below half the least subnormal", 0x1p-135, 0x0000},
-		{"float32 max", math.MaxFloat32, 0x7f80},
+		{"FP16 one", fp16, 1, 0x3c00},
+		{"FP16 minus two", fp16, -2, 0xc000},
+		{"FP16 largest", fp16, 65504, 0x7bff},
+		{"FP16 just below overflow", fp16, 65519.99, 0x7bff},
+		{"FP16 overflow", fp16, 65520, 0x7c00},
+		{"FP16 minus overflow", fp16, -1e10, 0xfc00},
+		{"FP16 +Inf", fp16, math.Inf(1), 0x7c00},
+		{"FP16 -Inf", fp16, math.Inf(-1), 0xfc00},
+		{"FP16 NaN", fp16, math.NaN(), 0x7e00},
+		{"FP16 -NaN", fp16, math.Copysign(math.NaN(), -1), 0xfe00},
+		{"FP16 least subnormal", fp16, 0x1p-24, 0x0001},
+		{"FP16 half the least subnormal: tie to zero", fp16, 0x1p-25, 0x0000},
+		{"FP16 above half the least subnormal", fp16, 0x1.0001p-25, 0x0001},
+		{"FP16 largest subnormal", fp16, 0x3ffp-24, 0x03ff},
+		{"FP16 subnormal rounding up to the least normal", fp16, 0x3ff.8p-24, 0x0400},
+		{"FP16 tiny negative", fp16, -1e-300, 0x8000},
+		{"FP16 float64 subnormal", fp16, 5e-324, 0x0000},
+		// Rounded through float32 first, this gives 1 (0x3c00): twice rounded.
+		{"FP16 once rounded", fp16, 1 + 0x1p-11 + 0x1p-40, 0x3c01},
+		{"BF16 one", bf16, 1, 0x3f80},
+		{"BF16 minus two", bf16, -2, 0xc000},
+		{"BF16 pi", bf16, math.Pi, 0x4049},
+		{"BF16 tie to even, down", bf16, 1 + 0x1p-8, 0x3f80},
+		{"BF16 tie to even, up", bf16, 1 + 3*0x1p-8, 0x3f82},
+		{"BF16 largest", bf16, 0x1.fep127, 0x7f7f},
+		{"BF16 overflow", bf16, 0x1.ffp127, 0x7f80},
+		{"BF16 float32 max", bf16, math.MaxFloat32, 0x7f80},
+		{"BF16 +Inf", bf16, math.Inf(1), 0x7f80},
+		{"BF16 NaN", bf16, math.NaN(), 0x7fc0},
+		{"BF16 -NaN", bf16, math.Copysign(math.NaN(), -1), 0xffc0},
+		{"BF16 least subnormal", bf16, 0x1p-133, 0x0001},
+		{"BF16 below half the least subnormal", bf16, 0x1p-135, 0x0000},
 	} {
-		if got := BFloat16Bits(c.in); got != c.want {
-			t.Errorf("%s: BFloat16Bits(%g) = %#04x, want %#04x", c.name, c.in, got, c.want)
+		if got := c.f.bits(c.in); got != c.want {
+			t.Errorf("%s: %g gives %#04x, want %#04x", c.name, c.in, got, c.want)
 		}
-		if c.in == c.in && !math.IsInf(float64(BFloat16Value(c.want)), 0) {
-			if v := float64(BFloat16Value(c.want)); BFloat16Bits(v) != c.want {
-				t.Errorf("%s: BFloat16Bits(BFloat16Value(%#04x)) = %#04x", c.name, c.want, BFloat16Bits(v))
-			}
+		if v := float64(c.f.value(c.want)); v == v && !math.IsInf(v, 0) && c.f.bits(v) != c.want {
+			t.Errorf("%s: %#04x does not convert back to itself: %#04x", c.name, c.want, c.f.bits(v))
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package dispatcher
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -56,8 +55,8 @@ func TestOutsideStrategies(t *testing.T) {
 		flush string
 		want  []sentBatch
 	}{
-		{"idle", []sentBatch{{at: 30 * time.Millisecond, items: 4}}},
-		{"eager", []sentBatch{{at: 0, items: 1}, {at: 100 * time.Millisecond, items: 3}}},
+		{"idle", []sentBatch{{at: 30 * time.Millisecond, items: 4, slot: "m/g1"}}},
+		{"eager", []sentBatch{{at: 0, items: 1, slot: "m/g1"}, {at: 100 * time.Millisecond, items: 3, slot: "m/g1"}}},
 	} {
 		t.Run(c.flush, func(t *testing.T) {
 			f, err := flushes.Lookup(c.flush)
@@ -68,25 +67,7 @@ func TestOutsideStrategies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			clock := NewVirtualClock(t0)
-			s := &vsender{clock: clock}
-			d, err := New(mp, Options{Policy: p, Flush: f, Clock: clock, Sender: s})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr := newTracker()
-			for i := range 4 {
-				submitAt(t, clock, d, time.Duration(i)*10*time.Millisecond, tr.item(time.Time{}), nil)
-			}
-			clock.Run(t0.Add(time.Second))
-			if len(s.batches) != len(c.want) {
-				t.Fatalf("batches %+v, want %+v", s.batches, c.want)
-			}
-			for i, w := range c.want {
-				if g := s.batches[i]; g.at != w.at || g.items != w.items || !strings.HasPrefix(g.slot, "m/g1") {
-					t.Errorf("batch %d: %d items at %v on %s, want %d at %v on the last group (m/g1…)", i, g.items, g.at, g.slot, w.items, w.at)
-				}
-			}
+			fourItems(t, mp, p, f, c.want)
 		})
 	}
 }
