@@ -7,7 +7,7 @@
 // listed parent directory; one with none fails the test until it is placed.
 //
 //	0 shapes:      internal/registry (the one shape of every strategy registry)
-//	1 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest
+//	1 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest, tracing
 //	2 mechanisms:  dispatcher, scheduler, scheduler/control, backends, backends/membership, loadgen, metrics
 //	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/cluster, status
 //	4 sessions:    gateway (DAG execution and admission), internal/ocrtest

@@ -98,6 +98,9 @@ type Record struct {
 	PlanTookMs float64 `json:"plan_took_ms"`
 	// DevicesMissing is the placement shortfall (devices needed, not present).
 	DevicesMissing int `json:"devices_missing"`
+	// Capacity is, per hardware type, the devices the plan needs and those
+	// present (control.Shortfall.Hardware): what the cluster is asked for.
+	Capacity []control.HardwareUse `json:"capacity,omitempty"`
 }
 
 // DecodeConfig reads a config stored by this package (the config key or a
