@@ -43,11 +43,12 @@ var logFormats = registry.Must(registry.New[logFormat]("log format", "log format
 // logFlagHelp is --log's help: "log format: json or console".
 var logFlagHelp = "log format: " + strings.Join(logFormats.Names(), " or ")
 
-// parseLogFormat returns the --log format called name.
+// parseLogFormat returns the --log format called name, or an error naming
+// the allowed ones (the text the commands have always given).
 func parseLogFormat(name string) (logFormat, error) {
 	lf, err := logFormats.Lookup(name)
 	if err != nil {
-		return nil, fmt.Errorf("--log: %w", err)
+		return nil, fmt.Errorf("--log %q: allowed: %s", name, logFormats)
 	}
 	return lf, nil
 }

@@ -24,7 +24,7 @@ func TestLogFormats(t *testing.T) {
 			t.Errorf("%s: New() = %v, %v", name, log, err)
 		}
 	}
-	if _, err := parseLogFormat("xml"); err == nil || err.Error() != `--log: unknown log format "xml"; allowed: json, console` {
+	if _, err := parseLogFormat("xml"); err == nil || err.Error() != `--log "xml": allowed: json, console` {
 		t.Errorf("parseLogFormat(xml) = %v; want the allowed formats", err)
 	}
 	more, err := logFormats.With(nopLog{})
