@@ -19,6 +19,10 @@ import (
 // quiet spells; docs/dataplane.md, "Flush") is at least NeededGap; while it is
 // not, the dispatcher rechecks at the time it would be, with no arrival.
 //
+// Lag, the gateway's estimate of an item's latency, assumes FlushIdle's guard
+// (batches no smaller than keep the machines 80% busy) for every rule that
+// sends early: a rule's NeededGap cannot be inverted in general.
+//
 // A Flush is an immutable value chosen by name from a registry (the --flush
 // flag): FlushDeadline and FlushIdle are this package's (BuiltinFlushes);
 // main, or a test, may offer more (BuiltinFlushes().With). NeededGap runs with
