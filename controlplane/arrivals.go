@@ -58,6 +58,7 @@ type countingRunner struct {
 var (
 	_ gateway.ModuleRunner   = countingRunner{}
 	_ gateway.MetadataSource = countingRunner{}
+	_ gateway.Abandoner      = countingRunner{}
 )
 
 // Estimate implements gateway.ModuleRunner.

@@ -3,7 +3,8 @@
 // the switch that changes its plan live.
 //
 // Who calls what: gateway.DAGRunner calls Run and Estimate (the request path,
-// any goroutine); the control plane (package controlplane) calls
+// any goroutine), and Abandon when a request returns without its result (its
+// items still queued are taken out: dispatcher.Sweep); the control plane (package controlplane) calls
 // NewLiveSwitch once and LiveSwitch.Apply for each new plan, from one
 // goroutine at a time; Prometheus calls Collect at scrape time. It imports
 // gateway (ModuleRunner, Timing, the sentinel errors), dispatcher, backends

@@ -18,6 +18,10 @@ var (
 	// machines' queues it would complete after it is due (Item.Due). It was
 	// never queued. It wraps api.ErrOverloaded (gateway.ErrOverloaded).
 	ErrOverloaded = fmt.Errorf("%w: the item would complete after it is due", api.ErrOverloaded)
+	// ErrCancelled: the item was abandoned (Item.Abandoned) before it was
+	// sent; it was never sent to a backend. It wraps api.ErrCancelled
+	// (gateway.ErrCancelled).
+	ErrCancelled = fmt.Errorf("%w before dispatch", api.ErrCancelled)
 	// ErrClosed: the dispatcher was closed.
 	ErrClosed = errors.New("dispatcher closed")
 	// ErrPlan: the module plan cannot be served (bad numbers); the message says which.

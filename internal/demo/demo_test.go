@@ -50,6 +50,11 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 	if !strings.Contains(out.String(), "devices once placed") {
 		t.Error("the report does not give the plan's devices beside its cost")
 	}
+	// The baseline column names the baseline and its simulated attainment
+	// under the plan's headroom rule (docs/evaluation.md, "Equal footing").
+	if !strings.Contains(out.String(), "% simulated)") {
+		t.Error("the report's baseline column does not give the baseline's simulated attainment")
+	}
 	for _, s := range res.Sessions {
 		if s.Report == nil {
 			t.Errorf("session %s was not loaded: %s", s.Name, s.NotPlannedError)

@@ -15,10 +15,10 @@ const module = "github.com/piccolo-serving/piccolo"
 // layers is the order of doc.go, lowest first.
 var layers = [][]string{
 	{"internal/registry"},
-	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing"},
+	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles"},
 	{"dispatcher", "scheduler", "scheduler/control", "backends", "backends/membership", "loadgen", "metrics"},
 	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/cluster", "status"},
-	{"gateway", "internal/ocrtest"},
+	{"gateway", "evaluation", "internal/ocrtest"},
 	{"dataplane", "kserve"},
 	{"controlplane"},
 	{"internal/demo", "internal/testharness", "gateway/gatewaytest", "kserve/kservetest", "internal/layering"},
