@@ -56,8 +56,11 @@ var defaultSplits = DefaultSplits()
 
 type lcSplit struct{}
 
-func (lcSplit) Name() string { return "lc" }
-func (lcSplit) Score(_ Candidate, save, dl float64) float64 {
+func (lcSplit) Name() string                                { return "lc" }
+func (lcSplit) Score(_ Candidate, save, dl float64) float64 { return lcScore(save, dl) }
+
+// lcScore is Algorithm 2's latency-cost efficiency (line 11).
+func lcScore(save, dl float64) float64 {
 	if dl <= 0 {
 		return math.Inf(1)
 	}
@@ -73,6 +76,30 @@ type costSplit struct{}
 
 func (costSplit) Name() string                               { return "cost" }
 func (costSplit) Score(_ Candidate, save, _ float64) float64 { return save }
+
+// Built-in greedy splits, by number, for splitLatency's loop (builtinScore).
+const (
+	scoreOther = iota // any other Split: its Score, through the interface
+	scoreLC
+	scoreThroughput
+	scoreCost
+)
+
+// builtinScore returns which built-in greedy split s is, or scoreOther.
+// Algorithm 2's loop is the planner's hottest: it computes the built-in
+// splits' scores in line (an interface call per move cost
+// BenchmarkPlan100Modules about 20%), and calls any other Split's Score.
+func builtinScore(s Split) int {
+	switch s.(type) {
+	case lcSplit:
+		return scoreLC
+	case throughputSplit:
+		return scoreThroughput
+	case costSplit:
+		return scoreCost
+	}
+	return scoreOther
+}
 
 // budgeter is a Split that sets the budgets itself instead of Algorithm 2's
 // loop (even): budgets by module index, seconds, and no burst allowance.
@@ -199,6 +226,7 @@ func splitLatency(g *graph, mods []moduleInput, slo float64, model LatencyModel,
 	if b, ok := split.(budgeter); ok {
 		return b.budgets(g, slo), make([]float64, n)
 	}
+	how := builtinScore(split)
 	for {
 		// Changing one module's WCL changes only the paths through it, so a move is
 		// feasible iff the longest path through the module still fits.
@@ -206,20 +234,32 @@ func splitLatency(g *graph, mods []moduleInput, slo float64, model LatencyModel,
 		bestM, bestK := -1, -1
 		var bestScore, bestSave, bestDL float64
 		for i := range mods {
-			prev := pts[i][cur[i]]
-			for k, p := range pts[i] {
+			prev := &pts[i][cur[i]]
+			for k := range pts[i] {
+				p := &pts[i][k]
 				save := prev.cost - p.cost
 				if k == cur[i] || save <= 1e-12 {
 					continue
 				}
-				dl := p.wcl - prev.wcl
-				score := split.Score(p.c, save, dl)
-				if bestM >= 0 && (score < bestScore || (score == bestScore && (save < bestSave || (save == bestSave && dl >= bestDL)))) {
+				// Line 13, checking the candidate move (the published line checks
+				// the previous best, which would accept infeasible moves). Checked
+				// before the score, which is a call: most moves do not fit.
+				if through[i]-w[i]+p.wcl > slo+latencyEps {
 					continue
 				}
-				// Line 13, checking the candidate move (the published line checks
-				// the previous best, which would accept infeasible moves).
-				if through[i]-w[i]+p.wcl > slo+latencyEps {
+				dl := p.wcl - prev.wcl
+				var score float64
+				switch how {
+				case scoreLC:
+					score = lcScore(save, dl)
+				case scoreThroughput:
+					score = p.c.Ratio()
+				case scoreCost:
+					score = save
+				default:
+					score = split.Score(p.c, save, dl)
+				}
+				if bestM >= 0 && (score < bestScore || (score == bestScore && (save < bestSave || (save == bestSave && dl >= bestDL)))) {
 					continue
 				}
 				bestM, bestK, bestScore, bestSave, bestDL = i, k, score, save, dl
