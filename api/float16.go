@@ -3,13 +3,14 @@ package api
 import "math"
 
 // Half-precision conversions for FP16 and BF16 tensor data, used by the
-// gateway's JSON codec (kserve) and the load generator (loadgen): one rule
-// for both. Written here rather than taken from a library because JSON numbers
-// arrive as float64 and the usual libraries (x448/float16) convert from
-// float32 only: going float64 → float32 → half rounds twice, which is wrong
-// for values just above a half-way point (1 + 2⁻¹¹ + 2⁻⁴⁰ must give
-// 1 + 2⁻¹⁰, not 1). TestFloat16 checks every half value, every half-way
-// point between two; TestHalfCases NaN, ±Inf, overflow and subnormals.
+// gateway's JSON codec (kserve, whose roundOnce also settles a decimal that
+// lies beside a tie exactly) and the load generator (loadgen): one rule for
+// both. Written here rather than taken from a library because the usual ones
+// (x448/float16) convert from float32 only, and going float64 → float32 →
+// half rounds twice, wrong for values just above a half-way point
+// (1 + 2⁻¹¹ + 2⁻⁴⁰ must give 1 + 2⁻¹⁰, not 1). TestFloat16 checks every half
+// value and every half-way point between two; TestHalfCases NaN, ±Inf,
+// overflow and subnormals.
 
 // Float16Bits returns f as IEEE 754 binary16 (FP16) bits, rounded once to
 // nearest, ties to even. Magnitudes at or above 65520 give ±Inf; below 2⁻²⁵
