@@ -184,14 +184,8 @@ func (a *Admin) backends() BackendView {
 	}
 	placed := map[string][]string{}
 	if p := a.opts.Plan(); p != nil {
-		for _, sp := range p.Sessions {
-			for _, mp := range sp.Modules {
-				for _, g := range mp.Configs {
-					for _, id := range g.Backends {
-						placed[id] = append(placed[id], sp.Name+"/"+mp.Name)
-					}
-				}
-			}
+		for m := range p.Machines() {
+			placed[m.Backend] = append(placed[m.Backend], m.Session.Name+"/"+m.Module.Name)
 		}
 	}
 	out := v

@@ -20,30 +20,9 @@ import (
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/tracing"
 )
-
-// Place places a plan on a static backends list (the config's `backends:`):
-// scheduler/control.PlaceStatic, whose doc gives the rule. When the list holds
-// the devices the plan needs, fractional machines of different modules share
-// devices as the planner's cost assumes (the devices `piccolo demo` starts);
-// a module's machines stay on the devices they had in prev, the placed plan
-// being replaced (nil: none). Otherwise round-robin: each group's machines
-// take the next backends of its hardware type, and with fewer backends than
-// machines, shared counts the machines that share one. Groups that already
-// name backends (a plan the control loop placed) keep them.
-func Place(plan *api.Plan, backendList []api.Backend, prev *api.Plan) (placed *api.Plan, shared int, err error) {
-	members := make([]control.Member, len(backendList))
-	for i, b := range backendList {
-		members[i] = control.Member{ID: b.ID, Hardware: b.Hardware}
-	}
-	out, short, err := control.PlaceStatic(plan, members, prev)
-	if err != nil {
-		return nil, 0, err
-	}
-	return out, short.Shared, nil
-}
 
 // LiveOptions configure a LiveRunner.
 type LiveOptions struct {
@@ -192,7 +171,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	if plan == nil {
 		return nil, errors.New("dataplane: NewLiveRunner needs a plan")
 	}
-	placed, _, err := Place(plan, cfg.Backends, nil)
+	placed, _, err := placement.Place(plan, placement.Members(cfg.Backends), nil, placement.Options{Static: true})
 	if err != nil {
 		return nil, err
 	}

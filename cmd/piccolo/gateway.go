@@ -20,7 +20,6 @@ import (
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/kserve"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -263,69 +262,30 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
-	apply := func(ctl controlplane.Control) controlplane.OnConfig { return ctl.Apply }
-	if !o.noFuse { // fused chains are modules of the served sessions: the DAG runner runs them as one
-		if cfg, err = fuseConfig(cfg, planner, zap.NewStdLog(log).Writer()); err != nil {
-			return err
-		}
-		apply = func(ctl controlplane.Control) controlplane.OnConfig {
-			return func(ctx context.Context, c *api.Config, cause string) error {
-				fc, err := fuseConfig(c, planner, zap.NewStdLog(log).Writer())
-				if err != nil {
-					return err
-				}
-				return ctl.Apply(ctx, fc, cause)
-			}
-		}
-	}
-	var ctl controlplane.Control
+	gopts := controlplane.GatewayOptions{Fuse: !o.noFuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
+		Planner: func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) },
+		Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
 	if o.consul != "" {
-		copts := controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
-			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait,
-			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
-		cc, err := controlplane.StartConsulControl(ctx, copts, cfg, gm, log, liveOpts, planner)
-		if err != nil {
-			return err
-		}
-		if cc.Scheduler() != nil {
-			reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
-		}
-		ctl = cc
-	} else {
-		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log,
-			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan})
-		if errors.Is(err, controlplane.ErrNoPlan) {
-			return fmt.Errorf("--policy %s: %w", o.policy, err)
-		} else if err != nil {
-			return err
-		}
-		ctl = ec
+		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
+			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait}
 	}
-	sw := ctl.LiveSwitch()
-	defer sw.Close()
-	cfg = ctl.ServedConfig() // with --consul, the cluster's config, which may differ from the -c files
-	plan := sw.Plan()
-	for _, sp := range plan.Sessions {
-		if sp.Error != "" {
-			log.Warn("session not planned; it will answer 503", zap.String("session", sp.Name), zap.String("reason", sp.Error))
-		}
-	}
-	exec, err := gateway.NewDAGRunner(ctl.Runner(), cfg.Sessions)
-	if err != nil {
+	g, err := controlplane.StartGateway(ctx, cfg, gopts)
+	if errors.Is(err, controlplane.ErrNoPlan) && o.consul == "" {
+		return fmt.Errorf("--policy %s: %w", o.policy, err)
+	} else if err != nil {
 		return err
+	}
+	ctl, sw, exec, store := g.Control, g.Switch, g.Runner, g.Store
+	defer sw.Close()
+	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Scheduler() != nil {
+		reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
 	}
 	reg.MustRegister(sw)
-	store, err := controlplane.NewConfigStore(cfg, apply(ctl))
-	if err != nil {
-		return err
-	}
-	ctl.Attach(exec, store)
+	plan := sw.Plan()
 	token := adminToken(o.adminToken)
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if token != "" {
-		aopts := controlplane.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
-		aopts.Backends = ctl.Members()
+		aopts := controlplane.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()}
 		a, err := controlplane.NewAdmin(aopts)
 		if err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -97,7 +98,7 @@ WCL: 'over WCL' counts those that do.`,
 			if place {
 				// Run on the devices placement packs the plan onto, so
 				// modules sharing a device contend for its lanes.
-				if plan, _, err = simulate.PlaceOnDevices(plan); err != nil {
+				if plan, _, err = placement.Place(plan, nil, nil, placement.Options{Provision: true}); err != nil {
 					return err
 				}
 			}

@@ -8,10 +8,11 @@
 //
 //	0 shapes:      internal/registry (the one shape of every strategy registry)
 //	1 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest, tracing, internal/tlsfiles
-//	2 mechanisms:  dispatcher, scheduler, scheduler/control, backends, backends/membership, loadgen, metrics
-//	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/cluster, status
+//	2 mechanisms:  dispatcher, scheduler, placement, backends, backends/membership, loadgen, metrics
+//	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/control, status
 //	4 sessions:    gateway (DAG execution and admission), evaluation (the paper's
-//	               evaluation: plans refereed by the simulator), internal/ocrtest
+//	               evaluation: plans refereed by the simulator), scheduler/cluster
+//	               (the elected re-planner), internal/ocrtest
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
 //	6 control:     controlplane
 //	7 tools:       internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering

@@ -16,9 +16,9 @@ const module = "github.com/piccolo-serving/piccolo"
 var layers = [][]string{
 	{"internal/registry"},
 	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles"},
-	{"dispatcher", "scheduler", "scheduler/control", "backends", "backends/membership", "loadgen", "metrics"},
-	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/cluster", "status"},
-	{"gateway", "evaluation", "internal/ocrtest"},
+	{"dispatcher", "scheduler", "placement", "backends", "backends/membership", "loadgen", "metrics"},
+	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/control", "status"},
+	{"gateway", "evaluation", "scheduler/cluster", "internal/ocrtest"},
 	{"dataplane", "kserve"},
 	{"controlplane"},
 	{"internal/demo", "internal/testharness", "gateway/gatewaytest", "kserve/kservetest", "internal/layering"},
