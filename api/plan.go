@@ -1,5 +1,7 @@
 package api
 
+import "iter"
+
 // Plan is the scheduler's output, the JSON `piccolo plan -o json` prints (its
 // latency models: docs/planner.md): per session, per module, the budget, WCL,
 // dummy rate and config groups. Every policy writes this shape, so any
@@ -72,4 +74,58 @@ type GroupPlan struct {
 	WCLMs       float64  `json:"wcl_ms"`
 	Cost        float64  `json:"cost"`
 	Backends    []string `json:"backends,omitempty"`
+}
+
+// PlacedMachine is one machine of a placed plan: the group it belongs to (in
+// its session and module), its index among the group's machines, and the
+// backend id it runs on (GroupPlan.Backends[Index]). The pointers are into the
+// plan: read-only.
+type PlacedMachine struct {
+	Session *SessionPlan
+	Module  *ModulePlan
+	Group   *GroupPlan
+	Index   int
+	Backend string
+}
+
+// Machines yields every placed machine of p, in plan order (sessions, modules,
+// groups, then GroupPlan.Backends), sessions with an Error included (they
+// have no groups). An unplaced or nil plan yields nothing.
+func (p *Plan) Machines() iter.Seq[PlacedMachine] {
+	return func(yield func(PlacedMachine) bool) {
+		if p == nil {
+			return
+		}
+		for si := range p.Sessions {
+			sp := &p.Sessions[si]
+			for mi := range sp.Modules {
+				mp := &sp.Modules[mi]
+				for gi := range mp.Configs {
+					g := &mp.Configs[gi]
+					for i, id := range g.Backends {
+						if !yield(PlacedMachine{Session: sp, Module: mp, Group: g, Index: i, Backend: id}) {
+							return
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// Backends yields each backend id p is placed on once, in order of first use
+// (slices.Sorted(p.Backends()) for a sorted list).
+func (p *Plan) Backends() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		seen := map[string]bool{}
+		for m := range p.Machines() {
+			if seen[m.Backend] {
+				continue
+			}
+			seen[m.Backend] = true
+			if !yield(m.Backend) {
+				return
+			}
+		}
+	}
 }

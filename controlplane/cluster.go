@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -48,7 +49,7 @@ type ConsulControl struct {
 	kv      *cluster.Client
 	sched   *cluster.Scheduler // nil with --schedule=false
 	stopped chan struct{}      // closed when sched.Run has returned (lock released)
-	planner Planner
+	pipe    Pipeline
 	id      string
 	wait    time.Duration // how long a config change waits for its plan
 	onPlan  func(PlanEvent)
@@ -88,6 +89,8 @@ type ClusterOptions struct {
 	GatewayID    string        // this gateway's id in Consul (default <host>-<port of Listen>)
 	Listen       string        // the HTTP listen address, for the default GatewayID
 	ConfigWait   time.Duration // how long a config change waits for its plan (default 15s)
+	Fuse         bool          // the config pipeline's fuse step (off: --no-fusion)
+	Fusions      io.Writer     // told each fusion made (optional)
 
 	// Tests only: the control loop's options (Plan, Publish are set here), the
 	// rate monitor's, and a hook called with every plan made live.
@@ -101,6 +104,11 @@ type ClusterOptions struct {
 // is live (cc.sw serves it). Until then it waits, logging why, until ctx ends.
 func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, metrics *metrics.Metrics, log *zap.Logger,
 	live dataplane.LiveOptions, planner Planner) (*ConsulControl, error) {
+	pipe := Pipeline{Planner: planner, NoFusion: !o.Fuse, Fusions: o.Fusions}
+	cfg, err := pipe.Fuse(cfg)
+	if err != nil {
+		return nil, err
+	}
 	kv, err := cluster.New(o.Consul, cluster.Options{Prefix: o.Prefix, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
@@ -113,7 +121,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	if err != nil {
 		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}
-	cc := &ConsulControl{log: log, metrics: metrics, opts: live, ctx: ctx, kv: kv, planner: planner, id: o.GatewayID,
+	cc := &ConsulControl{log: log, metrics: metrics, opts: live, ctx: ctx, kv: kv, pipe: pipe, id: o.GatewayID,
 		wait: o.ConfigWait, onPlan: o.OnPlan, rates: rates, first: make(chan struct{}), changed: make(chan struct{}),
 		stopped: make(chan struct{})}
 	if cc.id == "" {
@@ -128,7 +136,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 		if id == "" {
 			id = "gateway-" + cc.id
 		}
-		cc.sched, err = cluster.NewScheduler(kv, cluster.SchedulerOptions{ID: id, Seed: cfg, Plan: planner, Members: w,
+		cc.sched, err = cluster.NewScheduler(kv, cluster.SchedulerOptions{ID: id, Seed: cfg, Plan: pipe.Plan, Members: w,
 			Control: o.Control, TTL: o.SchedulerTTL, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("--scheduler-ttl/--scheduler-id: %w", err)
@@ -283,6 +291,7 @@ func (cc *ConsulControl) Attach(exec *gateway.DAGRunner, store *ConfigStore) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	cc.exec, cc.store = exec, store
+	exec.ObserveArrivals(cc.rates) // for the cluster's rate reports
 	cc.syncSessionsLocked("config")
 }
 
@@ -300,6 +309,10 @@ func (cc *ConsulControl) ServedConfig() *api.Config {
 // for it is live on this gateway (or an error saying it is stored but not yet
 // planned).
 func (cc *ConsulControl) Apply(ctx context.Context, cfg *api.Config, cause string) error {
+	cfg, err := cc.pipe.Fuse(cfg)
+	if err != nil {
+		return err
+	}
 	cc.mu.Lock()
 	prev, prevCfg, ifIndex := cc.applied.Plan, cc.served, cc.applied.ConfigIndex
 	// Planned with the members as backends: the planner then plans only the
@@ -309,7 +322,7 @@ func (cc *ConsulControl) Apply(ctx context.Context, cfg *api.Config, cause strin
 	withMembers := *cfg
 	withMembers.Backends = cc.snap.Backends()
 	cc.mu.Unlock()
-	if _, err := PlanChange(cc.planner, &withMembers, prev, prevCfg); err != nil {
+	if _, err := PlanChange(cc.pipe.Planner, &withMembers, prev, prevCfg); err != nil {
 		return err
 	}
 	idx, err := cc.kv.PutConfig(ctx, cfg, ifIndex)
@@ -426,10 +439,9 @@ func (cc *ConsulControl) LiveSwitch() *dataplane.LiveSwitch {
 	return cc.sw
 }
 
-// Runner is what the DAGRunner runs modules on: the live switch, counting each
-// source module's arrivals for the cluster's rate reports.
+// Runner is what the DAGRunner runs modules on: the live switch.
 func (cc *ConsulControl) Runner() gateway.ModuleRunner {
-	return countingRunner{LiveSwitch: cc.LiveSwitch(), a: cc.rates}
+	return cc.LiveSwitch()
 }
 
 // Scheduler is this gateway's scheduler candidate; nil when Schedule is false.

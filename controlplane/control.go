@@ -30,7 +30,9 @@ type Control interface {
 	// and the ConfigStore start with.
 	ServedConfig() *api.Config
 	// Attach hands over the DAGRunner and the ConfigStore built over Runner
-	// and ServedConfig; later changes update both.
+	// and ServedConfig, before the DAGRunner serves; later changes update
+	// both, and the control observes the DAGRunner's arrivals
+	// (DAGRunner.ObserveArrivals) for its rate monitor.
 	Attach(exec *gateway.DAGRunner, store *ConfigStore)
 	// Apply is the ConfigStore's OnConfig: make cfg live or fail without side
 	// effects.

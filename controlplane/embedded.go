@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,16 +18,10 @@ import (
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
-
-// Planner makes a plan for a config: scheduler.Plan, or PlanForServing (the
-// serving planner of `piccolo gateway`). A plan may carry per-session
-// errors (sessions it could not plan); err is for a config it could not plan at
-// all. Called from ConfigStore.Update's goroutine (checking a change) and from
-// the control loop's, one call at a time on each.
-type Planner func(cfg *api.Config) (*api.Plan, error)
 
 // Static mode's control loop timing (docs/control-plane.md, "Re-planning
 // without Consul"). The rates are this gateway's own, handed to the controller
@@ -47,7 +42,11 @@ const (
 
 // EmbeddedOptions configure StartEmbedded.
 type EmbeddedOptions struct {
+	// Planner is the config pipeline's plan step (Pipeline.Planner); Fuse
+	// turns its fuse step on, each fusion named on Fusions (optional).
 	Planner Planner
+	Fuse    bool
+	Fusions io.Writer
 	Live    dataplane.LiveOptions
 	Metrics *metrics.Metrics // optional
 	Logger  *zap.Logger      // optional
@@ -70,16 +69,16 @@ type EmbeddedOptions struct {
 // static backends are its members, the request path's arrival counters feed
 // ObserveRates every tick, so a sustained rise of the rate is re-planned onto
 // idle backends and a fall releases them; each decision is placed
-// (control.Place, round-robin sharing when the pool is short) and made live by
+// (placement.Place, static: round-robin sharing when the pool is short) and made live by
 // publish: LiveSwitch.Apply, DAGRunner.SetSessions, Metrics.SetPlan.
 //
 // A config change (Apply, from the admin API or the file watcher) is first
-// planned here to refuse what cannot be planned (PlanChange: 422, nothing
+// fused, planned and checked here (the config Pipeline: 422, nothing
 // changes), then handed to the controller with SetConfig; Apply returns once
 // the controller's plan for it is live, or, when that fails, hands the
 // controller the previous config back and returns the error.
 type EmbeddedControl struct {
-	planner Planner
+	pipe    Pipeline
 	metrics *metrics.Metrics
 	log     *zap.Logger
 	live    dataplane.LiveOptions
@@ -126,8 +125,12 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 	if err != nil {
 		return nil, err
 	}
+	pipe := Pipeline{Planner: opts.Planner, NoFusion: !opts.Fuse, Fusions: opts.Fusions}
+	if cfg, err = pipe.Fuse(cfg); err != nil {
+		return nil, err
+	}
 	ctx, stop := context.WithCancel(ctx)
-	c := &EmbeddedControl{planner: opts.Planner, metrics: opts.Metrics, log: opts.Logger, live: opts.Live, ctx: ctx, stop: stop,
+	c := &EmbeddedControl{pipe: pipe, metrics: opts.Metrics, log: opts.Logger, live: opts.Live, ctx: ctx, stop: stop,
 		rates: rates, wait: opts.ApplyWait, onPlan: opts.OnPlan, first: make(chan error, 1), known: map[string]api.Backend{}}
 	c.noteBackends(cfg.Backends)
 	co := opts.Control
@@ -137,18 +140,9 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 	if co.SustainUp == 0 {
 		co.SustainUp = StaticSustainUp
 	}
-	co.Plan = func(cfg *api.Config) (*api.Plan, error) {
-		p, err := c.planner(cfg)
-		if p == nil {
-			if err == nil {
-				err = errors.New("the planner returned no plan")
-			}
-			return nil, noPlanError{err}
-		}
-		return p, err
-	}
+	co.Plan = pipe.Plan // a rate re-plan enters the pipeline at its plan step
 	co.Publish, co.Place, co.Failed, co.Logger = c.publish, c.place, c.failed, opts.Logger
-	if c.ctl, err = control.New(cfg, staticMembers(cfg.Backends), co); err != nil {
+	if c.ctl, err = control.New(cfg, placement.Members(cfg.Backends), co); err != nil {
 		stop()
 		return nil, err
 	}
@@ -186,28 +180,23 @@ func (c *EmbeddedControl) feed(ctx context.Context, every time.Duration) {
 	}
 }
 
-// place is the controller's placement for a static pool: control.Place
-// (fractional machines packed, stable, idle backends left free); when the pool
-// is too small for the plan, the round-robin placement a static gateway always
-// had (dataplane.Place: machines share backends and run slower) instead of a
-// plan scaled down.
-func (c *EmbeddedControl) place(plan *api.Plan, members []control.Member, prev *api.Plan) (*api.Plan, control.Shortfall, error) {
-	placed, short, err := control.Place(plan, members, prev)
-	if err != nil || short.Missing() == 0 {
-		return placed, short, err
+// place is the controller's placement for a static pool (placement.Options
+// Static): packed (fractional machines share devices, stable, idle backends
+// left free); when the pool is too small for the plan, the round-robin
+// placement a static gateway always had (machines share backends and run
+// slower) instead of a plan scaled down.
+func (c *EmbeddedControl) place(plan *api.Plan, members []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error) {
+	placed, short, err := placement.Place(plan, members, prev, placement.Options{Static: true})
+	if err == nil && short.Missing() > 0 {
+		c.log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", short.Shared),
+			zap.Int("devices_missing", short.Missing()))
 	}
-	rr, rshort, err := control.PlaceWith(plan, members, nil, control.PlaceOptions{RoundRobin: true})
-	if err != nil {
-		return nil, short, err
-	}
-	c.log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", rshort.Shared),
-		zap.Int("devices_missing", short.Missing()))
-	return rr, short, nil
+	return placed, short, err
 }
 
 // capacity is a placement's devices needed per hardware type: what the
 // capacity metrics ask of the cluster.
-func capacity(hw []control.HardwareUse) map[string]int {
+func capacity(hw []placement.HardwareUse) map[string]int {
 	out := make(map[string]int, len(hw))
 	for _, h := range hw {
 		out[h.Hardware] = h.Needed
@@ -330,27 +319,20 @@ func (c *EmbeddedControl) noteBackends(bs []api.Backend) {
 	}
 }
 
-// Apply is an OnConfig: refuse a change that cannot be planned (PlanChange),
-// else hand it to the control loop and wait until its plan is live.
+// Apply is an OnConfig: the config pipeline's fuse, plan and check steps
+// here, on ConfigStore.Update's goroutine (a change that cannot be planned is
+// refused: 422, nothing changes); then the checked plan goes to the control
+// loop (SetPlanned), which places and applies it. Apply returns once it is
+// live, or, when that fails, hands the controller the previous config back
+// and returns the error.
 func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause string) error {
 	prev := c.served.Load()
-	// Checked on the hardware the backends have, as the controller plans: a
-	// change only an absent type could serve is refused here (422).
-	present := map[string]bool{}
-	for _, b := range cfg.Backends {
-		present[b.Hardware] = true
+	cfg, err := c.pipe.Fuse(cfg)
+	if err != nil {
+		return err
 	}
-	onPresent := func(cfg *api.Config) (*api.Plan, error) { return c.planner(control.OnlyPresent(cfg, present)) }
-	if _, err := PlanChange(onPresent, cfg, c.sw.Plan(), prev); err != nil {
-		var absent []string
-		for _, h := range cfg.Hardware {
-			if !present[h.Name] {
-				absent = append(absent, fmt.Sprintf("%q", h.Name))
-			}
-		}
-		if len(absent) > 0 {
-			return fmt.Errorf("%w (planned on the backends' hardware only: no backend has hardware %s)", err, strings.Join(absent, ", "))
-		}
+	planned, err := c.planChange(cfg, prev)
+	if err != nil {
 		return err
 	}
 	p := &pendingChange{cfg: cfg, cause: cause, done: make(chan error, 1)}
@@ -359,12 +341,11 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 	c.pending = p
 	c.mu.Unlock()
 	if !sameBackends(prev.Backends, cfg.Backends) {
-		c.ctl.SetMembers(staticMembers(cfg.Backends))
+		c.ctl.SetMembers(placement.Members(cfg.Backends))
 	}
-	c.ctl.SetConfig(cfg)
+	c.ctl.SetPlanned(cfg, planned)
 	timeout := time.NewTimer(c.wait)
 	defer timeout.Stop()
-	var err error
 	select {
 	case err = <-p.done:
 	case <-ctx.Done():
@@ -386,19 +367,51 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 		return nil
 	}
 	if !sameBackends(prev.Backends, cfg.Backends) {
-		c.ctl.SetMembers(staticMembers(prev.Backends))
+		c.ctl.SetMembers(placement.Members(prev.Backends))
 	}
 	c.ctl.SetConfig(prev)
 	return err
 }
 
-// staticMembers are a static backends list as the controller's members.
-func staticMembers(bs []api.Backend) []control.Member {
-	out := make([]control.Member, len(bs))
-	for i, b := range bs {
-		out[i] = control.Member{ID: b.ID, Hardware: b.Hardware}
+// planChange is the pipeline's plan and check steps for cfg, a change of the
+// served config prev: planned at the rates the controller plans at
+// (PlanningRates: measured rates stay in use for modules the change leaves
+// alone) on the hardware the backends have, as the controller plans, so a
+// change only an absent type could serve is refused here (422). A session
+// that only fails at lowered measured rates is checked at the config's rates,
+// as the controller's fall-back would plan it; that plan is then handed over
+// at the config's rates and the controller plans at its own.
+func (c *EmbeddedControl) planChange(cfg, prev *api.Config) (*control.Planned, error) {
+	present := presentHardware(cfg.Backends)
+	try := func(rates map[control.Key]float64) (*control.Planned, error) {
+		start := time.Now()
+		plan, err := c.pipe.Plan(control.OnlyPresent(control.WithRates(cfg, rates), present))
+		if plan == nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		if err := Check(plan, cfg, c.sw.Plan(), prev); err != nil {
+			return nil, err
+		}
+		return &control.Planned{Plan: plan, Err: err, Rates: rates, Took: time.Since(start)}, nil
 	}
-	return out
+	rates := c.ctl.PlanningRates(cfg)
+	planned, err := try(rates)
+	if decl := control.Declared(cfg); err != nil && !maps.Equal(rates, decl) {
+		planned, err = try(decl)
+	}
+	if err == nil {
+		return planned, nil
+	}
+	var absent []string
+	for _, h := range cfg.Hardware {
+		if !present[h.Name] {
+			absent = append(absent, fmt.Sprintf("%q", h.Name))
+		}
+	}
+	if len(absent) > 0 {
+		return nil, fmt.Errorf("%w (planned on the backends' hardware only: no backend has hardware %s)", err, strings.Join(absent, ", "))
+	}
+	return nil, err
 }
 
 func sameBackends(a, b []api.Backend) bool {
@@ -414,24 +427,7 @@ func sameBackends(a, b []api.Backend) bool {
 }
 
 // placedOn lists the backend ids plan places on, sorted.
-func placedOn(plan *api.Plan) []string {
-	set := map[string]bool{}
-	for _, sp := range plan.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				for _, id := range g.Backends {
-					set[id] = true
-				}
-			}
-		}
-	}
-	out := make([]string, 0, len(set))
-	for id := range set {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
-}
+func placedOn(plan *api.Plan) []string { return slices.Sorted(plan.Backends()) }
 
 // Controller is the control loop (its Status: the last decision, the
 // measured rates, the counts by cause).
@@ -440,10 +436,9 @@ func (c *EmbeddedControl) Controller() *control.Controller { return c.ctl }
 // LiveSwitch implements Control.
 func (c *EmbeddedControl) LiveSwitch() *dataplane.LiveSwitch { return c.sw }
 
-// Runner implements Control: the live switch, counting each source module's
-// arrivals for the control loop.
+// Runner implements Control: the live switch.
 func (c *EmbeddedControl) Runner() gateway.ModuleRunner {
-	return countingRunner{LiveSwitch: c.sw, a: c.rates}
+	return c.sw
 }
 
 // ServedConfig implements Control: the config of the live plan.
@@ -454,6 +449,7 @@ func (c *EmbeddedControl) Attach(exec *gateway.DAGRunner, _ *ConfigStore) {
 	c.mu.Lock()
 	c.exec = exec
 	c.mu.Unlock()
+	exec.ObserveArrivals(c.rates) // the control loop's rate monitor
 	c.metrics.SetDAGRunner(exec)
 }
 
@@ -463,67 +459,3 @@ func (c *EmbeddedControl) Members() func() BackendView { return nil }
 // StepDown implements Control: it ends the control loop (nothing is shared
 // beyond this process, so there is nothing to wait for).
 func (c *EmbeddedControl) StepDown(time.Duration) { c.stop() }
-
-// PlanChange plans cfg, a change of the config prevCfg served by the plan prev,
-// and applies the rule a change must pass before it goes live: every session
-// that the change adds or modifies, or that was planned before, must be
-// planned; a session that failed before and is untouched does not refuse the
-// change. The error names every refused session and why (the admin API
-// answers 422); on success the plan is returned. Used by EmbeddedControl and
-// by the cluster mode's gateways, which refuse a change before storing it.
-func PlanChange(planner Planner, cfg *api.Config, prev *api.Plan, prevCfg *api.Config) (*api.Plan, error) {
-	plan, err := planner(cfg)
-	if plan == nil {
-		if err == nil {
-			err = errors.New("the planner returned no plan")
-		}
-		return nil, fmt.Errorf("plan: %w", err)
-	}
-	var bad []string
-	for _, sp := range plan.Sessions {
-		if sp.Error == "" {
-			continue
-		}
-		if prev != nil && prevCfg != nil && wasFailing(prev, sp.Name) && !changed(prevCfg, cfg, sp.Name) {
-			continue // failing before and untouched: not this change's fault
-		}
-		bad = append(bad, fmt.Sprintf("session %q cannot be planned: %s", sp.Name, sp.Error))
-	}
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		return nil, errors.New(strings.Join(bad, "; "))
-	}
-	return plan, nil
-}
-
-func wasFailing(p *api.Plan, session string) bool {
-	for _, sp := range p.Sessions {
-		if sp.Name == session {
-			return sp.Error != ""
-		}
-	}
-	return false
-}
-
-// changed reports whether session differs between a and b (or is new in b).
-// Sources (file and line) do not count.
-func changed(a, b *api.Config, session string) bool {
-	sa, okA := a.Session(session)
-	sb, okB := b.Session(session)
-	if !okA || !okB {
-		return true
-	}
-	if sa.Name != sb.Name || sa.SLO != sb.SLO || len(sa.Modules) != len(sb.Modules) ||
-		(sa.Accuracy == nil) != (sb.Accuracy == nil) || (sa.Accuracy != nil && *sa.Accuracy != *sb.Accuracy) {
-		return true
-	}
-	sameVariant := func(x, y api.Variant) bool { return x.Model == y.Model && x.Accuracy == y.Accuracy }
-	for i := range sa.Modules {
-		ma, mb := sa.Modules[i], sb.Modules[i]
-		if ma.Name != mb.Name || ma.Model != mb.Model || ma.Rate != mb.Rate || strings.Join(ma.After, ",") != strings.Join(mb.After, ",") ||
-			!slices.EqualFunc(ma.Variants, mb.Variants, sameVariant) {
-			return true
-		}
-	}
-	return false
-}

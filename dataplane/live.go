@@ -21,30 +21,9 @@ import (
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/tracing"
 )
-
-// Place places a plan on a static backends list (the config's `backends:`):
-// scheduler/control.PlaceStatic, whose doc gives the rule. When the list holds
-// the devices the plan needs, fractional machines of different modules share
-// devices as the planner's cost assumes (the devices `piccolo demo` starts);
-// a module's machines stay on the devices they had in prev, the placed plan
-// being replaced (nil: none). Otherwise round-robin: each group's machines
-// take the next backends of its hardware type, and with fewer backends than
-// machines, shared counts the machines that share one. Groups that already
-// name backends (a plan the control loop placed) keep them.
-func Place(plan *api.Plan, backendList []api.Backend, prev *api.Plan) (placed *api.Plan, shared int, err error) {
-	members := make([]control.Member, len(backendList))
-	for i, b := range backendList {
-		members[i] = control.Member{ID: b.ID, Hardware: b.Hardware}
-	}
-	out, short, err := control.PlaceStatic(plan, members, prev)
-	if err != nil {
-		return nil, 0, err
-	}
-	return out, short.Shared, nil
-}
 
 // LiveOptions configure a LiveRunner.
 type LiveOptions struct {
@@ -196,7 +175,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	if plan == nil {
 		return nil, errors.New("dataplane: NewLiveRunner needs a plan")
 	}
-	placed, _, err := Place(plan, cfg.Backends, nil)
+	placed, _, err := placement.Place(plan, placement.Members(cfg.Backends), nil, placement.Options{Static: true})
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +463,7 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 	var t gateway.Timing
 	if !it.Sent.IsZero() {
 		t = gateway.Timing{Queue: it.Sent.Sub(it.Arrival), Compute: it.Finished.Sub(it.Sent)}
-		lm.metrics.Item(t)
+		lm.metrics.Item(t.Queue, t.Compute)
 	}
 	out, err := it.Outputs, it.Err
 	if err == nil {
@@ -746,16 +725,14 @@ func allStackable(items [][]api.Tensor) bool {
 }
 
 // mapBackendError wraps err, from the dispatcher or the backend client, with the
-// gateway sentinel the edge maps to a status.
+// gateway sentinel the edge maps to a status. The dispatcher's ErrDeadline,
+// ErrOverloaded and ErrCancelled already wrap the gateway's (api's) and pass
+// as they are.
 func mapBackendError(err error) error {
 	var sentinel error
 	switch {
-	case errors.Is(err, dispatcher.ErrOverloaded):
-		sentinel = gateway.ErrOverloaded
-	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, gateway.ErrDeadline):
 		sentinel = gateway.ErrDeadline
-	case errors.Is(err, dispatcher.ErrCancelled):
-		sentinel = gateway.ErrCancelled
 	case errors.Is(err, backends.ErrInvalidInput):
 		sentinel = gateway.ErrBadInput
 	case errors.Is(err, dispatcher.ErrClosed), errors.Is(err, backends.ErrBackendUnavailable),
@@ -763,7 +740,7 @@ func mapBackendError(err error) error {
 		errors.Is(err, backends.ErrBackendOverloaded), errors.Is(err, backends.ErrPoolClosed):
 		sentinel = gateway.ErrUnavailable
 	case errors.Is(err, gateway.ErrUnavailable), errors.Is(err, gateway.ErrBackend), errors.Is(err, gateway.ErrDeadline),
-		errors.Is(err, gateway.ErrBadInput), errors.Is(err, gateway.ErrOverloaded):
+		errors.Is(err, gateway.ErrBadInput), errors.Is(err, gateway.ErrOverloaded), errors.Is(err, gateway.ErrCancelled):
 		return err
 	default:
 		sentinel = gateway.ErrBackend

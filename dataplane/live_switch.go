@@ -16,6 +16,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 // LiveSwitch is the ModuleRunner of a gateway whose plan changes while it runs:
@@ -134,7 +135,7 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan, prevPlan 
 	if cur := s.cur.Load(); cur != nil {
 		prev = cur.runner
 	}
-	placed, _, err := Place(plan, s.placeOn(cfg.Backends), prevPlan)
+	placed, _, err := placement.Place(plan, placement.Members(s.placeOn(cfg.Backends)), prevPlan, placement.Options{Static: true})
 	if err != nil {
 		return nil, err
 	}

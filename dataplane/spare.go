@@ -46,14 +46,8 @@ func SpareSlots(cfg *api.Config, placed *api.Plan) []dispatcher.Slot {
 // when mods is nil; a module mods lacks is skipped when it is not).
 func spareSlots(cfg *api.Config, placed *api.Plan, mods map[string]map[string]*liveModule) []spareBackend {
 	used := map[string]bool{}
-	for _, sp := range placed.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				for _, id := range g.Backends {
-					used[id] = true
-				}
-			}
-		}
+	for id := range placed.Backends() {
+		used[id] = true
 	}
 	var idle []api.Backend
 	for _, b := range cfg.Backends {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
@@ -57,7 +58,7 @@ backends:
 	mp := &plan.Sessions[0].Modules[0]
 	mp.Configs = mp.Configs[:1]
 	mp.Configs[0].Hardware, mp.Configs[0].Batch, mp.Configs[0].Backends = "t4", 4, nil
-	placed, _, err := Place(plan, cfg.Backends, nil)
+	placed, _, err := placement.Place(plan, placement.Members(cfg.Backends), nil, placement.Options{Static: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
-	"github.com/piccolo-serving/piccolo/simulate"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 // unloadProfiles: model b runs batches of 4 only, so the TC dispatcher holds a
@@ -389,7 +389,7 @@ func TestLiveSwitchFailedApplyUnloadsWhatItLoaded(t *testing.T) {
 // places as the planner's cost assumes. Sessions sa (0.125 of a machine of
 // a) and sb (0.3 of a machine of b) share one of the two backends, both are
 // served from it, and the gateway uses as many backends as the devices the
-// demo starts for this plan (simulate.PlaceOnDevices).
+// demo starts for this plan (placement.Options Provision).
 func TestStaticPlacementPacksFractions(t *testing.T) {
 	rig := startUnloadRig(t, 2)
 	cfg, plan := rig.config(t, sessionA, sessionBSmall)
@@ -398,7 +398,8 @@ func TestStaticPlacementPacksFractions(t *testing.T) {
 	if len(onA) != 1 || !slices.Equal(onA, onB) {
 		t.Fatalf("a on %v, b on %v; want both on one backend", onA, onB)
 	}
-	_, devices, err := simulate.PlaceOnDevices(plan)
+	provisioned, _, err := placement.Place(plan, nil, nil, placement.Options{Provision: true})
+	devices := placement.Devices(provisioned)
 	if err != nil {
 		t.Fatal(err)
 	}

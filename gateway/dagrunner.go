@@ -90,10 +90,24 @@ const DefaultTimeout = 30 * time.Second
 // SetSessions swaps the session table atomically and requests already running
 // finish on the table they started with.
 type DAGRunner struct {
-	runner ModuleRunner
-	meta   MetadataSource // runner's, when it knows its modules' tensors
-	table  atomic.Pointer[sessionTable]
+	runner   ModuleRunner
+	meta     MetadataSource  // runner's, when it knows its modules' tensors
+	arrivals ArrivalObserver // nil: none; set before the first Infer
+	table    atomic.Pointer[sessionTable]
 }
+
+// ArrivalObserver is told of each request to a known session whose inputs
+// passed the checks, before admission: the demand, refused requests
+// included. The control plane counts arrivals with it for its rate monitor.
+// Arrived runs on the request's goroutine: it must be cheap, lock-free and
+// must not allocate.
+type ArrivalObserver interface {
+	Arrived(session string)
+}
+
+// ObserveArrivals makes o the DAGRunner's arrival observer. Call it before the
+// first Infer (it is not synchronised with requests).
+func (e *DAGRunner) ObserveArrivals(o ArrivalObserver) { e.arrivals = o }
 
 type sessionTable struct {
 	byName map[string]*dag
@@ -191,6 +205,9 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 	}
 	if req.Timeout < 0 {
 		return BadInput("session %q: timeout %v is negative", session, req.Timeout)
+	}
+	if e.arrivals != nil {
+		e.arrivals.Arrived(session)
 	}
 	timeout := d.slo
 	if timeout == 0 {

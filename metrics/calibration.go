@@ -3,11 +3,9 @@ package metrics
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/calibrate"
 )
 
 var calibrationLabels = []string{"model", "hardware", "device", "batch", "concurrency"}
@@ -25,12 +23,32 @@ var (
 		calibrationLabels, nil)
 )
 
-// CalibrationCollector exports e's series at scrape time: profiled and
-// measured duration and samples per (model, hardware, device, batch,
-// concurrency). Register it once; it reads e with Snapshot (control path).
-func CalibrationCollector(e *calibrate.Estimator) prometheus.Collector { return calCollector{e} }
+// CalibrationSeries is one calibration series as the metrics show it
+// (calibrate.Measured, converted by the caller: metrics sits below
+// calibrate's users and does not import it). Slowdown and With are the
+// co-location's (ColocationCollector).
+type CalibrationSeries struct {
+	Model, Hardware, Device string
+	Batch, Concurrency      int
+	Profiled, Measured      time.Duration
+	Samples                 int
+	Slowdown                float64
+	With                    []string
+}
 
-type calCollector struct{ e *calibrate.Estimator }
+func (r CalibrationSeries) labels() []string {
+	return []string{r.Model, r.Hardware, r.Device, strconv.Itoa(r.Batch), strconv.Itoa(r.Concurrency)}
+}
+
+// CalibrationCollector exports the series series() returns at scrape time:
+// profiled and measured duration and samples per (model, hardware, device,
+// batch, concurrency). Register it once; series runs on the scrape's
+// goroutine.
+func CalibrationCollector(series func() []CalibrationSeries) prometheus.Collector {
+	return calCollector{series}
+}
+
+type calCollector struct{ series func() []CalibrationSeries }
 
 func (c calCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- DescCalibrationProfiled
@@ -39,10 +57,10 @@ func (c calCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c calCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.e.Snapshot() {
-		l := []string{m.Model, m.Hardware, m.Device, strconv.Itoa(m.Batch), strconv.Itoa(m.Concurrency)}
+	for _, m := range c.series() {
+		l := m.labels()
 		ch <- prometheus.MustNewConstMetric(DescCalibrationProfiled, prometheus.GaugeValue, m.Profiled.Seconds(), l...)
-		ch <- prometheus.MustNewConstMetric(DescCalibrationMeasured, prometheus.GaugeValue, m.Estimate.Seconds(), l...)
+		ch <- prometheus.MustNewConstMetric(DescCalibrationMeasured, prometheus.GaugeValue, m.Measured.Seconds(), l...)
 		ch <- prometheus.MustNewConstMetric(DescCalibrationSamples, prometheus.GaugeValue, float64(m.Samples), l...)
 	}
 }
@@ -52,22 +70,19 @@ var DescCalibrationColocation = prometheus.NewDesc(CalibrationColocationSlowdown
 	"A model's measured batch duration on a device the plan shares with other models (label with, comma-separated) over the same entry's on devices where it runs alone (1: no interference).",
 	append(append([]string(nil), calibrationLabels...), "with"), nil)
 
-// ColocationCollector exports e's co-location slowdowns for the plan plan()
-// returns (the placed plan served now) at scrape time.
-func ColocationCollector(e *calibrate.Estimator, plan func() *api.Plan) prometheus.Collector {
-	return colCollector{e, plan}
+// ColocationCollector exports the co-location slowdowns series() returns
+// (Slowdown and With set) at scrape time.
+func ColocationCollector(series func() []CalibrationSeries) prometheus.Collector {
+	return colCollector{series}
 }
 
-type colCollector struct {
-	e    *calibrate.Estimator
-	plan func() *api.Plan
-}
+type colCollector struct{ series func() []CalibrationSeries }
 
 func (c colCollector) Describe(ch chan<- *prometheus.Desc) { ch <- DescCalibrationColocation }
 
 func (c colCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.e.Colocations(c.plan()) {
+	for _, m := range c.series() {
 		ch <- prometheus.MustNewConstMetric(DescCalibrationColocation, prometheus.GaugeValue, m.Slowdown,
-			m.Model, m.Hardware, m.Device, strconv.Itoa(m.Batch), strconv.Itoa(m.Concurrency), strings.Join(m.With, ","))
+			append(m.labels(), strings.Join(m.With, ","))...)
 	}
 }

@@ -7,77 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
-
-// PlaceOnDevices places plan (scheduler/control.Place: full machines on a
-// device each, fractional machines of different modules packed onto shared
-// devices, first-fit decreasing, occupancy ≤ 1) on exactly as many devices as
-// it needs, named "<hardware>-<i>", and returns the placed plan and the number
-// of devices. A plan whose groups already name backends is returned as it is,
-// with the number of distinct backends it names. The plan's cost (fractional
-// machines × price) is what the planner minimises; the devices are what that
-// cost buys once placed.
-func PlaceOnDevices(plan *api.Plan) (*api.Plan, int, error) {
-	if plan == nil {
-		return nil, 0, fmt.Errorf("placement: no plan")
-	}
-	if n := countBackends(plan); n > 0 {
-		return plan, n, nil
-	}
-	// First on no device: the shortfall says how many of each hardware type
-	// the packing needs; then on that many.
-	_, short, err := control.Place(plan, nil, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	var members []control.Member
-	for _, h := range short.Hardware {
-		for i := range h.Needed {
-			members = append(members, control.Member{ID: fmt.Sprintf("%s-%d", h.Hardware, i), Hardware: h.Hardware})
-		}
-	}
-	placed, short, err := control.Place(plan, members, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := short.Err(); err != nil {
-		return nil, 0, fmt.Errorf("placement on the %d devices it asked for: %w", len(members), err)
-	}
-	return placed, countBackends(placed), nil
-}
-
-// countBackends returns the distinct backends plan's planned sessions name.
-func countBackends(plan *api.Plan) int {
-	n := 0
-	for _, k := range DevicesByHardware(plan) {
-		n += k
-	}
-	return n
-}
-
-// DevicesByHardware counts the distinct backends the planned sessions of a
-// placed plan name, per hardware type.
-func DevicesByHardware(placed *api.Plan) map[string]int {
-	seen := map[string]bool{}
-	n := map[string]int{}
-	for _, sp := range placed.Sessions {
-		if sp.Error != "" {
-			continue
-		}
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				for _, id := range g.Backends {
-					if !seen[id] {
-						seen[id] = true
-						n[g.Hardware]++
-					}
-				}
-			}
-		}
-	}
-	return n
-}
 
 // simDevice is one placed backend (GroupPlan.Backends): the slots of every
 // module placed on it share its lanes, as many as the largest concurrency of

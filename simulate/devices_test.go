@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
@@ -25,7 +26,8 @@ func halves() *api.Plan {
 // duration; on two devices (the unplaced plan: a device per machine) none
 // waits. The test fails if modules placed on one device do not contend.
 func TestModulesOnOneDeviceContend(t *testing.T) {
-	placed, n, err := PlaceOnDevices(halves())
+	placed, _, err := placement.Place(halves(), nil, nil, placement.Options{Provision: true})
+	n := placement.Devices(placed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,8 @@ func TestPlacedPlansKeepTheirAttainment(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		placed, n, err := PlaceOnDevices(plan)
+		placed, _, err := placement.Place(plan, nil, nil, placement.Options{Provision: true})
+		n := placement.Devices(placed)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ type Member struct {
 	TLS bool
 }
 
-// Backend returns m as a config backend, the shape dataplane.Place and
+// Backend returns m as a config backend, the shape placement.Members and
 // metrics.Metrics.SetMembership take.
 func (m Member) Backend() api.Backend {
 	return api.Backend{ID: m.ID, Address: m.Address, Hardware: m.Hardware, TLS: m.TLS}

@@ -17,6 +17,7 @@ import (
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 	"github.com/piccolo-serving/piccolo/simulate"
@@ -315,7 +316,7 @@ func spareFor(t *testing.T, base string, plan *api.Plan, pool map[string]int) []
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed, _, err := dataplane.Place(plan, cfg.Backends, nil)
+	placed, _, err := placement.Place(plan, placement.Members(cfg.Backends), nil, placement.Options{Static: true})
 	if err != nil {
 		t.Fatal(err)
 	}

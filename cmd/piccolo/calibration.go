@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
@@ -30,7 +31,14 @@ func newCalibration(ctx context.Context, o *gatewayOptions, log *zap.Logger, reg
 	if err != nil {
 		return nil, err
 	}
-	reg.MustRegister(metrics.CalibrationCollector(est))
+	reg.MustRegister(metrics.CalibrationCollector(func() []metrics.CalibrationSeries {
+		var out []metrics.CalibrationSeries
+		for _, m := range est.Snapshot() {
+			out = append(out, metrics.CalibrationSeries{Model: m.Model, Hardware: m.Hardware, Device: m.Device, Batch: m.Batch,
+				Concurrency: m.Concurrency, Profiled: m.Profiled, Measured: m.Estimate, Samples: m.Samples})
+		}
+		return out
+	}))
 	switch {
 	case o.calFile != "":
 		found, err := est.Load(o.calFile)
@@ -109,4 +117,17 @@ func keepCalibration(ctx context.Context, est *calibrate.Estimator, o *gatewayOp
 		}
 	}()
 	return func() { cancel(); <-done; saveLogged() }
+}
+
+// colocationSeries is est's co-location slowdowns for the plan served now
+// (plan), as metrics.ColocationCollector reads them.
+func colocationSeries(est *calibrate.Estimator, plan func() *api.Plan) func() []metrics.CalibrationSeries {
+	return func() []metrics.CalibrationSeries {
+		var out []metrics.CalibrationSeries
+		for _, c := range est.Colocations(plan()) {
+			out = append(out, metrics.CalibrationSeries{Model: c.Model, Hardware: c.Hardware, Device: c.Device, Batch: c.Batch,
+				Concurrency: c.Concurrency, Measured: c.Shared, Slowdown: c.Slowdown, With: c.With})
+		}
+		return out
+	}
 }

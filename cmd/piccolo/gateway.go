@@ -20,7 +20,6 @@ import (
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/kserve"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -157,7 +156,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
 	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
-	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
+	f.StringVar(&o.flush, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes, after decompression too")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
@@ -166,7 +165,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
 	f.BoolVar(&o.calibrate, "calibration", true, "learn each device's batch durations from the batches it runs and plan, admit and re-plan (on a drift of more than 10% for 1 s) with them where measured (docs/calibration.md); false: the offline profiles only")
 	f.StringVar(&o.calFile, "calibration-file", "", "with --calibration: read the learned durations from this file at start (if it exists) and write them to it every 10 s and on shutdown, so a restart does not forget (with --consul and no file: the cluster's Consul KV, <cluster-prefix>/calibration/<gateway id>)")
-	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
+	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
@@ -198,7 +197,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return fmt.Errorf("--dispatch: %w", err)
 	}
 	if o.flush == "" {
-		o.flush = string(dispatcher.FlushIdle)
+		o.flush = dispatcher.FlushIdle.Name()
 	}
 	flush, err := dispatcher.ParseFlush(o.flush)
 	if err != nil {
@@ -221,8 +220,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	if o.logFmt != "json" && o.logFmt != "console" {
-		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
+	logFmt, err := parseLogFormat(o.logFmt)
+	if err != nil {
+		return err
 	}
 	if _, port, _ := net.SplitHostPort(o.listen); o.listen == o.grpcListen && port != "0" {
 		return fmt.Errorf("--listen and --grpc-listen are both %s: HTTP and gRPC need their own ports", o.listen)
@@ -240,7 +240,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if o.consul == "" && len(cfg.Backends) == 0 {
 		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")
 	}
-	log, err := newBackendLogger(o.logFmt)
+	log, err := logFmt.New()
 	if err != nil {
 		return err
 	}
@@ -274,74 +274,38 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS,
 		Calibration: est}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	planner := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }
-	apply := func(ctl controlplane.Control) controlplane.OnConfig { return ctl.Apply }
-	if !o.noFuse { // fused chains are modules of the served sessions: the DAG runner runs them as one
-		if cfg, err = fuseConfig(cfg, planner, zap.NewStdLog(log).Writer()); err != nil {
-			return err
-		}
-		apply = func(ctl controlplane.Control) controlplane.OnConfig {
-			return func(ctx context.Context, c *api.Config, cause string) error {
-				fc, err := fuseConfig(c, planner, zap.NewStdLog(log).Writer())
-				if err != nil {
-					return err
-				}
-				return ctl.Apply(ctx, fc, cause)
-			}
-		}
-	}
-	var ctl controlplane.Control
+	gopts := controlplane.GatewayOptions{Fuse: !o.noFuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
+		Planner: func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) },
+		Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
 	if o.consul != "" {
-		copts := controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
-			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait,
-			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
-		cc, err := controlplane.StartConsulControl(ctx, copts, cfg, gm, log, liveOpts, planner)
-		if err != nil {
-			return err
-		}
-		defer keepCalibration(ctx, est, o, cc.GatewayID(), log)()
-		if cc.Scheduler() != nil {
-			reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
-		}
-		ctl = cc
-	} else {
-		ec, err := controlplane.StartEmbedded(ctx, cfg, controlplane.EmbeddedOptions{Planner: planner, Live: liveOpts, Metrics: gm, Logger: log,
-			Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan})
-		if errors.Is(err, controlplane.ErrNoPlan) {
-			return fmt.Errorf("--policy %s: %w", o.policy, err)
-		} else if err != nil {
-			return err
-		}
-		defer keepCalibration(ctx, est, o, "", log)()
-		ctl = ec
+		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
+			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait}
 	}
-	sw := ctl.LiveSwitch()
-	defer sw.Close()
-	cfg = ctl.ServedConfig() // with --consul, the cluster's config, which may differ from the -c files
-	plan := sw.Plan()
-	for _, sp := range plan.Sessions {
-		if sp.Error != "" {
-			log.Warn("session not planned; it will answer 503", zap.String("session", sp.Name), zap.String("reason", sp.Error))
-		}
-	}
-	exec, err := gateway.NewDAGRunner(ctl.Runner(), cfg.Sessions)
-	if err != nil {
+	g, err := controlplane.StartGateway(ctx, cfg, gopts)
+	if errors.Is(err, controlplane.ErrNoPlan) && o.consul == "" {
+		return fmt.Errorf("--policy %s: %w", o.policy, err)
+	} else if err != nil {
 		return err
+	}
+	ctl, sw, exec, store := g.Control, g.Switch, g.Runner, g.Store
+	defer sw.Close()
+	gatewayID := "" // the KV key of this gateway's calibration with --consul
+	if cc, ok := ctl.(*controlplane.ConsulControl); ok {
+		gatewayID = cc.GatewayID()
+	}
+	defer keepCalibration(ctx, est, o, gatewayID, log)()
+	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Scheduler() != nil {
+		reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
 	}
 	reg.MustRegister(sw)
+	plan := sw.Plan()
 	if est != nil {
-		reg.MustRegister(metrics.ColocationCollector(est, sw.Plan))
+		reg.MustRegister(metrics.ColocationCollector(colocationSeries(est, sw.Plan)))
 	}
-	store, err := controlplane.NewConfigStore(cfg, apply(ctl))
-	if err != nil {
-		return err
-	}
-	ctl.Attach(exec, store)
 	token := adminToken(o.adminToken)
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if token != "" {
-		aopts := controlplane.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log}
-		aopts.Backends = ctl.Members()
+		aopts := controlplane.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()}
 		a, err := controlplane.NewAdmin(aopts)
 		if err != nil {
 			return err
@@ -382,7 +346,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()
 	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()),
-		zap.String("policy", plan.Policy), zap.String("dispatch", pol.Name()), zap.String("flush", string(flush)), zap.Float64("plan_cost", plan.TotalCost),
+		zap.String("policy", plan.Policy), zap.String("dispatch", pol.Name()), zap.String("flush", flush.Name()), zap.Float64("plan_cost", plan.TotalCost),
 		zap.Strings("sessions", exec.Sessions()))
 	if ready != nil {
 		ready(hl.Addr().String(), gl.Addr().String())

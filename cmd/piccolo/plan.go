@@ -3,16 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -58,7 +56,7 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 				planner = tf.planner(cmd.ErrOrStderr())
 			}
 			if !noFuse {
-				if cfg, err = fuseConfig(cfg, func(c *api.Config) (*api.Plan, error) { return planner(c, opts) }, cmd.ErrOrStderr()); err != nil {
+				if cfg, err = controlplane.FuseConfig(cfg, func(c *api.Config) (*api.Plan, error) { return planner(c, opts) }, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}
@@ -73,7 +71,11 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 					return err
 				}
 			} else {
-				writePlanTable(cmd.OutOrStdout(), plan)
+				devices := -1
+				if placed, _, err := placement.Place(plan, nil, nil, placement.Options{Provision: true}); err == nil {
+					devices = placement.Devices(placed)
+				}
+				plan.WriteTable(cmd.OutOrStdout(), devices)
 			}
 			return planErr
 		},
@@ -86,8 +88,8 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 	f.BoolVar(&opts.ReassignOnce, "reassign-once", false, "reassign the remaining budget to one module only (Picc-1re)")
 	f.IntVar(&opts.MaxConfigs, "max-configs", 0, "at most N distinct configs per module (0: the policy's own bound)")
 	f.Float64Var(&opts.MaxUtilization, "max-utilization", 0, "size machines to run at most this share of their throughput, in (0,1] (0: policy default, 0.8 for piccolo, 1 otherwise)")
-	f.StringVar(&opts.Model, "model", "", "override the latency model: tc-exact, tc-theorem1, rr-2d, local")
-	f.StringVar(&opts.Split, "split", "", "override the latency split: lc, throughput, cost, even, quantized")
+	f.StringVar(&opts.Model, "model", "", "override the latency model: "+scheduler.DefaultModels().String())
+	f.StringVar(&opts.Split, "split", "", "override the latency split: "+scheduler.DefaultSplits().String())
 	f.DurationVar(&opts.Quantum, "quantum", 0, "step of a quantized split (default 10ms)")
 	f.BoolVar(&opts.NoBatching, "no-batching", false, "plan with batch size 1 only")
 	f.BoolVar(&opts.NoMultiplexing, "no-multiplexing", false, "plan with concurrency 1 only")
@@ -99,56 +101,4 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 	tf.addPlanFlags(f)
 	addFusionFlag(f, &noFuse)
 	return cmd
-}
-
-// writePlanTable prints a plan for people: one block per session, a row per config group.
-func writePlanTable(w io.Writer, p *api.Plan) {
-	devices := "?"
-	if _, n, err := simulate.PlaceOnDevices(p); err == nil {
-		devices = strconv.Itoa(n)
-	}
-	fmt.Fprintf(w, "policy %s, latency model %s, max utilization %.2f: total cost %.4g on %s devices once placed (planned in %.3gms)\n",
-		p.Policy, p.LatencyModel, p.MaxUtilization, p.TotalCost, devices, p.RuntimeMs)
-	for _, s := range p.Sessions {
-		fmt.Fprintln(w)
-		if s.Error != "" {
-			fmt.Fprintf(w, "session %s: SLO %gms: NOT PLANNED: %s\n", s.Name, s.SLOMs, s.Error)
-			continue
-		}
-		variants := s.AccuracyTarget > 0 // the session chose variants: show them
-		accuracy := ""
-		if variants {
-			accuracy = fmt.Sprintf(", accuracy %.4g (target %.4g)", s.Accuracy, s.AccuracyTarget)
-		}
-		fmt.Fprintf(w, "session %s: SLO %gms, latency %.1fms, cost %.4g%s\n", s.Name, s.SLOMs, s.LatencyMs, s.Cost, accuracy)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		head, blank := "", ""
-		if variants {
-			head, blank = "\tVARIANT\tACCURACY", "\t\t"
-		}
-		fmt.Fprintln(tw, "  MODULE"+head+"\tRATE\tDUMMY\tBUDGET\tWCL\tCOST\tGROUP\tMACHINES\tGROUP RATE\tGROUP WCL")
-		for _, m := range s.Modules {
-			name := m.Name
-			if variants {
-				v, a := "-", "-"
-				if m.Variant != "" {
-					v, a = m.Variant, fmt.Sprintf("%.4g", m.Accuracy)
-				}
-				name += "\t" + v + "\t" + a
-			}
-			for k, g := range m.Configs {
-				group := fmt.Sprintf("%s b%d c%d %.4gms", g.Hardware, g.Batch, g.Concurrency, g.DurationMs)
-				if k == 0 {
-					fmt.Fprintf(tw, "  %s\t%.4g\t%.4g\t%.1fms\t%.1fms\t%.4g\t%s\t%.4g\t%.4g\t%.1fms\n",
-						name, m.Rate, m.DummyRate, m.BudgetMs, m.WCLMs, m.Cost, group, g.Machines, g.Rate, g.WCLMs)
-				} else {
-					fmt.Fprintf(tw, "  %s\t\t\t\t\t\t%s\t%.4g\t%.4g\t%.1fms\n", blank, group, g.Machines, g.Rate, g.WCLMs)
-				}
-			}
-			if len(m.Configs) == 0 {
-				fmt.Fprintf(tw, "  %s\t%.4g\t%.4g\t%.1fms\t%.1fms\t%.4g\t(idle)\t\t\t\n", name, m.Rate, m.DummyRate, m.BudgetMs, m.WCLMs, m.Cost)
-			}
-		}
-		tw.Flush()
-	}
 }

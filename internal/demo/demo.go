@@ -42,9 +42,8 @@ import (
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/evaluation"
 	"github.com/piccolo-serving/piccolo/loadgen"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
-	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // Options configure a demo run.
@@ -168,11 +167,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// One backend process per device of the placed plan (placement packs the
 	// fractional machines of different modules onto shared devices), up to
 	// the cap per hardware type.
-	placed, devices, err := simulate.PlaceOnDevices(plan)
+	placed, _, err := placement.Place(plan, nil, nil, placement.Options{Provision: true})
+	devices := placement.Devices(placed)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	need := simulate.DevicesByHardware(placed)
+	need := placement.DevicesByHardware(placed)
 	logf(o.Log, "placed on %d device(s) for a plan of cost %.3g: %s", devices, plan.TotalCost, needString(need))
 	procs := &processes{}
 	defer procs.stop(o.Log)
@@ -181,7 +181,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		c      *child
 	}
 	var backends []backend
-	var members []control.Member
+	var members []placement.Member
 	for _, hw := range sortedKeys(need) {
 		n := min(need[hw], o.MaxBackendsPerType)
 		for i := 0; i < n; i++ {
@@ -207,7 +207,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				return nil, err
 			}
 			backends = append(backends, backend{id: id, hw: hw, c: c})
-			members = append(members, control.Member{ID: id, Hardware: hw})
+			members = append(members, placement.Member{ID: id, Hardware: hw})
 		}
 		logf(o.Log, "started %d %s backend(s)", n, hw)
 	}
@@ -351,24 +351,18 @@ func needString(need map[string]int) string {
 }
 
 // checkStaticPlacement returns an error when the gateway's placement on a
-// static backends list (control.PlaceStatic, what dataplane.Place calls:
+// static backends list (placement.Place with Options.Static, what a LiveSwitch places with:
 // packing when members hold the devices the plan needs, else round-robin)
 // loads a backend of members beyond occupancy 1: the plan then runs slower
 // than planned.
-func checkStaticPlacement(plan *api.Plan, members []control.Member) error {
-	placed, _, err := control.PlaceStatic(plan, members, nil)
+func checkStaticPlacement(plan *api.Plan, members []placement.Member) error {
+	placed, _, err := placement.Place(plan, members, nil, placement.Options{Static: true})
 	if err != nil {
 		return err
 	}
 	occ := map[string]float64{}
-	for _, sp := range placed.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				for i, id := range g.Backends {
-					occ[id] += min(1, g.Machines-float64(i))
-				}
-			}
-		}
+	for m := range placed.Machines() {
+		occ[m.Backend] += min(1, m.Group.Machines-float64(m.Index))
 	}
 	var over []string
 	for _, id := range sortedKeys(occ) {
@@ -377,7 +371,7 @@ func checkStaticPlacement(plan *api.Plan, members []control.Member) error {
 		}
 	}
 	if len(over) > 0 {
-		return fmt.Errorf("the gateway's placement (control.PlaceStatic) on %d backends overloads %s", len(members), strings.Join(over, ", "))
+		return fmt.Errorf("the gateway's placement (placement.Place, static) on %d backends overloads %s", len(members), strings.Join(over, ", "))
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 // TestDemoEmbeddedDefault builds the piccolo binary and runs the demo on its
@@ -94,7 +94,7 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 }
 
 // TestCheckStaticPlacement: the check warns when the gateway's placement
-// (control.PlaceStatic) over the started backends puts more than one machine's
+// (placement.Place, static) over the started backends puts more than one machine's
 // occupancy on one of them: never when they hold the devices packing needs;
 // when they do not, round-robin may share one beyond 1.
 func TestCheckStaticPlacement(t *testing.T) {
@@ -108,7 +108,7 @@ func TestCheckStaticPlacement(t *testing.T) {
 		}
 		return p
 	}
-	two := []control.Member{{ID: "g-0", Hardware: "g"}, {ID: "g-1", Hardware: "g"}}
+	two := []placement.Member{{ID: "g-0", Hardware: "g"}, {ID: "g-1", Hardware: "g"}}
 	// Packing puts 1 on one device, 0.5 + 0.4 on the other (round-robin
 	// would put 0.4 back on g-0: 1.4, the check's old false alarm).
 	if err := checkStaticPlacement(plan(1, 0.5, 0.4), two); err != nil {

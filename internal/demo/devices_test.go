@@ -11,6 +11,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -63,7 +64,8 @@ func TestDemoFractionalPlanOnPlacedDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed, devices, err := simulate.PlaceOnDevices(plan)
+	placed, _, err := placement.Place(plan, nil, nil, placement.Options{Provision: true})
+	devices := placement.Devices(placed)
 	if err != nil {
 		t.Fatal(err)
 	}

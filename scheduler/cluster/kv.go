@@ -13,6 +13,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
 
@@ -100,7 +101,7 @@ type Record struct {
 	DevicesMissing int `json:"devices_missing"`
 	// Capacity is, per hardware type, the devices the plan needs and those
 	// present (control.Shortfall.Hardware): what the cluster is asked for.
-	Capacity []control.HardwareUse `json:"capacity,omitempty"`
+	Capacity []placement.HardwareUse `json:"capacity,omitempty"`
 }
 
 // DecodeConfig reads a config stored by this package (the config key or a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
 
@@ -309,10 +310,10 @@ func (t *term) readRates(ctx context.Context, ctl *control.Controller) {
 	}
 }
 
-func members(s membership.Snapshot) []control.Member {
-	out := make([]control.Member, len(s.Members))
+func members(s membership.Snapshot) []placement.Member {
+	out := make([]placement.Member, len(s.Members))
 	for i, m := range s.Members {
-		out[i] = control.Member{ID: m.ID, Hardware: m.Hardware}
+		out[i] = placement.Member{ID: m.ID, Hardware: m.Hardware}
 	}
 	return out
 }

@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
 // benchPlan is 12 random sessions planned together, and a pool that suffices.
-func benchPlan(b *testing.B) (*api.Config, *api.Plan, []Member) {
+func benchPlan(b *testing.B) (*api.Config, *api.Plan, []placement.Member) {
 	cfg := &api.Config{}
 	for i, c := range scheduler.GenerateWorkloads(11, 12, scheduler.DefaultWorkloadSpec) {
 		for _, h := range c.Hardware {
@@ -21,8 +22,8 @@ func benchPlan(b *testing.B) (*api.Config, *api.Plan, []Member) {
 		_ = i
 	}
 	plan, _ := scheduler.Plan(cfg, scheduler.Options{})
-	_, need, _ := Place(plan, nil, nil)
-	var members []Member
+	_, need, _ := placement.Place(plan, nil, nil, placement.Options{})
+	var members []placement.Member
 	for _, h := range need.Hardware {
 		members = append(members, pool(h.Hardware, h.Needed+2)...)
 	}
@@ -32,10 +33,10 @@ func benchPlan(b *testing.B) (*api.Config, *api.Plan, []Member) {
 // BenchmarkPlace places a plan of 12 sessions on its pool, keeping the previous placement.
 func BenchmarkPlace(b *testing.B) {
 	_, plan, members := benchPlan(b)
-	prev, _, _ := Place(plan, members, nil)
+	prev, _, _ := placement.Place(plan, members, nil, placement.Options{})
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := Place(plan, members, prev); err != nil {
+		if _, _, err := placement.Place(plan, members, prev, placement.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -59,7 +60,7 @@ func BenchmarkMembershipChange(b *testing.B) {
 	for b.Loop() {
 		// The backend the first module runs on leaves: its machine moves.
 		used := c.placed.Sessions[0].Modules[0].Configs[0].Backends[0]
-		var without []Member
+		var without []placement.Member
 		for _, m := range members {
 			if m.ID != used {
 				without = append(without, m)

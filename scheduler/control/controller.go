@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 // Re-plan causes, the values of Replan.Cause: the same seven as
@@ -43,7 +45,7 @@ type Replan struct {
 	// Unplaced is the planner's output before placement (Backends empty).
 	Unplaced *api.Plan
 	// Shortfall is what placement reported (devices needed vs present).
-	Shortfall Shortfall
+	Shortfall placement.Shortfall
 	// Rates are the module rates (req/s) the plan was made for: measured
 	// envelopes where a rate re-plan took them, else the config's.
 	Rates map[Key]float64
@@ -102,7 +104,7 @@ type Options struct {
 	Logger *zap.Logger
 	// Place places a plan on the members (default Place). The embedded
 	// gateway passes Place with its static fallback (controlplane).
-	Place func(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error)
+	Place func(plan *api.Plan, members []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error)
 	// Failed, when set, is told of every decision that failed (planner,
 	// placement or Publish) with the config it was made for, from Run's
 	// goroutine; the controller retries at the next tick either way. The
@@ -141,7 +143,9 @@ func (o *Options) defaults() error {
 		o.Logger = zap.NewNop()
 	}
 	if o.Place == nil {
-		o.Place = Place
+		o.Place = func(plan *api.Plan, members []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error) {
+			return placement.Place(plan, members, prev, placement.Options{})
+		}
 	}
 	dur := func(d *time.Duration, def time.Duration, name string) error {
 		if *d == 0 {
@@ -185,7 +189,7 @@ type Status struct {
 	Replans   map[string]int
 	Unchanged int
 	// Members is the membership the controller places on.
-	Members []Member
+	Members []placement.Member
 	// Measured is the latest merged envelope rate (req/s) per module.
 	Measured map[Key]float64
 	// Err is the last failure (planner or publish), "" after a success.
@@ -208,11 +212,12 @@ type Controller struct {
 	sources map[string]Snapshot
 
 	status atomic.Pointer[Status]
+	rates  atomic.Pointer[rateState] // what PlanningRates reads; written by Run's goroutine
 
 	// Owned by Run's goroutine.
 	cfg      *api.Config
 	decl     map[Key]float64 // cfg's module rates
-	members  []Member
+	members  []placement.Member
 	hwSet    string // sorted hardware types present, joined
 	placed   *api.Plan
 	pubCfg   *api.Config // the config placed was published with
@@ -225,7 +230,7 @@ type Controller struct {
 	retry    *pendingCause
 	counts   map[string]int
 	same     int
-	short    Shortfall // placement's shortfall of placed
+	short    placement.Shortfall // placement's shortfall of placed
 	// driftFrom is when the calibrated profiles first left the threshold
 	// around the current plan's durations.
 	driftFrom time.Time
@@ -234,11 +239,35 @@ type Controller struct {
 type inputs struct {
 	cfg        *api.Config
 	cfgAt      time.Time
-	members    []Member
+	planned    *Planned // cfg's plan, made and checked by the config pipeline; nil: plan cfg here
+	members    []placement.Member
 	membersSet bool
 	membersAt  time.Time
 	manual     bool
 	manualAt   time.Time
+}
+
+// Planned is a config's plan made before it reaches the controller: by the
+// config pipeline (controlplane.Pipeline), which plans a change once to check
+// it and hands the checked plan over with SetPlanned instead of letting the
+// controller plan it again. Owned by the controller once handed over.
+type Planned struct {
+	// Plan is the planner's output for the config at Rates, not placed.
+	Plan *api.Plan
+	// Err is the planner's error for the sessions it could not plan (they are
+	// in Plan with Error set); nil when all were planned.
+	Err error
+	// Rates are the module rates (req/s) Plan was made for: PlanningRates's
+	// answer for the config when it was planned.
+	Rates map[Key]float64
+	// Took is the planner's runtime.
+	Took time.Duration
+}
+
+// rateState is the measured rates in use, with the configured rates they
+// replace, as PlanningRates reads them.
+type rateState struct {
+	override, decl map[Key]float64
 }
 
 type pendingCause struct {
@@ -249,7 +278,7 @@ type pendingCause struct {
 // New returns a controller for cfg (validated: api.Load's output) and the
 // initial members. The first Run step plans with cause "initial". Errors name
 // a missing Plan or Publish, or an option out of range.
-func New(cfg *api.Config, members []Member, o Options) (*Controller, error) {
+func New(cfg *api.Config, members []placement.Member, o Options) (*Controller, error) {
 	if cfg == nil {
 		return nil, errors.New("controller: no config")
 	}
@@ -259,10 +288,45 @@ func New(cfg *api.Config, members []Member, o Options) (*Controller, error) {
 	c := &Controller{o: o, wake: make(chan struct{}, 1), sources: map[string]Snapshot{},
 		planned: map[Key]float64{}, override: map[Key]float64{}, upSince: map[Key]time.Time{}, downFrom: map[Key]time.Time{},
 		counts: map[string]int{}}
-	c.cfg, c.decl = cfg, declared(cfg)
+	c.cfg, c.decl = cfg, Declared(cfg)
 	c.setMembers(members)
 	c.status.Store(&Status{Replans: map[string]int{}, Members: c.members})
+	c.shareRates()
 	return c, nil
+}
+
+// SetPlanned hands the controller a new validated config with its plan, made
+// (and checked) by the config pipeline at p.Rates: the controller places and
+// publishes p.Plan (cause "config") instead of planning cfg again. When the
+// rates it would plan cfg at are no longer p.Rates (a rate re-plan came in
+// between), it plans cfg itself, as SetConfig does.
+func (c *Controller) SetPlanned(cfg *api.Config, p *Planned) {
+	c.mu.Lock()
+	c.in.cfg, c.in.cfgAt, c.in.planned = cfg, c.o.Clock.Now(), p
+	c.mu.Unlock()
+	c.poke()
+}
+
+// PlanningRates returns the module rates (req/s) the controller would plan cfg
+// at if handed it now: the measured rate in use for a module whose configured
+// rate cfg leaves as it was, else cfg's rate. Safe from any goroutine; the
+// config pipeline plans a change at these rates (WithRates) and hands the plan
+// over with SetPlanned.
+func (c *Controller) PlanningRates(cfg *api.Config) map[Key]float64 {
+	st := c.rates.Load()
+	out := Declared(cfg)
+	for k, r := range out {
+		if m, ok := st.override[k]; ok && st.decl[k] == r {
+			out[k] = m
+		}
+	}
+	return out
+}
+
+// shareRates publishes the measured rates in use for PlanningRates. Called
+// from Run's goroutine (and New) after they change.
+func (c *Controller) shareRates() {
+	c.rates.Store(&rateState{override: maps.Clone(c.override), decl: c.decl})
 }
 
 // SetConfig hands the controller a new validated config; it re-plans with cause
@@ -270,15 +334,15 @@ func New(cfg *api.Config, members []Member, o Options) (*Controller, error) {
 // not change.
 func (c *Controller) SetConfig(cfg *api.Config) {
 	c.mu.Lock()
-	c.in.cfg, c.in.cfgAt = cfg, c.o.Clock.Now()
+	c.in.cfg, c.in.cfgAt, c.in.planned = cfg, c.o.Clock.Now(), nil
 	c.mu.Unlock()
 	c.poke()
 }
 
 // SetMembers hands the controller the live backends; it re-places the plan
 // (and re-plans when a hardware type appeared or vanished), cause "membership".
-func (c *Controller) SetMembers(members []Member) {
-	m := append([]Member(nil), members...)
+func (c *Controller) SetMembers(members []placement.Member) {
+	m := append([]placement.Member(nil), members...)
 	c.mu.Lock()
 	c.in.members, c.in.membersSet, c.in.membersAt = m, true, c.o.Clock.Now()
 	c.mu.Unlock()
@@ -400,13 +464,18 @@ func (c *Controller) step(now time.Time) {
 	if cause == nil {
 		return
 	}
-	c.replan(now, *cause, plan, measured)
+	var handed *Planned
+	if in.cfg != nil {
+		handed = in.planned
+	}
+	c.replan(now, *cause, plan, measured, handed)
+	c.shareRates()
 }
 
 // applyConfig switches to cfg, dropping the measured rates of modules that are
 // gone or whose configured rate changed (the operator's new rate wins).
 func (c *Controller) applyConfig(cfg *api.Config) {
-	now := declared(cfg)
+	now := Declared(cfg)
 	for k := range c.override {
 		if r, ok := now[k]; !ok || r != c.decl[k] {
 			delete(c.override, k)
@@ -415,8 +484,8 @@ func (c *Controller) applyConfig(cfg *api.Config) {
 	c.cfg, c.decl = cfg, now
 }
 
-func (c *Controller) setMembers(members []Member) {
-	c.members = append([]Member(nil), members...)
+func (c *Controller) setMembers(members []placement.Member) {
+	c.members = append([]placement.Member(nil), members...)
 	sort.Slice(c.members, func(i, j int) bool { return c.members[i].ID < c.members[j].ID })
 	hw := map[string]bool{}
 	for _, m := range c.members {
@@ -497,7 +566,10 @@ func (c *Controller) takeMeasured(measured map[Key]float64) {
 
 func (c *Controller) floor(k Key) float64 { return c.decl[k] * c.o.MinRateFraction }
 
-func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measured map[Key]float64) {
+// replan plans (when plan is set, or nothing was planned yet), places and
+// publishes. handed, when its rates are the ones the controller plans at, is
+// the plan to use instead of running the planner.
+func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measured map[Key]float64, handed *Planned) {
 	log := c.o.Logger.With(zap.String("cause", cause.cause))
 	r := &Replan{Cause: cause.cause, Trigger: cause.trigger, Unplaced: c.unplaced, Rates: c.planned, Config: c.cfg}
 	fail := func(err error) {
@@ -515,14 +587,18 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 			cfg = c.o.Calibration.Calibrate(cfg, now)
 		}
 		start := time.Now()
-		p, err := c.o.Plan(cfg)
-		if p == nil {
+		var p *api.Plan
+		var err error
+		var took time.Duration
+		if handed != nil && handed.Plan != nil && maps.Equal(handed.Rates, rates) {
+			p, err, took = handed.Plan, handed.Err, handed.Took
+		} else if p, err = c.o.Plan(cfg); p == nil {
 			fail(fmt.Errorf("planner: %w", err))
 			return
 		}
 		c.driftFrom = time.Time{}
 		p, err = c.fallBack(p, err, rates)
-		r.PlanTook = time.Since(start)
+		r.PlanTook = took + time.Since(start)
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
 	}
 	start := time.Now()
@@ -580,26 +656,35 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 // measured ones in use, and, when members are known, only the hardware types
 // present (so a type that left is planned around, not waited for).
 func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
-	cfg := *c.cfg
-	rates := map[Key]float64{}
-	cfg.Sessions = make([]api.Session, len(c.cfg.Sessions))
-	for i, s := range c.cfg.Sessions {
-		s.Modules = append([]api.Module(nil), s.Modules...)
-		for j := range s.Modules {
-			m := &s.Modules[j]
-			k := Key{s.Name, m.Name}
-			if r, ok := c.override[k]; ok {
-				m.Rate = r
-			}
-			rates[k] = m.Rate
+	rates := Declared(c.cfg)
+	for k := range rates {
+		if r, ok := c.override[k]; ok {
+			rates[k] = r
 		}
-		cfg.Sessions[i] = s
 	}
 	present := map[string]bool{}
 	for _, m := range c.members {
 		present[m.Hardware] = true
 	}
-	return OnlyPresent(&cfg, present), rates
+	return OnlyPresent(WithRates(c.cfg, rates), present), rates
+}
+
+// WithRates returns a copy of cfg whose modules run at rates (req/s) where
+// rates names them; cfg is not modified. The controller plans with it, and
+// the config pipeline plans a change at the controller's PlanningRates.
+func WithRates(cfg *api.Config, rates map[Key]float64) *api.Config {
+	out := *cfg
+	out.Sessions = make([]api.Session, len(cfg.Sessions))
+	for i, s := range cfg.Sessions {
+		s.Modules = append([]api.Module(nil), s.Modules...)
+		for j := range s.Modules {
+			if r, ok := rates[Key{s.Name, s.Modules[j].Name}]; ok {
+				s.Modules[j].Rate = r
+			}
+		}
+		out.Sessions[i] = s
+	}
+	return &out
 }
 
 // OnlyPresent returns cfg restricted to the hardware types in present: a
@@ -698,8 +783,8 @@ func SamePlan(a, b *api.Plan) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// declared returns the configured rate (req/s) of every module of cfg.
-func declared(cfg *api.Config) map[Key]float64 {
+// Declared returns the configured rate (req/s) of every module of cfg.
+func Declared(cfg *api.Config) map[Key]float64 {
 	out := map[Key]float64{}
 	if cfg == nil {
 		return out

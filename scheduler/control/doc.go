@@ -29,13 +29,9 @@
 // the rates, a JSON-ready value a gateway can send to a remote scheduler.
 // Every method is safe from any goroutine.
 //
-// Place (placement.go) — a pure function: plan + the live members ({ID,
-// Hardware}) + the previous placed plan → the placed plan (one backend id per
-// machine in GroupPlan.Backends, the form dataplane.NewLiveRunner and the
-// dispatcher accept) and a Shortfall (devices needed vs present per hardware
-// type, idle devices, under-provisioned groups). Full machines get a device of
-// their own; fractional machines of different modules share devices, first-fit
-// decreasing, never beyond occupancy 1. Stable: modules stay where they ran.
+// Placement is package placement's Place (Options.Place; default: packed),
+// which the controller calls on every decision with its members and the plan
+// it placed last.
 //
 // Controller (controller.go) — the control loop. New(cfg, members, Options{Plan,
 // Publish}) then Run(ctx) from one goroutine; from any goroutine, SetConfig
@@ -80,6 +76,6 @@
 // With several gateways (scheduler/cluster), each writes its Snapshot (JSON)
 // to Consul KV; the elected scheduler reads them and calls ObserveRates with
 // the gateway's id; rates add up.
-// Members convert from the membership package as Member{ID, Hardware}; a
-// static config's backends as Member{b.ID, b.Hardware}.
+// Members convert from the membership package as placement.Member{ID, Hardware}; a
+// static config's backends as placement.Member{b.ID, b.Hardware}.
 package control

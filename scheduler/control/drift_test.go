@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/calibrate"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 var _ Calibration = (*calibrate.Estimator)(nil)
@@ -30,7 +31,7 @@ func TestControllerDriftReplans(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := controlConfig(4000, time.Second)
-			h := newHarness(t, cfg, []Member{{"gpu-0", "v100"}}, Options{Calibration: est, DriftHold: 2 * time.Second})
+			h := newHarness(t, cfg, []placement.Member{{ID: "gpu-0", Hardware: "v100"}}, Options{Calibration: est, DriftHold: 2 * time.Second})
 			first := h.last()
 			g := first.Plan.Sessions[0].Modules[0].Configs[0]
 			profiled := time.Duration(g.DurationMs * float64(time.Millisecond))
@@ -83,7 +84,7 @@ func TestControllerDriftReplans(t *testing.T) {
 // plan fits (admission refuses the excess instead of shared devices failing
 // it late); a config change still is.
 func TestControllerRateRiseBeyondPoolKeepsPlanThatFits(t *testing.T) {
-	h := newHarness(t, controlConfig(400, time.Second), []Member{{"gpu-0", "v100"}}, Options{})
+	h := newHarness(t, controlConfig(400, time.Second), []placement.Member{{ID: "gpu-0", Hardware: "v100"}}, Options{})
 	h.run(5, noisy(400))
 	h.run(10, noisy(1000)) // 1.6 machines: one device is not enough
 	if len(h.published) != 1 {

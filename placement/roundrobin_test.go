@@ -1,4 +1,4 @@
-package control
+package placement
 
 import (
 	"strings"
@@ -15,7 +15,7 @@ func TestPlaceRoundRobinGivesEachMachineABackendWhileAnyIsFree(t *testing.T) {
 	// Members in config order, not sorted: the rotation follows the list.
 	members := []Member{{ID: "z", Hardware: "v100"}, {ID: "a", Hardware: "v100"}, {ID: "m", Hardware: "v100"},
 		{ID: "b", Hardware: "v100"}, {ID: "c", Hardware: "v100"}}
-	placed, short, err := PlaceWith(plan, members, nil, PlaceOptions{RoundRobin: true})
+	placed, short, err := Place(plan, members, nil, Options{RoundRobin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestPlaceRoundRobinGivesEachMachineABackendWhileAnyIsFree(t *testing.T) {
 		t.Errorf("shortfall %+v with enough members; want none", short)
 	}
 	if plan.Sessions[0].Modules[0].Configs[0].Backends != nil {
-		t.Error("PlaceWith modified its input plan")
+		t.Error("Place modified its input plan")
 	}
 }
 
@@ -40,7 +40,7 @@ func TestPlaceRoundRobinGivesEachMachineABackendWhileAnyIsFree(t *testing.T) {
 // and Shared counts the machines beyond the pool, which the gateway logs.
 func TestPlaceRoundRobinSharesWhenShort(t *testing.T) {
 	plan := testPlan([]float64{2, 1.5, 1})
-	placed, short, err := PlaceWith(plan, pool("v100", 2), nil, PlaceOptions{RoundRobin: true})
+	placed, short, err := Place(plan, pool("v100", 2), nil, Options{RoundRobin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestPlaceRoundRobinSharesWhenShort(t *testing.T) {
 func TestPlaceRoundRobinKeepsPlacedGroupsAndNamesMissingHardware(t *testing.T) {
 	plan := testPlan([]float64{1, 1})
 	plan.Sessions[0].Modules[0].Configs[0].Backends = []string{"elsewhere"}
-	placed, short, err := PlaceWith(plan, pool("v100", 1), nil, PlaceOptions{RoundRobin: true})
+	placed, short, err := Place(plan, pool("v100", 1), nil, Options{RoundRobin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +77,12 @@ func TestPlaceRoundRobinKeepsPlacedGroupsAndNamesMissingHardware(t *testing.T) {
 		t.Errorf("unplaced group got %v (shared %d), want [v100-0] and none shared", b, short.Shared)
 	}
 
-	_, _, err = PlaceWith(testPlan([]float64{1}, "t4"), pool("v100", 2), nil, PlaceOptions{RoundRobin: true})
+	_, _, err = Place(testPlan([]float64{1}, "t4"), pool("v100", 2), nil, Options{RoundRobin: true})
 	if err == nil || !strings.Contains(err.Error(), `module "m0"`) || !strings.Contains(err.Error(), `hardware "t4"`) ||
 		!strings.Contains(err.Error(), "v100: v100-0, v100-1") {
 		t.Errorf("no t4 member: %v; want an error naming module m0, hardware t4 and the v100 members", err)
 	}
-	if _, _, err := PlaceWith(nil, nil, nil, PlaceOptions{RoundRobin: true}); err == nil {
+	if _, _, err := Place(nil, nil, nil, Options{RoundRobin: true}); err == nil {
 		t.Error("a nil plan was accepted")
 	}
 }

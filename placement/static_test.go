@@ -1,4 +1,4 @@
-package control
+package placement
 
 import (
 	"testing"
@@ -16,7 +16,7 @@ func TestPlaceStaticPacks(t *testing.T) {
 		{Name: "c", Modules: []api.ModulePlan{{Name: "m", Configs: []api.GroupPlan{{Hardware: "g", Machines: 0.4}}}}},
 	}}
 	two := []Member{{"g-0", "g"}, {"g-1", "g"}}
-	placed, short, err := PlaceStatic(plan, two, nil)
+	placed, short, err := Place(plan, two, nil, Options{Static: true})
 	if err != nil || short.Shared != 0 {
 		t.Fatalf("err %v, shared %d", err, short.Shared)
 	}
@@ -27,7 +27,7 @@ func TestPlaceStaticPacks(t *testing.T) {
 		t.Errorf("placed a:%v b:%v c:%v; want b and c sharing the device a does not hold", full, b, c)
 	}
 	// Round-robin on the same two would put a and c on one device (1.4).
-	_, short, err = PlaceStatic(plan, two[:1], nil)
+	_, short, err = Place(plan, two[:1], nil, Options{Static: true})
 	if err != nil || short.Shared != 2 {
 		t.Errorf("one backend for 3 machines: err %v, shared %d; want round-robin sharing 2", err, short.Shared)
 	}

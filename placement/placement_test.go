@@ -1,4 +1,4 @@
-package control
+package placement
 
 import (
 	"errors"
@@ -77,7 +77,7 @@ func occupancy(t *testing.T, p *api.Plan, members []Member) map[string]float64 {
 func TestPlacePacksFractionsFirstFitDecreasing(t *testing.T) {
 	plan := testPlan([]float64{2, 0.3, 0.6, 0.4, 0.5})
 	members := pool("v100", 5)
-	placed, short, err := Place(plan, members, nil)
+	placed, short, err := Place(plan, members, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestPlacePacksFractionsFirstFitDecreasing(t *testing.T) {
 func TestPlaceGroupOf2Point4MachinesGetsThreeBackendsLastShared(t *testing.T) {
 	plan := testPlan([]float64{2.4, 0.5})
 	members := pool("v100", 3)
-	placed, _, err := Place(plan, members, nil)
+	placed, _, err := Place(plan, members, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,13 +121,13 @@ func TestPlaceGroupOf2Point4MachinesGetsThreeBackendsLastShared(t *testing.T) {
 
 func TestPlaceIsStableAcrossReplans(t *testing.T) {
 	members := pool("v100", 8)
-	first, _, err := Place(testPlan([]float64{1, 2, 0.5, 0.3}), members, nil)
+	first, _, err := Place(testPlan([]float64{1, 2, 0.5, 0.3}), members, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// m0 grows, m1 shrinks, m3 grows (still fitting beside m2): every module
 	// keeps what it had, as far as it still needs it.
-	second, _, err := Place(testPlan([]float64{2, 1, 0.5, 0.5}), members, first)
+	second, _, err := Place(testPlan([]float64{2, 1, 0.5, 0.5}), members, first, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestPlaceIsStableAcrossReplans(t *testing.T) {
 		}
 	}
 	// The same plan again places identically.
-	third, _, _ := Place(testPlan([]float64{2, 1, 0.5, 0.5}), members, second)
+	third, _, _ := Place(testPlan([]float64{2, 1, 0.5, 0.5}), members, second, Options{})
 	if d := cmp.Diff(second, third); d != "" {
 		t.Errorf("re-placing the same plan moved machines (-before +after):\n%s", d)
 	}
@@ -151,7 +151,7 @@ func TestPlaceIsStableAcrossReplans(t *testing.T) {
 
 func TestPlaceExcludesDepartedBackend(t *testing.T) {
 	members := pool("v100", 4)
-	first, _, _ := Place(testPlan([]float64{1, 1, 0.5, 0.5}), members, nil)
+	first, _, _ := Place(testPlan([]float64{1, 1, 0.5, 0.5}), members, nil, Options{})
 	gone := first.Sessions[0].Modules[1].Configs[0].Backends[0]
 	var left []Member
 	for _, m := range members {
@@ -159,7 +159,7 @@ func TestPlaceExcludesDepartedBackend(t *testing.T) {
 			left = append(left, m)
 		}
 	}
-	second, short, err := Place(testPlan([]float64{1, 1, 0.5, 0.5}), left, first)
+	second, short, err := Place(testPlan([]float64{1, 1, 0.5, 0.5}), left, first, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestPlaceShortfall(t *testing.T) {
 	// v100: 3 full + 0.5 + 0.5 on 2 devices; t4: a module with no t4 at all.
 	plan := testPlan([]float64{3, 0.5, 0.5, 1}, "v100", "v100", "v100", "t4")
 	members := pool("v100", 2)
-	placed, short, err := Place(plan, members, nil)
+	placed, short, err := Place(plan, members, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestPlaceShortfall(t *testing.T) {
 
 	// Without the t4 module the session is served: m0 scaled to 1 of 3 machines.
 	plan = testPlan([]float64{3, 0.5, 0.5})
-	placed, _, _ = Place(plan, members, nil)
+	placed, _, _ = Place(plan, members, nil, Options{})
 	occupancy(t, placed, members)
 	if placed.Sessions[0].Error != "" {
 		t.Fatalf("session not served: %s", placed.Sessions[0].Error)
@@ -234,7 +234,7 @@ func TestPlaceErrors(t *testing.T) {
 		"NaN machines":   {testPlan([]float64{math.NaN()}), pool("v100", 1)},
 		"negative count": {testPlan([]float64{-1}), pool("v100", 1)},
 	} {
-		if p, _, err := Place(c.plan, c.members, nil); err == nil || p != nil {
+		if p, _, err := Place(c.plan, c.members, nil, Options{}); err == nil || p != nil {
 			t.Errorf("%s: plan %v, error %v; want no plan and an error", name, p != nil, err)
 		}
 	}
@@ -255,7 +255,7 @@ func TestPlaceProperty(t *testing.T) {
 			}
 			plan.Sessions = append(plan.Sessions, p.Sessions...)
 		}
-		_, need, err := Place(&plan, nil, nil)
+		_, need, err := Place(&plan, nil, nil, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestPlaceProperty(t *testing.T) {
 		for _, h := range need.Hardware {
 			members = append(members, pool(h.Hardware, h.Needed)...)
 		}
-		placed, short, err := Place(&plan, members, nil)
+		placed, short, err := Place(&plan, members, nil, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +278,7 @@ func TestPlaceProperty(t *testing.T) {
 		}
 		// Half the pool: still never above occupancy 1, and every kept machine placed.
 		half := members[:len(members)/2]
-		placed, short, err = Place(&plan, half, placed)
+		placed, short, err = Place(&plan, half, placed, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,9 @@
-package control
+// Package placement assigns a plan's machines to backends: one function,
+// Place(plan, members, prev, Options), for the gateway (static and its control
+// loop), the cluster's scheduler, health re-placement, the simulator, the demo
+// and `piccolo plan`. Pure functions of their arguments; safe from any
+// goroutine. Imports api only.
+package placement
 
 import (
 	"errors"
@@ -30,7 +35,7 @@ type Shortfall struct {
 	// Modules lists the groups placed on fewer machines than planned, in plan order.
 	Modules []ModuleShortfall `json:"modules,omitempty"`
 	// Shared counts the machines placed on a device another machine already
-	// holds because the pool was short (PlaceOptions.RoundRobin only).
+	// holds because the pool was short (Options.RoundRobin and Static only).
 	Shared int `json:"shared,omitempty"`
 }
 
@@ -100,7 +105,7 @@ type unit struct {
 
 type groupRef struct {
 	s, m, g int
-	key     Key
+	key     moduleKey
 	hw      string
 	units   []int
 }
@@ -137,12 +142,24 @@ type device struct {
 //
 // Errors (and no plan) for a nil plan, a member without id or hardware, a
 // duplicate member id, or a group whose machines are not a finite number ≥ 0.
-func Place(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error) {
-	return PlaceWith(plan, members, prev, PlaceOptions{})
+//
+// Options choose another placement: RoundRobin, or Static (pack when the
+// members hold every device, else round-robin).
+func Place(plan *api.Plan, members []Member, prev *api.Plan, opts Options) (*api.Plan, Shortfall, error) {
+	if opts.Provision {
+		return provision(plan)
+	}
+	if opts.Static {
+		return placeStatic(plan, members, prev)
+	}
+	if opts.RoundRobin {
+		return placeRoundRobin(plan, members)
+	}
+	return pack(plan, members, prev)
 }
 
-// PlaceOptions choose how PlaceWith places.
-type PlaceOptions struct {
+// Options choose how Place places.
+type Options struct {
 	// RoundRobin is the placement of a gateway with a static backends list
 	// (no membership, no control loop): for each group, in plan order
 	// (session, module, group), its ceil(machines) machines take the next
@@ -155,13 +172,18 @@ type PlaceOptions struct {
 	// has no member is an error naming it. Shortfall.Hardware and Modules
 	// stay empty.
 	RoundRobin bool
+	// Static is the placement of a static backends list (a gateway without
+	// membership, the demo): see placeStatic.
+	Static bool
+	// Provision places on exactly as many devices as the plan needs, named
+	// "<hardware>-<i>" (members and prev are not used): the devices the
+	// simulator, `piccolo plan` and the demo count and start. A plan already
+	// placed is returned as it is.
+	Provision bool
 }
 
-// PlaceWith is Place with options.
-func PlaceWith(plan *api.Plan, members []Member, prev *api.Plan, opts PlaceOptions) (*api.Plan, Shortfall, error) {
-	if opts.RoundRobin {
-		return placeRoundRobin(plan, members)
-	}
+// pack is Place's default placement.
+func pack(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error) {
 	if plan == nil {
 		return nil, Shortfall{}, errors.New("placement: no plan")
 	}
@@ -193,21 +215,15 @@ func PlaceWith(plan *api.Plan, members []Member, prev *api.Plan, opts PlaceOptio
 	}
 
 	// Where each module ran before, per hardware type, in order of first use.
-	before := map[Key]map[string][]string{}
+	before := map[moduleKey]map[string][]string{}
 	if prev != nil {
-		for _, sp := range prev.Sessions {
-			for _, mp := range sp.Modules {
-				k := Key{sp.Name, mp.Name}
-				for _, g := range mp.Configs {
-					if before[k] == nil {
-						before[k] = map[string][]string{}
-					}
-					for _, id := range g.Backends {
-						if !contains(before[k][g.Hardware], id) {
-							before[k][g.Hardware] = append(before[k][g.Hardware], id)
-						}
-					}
-				}
+		for m := range prev.Machines() {
+			k := moduleKey{m.Session.Name, m.Module.Name}
+			if before[k] == nil {
+				before[k] = map[string][]string{}
+			}
+			if !contains(before[k][m.Group.Hardware], m.Backend) {
+				before[k][m.Group.Hardware] = append(before[k][m.Group.Hardware], m.Backend)
 			}
 		}
 	}
@@ -220,7 +236,7 @@ func PlaceWith(plan *api.Plan, members []Member, prev *api.Plan, opts PlaceOptio
 			continue
 		}
 		for mi, mp := range sp.Modules {
-			k := Key{sp.Name, mp.Name}
+			k := moduleKey{sp.Name, mp.Name}
 			for gi, g := range mp.Configs {
 				if math.IsNaN(g.Machines) || math.IsInf(g.Machines, 0) || g.Machines < 0 {
 					return nil, Shortfall{}, fmt.Errorf("placement: session %q module %q group %d: machines %v: must be a finite number ≥ 0", sp.Name, mp.Name, gi, g.Machines)
@@ -460,7 +476,7 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// placeRoundRobin is PlaceOptions.RoundRobin.
+// placeRoundRobin is Options.RoundRobin.
 func placeRoundRobin(plan *api.Plan, members []Member) (*api.Plan, Shortfall, error) {
 	if plan == nil {
 		return nil, Shortfall{}, errors.New("placement: no plan")
@@ -516,3 +532,6 @@ func hardwareList(byHW map[string][]string) string {
 	sort.Strings(s)
 	return strings.Join(s, "; ")
 }
+
+// moduleKey names a module of a session.
+type moduleKey struct{ Session, Module string }

@@ -1,0 +1,184 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/simulate"
+)
+
+// DefaultBurstTarget is the share of simulated Poisson requests that must meet
+// the SLO when the utilisation is not given (--burst-target).
+const DefaultBurstTarget = 0.999
+
+// Planner makes a plan for a config: scheduler.Plan, or PlanForServing (the
+// serving planner of `piccolo gateway`). A plan may carry per-session
+// errors (sessions it could not plan); err is for a config it could not plan at
+// all. Called from ConfigStore.Update's goroutine (checking a change) and from
+// the control loop's, one call at a time on each.
+type Planner func(cfg *api.Config) (*api.Plan, error)
+
+// Pipeline is the one route of a config change (docs/architecture.md, "Config
+// path"): fuse → plan → check → place → apply, each step once per change, the
+// plan passed along. The gateway's Control runs the first three here (Fuse,
+// Plan, Check) on ConfigStore.Update's goroutine and hands the checked plan to
+// the control loop (control.Controller.SetPlanned), which places it
+// (Options.Place) and applies it (Options.Publish: LiveSwitch.Apply). A rate
+// re-plan enters at Plan: the control loop's planner is Pipeline.Plan. Every
+// entry (admin API, -c file watcher, Consul KV, the rate controller) takes this
+// route. A Pipeline is immutable and safe from any goroutine.
+type Pipeline struct {
+	// Planner is the plan step (policy, variants, burst headroom):
+	// PlanForServing with the gateway's options.
+	Planner Planner
+	// NoFusion skips the fuse step (--no-fusion).
+	NoFusion bool
+	// Fusions, when set, is told each fusion made, one line each.
+	Fusions io.Writer
+}
+
+// Fuse is the fuse step: cfg with the planner's fusion decision applied
+// (scheduler.Fuse, docs/fusion.md), each fusion named on p.Fusions; cfg itself
+// with NoFusion. Errors only when the planner makes no plan at all.
+func (p Pipeline) Fuse(cfg *api.Config) (*api.Config, error) {
+	if p.NoFusion {
+		return cfg, nil
+	}
+	w := p.Fusions
+	if w == nil {
+		w = io.Discard
+	}
+	return FuseConfig(cfg, p.Planner, w)
+}
+
+// FuseConfig applies the planner's fusion decision (scheduler.Fuse) to cfg and
+// names each fusion made on w. `piccolo plan` fuses with it too.
+func FuseConfig(cfg *api.Config, plan func(*api.Config) (*api.Plan, error), w io.Writer) (*api.Config, error) {
+	out, fusions, err := scheduler.Fuse(cfg, plan)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fusions {
+		fmt.Fprintln(w, f)
+	}
+	return out, nil
+}
+
+// Plan is the plan step: the planner's plan for cfg, unplaced. A nil plan is
+// an error matching ErrNoPlan; a plan whose sessions partly failed comes with
+// the planner's error for them.
+func (p Pipeline) Plan(cfg *api.Config) (*api.Plan, error) {
+	plan, err := p.Planner(cfg)
+	if plan == nil {
+		if err == nil {
+			err = errors.New("the planner returned no plan")
+		}
+		return nil, noPlanError{err}
+	}
+	return plan, err
+}
+
+// PlanForServing plans for serving: with a utilisation given, as asked; without,
+// the cheapest plan whose simulation under Poisson arrivals meets the SLO for
+// burstTarget of requests (simulate.PlanForBursts), so the headroom follows the
+// plan's slack instead of a fixed guess. When the config lists backends, only
+// their hardware types are planned for: a catalog may name types the cluster
+// does not have (with Consul, the leader does the same with its members).
+// burstTarget 0 means DefaultBurstTarget. `piccolo gateway`, `piccolo scheduler`
+// and the demo plan with it.
+func PlanForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64) (*api.Plan, error) {
+	cfg = control.OnlyPresent(cfg, presentHardware(cfg.Backends))
+	if opts.MaxUtilization != 0 {
+		return scheduler.Plan(cfg, opts)
+	}
+	if burstTarget == 0 {
+		burstTarget = DefaultBurstTarget
+	}
+	plan, _, err := simulate.PlanForBursts(cfg, opts, burstTarget, 1)
+	return plan, err
+}
+
+// presentHardware is the set of hardware types bs have.
+func presentHardware(bs []api.Backend) map[string]bool {
+	present := map[string]bool{}
+	for _, b := range bs {
+		present[b.Hardware] = true
+	}
+	return present
+}
+
+// Check is the check step, the rule a change must pass before it goes live:
+// in plan, the plan of cfg (a change of the config prevCfg served by the plan
+// prev), every session that the change adds or modifies, or that was planned
+// before, must be planned; a session that failed before and is untouched does
+// not refuse the change. The error names every refused session and why (the
+// admin API answers 422). prev and prevCfg may be nil (nothing served yet).
+func Check(plan *api.Plan, cfg *api.Config, prev *api.Plan, prevCfg *api.Config) error {
+	var bad []string
+	for _, sp := range plan.Sessions {
+		if sp.Error == "" {
+			continue
+		}
+		if prev != nil && prevCfg != nil && wasFailing(prev, sp.Name) && !changed(prevCfg, cfg, sp.Name) {
+			continue // failing before and untouched: not this change's fault
+		}
+		bad = append(bad, fmt.Sprintf("session %q cannot be planned: %s", sp.Name, sp.Error))
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// PlanChange is the plan and check steps in one: planner's plan for cfg, or
+// the error of the first step that refused it (see Check).
+func PlanChange(planner Planner, cfg *api.Config, prev *api.Plan, prevCfg *api.Config) (*api.Plan, error) {
+	plan, err := Pipeline{Planner: planner}.Plan(cfg)
+	if plan == nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if err := Check(plan, cfg, prev, prevCfg); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+func wasFailing(p *api.Plan, session string) bool {
+	for _, sp := range p.Sessions {
+		if sp.Name == session {
+			return sp.Error != ""
+		}
+	}
+	return false
+}
+
+// changed reports whether session differs between a and b (or is new in b).
+// Sources (file and line) do not count.
+func changed(a, b *api.Config, session string) bool {
+	sa, okA := a.Session(session)
+	sb, okB := b.Session(session)
+	if !okA || !okB {
+		return true
+	}
+	if sa.Name != sb.Name || sa.SLO != sb.SLO || len(sa.Modules) != len(sb.Modules) ||
+		(sa.Accuracy == nil) != (sb.Accuracy == nil) || (sa.Accuracy != nil && *sa.Accuracy != *sb.Accuracy) {
+		return true
+	}
+	sameVariant := func(x, y api.Variant) bool { return x.Model == y.Model && x.Accuracy == y.Accuracy }
+	for i := range sa.Modules {
+		ma, mb := sa.Modules[i], sb.Modules[i]
+		if ma.Name != mb.Name || ma.Model != mb.Model || ma.Rate != mb.Rate || strings.Join(ma.After, ",") != strings.Join(mb.After, ",") ||
+			!slices.EqualFunc(ma.Variants, mb.Variants, sameVariant) {
+			return true
+		}
+	}
+	return false
+}
