@@ -17,6 +17,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
@@ -86,6 +87,9 @@ type LiveOptions struct {
 	// (dispatcher.SetSpare; the models are loaded there when the plan is
 	// applied; dataplane/spare.go). `piccolo gateway` turns it on (--spare).
 	Spare bool
+	// Calibration, when set, receives every batch's measured duration
+	// (HealthOptions.Calibration).
+	Calibration *calibrate.Estimator
 	// BackendTLS is the TLS config of the calls to the backends whose entry
 	// (api.Backend.TLS, Consul meta "tls") says they serve TLS: the CA their
 	// certificates are verified with (`piccolo gateway --backend-ca`). Nil:
@@ -102,7 +106,7 @@ func (o LiveOptions) healthOptions() HealthOptions {
 	case hedge < 0:
 		hedge = 0
 	}
-	return HealthOptions{ProbeInterval: o.ProbeInterval, HedgeBudget: hedge, Logger: o.Logger}
+	return HealthOptions{ProbeInterval: o.ProbeInterval, HedgeBudget: hedge, Logger: o.Logger, Calibration: o.Calibration}
 }
 
 // LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher

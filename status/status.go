@@ -454,6 +454,7 @@ func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base str
 	sort.Strings(capText)
 	fmt.Fprintf(w, "capacity desired of available: %s\n\n", orNone(capText))
 	writeHealth(w, from, now)
+	writeCalibration(w, now)
 	if bv != nil {
 		if err := writeBackends(w, bv); err != nil {
 			return err

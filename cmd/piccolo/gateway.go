@@ -46,6 +46,8 @@ type gatewayOptions struct {
 	hedge                   float64       // --hedge-budget
 	probeEvery              time.Duration // --probe-interval
 	spare                   bool
+	calibrate               bool   // --calibration
+	calFile                 string // --calibration-file
 	logFmt                  string
 	drain                   time.Duration
 	drainDelay              time.Duration // on shutdown, serve this long while reporting not ready, then drain
@@ -161,6 +163,8 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
 	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
 	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
+	f.BoolVar(&o.calibrate, "calibration", true, "learn each device's batch durations from the batches it runs and plan, admit and re-plan (on a drift of more than 10% for 1 s) with them where measured (docs/calibration.md); false: the offline profiles only")
+	f.StringVar(&o.calFile, "calibration-file", "", "with --calibration: read the learned durations from this file at start (if it exists) and write them to it every 10 s and on shutdown, so a restart does not forget (with --consul and no file: the cluster's Consul KV, <cluster-prefix>/calibration/<gateway id>)")
 	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
@@ -260,7 +264,15 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if hedge == 0 {
 		hedge = -1 // LiveOptions: negative means none
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS}
+	est, err := newCalibration(ctx, o, log, reg)
+	if err != nil {
+		return fmt.Errorf("--calibration-file: %w", err)
+	}
+	if est != nil { // a nil *Estimator in the interface would not be nil
+		o.control.Calibration = est
+	}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS,
+		Calibration: est}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	gopts := controlplane.GatewayOptions{Fuse: !o.noFuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
 		Planner: func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) },
@@ -277,11 +289,19 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	ctl, sw, exec, store := g.Control, g.Switch, g.Runner, g.Store
 	defer sw.Close()
+	gatewayID := "" // the KV key of this gateway's calibration with --consul
+	if cc, ok := ctl.(*controlplane.ConsulControl); ok {
+		gatewayID = cc.GatewayID()
+	}
+	defer keepCalibration(ctx, est, o, gatewayID, log)()
 	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Scheduler() != nil {
 		reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
 	}
 	reg.MustRegister(sw)
 	plan := sw.Plan()
+	if est != nil {
+		reg.MustRegister(metrics.ColocationCollector(colocationSeries(est, sw.Plan)))
+	}
 	token := adminToken(o.adminToken)
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if token != "" {
