@@ -24,7 +24,7 @@ build:
 
 # test fetches the real models and Consul first (once; cached) and requires them,
 # so the ONNX Runtime, OCR and Consul tests run for real instead of skipping.
-# It installs the interop tools too (grpcurl, Python gRPC; tests that use one
+# It installs the interop tools too (grpcurl, Python gRPC, PyTorch; tests that use one
 # skip only with the reason scripts/tools.sh wrote when it could not install it)
 # and validates the deploy/ manifests.
 test: models consul tools deploy-check
@@ -63,9 +63,10 @@ models:
 consul:
 	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/consul.sh
 
-# tools installs grpcurl (go install), Debian's python3-grpcio and
-# python3-grpc-tools (for /usr/bin/python3), wrk and hey, once; it says which it
-# could not install and why.
+# tools installs grpcurl (go install), Debian's python3-grpcio,
+# python3-grpc-tools, python3-torch and python3-torchvision (for /usr/bin/python3;
+# torch is about 260 MB to fetch, 1 GB on disk, under 2 minutes the first time),
+# wrk and hey, once; it says which it could not install and why.
 tools:
 	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/tools.sh
 

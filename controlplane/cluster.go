@@ -218,6 +218,7 @@ func (cc *ConsulControl) apply(rec *cluster.Record) bool {
 		// stays; only what the record says about it changes.
 		cc.applied = rec
 		cc.metrics.SetPlanSource(rec.Version, rec.Leader)
+		cc.metrics.SetCapacity(capacity(rec.Capacity))
 		cc.notifyLocked(rec, time.Now())
 		return true
 	}
@@ -248,6 +249,7 @@ func (cc *ConsulControl) apply(rec *cluster.Record) bool {
 		cc.log.Warn("plan metrics", zap.Error(err))
 	}
 	cc.metrics.SetPlanSource(rec.Version, rec.Leader)
+	cc.metrics.SetCapacity(capacity(rec.Capacity))
 	cc.log.Info("new plan live", zap.String("cause", rec.Cause), zap.String("leader", rec.Leader), zap.Uint64("version", rec.Version),
 		zap.Float64("plan_cost", rec.Plan.TotalCost), zap.Duration("since_trigger", live.Sub(rec.Trigger)),
 		zap.Int("devices_missing", rec.DevicesMissing))

@@ -194,6 +194,16 @@ func (c *EmbeddedControl) place(plan *api.Plan, members []placement.Member, prev
 	return placed, short, err
 }
 
+// capacity is a placement's devices needed per hardware type: what the
+// capacity metrics ask of the cluster.
+func capacity(hw []placement.HardwareUse) map[string]int {
+	out := make(map[string]int, len(hw))
+	for _, h := range hw {
+		out[h.Hardware] = h.Needed
+	}
+	return out
+}
+
 // publish is the controller's Publish: make r live on this gateway.
 func (c *EmbeddedControl) publish(r *control.Replan) error {
 	c.mu.Lock()
@@ -244,6 +254,7 @@ func (c *EmbeddedControl) publish(r *control.Replan) error {
 		c.log.Warn("plan metrics", zap.Error(err))
 	}
 	c.metrics.SetMembership(full.Backends)
+	c.metrics.SetCapacity(capacity(r.Shortfall.Hardware))
 	c.log.Info("new plan live", zap.String("cause", cause), zap.Float64("plan_cost", r.Plan.TotalCost),
 		zap.Duration("planner_runtime", r.PlanTook), zap.Duration("since_trigger", live.Sub(r.Trigger)),
 		zap.Strings("backends", placedOn(r.Plan)))

@@ -18,6 +18,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/tracing"
 )
 
 // HealthOptions configure a Health.
@@ -569,10 +570,13 @@ func (h *Health) Collect(ch chan<- prometheus.Metric) {
 // when it is given none: grpc-go's reconnect backoff capped at 1 s (its
 // default grows to 120 s), so a backend that restarts is dialled again within
 // about a second; the health probes also reset the backoff of a backend they
-// wait for (backends.Client.Check).
+// wait for (backends.Client.Check). With tracing on (package tracing, set up
+// before the pool is made), each backend call is a client span whose
+// traceparent the backend receives.
 func NewPool() *backends.Pool {
-	return backends.NewPool(backends.ClientOptions{DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+	dial := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 		MinConnectTimeout: time.Second,
-	})}})
+	})}, tracing.DialOptions()...)
+	return backends.NewPool(backends.ClientOptions{DialOptions: dial})
 }

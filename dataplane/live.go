@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -19,6 +20,7 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/placement"
+	"github.com/piccolo-serving/piccolo/tracing"
 )
 
 // LiveOptions configure a LiveRunner.
@@ -395,9 +397,15 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 	it.Arrival, it.Inputs, it.Tag, it.Done = now, inputs, li, lm.itemDone
 	li.done, li.deadline = done, deadline
 	it.SetDeadlines(now, deadline, &lm.times, lm.stage.Reserve(now))
+	if tracing.Enabled() {
+		li.span = tracing.StartModule(ctx, session, module, now)
+	}
 	lm.outstanding.Add(1)
 	if err := lm.disp.Submit(it); err != nil {
 		lm.outstanding.Add(-1)
+		if li.span != nil {
+			tracing.EndModule(li.span, now, time.Time{}, time.Time{}, err)
+		}
 		*li = liveItem{}
 		lm.items.Put(li)
 		done(nil, gateway.Timing{}, mapBackendError(err)) // the DAG runner names the module
@@ -412,6 +420,7 @@ type liveItem struct {
 	done     func([]api.Tensor, gateway.Timing, error)
 	deadline time.Time // the request's end-to-end deadline: bounds the backend call
 	err      error
+	span     trace.Span // the item's module span when its request is traced (package tracing)
 }
 
 // finish is every item's Done: it reports the outcome to the DAGRunner and
@@ -428,6 +437,9 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 	out, err := it.Outputs, it.Err
 	if err == nil {
 		err = li.err
+	}
+	if li.span != nil {
+		tracing.EndModule(li.span, it.Arrival, it.Sent, it.Finished, err)
 	}
 	*li = liveItem{}
 	lm.items.Put(li)
@@ -539,11 +551,18 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), latest)
 	defer cancel()
+	var span trace.Span
+	if tracing.Enabled() {
+		ctx, span = lm.startBatch(ctx, b, c.Addr())
+	}
 	items := make([][]api.Tensor, len(b.Items), len(b.Items)+b.Dummies)
 	for i, it := range b.Items {
 		items[i] = it.Inputs
 	}
 	out, errs, err := lm.run(ctx, b.Slot, c, items, b.Dummies, latest, b.Wait())
+	if span != nil {
+		tracing.EndBatch(span, err)
+	}
 	if err == nil {
 		for i, e := range errs {
 			if e != nil {
@@ -552,6 +571,27 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 		}
 	}
 	b.Done(out, err)
+}
+
+// startBatch starts the batch's span, linked to the module spans of its traced
+// items, and links each of those back to it (nil: no item is traced).
+func (lm *liveModule) startBatch(ctx context.Context, b *dispatcher.Batch, backend string) (context.Context, trace.Span) {
+	var links []trace.Link
+	for _, it := range b.Items {
+		if s := it.Tag.(*liveItem).span; s != nil {
+			links = append(links, trace.Link{SpanContext: s.SpanContext()})
+		}
+	}
+	ctx, span := tracing.StartBatch(ctx, lm.name, backend, len(b.Items), b.Dummies, links)
+	if span != nil {
+		l := trace.Link{SpanContext: span.SpanContext()}
+		for _, it := range b.Items {
+			if s := it.Tag.(*liveItem).span; s != nil {
+				s.AddLink(l)
+			}
+		}
+	}
+	return ctx, span
 }
 
 // infer runs items (plus dummies) in as few ModelInfer calls as stacking allows.

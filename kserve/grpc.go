@@ -11,8 +11,11 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/tracing"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
@@ -96,10 +99,23 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetad
 // request's deadline.
 func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
 	start := time.Now()
+	var span trace.Span
+	if tracing.Enabled() {
+		// The RPC's server span is the stats handler's (tracing.ServerOptions);
+		// the request's is its child, and its traceparent goes back in the
+		// response header, as on HTTP.
+		ctx, span = tracing.StartRPC(ctx, req.GetModelName())
+		if tp := tracing.Traceparent(ctx); tp != "" {
+			_ = grpc.SetHeader(ctx, metadata.Pairs("traceparent", tp))
+		}
+	}
 	resp, err := g.modelInfer(ctx, req)
 	status := http.StatusOK
 	if err != nil {
 		status = HTTPStatus(err)
+	}
+	if span != nil {
+		tracing.EndRPC(span, status)
 	}
 	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, time.Since(start))
 	if err != nil {

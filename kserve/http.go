@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,9 @@ import (
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/tracing"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ExtensionBinaryData is the name server metadata lists for the binary tensor
@@ -117,6 +120,18 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 		IdleTimeout:           2 * time.Minute, // keep-alive connections idle longer are closed
 		Logger:                discardLogger{}, // connection errors are answered, not logged per request
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				// Nothing was read before the read timeout: a connection a
+				// client's pool opened and never used. An answer would reach
+				// the client as an unsolicited response on an idle
+				// connection; close it without one.
+				_ = ctx.Conn().Close()
+				return
+			}
+			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+				writeError(ctx, fmt.Errorf("%w: the request was not received within the read timeout", errRequestTimeout))
+				return
+			}
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 				writeError(ctx, fmt.Errorf("%w: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
 				return
@@ -179,12 +194,13 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 }
 
 var (
-	errNoRoute      = errors.New("not found")
-	errNotAllowed   = errors.New("method not allowed")
-	suffixInfer     = []byte("/infer")
-	suffixReady     = []byte("/ready")
-	infixVersions   = []byte("/versions/")
-	errEmptySession = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
+	errRequestTimeout = errors.New("request timeout")
+	errNoRoute        = errors.New("not found")
+	errNotAllowed     = errors.New("method not allowed")
+	suffixInfer       = []byte("/infer")
+	suffixReady       = []byte("/ready")
+	infixVersions     = []byte("/versions/")
+	errEmptySession   = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
 )
 
 func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
@@ -292,12 +308,23 @@ func appendTensorMeta(b []byte, ts []gateway.TensorMeta) []byte {
 func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 	start := time.Now()
 	name := string(session)
-	status := s.inferHTTP(ctx, name)
+	// Not ctx itself: its Done channel is the server's, and a derived deadline
+	// context would then need a goroutine per request to watch it.
+	rctx := context.Background()
+	var span trace.Span
+	if tracing.Enabled() {
+		rctx, span = tracing.StartRequest(rctx, &ctx.Request.Header, name)
+	}
+	status := s.inferHTTP(ctx, rctx, name)
+	if span != nil {
+		tracing.EndRequest(span, &ctx.Response.Header, status)
+	}
 	s.opts.Metrics.Observe(name, false, status, time.Since(start))
 }
 
 // inferHTTP answers one infer request and returns the status it answered with.
-func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
+// rctx is the request's context (carrying its span when traced).
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string) int {
 	if err := s.exec.CheckSession(name); err != nil {
 		return writeError(ctx, err)
 	}
@@ -317,9 +344,7 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, name string) int {
 		return writeError(ctx, err)
 	}
 	var resp gateway.InferResponse
-	// Not ctx itself: its Done channel is the server's, and a derived deadline
-	// context would then need a goroutine per request to watch it.
-	if err := s.exec.Infer(context.Background(), name, &req, &resp); err != nil {
+	if err := s.exec.Infer(rctx, name, &req, &resp); err != nil {
 		s.logFailure(name, req.ID, err)
 		return writeError(ctx, err)
 	}
@@ -378,6 +403,9 @@ func writeError(ctx *fasthttp.RequestCtx, err error) int {
 		status = fasthttp.StatusNotFound
 	case errors.Is(err, errNotAllowed):
 		status = fasthttp.StatusMethodNotAllowed
+	case errors.Is(err, errRequestTimeout):
+		status = fasthttp.StatusRequestTimeout
+		ctx.SetConnectionClose()
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(jsonType)

@@ -77,6 +77,11 @@ type Metrics struct {
 	machines       *prometheus.GaugeVec
 	membership     *prometheus.GaugeVec
 	membershipSeen map[string]bool
+	desired        *prometheus.GaugeVec
+	available      *prometheus.GaugeVec
+	capacitySeen   map[string]bool
+	desiredBy      map[string]int // the last SetCapacity's
+	availableBy    map[string]int // the last SetMembership's counts
 	stale          prometheus.Gauge
 	planVersion    *prometheus.GaugeVec // no labels: absent until SetPlanSource
 	planScheduler  *prometheus.GaugeVec
@@ -151,6 +156,11 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		membership: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MembershipBackends,
 			Help: "Backends the gateway knows, by hardware type."}, []string{"hardware"}),
 		membershipSeen: map[string]bool{},
+		desired: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: CapacityDesiredMachines,
+			Help: "Machines (devices) of a hardware type the current plan needs once placed, whether or not the pool has them: what an autoscaler should provide."}, []string{"hardware"}),
+		available: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: CapacityAvailableMachines,
+			Help: "Machines (backends) of a hardware type in the pool, as piccolo_membership_backends counts them."}, []string{"hardware"}),
+		capacitySeen: map[string]bool{},
 		planVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanVersion,
 			Help: "Version of the cluster plan served (Consul KV record; absent without Consul)."}, nil),
 		planScheduler: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanSchedulerInfo,
@@ -168,7 +178,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	})
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.violations, m.rejections, m.queue, m.compute, m.batchSize,
 		m.planCost, m.planTimestamp, m.planRuntime, m.replans, m.sessionCost, m.sessionSLO, m.moduleBudget, m.moduleWCL,
-		m.moduleRate, m.machines, m.membership, m.stale, m.planVersion, m.planScheduler, age} {
+		m.moduleRate, m.machines, m.membership, m.desired, m.available, m.stale, m.planVersion, m.planScheduler, age} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
@@ -371,6 +381,38 @@ func (m *Metrics) SetMembership(list []api.Backend) {
 	sort.Strings(hw)
 	for _, h := range hw {
 		m.membership.WithLabelValues(h).Set(float64(count[h]))
+	}
+	m.availableBy = count
+	m.setCapacityLocked()
+}
+
+// SetCapacity records the machines (devices) of each hardware type the plan
+// needs once placed, whether or not the pool has them
+// (piccolo_capacity_desired_machines): what an autoscaler should provide.
+// piccolo_capacity_available_machines is the pool's count of each type, kept
+// by SetMembership. A hardware type seen before and now absent reads 0.
+func (m *Metrics) SetCapacity(desired map[string]int) {
+	if m == nil {
+		return
+	}
+	m.planMu.Lock()
+	defer m.planMu.Unlock()
+	m.desiredBy = desired
+	m.setCapacityLocked()
+}
+
+// setCapacityLocked writes both capacity gauges for every hardware type seen
+// in a plan or the pool. Call with planMu held.
+func (m *Metrics) setCapacityLocked() {
+	for h := range m.desiredBy {
+		m.capacitySeen[h] = true
+	}
+	for h := range m.availableBy {
+		m.capacitySeen[h] = true
+	}
+	for h := range m.capacitySeen {
+		m.desired.WithLabelValues(h).Set(float64(m.desiredBy[h]))
+		m.available.WithLabelValues(h).Set(float64(m.availableBy[h]))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"sort"
@@ -393,4 +394,44 @@ sessions:
 	b.ReportMetric(onRate, "metrics_on_req/s")
 	b.ReportMetric(offRate, "metrics_off_req/s")
 	b.ReportMetric(100*(1-onRate/offRate), "loss_%")
+}
+
+// The capacity gauges: desired per hardware from the plan's placement,
+// available from the pool; a type the plan no longer wants reads 0 desired,
+// and a type the pool lacks reads 0 available (what an autoscaler scales on).
+func TestMetricsCapacityDesiredAndAvailable(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetMembership([]api.Backend{{ID: "a", Hardware: "v100"}})
+	m.SetCapacity(map[string]int{"v100": 3, "t4": 2})
+	read := func() map[string]float64 {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range fams {
+			name := strings.TrimPrefix(f.GetName(), "piccolo_capacity_")
+			if name == f.GetName() {
+				continue
+			}
+			for _, s := range f.GetMetric() {
+				got[name+"/"+s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
+			}
+		}
+		return got
+	}
+	want := map[string]float64{"desired_machines/v100": 3, "desired_machines/t4": 2, "available_machines/v100": 1, "available_machines/t4": 0}
+	if got := read(); !maps.Equal(got, want) {
+		t.Errorf("after a plan wanting 3 v100 and 2 t4 on one v100: %v, want %v", got, want)
+	}
+	m.SetMembership([]api.Backend{{ID: "a", Hardware: "v100"}, {ID: "b", Hardware: "v100"}, {ID: "c", Hardware: "v100"}, {ID: "d", Hardware: "t4"}})
+	m.SetCapacity(map[string]int{"v100": 1})
+	want = map[string]float64{"desired_machines/v100": 1, "desired_machines/t4": 0, "available_machines/v100": 3, "available_machines/t4": 1}
+	if got := read(); !maps.Equal(got, want) {
+		t.Errorf("after the pool grew and the plan shrank: %v, want %v", got, want)
+	}
 }

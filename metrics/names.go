@@ -58,6 +58,11 @@ const (
 	MembershipStale         = "piccolo_membership_stale"
 	PlanAgeSeconds          = "piccolo_plan_age_seconds"
 
+	// Capacity asked of the cluster (controlplane; an autoscaler's input,
+	// docs/deploy.md "Autoscaling"):
+	CapacityDesiredMachines   = "piccolo_capacity_desired_machines"
+	CapacityAvailableMachines = "piccolo_capacity_available_machines"
+
 	// Per scheduler candidate (--consul):
 	SchedulerLeader = "piccolo_scheduler_leader"
 

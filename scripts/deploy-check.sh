@@ -4,7 +4,8 @@
 #
 #   Dockerfile   parsed and linted by BuildKit's own parser (deploy/check), which
 #                also requires a non-root USER in the final stage
-#   Kubernetes   deploy/kubernetes/base and each overlay rendered with kustomize
+#   Kubernetes   deploy/kubernetes/base and each overlay (cpu, gpu, autoscale-keda,
+#                autoscale-hpa) rendered with kustomize
 #                (sigs.k8s.io/kustomize/kustomize/v5), every object of the output
 #                validated by kubeconform -strict (unknown fields, wrong types and
 #                missing required fields fail) against JSON schemas generated
@@ -24,6 +25,10 @@ KUSTOMIZE_VERSION=v5.8.1   # v5.8.3 needs go 1.27
 KUBECONFORM_VERSION=v0.7.0
 K8S_VERSION=v1.34.2
 SWAGGER_SHA256=d3b0cdc2fda15c753206d25ab459dc7c12df64e2fd652b6809687471ea751c37
+# KEDA's ScaledObject CRD (overlays/autoscale-keda), from the KEDA module on
+# the Go module proxy, checked against its sha256.
+KEDA_VERSION=v2.18.1
+KEDA_CRD_SHA256=44e8d3444bb884ed5c8dc4f1b118944a54fe9c81534048793c20b9394ae1de2c
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${PICCOLO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/piccolo}
@@ -65,10 +70,23 @@ if [ "$(cat "$schemas/.swagger.sha256" 2>/dev/null)" != "$SWAGGER_SHA256" ]; the
 	echo "$SWAGGER_SHA256" >"$schemas/.swagger.sha256"
 fi
 
+if [ "$(cat "$schemas/.keda.sha256" 2>/dev/null)" != "$KEDA_CRD_SHA256" ]; then
+	echo "deploy-check: KEDA $KEDA_VERSION ScaledObject CRD from the Go module proxy (github.com/kedacore/keda/v2, once)" >&2
+	dir=$(go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+	crd="$dir/config/crd/bases/keda.sh_scaledobjects.yaml"
+	got=$(sha256sum "$crd" 2>/dev/null | cut -d' ' -f1 || true)
+	if [ "$got" != "$KEDA_CRD_SHA256" ]; then
+		echo "deploy-check: $crd: sha256 ${got:-<missing>}, want $KEDA_CRD_SHA256" >&2
+		exit 1
+	fi
+	check crd "$crd" "$schemas"
+	echo "$KEDA_CRD_SHA256" >"$schemas/.keda.sha256"
+fi
+
 check dockerfile "$root/deploy/Dockerfile"
 
 status=0
-for k in base overlays/cpu overlays/gpu; do
+for k in base overlays/cpu overlays/gpu overlays/autoscale-keda overlays/autoscale-hpa; do
 	rendered="$out/${k//\//-}.yaml"
 	if ! "$kustomize" build --load-restrictor LoadRestrictionsNone "$root/deploy/kubernetes/$k" >"$rendered"; then
 		echo "deploy-check: kustomize build deploy/kubernetes/$k failed" >&2

@@ -8,6 +8,14 @@
 # The plugins go into $PICCOLO_CACHE/bin, outside the clone. The generated
 # .pb.go files are committed, so a build never needs protoc.
 #
+# It also writes the PyTorch worker's Python stubs (workers/torch/gen) of the
+# same proto and of grpc.health.v1 (workers/torch/proto/health.proto): the
+# messages with protoc's own --python_out (3.21 writes modules that build their
+# descriptors from the serialized file, which protobuf 4.x to 6.x runtimes load;
+# the older protoc inside Debian's grpc_tools writes descriptor code that the
+# upb runtime of protobuf >= 4, as pip installs it, refuses), the service stubs
+# with grpc_tools' plugin (python3-grpc-tools, from scripts/tools.sh).
+#
 # Usage: scripts/gen-proto.sh   (or: make proto)
 set -euo pipefail
 
@@ -48,3 +56,15 @@ PATH="$bin:$PATH" protoc \
 	--go-grpc_out=api/inference --go-grpc_opt=paths=source_relative \
 	api/inference/grpc_service.proto
 echo "gen-proto: wrote api/inference/grpc_service.pb.go and grpc_service_grpc.pb.go (protoc $(protoc --version | awk '{print $2}'))" >&2
+
+py=/usr/bin/python3 # Debian's, which sees python3-grpc-tools
+if ! "$py" -c 'import grpc_tools.protoc' 2>/dev/null; then
+	echo "gen-proto: $py cannot import grpc_tools (run scripts/tools.sh); workers/torch/gen not regenerated" >&2
+	exit 1
+fi
+gen=workers/torch/gen
+for proto in api/inference/grpc_service.proto workers/torch/proto/health.proto; do
+	protoc --proto_path="$(dirname "$proto")" --python_out="$gen" "$proto"
+	"$py" -m grpc_tools.protoc --proto_path="$(dirname "$proto")" --grpc_python_out="$gen" "$proto"
+done
+echo "gen-proto: wrote $gen (grpc_service_pb2*.py, health_pb2*.py)" >&2

@@ -6,6 +6,9 @@
 #                   -> $cache/bin/grpcurl
 #   python3-grpcio, python3-grpc-tools   Debian packages, for /usr/bin/python3
 #                   (Debian's interpreter: a pyenv python3 on PATH does not see them)
+#   python3-torch, python3-torchvision   Debian packages, for /usr/bin/python3:
+#                   the PyTorch worker (workers/torch) and its tests; about 260 MB
+#                   to fetch and 1 GB on disk, under 2 minutes once
 #   curl            Debian package (the binary-extension interop test)
 #   wrk, hey        Debian packages (HTTP load generators)
 #
@@ -83,6 +86,16 @@ if pycheck || { apt python-grpc python3-grpcio python3-grpc-tools && pycheck; };
 	ok python-grpc "$py with grpc $("$py" -c 'import grpc; print(grpc.__version__)')"
 elif [ ! -f "$marks/python-grpc.unavailable" ]; then
 	unavailable python-grpc "python3-grpcio and python3-grpc-tools installed, but $py cannot import grpc and grpc_tools.protoc"
+fi
+
+# PyTorch and torchvision for the same interpreter (the worker also needs grpc).
+torchcheck() { [ -x "$py" ] && "$py" -c 'import torch, torchvision' >/dev/null 2>&1; }
+if [ -f "$marks/python-grpc.unavailable" ]; then
+	unavailable python-torch "the torch worker needs Python gRPC, which is unavailable: $(cat "$marks/python-grpc.unavailable")"
+elif torchcheck || { apt python-torch python3-torch python3-torchvision && torchcheck; }; then
+	ok python-torch "$py with torch $("$py" -c 'import torch; print(torch.__version__)') and torchvision $("$py" -c 'import torchvision; print(torchvision.__version__)')"
+elif [ ! -f "$marks/python-torch.unavailable" ]; then
+	unavailable python-torch "python3-torch and python3-torchvision installed, but $py cannot import torch and torchvision"
 fi
 
 # HTTP clients and load generators.

@@ -35,6 +35,17 @@ type TracePlans struct {
 	Trace       PlanRun // the cheapest plan found whose simulation meets Target
 	Peak        PlanRun // planned at PeakRate: peak provisioning
 	TracePassed bool    // whether Trace meets Target (false: no rate up to the peak did)
+	// Search is the search that found Trace: "ladder" (PlanForTrace) or
+	// "inferline" (PlanForTraceWith); Ladder is the ladder's plan when Trace
+	// is InferLine's, for comparison (nil Plan otherwise).
+	Search string
+	Ladder PlanRun
+	// InferLine is the search's record when Search is "inferline".
+	InferLine InferLineStats
+	// Coarse is the coarse-grained plan (whole-pipeline replicas, PlanCoarse),
+	// made by PlanForTraceWith for comparison (nil Plan when none met the
+	// target or PlanForTrace made the plans).
+	Coarse PlanRun
 }
 
 // PlanRun is one plan and its simulation on the trace.
@@ -134,6 +145,32 @@ func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load 
 	return tp, err
 }
 
+// PlanForTraceWith is PlanForTrace with the trace plan found by search:
+// "ladder" (PlanForTrace's own) or "inferline" (PlanInferLine, whose plan
+// then replaces Trace, the ladder's kept in Ladder). Errors: an unknown
+// search (naming the allowed ones), and PlanForTrace's and PlanInferLine's.
+func PlanForTraceWith(search string, cfg *api.Config, opts scheduler.Options, target float64, load Options) (*TracePlans, error) {
+	if !slices.Contains(TraceSearches, search) {
+		return nil, fmt.Errorf("trace search %q: allowed: %s", search, strings.Join(TraceSearches, ", "))
+	}
+	tp, err := PlanForTrace(cfg, opts, target, load)
+	if tp == nil {
+		return nil, err
+	}
+	tp.Search = search
+	tp.Coarse, _, _ = PlanCoarse(cfg, target, load) // a comparison only: none found is no error
+	if search == "ladder" {
+		return tp, err
+	}
+	il, stats, ilErr := PlanInferLine(cfg, target, load)
+	if ilErr != nil {
+		return nil, ilErr
+	}
+	tp.Ladder, tp.Trace, tp.InferLine, tp.Search = tp.Trace, il, stats, "inferline"
+	tp.TracePassed = il.Attainment >= target
+	return tp, nil
+}
+
 func run(p *api.Plan, r *Report, rate float64, session string) PlanRun {
 	pr := PlanRun{RatePerSec: rate, Plan: p, Report: r}
 	for _, s := range r.Sessions {
@@ -227,13 +264,21 @@ func (tp *TracePlans) WriteTable(w io.Writer) {
 	for _, r := range []struct {
 		name string
 		run  PlanRun
-	}{{"mean rate", tp.Mean}, {"trace", tp.Trace}, {"peak", tp.Peak}} {
+	}{{"mean rate", tp.Mean}, {"trace", tp.Trace}, {"ladder", tp.Ladder}, {"coarse", tp.Coarse}, {"peak", tp.Peak}} {
 		name := r.name
-		if r.name == "trace" {
+		switch {
+		case r.run.Plan == nil:
+			continue
+		case r.name == "coarse":
+			name = "coarse-grained (pipeline replicas)"
+		case r.name == "ladder":
+			name = "trace, ladder search"
+		case r.name == "trace" && !tp.TracePassed:
+			name = "trace (none met the target)"
+		case r.name == "trace" && tp.Search == "inferline":
+			name = fmt.Sprintf("trace, InferLine search (chosen; %d simulations)", tp.InferLine.Simulations)
+		case r.name == "trace":
 			name = "trace (chosen)"
-			if !tp.TracePassed {
-				name = "trace (none met the target)"
-			}
 		}
 		fmt.Fprintf(tw, "  %s\t%.4g req/s\t%.4g\t%.2f%%\n", name, r.run.RatePerSec, r.run.Plan.TotalCost, 100*r.run.Attainment)
 	}

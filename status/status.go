@@ -439,7 +439,21 @@ func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base str
 		hw = append(hw, fmt.Sprintf("%s %.0f", sr.labels["hardware"], sr.value))
 	}
 	sort.Strings(hw)
-	fmt.Fprintf(w, "backends: %s\n\n", orNone(hw))
+	fmt.Fprintf(w, "backends: %s\n", orNone(hw))
+	// What the plan asks of the cluster: desired vs available machines per
+	// hardware type, and what an autoscaler should add.
+	var capText []string
+	for _, sr := range now.series(metrics.CapacityDesiredMachines) {
+		h := sr.labels["hardware"]
+		avail := now.sum(metrics.CapacityAvailableMachines, map[string]string{"hardware": h})
+		c := fmt.Sprintf("%s %.0f of %.0f", h, sr.value, avail)
+		if sr.value > avail {
+			c += fmt.Sprintf(" (%.0f short)", sr.value-avail)
+		}
+		capText = append(capText, c)
+	}
+	sort.Strings(capText)
+	fmt.Fprintf(w, "capacity desired of available: %s\n\n", orNone(capText))
 	writeHealth(w, from, now)
 	if bv != nil {
 		if err := writeBackends(w, bv); err != nil {

@@ -24,10 +24,12 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/backends/sim"
+	"github.com/piccolo-serving/piccolo/tracing"
 )
 
 // backendOptions are the flags of `piccolo backend`.
 type backendOptions struct {
+	tracing  tracingFlags
 	listen   string
 	hardware string
 	files    []string
@@ -194,6 +196,7 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.Uint64Var(&o.seed, "seed", 1, "sim: jitter seed")
 	f.StringSliceVar(&o.models, "models", nil, "models to load at start, comma-separated (default: none; wait for RepositoryModelLoad)")
 	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
+	addTracingFlags(f, &o.tracing)
 	f.StringVar(&o.metrics, "metrics-listen", "auto", "serve Prometheus /metrics on this host:port; auto: the --listen host at its port + 1000 (9101 → 10101); off: none")
 	f.BoolVar(&o.gpu, "gpu-telemetry", true, "read the GPUs with NVML: metrics piccolo_gpu_*, and the hardware type when --hardware is not given")
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let batches in flight finish")
@@ -255,6 +258,11 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	stopTracing, err := startTracing(ctx, o.tracing, "piccolo-backend", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	reg := processRegistry()
 	metrics, err := backends.NewMetrics(reg)
 	if err != nil {
@@ -305,7 +313,7 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 		defer serveMetrics(mlis, reg, map[string]http.HandlerFunc{faultsPath: inj.Handler().ServeHTTP}).Close()
 		log.Info("metrics serving", zap.String("address", mlis.Addr().String()))
 	}
-	g := backends.NewGRPCServer(srv, inj.ServerOption())
+	g := backends.NewGRPCServer(srv, append(tracing.ServerOptions(), inj.ServerOption())...)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	addr := lis.Addr().String()

@@ -30,29 +30,7 @@ profiles:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w, err := membership.NewConsul(agent.Addr(), membership.ConsulOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps := make(chan membership.Snapshot, 100)
-	wctx, wcancel := context.WithCancel(context.Background())
-	wdone := make(chan struct{})
-	go func() { defer close(wdone); _ = w.Watch(wctx, func(s membership.Snapshot) { snaps <- s }) }()
-	t.Cleanup(func() { wcancel(); <-wdone })
-	waitSnap := func(what string, ok func(membership.Snapshot) bool) membership.Snapshot {
-		t.Helper()
-		deadline := time.After(15 * time.Second)
-		for {
-			select {
-			case s := <-snaps:
-				if ok(s) {
-					return s
-				}
-			case <-deadline:
-				t.Fatalf("no snapshot with %s within 15 s", what)
-			}
-		}
-	}
+	waitSnap := watchMembers(t, agent.Addr(), 15*time.Second)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -109,5 +87,35 @@ func TestBackendMemberDefaultID(t *testing.T) {
 	want := membership.Member{ID: "t4-127.0.0.1-9101", Address: "127.0.0.1:9101", Hardware: "t4", Price: 0.53, Models: []string{"m"}}
 	if diff := cmp.Diff(want, m); diff != "" {
 		t.Errorf("member (-want +got):\n%s", diff)
+	}
+}
+
+// watchMembers watches the backends registered with the Consul agent at addr
+// until the test ends, and returns a wait that returns the first snapshot for
+// which ok holds, or fails t after limit naming what it waited for.
+func watchMembers(t *testing.T, addr string, limit time.Duration) func(what string, ok func(membership.Snapshot) bool) membership.Snapshot {
+	t.Helper()
+	w, err := membership.NewConsul(addr, membership.ConsulOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := make(chan membership.Snapshot, 100)
+	wctx, wcancel := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); _ = w.Watch(wctx, func(s membership.Snapshot) { snaps <- s }) }()
+	t.Cleanup(func() { wcancel(); <-wdone })
+	return func(what string, ok func(membership.Snapshot) bool) membership.Snapshot {
+		t.Helper()
+		deadline := time.After(limit)
+		for {
+			select {
+			case s := <-snaps:
+				if ok(s) {
+					return s
+				}
+			case <-deadline:
+				t.Fatalf("no membership snapshot with %s within %v", what, limit)
+			}
+		}
 	}
 }

@@ -24,10 +24,12 @@ import (
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/tracing"
 )
 
 // gatewayOptions are the flags of `piccolo gateway`.
 type gatewayOptions struct {
+	tracing    tracingFlags
 	noFuse     bool // --no-fusion: serve the modules as configured (docs/fusion.md)
 	files      []string
 	listen     string
@@ -160,6 +162,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
 	addFusionFlag(f, &o.noFuse)
+	addTracingFlags(f, &o.tracing)
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
 	f.StringVar(&o.consul, "consul", "", "take the backends from the Consul agent at this host:port (HTTP API; service "+membership.ServiceName+") and join its cluster: the elected scheduler re-plans on membership, rate and config changes (default: the config's backends list, re-planned by the gateway's own control loop; a config with membership: consul requires this flag)")
 	f.StringVar(&o.clusterPrefix, "cluster-prefix", cluster.DefaultPrefix, "with --consul: the Consul KV prefix of this cluster's config, plan, lock and rates")
@@ -221,6 +224,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	stopTracing, err := startTracing(ctx, o.tracing, "piccolo-gateway", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	reg := processRegistry()
 	gm, err := metrics.NewMetrics(reg)
@@ -290,7 +298,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return fmt.Errorf("--grpc-listen %s: %w", o.grpcListen, err)
 	}
 	hs := srv.NewHTTPServer()
-	gs := srv.NewGRPCServer()
+	gs := srv.NewGRPCServer(tracing.ServerOptions()...)
 	served := make(chan error, 2)
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()

@@ -130,6 +130,7 @@ func TestObservability(t *testing.T) {
 	for _, re := range []string{
 		`plan \(from /metrics\): cost 0\.15/h, age [^,]+, re-plans: initial 1`,
 		`backends: v100 1`,
+		`capacity desired of available: v100 1 of 1\n`,
 		`(?m)^s +500ms +yes +5 +5 +0 +0 +100\.0% +≤\S+ +≤\S+$`,
 		`(?m)^s +d +\S+ +\S+ +20\.0 +0\.0 +\d+\.\d +v100×0\.05 +≤\S+ +≤\S+ +\d`,
 	} {

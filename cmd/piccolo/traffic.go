@@ -31,6 +31,7 @@ type trafficFlags struct {
 	target   float64
 	duration time.Duration
 	flush    string
+	search   string // --trace-search: simulate.TraceSearches
 }
 
 // addTrace registers --trace, --trace-column, --speed and --skip; with session,
@@ -93,6 +94,7 @@ func (tf *trafficFlags) addPlanFlags(f *pflag.FlagSet) {
 	f.Float64Var(&tf.target, "attainment", 0.99, "with --trace or --arrival: the share of requests that must meet the SLO in simulation, in (0,1]")
 	f.StringVar(&tf.flush, "flush", string(dispatcher.FlushDeadline), "with --trace or --arrival: the flush rule the simulations dispatch with: deadline (the paper's, as the gateway's own headroom search simulates) or idle (the gateway's serving default; bursts defeat its capacity guard, see docs/traffic.md)")
 	f.DurationVar(&tf.duration, "duration", 0, "with --trace: plan for this much of it (default: all); with a synthetic --arrival: how much of it to record and plan for (required)")
+	f.StringVar(&tf.search, "trace-search", "ladder", "with --trace or --arrival: how the trace plan is searched: ladder (Piccolo's planner at rates from the trace's mean to its peak) or inferline (InferLine's planner: per module hardware, batch and whole replicas, greedy moves each checked by simulating the trace; docs/traffic.md)")
 }
 
 // planning says whether plan plans for arrivals (a trace or a process).
@@ -112,7 +114,10 @@ func (tf *trafficFlags) planner(w io.Writer) func(*api.Config, scheduler.Options
 		if err != nil {
 			return nil, err
 		}
-		tp, err := simulate.PlanForTrace(cfg, opts, tf.target, simulate.Options{Trace: t, Session: tf.session, Duration: tf.duration, Seed: tf.seed, Flush: flush})
+		if tf.search == "" {
+			tf.search = "ladder"
+		}
+		tp, err := simulate.PlanForTraceWith(tf.search, cfg, opts, tf.target, simulate.Options{Trace: t, Session: tf.session, Duration: tf.duration, Seed: tf.seed, Flush: flush})
 		if tp == nil {
 			return nil, err
 		}

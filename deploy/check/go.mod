@@ -2,7 +2,10 @@ module github.com/piccolo-serving/piccolo/deploy/check
 
 go 1.26.8
 
-require github.com/moby/buildkit v0.34.2
+require (
+	github.com/moby/buildkit v0.34.2
+	gopkg.in/yaml.v3 v3.0.1
+)
 
 require (
 	github.com/agext/levenshtein v1.2.3 // indirect

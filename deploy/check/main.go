@@ -10,6 +10,8 @@
 //	                             Kubernetes kind of the OpenAPI v2 file SWAGGER
 //	                             into DIR, named as kubeconform looks them up:
 //	                             <kind>-<group>-<version>.json (core: <kind>-<version>.json)
+//	check crd CRD.yaml DIR       the same for each served version of a
+//	                             CustomResourceDefinition (KEDA's ScaledObject)
 //
 // No Docker engine and no network are needed; docs/deploy.md says what this
 // checks and what only a real build would.
@@ -27,8 +29,10 @@ func main() {
 		err = checkDockerfile(os.Args[2])
 	case len(os.Args) == 4 && os.Args[1] == "schemas":
 		err = writeSchemas(os.Args[2], os.Args[3])
+	case len(os.Args) == 4 && os.Args[1] == "crd":
+		err = writeCRDSchemas(os.Args[2], os.Args[3])
 	default:
-		err = fmt.Errorf("usage: check dockerfile FILE | check schemas SWAGGER.json DIR")
+		err = fmt.Errorf("usage: check dockerfile FILE | check schemas SWAGGER.json DIR | check crd CRD.yaml DIR")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "check:", err)

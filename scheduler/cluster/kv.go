@@ -13,6 +13,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler/control"
 )
 
@@ -98,6 +99,9 @@ type Record struct {
 	PlanTookMs float64 `json:"plan_took_ms"`
 	// DevicesMissing is the placement shortfall (devices needed, not present).
 	DevicesMissing int `json:"devices_missing"`
+	// Capacity is, per hardware type, the devices the plan needs and those
+	// present (placement.Shortfall.Hardware): what the cluster is asked for.
+	Capacity []placement.HardwareUse `json:"capacity,omitempty"`
 }
 
 // DecodeConfig reads a config stored by this package (the config key or a

@@ -206,7 +206,7 @@ func (t *term) publish(ctx context.Context, r *control.Replan) error {
 		return err
 	}
 	rec := &Record{Version: version, Leader: t.l.ID(), Cause: r.Cause, Trigger: r.Trigger, At: time.Now(), ConfigIndex: idx,
-		Config: string(y), Plan: r.Plan, PlanTookMs: float64(r.PlanTook+r.PlaceTook) / 1e6, DevicesMissing: r.Shortfall.Missing()}
+		Config: string(y), Plan: r.Plan, PlanTookMs: float64(r.PlanTook+r.PlaceTook) / 1e6, DevicesMissing: r.Shortfall.Missing(), Capacity: r.Shortfall.Hardware}
 	if err := t.l.Publish(ctx, rec); err != nil {
 		return err
 	}
