@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -59,6 +60,11 @@ type gatewayOptions struct {
 	schedulerTTL  time.Duration // the candidate's heartbeat TTL
 	gatewayID     string        // this gateway's id in Consul (rates key)
 	configWait    time.Duration // how long an admin change waits for its plan
+
+	// --trace and its flags, --plan: what the plan step plans for (gateway_trace.go).
+	trace      trafficFlags
+	planFile   string
+	traceFlags *pflag.FlagSet // the command's flags, for which --trace flags were given; nil in tests
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
@@ -171,6 +177,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.DurationVar(&o.schedulerTTL, "scheduler-ttl", cluster.DefaultTTL, "with --consul: how long the elected scheduler may miss heartbeats before a standby takes over (>= 1s)")
 	f.StringVar(&o.gatewayID, "gateway-id", "", "with --consul: this gateway's id for its rate reports (default <host>-<HTTP port>)")
 	f.DurationVar(&o.configWait, "config-wait", 15*time.Second, "with --consul: how long an admin change waits for its plan to go live before answering")
+	addGatewayTraceFlags(f, o)
 	return cmd
 }
 
@@ -245,9 +252,12 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	gopts := controlplane.GatewayOptions{Fuse: !o.noFuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
-		Planner: func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) },
-		Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
+	planner, fuse, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
+	if err != nil {
+		return err
+	}
+	gopts := controlplane.GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
+		Planner: planner, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
 	if o.consul != "" {
 		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
 			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait}

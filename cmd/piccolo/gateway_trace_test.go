@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/arrival"
+	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/simulate"
+)
+
+// demoWithBackends writes the demo config and a static backends list (never
+// dialled by these tests: they fail before the gateway starts) to dir.
+func demoWithBackends(t *testing.T, dir string) (cfgPath, bePath string) {
+	t.Helper()
+	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath = filepath.Join(dir, "piccolo.yaml")
+	bePath = filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list := "backends:\n  - {id: v100-0, address: \"127.0.0.1:1\", hardware: v100}\n  - {id: t4-0, address: \"127.0.0.1:2\", hardware: t4}\n"
+	if err := os.WriteFile(bePath, []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, bePath
+}
+
+// runGatewayCmd runs `piccolo gateway args...` and returns its error; the
+// cases here all fail before serving.
+func runGatewayCmd(t *testing.T, args ...string) error {
+	t.Helper()
+	cmd := newRootCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append([]string{"gateway", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--watch=false"}, args...))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return cmd.ExecuteContext(ctx)
+}
+
+func TestGatewayTraceFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	cfg, be := demoWithBackends(t, dir)
+	trace := filepath.Join(dir, "trace.txt")
+	if err := os.WriteFile(trace, []byte("0\n0.1\n0.2\n0.25\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(plan, []byte(`{"policy": "piccolo", "sessions": [{"name": "paper-chain"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--speed", "2"}, "--speed given without --trace"},
+		{[]string{"--skip", "1s", "--attainment", "0.9"}, "--skip, --attainment given without --trace"},
+		{[]string{"--trace-search", "inferline"}, "--trace-search given without --trace"},
+		{[]string{"--trace", trace, "--plan", plan}, "--trace and --plan both given"},
+		{[]string{"--trace", trace, "--trace-search", "greedy"}, `trace search "greedy": allowed: ladder, inferline`},
+		{[]string{"--trace", trace, "--attainment", "1.5"}, "attainment target 1.5: must be in (0, 1]"},
+		{[]string{"--trace", trace, "--speed", "0"}, "trace speed 0: must be a finite number > 0"},
+		{[]string{"--trace", trace, "--skip", "10s"}, "no arrival after skipping 10s"},
+		{[]string{"--trace", trace, "--trace-session", "chain"}, `trace session "chain": not in the config; sessions: paper-chain`},
+		{[]string{"--trace", filepath.Join(dir, "none.txt")}, "none.txt"},
+		{[]string{"--plan", filepath.Join(dir, "none.json")}, "--plan: open"},
+		{[]string{"--plan", trace}, "not a plan JSON (piccolo plan -o json)"},
+	} {
+		err := runGatewayCmd(t, append([]string{"-c", cfg, "-c", be}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("gateway %v: error %v, want one containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestGatewayPlanMismatch: a plan JSON that is not the config's plan is
+// refused, naming the session or module and what differs.
+func TestGatewayPlanMismatch(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath, be := demoWithBackends(t, dir)
+	cfg, err := api.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, edit func(p *api.Plan)) string {
+		b, _ := json.Marshal(good)
+		var p api.Plan
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatal(err)
+		}
+		edit(&p)
+		b, _ = json.Marshal(&p)
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, c := range []struct {
+		name string
+		edit func(p *api.Plan)
+		want string
+	}{
+		{"session", func(p *api.Plan) { p.Sessions[0].Name = "other" },
+			`session "other" is in the plan but not in the config; session "paper-chain" is in the config but not in the plan`},
+		{"module", func(p *api.Plan) { p.Sessions[0].Modules[1].Name = "m9" },
+			`session "paper-chain" module 1: the plan has "m9", the config "m3"`},
+		{"model", func(p *api.Plan) { p.Sessions[0].Modules[0].Model = "m7" },
+			`session "paper-chain" module "m2": the plan runs model "m7", the config allows m2`},
+		{"fused", func(p *api.Plan) { p.Sessions[0].Modules = p.Sessions[0].Modules[:1] },
+			"the plan has 1 modules (m2), the config 2 (m2, m3); a fused plan needs `piccolo plan --no-fusion`"},
+		{"unplanned", func(p *api.Plan) { p.Sessions[0].Error = "SLO too short" },
+			`session "paper-chain" is not planned in the plan: SLO too short`},
+		{"check", func(p *api.Plan) { p.Sessions[0].Modules[0].Configs[0].Machines /= 4 },
+			`fails its check against the config at the plan's rates: session "paper-chain" module "m2" group 0`},
+	} {
+		err := runGatewayCmd(t, "-c", cfgPath, "-c", be, "--plan", write(c.name+".json", c.edit))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestGatewayServesTraceLive is issue 21's "serve the burst plan" check: a
+// gamma CV² 16 trace at the demo chain's rate (50 req/s), 120 s recorded with
+// seed 1; `piccolo gateway --trace FILE --duration 60s` plans on its first
+// half and serves the plan on sim backends of the demo's hardware; `piccolo
+// loadgen --arrival trace --trace FILE --skip 60s` replays the second half
+// open loop. At least 99% of all requests must meet the SLO. It logs the
+// trace plan's cost beside the mean-rate, coarse-grained and peak plans
+// (simulated on the first half, as `piccolo plan --trace` prints them) and
+// every plan the gateway made live. About 80 s:
+//
+//	PICCOLO_BURST_SERVE=1 go test -count=1 -run TestGatewayServesTraceLive -v ./cmd/piccolo
+func TestGatewayServesTraceLive(t *testing.T) {
+	if os.Getenv("PICCOLO_BURST_SERVE") == "" {
+		t.Skip("set PICCOLO_BURST_SERVE=1: about 80 s live")
+	}
+	const half = 60 * time.Second
+	proc, err := arrival.Spec{Kind: "gamma", Rate: 50, CV2: 16}.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := arrival.Record(proc, 2*half, "gamma CV² 16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if d := os.Getenv("PICCOLO_BURST_SERVE_DIR"); d != "" {
+		dir = d // keep the trace for `piccolo plan --trace`
+	}
+	tracePath := filepath.Join(dir, "gamma16.txt")
+	var sb strings.Builder
+	for _, at := range tr.Offsets {
+		fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
+	}
+	if err := os.WriteFile(tracePath, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := api.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plans `piccolo plan --trace FILE --duration 60s --flush idle` prints.
+	tp, err := simulate.PlanForTraceWith("ladder", cfg, scheduler.Options{Policy: "piccolo"}, 0.99,
+		simulate.Options{Trace: tr, Duration: half, Seed: 1, Flush: dispatcher.FlushIdle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	tp.WriteTable(&table)
+	t.Logf("plans on the first half:\n%s", table.String())
+
+	// A pool of the trace plan's machines, each its own backend, plus one of
+	// each type for a re-plan to grow onto.
+	pool := map[string]int{"v100": 1, "t4": 1}
+	for _, sp := range tp.Trace.Plan.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				pool[g.Hardware] += int(math.Ceil(g.Machines - 1e-9))
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	list := "backends:\n"
+	for _, hw := range []string{"v100", "t4"} {
+		for i := range pool[hw] {
+			addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: hw, files: []string{cfgPath},
+				executor: "sim", logFmt: "json", drain: time.Second})
+			list += fmt.Sprintf("  - {id: %s-%d, address: %q, hardware: %s}\n", hw, i, addr, hw)
+		}
+	}
+	bePath := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(bePath, []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []string
+	start := time.Now()
+	o := &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+		policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true,
+		logFmt: "json", drain: time.Second,
+		trace: trafficFlags{file: tracePath, speed: 1, duration: half, target: 0.99, search: "ladder"},
+		onPlan: func(e controlplane.PlanEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, fmt.Sprintf("%.1fs %s: cost %.4g", time.Since(start).Seconds(), e.Cause, e.Plan.TotalCost))
+		}}
+	url, _ := startGateway(t, ctx, o)
+	mu.Lock()
+	first := events[0]
+	mu.Unlock()
+	if !strings.HasSuffix(first, fmt.Sprintf("cost %.4g", tp.Trace.Plan.TotalCost)) {
+		t.Errorf("first plan live: %s; want the trace plan's cost %.4g", first, tp.Trace.Plan.TotalCost)
+	}
+	out, err := runLoadgen(t, "--target", url, "--session", "paper-chain", "--arrival", "trace", "--trace", tracePath,
+		"--skip", half.String(), "--drain", "3s", "-o", "json", "-q")
+	if err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, out)
+	}
+	var r openLoop
+	if err := jsonFrom(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	t.Logf("plans live: %s", strings.Join(events, "; "))
+	mu.Unlock()
+	t.Logf("pool %v; second half live: %d sent, %d ok, errors %v, SLO attainment %.2f%%, p99 %.0f ms",
+		pool, r.Sent, r.OK, r.Errors, 100*r.SLOAttainment, r.P99Ms)
+	if r.SLOAttainment < 0.99 {
+		t.Errorf("SLO attainment of the second half %.2f%%: want ≥ 99%%", 100*r.SLOAttainment)
+	}
+}
