@@ -30,10 +30,12 @@ import (
 // first plan, a config change that leaves the traced session's rate alone)
 // it plans for the trace as given. At a measured rate (the control loop
 // plans for the arrival envelope it measured, control.RateMonitor) it plans
-// for the trace scaled to that rate: the measured envelope is turned into a
-// mean with the trace's own envelope-to-mean ratio (Envelope), and the
-// trace is replayed faster or slower by new mean / trace mean. So bursts are
-// planned for at the new rate, never the mean alone.
+// for the trace scaled to that rate: replayed faster or slower by measured
+// envelope / the trace's own envelope (Envelope, its busiest window as the
+// monitor measures it), the factor new mean / trace mean for a process of
+// the same shape. So bursts are planned for at the new rate, never the mean
+// alone. The control loop judges its rate band against Covers, the trace's
+// envelope, so the trace's own bursts do not re-plan.
 //
 // Made once by NewTracePlanner; Plan is safe from any goroutine (nothing in
 // it changes after NewTracePlanner).
@@ -46,7 +48,8 @@ type TracePlanner struct {
 	session  string
 	declared float64 // req/s: the traced session's rate in the config at start
 	mean     float64 // req/s: the trace's mean over load.Duration
-	envelope float64 // the trace's envelope-to-mean ratio (Envelope)
+	envelope float64 // the trace's busiest monitor window / its mean (Envelope)
+	source   string  // the traced session's source module of the highest rate
 	tables   io.Writer
 }
 
@@ -99,54 +102,53 @@ func NewTracePlanner(cfg *api.Config, o TracePlannerOptions) (*TracePlanner, err
 		return nil, fmt.Errorf("trace %s: fewer than two arrivals, no rate to plan for", o.Trace.Name)
 	}
 	s, _ := cfg.Session(name)
+	var source string
+	for _, m := range s.Modules {
+		if len(m.After) == 0 && m.Rate == declared {
+			source = m.Name
+		}
+	}
 	o.Load.Session = name
+	peak := o.Trace.PeakRate(control.EnvelopeWindow(time.Duration(s.SLO), declared), o.Load.Duration)
 	return &TracePlanner{trace: o.Trace, search: o.Search, target: o.Target, opts: o.Options, load: o.Load, session: name,
-		declared: declared, mean: mean, envelope: Envelope(o.Trace, control.EnvelopeWindow(time.Duration(s.SLO), declared), o.Load.Duration) / mean,
-		tables: o.Tables}, nil
+		declared: declared, mean: mean, envelope: max(peak, mean) / mean, source: source, tables: o.Tables}, nil
 }
 
-// Envelope is what the control loop's rate monitor would measure on a trace,
-// on average: for every horizon (control.DefaultHorizon) ending on each whole
-// second of the trace's first d (d ≤ 0: all of it), the busiest window of
-// length w in it (arrivals / w, req/s), averaged over the horizons. A trace
-// shorter than a horizon gives its busiest window. It is how TracePlanner
-// reads a measured envelope back as the trace's rate.
-func Envelope(t *arrival.Trace, w, d time.Duration) float64 {
-	span := t.Span()
-	if d > 0 && d < span {
-		span = d
+// Envelope is the traced session's rate at the config's own rate as the
+// control loop's rate monitor measures it (req/s): the trace's busiest window
+// of the monitor's length (control.EnvelopeWindow of the session's SLO and
+// configured rate) in the planned stretch. The trace plan carries it.
+func (tp *TracePlanner) Envelope() float64 { return tp.envelope * tp.mean }
+
+// Covers is the control loop's Options.Covers: the rates (req/s) a plan made
+// at rates carries as the rate monitor measures them. At the config's own
+// rate the traced session's modules carry the trace's envelope (Envelope,
+// scaled to each module's share of the session's rate), not its mean, so the
+// trace's own bursts do not re-plan; at a measured rate the plan was scaled
+// to it, and carries it.
+func (tp *TracePlanner) Covers(rates map[control.Key]float64) map[control.Key]float64 {
+	out := maps.Clone(rates)
+	src := rates[control.Key{Session: tp.session, Module: tp.source}]
+	if tp.Scale(src) != 1 || tp.declared <= 0 {
+		return out
 	}
-	h := control.DefaultHorizon
-	if span <= h {
-		return t.PeakRate(w, span)
-	}
-	var sum float64
-	n := 0
-	for end := h; end <= span; end += time.Second {
-		sub, err := t.Window(end-h, 1)
-		if err != nil {
-			break
+	for k, r := range rates {
+		if k.Session == tp.session {
+			out[k] = r / tp.declared * tp.Envelope()
 		}
-		// sub starts at its first arrival at or after end−h; the horizon
-		// is h long from end−h.
-		off := t.Offsets[len(t.Offsets)-len(sub.Offsets)] - (end - h)
-		sum += sub.PeakRate(w, h-off)
-		n++
 	}
-	if n == 0 {
-		return t.PeakRate(w, span)
-	}
-	return sum / float64(n)
+	return out
 }
 
 // Scale is the factor TracePlanner replays the trace faster by when cfg runs
-// the traced session at rate req/s: 1 at the config's own rate, else
-// (rate / envelope ratio) / trace mean.
+// the traced session at rate req/s: 1 at the config's own rate, else rate /
+// Envelope, so that the scaled trace's busiest window is the measured
+// envelope.
 func (tp *TracePlanner) Scale(rate float64) float64 {
 	if math.Abs(rate-tp.declared) <= 1e-9*math.Max(1, tp.declared) {
 		return 1
 	}
-	return rate / tp.envelope / tp.mean
+	return rate / tp.Envelope()
 }
 
 // Plan plans cfg for the trace at the traced session's rate in cfg (see the

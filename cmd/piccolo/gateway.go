@@ -252,12 +252,15 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	planner, fuse, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
+	planner, covers, fuse, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
 	if err != nil {
 		return err
 	}
 	gopts := controlplane.GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
 		Planner: planner, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
+	if gopts.Control.Covers == nil {
+		gopts.Control.Covers = covers
+	}
 	if o.consul != "" {
 		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
 			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait}

@@ -14,6 +14,7 @@ import (
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -33,46 +34,48 @@ func addGatewayTraceFlags(f *pflag.FlagSet, o *gatewayOptions) {
 	o.traceFlags = f
 }
 
-// planner returns the plan step the gateway's flags ask for and whether the
-// fuse step runs: with --trace, controlplane.TracePlanner (the trace plan,
-// re-planned for the trace scaled to a measured rate); with --plan,
+// planner returns the plan step the gateway's flags ask for, the rates its
+// plans carry for the control loop's band (control.Options.Covers; nil: the
+// planned rates) and whether the fuse step runs: with --trace,
+// controlplane.TracePlanner (the trace plan, re-planned for the trace scaled
+// to a measured rate; it carries the trace's envelope); with --plan,
 // controlplane.FilePlanner over the file's plan (no fuse step: the plan is
 // of the config's modules as written); else PlanForServing. Errors name the
 // flag: --trace flags without --trace, --trace with --plan, an unreadable
 // trace or plan, a plan that does not match the config.
-func (o *gatewayOptions) planner(cfg *api.Config, opts scheduler.Options, flush dispatcher.Flush, tables io.Writer) (controlplane.Planner, bool, error) {
+func (o *gatewayOptions) planner(cfg *api.Config, opts scheduler.Options, flush dispatcher.Flush, tables io.Writer) (controlplane.Planner, func(map[control.Key]float64) map[control.Key]float64, bool, error) {
 	serving := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, opts, o.burst) }
 	if o.trace.file == "" {
 		if given := o.traceGiven(); len(given) > 0 {
-			return nil, false, fmt.Errorf("--%s given without --trace: they say how to plan for a trace", strings.Join(given, ", --"))
+			return nil, nil, false, fmt.Errorf("--%s given without --trace: they say how to plan for a trace", strings.Join(given, ", --"))
 		}
 	} else if o.planFile != "" {
-		return nil, false, errors.New("--trace and --plan both given: serve either a trace's plan (--trace) or a plan written before (--plan)")
+		return nil, nil, false, errors.New("--trace and --plan both given: serve either a trace's plan (--trace) or a plan written before (--plan)")
 	}
 	switch {
 	case o.planFile != "":
 		plan, err := readPlanFile(o.planFile)
 		if err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		fp, err := controlplane.NewFilePlanner(cfg, plan, serving)
 		if err != nil {
-			return nil, false, fmt.Errorf("--plan %s: %w", o.planFile, err)
+			return nil, nil, false, fmt.Errorf("--plan %s: %w", o.planFile, err)
 		}
-		return fp.Plan, false, nil
+		return fp.Plan, nil, false, nil
 	case o.trace.file != "":
 		t, err := o.trace.read()
 		if err != nil {
-			return nil, false, fmt.Errorf("--trace: %w", err)
+			return nil, nil, false, fmt.Errorf("--trace: %w", err)
 		}
 		tp, err := controlplane.NewTracePlanner(cfg, controlplane.TracePlannerOptions{Trace: t, Search: o.trace.search, Target: o.trace.target,
 			Options: opts, Load: simulate.Options{Session: o.trace.session, Duration: o.trace.duration, Seed: 1, Flush: flush}, Tables: tables})
 		if err != nil {
-			return nil, false, fmt.Errorf("--trace %s: %w", o.trace.file, err)
+			return nil, nil, false, fmt.Errorf("--trace %s: %w", o.trace.file, err)
 		}
-		return tp.Plan, !o.noFuse, nil
+		return tp.Plan, tp.Covers, !o.noFuse, nil
 	}
-	return serving, !o.noFuse, nil
+	return serving, nil, !o.noFuse, nil
 }
 
 // traceGiven lists the --trace flags given on the command line.

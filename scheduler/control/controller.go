@@ -108,6 +108,12 @@ type Options struct {
 	// goroutine; the controller retries at the next tick either way. The
 	// embedded gateway answers a waiting config change with it.
 	Failed func(cfg *api.Config, err error)
+	// Covers, when set, maps the module rates (req/s) a plan was made at to
+	// the rates it carries as the rate monitor measures them: the band a rate
+	// re-plan is judged against (default: the rates themselves). A trace plan
+	// carries its trace's busiest window, not the configured mean
+	// (controlplane.TracePlanner.Covers). Called from Run's goroutine.
+	Covers func(rates map[Key]float64) map[Key]float64
 }
 
 func (o *Options) defaults() error {
@@ -560,7 +566,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	// config it is (its sessions or backends changed, the plan did not).
 	if c.placed != nil && c.pubCfg == c.cfg && SamePlan(c.placed, placed) {
 		c.retry = nil
-		c.planned, c.unplaced = r.Rates, r.Unplaced
+		c.planned, c.unplaced = c.covers(r.Rates), r.Unplaced
 		c.same++
 		c.publishStatus(measured, "")
 		return
@@ -571,7 +577,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		return
 	}
 	c.retry = nil
-	c.placed, c.unplaced, c.planned, c.pubCfg = placed, r.Unplaced, r.Rates, r.Config
+	c.placed, c.unplaced, c.planned, c.pubCfg = placed, r.Unplaced, c.covers(r.Rates), r.Config
 	c.counts[r.Cause]++
 	log.Info("plan published", zap.Float64("cost", placed.TotalCost), zap.Duration("plan_took", r.PlanTook),
 		zap.Duration("place_took", r.PlaceTook), zap.Int("devices_missing", short.Missing()), zap.Error(r.PlanErr))
@@ -582,6 +588,14 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	st := *c.status.Load()
 	st.Last = r
 	c.status.Store(&st)
+}
+
+// covers is Options.Covers of rates, or rates.
+func (c *Controller) covers(rates map[Key]float64) map[Key]float64 {
+	if c.o.Covers == nil {
+		return rates
+	}
+	return c.o.Covers(rates)
 }
 
 // planningConfig is the config the planner sees: module rates replaced by the
