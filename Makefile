@@ -15,7 +15,7 @@ PICCOLO_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/piccolo
 BIN         := bin/piccolo
 TEST_FLAGS  ?= -count=1 -timeout 30m
 
-.PHONY: all build test bench lint demo clean proto models consul tools deploy-check
+.PHONY: all build test bench eval lint demo clean proto models consul tools deploy-check
 
 all: build
 
@@ -30,6 +30,12 @@ build:
 test: models consul tools deploy-check
 	$(GO) vet ./...
 	PICCOLO_REQUIRE_MODELS=1 PICCOLO_REQUIRE_CONSUL=1 PICCOLO_REQUIRE_TOOLS=1 PICCOLO_CACHE=$(PICCOLO_CACHE) $(GO) test $(TEST_FLAGS) ./...
+
+# eval regenerates the paper's evaluation on its five applications: every figure's
+# CSV and PNG under eval/, Table II and the summaries beside the paper's
+# (docs/evaluation.md).
+eval: build
+	$(BIN) bench paper -o eval
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

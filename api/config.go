@@ -137,7 +137,10 @@ type Backend struct {
 	ID       string `yaml:"id"`
 	Address  string `yaml:"address"`
 	Hardware string `yaml:"hardware"`
-	Source   `yaml:",inline"`
+	// TLS: the backend serves gRPC over TLS (`piccolo backend --tls-cert`);
+	// the gateway verifies it with --backend-ca (else the system's roots).
+	TLS    bool `yaml:"tls,omitempty"`
+	Source `yaml:",inline"`
 }
 
 // Config is the merged, validated content of one or more config files.

@@ -234,7 +234,7 @@ var (
 	sessionKeys  = []string{"name", "slo", "accuracy", "modules"}
 	moduleKeys   = []string{"name", "model", "variants", "rate", "after"}
 	variantKeys  = []string{"model", "accuracy"}
-	backendKeys  = []string{"id", "address", "hardware"}
+	backendKeys  = []string{"id", "address", "hardware", "tls"}
 )
 
 // Sections of a Config, for fieldKey.
@@ -701,6 +701,7 @@ func (p *parser) backend(n *yaml.Node) {
 	p.field(kv, n, k.with("id"), path, true, "a backend id such as gpu-0", decString(&b.ID))
 	p.field(kv, n, k.with("address"), path, true, "a host:port address such as 127.0.0.1:9101", decString(&b.Address))
 	p.field(kv, n, k.with("hardware"), path, true, "a hardware type name such as v100", decString(&b.Hardware))
+	p.field(kv, n, k.with("tls"), path, false, "", decBool(&b.TLS))
 	p.cfg.Backends = append(p.cfg.Backends, b)
 }
 
@@ -740,6 +741,15 @@ func decString(dst *string) func(*yaml.Node) error {
 		}
 		*dst = n.Value
 		return nil
+	}
+}
+
+func decBool(dst *bool) func(*yaml.Node) error {
+	return func(n *yaml.Node) error {
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" {
+			return n.Decode(dst)
+		}
+		return fmt.Errorf("want true or false; got %s", describe(n))
 	}
 }
 

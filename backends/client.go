@@ -2,6 +2,7 @@ package backends
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -27,6 +29,9 @@ type ClientOptions struct {
 	// DialOptions are appended to the client's own (insecure transport, limits,
 	// keepalive).
 	DialOptions []grpc.DialOption
+	// TLS, when set, is the client's transport security instead of plain
+	// text (a backend's api.Backend.TLS; Pool.UseTLS).
+	TLS *tls.Config
 }
 
 // Client talks KServe v2 gRPC to one backend: a `piccolo backend` or a Triton
@@ -54,8 +59,12 @@ func NewClient(addr string, opts ClientOptions) (*Client, error) {
 	if ka <= 0 {
 		ka = 30 * time.Second
 	}
+	creds := insecure.NewCredentials()
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
 	dial := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(max), grpc.MaxCallSendMsgSize(max)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: ka, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}, opts.DialOptions...)
@@ -306,6 +315,45 @@ type Pool struct {
 	mu      sync.Mutex // serializes adding and closing
 	clients atomic.Pointer[map[string]*Client]
 	closed  bool
+	tlsAt   map[string]bool // addresses dialled over TLS (UseTLS); under mu
+	// tls is the config of UseTLS's addresses: SetTLS's, else the
+	// system's roots.
+	tls *tls.Config
+}
+
+// SetTLS sets the TLS config of the clients of the addresses UseTLS names
+// (the CA the backends' certificates are verified with); nil: the system's
+// roots. Call it before the first UseTLS.
+func (p *Pool) SetTLS(cfg *tls.Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tls = cfg
+}
+
+// UseTLS makes the clients of addr dial over TLS (a backend whose config
+// entry or Consul meta says tls). A plain-text client already made for addr
+// is closed and made again.
+func (p *Pool) UseTLS(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tlsAt[addr] {
+		return
+	}
+	if p.tlsAt == nil {
+		p.tlsAt = map[string]bool{}
+	}
+	p.tlsAt[addr] = true
+	old := *p.clients.Load()
+	if c, ok := old[addr]; ok {
+		next := make(map[string]*Client, len(old))
+		for k, v := range old {
+			if k != addr {
+				next[k] = v
+			}
+		}
+		p.clients.Store(&next)
+		c.Close()
+	}
 }
 
 // Addrs returns the addresses the pool holds a client for, sorted.
@@ -344,7 +392,14 @@ func (p *Pool) Client(addr string) (*Client, error) {
 	if c, ok := old[addr]; ok {
 		return c, nil
 	}
-	c, err := NewClient(addr, p.opts)
+	opts := p.opts
+	if p.tlsAt[addr] {
+		opts.TLS = p.tls
+		if opts.TLS == nil {
+			opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+	}
+	c, err := NewClient(addr, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,10 @@ package configs
 import "embed"
 
 // FS holds the demo's default configs (demo/*.yaml, ocr.yaml,
-// ocr-variants.yaml) and the paper's examples (paper/*.yaml).
+// ocr-variants.yaml), the paper's examples (paper/*.yaml) and its five
+// applications (paper/apps/*.yaml, the evaluation's: docs/evaluation.md).
 //
-//go:embed demo/*.yaml paper/*.yaml ocr.yaml ocr-variants.yaml
+//go:embed demo/*.yaml paper/*.yaml paper/apps/*.yaml ocr.yaml ocr-variants.yaml
 var FS embed.FS
 
 // Demo lists the files of the demo's embedded default, in FS: the OCR session on

@@ -74,6 +74,11 @@ func startAdminHarness(t testing.TB, configText string, n int) (*adminHarness, s
 }
 
 func bootAdmin(t testing.TB, cfg *api.Config) *adminHarness {
+	return bootAdminWith(t, cfg, testPlanner)
+}
+
+// bootAdminWith is bootAdmin with planner as the config pipeline's plan step.
+func bootAdminWith(t testing.TB, cfg *api.Config, planner Planner) *adminHarness {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	metrics, err := metrics.NewMetrics(reg)
@@ -82,23 +87,14 @@ func bootAdmin(t testing.TB, cfg *api.Config) *adminHarness {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ec, err := StartEmbedded(ctx, cfg, EmbeddedOptions{Planner: testPlanner, Live: dataplane.LiveOptions{Metrics: metrics}, Metrics: metrics})
+	g, err := StartGateway(ctx, cfg, GatewayOptions{Planner: planner, Live: dataplane.LiveOptions{Metrics: metrics}, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw := ec.LiveSwitch()
+	sw, exec := g.Switch, g.Runner
 	t.Cleanup(func() { sw.Close() })
 	reg.MustRegister(sw)
-	exec, err := gateway.NewDAGRunner(ec.Runner(), cfg.Sessions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &adminHarness{sw: sw, exec: exec, metrics: metrics, reg: reg, control: ec}
-	h.store, err = NewConfigStore(cfg, ec.Apply)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec.Attach(exec, h.store)
+	h := &adminHarness{sw: sw, exec: exec, metrics: metrics, reg: reg, control: g.Control.(*EmbeddedControl), store: g.Store}
 	admin, err := NewAdmin(AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan})
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,10 @@
 // config store, the file watcher, the admin API, the serving planner and the
 // two Control implementations (embedded scheduler, Consul cluster).
 //
-// Who calls what: `piccolo gateway` (cmd/piccolo) picks the Control by flag,
-// starts it, builds the DAGRunner and the KServe servers over what it returns
-// and attaches them (Control's doc gives the order). Every change, from the
+// Who calls what: `piccolo gateway` (cmd/piccolo) calls StartGateway, which
+// starts the Control its flags pick, builds the DAGRunner and the ConfigStore
+// over it and attaches them (Control's doc gives the order); the command builds
+// the KServe servers over the DAGRunner. Every change, from the
 // admin API or the watcher, goes through ConfigStore.Update, one at a time.
 // The request path never enters this package. It imports dataplane, gateway,
 // metrics, scheduler and scheduler/cluster; never kserve (the HTTP server
@@ -26,14 +27,18 @@
 //     request path's arrival counters feed ObserveRates every 100 ms, so a
 //     sustained rise re-plans onto idle backends and a fall releases them;
 //     each decision goes live through dataplane.LiveSwitch.Apply,
-//     DAGRunner.SetSessions and Metrics.SetPlan. A change is refused if a
-//     session that planned before, or that the change adds or modifies,
-//     cannot be planned (PlanChange), else handed to Controller.SetConfig;
-//     Apply returns once the controller's plan for it is live. ConsulControl (--consul; StartConsulControl) follows the
+//     DAGRunner.SetSessions and Metrics.SetPlan. A change goes through the
+//     config Pipeline (pipeline.go): fused, planned once at the controller's
+//     rates, and refused if a session that planned before, or that the change
+//     adds or modifies, cannot be planned (Check); else the checked plan is
+//     handed to Controller.SetPlanned, which places and applies it without
+//     planning again. Apply returns once it is live. The DAGRunner's
+//     ArrivalObserver (arrivals.go) counts each session's requests for the rate
+//     monitor. ConsulControl (--consul; StartConsulControl) follows the
 //     plan the cluster's elected scheduler publishes in Consul KV, runs a
 //     scheduler candidate unless told not to, reports the measured rates, and
-//     makes an operator's change live by planning it here (the same
-//     PlanChange rule), storing it with check-and-set and waiting until a plan
+//     makes an operator's change live by fusing, planning and checking it here
+//     (the same Pipeline and Check), storing it with check-and-set and waiting until a plan
 //     for it is live.
 //   - Admin (its Handle is kserve.ServerOptions.Admin) serves /admin/ on the
 //     HTTP port behind a bearer token compared in constant time: GET /admin/sessions, GET|PUT|DELETE

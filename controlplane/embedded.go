@@ -69,11 +69,11 @@ type EmbeddedOptions struct {
 // static backends are its members, the request path's arrival counters feed
 // ObserveRates every tick, so a sustained rise of the rate is re-planned onto
 // idle backends and a fall releases them; each decision is placed
-// (control.Place, round-robin sharing when the pool is short) and made live by
+// (placement.Place, static: round-robin sharing when the pool is short) and made live by
 // publish: LiveSwitch.Apply, DAGRunner.SetSessions, Metrics.SetPlan.
 //
 // A config change (Apply, from the admin API or the file watcher) is first
-// planned here to refuse what cannot be planned (PlanChange: 422, nothing
+// fused, planned and checked here (the config Pipeline: 422, nothing
 // changes), then handed to the controller with SetConfig; Apply returns once
 // the controller's plan for it is live, or, when that fails, hands the
 // controller the previous config back and returns the error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,5 +55,43 @@ func TestEmbeddedChangeThatCannotGoLiveRollsBack(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if st := h.control.Controller().Status(); st.Err != "" {
 		t.Errorf("controller still failing after the rollback: %s", st.Err)
+	}
+}
+
+// An admin change is planned once: the config pipeline plans and checks it,
+// and the control loop places and applies that plan instead of planning again
+// (fusion is off here, so the fuse step plans nothing).
+func TestEmbeddedChangeIsPlannedOnce(t *testing.T) {
+	var calls atomic.Int32
+	counting := func(cfg *api.Config) (*api.Plan, error) {
+		calls.Add(1)
+		return testPlanner(cfg)
+	}
+	base, err := api.LoadBytes(api.NamedDoc{Name: "profiles.yaml", Data: []byte(adminConfig)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := adminConfig + "\n" + testharness.StartSimBackends(t, base.Profiles, 2)
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "config.yaml", Data: []byte(full)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := bootAdminWith(t, cfg, counting)
+	before := calls.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := h.store.Update(ctx, "manual", 0, func(cur *api.Config) (*api.Config, error) {
+		next := *cur
+		next.Sessions = append([]api.Session(nil), cur.Sessions...)
+		s := next.Sessions[0]
+		s.Modules = append([]api.Module(nil), s.Modules...)
+		s.Modules[0].Rate *= 2
+		next.Sessions[0] = s
+		return &next, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load() - before; n != 1 {
+		t.Errorf("one config change ran the planner %d times; want 1", n)
 	}
 }

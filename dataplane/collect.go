@@ -4,16 +4,21 @@ import (
 	"fmt"
 
 	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 var _ prometheus.Collector = (*LiveRunner)(nil)
 
+// classNames label the priority classes (gateway.ClassHigh, ClassNormal,
+// ClassLow; dispatcher.Classes of them).
+var classNames = [dispatcher.Classes]string{gateway.ClassHigh: "high", gateway.ClassNormal: "normal", gateway.ClassLow: "low"}
+
 // Describe implements prometheus.Collector.
 func (r *LiveRunner) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{metrics.DescItems, metrics.DescDummies, metrics.DescClosed, metrics.DescBatches, metrics.DescSlotItems, metrics.DescSlotDummies,
-		metrics.DescSlotBusy, metrics.DescSlotLanes, metrics.DescSlotRate, metrics.DescOutstanding, metrics.DescOverflow} {
+		metrics.DescSlotBusy, metrics.DescSlotLanes, metrics.DescSlotRate, metrics.DescOutstanding, metrics.DescOverflow, metrics.DescClassItems} {
 		ch <- d
 	}
 	if r.ownHealth {
@@ -31,7 +36,8 @@ func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
 				outcome string
 				v       uint64
 			}{{"submitted", st.Submitted}, {"completed", st.Completed}, {"failed", st.Failed},
-				{"deadline_on_submit", st.DeadlineOnSubmit}, {"deadline_on_send", st.DeadlineOnSend}} {
+				{"deadline_on_submit", st.DeadlineOnSubmit}, {"deadline_on_send", st.DeadlineOnSend},
+				{"cancelled", st.Cancelled}, {"dropped", st.Dropped}} {
 				ch <- prometheus.MustNewConstMetric(metrics.DescItems, prometheus.CounterValue, float64(kv.v), s, m, kv.outcome)
 			}
 			ch <- prometheus.MustNewConstMetric(metrics.DescDummies, prometheus.CounterValue, float64(st.DummiesInjected), s, m, "injected")
@@ -40,6 +46,10 @@ func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(metrics.DescClosed, prometheus.CounterValue, float64(n), s, m, dispatcher.Closer(c).String())
 			}
 			ch <- prometheus.MustNewConstMetric(metrics.DescOverflow, prometheus.CounterValue, float64(st.Overflow), s, m)
+			for c, n := range st.ByClass {
+				ch <- prometheus.MustNewConstMetric(metrics.DescClassItems, prometheus.CounterValue, float64(n.Submitted), s, m, classNames[c], "submitted")
+				ch <- prometheus.MustNewConstMetric(metrics.DescClassItems, prometheus.CounterValue, float64(n.Overloaded), s, m, classNames[c], "overloaded")
+			}
 			for i, sl := range append(st.Slots, st.Spare...) {
 				name := fmt.Sprintf("g%dm%d", sl.Slot.Group, sl.Slot.Machine)
 				if i >= len(st.Slots) { // a spare machine: Group −1

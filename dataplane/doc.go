@@ -3,7 +3,8 @@
 // the switch that changes its plan live.
 //
 // Who calls what: gateway.DAGRunner calls Run and Estimate (the request path,
-// any goroutine); the control plane (package controlplane) calls
+// any goroutine), and Abandon when a request returns without its result (its
+// items still queued are taken out: dispatcher.Sweep); the control plane (package controlplane) calls
 // NewLiveSwitch once and LiveSwitch.Apply for each new plan, from one
 // goroutine at a time; Prometheus calls Collect at scrape time. It imports
 // gateway (ModuleRunner, Timing, the sentinel errors), dispatcher, backends
@@ -26,16 +27,15 @@
 // lower bound: the module's shortest batch duration plus the time to drain the
 // items in flight beyond the plan's expected count (capacity × WCL, Little's law).
 //
-// There is one placement, scheduler/control's. Place adapts it to a static
-// backends list (no --consul): control.PlaceStatic, which packs as the control
+// There is one placement, package placement's Place; a LiveSwitch places with
+// Options.Static on its config's backends (placement.Members), which packs as the control
 // loop does (fractional machines of different modules share a device up to
 // occupancy 1; a LiveSwitch passes the placed plan it replaces, so modules stay
 // where their models are loaded) when the list holds the devices the plan
 // needs, and otherwise gives each group's ceil(machines) machines the next
 // backends of its hardware type, round-robin, sharing when the list is short.
-// With Consul membership the control loop places plans (control.Place:
-// fractional machines packed to occupancy ≤ 1, stable across re-plans) and
-// Place leaves groups that already name backends as they are. A model is loaded on
+// The control loop (embedded or the cluster's) hands over plans it placed
+// already; static placement leaves groups that name backends as they are. A model is loaded on
 // each backend (RepositoryModelLoad) with the largest batch and concurrency any
 // group placed there needs.
 //

@@ -145,7 +145,7 @@ func (rig *faultRig) openLoop(t *testing.T, rate float64, d time.Duration, at fu
 		wg.Add(1)
 		id := i
 		deadline := time.Now().Add(300 * time.Millisecond)
-		rig.sw.Run(context.Background(), "s", "m", in, deadline, func(_ []api.Tensor, _ gateway.Timing, err error) {
+		rig.sw.Run(context.Background(), "s", "m", in, &gateway.Call{Deadline: deadline}, func(_ []api.Tensor, _ gateway.Timing, err error) {
 			if answers[id].Add(1) > 1 {
 				res.dup.Add(1)
 				return

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -85,6 +86,11 @@ type LiveOptions struct {
 	// (dispatcher.SetSpare; the models are loaded there when the plan is
 	// applied; dataplane/spare.go). `piccolo gateway` turns it on (--spare).
 	Spare bool
+	// BackendTLS is the TLS config of the calls to the backends whose entry
+	// (api.Backend.TLS, Consul meta "tls") says they serve TLS: the CA their
+	// certificates are verified with (`piccolo gateway --backend-ca`). Nil:
+	// the system's roots.
+	BackendTLS *tls.Config
 }
 
 // healthOptions are the HealthOptions o asks for.
@@ -120,6 +126,7 @@ type modelAt struct{ addr, model string }
 
 var (
 	_ gateway.ModuleRunner   = (*LiveRunner)(nil)
+	_ gateway.Abandoner      = (*LiveRunner)(nil)
 	_ gateway.MetadataSource = (*LiveRunner)(nil)
 	_ dispatcher.Sender      = (*liveModule)(nil)
 )
@@ -175,6 +182,14 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients}
 	if r.pool == nil {
 		r.pool, r.ownPool = NewPool(), true
+	}
+	if opts.BackendTLS != nil {
+		r.pool.SetTLS(opts.BackendTLS)
+	}
+	for _, b := range cfg.Backends {
+		if b.TLS {
+			r.pool.UseTLS(b.Address) // before any client of it is made below
+		}
 	}
 	r.health = opts.Health
 	if r.health == nil {
@@ -380,8 +395,10 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 // (LiveOptions.SlackFraction). Its expiry (when it is failed with ErrDeadline
 // instead of sent) is the later of that and the request's deadline less the
 // shortest time the rest of the DAG needs (this module's included) and the
-// slack (docs/dataplane.md, "Module deadlines").
-func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+// slack (docs/dataplane.md, "Module deadlines"). The request's deadline,
+// priority class and abandonment flag come from call (gateway.Call); an
+// abandoned item is never sent (dispatcher.Item.Abandoned).
+func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []api.Tensor, call *gateway.Call,
 	done func([]api.Tensor, gateway.Timing, error)) {
 	lm, err := r.module(session, module)
 	if err != nil {
@@ -395,8 +412,9 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 	it := &li.Item
 	now := time.Now()
 	it.Arrival, it.Inputs, it.Tag, it.Done = now, inputs, li, lm.itemDone
-	li.done, li.deadline = done, deadline
-	it.SetDeadlines(now, deadline, &lm.times, lm.stage.Reserve(now))
+	it.Abandoned, it.Class = &call.Abandoned, call.Class
+	li.done, li.deadline = done, call.Deadline
+	it.SetDeadlines(now, call.Deadline, &lm.times, lm.stage.Reserve(now))
 	if tracing.Enabled() {
 		li.span = tracing.StartModule(ctx, session, module, now)
 	}
@@ -409,6 +427,14 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 		*li = liveItem{}
 		lm.items.Put(li)
 		done(nil, gateway.Timing{}, mapBackendError(err)) // the DAG runner names the module
+	}
+}
+
+// Abandon implements gateway.Abandoner: the module's dispatcher takes the
+// abandoned items out of its queues (dispatcher.Sweep).
+func (r *LiveRunner) Abandon(session, module string) {
+	if lm := r.moduleOrNil(session, module); lm != nil {
+		lm.disp.Sweep()
 	}
 }
 
@@ -702,6 +728,8 @@ func mapBackendError(err error) error {
 		sentinel = gateway.ErrOverloaded
 	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		sentinel = gateway.ErrDeadline
+	case errors.Is(err, dispatcher.ErrCancelled):
+		sentinel = gateway.ErrCancelled
 	case errors.Is(err, backends.ErrInvalidInput):
 		sentinel = gateway.ErrBadInput
 	case errors.Is(err, dispatcher.ErrClosed), errors.Is(err, backends.ErrBackendUnavailable),

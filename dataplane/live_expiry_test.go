@@ -44,7 +44,7 @@ func TestModuleBudgetDoesNotDropWhatTheSLOAllows(t *testing.T) {
 		for i := range errs {
 			wg.Add(1)
 			in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 2}, Data: gatewaytest.FP32(1, 2)}}
-			runner.Run(context.Background(), "pipe", "detect", in, dl, func(_ []api.Tensor, _ gateway.Timing, err error) {
+			runner.Run(context.Background(), "pipe", "detect", in, &gateway.Call{Deadline: dl}, func(_ []api.Tensor, _ gateway.Timing, err error) {
 				errs[i] = err
 				wg.Done()
 			})

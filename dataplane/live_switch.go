@@ -441,9 +441,20 @@ func (s *LiveSwitch) runnerFor(session, module string) *LiveRunner {
 }
 
 // Run implements ModuleRunner on the runner that serves the module.
-func (s *LiveSwitch) Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+func (s *LiveSwitch) Run(ctx context.Context, session, module string, inputs []api.Tensor, call *gateway.Call,
 	done func([]api.Tensor, gateway.Timing, error)) {
-	s.runnerFor(session, module).Run(ctx, session, module, inputs, deadline, done)
+	s.runnerFor(session, module).Run(ctx, session, module, inputs, call, done)
+}
+
+// Abandon implements gateway.Abandoner on every runner that serves the
+// module: the current one and those draining (an item handed over to the
+// current runner is found there; one submitted to a draining runner's
+// module that the current one lacks, there).
+func (s *LiveSwitch) Abandon(session, module string) {
+	s.cur.Load().runner.Abandon(session, module)
+	for _, o := range *s.oldView.Load() {
+		o.Abandon(session, module)
+	}
 }
 
 // Estimate implements ModuleRunner.

@@ -27,7 +27,7 @@ func runQueued(t *testing.T, sw *LiveSwitch, n int) <-chan error {
 	for i := range n {
 		x := float32(i + 1)
 		in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}, Data: gatewaytest.FP32(x)}}
-		sw.Run(context.Background(), "sb", "m", in, time.Now().Add(10*time.Second), func(out []api.Tensor, _ gateway.Timing, err error) {
+		sw.Run(context.Background(), "sb", "m", in, &gateway.Call{Deadline: time.Now().Add(10 * time.Second)}, func(out []api.Tensor, _ gateway.Timing, err error) {
 			if err == nil && (len(out) != 1 || string(out[0].Data) != string(gatewaytest.FP32(sim.Checksum(gatewaytest.FP32(x))))) {
 				t.Errorf("request %d: outputs %v, want the checksum of its input", i, out)
 			}

@@ -14,12 +14,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 // unloadProfiles: model b runs batches of 4 only, so the TC dispatcher holds a
@@ -202,7 +202,7 @@ func TestLiveSwitchUnloadsDroppedModel(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}, Data: gatewaytest.FP32(3)}}
-	sw.Run(context.Background(), "sb", "m", in, time.Now().Add(10*time.Second), func(out []api.Tensor, _ gateway.Timing, err error) {
+	sw.Run(context.Background(), "sb", "m", in, &gateway.Call{Deadline: time.Now().Add(10 * time.Second)}, func(out []api.Tensor, _ gateway.Timing, err error) {
 		done <- result{out, err}
 	})
 	if n := sw.Runner().outstanding(); n != 1 {
@@ -409,7 +409,7 @@ func TestStaticPlacementPacksFractions(t *testing.T) {
 	in := []api.Tensor{{Name: "input0", Datatype: "FP32", Shape: []int64{1, 1}, Data: gatewaytest.FP32(3)}}
 	for _, session := range []string{"sa", "sb"} {
 		errc := make(chan error, 1)
-		sw.Run(context.Background(), session, "m", in, time.Now().Add(10*time.Second), func(_ []api.Tensor, _ gateway.Timing, err error) {
+		sw.Run(context.Background(), session, "m", in, &gateway.Call{Deadline: time.Now().Add(10 * time.Second)}, func(_ []api.Tensor, _ gateway.Timing, err error) {
 			errc <- err
 		})
 		if err := <-errc; err != nil {

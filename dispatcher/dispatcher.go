@@ -47,6 +47,10 @@ type Options struct {
 	// dispatcher using the backend has sent there, which a batch sent now
 	// waits behind (device.go). Nil: only this dispatcher's own batches.
 	Devices DeviceTable
+	// ClassFloor is, with Admission, the share of the admitted items (about
+	// the last 500) below which a priority class is admitted as class 0, so
+	// that no class starves; 0: DefaultClassFloor; negative: no floor.
+	ClassFloor float64
 }
 
 // Closer is what closed a batch for dispatch; it indexes Stats.Closed.
@@ -81,8 +85,17 @@ type Stats struct {
 	DeadlineOnSubmit uint64 // items Submit refused with ErrDeadline (past their expiry)
 	DeadlineOnSend   uint64 // items failed with ErrDeadline when their batch was sent (past their expiry)
 	Overloaded       uint64 // items Submit refused with ErrOverloaded (Options.Admission: predicted late)
-	DummiesInjected  uint64 // dummy arrivals at the planned dummy rate
-	DummiesDropped   uint64 // dummies of batches that held no real item (never sent)
+	// Cancelled counts the items abandoned (Item.Abandoned) before they were
+	// sent, taken out by Sweep or at send and completed with ErrCancelled;
+	// Dropped the items of sent batches abandoned by the time the batch
+	// finished (they ran; their callers drop the results; counted in
+	// Completed too).
+	Cancelled, Dropped uint64
+	// ByClass are the items by priority class (Item.Class): accepted by
+	// Submit and refused with ErrOverloaded.
+	ByClass         [Classes]ClassStats
+	DummiesInjected uint64 // dummy arrivals at the planned dummy rate
+	DummiesDropped  uint64 // dummies of batches that held no real item (never sent)
 	// Overflow counts the batches sent to a spare machine (SetSpare) because
 	// every machine of their group was busy and they would have completed
 	// too late there.
@@ -100,6 +113,9 @@ type Stats struct {
 	// Spare are the spare machines' (SetSpare), in the order given.
 	Spare []SlotStats
 }
+
+// ClassStats are one priority class's counts.
+type ClassStats struct{ Submitted, Overloaded uint64 }
 
 // SlotStats are the counters of one machine under the current plan.
 type SlotStats struct {
@@ -150,6 +166,14 @@ type Dispatcher struct {
 
 	// Lag's snapshot, published under mu at each batch event (predict.go).
 	lagFree, lagDur atomic.Int64
+
+	// Priority classes (cancel.go): each class's share of the items
+	// admitted lately, and the floor below which it is admitted as class 0.
+	classOffered, classAdmitted [Classes]float64
+	classFloor                  float64
+	// classesSeen has bit c set once an item of class c was queued: with
+	// one class only, promoteLocked has nothing to do.
+	classesSeen uint8
 }
 
 // state is one plan's dispatch table; SetPlan replaces it whole.
@@ -332,6 +356,15 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 		health: opts.Health, devs: opts.Devices, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
 	if opts.ArrivalGap > 0 {
 		d.arrived = warmArrivals
+	}
+	switch d.classFloor = opts.ClassFloor; {
+	case d.classFloor == 0:
+		d.classFloor = DefaultClassFloor
+	case d.classFloor < 0:
+		d.classFloor = 0
+	}
+	for c := range d.classAdmitted { // every class starts at its floor, none below
+		d.classAdmitted[c] = d.classFloor
 	}
 	if err := d.SetPlan(mp); err != nil {
 		return nil, err
@@ -592,13 +625,18 @@ func (d *Dispatcher) Submit(it *Item) error {
 		if b == nil {
 			b = d.openLocked(q) // left open, empty, if the item is refused: the next arrival joins it
 		}
+		c := classOf(it.Class)
+		d.offeredLocked(c)
 		if !d.admitsLocked(q, b, it, now) {
 			d.stats.Overloaded++
+			d.stats.ByClass[c].Overloaded++
 			d.mu.Unlock()
 			return ErrOverloaded
 		}
+		d.admittedLocked(c)
 	}
 	d.stats.Submitted++
+	d.stats.ByClass[classOf(it.Class)].Submitted++
 	if d.idle {
 		d.arrivedLocked(now) // here, not in addLocked: items a plan swap moves are no arrivals
 	}
@@ -696,6 +734,7 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 		b = d.openLocked(q)
 	}
 	b.Items = append(b.Items, it)
+	d.classesSeen |= 1 << classOf(it.Class)
 	if !it.Deadline.IsZero() && (b.minDL.IsZero() || it.Deadline.Before(b.minDL)) {
 		b.minDL = it.Deadline
 		// Deadline-aware flush: the latest send time that still meets the oldest
@@ -1038,20 +1077,26 @@ func (m *machine) place(b *Batch, now time.Time) {
 }
 
 // startLocked takes a lane of b.m for b after failing the items whose expiry has
-// passed; b goes on out to be sent (or, with no item left, just to complete the
+// passed or whose request was abandoned; b goes on out to be sent (or, with no item left, just to complete the
 // expired ones) once the lock is released.
 func (d *Dispatcher) startLocked(b *Batch, now time.Time, out *outList) {
 	kept := b.Items[:0]
 	for _, it := range b.Items {
-		if it.expired(now) {
+		switch {
+		case it.expired(now):
+			it.Err = ErrDeadline
 			b.expired = append(b.expired, it)
-		} else {
+			d.stats.DeadlineOnSend++
+		case it.abandoned():
+			it.Err = ErrCancelled
+			b.expired = append(b.expired, it)
+			d.stats.Cancelled++
+		default:
 			kept = append(kept, it)
 		}
 	}
 	clear(b.Items[len(kept):])
 	b.Items = kept
-	d.stats.DeadlineOnSend += uint64(len(b.expired))
 	if len(kept) == 0 {
 		d.stats.DummiesDropped += uint64(b.Dummies)
 		if len(b.expired) == 0 {
@@ -1080,7 +1125,7 @@ func (d *Dispatcher) startLocked(b *Batch, now time.Time, out *outList) {
 	out.push(b)
 }
 
-// flush acts on the batches made ready under the lock: fails their expired items,
+// flush acts on the batches made ready under the lock: fails their expired and abandoned items,
 // then sends them (or recycles those left empty).
 func (d *Dispatcher) flush(out *outList) {
 	for b := out.head; b != nil; {
@@ -1090,7 +1135,7 @@ func (d *Dispatcher) flush(out *outList) {
 			now := d.clock.Now()
 			for i, it := range b.expired {
 				b.expired[i] = nil
-				it.Err, it.Finished = ErrDeadline, now
+				it.Finished = now // Err set by startLocked
 				it.Done(it)
 			}
 			b.expired = b.expired[:0]

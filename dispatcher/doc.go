@@ -113,6 +113,23 @@
 // (b_i−1)/w_i before the batch is sent and d_i more to run: within Theorem 1's
 // d_i + b_i/w_i (w_i = rate of group i and every later group).
 //
+// # Cancellation and priority classes (cancel.go)
+//
+// An item whose caller sets its Abandoned flag is never sent: Sweep takes
+// the abandoned items out of the open batches and the machines' queues at
+// once (O(queued items), called when a request is abandoned), and one left
+// is dropped when its batch is sent (ErrCancelled; Stats.Cancelled). An item
+// of a batch already sent runs; Batch.Done counts it in Stats.Dropped.
+// Submit pays nothing for this.
+//
+// Item.Class (0 high … Classes−1 low) changes admission and order, never
+// batching: with Admission, an item of class c is refused while its
+// predicted completion takes more than ClassHeadroom[c] of its time left,
+// unless its class's share of the items admitted lately is below
+// Options.ClassFloor (then it is judged as class 0); and a queued batch
+// about to start takes the higher-class items of the batches queued behind
+// it on its machine (promoteLocked), never moving an item back past its due.
+//
 // # Spare machines (SetSpare)
 //
 // Machines of the pool that the plan leaves idle, each with the module's

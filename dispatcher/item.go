@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -31,6 +32,20 @@ type Item struct {
 	// refuses an item predicted to finish later. Zero: Expiry + the batch's
 	// duration when Expiry is set, else Deadline (Due).
 	DoneBy time.Time
+	// Abandoned, when not nil, says whether the request the item serves still
+	// wants it: the caller sets it (from any goroutine, at any time) when its
+	// client went away or its request failed elsewhere. An abandoned item is
+	// never sent: it completes with ErrCancelled when Sweep takes it out of
+	// the queues or when its batch is sent, whichever comes first; one whose
+	// batch was already sent runs and its result is counted as dropped
+	// (Stats.Cancelled, Stats.Dropped). One atomic load per item at send, none
+	// at Submit.
+	Abandoned *atomic.Bool
+	// Class is the item's priority class, 0 (the highest) to Classes−1; out
+	// of range counts as the lowest. With Options.Admission a lower class is
+	// refused with more headroom left (ClassHeadroom), unless it is below its
+	// floor (Options.ClassFloor); see docs/protocol.md, "Priority".
+	Class int
 	// Inputs are the item's tensors (one row each); read by the Sender.
 	Inputs []api.Tensor
 	// Tag is the caller's own context (a pointer keeps Submit allocation-free).
@@ -46,7 +61,9 @@ type Item struct {
 	// simulator).
 	Outputs []api.Tensor
 	// Err is nil on success; ErrDeadline when the expiry (by default the
-	// deadline) passed before the item could be sent; ErrClosed after Close; otherwise the Sender's error.
+	// deadline) passed before the item could be sent; ErrCancelled when it was
+	// abandoned before it was sent; ErrClosed after Close; otherwise the
+	// Sender's error.
 	Err error
 	// Sent is when the item's batch went to the Sender (zero if never sent);
 	// Finished when the item was completed. Queue time is Sent−Arrival, compute
@@ -64,7 +81,9 @@ type Item struct {
 type Batch struct {
 	// Slot is the machine that runs the batch.
 	Slot *Slot
-	// Items are the real items, in arrival order (never empty when sent).
+	// Items are the real items, in arrival order (never empty when sent),
+	// but for those priority classes swapped between queued batches
+	// (promoteLocked).
 	Items []*Item
 	// Dummies is the number of dummy items in the batch (§III-D).
 	Dummies int
@@ -76,7 +95,7 @@ type Batch struct {
 	m       *machine
 	target  int
 	minDL   time.Time // earliest deadline among Items (zero: none)
-	expired []*Item   // items found past their expiry at send time
+	expired []*Item   // items found past their expiry (or abandoned) at send time; Err set
 	// Set when placed on a machine (its place on the device) and when sent
 	// (when it is expected to end: the wait on its device, then the
 	// machine's expected duration; and that wait).
@@ -108,6 +127,7 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 		err = fmt.Errorf("module %q slot %s: sender returned outputs for %d items, batch has %d: %w",
 			d.module, b.Slot, len(outputs), len(b.Items), ErrSender)
 	}
+	var dropped uint64
 	for i, it := range b.Items {
 		it.Err = err
 		if err == nil && outputs != nil {
@@ -116,10 +136,14 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 		it.Sent = b.Sent
 		it.Finished = now
 		it.Slot = b.Slot
+		if it.abandoned() {
+			dropped++ // ran for a request gone meanwhile: its caller drops the result
+		}
 	}
 	n := uint64(len(b.Items))
 	var out outList
 	d.mu.Lock()
+	d.stats.Dropped += dropped
 	m := b.m
 	m.busy--
 	if m.lanes != nil {
@@ -147,6 +171,7 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 			break
 		}
 		p.pending.pop()
+		d.promoteLocked(nb, p, now)
 		nb.m, nb.Slot = on, &on.slot
 		d.startLocked(nb, now, &out)
 		if p != m { // a peer's queued batch: its estimates lose it
@@ -198,6 +223,9 @@ func (q *batchFIFO) push(b *Batch) {
 }
 
 func (q *batchFIFO) peek() *Batch { return q.buf[q.head] }
+
+// at returns the k-th batch from the head (0: the head).
+func (q *batchFIFO) at(k int) *Batch { return q.buf[(q.head+k)%len(q.buf)] }
 
 func (q *batchFIFO) pop() *Batch {
 	b := q.buf[q.head]
@@ -271,3 +299,6 @@ func (it *Item) expired(now time.Time) bool {
 	}
 	return !at.IsZero() && now.After(at)
 }
+
+// abandoned reports whether it's request no longer wants it.
+func (it *Item) abandoned() bool { return it.Abandoned != nil && it.Abandoned.Load() }

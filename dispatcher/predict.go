@@ -125,12 +125,12 @@ func (d *Dispatcher) fillLocked(g *group, now time.Time) time.Duration {
 // it completes by it.Due on the machines b would go to, or on a spare machine
 // whose batch holds b with it (where b would overflow).
 func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) bool {
-	due := it.Due(b.g.duration)
+	due := d.dueFor(it, b.g.duration, now)
 	if due.IsZero() || !predictAt(q.m, b.g, now).After(due) {
 		return true
 	}
 	for _, s := range d.spare {
-		if s.slot.Batch > b.Size() && !predictAt(s, s.g, now).After(it.Due(s.g.duration)) {
+		if s.slot.Batch > b.Size() && !predictAt(s, s.g, now).After(d.dueFor(it, s.g.duration, now)) {
 			return true
 		}
 	}

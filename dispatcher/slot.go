@@ -18,6 +18,9 @@ var (
 	// machines' queues it would complete after it is due (Item.Due). It was
 	// never queued.
 	ErrOverloaded = errors.New("overloaded: the item would complete after it is due")
+	// ErrCancelled: the item was abandoned (Item.Abandoned) before it was
+	// sent; it was never sent to a backend.
+	ErrCancelled = errors.New("cancelled before dispatch")
 	// ErrClosed: the dispatcher was closed.
 	ErrClosed = errors.New("dispatcher closed")
 	// ErrPlan: the module plan cannot be served (bad numbers); the message says which.

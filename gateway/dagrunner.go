@@ -26,15 +26,61 @@ type ModuleRunner interface {
 	// calls done exactly once, from any goroutine, possibly before Run returns, with
 	// the item's outputs (owned by the callee from then on) or an error wrapping one
 	// of this package's sentinels (ErrUnavailable, ErrBackend, ErrDeadline,
-	// ErrOverloaded, ErrBadInput) where one applies. deadline is the request's
-	// end-to-end deadline; ctx is cancelled when the request is abandoned, after
+	// ErrOverloaded, ErrBadInput, ErrCancelled) where one applies. call is the
+	// request's (its deadline, class and abandonment; the runner may keep the
+	// pointer until done); ctx is cancelled when the request is abandoned, after
 	// which done may still be called and its result is ignored.
-	Run(ctx context.Context, session, module string, inputs []api.Tensor, deadline time.Time,
+	Run(ctx context.Context, session, module string, inputs []api.Tensor, call *Call,
 		done func(outputs []api.Tensor, t Timing, err error))
 	// Estimate returns how long an item of module submitted now would take to
 	// finish: the current queue wait plus the batch duration; 0 when unknown.
 	// Called on every request: it must be cheap and lock-free.
 	Estimate(session, module string) time.Duration
+}
+
+// Call is what each item of one request tells the runner: the request's
+// end-to-end deadline, its priority class, and whether it is still wanted.
+// The DAGRunner makes one per request, in the request's own run state (no
+// allocation of its own); Deadline and Class are fixed before the first Run,
+// Abandoned is set once, from any goroutine, when the request returns
+// without its result (its client went away, its deadline passed, a module
+// failed): from then on the runner need not run its items.
+type Call struct {
+	Deadline  time.Time
+	Class     int // PriorityClass of the request's priority: 0 high, 1 normal, 2 low
+	Abandoned atomic.Bool
+}
+
+// Abandoner is a ModuleRunner that can take the items of abandoned requests
+// (Call.Abandoned) out of a module's queues at once, rather than when their
+// batch would be sent. The DAGRunner calls Abandon for each module a request
+// still had running when it returned without its result: off the path of a
+// request that completes.
+type Abandoner interface {
+	Abandon(session, module string)
+}
+
+// Priority classes (Call.Class): what Triton's `priority` request parameter
+// maps to (PriorityClass; docs/protocol.md, "Priority").
+const (
+	ClassHigh   = 0
+	ClassNormal = 1
+	ClassLow    = 2
+)
+
+// PriorityClass maps Triton's `priority` request parameter onto a class: 1
+// (the highest) is ClassHigh, 0 (the default) and 2 ClassNormal, 3 and above
+// ClassLow. A negative priority is ErrBadInput.
+func PriorityClass(priority int64) (int, error) {
+	switch {
+	case priority < 0:
+		return 0, BadInput("parameter \"priority\" is %d; allowed: 0 (the default), 1 (the highest), 2, 3 or more (the lowest class)", priority)
+	case priority == 1:
+		return ClassHigh, nil
+	case priority == 0 || priority == 2:
+		return ClassNormal, nil
+	}
+	return ClassLow, nil
 }
 
 // DefaultTimeout is the deadline of a request to a session without an SLO.
@@ -132,7 +178,10 @@ func (e *DAGRunner) lookup(session string) (*dag, error) {
 }
 
 // Infer runs req through session's DAG and fills resp. The deadline is arrival +
-// the session's SLO, or ctx's deadline if earlier. A request whose deadline cannot
+// the session's SLO, or ctx's deadline or arrival + req.Timeout if earlier.
+// req.Priority gives the items' class (PriorityClass). When Infer returns
+// without the response (ctx cancelled, the deadline passed, a module failed)
+// the request's items still queued are abandoned (Call.Abandoned, Abandoner). A request whose deadline cannot
 // be met given the runner's estimates is rejected at once with ErrOverloaded
 // (admission control); one still running at its deadline fails with ErrDeadline.
 // resp.Parameters get "piccolo.<module>.queue_ms", ".compute_ms" and ".total_ms" for
@@ -150,12 +199,22 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 	if err := e.checkInputs(d, req.Inputs); err != nil {
 		return err
 	}
+	class, err := PriorityClass(req.Priority)
+	if err != nil {
+		return err
+	}
+	if req.Timeout < 0 {
+		return BadInput("session %q: timeout %v is negative", session, req.Timeout)
+	}
 	if e.arrivals != nil {
 		e.arrivals.Arrived(session)
 	}
 	timeout := d.slo
 	if timeout == 0 {
 		timeout = DefaultTimeout
+	}
+	if req.Timeout > 0 && req.Timeout < timeout {
+		timeout = req.Timeout
 	}
 	deadline := arrival.Add(timeout)
 	if cd, ok := ctx.Deadline(); ok && cd.Before(deadline) {
@@ -168,8 +227,9 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 
-	r := &run{e: e, d: d, ctx: ctx, deadline: deadline, inputs: req.Inputs,
+	r := &run{e: e, d: d, ctx: ctx, inputs: req.Inputs,
 		mods: make([]modRun, len(d.mods)), signal: make(chan struct{}, 1)}
+	r.call.Deadline, r.call.Class = deadline, class
 	r.left.Store(int32(len(d.mods)))
 	for i := range d.mods {
 		r.mods[i].pending.Store(int32(len(d.mods[i].parents)))
@@ -186,6 +246,7 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 	if eb == nil && r.left.Load() == 0 {
 		return r.respond(req, resp, arrival)
 	}
+	r.abandon()
 	// The deadline passed, or a module failed; a module that failed because the
 	// request's context ended is reported as the deadline it is.
 	if ctxErr := ctx.Err(); ctxErr != nil && (eb == nil || errors.Is(eb.err, context.DeadlineExceeded) ||
@@ -250,15 +311,15 @@ const (
 // a module's outputs are written before its children's pending count drops and
 // read after it reaches zero.
 type run struct {
-	e        *DAGRunner
-	d        *dag
-	ctx      context.Context
-	deadline time.Time
-	inputs   []api.Tensor
-	mods     []modRun
-	left     atomic.Int32 // modules not yet resolved
-	err      atomic.Pointer[errBox]
-	signal   chan struct{} // one send: all resolved, or the first failure
+	e      *DAGRunner
+	d      *dag
+	ctx    context.Context
+	call   Call // the request's deadline, class and abandonment, for every Run
+	inputs []api.Tensor
+	mods   []modRun
+	left   atomic.Int32 // modules not yet resolved
+	err    atomic.Pointer[errBox]
+	signal chan struct{} // one send: all resolved, or the first failure
 }
 
 type errBox struct{ err error }
@@ -284,6 +345,23 @@ func (r *run) fail(err error) {
 }
 
 func (r *run) failed() bool { return r.err.Load() != nil }
+
+// abandon marks the request's items unwanted and, when the runner can, has
+// the modules still running take them out of their queues now. Children not
+// yet started never start: start sees the failure or, for a request that
+// ended on its context, finds ctx done.
+func (r *run) abandon() {
+	r.call.Abandoned.Store(true)
+	ab, ok := r.e.runner.(Abandoner)
+	if !ok {
+		return
+	}
+	for i := range r.mods {
+		if r.mods[i].state.Load() == stRunning {
+			ab.Abandon(r.d.name, r.d.mods[i].name)
+		}
+	}
+}
 
 func (r *run) wake() {
 	select {
@@ -323,7 +401,7 @@ func (r *run) start(m int) {
 		r.startFanout(m, inputs)
 		return
 	}
-	r.e.runner.Run(r.ctx, r.d.name, n.name, inputs, r.deadline, func(out []api.Tensor, t Timing, err error) {
+	r.e.runner.Run(r.ctx, r.d.name, n.name, inputs, &r.call, func(out []api.Tensor, t Timing, err error) {
 		r.finished(m, out, t, err)
 	})
 }
@@ -512,7 +590,7 @@ func (r *run) startFanout(m int, inputs []api.Tensor) {
 	mr.itemTimes = make([]Timing, len(items))
 	mr.itemsLeft.Store(int32(len(items)))
 	for i := range items {
-		r.e.runner.Run(r.ctx, r.d.name, n.name, items[i], r.deadline, func(out []api.Tensor, t Timing, err error) {
+		r.e.runner.Run(r.ctx, r.d.name, n.name, items[i], &r.call, func(out []api.Tensor, t Timing, err error) {
 			r.itemDone(m, i, out, t, err)
 		})
 	}

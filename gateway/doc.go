@@ -28,9 +28,18 @@
 //     runner's goroutine; children of one module run concurrently;
 //  4. answer with the sink modules' outputs and, as response parameters,
 //     "piccolo.<module>.queue_ms", ".compute_ms", ".total_ms" and "piccolo.e2e_ms".
+//  5. a request that returns without its response (ctx cancelled: the client
+//     went away; the deadline passed; a module failed) abandons its items:
+//     Call.Abandoned is set, and an Abandoner runner takes those still queued
+//     out at once (docs/protocol.md, "Timeout, priority and cancellation").
+//
+// The deadline of step 2 is also tightened by the request's own timeout
+// (InferRequest.Timeout), and its priority (InferRequest.Priority, Triton's)
+// gives the class every item carries in its Call.
 //
 // Errors are values wrapping one sentinel (ErrBadInput, ErrUnknownSession,
-// ErrTooLarge, ErrOverloaded, ErrDeadline, ErrUnavailable, ErrBackend; BadInput
+// ErrTooLarge, ErrOverloaded, ErrDeadline, ErrUnavailable, ErrBackend,
+// ErrCancelled; BadInput
 // and WrapBackend build them), mapped once, at the edge, by kserve.HTTPStatus
 // and kserve.GRPCCode.
 //

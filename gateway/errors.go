@@ -28,6 +28,11 @@ var (
 	// ErrBackend: a backend failed or answered something unusable (HTTP 502,
 	// gRPC UNAVAILABLE).
 	ErrBackend = errors.New("backend error")
+	// ErrCancelled: the item was taken back because its request was abandoned
+	// (Call.Abandoned) before it was sent to a backend. A client never sees
+	// it: its request has already returned (HTTP 499, gRPC CANCELLED, as
+	// context.Canceled).
+	ErrCancelled = errors.New("cancelled")
 )
 
 // inputError is an ErrBadInput whose message is only the description of the

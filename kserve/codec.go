@@ -112,7 +112,7 @@ func decodeRequest(body []byte, req *gateway.InferRequest, ext *binaryExt) error
 				return err
 			}
 		case "parameters":
-			if err := decodeRequestParameters(&s, ext); err != nil {
+			if err := decodeRequestParameters(&s, req, ext); err != nil {
 				return err
 			}
 		default:
@@ -134,8 +134,9 @@ func decodeRequest(body []byte, req *gateway.InferRequest, ext *binaryExt) error
 }
 
 // decodeRequestParameters reads the request's "parameters" object; of its keys
-// only the binary extension's "binary_data_output" (a bool) means anything here.
-func decodeRequestParameters(s *scanner, ext *binaryExt) error {
+// the binary extension's "binary_data_output" (a bool) and Triton's schedule
+// policy "timeout" (µs) and "priority" (docs/protocol.md) mean something here.
+func decodeRequestParameters(s *scanner, req *gateway.InferRequest, ext *binaryExt) error {
 	if s.peek() != '{' {
 		return s.errf("\"parameters\" must be an object")
 	}
@@ -159,10 +160,35 @@ func decodeRequestParameters(s *scanner, ext *binaryExt) error {
 			}
 			continue
 		}
+		switch string(k) {
+		case "timeout":
+			us, err := uintParam(s, "parameters: \"timeout\" (µs)")
+			if err != nil {
+				return err
+			}
+			req.Timeout = microseconds(us)
+			continue
+		case "priority":
+			if req.Priority, err = uintParam(s, "parameters: \"priority\" (1 the highest, 0 the default)"); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := s.skip(2); err != nil {
 			return err
 		}
 	}
+}
+
+// uintParam reads a non-negative JSON integer; what names the parameter in
+// the error.
+func uintParam(s *scanner, what string) (int64, error) {
+	lit, isInt, err := s.number()
+	v, ok := parseInt(lit)
+	if err != nil || !isInt || !ok || v < 0 {
+		return 0, gateway.BadInput("%s must be a non-negative integer", what)
+	}
+	return v, nil
 }
 
 // boolParam reads a JSON true or false; what names the parameter in the error.

@@ -33,6 +33,14 @@
 // corpora in testdata/fuzz) check that any input is either refused with
 // ErrBadInput or decoded into valid tensors that encode back.
 //
+// Triton's schedule policy parameters "timeout" (µs) and "priority" (JSON
+// request parameters, gRPC int64/uint64 parameters) and the HeaderTimeout
+// header fill InferRequest.Timeout and Priority; the gRPC deadline reaches
+// DAGRunner.Infer through the call's context. An HTTP request runs on its
+// connection's context, which WatchHangups cancels when the client hangs up
+// (hangup.go); a gRPC request on its call's, which grpc-go cancels. Either
+// way DAGRunner.Infer then abandons the request's queued items.
+//
 // # Errors
 //
 // Every error the gateway returns wraps one of package gateway's sentinels.
@@ -45,7 +53,8 @@
 // # Who calls what
 //
 // The wiring (cmd/piccolo) builds a Server with NewServer and serves
-// NewHTTPServer and NewGRPCServer once the plan is live; SetReady(false) on
+// NewHTTPServer (on WatchHangups' listener, under TLS when asked) and
+// NewGRPCServer once the plan is live; SetReady(false) on
 // shutdown. Readiness is one fact (SetReady): HTTP /v2/health/ready (200 or
 // 503), ServerReady and ModelReady, and the gRPC health service's status for
 // "" and HealthService (SERVING or NOT_SERVING, grpc-go's health server). The server

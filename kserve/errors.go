@@ -28,7 +28,7 @@ func HTTPStatus(err error) int {
 		return http.StatusGatewayTimeout
 	case errors.Is(err, gateway.ErrUnavailable):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, gateway.ErrCancelled):
 		return 499 // client closed the request (nginx's convention)
 	}
 	return http.StatusBadGateway
@@ -47,7 +47,7 @@ func GRPCCode(err error) codes.Code {
 		return codes.ResourceExhausted
 	case errors.Is(err, gateway.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, gateway.ErrCancelled):
 		return codes.Canceled
 	}
 	return codes.Unavailable

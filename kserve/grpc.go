@@ -136,6 +136,9 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 		return nil, err
 	}
 	r := gateway.InferRequest{ID: req.GetId(), Inputs: inputs}
+	if err := grpcSchedule(req.GetParameters(), &r); err != nil {
+		return nil, err
+	}
 	for _, o := range req.GetOutputs() {
 		if o.GetName() == "" {
 			return nil, gateway.BadInput("outputs: an output without a name")
@@ -164,6 +167,37 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 		out.RawOutputContents[i] = t.Data
 	}
 	return out, nil
+}
+
+// grpcSchedule reads Triton's schedule policy parameters, "timeout" (µs)
+// and "priority", as int64 or uint64 parameters (docs/protocol.md). The
+// call's own deadline (grpc-timeout) tightens the request's deadline in
+// DAGRunner.Infer through ctx.
+func grpcSchedule(params map[string]*inference.InferParameter, r *gateway.InferRequest) error {
+	for _, key := range [...]string{"timeout", "priority"} {
+		p, ok := params[key]
+		if !ok {
+			continue
+		}
+		var v int64
+		switch c := p.GetParameterChoice().(type) {
+		case *inference.InferParameter_Int64Param:
+			v = c.Int64Param
+		case *inference.InferParameter_Uint64Param:
+			v = int64(min(c.Uint64Param, math.MaxInt64))
+		default:
+			return gateway.BadInput("parameters: %q must be an int64 or uint64 parameter", key)
+		}
+		if v < 0 {
+			return gateway.BadInput("parameters: %q is %d; it must not be negative", key, v)
+		}
+		if key == "timeout" {
+			r.Timeout = microseconds(v)
+		} else {
+			r.Priority = v
+		}
+	}
+	return nil
 }
 
 // grpcInputs converts and validates a request's inputs.

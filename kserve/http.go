@@ -308,9 +308,9 @@ func appendTensorMeta(b []byte, ts []gateway.TensorMeta) []byte {
 func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 	start := time.Now()
 	name := string(session)
-	// Not ctx itself: its Done channel is the server's, and a derived deadline
-	// context would then need a goroutine per request to watch it.
-	rctx := context.Background()
+	// Not ctx itself: its Done channel is the server's. The connection's
+	// context is cancelled when the client hangs up (WatchHangups).
+	rctx := connContext(ctx.Conn())
 	var span trace.Span
 	if tracing.Enabled() {
 		rctx, span = tracing.StartRequest(rctx, &ctx.Request.Header, name)
@@ -342,6 +342,11 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name 
 	}
 	if err != nil {
 		return writeError(ctx, err)
+	}
+	if v := ctx.Request.Header.Peek(HeaderTimeout); v != nil {
+		if req.Timeout, err = parseTimeout(v); err != nil {
+			return writeError(ctx, err)
+		}
 	}
 	var resp gateway.InferResponse
 	if err := s.exec.Infer(rctx, name, &req, &resp); err != nil {

@@ -19,7 +19,7 @@ import (
 // failRunner fails every item with err.
 type failRunner struct{ err error }
 
-func (f failRunner) Run(_ context.Context, _, _ string, _ []api.Tensor, _ time.Time, done func([]api.Tensor, gateway.Timing, error)) {
+func (f failRunner) Run(_ context.Context, _, _ string, _ []api.Tensor, _ *gateway.Call, done func([]api.Tensor, gateway.Timing, error)) {
 	done(nil, gateway.Timing{}, f.err)
 }
 func (failRunner) Estimate(string, string) time.Duration { return 0 }

@@ -419,8 +419,11 @@ func (m *Metrics) setCapacityLocked() {
 var (
 	// Desc* describe the dispatchers' metrics, which dataplane.LiveRunner collects at scrape time.
 	DescItems = prometheus.NewDesc(DispatcherItemsTotal,
-		"Items of a module's dispatcher by outcome: submitted, completed, failed, deadline_on_submit, deadline_on_send. The rate of submitted is the module's measured arrival rate.",
+		"Items of a module's dispatcher by outcome: submitted, completed, failed, deadline_on_submit, deadline_on_send, cancelled (abandoned by their request before they were sent: never computed), dropped (abandoned while their batch ran: computed, result discarded). The rate of submitted is the module's measured arrival rate.",
 		[]string{"session", "module", "outcome"}, nil)
+	DescClassItems = prometheus.NewDesc(DispatcherClassItemsTotal,
+		"Items of a module's dispatcher by priority class (high, normal, low) and outcome: submitted (admitted), overloaded (refused by admission).",
+		[]string{"session", "module", "class", "outcome"}, nil)
 	DescDummies = prometheus.NewDesc(DispatcherDummiesTotal,
 		"Dummy arrivals of a module (§III-D): injected, dropped (their batch held no real item).",
 		[]string{"session", "module", "outcome"}, nil)

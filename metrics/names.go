@@ -31,6 +31,9 @@ const (
 	// were saturated; the spare machines' own batches, items and busy time are
 	// the slot metrics above with slot "spare<i>".
 	DispatcherOverflowBatchesTotal = "piccolo_dispatcher_overflow_batches_total"
+	// DispatcherClassItemsTotal counts a module's items by priority class
+	// (high, normal, low) and outcome (submitted, overloaded).
+	DispatcherClassItemsTotal = "piccolo_dispatcher_class_items_total"
 
 	// Per backend, faults (dataplane.Health, collected at scrape time):
 	GatewayRetriesTotal          = "piccolo_gateway_retries_total"

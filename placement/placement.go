@@ -1,3 +1,8 @@
+// Package placement assigns a plan's machines to backends: one function,
+// Place(plan, members, prev, Options), for the gateway (static and its control
+// loop), the cluster's scheduler, health re-placement, the simulator, the demo
+// and `piccolo plan`. Pure functions of their arguments; safe from any
+// goroutine. Imports api only.
 package placement
 
 import (
@@ -30,7 +35,7 @@ type Shortfall struct {
 	// Modules lists the groups placed on fewer machines than planned, in plan order.
 	Modules []ModuleShortfall `json:"modules,omitempty"`
 	// Shared counts the machines placed on a device another machine already
-	// holds because the pool was short (PlaceOptions.RoundRobin only).
+	// holds because the pool was short (Options.RoundRobin and Static only).
 	Shared int `json:"shared,omitempty"`
 }
 
@@ -471,7 +476,7 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// placeRoundRobin is PlaceOptions.RoundRobin.
+// placeRoundRobin is Options.RoundRobin.
 func placeRoundRobin(plan *api.Plan, members []Member) (*api.Plan, Shortfall, error) {
 	if plan == nil {
 		return nil, Shortfall{}, errors.New("placement: no plan")

@@ -31,7 +31,7 @@ func TestPlaceRoundRobinGivesEachMachineABackendWhileAnyIsFree(t *testing.T) {
 		t.Errorf("shortfall %+v with enough members; want none", short)
 	}
 	if plan.Sessions[0].Modules[0].Configs[0].Backends != nil {
-		t.Error("PlaceWith modified its input plan")
+		t.Error("Place modified its input plan")
 	}
 }
 

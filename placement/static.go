@@ -7,7 +7,7 @@ import "github.com/piccolo-serving/piccolo/api"
 // the plan needs, Place's packing (full machines on a device each, fractional
 // machines of different modules sharing devices up to occupancy 1), so the
 // gateway runs the plan on the devices the planner's cost buys; otherwise
-// (a short list, or a plan already placed) PlaceWith RoundRobin, whose groups
+// (a short list, or a plan already placed) Options.RoundRobin's placement, whose groups
 // keep the backends they name and whose machines share backends when the list
 // is short. prev (may be nil) is the placed plan being replaced: Place keeps
 // a module's machines on the devices it ran on there (its model is loaded).

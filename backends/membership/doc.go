@@ -8,7 +8,7 @@
 // and, when known, GPU name and memory and the Models it can run), Stale when
 // the source is unreachable (Members is then the last view seen, Err says
 // why), At, Source. Snapshot.Backends gives the []api.Backend that
-// dataplane.Place and metrics.Metrics.SetMembership take; ByHardware the counts.
+// placement.Members and metrics.Metrics.SetMembership take; ByHardware the counts.
 // fn runs on the watcher's goroutine: it should hand the snapshot over and
 // return; while it runs, further changes coalesce into the next call.
 // Updates(ctx, m) does that hand-over: it runs Watch on its own goroutine and

@@ -35,12 +35,14 @@ type Member struct {
 	GPUMemoryBytes uint64
 	// Models the backend can run (its executor's models); nil when unknown.
 	Models []string
+	// TLS: the backend serves gRPC over TLS (meta "tls").
+	TLS bool
 }
 
-// Backend returns m as a config backend, the shape dataplane.Place and
+// Backend returns m as a config backend, the shape placement.Members and
 // metrics.Metrics.SetMembership take.
 func (m Member) Backend() api.Backend {
-	return api.Backend{ID: m.ID, Address: m.Address, Hardware: m.Hardware}
+	return api.Backend{ID: m.ID, Address: m.Address, Hardware: m.Hardware, TLS: m.TLS}
 }
 
 // CanRun reports whether m can run model: true when m's model list is unknown.
@@ -50,7 +52,7 @@ func (m Member) CanRun(model string) bool {
 
 func (m Member) equal(o Member) bool {
 	return m.ID == o.ID && m.Address == o.Address && m.Hardware == o.Hardware && m.Price == o.Price &&
-		m.GPU == o.GPU && m.GPUMemoryBytes == o.GPUMemoryBytes && slices.Equal(m.Models, o.Models)
+		m.GPU == o.GPU && m.GPUMemoryBytes == o.GPUMemoryBytes && slices.Equal(m.Models, o.Models) && m.TLS == o.TLS
 }
 
 // Snapshot is one view of the membership. Immutable: fn may keep it, and must
@@ -120,7 +122,7 @@ func Static(backends []api.Backend, hw []api.Hardware) *StaticMembership {
 	}
 	ms := make([]Member, len(backends))
 	for i, b := range backends {
-		ms[i] = Member{ID: b.ID, Address: b.Address, Hardware: b.Hardware, Price: price[b.Hardware]}
+		ms[i] = Member{ID: b.ID, Address: b.Address, Hardware: b.Hardware, Price: price[b.Hardware], TLS: b.TLS}
 	}
 	sortMembers(ms)
 	return &StaticMembership{snap: Snapshot{Members: ms, At: time.Now(), Source: "static"}}
@@ -143,6 +145,7 @@ const (
 	MetaGPU       = "gpu"        // device name from NVML
 	MetaGPUMemory = "gpu_memory" // bytes, decimal
 	MetaModels    = "models"     // comma-separated
+	MetaTLS       = "tls"        // "true": the backend serves gRPC over TLS
 )
 
 // maxMetaValue is Consul's limit on one Meta value, in bytes.
@@ -202,6 +205,9 @@ func (m Member) Meta() map[string]string {
 	if m.GPUMemoryBytes > 0 {
 		meta[MetaGPUMemory] = strconv.FormatUint(m.GPUMemoryBytes, 10)
 	}
+	if m.TLS {
+		meta[MetaTLS] = "true"
+	}
 	if len(m.Models) > 0 {
 		models := slices.Clone(m.Models)
 		sort.Strings(models)
@@ -230,6 +236,13 @@ func memberFromMeta(id, address string, meta map[string]string) (Member, error) 
 			errs = append(errs, fmt.Errorf("meta %s=%q: want bytes as a whole number", MetaGPUMemory, v))
 		}
 		m.GPUMemoryBytes = b
+	}
+	switch v := meta[MetaTLS]; v {
+	case "", "false":
+	case "true":
+		m.TLS = true
+	default:
+		errs = append(errs, fmt.Errorf("meta %s=%q: want true or false", MetaTLS, v))
 	}
 	if v := meta[MetaModels]; v != "" {
 		m.Models = strings.Split(v, ",")

@@ -63,7 +63,7 @@ func TestStatic(t *testing.T) {
 
 func TestMetaRoundTrip(t *testing.T) {
 	m := Member{ID: "gpu-0", Address: "10.0.0.1:9101", Hardware: "a100", Price: 4.1,
-		GPU: "NVIDIA A100-SXM4-40GB", GPUMemoryBytes: 42949672960, Models: []string{"resnet50", "bert"}}
+		GPU: "NVIDIA A100-SXM4-40GB", GPUMemoryBytes: 42949672960, Models: []string{"resnet50", "bert"}, TLS: true}
 	got, err := memberFromMeta(m.ID, m.Address, m.Meta())
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +91,7 @@ func TestMemberFromBadMeta(t *testing.T) {
 		{"bad price", map[string]string{"hardware": "v100", "price": "cheap"}, `price="cheap": want a number ≥ 0`},
 		{"negative price", map[string]string{"hardware": "v100", "price": "-1"}, `price="-1"`},
 		{"bad memory", map[string]string{"hardware": "v100", "gpu_memory": "16GB"}, `gpu_memory="16GB": want bytes`},
+		{"bad tls", map[string]string{"hardware": "v100", "tls": "yes"}, `tls="yes": want true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := memberFromMeta("x", "h:1", tc.meta)

@@ -7,7 +7,7 @@ import (
 
 // device is the one set of lanes of the emulated device, shared by every model
 // loaded on it: placement packs several modules' fractional machines onto one
-// device (scheduler/control.Place), and their batches contend for it. It has
+// device (placement.Place), and their batches contend for it. It has
 // as many lanes as the largest concurrency any model was loaded with; a batch
 // holds one lane of its model (at most that model's concurrency run at once)
 // and one lane of the device. Waiters are served first come, first served.

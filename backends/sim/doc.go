@@ -10,7 +10,7 @@
 // further batches wait for a lane in FIFO order.
 //
 // One Sim is one device. Placement packs the fractional machines of several
-// modules onto one device (scheduler/control.Place), so every model loaded on
+// modules onto one device (placement.Place), so every model loaded on
 // a Sim shares ONE set of device lanes, as many as the largest concurrency any
 // of them was loaded with: a batch runs when it holds a lane of its model and
 // a lane of the device, so two models' batches on one device queue behind each

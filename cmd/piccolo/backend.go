@@ -49,6 +49,7 @@ type backendOptions struct {
 
 	faults    []string // --fault words (backend_faults.go)
 	faultSeed uint64   // seed of the fail share's draws
+	tls       tlsFlags // --tls-cert, --tls-key, --tls-client-ca of the gRPC listener
 }
 
 // backendExecutors builds an executor by name. Registered by hand: the whole set is here.
@@ -204,6 +205,7 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.StringVar(&o.id, "id", "", "with --consul: the registration id (default <hardware>-<host>-<port>)")
 	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed; change at run time with "+faultsPath+" on the metrics port")
 	f.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of which calls fail=P fails")
+	o.tls.register(f, "serve gRPC")
 	return cmd
 }
 
@@ -313,7 +315,12 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 		defer serveMetrics(mlis, reg, map[string]http.HandlerFunc{faultsPath: inj.Handler().ServeHTTP}).Close()
 		log.Info("metrics serving", zap.String("address", mlis.Addr().String()))
 	}
-	g := backends.NewGRPCServer(srv, append(tracing.ServerOptions(), inj.ServerOption())...)
+	tlsCfg, err := o.tls.config()
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	g := backends.NewGRPCServer(srv, append(append(grpcCreds(tlsCfg), tracing.ServerOptions()...), inj.ServerOption())...)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	addr := lis.Addr().String()

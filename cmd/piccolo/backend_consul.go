@@ -27,7 +27,7 @@ func checkConsulFlags(o *backendOptions) error {
 // <hardware>-<host>-<port>), address, hardware, its price from the catalog,
 // the first GPU NVML read, and the executor's models.
 func backendMember(o *backendOptions, cfg *api.Config, tel *nvml.Telemetry, models []string, addr string) membership.Member {
-	m := membership.Member{ID: o.id, Address: addr, Hardware: o.hardware, Models: models}
+	m := membership.Member{ID: o.id, Address: addr, Hardware: o.hardware, Models: models, TLS: o.tls.on()}
 	if m.ID == "" {
 		host, port, _ := net.SplitHostPort(addr)
 		m.ID = strings.NewReplacer(":", "-", "[", "", "]", "").Replace(o.hardware + "-" + host + "-" + port)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -33,5 +34,37 @@ func TestIsTerminal(t *testing.T) {
 	defer w.Close()
 	if isTerminal(w) || isTerminal(&bytes.Buffer{}) {
 		t.Error("a pipe or a buffer counted as a terminal")
+	}
+}
+
+// TestBenchPaper runs the paper's evaluation on 5 workloads: every figure's CSV
+// and PNG is written, the summary sets ours beside the paper's, Table II comes
+// out, and bad flags get an error naming them.
+func TestBenchPaper(t *testing.T) {
+	dir := t.TempDir()
+	out, err := run(t, "bench", "paper", "--workloads", "5", "--seed", "2", "-o", dir)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"piccolo-nb", "+89.6%", "Table II", "| 2 | 0.40 (4) | 0.50 (4) | 4.00 | 4+4, 4.00 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{"fig4a", "fig4b", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"} {
+		for _, ext := range []string{".csv", ".png"} {
+			if _, err := os.Stat(filepath.Join(dir, f+ext)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	for _, args := range [][]string{
+		{"bench", "paper", "--workloads", "0"},
+		{"bench", "paper", "--workloads", "1", "--max-utilization", "0.5,0.8"},
+		{"bench", "paper", "--workloads", "1", "--target", "2"},
+	} {
+		if out, err := run(t, args...); err == nil {
+			t.Errorf("%v: no error\n%s", args, out)
+		}
 	}
 }

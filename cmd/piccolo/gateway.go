@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,28 +31,31 @@ import (
 
 // gatewayOptions are the flags of `piccolo gateway`.
 type gatewayOptions struct {
-	tracing    tracingFlags
-	noFuse     bool // --no-fusion: serve the modules as configured (docs/fusion.md)
-	files      []string
-	listen     string
-	grpcListen string
-	policy     string
-	maxUtil    float64
-	burst      float64
-	dispatch   string
-	flush      string
-	maxBody    int
-	slack      float64
-	admission  bool
-	hedge      float64       // --hedge-budget
-	probeEvery time.Duration // --probe-interval
-	spare      bool
-	logFmt     string
-	drain      time.Duration
-	drainDelay time.Duration // on shutdown, serve this long while reporting not ready, then drain
-	adminToken string
-	watch      bool
-	consul     string // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
+	tracing                 tracingFlags
+	noFuse                  bool // --no-fusion: serve the modules as configured (docs/fusion.md)
+	files                   []string
+	listen                  string
+	grpcListen              string
+	policy                  string
+	maxUtil                 float64
+	burst                   float64
+	dispatch                string
+	flush                   string
+	maxBody                 int
+	slack                   float64
+	admission               bool
+	hedge                   float64       // --hedge-budget
+	probeEvery              time.Duration // --probe-interval
+	spare                   bool
+	logFmt                  string
+	drain                   time.Duration
+	drainDelay              time.Duration // on shutdown, serve this long while reporting not ready, then drain
+	adminToken              string
+	watch                   bool
+	consul                  string   // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
+	tls                     tlsFlags // HTTPS and gRPC TLS to clients (cmd/piccolo/tls.go)
+	backendCA               string   // --backend-ca: the CA of the backends that serve TLS
+	backendCert, backendKey string   // --backend-cert, --backend-key: the gateway's client certificate towards them
 
 	// With --consul (controlplane/cluster.go, scheduler/cluster).
 	clusterPrefix string        // KV prefix of the cluster
@@ -177,6 +181,10 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.DurationVar(&o.schedulerTTL, "scheduler-ttl", cluster.DefaultTTL, "with --consul: how long the elected scheduler may miss heartbeats before a standby takes over (>= 1s)")
 	f.StringVar(&o.gatewayID, "gateway-id", "", "with --consul: this gateway's id for its rate reports (default <host>-<HTTP port>)")
 	f.DurationVar(&o.configWait, "config-wait", 15*time.Second, "with --consul: how long an admin change waits for its plan to go live before answering")
+	o.tls.register(f, "serve HTTPS and gRPC")
+	f.StringVar(&o.backendCA, "backend-ca", "", "verify the backends that serve TLS (tls: true in backends:, or meta tls=true in Consul) with the CAs in this PEM file (default: the system's roots)")
+	f.StringVar(&o.backendCert, "backend-cert", "", "present this PEM certificate to the backends that serve TLS and ask for one (backend --tls-client-ca), reloaded when it changes; needs --backend-key")
+	f.StringVar(&o.backendKey, "backend-key", "", "the PEM private key of --backend-cert")
 	addGatewayTraceFlags(f, o)
 	return cmd
 }
@@ -206,6 +214,14 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	if o.hedge < 0 || o.hedge > 1 || o.probeEvery < 0 {
 		return fmt.Errorf("--hedge-budget %v, --probe-interval %v: want a share in [0, 1] and an interval ≥ 0 (0: 1s)", o.hedge, o.probeEvery)
+	}
+	tlsCfg, err := o.tls.config()
+	if err != nil {
+		return err
+	}
+	backendTLS, err := o.backendTLS()
+	if err != nil {
+		return err
 	}
 	if o.logFmt != "json" && o.logFmt != "console" {
 		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
@@ -250,7 +266,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if hedge == 0 {
 		hedge = -1 // LiveOptions: negative means none
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	planner, covers, fuse, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
 	if err != nil {
@@ -305,13 +321,19 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
+	hl = srv.WatchHangups(hl)
+	if tlsCfg != nil {
+		hcfg := tlsCfg.Clone() // gRPC's credentials add h2 to their own copy
+		hcfg.NextProtos = []string{"http/1.1"}
+		hl = tls.NewListener(hl, hcfg) // over the watched TCP connections
+	}
 	gl, err := net.Listen("tcp", o.grpcListen)
 	if err != nil {
 		hl.Close()
 		return fmt.Errorf("--grpc-listen %s: %w", o.grpcListen, err)
 	}
 	hs := srv.NewHTTPServer()
-	gs := srv.NewGRPCServer(tracing.ServerOptions()...)
+	gs := srv.NewGRPCServer(append(grpcCreds(tlsCfg), tracing.ServerOptions()...)...)
 	served := make(chan error, 2)
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()

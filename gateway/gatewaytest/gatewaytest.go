@@ -42,7 +42,7 @@ func NewFakeRunner() *FakeRunner {
 		Hang: map[string]bool{}, Calls: map[string]int{}}
 }
 
-func (f *FakeRunner) Run(ctx context.Context, session, module string, in []api.Tensor, deadline time.Time, done func([]api.Tensor, gateway.Timing, error)) {
+func (f *FakeRunner) Run(ctx context.Context, session, module string, in []api.Tensor, _ *gateway.Call, done func([]api.Tensor, gateway.Timing, error)) {
 	f.Mu.Lock()
 	f.Calls[module]++
 	f.Order = append(f.Order, module)
@@ -177,7 +177,7 @@ func Input(vs ...float32) []api.Tensor {
 // inputs: the gateway with nothing behind it.
 type EchoRunner struct{}
 
-func (EchoRunner) Run(_ context.Context, _, _ string, in []api.Tensor, _ time.Time, done func([]api.Tensor, gateway.Timing, error)) {
+func (EchoRunner) Run(_ context.Context, _, _ string, in []api.Tensor, _ *gateway.Call, done func([]api.Tensor, gateway.Timing, error)) {
 	done(in, gateway.Timing{}, nil)
 }
 func (EchoRunner) Estimate(string, string) time.Duration { return 0 }

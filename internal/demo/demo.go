@@ -40,6 +40,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/configs"
 	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/evaluation"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -96,6 +97,9 @@ type SessionResult struct {
 	// it planned for and the plan's estimate (the product of the variants').
 	Variants                 []string
 	AccuracyTarget, Accuracy float64
+
+	// BaselineAttainment is the baseline plan's simulated SLO attainment.
+	BaselineAttainment float64
 }
 
 var cpuThreads = regexp.MustCompile(`^cpu-(\d+)t$`)
@@ -259,14 +263,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				r.Variants = append(r.Variants, mp.Name+" "+mp.Variant)
 			}
 		}
-		// The round-robin baselines, Nexus first; InferLine where Nexus (one
-		// hardware type) cannot plan the session at all.
-		for _, base := range []string{"nexus", "inferline"} {
-			one := &api.Config{Hardware: cfg.Hardware, Profiles: cfg.Profiles, Sessions: []api.Session{*s}}
-			if bp, err := scheduler.Plan(one, scheduler.Options{Policy: base, MaxUtilization: plan.MaxUtilization}); err == nil {
-				r.BaselineCost, r.BaselinePolicy = bp.TotalCost, base
-				break
-			}
+		// The round-robin baseline (Nexus, else InferLine) under the headroom
+		// rule the plan was made with, from the plan's own cap down, its plan
+		// simulated with its own dispatch (docs/evaluation.md, "Equal footing").
+		if b, err := evaluation.Baseline(cfg, s, evaluation.ServingFrom(plan.MaxUtilization)); err == nil {
+			r.BaselineCost, r.BaselinePolicy, r.BaselineAttainment = b.PlannedCost, b.Policy, b.Attainment
 		}
 		r.Rate = sessionRate(s)
 		res.Sessions = append(res.Sessions, r)
@@ -350,7 +351,7 @@ func needString(need map[string]int) string {
 }
 
 // checkStaticPlacement returns an error when the gateway's placement on a
-// static backends list (control.PlaceStatic, what dataplane.Place calls:
+// static backends list (placement.Place with Options.Static, what a LiveSwitch places with:
 // packing when members hold the devices the plan needs, else round-robin)
 // loads a backend of members beyond occupancy 1: the plan then runs slower
 // than planned.
@@ -370,7 +371,7 @@ func checkStaticPlacement(plan *api.Plan, members []placement.Member) error {
 		}
 	}
 	if len(over) > 0 {
-		return fmt.Errorf("the gateway's placement (control.PlaceStatic) on %d backends overloads %s", len(members), strings.Join(over, ", "))
+		return fmt.Errorf("the gateway's placement (placement.Place, static) on %d backends overloads %s", len(members), strings.Join(over, ", "))
 	}
 	return nil
 }
@@ -391,7 +392,7 @@ func writeReport(w io.Writer, res *Result) {
 	for _, s := range res.Sessions {
 		base := "cannot plan"
 		if !math.IsNaN(s.BaselineCost) {
-			base = fmt.Sprintf("%.3g (%s, %+.0f%%)", s.BaselineCost, s.BaselinePolicy, 100*(s.BaselineCost-s.PlanCost)/s.PlanCost)
+			base = fmt.Sprintf("%.3g (%s, %+.0f%%, %.2f%% simulated)", s.BaselineCost, s.BaselinePolicy, 100*(s.BaselineCost-s.PlanCost)/s.PlanCost, 100*s.BaselineAttainment)
 		}
 		if s.Report == nil {
 			fmt.Fprintf(tw, "%s\t%.4g\t-\t-\t-\t-\t-\t-\tnot planned: %s\t-\t%s\n", s.Name, s.Rate, s.NotPlannedError, base)

@@ -50,6 +50,11 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 	if !strings.Contains(out.String(), "devices once placed") {
 		t.Error("the report does not give the plan's devices beside its cost")
 	}
+	// The baseline column names the baseline and its simulated attainment
+	// under the plan's headroom rule (docs/evaluation.md, "Equal footing").
+	if !strings.Contains(out.String(), "% simulated)") {
+		t.Error("the report's baseline column does not give the baseline's simulated attainment")
+	}
 	for _, s := range res.Sessions {
 		if s.Report == nil {
 			t.Errorf("session %s was not loaded: %s", s.Name, s.NotPlannedError)
@@ -89,7 +94,7 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 }
 
 // TestCheckStaticPlacement: the check warns when the gateway's placement
-// (control.PlaceStatic) over the started backends puts more than one machine's
+// (placement.Place, static) over the started backends puts more than one machine's
 // occupancy on one of them: never when they hold the devices packing needs;
 // when they do not, round-robin may share one beyond 1.
 func TestCheckStaticPlacement(t *testing.T) {

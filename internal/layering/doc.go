@@ -6,10 +6,12 @@
 // its own layer or above. A package not listed takes the layer of its nearest
 // listed parent directory; one with none fails the test until it is placed.
 //
-//	0 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest
+//	0 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest, internal/tlsfiles
 //	1 mechanisms:  dispatcher, scheduler, placement, backends, backends/membership, loadgen, internal/ocrtest
 //	2 built on 1:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/control
-//	3 sessions:    gateway (DAG execution and admission); scheduler/cluster (the elected re-planner)
+//	3 sessions:    gateway (DAG execution and admission), evaluation (the paper's
+//	               evaluation: plans refereed by the simulator), scheduler/cluster
+//	               (the elected re-planner)
 //	4 metrics:     metrics
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
 //	6 control:     controlplane

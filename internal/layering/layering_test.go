@@ -13,10 +13,10 @@ const module = "github.com/piccolo-serving/piccolo"
 
 // layers is the order of doc.go, lowest first.
 var layers = [][]string{
-	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing"},
+	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles"},
 	{"dispatcher", "scheduler", "placement", "backends", "backends/membership", "loadgen", "internal/ocrtest"},
 	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/control"},
-	{"gateway", "scheduler/cluster"},
+	{"gateway", "evaluation", "scheduler/cluster"},
 	{"metrics"},
 	{"dataplane", "kserve"},
 	{"controlplane"},

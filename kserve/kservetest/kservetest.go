@@ -22,7 +22,7 @@ func ServeHTTP(t testing.TB, srv *kserve.Server) string {
 		t.Fatal(err)
 	}
 	hs := srv.NewHTTPServer()
-	go hs.Serve(hl)
+	go hs.Serve(srv.WatchHangups(hl))
 	t.Cleanup(func() { hs.Shutdown() })
 	return "http://" + hl.Addr().String()
 }

@@ -100,7 +100,7 @@ type Record struct {
 	// DevicesMissing is the placement shortfall (devices needed, not present).
 	DevicesMissing int `json:"devices_missing"`
 	// Capacity is, per hardware type, the devices the plan needs and those
-	// present (placement.Shortfall.Hardware): what the cluster is asked for.
+	// present (control.Shortfall.Hardware): what the cluster is asked for.
 	Capacity []placement.HardwareUse `json:"capacity,omitempty"`
 }
 

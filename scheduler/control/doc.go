@@ -29,13 +29,9 @@
 // the rates, a JSON-ready value a gateway can send to a remote scheduler.
 // Every method is safe from any goroutine.
 //
-// Place (placement.go) — a pure function: plan + the live members ({ID,
-// Hardware}) + the previous placed plan → the placed plan (one backend id per
-// machine in GroupPlan.Backends, the form dataplane.NewLiveRunner and the
-// dispatcher accept) and a Shortfall (devices needed vs present per hardware
-// type, idle devices, under-provisioned groups). Full machines get a device of
-// their own; fractional machines of different modules share devices, first-fit
-// decreasing, never beyond occupancy 1. Stable: modules stay where they ran.
+// Placement is package placement's Place (Options.Place; default: packed),
+// which the controller calls on every decision with its members and the plan
+// it placed last.
 //
 // Controller (controller.go) — the control loop. New(cfg, members, Options{Plan,
 // Publish}) then Run(ctx) from one goroutine; from any goroutine, SetConfig

@@ -1,0 +1,47 @@
+package evaluation
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/configs"
+)
+
+// AppsDir is the directory of the applications in configs.FS: profiles.yaml
+// (hardware and every model's profiles) and one session per application.
+const AppsDir = "paper/apps"
+
+// AppNames are the paper's five applications in §IV-A's order.
+var AppNames = []string{"traffic", "face", "pose", "caption", "actdet"}
+
+// Apps loads the five applications from configs.FS into one config: the
+// hardware and profiles of profiles.yaml and one session per application, named
+// as in AppNames. Errors name the file.
+func Apps() (*api.Config, error) {
+	names, err := fs.Glob(configs.FS, path.Join(AppsDir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	docs := make([]api.NamedDoc, 0, len(names))
+	for _, n := range names {
+		data, err := fs.ReadFile(configs.FS, n)
+		if err != nil {
+			return nil, fmt.Errorf("evaluation: %s: %w", n, err)
+		}
+		docs = append(docs, api.NamedDoc{Name: "configs/" + n, Data: data})
+	}
+	cfg, err := api.LoadBytes(docs...)
+	if err != nil {
+		return nil, fmt.Errorf("evaluation: the paper's applications: %w", err)
+	}
+	for _, a := range AppNames {
+		if _, ok := cfg.Session(a); !ok {
+			return nil, fmt.Errorf("evaluation: configs/%s has no session %q", AppsDir, a)
+		}
+	}
+	return cfg, nil
+}

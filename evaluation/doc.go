@@ -1,0 +1,19 @@
+// Package evaluation regenerates the paper's evaluation (§IV) on its five
+// applications: `piccolo bench paper` and `make eval` (docs/evaluation.md).
+//
+// Apps loads the applications (configs/paper/apps, embedded). Generate draws
+// the workloads of §IV-A from them: one application each, random rates and a
+// random SLO. Run plans every workload with every policy, baseline, ablation
+// of Fig. 5 and the optimum, all under one utilization cap, and simulates every
+// plan (simulate.Run, Poisson arrivals, each policy's own dispatch): a plan whose
+// simulated SLO attainment is below the target is a miss and never enters a cost
+// comparison. Figures turns a Result into the data of Figs. 4a–11; Write writes
+// one CSV and one PNG per figure; Summary prints each figure's summary beside the
+// paper's; TableII recomputes the paper's Table II. Footing holds any config's
+// sessions to the gateway's headroom rule (ServingOptions) for every policy;
+// Baseline is the round-robin baseline `piccolo demo` prints beside its plan.
+//
+// Everything here runs on the caller's goroutine; Run calls progress (if not
+// nil) after each workload, from that goroutine. Results are plain values,
+// immutable once returned.
+package evaluation
