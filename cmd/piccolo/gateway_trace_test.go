@@ -261,3 +261,58 @@ func TestGatewayServesTraceLive(t *testing.T) {
 		t.Errorf("SLO attainment of the second half %.2f%%: want ≥ 99%%", 100*r.SLOAttainment)
 	}
 }
+
+// TestGatewayServesPlanFile: `piccolo gateway --plan FILE` serves the plan
+// `piccolo plan --no-fusion -o json` wrote (here one planned for three times
+// the configured rate, as a trace plan is), not a plan of its own.
+func TestGatewayServesPlanFile(t *testing.T) {
+	dir := t.TempDir()
+	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hot := filepath.Join(dir, "hot.yaml")
+	if err := os.WriteFile(hot, []byte(withRate(string(base), 150)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newRootCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"plan", "-c", hot, "--no-fusion", "-o", "json"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("plan: %v\n%s", err, errOut.String())
+	}
+	planPath := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(planPath, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var want api.Plan
+	if err := json.Unmarshal(out.Bytes(), &want); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	list := "backends:\n"
+	for i, hw := range []string{"v100", "t4"} {
+		addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: hw, files: []string{cfgPath},
+			executor: "sim", logFmt: "json", drain: time.Second})
+		list += fmt.Sprintf("  - {id: b%d, address: %q, hardware: %s}\n", i, addr, hw)
+	}
+	bePath := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(bePath, []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plans := make(chan *api.Plan, 8)
+	startGateway(t, ctx, &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+		policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true, logFmt: "json", drain: time.Second,
+		planFile: planPath, onPlan: func(e controlplane.PlanEvent) { plans <- e.Plan }})
+	got := <-plans
+	if got.TotalCost != want.TotalCost || got.Sessions[0].Modules[0].Rate != 150 {
+		t.Errorf("served plan: cost %.4g, m2 at %.4g req/s; want the file's, cost %.4g at 150 req/s", got.TotalCost, got.Sessions[0].Modules[0].Rate, want.TotalCost)
+	}
+}
