@@ -137,6 +137,13 @@ that stays 20% above the plan for 0.5 s is re-planned onto the idle backends
 (live within about a second); a fall below 70% of the plan releases them about
 a minute later (every rate window must have fallen, then 30 s more).
 
+--trace FILE plans for recorded arrivals as piccolo plan --trace does (with the
+gateway's --flush; --duration, --speed, --skip, --attainment, --trace-search,
+--trace-session as there) and serves that plan; a rate re-plan plans for the trace
+scaled to the measured envelope, so it keeps the burst provisioning. --plan FILE
+serves a plan JSON written by piccolo plan --no-fusion -o json, checked against the
+config (docs/traffic.md, "Serving a trace plan").
+
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 The servers open once the plan is live and the backends' models are loaded;
 from then /v2/health/ready answers 200 and gRPC health SERVING. On SIGINT or
