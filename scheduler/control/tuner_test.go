@@ -111,4 +111,20 @@ func TestTunerRateStep(t *testing.T) {
 	if m := tu.Machines()["a"]; m != planned || last > 62*time.Second {
 		t.Errorf("machines %.3g %v after the fall; want the plan's %.3g once the 2R left the 60 s window", m, last, planned)
 	}
+
+	// Today's control loop on the same config and step, static mode's timing.
+	h := newHarness(t, cfg, pool("v100", 10), Options{Tick: 100 * time.Millisecond, SustainUp: 500 * time.Millisecond})
+	h.runFine(35*time.Second, R)
+	cstep := h.now
+	for h.now.Sub(cstep) < 5*time.Second && len(h.published) == 1 {
+		h.runFine(h.mon.bucket, 2*R)
+	}
+	if len(h.published) != 2 {
+		t.Fatalf("control loop: published %v on the step; want a rate re-plan", causes(h.published[1:]))
+	}
+	ctook := h.last().At.Sub(cstep)
+	t.Logf("control loop on the same step: re-planned %v after it, cost %.3g → %.3g", ctook, plan.TotalCost, h.last().Plan.TotalCost)
+	if took >= ctook {
+		t.Errorf("tuner acted %v after the step, the control loop %v: want the tuner first", took, ctook)
+	}
 }
