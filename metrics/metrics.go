@@ -100,8 +100,9 @@ var metricCodes = []int{200, 400, 404, 405, 413, 429, 499, 502, 503, 504}
 
 // ReplanCauses are the values of piccolo_plan_replans_total's cause label:
 // the first plan, a change of measured rates, of membership, of the config, an
-// operator's request, or the control loop's periodic re-plan.
-var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic"}
+// operator's request, the control loop's periodic re-plan, or the Tuner's
+// scaling (no planner run).
+var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic", "tune"}
 
 // latencyBuckets are the buckets of every latency histogram, in seconds: 1 ms
 // to about 16 s, doubling.

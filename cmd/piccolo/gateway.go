@@ -69,6 +69,9 @@ type gatewayOptions struct {
 	trace      trafficFlags
 	planFile   string
 	traceFlags *pflag.FlagSet // the command's flags, for which --trace flags were given; nil in tests
+	tune       bool           // --tune: InferLine's tuner on the traced session
+	// the --trace planner, set by planner()
+	tracePlanner *controlplane.TracePlanner
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
@@ -284,6 +287,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if gopts.Control.Covers == nil {
 		gopts.Control.Covers = covers
 	}
+	if o.tune && gopts.Control.Hold == nil {
+		gopts.Control.Hold = o.tracePlanner.Hold
+	}
 	if o.consul != "" {
 		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
 			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait}
@@ -296,6 +302,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	ctl, sw, exec, store := g.Control, g.Switch, g.Runner, g.Store
 	defer sw.Close()
+	if o.tune {
+		if err := ctl.(*controlplane.EmbeddedControl).StartTuner(ctx, o.tracePlanner); err != nil {
+			return err
+		}
+	}
 	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Scheduler() != nil {
 		reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
 	}

@@ -31,6 +31,7 @@ func addGatewayTraceFlags(f *pflag.FlagSet, o *gatewayOptions) {
 	f.Float64Var(&o.trace.target, "attainment", 0.99, "with --trace: the share of the trace's requests that must meet the SLO in simulation, in (0,1]")
 	f.StringVar(&o.trace.search, "trace-search", "ladder", "with --trace: how the trace plan is searched: "+strings.Join(simulate.TraceSearches, ", ")+" (as piccolo plan --trace-search)")
 	f.StringVar(&o.planFile, "plan", "", "serve this plan JSON (written by piccolo plan --no-fusion -o json), checked against the config; re-plans at measured rates above the plan's use --policy (docs/traffic.md)")
+	f.BoolVar(&o.tune, "tune", false, "with --trace, without --consul: run InferLine's tuner on the traced session: scale its modules' machines within a 100 ms bucket when the live arrival envelope exceeds the trace's at any window from the SLO to 60 s, back after 15 s (docs/traffic.md, \"The tuner\"); its rate band is then the tuner's, not the control loop's")
 	o.traceFlags = f
 }
 
@@ -46,9 +47,14 @@ func addGatewayTraceFlags(f *pflag.FlagSet, o *gatewayOptions) {
 func (o *gatewayOptions) planner(cfg *api.Config, opts scheduler.Options, flush dispatcher.Flush, tables io.Writer) (controlplane.Planner, func(map[control.Key]float64) map[control.Key]float64, bool, error) {
 	serving := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, opts, o.burst) }
 	if o.trace.file == "" {
+		if o.tune {
+			return nil, nil, false, errors.New("--tune needs --trace: the tuner compares the live arrivals with the trace the plan was made for")
+		}
 		if given := o.traceGiven(); len(given) > 0 {
 			return nil, nil, false, fmt.Errorf("--%s given without --trace: they say how to plan for a trace", strings.Join(given, ", --"))
 		}
+	} else if o.tune && o.consul != "" {
+		return nil, nil, false, errors.New("--tune with --consul: the tuner runs in a gateway's own control loop only (without --consul)")
 	} else if o.planFile != "" {
 		return nil, nil, false, errors.New("--trace and --plan both given: serve either a trace's plan (--trace) or a plan written before (--plan)")
 	}
@@ -73,6 +79,7 @@ func (o *gatewayOptions) planner(cfg *api.Config, opts scheduler.Options, flush 
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("--trace %s: %w", o.trace.file, err)
 		}
+		o.tracePlanner = tp
 		return tp.Plan, tp.Covers, !o.noFuse, nil
 	}
 	return serving, nil, !o.noFuse, nil

@@ -82,6 +82,8 @@ func TestGatewayTraceFlagErrors(t *testing.T) {
 		{[]string{"--trace", filepath.Join(dir, "none.txt")}, "none.txt"},
 		{[]string{"--plan", filepath.Join(dir, "none.json")}, "--plan: open"},
 		{[]string{"--plan", trace}, "not a plan JSON (piccolo plan -o json)"},
+		{[]string{"--tune"}, "--tune needs --trace"},
+		{[]string{"--trace", trace, "--tune", "--consul", "127.0.0.1:1"}, "--tune with --consul"},
 	} {
 		err := runGatewayCmd(t, append([]string{"-c", cfg, "-c", be}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -314,5 +316,125 @@ func TestGatewayServesPlanFile(t *testing.T) {
 	got := <-plans
 	if got.TotalCost != want.TotalCost || got.Sessions[0].Modules[0].Rate != 150 {
 		t.Errorf("served plan: cost %.4g, m2 at %.4g req/s; want the file's, cost %.4g at 150 req/s", got.TotalCost, got.Sessions[0].Modules[0].Rate, want.TotalCost)
+	}
+}
+
+// TestGatewayTunerRateStepLive is the tuner live on a rate step: the demo
+// chain planned with --trace on 60 s of gamma CV² 16 at 50 req/s; the
+// replay is 20 s of the same process at 50 req/s, then 30 s at 100 req/s.
+// The gateway serves it twice: with --tune (the tuner scales the machines,
+// no re-plan), and without (today's control loop re-plans for the trace
+// scaled to the measured envelope). It logs the plans made live over time
+// and the attainment of each run; it asserts that the tuner scaled up within
+// 2 s of the step and that its run kept at least the control loop's
+// attainment minus a point (timing on a shared machine). About 2 minutes:
+//
+//	PICCOLO_TUNE_LIVE=1 go test -count=1 -run TestGatewayTunerRateStepLive -v ./cmd/piccolo
+func TestGatewayTunerRateStepLive(t *testing.T) {
+	if os.Getenv("PICCOLO_TUNE_LIVE") == "" {
+		t.Skip("set PICCOLO_TUNE_LIVE=1: about 2 minutes live")
+	}
+	dir := t.TempDir()
+	record := func(rate float64, d time.Duration, seed uint64) *arrival.Trace {
+		p, err := arrival.Spec{Kind: "gamma", Rate: rate, CV2: 16}.New(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := arrival.Record(p, d, "gamma")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	write := func(name string, offs []time.Duration) string {
+		var sb strings.Builder
+		for _, at := range offs {
+			fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const before = 20 * time.Second
+	samplePath := write("sample.txt", record(50, 60*time.Second, 1).Offsets)
+	var step []time.Duration
+	for _, at := range record(50, before, 2).Offsets {
+		step = append(step, at)
+	}
+	for _, at := range record(100, 30*time.Second, 3).Offsets {
+		step = append(step, before+at)
+	}
+	stepPath := write("step.txt", step)
+	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	attained := map[bool]float64{}
+	for _, tune := range []bool{true, false} {
+		ctx, cancel := context.WithCancel(context.Background())
+		list := "backends:\n"
+		for _, hw := range []string{"v100", "t4"} {
+			for i := range 24 {
+				addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: hw, files: []string{cfgPath},
+					executor: "sim", logFmt: "json", drain: time.Second})
+				list += fmt.Sprintf("  - {id: %s-%d, address: %q, hardware: %s}\n", hw, i, addr, hw)
+			}
+		}
+		bePath := filepath.Join(dir, "backends.yaml")
+		if err := os.WriteFile(bePath, []byte(list), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var events []string
+		var firstAfter time.Duration = -1
+		var start time.Time
+		o := &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+			policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true,
+			logFmt: "json", drain: time.Second, tune: tune,
+			trace: trafficFlags{file: samplePath, speed: 1, target: 0.99, search: "ladder"},
+			onPlan: func(e controlplane.PlanEvent) {
+				mu.Lock()
+				defer mu.Unlock()
+				if start.IsZero() {
+					events = append(events, fmt.Sprintf("%s: cost %.4g", e.Cause, e.Plan.TotalCost))
+					return
+				}
+				at := time.Since(start)
+				if firstAfter < 0 && at > before {
+					firstAfter = at - before
+				}
+				events = append(events, fmt.Sprintf("%.1fs %s: cost %.4g", at.Seconds(), e.Cause, e.Plan.TotalCost))
+			}}
+		url, _ := startGateway(t, ctx, o)
+		mu.Lock()
+		start = time.Now()
+		mu.Unlock()
+		out, err := runLoadgen(t, "--target", url, "--session", "paper-chain", "--arrival", "trace", "--trace", stepPath,
+			"--drain", "3s", "-o", "json", "-q")
+		cancel()
+		if err != nil {
+			t.Fatalf("loadgen: %v\n%s", err, out)
+		}
+		var r openLoop
+		if err := jsonFrom(out, &r); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		t.Logf("tune=%v: %d sent, errors %v, SLO attainment %.2f%%, p99 %.0f ms; first plan change %v after the step; plans: %s",
+			tune, r.Sent, r.Errors, 100*r.SLOAttainment, r.P99Ms, firstAfter, strings.Join(events, "; "))
+		if tune && (firstAfter < 0 || firstAfter > 2*time.Second) {
+			t.Errorf("tuner: first plan change %v after the step; want within 2 s", firstAfter)
+		}
+		mu.Unlock()
+		attained[tune] = r.SLOAttainment
+	}
+	if attained[true] < attained[false]-0.01 {
+		t.Errorf("attainment with the tuner %.2f%%, without %.2f%%: want the tuner no worse", 100*attained[true], 100*attained[false])
 	}
 }

@@ -27,6 +27,9 @@ const (
 	CauseConfig     = "config"
 	CauseManual     = "manual"
 	CausePeriodic   = "periodic"
+	// CauseTune is a plan the Tuner scaled (Tune): placed and published
+	// without running the planner.
+	CauseTune = "tune"
 )
 
 // Replan is one decision of the control loop, handed to Options.Publish.
@@ -114,6 +117,10 @@ type Options struct {
 	// carries its trace's busiest window, not the configured mean
 	// (controlplane.TracePlanner.Covers). Called from Run's goroutine.
 	Covers func(rates map[Key]float64) map[Key]float64
+	// Hold, when set, names the modules whose rate band the controller does
+	// not judge: a Tuner scales them (Tune), and only a config change, a
+	// membership change or the periodic re-plan plans them again.
+	Hold func(Key) bool
 }
 
 func (o *Options) defaults() error {
@@ -223,6 +230,8 @@ type inputs struct {
 	membersAt  time.Time
 	manual     bool
 	manualAt   time.Time
+	tuned      *api.Plan // Tune's plan, not placed
+	tunedAt    time.Time
 }
 
 // Planned is a config's plan made before it reaches the controller: by the
@@ -346,6 +355,17 @@ func (c *Controller) Replan() {
 	c.poke()
 }
 
+// Tune hands the controller a plan the Tuner scaled from the served one
+// (Tuner.Tuned of the unplaced plan): the next step places and publishes it
+// (cause "tune") without running the planner, unless a cause that plans
+// (config, manual, a hardware type appearing) comes in the same step.
+func (c *Controller) Tune(p *api.Plan) {
+	c.mu.Lock()
+	c.in.tuned, c.in.tunedAt = p, c.o.Clock.Now()
+	c.mu.Unlock()
+	c.poke()
+}
+
 // Status returns what the controller last did. Safe from any goroutine; the
 // value is immutable.
 func (c *Controller) Status() *Status { return c.status.Load() }
@@ -424,6 +444,10 @@ func (c *Controller) step(now time.Time) {
 		raise(c.retry.cause, c.retry.trigger)
 		plan = true
 	}
+	if in.tuned != nil && !plan && c.placed != nil {
+		raise(CauseTune, in.tunedAt)
+		c.unplaced = in.tuned
+	}
 	if at, ok := c.rateOutOfBand(now, measured, current); ok {
 		raise(CauseRate, at)
 		c.takeMeasured(measured)
@@ -480,7 +504,7 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 	fired := false
 	for k, planned := range c.planned {
 		m, ok := measured[k]
-		if !ok {
+		if !ok || (c.o.Hold != nil && c.o.Hold(k)) {
 			delete(c.upSince, k)
 			delete(c.downFrom, k)
 			continue
