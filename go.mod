@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-0
 	github.com/fsnotify/fsnotify v1.10.1
+	github.com/goccy/go-json v0.10.5
 	github.com/google/go-cmp v0.7.0
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/prometheus/client_golang v1.25.0
@@ -12,6 +13,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
 	github.com/valyala/fasthttp v1.74.0
 	github.com/yalue/onnxruntime_go v1.27.0
 	go.uber.org/zap v1.28.0

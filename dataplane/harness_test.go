@@ -311,7 +311,7 @@ sessions:
 		go func() {
 			defer wg.Done()
 			status, m := testharness.HTTPDo(t, "POST", h.url+"/v2/models/ugly/infer", body)
-			if status != 502 || !strings.Contains(fmt.Sprint(m["error"]), "bad response from backend") {
+			if status != 502 || !strings.Contains(fmt.Sprint(m["error"]), `backend error: a backend of session "ugly"`) {
 				t.Errorf("garbage backend: %d %v, want 502", status, m)
 			}
 		}()

@@ -35,16 +35,40 @@ var (
 	ErrCancelled = errors.New("cancelled")
 )
 
-// inputError is an ErrBadInput whose message is only the description of the
-// problem, so that it reads well in {"error": "..."}.
-type inputError struct{ msg string }
+// publicError matches one sentinel and has a message written for the client:
+// what was wrong with the request and what is allowed, from what the client
+// sent and the session's public metadata; never a backend's address, a
+// process or a wrapped error's text that came from behind the gateway.
+type publicError struct {
+	sentinel error
+	msg      string
+}
 
-func (e *inputError) Error() string        { return e.msg }
-func (e *inputError) Is(target error) bool { return target == ErrBadInput }
+func (e *publicError) Error() string        { return e.msg }
+func (e *publicError) Is(target error) bool { return target == e.sentinel }
 
 // BadInput returns an error that matches ErrBadInput and says what was wrong.
+// Its message goes to the client as is (PublicMessage): it must be made of
+// what the client sent and the session's metadata only.
 func BadInput(format string, args ...any) error {
-	return &inputError{msg: fmt.Sprintf(format, args...)}
+	return &publicError{sentinel: ErrBadInput, msg: fmt.Sprintf(format, args...)}
+}
+
+// Public returns an error that matches sentinel with a message for the client,
+// under the same rule as BadInput's.
+func Public(sentinel error, format string, args ...any) error {
+	return &publicError{sentinel: sentinel, msg: fmt.Sprintf(format, args...)}
+}
+
+// PublicMessage returns the message of the first error in err's chain made by
+// BadInput or Public (the context that wraps it is dropped: it may name
+// backends), and false when there is none.
+func PublicMessage(err error) (string, bool) {
+	var p *publicError
+	if errors.As(err, &p) {
+		return p.msg, true
+	}
+	return "", false
 }
 
 // WrapBackend marks err, found in what a backend returned, as ErrBackend.

@@ -228,7 +228,7 @@ func TestHTTPBinaryExtension(t *testing.T) {
 }
 
 // TestHTTPServerMetadataListsBinaryExtension: server metadata announces the
-// extension, as Triton does, so clients know they may use it.
+// extensions (binary data, statistics), as Triton does, so clients know they may use it.
 func TestHTTPServerMetadataListsBinaryExtension(t *testing.T) {
 	ts := startServers(t, 4096)
 	resp, err := http.Get(ts.url + "/v2")
@@ -241,8 +241,8 @@ func TestHTTPServerMetadataListsBinaryExtension(t *testing.T) {
 		Name, Version string
 		Extensions    []string
 	}
-	if err := json.Unmarshal(out, &md); err != nil || !cmp.Equal(md.Extensions, []string{ExtensionBinaryData}) {
-		t.Errorf("GET /v2 = %s (%v); want extensions [%q]", out, err, ExtensionBinaryData)
+	if err := json.Unmarshal(out, &md); err != nil || !cmp.Equal(md.Extensions, []string{ExtensionBinaryData, ExtensionStatistics}) {
+		t.Errorf("GET /v2 = %s (%v); want extensions [%q %q]", out, err, ExtensionBinaryData, ExtensionStatistics)
 	}
 }
 

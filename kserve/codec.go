@@ -53,13 +53,16 @@ func dtypeOf(s string) dtype {
 }
 
 // DecodeInferRequest decodes a KServe v2 JSON infer request body into req
-// (overwriting it). `data` may be flat or nested per the spec; only the total
-// element count is checked against `shape`. BYTES data are JSON strings. Unknown
-// object keys are ignored; an input with "binary_data_size" (the binary tensor
-// data extension) is refused here: such a body comes with the
-// Inference-Header-Content-Length header and DecodeBinaryInferRequest reads it.
-// Every error matches ErrBadInput and names the input, the element and what is
-// allowed.
+// (overwriting it). `data` is flat (every element, row-major) or nested exactly
+// as `shape`; either way it must hold the shape's elements (decodeData).
+// BYTES data are JSON strings; numbers are rounded once to the datatype, -0
+// keeps its sign in the float types. A key may appear once in an object
+// (RFC 8259 leaves duplicates to the reader; we refuse them, naming the key),
+// a null value is an absent field, and unknown keys are ignored; an input
+// with "binary_data_size" (the binary tensor data extension) is refused here:
+// such a body comes with the Inference-Header-Content-Length header and
+// DecodeBinaryInferRequest reads it. Every error matches ErrBadInput and
+// names the input, the element and what is allowed.
 func DecodeInferRequest(body []byte, req *gateway.InferRequest) error {
 	return decodeRequest(body, req, nil)
 }
@@ -80,6 +83,7 @@ func decodeRequest(body []byte, req *gateway.InferRequest, ext *binaryExt) error
 	}
 	s.i++
 	sawInputs := false
+	var seen keySet
 	for first := true; ; first = false {
 		ok, err := s.more('}', first)
 		if err != nil {
@@ -88,9 +92,12 @@ func decodeRequest(body []byte, req *gateway.InferRequest, ext *binaryExt) error
 		if !ok {
 			break
 		}
-		k, err := s.key()
+		k, err := s.key(&seen)
 		if err != nil {
 			return err
+		}
+		if s.null() {
+			continue // null is absent
 		}
 		switch string(k) {
 		case "id":
@@ -141,14 +148,18 @@ func decodeRequestParameters(s *scanner, req *gateway.InferRequest, ext *binaryE
 		return s.errf("\"parameters\" must be an object")
 	}
 	s.i++
+	var seen keySet
 	for first := true; ; first = false {
 		ok, err := s.more('}', first)
 		if err != nil || !ok {
 			return err
 		}
-		k, err := s.key()
+		k, err := s.key(&seen)
 		if err != nil {
 			return err
+		}
+		if s.null() {
+			continue // null is absent
 		}
 		if string(k) == "binary_data_output" {
 			v, err := boolParam(s, "parameters: \"binary_data_output\"")
@@ -183,9 +194,10 @@ func decodeRequestParameters(s *scanner, req *gateway.InferRequest, ext *binaryE
 // uintParam reads a non-negative JSON integer; what names the parameter in
 // the error.
 func uintParam(s *scanner, what string) (int64, error) {
-	lit, isInt, err := s.number()
-	v, ok := parseInt(lit)
-	if err != nil || !isInt || !ok || v < 0 {
+	var n num
+	err := s.number(&n)
+	v, ok := n.int64()
+	if err != nil || !ok || v < 0 {
 		return 0, gateway.BadInput("%s must be a non-negative integer", what)
 	}
 	return v, nil
@@ -216,6 +228,7 @@ func decodeOutputs(s *scanner, req *gateway.InferRequest, ext *binaryExt) error 
 		}
 		name := ""
 		var binary int8 // 0: not said, 1: binary_data true, -1: false
+		var seen keySet
 		for f := true; ; f = false {
 			ok, err := s.more('}', f)
 			if err != nil {
@@ -224,9 +237,12 @@ func decodeOutputs(s *scanner, req *gateway.InferRequest, ext *binaryExt) error 
 			if !ok {
 				break
 			}
-			k, err := s.key()
+			k, err := s.key(&seen)
 			if err != nil {
 				return err
+			}
+			if s.null() {
+				continue // null is absent
 			}
 			switch string(k) {
 			case "name":
@@ -266,14 +282,18 @@ func outputParameters(s *scanner, idx int) (int8, error) {
 	}
 	s.i++
 	var binary int8
+	var seen keySet
 	for first := true; ; first = false {
 		ok, err := s.more('}', first)
 		if err != nil || !ok {
 			return binary, err
 		}
-		k, err := s.key()
+		k, err := s.key(&seen)
 		if err != nil {
 			return 0, err
+		}
+		if s.null() {
+			continue // null is absent
 		}
 		if string(k) == "binary_data" {
 			v, err := boolParam(s, "outputs["+strconv.Itoa(idx)+"]: \"binary_data\"")
@@ -338,6 +358,7 @@ func decodeInput(s *scanner, idx int, binaryIn bool) (t api.Tensor, size int64, 
 	sawShape, sawDatatype := false, false
 	dataStart, dataEnd := -1, -1
 	decoded := false
+	var seen keySet
 	for first := true; ; first = false {
 		ok, err := s.more('}', first)
 		if err != nil {
@@ -346,9 +367,12 @@ func decodeInput(s *scanner, idx int, binaryIn bool) (t api.Tensor, size int64, 
 		if !ok {
 			break
 		}
-		k, err := s.key()
+		k, err := s.key(&seen)
 		if err != nil {
 			return t, size, err
+		}
+		if s.null() {
+			continue // null is absent
 		}
 		switch string(k) {
 		case "name":
@@ -381,7 +405,7 @@ func decodeInput(s *scanner, idx int, binaryIn bool) (t api.Tensor, size int64, 
 			}
 		case "data":
 			if sawShape && sawDatatype {
-				if err := decodeData(s, &t, dt, idx); err != nil {
+				if err := decodeData(s, &t, dt); err != nil {
 					return t, size, err
 				}
 				decoded = true
@@ -418,7 +442,7 @@ func decodeInput(s *scanner, idx int, binaryIn bool) (t api.Tensor, size int64, 
 	}
 	if !decoded {
 		sub := scanner{b: s.b[:dataEnd], i: dataStart}
-		if err := decodeData(&sub, &t, dt, idx); err != nil {
+		if err := decodeData(&sub, &t, dt); err != nil {
 			return t, size, err
 		}
 	}
@@ -439,13 +463,13 @@ func decodeShape(s *scanner, idx int) ([]int64, error) {
 		if !ok {
 			break
 		}
-		lit, isInt, err := s.number()
-		if err != nil {
+		var n num
+		if err := s.number(&n); err != nil {
 			return nil, gateway.BadInput("inputs[%d]: \"shape\" must be an array of non-negative integers: %v", idx, err)
 		}
-		v, ok := parseInt(lit)
-		if !isInt || !ok || v < 0 {
-			return nil, gateway.BadInput("inputs[%d]: shape dimension %s is not a non-negative integer", idx, lit)
+		v, ok := n.int64()
+		if !ok || v < 0 {
+			return nil, gateway.BadInput("inputs[%d]: shape dimension %s is not a non-negative integer", idx, n.lit)
 		}
 		if len(shape) >= maxDepth {
 			return nil, gateway.BadInput("inputs[%d]: shape has more than %d dimensions", idx, maxDepth)
@@ -466,14 +490,18 @@ func inputParameters(s *scanner, idx int) (int64, error) {
 	}
 	s.i++
 	size := int64(-1)
+	var seen keySet
 	for first := true; ; first = false {
 		ok, err := s.more('}', first)
 		if err != nil || !ok {
 			return size, err
 		}
-		k, err := s.key()
+		k, err := s.key(&seen)
 		if err != nil {
 			return -1, err
+		}
+		if s.null() {
+			continue // null is absent
 		}
 		if string(k) != "binary_data_size" {
 			if err := s.skip(3); err != nil {
@@ -481,155 +509,13 @@ func inputParameters(s *scanner, idx int) (int64, error) {
 			}
 			continue
 		}
-		lit, isInt, err := s.number()
-		v, ok := parseInt(lit)
-		if err != nil || !isInt || !ok || v < 0 {
+		var n num
+		err = s.number(&n)
+		v, ok := n.int64()
+		if err != nil || !ok || v < 0 {
 			return -1, gateway.BadInput("inputs[%d]: \"binary_data_size\" must be a non-negative integer (bytes)", idx)
 		}
 		size = v
-	}
-}
-
-// decodeData reads `data` (flat or nested arrays) into t.Data, which it allocates
-// at the size the shape promises.
-func decodeData(s *scanner, t *api.Tensor, dt dtype, idx int) error {
-	n, _ := api.NumElements(t.Shape) // checked in decodeShape
-	size := api.ElementSize(t.Datatype)
-	// Cap the preallocation by what the body could possibly hold (every element
-	// takes at least two bytes of JSON), so a huge shape cannot allocate huge memory.
-	if limit := int64(len(s.b)-s.i) / 2; n > limit {
-		return gateway.BadInput("input %q: shape %v needs %d elements, more than the request body holds", t.Name, t.Shape, n)
-	}
-	if size > 0 {
-		t.Data = make([]byte, 0, n*int64(size))
-	} else {
-		t.Data = make([]byte, 0, n*8)
-	}
-	if s.peek() != '[' {
-		return gateway.BadInput("input %q: \"data\" must be an array", t.Name)
-	}
-	var count int64
-	if err := decodeArray(s, t, dt, &count, 1); err != nil {
-		return err
-	}
-	if count != n {
-		return gateway.BadInput("input %q: shape %v needs %d elements, data has %d", t.Name, t.Shape, n, count)
-	}
-	return nil
-}
-
-func decodeArray(s *scanner, t *api.Tensor, dt dtype, count *int64, depth int) error {
-	if depth > maxDepth {
-		return gateway.BadInput("input %q: data nested deeper than %d levels", t.Name, maxDepth)
-	}
-	s.i++ // '['
-	for first := true; ; first = false {
-		ok, err := s.more(']', first)
-		if err != nil || !ok {
-			return err
-		}
-		if s.peek() == '[' {
-			if err := decodeArray(s, t, dt, count, depth+1); err != nil {
-				return err
-			}
-			continue
-		}
-		if t.Data, err = appendElement(s, t.Data, dt); err != nil {
-			return gateway.BadInput("input %q: data element %d: %v", t.Name, *count, err)
-		}
-		*count++
-	}
-}
-
-// elemError is an element-level problem; decodeArray adds the input and index.
-type elemError string
-
-func (e elemError) Error() string { return string(e) }
-
-// appendElement reads one scalar of type dt and appends its little-endian bytes.
-func appendElement(s *scanner, dst []byte, dt dtype) ([]byte, error) {
-	switch dt {
-	case dtBool:
-		switch {
-		case s.literal("true"):
-			return append(dst, 1), nil
-		case s.literal("false"):
-			return append(dst, 0), nil
-		}
-		return dst, elemError("want true or false for BOOL")
-	case dtBytes:
-		if s.peek() != '"' {
-			return dst, elemError("want a string for BYTES")
-		}
-		v, err := s.str()
-		if err != nil {
-			return dst, err
-		}
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(v)))
-		return append(dst, v...), nil
-	}
-	c := s.peek()
-	if c != '-' && (c < '0' || c > '9') {
-		return dst, elemError("want a number for " + dtypeNames[dt])
-	}
-	lit, isInt, err := s.number()
-	if err != nil {
-		return dst, err
-	}
-	switch dt {
-	case dtFP32, dtFP16, dtBF16, dtFP64:
-		f, err := parseFloat(lit)
-		if err != nil {
-			return dst, err
-		}
-		switch dt {
-		case dtFP64:
-			return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), nil
-		case dtFP32:
-			if math.IsInf(float64(float32(f)), 0) {
-				return dst, elemError(string(lit) + " is out of range for FP32")
-			}
-			return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), nil
-		case dtFP16:
-			if math.Abs(f) > 65504 {
-				return dst, elemError(string(lit) + " is out of range for FP16 (±65504)")
-			}
-			return binary.LittleEndian.AppendUint16(dst, float32ToHalf(float32(f))), nil
-		default: // BF16
-			h := float32ToBF16(float32(f))
-			if h&0x7fff == 0x7f80 { // rounded to ±Inf
-				return dst, elemError(string(lit) + " is out of range for BF16")
-			}
-			return binary.LittleEndian.AppendUint16(dst, h), nil
-		}
-	}
-	if !isInt {
-		return dst, elemError(string(lit) + " is not an integer; " + dtypeNames[dt] + " wants integers")
-	}
-	if dt == dtUint64 {
-		if lit[0] == '-' {
-			return dst, elemError(string(lit) + " is out of range for UINT64 (0..18446744073709551615)")
-		}
-		u, err := strconv.ParseUint(string(lit), 10, 64)
-		if err != nil {
-			return dst, elemError(string(lit) + " is out of range for UINT64 (0..18446744073709551615)")
-		}
-		return binary.LittleEndian.AppendUint64(dst, u), nil
-	}
-	v, ok := parseInt(lit)
-	lo, hi := intRange(dt)
-	if !ok || v < lo || v > hi {
-		return dst, elemError(string(lit) + " is out of range for " + dtypeNames[dt] + " (" + strconv.FormatInt(lo, 10) + ".." + strconv.FormatInt(hi, 10) + ")")
-	}
-	switch dt {
-	case dtInt8, dtUint8:
-		return append(dst, byte(v)), nil
-	case dtInt16, dtUint16:
-		return binary.LittleEndian.AppendUint16(dst, uint16(v)), nil
-	case dtInt32, dtUint32:
-		return binary.LittleEndian.AppendUint32(dst, uint32(v)), nil
-	default: // INT64
-		return binary.LittleEndian.AppendUint64(dst, uint64(v)), nil
 	}
 }
 
@@ -682,18 +568,6 @@ func parseInt(lit []byte) (int64, bool) {
 		return 0, false
 	}
 	return int64(u), true
-}
-
-// parseFloat parses a JSON number literal; short literals convert on the stack.
-func parseFloat(lit []byte) (float64, error) {
-	if v, ok := parseInt(lit); ok && v > -1<<53 && v < 1<<53 {
-		return float64(v), nil // exact, and the common case for pixel data
-	}
-	f, err := strconv.ParseFloat(string(lit), 64)
-	if err != nil {
-		return 0, elemError(string(lit) + " is out of range for a 64-bit float")
-	}
-	return f, nil
 }
 
 // float32ToHalf converts to IEEE 754 binary16, rounding to nearest even.

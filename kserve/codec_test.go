@@ -53,6 +53,39 @@ func TestDecodeInferRequest(t *testing.T) {
 			}},
 		},
 		{
+			name: "null optional fields are absent",
+			body: `{"id":null,"parameters":null,"outputs":null,"inputs":[{"name":"x","parameters":null,"shape":[1],"datatype":"INT32","data":[7]}]}`,
+			want: gateway.InferRequest{Inputs: []api.Tensor{{Name: "x", Datatype: "INT32", Shape: []int64{1}, Data: gatewaytest.LE32(7)}}},
+		},
+		{
+			name: "null output parameters and binary_data_output",
+			body: `{"parameters":{"binary_data_output":null},"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[7]}],"outputs":[{"name":"y","parameters":null}]}`,
+			want: gateway.InferRequest{Inputs: []api.Tensor{{Name: "x", Datatype: "INT32", Shape: []int64{1}, Data: gatewaytest.LE32(7)}}, Outputs: []string{"y"}},
+		},
+		{
+			name: "-0 keeps its sign in floats, is 0 in integers",
+			body: `{"inputs":[{"name":"f","shape":[2],"datatype":"FP32","data":[-0,-0.0]},{"name":"d","shape":[1],"datatype":"FP64","data":[-0]},{"name":"i","shape":[1],"datatype":"INT8","data":[-0]},{"name":"u","shape":[1],"datatype":"UINT64","data":[-0]}]}`,
+			want: gateway.InferRequest{Inputs: []api.Tensor{
+				{Name: "f", Datatype: "FP32", Shape: []int64{2}, Data: []byte{0, 0, 0, 0x80, 0, 0, 0, 0x80}},
+				{Name: "d", Datatype: "FP64", Shape: []int64{1}, Data: []byte{0, 0, 0, 0, 0, 0, 0, 0x80}},
+				{Name: "i", Datatype: "INT8", Shape: []int64{1}, Data: []byte{0}},
+				{Name: "u", Datatype: "UINT64", Shape: []int64{1}, Data: make([]byte, 8)},
+			}},
+		},
+		{
+			// 1 + 2^-24 is the midpoint between float32 1 and its successor; a
+			// decimal a hair above it rounds up. Through float64 it first rounds
+			// to the midpoint itself, then (ties to even) down to 1.
+			name: "FP32 rounded once",
+			body: `{"inputs":[{"name":"f","shape":[1],"datatype":"FP32","data":[1.00000005960464477539062500000001]}]}`,
+			want: gateway.InferRequest{Inputs: []api.Tensor{{Name: "f", Datatype: "FP32", Shape: []int64{1}, Data: gatewaytest.FP32(math.Nextafter32(1, 2))}}},
+		},
+		{
+			name: "nested exactly as a 3-d shape",
+			body: `{"inputs":[{"name":"x","shape":[2,1,2],"datatype":"INT16","data":[[[1,2]],[[3,4]]]}]}`,
+			want: gateway.InferRequest{Inputs: []api.Tensor{{Name: "x", Datatype: "INT16", Shape: []int64{2, 1, 2}, Data: []byte{1, 0, 2, 0, 3, 0, 4, 0}}}},
+		},
+		{
 			name: "empty tensor",
 			body: ` { "inputs" : [ { "name" : "e" , "shape" : [0,3] , "datatype" : "FP64" , "data" : [ ] } ] } `,
 			want: gateway.InferRequest{Inputs: []api.Tensor{{Name: "e", Datatype: "FP64", Shape: []int64{0, 3}, Data: []byte{}}}},
@@ -93,7 +126,26 @@ func TestDecodeInferRequestErrors(t *testing.T) {
 		{"missing data", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32"}]}`, `input "x": missing "data"`},
 		{"binary extension", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}}]}`, "binary tensor data extension"},
 		{"count mismatch", `{"inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5]}]}`, `input "x": shape [2 3] needs 6 elements, data has 5`},
-		{"too many", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[[1],[2]]}]}`, `needs 1 elements, data has 2`},
+		{"too many", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1,2]}]}`, `shape [1] needs 1 elements, data has more`},
+		{"nested for a 1-d shape", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[[1],[2]]}]}`, `ragged data: data[0] is an array among scalars`},
+		// Strict input (issue 23): each of these was accepted, or refused for the wrong reason, before.
+		{"duplicate inputs", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"inputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1]}]}`, `duplicate key "inputs"`},
+		{"shape after data", `{"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2],"shape":[1,3]}]}`, `duplicate key "shape"`},
+		{"duplicate id", `{"id":"a","id":"b","inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}`, `duplicate key "id"`},
+		{"duplicate escaped key", `{"inputs":[{"name":"x","name":"y","shape":[1],"datatype":"FP32","data":[1]}]}`, `duplicate key "name"`},
+		{"duplicate in parameters", `{"parameters":{"a":1,"a":2},"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}`, `duplicate key "a"`},
+		{"duplicate in a skipped object", `{"extra":{"k":{"z":1,"z":1}},"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}`, `duplicate key "z"`},
+		{"duplicate in output", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{"name":"y","name":"z"}]}`, `duplicate key "name"`},
+		{"ragged rows", `{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2,3],[4]]}]}`, `ragged data: data[0] has more than 2 elements; shape [2 2] wants 2 at depth 2`},
+		{"ragged short row", `{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[4]]}]}`, `ragged data: data[1] has 1 elements; shape [2 2] wants 2 at depth 2`},
+		{"too few rows", `{"inputs":[{"name":"x","shape":[3,1],"datatype":"FP32","data":[[1],[2]]}]}`, `ragged data: data has 2 elements; shape [3 1] wants 3 at depth 1`},
+		{"nested too deep", `{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[[1,2]],[[3,4]]]}]}`, `ragged data: data[0][0] is an array; shape [2 2] has scalars at depth 2`},
+		{"scalar beside arrays", `{"inputs":[{"name":"x","shape":[2,1],"datatype":"FP32","data":[[1],2]}]}`, `ragged data: data[1] is not an array`},
+		{"array among flat scalars", `{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,[2]]}]}`, `ragged data: data[1] is an array among scalars`},
+		{"null inputs", `{"inputs":null}`, `missing inputs`},
+		{"null name", `{"inputs":[{"name":null,"shape":[1],"datatype":"FP32","data":[1]}]}`, `inputs[0]: missing "name"`},
+		{"null element", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[null]}]}`, `want a number for FP32`},
+		{"uint64 over", `{"inputs":[{"name":"x","shape":[1],"datatype":"UINT64","data":[18446744073709551616]}]}`, `out of range for UINT64`},
 		{"uint8 out of range", `{"inputs":[{"name":"x","shape":[2],"datatype":"UINT8","data":[1,256]}]}`, `input "x": data element 1: 256 is out of range for UINT8 (0..255)`},
 		{"int32 out of range", `{"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[-2147483649]}]}`, `out of range for INT32`},
 		{"int64 overflow", `{"inputs":[{"name":"x","shape":[1],"datatype":"INT64","data":[9223372036854775808]}]}`, `out of range for INT64`},

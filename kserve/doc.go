@@ -19,10 +19,27 @@
 // gives). Routes:
 //
 //	HTTP: GET /v2, /v2/health/live, /v2/health/ready,
-//	      /v2/models/{session}[/versions/{v}], .../ready;
-//	      POST /v2/models/{session}[/versions/{v}]/infer;
+//	      /v2/models/{session}[/versions/1], .../ready, .../stats, /v2/models/stats;
+//	      POST /v2/models/{session}[/versions/1]/infer, /v2/repository/index;
 //	      GET /metrics (ServerOptions.Metrics); /admin/ (ServerOptions.Admin)
-//	gRPC: inference.GRPCInferenceService, grpc.health.v1.Health, server reflection
+//	gRPC: inference.GRPCInferenceService (with ModelStatistics and
+//	      RepositoryIndex), grpc.health.v1.Health, server reflection
+//
+// A session has one version, SessionVersion ("1"); any other is 404 /
+// NOT_FOUND. A request body may be compressed (Content-Encoding gzip, deflate,
+// br, zstd; requestBody in encoding.go), and MaxBodyBytes holds after
+// decompression; responses are compressed as Accept-Encoding asks.
+//
+// The JSON decoder is strict (docs/protocol.md, "Strict input"): a duplicate
+// key, data nested otherwise than flat or exactly as the shape, and a number
+// that does not fit its datatype are ErrBadInput naming what and where;
+// null is an absent field. Numbers are converted from what the scanner
+// accumulated in its one pass (num in jsonscan.go, number.go), rounded once
+// to the element type.
+//
+// Statistics (stats.go): each session's successes, failures, queue and
+// compute time are atomic counters in a copy-on-write table, added to by the
+// handlers after each request without a lock.
 //
 // Why a hand-written JSON scanner: a request body is mostly one long array of
 // numbers, decoded straight into little-endian tensor bytes; a generic decoder
@@ -49,6 +66,14 @@
 // ErrOverloaded 429 RESOURCE_EXHAUSTED, ErrDeadline 504 DEADLINE_EXCEEDED,
 // ErrUnavailable 503 UNAVAILABLE, a cancelled client 499 CANCELLED, anything
 // else 502 UNAVAILABLE. An HTTP error body is {"error": "<message>"}.
+//
+// What a client reads of an error is publicMessage's: the message of an
+// error made for it (gateway.BadInput, gateway.Public: about its request and
+// the session's public metadata), else a fixed message for the class that
+// names the session; then " (request id <id>)", the request's "id" or one
+// made here. The error's chain, which may name backends' addresses and
+// carry their errors, is logged under that id (ServerOptions.Logger), never
+// answered.
 //
 // # Who calls what
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
@@ -18,7 +20,7 @@ func HTTPStatus(err error) int {
 		return http.StatusOK
 	case errors.Is(err, gateway.ErrBadInput):
 		return http.StatusBadRequest
-	case errors.Is(err, gateway.ErrUnknownSession):
+	case errors.Is(err, gateway.ErrUnknownSession), errors.Is(err, errUnknownVersion):
 		return http.StatusNotFound
 	case errors.Is(err, gateway.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
@@ -41,7 +43,7 @@ func GRPCCode(err error) codes.Code {
 		return codes.OK
 	case errors.Is(err, gateway.ErrBadInput):
 		return codes.InvalidArgument
-	case errors.Is(err, gateway.ErrUnknownSession):
+	case errors.Is(err, gateway.ErrUnknownSession), errors.Is(err, errUnknownVersion):
 		return codes.NotFound
 	case errors.Is(err, gateway.ErrTooLarge), errors.Is(err, gateway.ErrOverloaded):
 		return codes.ResourceExhausted
@@ -51,4 +53,65 @@ func GRPCCode(err error) codes.Code {
 		return codes.Canceled
 	}
 	return codes.Unavailable
+}
+
+// publicMessage returns what a client is told of err, a failure of a request
+// to session ("" outside the model routes): the message of an error made for
+// the client (gateway.BadInput, gateway.Public: what was wrong with the request,
+// what is allowed), else a stable message for err's class that names only
+// the session. The error's chain (backend addresses, processes, Go errors
+// from behind the gateway) goes to the log under the request id instead
+// (logFailure), never to the client.
+func (s *Server) publicMessage(err error, session string) string {
+	if msg, ok := gateway.PublicMessage(err); ok {
+		return msg
+	}
+	q := strconv.Quote(session)
+	switch {
+	case errors.Is(err, gateway.ErrUnknownSession):
+		return "unknown session " + q + "; known sessions: " + strings.Join(s.exec.Sessions(), ", ")
+	case errors.Is(err, gateway.ErrBadInput):
+		return "bad input: a model of session " + q + " refused the request's inputs"
+	case errors.Is(err, gateway.ErrTooLarge):
+		return "request too large: the body is over the limit of " + strconv.Itoa(s.opts.MaxBodyBytes) + " bytes (--max-body)"
+	case errors.Is(err, gateway.ErrOverloaded):
+		return "overloaded: session " + q + " cannot answer within its deadline at the current load; retry later"
+	case errors.Is(err, gateway.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+		return "deadline exceeded: session " + q + " did not answer within the request's deadline"
+	case errors.Is(err, gateway.ErrUnavailable):
+		return "unavailable: session " + q + " cannot be served now; retry later"
+	case errors.Is(err, context.Canceled):
+		return "cancelled: the client cancelled the request"
+	}
+	return "backend error: a backend of session " + q + " failed or answered something unusable"
+}
+
+// requestID returns the id a failure is reported and logged under: the
+// request's own "id" when it has one, else one made here (unique within the
+// process: a random prefix per Server and a counter). Only failures call it.
+func (s *Server) requestID(given string) string {
+	if given != "" {
+		return given
+	}
+	return s.idPrefix + strconv.FormatUint(s.idSeq.Add(1), 10)
+}
+
+// errUnknownVersion is a model version a session does not have (HTTP 404,
+// gRPC NOT_FOUND, as Triton answers).
+var errUnknownVersion = errors.New("unknown version")
+
+// SessionVersion is the one version every session has, as model metadata
+// lists it.
+const SessionVersion = "1"
+
+// checkVersion refuses a version of session other than SessionVersion (""
+// is no version: the default). An unknown session is refused first.
+func (s *Server) checkVersion(session, version string) error {
+	if version == "" || version == SessionVersion {
+		return nil
+	}
+	if err := s.exec.CheckSession(session); err != nil {
+		return err
+	}
+	return gateway.Public(errUnknownVersion, "%v %q of session %q; versions: %s", errUnknownVersion, version, session, SessionVersion)
 }

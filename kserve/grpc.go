@@ -14,6 +14,7 @@ import (
 	"github.com/piccolo-serving/piccolo/tracing"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // clients may send gzip messages; MaxRecvMsgSize holds after decompression
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
@@ -51,9 +52,12 @@ func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	return g
 }
 
-// grpcError converts err to a status with the code GRPCCode maps it to.
-func grpcError(err error) error {
-	return status.Error(GRPCCode(err), err.Error())
+// grpcFail is fail's gRPC twin: a status with the code GRPCCode maps err to
+// and the message fail writes; err's whole chain goes to the log.
+func (s *Server) grpcFail(session, id string, err error) error {
+	id = s.requestID(id)
+	s.logFailure(session, id, err)
+	return status.Error(GRPCCode(err), s.publicMessage(err, session)+" (request id "+id+")")
 }
 
 func (g *grpcService) ServerLive(context.Context, *inference.ServerLiveRequest) (*inference.ServerLiveResponse, error) {
@@ -65,20 +69,26 @@ func (g *grpcService) ServerReady(context.Context, *inference.ServerReadyRequest
 }
 
 func (g *grpcService) ServerMetadata(context.Context, *inference.ServerMetadataRequest) (*inference.ServerMetadataResponse, error) {
-	return &inference.ServerMetadataResponse{Name: "piccolo", Version: g.s.opts.Version, Extensions: []string{ExtensionBinaryData}}, nil
+	return &inference.ServerMetadataResponse{Name: "piccolo", Version: g.s.opts.Version, Extensions: []string{ExtensionBinaryData, ExtensionStatistics}}, nil
 }
 
 func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {
 	if err := g.s.exec.CheckSession(req.GetName()); err != nil {
-		return nil, grpcError(err)
+		return nil, g.s.grpcFail(req.GetName(), "", err)
+	}
+	if err := g.s.checkVersion(req.GetName(), req.GetVersion()); err != nil {
+		return nil, g.s.grpcFail(req.GetName(), "", err)
 	}
 	return &inference.ModelReadyResponse{Ready: g.s.ready.Load()}, nil
 }
 
 func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetadataRequest) (*inference.ModelMetadataResponse, error) {
 	md, err := g.s.exec.Metadata(req.GetName())
+	if err == nil {
+		err = g.s.checkVersion(req.GetName(), req.GetVersion())
+	}
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, g.s.grpcFail(req.GetName(), "", err)
 	}
 	in, out := md.Inputs, md.Outputs
 	conv := func(ts []gateway.TensorMeta) []*inference.ModelMetadataResponse_TensorMetadata {
@@ -88,7 +98,7 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetad
 		}
 		return r
 	}
-	return &inference.ModelMetadataResponse{Name: md.Name, Versions: []string{"1"}, Platform: "piccolo_session",
+	return &inference.ModelMetadataResponse{Name: md.Name, Versions: []string{SessionVersion}, Platform: "piccolo_session",
 		Inputs: conv(in), Outputs: conv(out)}, nil
 }
 
@@ -109,7 +119,8 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 			_ = grpc.SetHeader(ctx, metadata.Pairs("traceparent", tp))
 		}
 	}
-	resp, err := g.modelInfer(ctx, req)
+	var gresp gateway.InferResponse
+	resp, err := g.modelInfer(ctx, req, &gresp)
 	status := http.StatusOK
 	if err != nil {
 		status = HTTPStatus(err)
@@ -117,17 +128,21 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 	if span != nil {
 		tracing.EndRPC(span, status)
 	}
-	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, time.Since(start))
+	took := time.Since(start)
+	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, took)
+	g.s.stats.observe(g.s.exec, req.GetModelName(), status, took, &gresp)
 	if err != nil {
-		g.s.logFailure(req.GetModelName(), req.GetId(), err)
-		return nil, grpcError(err)
+		return nil, g.s.grpcFail(req.GetModelName(), req.GetId(), err)
 	}
 	return resp, nil
 }
 
 // modelInfer answers ModelInfer; errors are the gateway's, not yet statuses.
-func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest, gresp *gateway.InferResponse) (*inference.ModelInferResponse, error) {
 	session := req.GetModelName()
+	if err := g.s.checkVersion(session, req.GetModelVersion()); err != nil {
+		return nil, err
+	}
 	if err := g.s.exec.CheckSession(session); err != nil {
 		return nil, err
 	}
@@ -145,10 +160,10 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 		}
 		r.Outputs = append(r.Outputs, o.GetName())
 	}
-	var resp gateway.InferResponse
-	if err := g.s.exec.Infer(ctx, session, &r, &resp); err != nil {
+	if err := g.s.exec.Infer(ctx, session, &r, gresp); err != nil {
 		return nil, err
 	}
+	resp := gresp
 	out := &inference.ModelInferResponse{
 		ModelName:         resp.ModelName,
 		Id:                resp.ID,
@@ -167,6 +182,22 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 		out.RawOutputContents[i] = t.Data
 	}
 	return out, nil
+}
+
+// ModelStatistics answers the statistics extension (stats.go) for one
+// session, or every session when the name is empty.
+func (g *grpcService) ModelStatistics(_ context.Context, req *inference.ModelStatisticsRequest) (*inference.ModelStatisticsResponse, error) {
+	r, err := g.s.modelStatistics(req.GetName(), req.GetVersion())
+	if err != nil {
+		return nil, g.s.grpcFail(req.GetName(), "", err)
+	}
+	return r, nil
+}
+
+// RepositoryIndex lists the sessions (stats.go, repositoryIndex). Loading and
+// unloading stay unimplemented: the control plane places models.
+func (g *grpcService) RepositoryIndex(_ context.Context, req *inference.RepositoryIndexRequest) (*inference.RepositoryIndexResponse, error) {
+	return &inference.RepositoryIndexResponse{Models: g.s.repositoryIndex(req.GetReady())}, nil
 }
 
 // grpcSchedule reads Triton's schedule policy parameters, "timeout" (µs)

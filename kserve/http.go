@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -33,8 +34,9 @@ const DefaultMaxBodyBytes = 64 << 20
 
 // ServerOptions configures the client-facing servers.
 type ServerOptions struct {
-	// MaxBodyBytes limits a request body (HTTP) or message (gRPC); over it, HTTP
-	// answers 413 and gRPC RESOURCE_EXHAUSTED. 0 means DefaultMaxBodyBytes.
+	// MaxBodyBytes limits a request body (HTTP) or message (gRPC), compressed
+	// and after decompression; over it, HTTP answers 413 and gRPC
+	// RESOURCE_EXHAUSTED. 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int
 	// Version is reported by server metadata.
 	Version string
@@ -55,11 +57,15 @@ type ServerOptions struct {
 // and gRPC. Every method is safe for concurrent use; the handlers run on the
 // servers' goroutines and block them for the duration of one request.
 type Server struct {
-	exec   *gateway.DAGRunner
-	opts   ServerOptions
-	ready  atomic.Bool    // the one readiness fact; health mirrors it for gRPC
-	health *health.Server // grpc.health.v1, services "" and HealthService
-	bufs   sync.Pool      // *[]byte response buffers
+	exec  *gateway.DAGRunner
+	opts  ServerOptions
+	ready atomic.Bool // the one readiness fact; health mirrors it for gRPC
+	// idPrefix and idSeq make the ids of failed requests that came without one.
+	idPrefix string
+	idSeq    atomic.Uint64
+	health   *health.Server // grpc.health.v1, services "" and HealthService
+	bufs     sync.Pool      // *[]byte response buffers
+	stats    stats          // the statistics extension's counters (stats.go)
 }
 
 // HealthService is the service name, besides the overall "", whose status the
@@ -84,7 +90,7 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	s := &Server{exec: exec, opts: opts, health: health.NewServer()}
+	s := &Server{exec: exec, opts: opts, health: health.NewServer(), idPrefix: fmt.Sprintf("piccolo-%08x-", rand.Uint32())}
 	s.SetReady(true)
 	if opts.Metrics != nil {
 		opts.Metrics.SetDAGRunner(exec)
@@ -108,10 +114,14 @@ func (s *Server) SetReady(ready bool) {
 }
 
 // NewHTTPServer returns a fasthttp server with the KServe v2 routes, the body limit
-// and JSON errors for requests fasthttp itself rejects.
+// and JSON errors for requests fasthttp itself rejects. Responses are
+// compressed when the request's Accept-Encoding allows (gzip, deflate or zstd
+// at the fastest level; fasthttp's CompressHandlerLevel, which leaves bodies
+// under 200 bytes as they are); request bodies may be compressed too
+// (requestBody).
 func (s *Server) NewHTTPServer() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:               s.HandleHTTP,
+		Handler:               fasthttp.CompressHandlerLevel(s.HandleHTTP, fasthttp.CompressBestSpeed),
 		Name:                  "piccolo",
 		MaxRequestBodySize:    s.opts.MaxBodyBytes,
 		NoDefaultServerHeader: true,
@@ -129,11 +139,17 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 				return
 			}
 			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
-				writeError(ctx, fmt.Errorf("%w: the request was not received within the read timeout", errRequestTimeout))
+				writeError(ctx, gateway.Public(errRequestTimeout, "%v: the request was not received within the read timeout", errRequestTimeout))
 				return
 			}
 			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-				writeError(ctx, fmt.Errorf("%w: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
+				writeError(ctx, gateway.Public(gateway.ErrTooLarge, "%v: the body is over the limit of %d bytes (--max-body)", gateway.ErrTooLarge, s.opts.MaxBodyBytes))
+				return
+			}
+			if ne := net.Error(nil); errors.As(err, &ne) {
+				// A socket error names the server's and the client's
+				// addresses: not for the answer.
+				writeError(ctx, gateway.BadInput("malformed HTTP request: the connection failed while it was read"))
 				return
 			}
 			writeError(ctx, gateway.BadInput("malformed HTTP request: %v", err))
@@ -152,13 +168,26 @@ var (
 // HandleHTTP routes one HTTP request:
 //
 //	GET  /v2/health/live, /v2/health/ready, /v2 (server metadata)
-//	GET  /v2/models/{session}[/versions/{v}], .../ready
-//	POST /v2/models/{session}[/versions/{v}]/infer
+//	GET  /v2/models/{session}[/versions/1], .../ready, .../stats
+//	GET  /v2/models/stats (every session's statistics)
+//	POST /v2/models/{session}[/versions/1]/infer
+//	POST /v2/repository/index
+//
+// A session named "stats" is served, but GET /v2/models/stats is the
+// statistics of all (as in Triton).
 func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	switch {
+	case string(path) == "/v2/models/stats":
+		if s.method(ctx, "GET") {
+			s.writeStats(ctx, "", "")
+		}
 	case bytes.HasPrefix(path, prefModels):
 		s.handleModel(ctx, path[len(prefModels):])
+	case string(path) == "/v2/repository/index":
+		if s.method(ctx, "POST") {
+			s.writeIndex(ctx)
+		}
 	case string(path) == "/v2/health/live":
 		if s.method(ctx, "GET") {
 			writeJSON(ctx, 200, `{"live":true}`)
@@ -173,7 +202,7 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 		}
 	case bytes.HasPrefix(path, prefAdmin):
 		if s.opts.Admin == nil {
-			writeError(ctx, fmt.Errorf("%w: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
+			writeError(ctx, gateway.Public(errNoRoute, "%v: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
 			return
 		}
 		s.opts.Admin(ctx)
@@ -182,13 +211,13 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	case bytes.Equal(path, pathV2):
 		if s.method(ctx, "GET") {
 			b := append([]byte(`{"name":"piccolo","version":`), strconv.Quote(s.opts.Version)...)
-			b = append(b, `,"extensions":["`+ExtensionBinaryData+`"]}`...)
+			b = append(b, `,"extensions":["`+ExtensionBinaryData+`","`+ExtensionStatistics+`"]}`...)
 			ctx.SetStatusCode(200)
 			ctx.SetContentTypeBytes(jsonType)
 			ctx.SetBody(b)
 		}
 	default:
-		writeError(ctx, fmt.Errorf("%w: no endpoint %s; endpoints: /v2, /v2/health/live, /v2/health/ready, /v2/models/{session}, /v2/models/{session}/ready, /v2/models/{session}/infer",
+		writeError(ctx, gateway.Public(errNoRoute, "%v: no endpoint %s; endpoints: /v2, /v2/health/live, /v2/health/ready, /v2/models/{session}, /v2/models/{session}/ready, /v2/models/{session}/infer, /v2/models/{session}/stats, /v2/models/stats, /v2/repository/index",
 			errNoRoute, strconv.Quote(string(path))))
 	}
 }
@@ -199,6 +228,7 @@ var (
 	errNotAllowed     = errors.New("method not allowed")
 	suffixInfer       = []byte("/infer")
 	suffixReady       = []byte("/ready")
+	suffixStats       = []byte("/stats")
 	infixVersions     = []byte("/versions/")
 	errEmptySession   = gateway.BadInput("empty session name in the path: want /v2/models/{session}/...")
 )
@@ -207,7 +237,7 @@ func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
 	if string(ctx.Method()) == want || (want == "GET" && ctx.IsHead()) {
 		return true
 	}
-	writeError(ctx, fmt.Errorf("%w: %s %s; use %s", errNotAllowed, ctx.Method(), ctx.Path(), want))
+	writeError(ctx, gateway.Public(errNotAllowed, "%v: %s %s; use %s", errNotAllowed, ctx.Method(), ctx.Path(), want))
 	return false
 }
 
@@ -218,15 +248,31 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		action, rest = "infer", rest[:len(rest)-len(suffixInfer)]
 	case bytes.HasSuffix(rest, suffixReady):
 		action, rest = "ready", rest[:len(rest)-len(suffixReady)]
+	case bytes.HasSuffix(rest, suffixStats):
+		action, rest = "stats", rest[:len(rest)-len(suffixStats)]
 	}
+	version := ""
 	if i := bytes.Index(rest, infixVersions); i >= 0 {
-		rest = rest[:i] // versions are accepted and ignored: a session has one
+		version, rest = string(rest[i+len(infixVersions):]), rest[:i]
+		if version == "" {
+			version = "/" // not a version: refused below
+		}
 	}
 	if len(rest) == 0 || bytes.IndexByte(rest, '/') >= 0 {
 		writeError(ctx, routeError(rest))
 		return
 	}
+	if version != "" { // not in the common case: string(rest) would allocate
+		if err := s.checkVersion(string(rest), version); err != nil {
+			s.fail(ctx, string(rest), "", err)
+			return
+		}
+	}
 	switch action {
+	case "stats":
+		if s.method(ctx, "GET") {
+			s.writeStats(ctx, string(rest), version)
+		}
 	case "infer":
 		if s.method(ctx, "POST") {
 			s.infer(ctx, rest)
@@ -236,7 +282,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 			return
 		}
 		if err := s.exec.CheckSession(string(rest)); err != nil {
-			writeError(ctx, err)
+			s.fail(ctx, string(rest), "", err)
 			return
 		}
 		if s.ready.Load() {
@@ -250,7 +296,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		}
 		md, err := s.exec.Metadata(string(rest))
 		if err != nil {
-			writeError(ctx, err)
+			s.fail(ctx, string(rest), "", err)
 			return
 		}
 		ctx.SetStatusCode(200)
@@ -263,7 +309,7 @@ func routeError(rest []byte) error {
 	if len(rest) == 0 {
 		return errEmptySession
 	}
-	return fmt.Errorf("%w: no endpoint /v2/models/%s; want /v2/models/{session}[/ready|/infer]", errNoRoute, rest)
+	return gateway.Public(errNoRoute, "%v: no endpoint /v2/models/%s; want /v2/models/{session}[/versions/1][/ready|/infer|/stats]", errNoRoute, rest)
 }
 
 // metadataJSON answers model metadata for a session: the first modules' inputs
@@ -272,7 +318,7 @@ func routeError(rest []byte) error {
 func metadataJSON(md gateway.SessionMetadata) []byte {
 	in, out := md.Inputs, md.Outputs
 	b := append([]byte(`{"name":`), strconv.Quote(md.Name)...)
-	b = append(b, `,"versions":["1"],"platform":"piccolo_session","inputs":`...)
+	b = append(b, `,"versions":["`+SessionVersion+`"],"platform":"piccolo_session","inputs":`...)
 	b = appendTensorMeta(b, in)
 	b = append(b, `,"outputs":`...)
 	b = appendTensorMeta(b, out)
@@ -315,23 +361,28 @@ func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 	if tracing.Enabled() {
 		rctx, span = tracing.StartRequest(rctx, &ctx.Request.Header, name)
 	}
-	status := s.inferHTTP(ctx, rctx, name)
+	var resp gateway.InferResponse
+	status := s.inferHTTP(ctx, rctx, name, &resp)
 	if span != nil {
 		tracing.EndRequest(span, &ctx.Response.Header, status)
 	}
-	s.opts.Metrics.Observe(name, false, status, time.Since(start))
+	took := time.Since(start)
+	s.opts.Metrics.Observe(name, false, status, took)
+	s.stats.observe(s.exec, name, status, took, &resp)
 }
 
-// inferHTTP answers one infer request and returns the status it answered with.
-// rctx is the request's context (carrying its span when traced).
-func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string) int {
+// inferHTTP answers one infer request into resp and returns the status it
+// answered with. rctx is the request's context (carrying its span when traced).
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string, resp *gateway.InferResponse) int {
 	if err := s.exec.CheckSession(name); err != nil {
-		return writeError(ctx, err)
+		return s.fail(ctx, name, "", err)
 	}
 	var req gateway.InferRequest
 	var ext binaryExt // the binary tensor data extension, if the request uses it
-	body := ctx.PostBody()
-	var err error
+	body, err := requestBody(ctx, s.opts.MaxBodyBytes)
+	if err != nil {
+		return s.fail(ctx, name, "", err)
+	}
 	if v := ctx.Request.Header.Peek(HeaderContentLength); v != nil {
 		var n int
 		if n, err = parseHeaderLen(v, len(body)); err == nil {
@@ -341,29 +392,27 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name 
 		err = decodeRequest(body, &req, &ext)
 	}
 	if err != nil {
-		return writeError(ctx, err)
+		return s.fail(ctx, name, req.ID, err)
 	}
 	if v := ctx.Request.Header.Peek(HeaderTimeout); v != nil {
 		if req.Timeout, err = parseTimeout(v); err != nil {
-			return writeError(ctx, err)
+			return s.fail(ctx, name, req.ID, err)
 		}
 	}
-	var resp gateway.InferResponse
-	if err := s.exec.Infer(rctx, name, &req, &resp); err != nil {
-		s.logFailure(name, req.ID, err)
-		return writeError(ctx, err)
+	if err := s.exec.Infer(rctx, name, &req, resp); err != nil {
+		return s.fail(ctx, name, req.ID, err)
 	}
 	bp := s.getBuf()
 	var b []byte
 	headerLen := -1
 	if ext.anyBinaryOutput() {
-		b, headerLen, err = appendBinaryInferResponse((*bp)[:0], &resp, &ext)
+		b, headerLen, err = appendBinaryInferResponse((*bp)[:0], resp, &ext)
 	} else {
-		b, err = AppendInferResponse((*bp)[:0], &resp)
+		b, err = AppendInferResponse((*bp)[:0], resp)
 	}
 	if err != nil {
 		s.putBuf(bp)
-		return writeError(ctx, fmt.Errorf("session %q: %w", name, err))
+		return s.fail(ctx, name, req.ID, err)
 	}
 	ctx.SetStatusCode(200)
 	if headerLen >= 0 {
@@ -377,6 +426,31 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name 
 	*bp = b
 	s.putBuf(bp)
 	return 200
+}
+
+// writeStats answers GET /v2/models[/{session}[/versions/{v}]]/stats.
+func (s *Server) writeStats(ctx *fasthttp.RequestCtx, session, version string) {
+	r, err := s.modelStatistics(session, version)
+	if err != nil {
+		s.fail(ctx, session, "", err)
+		return
+	}
+	ctx.SetStatusCode(200)
+	ctx.SetContentTypeBytes(jsonType)
+	ctx.SetBody(appendStatsJSON(make([]byte, 0, 512), r))
+}
+
+// writeIndex answers POST /v2/repository/index: its optional body is
+// {"ready": true|false}.
+func (s *Server) writeIndex(ctx *fasthttp.RequestCtx) {
+	readyOnly, err := decodeIndexRequest(ctx.PostBody())
+	if err != nil {
+		s.fail(ctx, "", "", err)
+		return
+	}
+	ctx.SetStatusCode(200)
+	ctx.SetContentTypeBytes(jsonType)
+	ctx.SetBody(appendIndexJSON(make([]byte, 0, 256), s.repositoryIndex(readyOnly)))
 }
 
 func (s *Server) getBuf() *[]byte {
@@ -399,15 +473,38 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, body string) {
 	ctx.SetBodyString(body)
 }
 
+// fail answers a failed request to session: the status HTTPStatus maps err
+// to and {"error": "<publicMessage> (request id <id>)"} (the spec's error
+// object has the one key); it logs err's whole chain under that id
+// (logFailure) and returns the status.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, session, id string, err error) int {
+	id = s.requestID(id)
+	s.logFailure(session, id, err)
+	return writeErrorMessage(ctx, err, s.publicMessage(err, session)+" (request id "+id+")")
+}
+
 // writeError answers {"error": "..."} with the status HTTPStatus maps err to,
-// and returns that status.
+// and returns that status: for the errors of routes and of the HTTP layer,
+// made with gateway.Public or BadInput (anything else is answered with its
+// status's text only).
 func writeError(ctx *fasthttp.RequestCtx, err error) int {
+	msg, ok := gateway.PublicMessage(err)
+	if !ok {
+		msg = strings.ToLower(fasthttp.StatusMessage(HTTPStatus(err)))
+	}
+	return writeErrorMessage(ctx, err, msg)
+}
+
+// writeErrorMessage answers {"error": msg} with the status err maps to.
+func writeErrorMessage(ctx *fasthttp.RequestCtx, err error, msg string) int {
 	status := HTTPStatus(err)
 	switch {
 	case errors.Is(err, errNoRoute):
 		status = fasthttp.StatusNotFound
 	case errors.Is(err, errNotAllowed):
 		status = fasthttp.StatusMethodNotAllowed
+	case errors.Is(err, errUnsupportedEncoding):
+		status = fasthttp.StatusUnsupportedMediaType
 	case errors.Is(err, errRequestTimeout):
 		status = fasthttp.StatusRequestTimeout
 		ctx.SetConnectionClose()
@@ -418,7 +515,7 @@ func writeError(ctx *fasthttp.RequestCtx, err error) int {
 		ctx.Response.Header.Set("Retry-After", "1")
 	}
 	b := append(make([]byte, 0, 128), `{"error":`...)
-	b = appendString(b, err.Error())
+	b = appendString(b, msg)
 	ctx.SetBody(append(b, '}'))
 	return status
 }

@@ -1,6 +1,7 @@
 package kserve
 
 import (
+	"math"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -18,6 +19,7 @@ type scanner struct {
 	b       []byte
 	i       int
 	scratch []byte // unescaped strings that had escapes
+	escaped bool   // the last str had escapes: its bytes are in scratch, valid until the next str
 }
 
 // maxDepth bounds nesting (objects and arrays) so hostile input cannot exhaust the stack.
@@ -81,16 +83,66 @@ func (s *scanner) more(closing byte, first bool) (bool, error) {
 	return true, nil
 }
 
-// key reads an object key and the ':' after it.
-func (s *scanner) key() ([]byte, error) {
+// key reads an object key and the ':' after it, and refuses a key the object
+// already had (seen holds the object's keys so far; RFC 8259 leaves what a
+// duplicate means to each reader, so a client and the gateway could disagree
+// on which value counts: we refuse it, naming the key).
+func (s *scanner) key(seen *keySet) ([]byte, error) {
 	if s.peek() != '"' {
 		return nil, s.errf("want an object key (a string)")
 	}
+	at := s.i
 	k, err := s.str()
 	if err != nil {
 		return nil, err
 	}
+	if !seen.add(k, s.escaped) {
+		return nil, gateway.BadInput("malformed JSON at byte %d: duplicate key %q: each key may appear once in an object", at, k)
+	}
 	return k, s.expect(':')
+}
+
+// null consumes a JSON null if it is next: an optional field whose value is
+// null is read as absent (what clients that serialise nil fields send).
+func (s *scanner) null() bool {
+	return s.peek() == 'n' && s.literal("null")
+}
+
+// keySet is the keys of one JSON object read so far. The first len(inline)
+// are kept in place (subslices of the body: no allocation for the objects of
+// an infer request); a larger object spills into a map, so a hostile object
+// of many keys costs linear time, not quadratic.
+type keySet struct {
+	n      int
+	inline [8][]byte
+	more   map[string]struct{}
+}
+
+// add records k and reports false if the object already had it. copyKey says
+// k is only valid until the scanner's next string (it had escapes).
+func (ks *keySet) add(k []byte, copyKey bool) bool {
+	for _, x := range ks.inline[:min(ks.n, len(ks.inline))] {
+		if string(x) == string(k) {
+			return false
+		}
+	}
+	if ks.n < len(ks.inline) {
+		if copyKey {
+			k = append([]byte(nil), k...)
+		}
+		ks.inline[ks.n] = k
+		ks.n++
+		return true
+	}
+	if ks.more == nil {
+		ks.more = make(map[string]struct{})
+	}
+	if _, dup := ks.more[string(k)]; dup {
+		return false
+	}
+	ks.more[string(k)] = struct{}{}
+	ks.n++
+	return true
 }
 
 // str reads a JSON string at the current position (which must be '"') and returns
@@ -101,6 +153,7 @@ func (s *scanner) str() ([]byte, error) {
 		return nil, s.errf("want a string")
 	}
 	s.i++
+	s.escaped = false
 	start := s.i
 	for s.i < len(s.b) {
 		c := s.b[s.i]
@@ -127,6 +180,7 @@ func (s *scanner) str() ([]byte, error) {
 }
 
 func (s *scanner) strSlow(start int) ([]byte, error) {
+	s.escaped = true
 	out := append(s.scratch[:0], s.b[start:s.i]...)
 	for s.i < len(s.b) {
 		c := s.b[s.i]
@@ -216,54 +270,115 @@ func (s *scanner) hex4() (rune, bool) {
 	return r, true
 }
 
-// number reads a JSON number literal and returns its bytes; isInt reports that it
-// has neither a fraction nor an exponent.
-func (s *scanner) number() (lit []byte, isInt bool, err error) {
+// num is a JSON number as the scanner reads it: its literal and, in the same
+// pass, its decimal value, ±man × 10^exp10 (exact unless trunc).
+type num struct {
+	lit   []byte
+	man   uint64 // the significant digits, as many as fit in a uint64
+	exp10 int    // clamped to ±maxExp10: beyond it every float is 0 or ±Inf
+	neg   bool
+	isInt bool // no fraction and no exponent
+	trunc bool // more significant digits than a uint64 holds: man is not exact
+}
+
+const (
+	manCutoff = math.MaxUint64 / 10 // man*10 + d fits when man < manCutoff, or == and d <= 5
+	maxExp10  = 1 << 14
+)
+
+// fits reports whether man*10 + d fits in a uint64.
+func fits(man, d uint64) bool {
+	return man < manCutoff || (man == manCutoff && d <= math.MaxUint64%10)
+}
+
+// number reads a JSON number literal (RFC 8259: no leading zeros, no '+', no
+// bare '.') into n. The digits are accumulated as they are checked, so
+// converting n (n.float32, n.float64, n.int64) does not read the literal again.
+func (s *scanner) number(n *num) error {
 	s.ws()
-	start := s.i
-	isInt = true
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		s.i++
+	b := s.b
+	i := s.i
+	*n = num{isInt: true}
+	if i < len(b) && b[i] == '-' {
+		n.neg = true
+		i++
 	}
-	if s.i >= len(s.b) {
-		return nil, false, s.errf("want a number")
+	var man uint64
+	exp := 0      // the decimal exponent of man's last digit
+	full := false // man took all the digits it can: the rest are dropped
+	if i >= len(b) {
+		s.i = i
+		return s.errf("want a number")
 	}
-	switch c := s.b[s.i]; {
+	switch c := b[i]; {
 	case c == '0':
-		s.i++
+		i++
 	case '1' <= c && c <= '9':
-		for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-			s.i++
+		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+			if d := uint64(b[i] - '0'); !full && fits(man, d) {
+				man = man*10 + d
+			} else {
+				full = true
+				exp++ // a dropped integer digit still scales the value
+				if b[i] != '0' {
+					n.trunc = true
+				}
+			}
 		}
 	default:
-		return nil, false, s.errf("want a number")
+		s.i = i
+		return s.errf("want a number")
 	}
-	if s.i < len(s.b) && s.b[s.i] == '.' {
-		isInt = false
-		s.i++
-		d := s.i
-		for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-			s.i++
+	if i < len(b) && b[i] == '.' {
+		n.isInt = false
+		i++
+		start := i
+		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+			switch d := uint64(b[i] - '0'); {
+			case man == 0 && d == 0:
+				exp-- // a leading zero of the fraction
+			case !full && fits(man, d):
+				man = man*10 + d
+				exp--
+			default:
+				full = true
+				n.trunc = n.trunc || d != 0
+			}
 		}
-		if s.i == d {
-			return nil, false, s.errf("want a digit after '.'")
-		}
-	}
-	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
-		isInt = false
-		s.i++
-		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
-			s.i++
-		}
-		d := s.i
-		for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-			s.i++
-		}
-		if s.i == d {
-			return nil, false, s.errf("want a digit in the exponent")
+		if i == start {
+			s.i = i
+			return s.errf("want a digit after '.'")
 		}
 	}
-	return s.b[start:s.i], isInt, nil
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		n.isInt = false
+		i++
+		eneg := false
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			eneg = b[i] == '-'
+			i++
+		}
+		start := i
+		e := 0
+		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+			if e < maxExp10 {
+				e = e*10 + int(b[i]-'0')
+			}
+		}
+		if i == start {
+			s.i = i
+			return s.errf("want a digit in the exponent")
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	n.lit = b[s.i:i]
+	n.man = man
+	n.exp10 = max(-maxExp10, min(exp, maxExp10))
+	s.i = i
+	return nil
 }
 
 // literal consumes word (true, false, null) if it is next.
@@ -284,6 +399,7 @@ func (s *scanner) skip(depth int) error {
 	switch c := s.peek(); c {
 	case '{':
 		s.i++
+		var seen keySet
 		for first := true; ; first = false {
 			ok, err := s.more('}', first)
 			if err != nil {
@@ -292,7 +408,7 @@ func (s *scanner) skip(depth int) error {
 			if !ok {
 				return nil
 			}
-			if _, err := s.key(); err != nil {
+			if _, err := s.key(&seen); err != nil {
 				return err
 			}
 			if err := s.skip(depth + 1); err != nil {
@@ -332,8 +448,8 @@ func (s *scanner) skip(depth int) error {
 		return s.errf("unexpected end of input, want a value")
 	default:
 		if c == '-' || ('0' <= c && c <= '9') {
-			_, _, err := s.number()
-			return err
+			var n num
+			return s.number(&n)
 		}
 	}
 	return s.errf("want a value, got %q", s.b[s.i])

@@ -6,7 +6,8 @@
 # the seconds and the gateway's and backend's log lines with their times.
 #
 # Usage: scripts/start-to-ready.sh [sim|ocr] [runs, default 3]
-#   sim: the sim executor, one v100 model (the gateway's own start-up);
+#   sim: the sim executor on v100 serving the demo's m2 → m3 session
+#        (configs/demo/paper-gpus.yaml): the gateway's own start-up;
 #   ocr: the onnx executor (cpu-1t) serving OCR det → cls → rec from
 #        configs/ocr.yaml's profiles (needs make models): the gateway waits for
 #        the backend to load the three models.
@@ -21,21 +22,7 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 case $kind in
 sim)
 	hw=v100 exe=sim
-	cat >"$dir/cfg.yaml" <<'YAML'
-hardware:
-  - {name: v100, price: 3}
-profiles:
-  - model: det
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 30ms}
-      - {batch: 4, concurrency: 1, duration: 40ms}
-sessions:
-  - name: s
-    slo: 1s
-    modules:
-      - {name: d, model: det, rate: 20}
-YAML
+	cp configs/demo/paper-gpus.yaml "$dir/cfg.yaml"
 	;;
 ocr)
 	hw=cpu-1t exe=onnx

@@ -1,5 +1,6 @@
 // The KServe v2 / Open Inference Protocol gRPC API, with Triton's model-repository
-// extension (RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload).
+// extension (RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload) and
+// statistics extension (ModelStatistics).
 //
 // Written for Piccolo from the public protocol description. Package, service,
 // message and field names and numbers follow the published protocol exactly, so
@@ -935,6 +936,410 @@ func (x *ModelInferResponse) GetRawOutputContents() [][]byte {
 	return nil
 }
 
+type ModelStatisticsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name empty means every model.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// version empty means every version.
+	Version       string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelStatisticsRequest) Reset() {
+	*x = ModelStatisticsRequest{}
+	mi := &file_grpc_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelStatisticsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelStatisticsRequest) ProtoMessage() {}
+
+func (x *ModelStatisticsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelStatisticsRequest.ProtoReflect.Descriptor instead.
+func (*ModelStatisticsRequest) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ModelStatisticsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelStatisticsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+// StatisticDuration is a cumulative count and its total duration.
+type StatisticDuration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Count uint64                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// ns is the total duration in nanoseconds.
+	Ns            uint64 `protobuf:"varint,2,opt,name=ns,proto3" json:"ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatisticDuration) Reset() {
+	*x = StatisticDuration{}
+	mi := &file_grpc_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatisticDuration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatisticDuration) ProtoMessage() {}
+
+func (x *StatisticDuration) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatisticDuration.ProtoReflect.Descriptor instead.
+func (*StatisticDuration) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *StatisticDuration) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *StatisticDuration) GetNs() uint64 {
+	if x != nil {
+		return x.Ns
+	}
+	return 0
+}
+
+type InferStatistics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// success and fail: requests that succeeded and failed, and their durations.
+	Success *StatisticDuration `protobuf:"bytes,1,opt,name=success,proto3" json:"success,omitempty"`
+	Fail    *StatisticDuration `protobuf:"bytes,2,opt,name=fail,proto3" json:"fail,omitempty"`
+	// queue: the time requests waited in scheduling queues.
+	Queue *StatisticDuration `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	// compute_input, compute_infer, compute_output: the time to prepare the
+	// inputs, run the model and extract the outputs.
+	ComputeInput  *StatisticDuration `protobuf:"bytes,4,opt,name=compute_input,json=computeInput,proto3" json:"compute_input,omitempty"`
+	ComputeInfer  *StatisticDuration `protobuf:"bytes,5,opt,name=compute_infer,json=computeInfer,proto3" json:"compute_infer,omitempty"`
+	ComputeOutput *StatisticDuration `protobuf:"bytes,6,opt,name=compute_output,json=computeOutput,proto3" json:"compute_output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InferStatistics) Reset() {
+	*x = InferStatistics{}
+	mi := &file_grpc_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InferStatistics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InferStatistics) ProtoMessage() {}
+
+func (x *InferStatistics) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InferStatistics.ProtoReflect.Descriptor instead.
+func (*InferStatistics) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *InferStatistics) GetSuccess() *StatisticDuration {
+	if x != nil {
+		return x.Success
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetFail() *StatisticDuration {
+	if x != nil {
+		return x.Fail
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetQueue() *StatisticDuration {
+	if x != nil {
+		return x.Queue
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetComputeInput() *StatisticDuration {
+	if x != nil {
+		return x.ComputeInput
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetComputeInfer() *StatisticDuration {
+	if x != nil {
+		return x.ComputeInfer
+	}
+	return nil
+}
+
+func (x *InferStatistics) GetComputeOutput() *StatisticDuration {
+	if x != nil {
+		return x.ComputeOutput
+	}
+	return nil
+}
+
+type InferBatchStatistics struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BatchSize     uint64                 `protobuf:"varint,1,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	ComputeInput  *StatisticDuration     `protobuf:"bytes,2,opt,name=compute_input,json=computeInput,proto3" json:"compute_input,omitempty"`
+	ComputeInfer  *StatisticDuration     `protobuf:"bytes,3,opt,name=compute_infer,json=computeInfer,proto3" json:"compute_infer,omitempty"`
+	ComputeOutput *StatisticDuration     `protobuf:"bytes,4,opt,name=compute_output,json=computeOutput,proto3" json:"compute_output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InferBatchStatistics) Reset() {
+	*x = InferBatchStatistics{}
+	mi := &file_grpc_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InferBatchStatistics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InferBatchStatistics) ProtoMessage() {}
+
+func (x *InferBatchStatistics) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InferBatchStatistics.ProtoReflect.Descriptor instead.
+func (*InferBatchStatistics) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InferBatchStatistics) GetBatchSize() uint64 {
+	if x != nil {
+		return x.BatchSize
+	}
+	return 0
+}
+
+func (x *InferBatchStatistics) GetComputeInput() *StatisticDuration {
+	if x != nil {
+		return x.ComputeInput
+	}
+	return nil
+}
+
+func (x *InferBatchStatistics) GetComputeInfer() *StatisticDuration {
+	if x != nil {
+		return x.ComputeInfer
+	}
+	return nil
+}
+
+func (x *InferBatchStatistics) GetComputeOutput() *StatisticDuration {
+	if x != nil {
+		return x.ComputeOutput
+	}
+	return nil
+}
+
+type ModelStatistics struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// last_inference is when the last request was answered, in milliseconds
+	// since the Unix epoch.
+	LastInference uint64 `protobuf:"varint,3,opt,name=last_inference,json=lastInference,proto3" json:"last_inference,omitempty"`
+	// inference_count counts successful inferences; execution_count the model
+	// executions that served them.
+	InferenceCount uint64                  `protobuf:"varint,4,opt,name=inference_count,json=inferenceCount,proto3" json:"inference_count,omitempty"`
+	ExecutionCount uint64                  `protobuf:"varint,5,opt,name=execution_count,json=executionCount,proto3" json:"execution_count,omitempty"`
+	InferenceStats *InferStatistics        `protobuf:"bytes,6,opt,name=inference_stats,json=inferenceStats,proto3" json:"inference_stats,omitempty"`
+	BatchStats     []*InferBatchStatistics `protobuf:"bytes,7,rep,name=batch_stats,json=batchStats,proto3" json:"batch_stats,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ModelStatistics) Reset() {
+	*x = ModelStatistics{}
+	mi := &file_grpc_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelStatistics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelStatistics) ProtoMessage() {}
+
+func (x *ModelStatistics) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelStatistics.ProtoReflect.Descriptor instead.
+func (*ModelStatistics) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ModelStatistics) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelStatistics) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ModelStatistics) GetLastInference() uint64 {
+	if x != nil {
+		return x.LastInference
+	}
+	return 0
+}
+
+func (x *ModelStatistics) GetInferenceCount() uint64 {
+	if x != nil {
+		return x.InferenceCount
+	}
+	return 0
+}
+
+func (x *ModelStatistics) GetExecutionCount() uint64 {
+	if x != nil {
+		return x.ExecutionCount
+	}
+	return 0
+}
+
+func (x *ModelStatistics) GetInferenceStats() *InferStatistics {
+	if x != nil {
+		return x.InferenceStats
+	}
+	return nil
+}
+
+func (x *ModelStatistics) GetBatchStats() []*InferBatchStatistics {
+	if x != nil {
+		return x.BatchStats
+	}
+	return nil
+}
+
+type ModelStatisticsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ModelStats    []*ModelStatistics     `protobuf:"bytes,1,rep,name=model_stats,json=modelStats,proto3" json:"model_stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelStatisticsResponse) Reset() {
+	*x = ModelStatisticsResponse{}
+	mi := &file_grpc_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelStatisticsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelStatisticsResponse) ProtoMessage() {}
+
+func (x *ModelStatisticsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpc_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelStatisticsResponse.ProtoReflect.Descriptor instead.
+func (*ModelStatisticsResponse) Descriptor() ([]byte, []int) {
+	return file_grpc_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ModelStatisticsResponse) GetModelStats() []*ModelStatistics {
+	if x != nil {
+		return x.ModelStats
+	}
+	return nil
+}
+
 // ModelRepositoryParameter is one load or unload parameter value.
 type ModelRepositoryParameter struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -951,7 +1356,7 @@ type ModelRepositoryParameter struct {
 
 func (x *ModelRepositoryParameter) Reset() {
 	*x = ModelRepositoryParameter{}
-	mi := &file_grpc_service_proto_msgTypes[14]
+	mi := &file_grpc_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1368,7 @@ func (x *ModelRepositoryParameter) String() string {
 func (*ModelRepositoryParameter) ProtoMessage() {}
 
 func (x *ModelRepositoryParameter) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[14]
+	mi := &file_grpc_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1381,7 @@ func (x *ModelRepositoryParameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRepositoryParameter.ProtoReflect.Descriptor instead.
 func (*ModelRepositoryParameter) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{14}
+	return file_grpc_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ModelRepositoryParameter) GetParameterChoice() isModelRepositoryParameter_ParameterChoice {
@@ -1062,7 +1467,7 @@ type RepositoryIndexRequest struct {
 
 func (x *RepositoryIndexRequest) Reset() {
 	*x = RepositoryIndexRequest{}
-	mi := &file_grpc_service_proto_msgTypes[15]
+	mi := &file_grpc_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1479,7 @@ func (x *RepositoryIndexRequest) String() string {
 func (*RepositoryIndexRequest) ProtoMessage() {}
 
 func (x *RepositoryIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[15]
+	mi := &file_grpc_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1492,7 @@ func (x *RepositoryIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepositoryIndexRequest.ProtoReflect.Descriptor instead.
 func (*RepositoryIndexRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{15}
+	return file_grpc_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RepositoryIndexRequest) GetRepositoryName() string {
@@ -1113,7 +1518,7 @@ type RepositoryIndexResponse struct {
 
 func (x *RepositoryIndexResponse) Reset() {
 	*x = RepositoryIndexResponse{}
-	mi := &file_grpc_service_proto_msgTypes[16]
+	mi := &file_grpc_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1530,7 @@ func (x *RepositoryIndexResponse) String() string {
 func (*RepositoryIndexResponse) ProtoMessage() {}
 
 func (x *RepositoryIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[16]
+	mi := &file_grpc_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1543,7 @@ func (x *RepositoryIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepositoryIndexResponse.ProtoReflect.Descriptor instead.
 func (*RepositoryIndexResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{16}
+	return file_grpc_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RepositoryIndexResponse) GetModels() []*RepositoryIndexResponse_ModelIndex {
@@ -1159,7 +1564,7 @@ type RepositoryModelLoadRequest struct {
 
 func (x *RepositoryModelLoadRequest) Reset() {
 	*x = RepositoryModelLoadRequest{}
-	mi := &file_grpc_service_proto_msgTypes[17]
+	mi := &file_grpc_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1576,7 @@ func (x *RepositoryModelLoadRequest) String() string {
 func (*RepositoryModelLoadRequest) ProtoMessage() {}
 
 func (x *RepositoryModelLoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[17]
+	mi := &file_grpc_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1589,7 @@ func (x *RepositoryModelLoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepositoryModelLoadRequest.ProtoReflect.Descriptor instead.
 func (*RepositoryModelLoadRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{17}
+	return file_grpc_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RepositoryModelLoadRequest) GetRepositoryName() string {
@@ -1216,7 +1621,7 @@ type RepositoryModelLoadResponse struct {
 
 func (x *RepositoryModelLoadResponse) Reset() {
 	*x = RepositoryModelLoadResponse{}
-	mi := &file_grpc_service_proto_msgTypes[18]
+	mi := &file_grpc_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1633,7 @@ func (x *RepositoryModelLoadResponse) String() string {
 func (*RepositoryModelLoadResponse) ProtoMessage() {}
 
 func (x *RepositoryModelLoadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[18]
+	mi := &file_grpc_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1646,7 @@ func (x *RepositoryModelLoadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepositoryModelLoadResponse.ProtoReflect.Descriptor instead.
 func (*RepositoryModelLoadResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{18}
+	return file_grpc_service_proto_rawDescGZIP(), []int{24}
 }
 
 type RepositoryModelUnloadRequest struct {
@@ -1255,7 +1660,7 @@ type RepositoryModelUnloadRequest struct {
 
 func (x *RepositoryModelUnloadRequest) Reset() {
 	*x = RepositoryModelUnloadRequest{}
-	mi := &file_grpc_service_proto_msgTypes[19]
+	mi := &file_grpc_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1672,7 @@ func (x *RepositoryModelUnloadRequest) String() string {
 func (*RepositoryModelUnloadRequest) ProtoMessage() {}
 
 func (x *RepositoryModelUnloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[19]
+	mi := &file_grpc_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1685,7 @@ func (x *RepositoryModelUnloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepositoryModelUnloadRequest.ProtoReflect.Descriptor instead.
 func (*RepositoryModelUnloadRequest) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{19}
+	return file_grpc_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RepositoryModelUnloadRequest) GetRepositoryName() string {
@@ -1312,7 +1717,7 @@ type RepositoryModelUnloadResponse struct {
 
 func (x *RepositoryModelUnloadResponse) Reset() {
 	*x = RepositoryModelUnloadResponse{}
-	mi := &file_grpc_service_proto_msgTypes[20]
+	mi := &file_grpc_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1729,7 @@ func (x *RepositoryModelUnloadResponse) String() string {
 func (*RepositoryModelUnloadResponse) ProtoMessage() {}
 
 func (x *RepositoryModelUnloadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[20]
+	mi := &file_grpc_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1742,7 @@ func (x *RepositoryModelUnloadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepositoryModelUnloadResponse.ProtoReflect.Descriptor instead.
 func (*RepositoryModelUnloadResponse) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{20}
+	return file_grpc_service_proto_rawDescGZIP(), []int{26}
 }
 
 // TensorMetadata describes one input or output; -1 marks a variable dimension.
@@ -1352,7 +1757,7 @@ type ModelMetadataResponse_TensorMetadata struct {
 
 func (x *ModelMetadataResponse_TensorMetadata) Reset() {
 	*x = ModelMetadataResponse_TensorMetadata{}
-	mi := &file_grpc_service_proto_msgTypes[21]
+	mi := &file_grpc_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1769,7 @@ func (x *ModelMetadataResponse_TensorMetadata) String() string {
 func (*ModelMetadataResponse_TensorMetadata) ProtoMessage() {}
 
 func (x *ModelMetadataResponse_TensorMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[21]
+	mi := &file_grpc_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1821,7 @@ type ModelInferRequest_InferInputTensor struct {
 
 func (x *ModelInferRequest_InferInputTensor) Reset() {
 	*x = ModelInferRequest_InferInputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[22]
+	mi := &file_grpc_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1833,7 @@ func (x *ModelInferRequest_InferInputTensor) String() string {
 func (*ModelInferRequest_InferInputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferInputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[22]
+	mi := &file_grpc_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1895,7 @@ type ModelInferRequest_InferRequestedOutputTensor struct {
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) Reset() {
 	*x = ModelInferRequest_InferRequestedOutputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[23]
+	mi := &file_grpc_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1907,7 @@ func (x *ModelInferRequest_InferRequestedOutputTensor) String() string {
 func (*ModelInferRequest_InferRequestedOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[23]
+	mi := &file_grpc_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1952,7 @@ type ModelInferResponse_InferOutputTensor struct {
 
 func (x *ModelInferResponse_InferOutputTensor) Reset() {
 	*x = ModelInferResponse_InferOutputTensor{}
-	mi := &file_grpc_service_proto_msgTypes[27]
+	mi := &file_grpc_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1964,7 @@ func (x *ModelInferResponse_InferOutputTensor) String() string {
 func (*ModelInferResponse_InferOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferResponse_InferOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[27]
+	mi := &file_grpc_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +2028,7 @@ type RepositoryIndexResponse_ModelIndex struct {
 
 func (x *RepositoryIndexResponse_ModelIndex) Reset() {
 	*x = RepositoryIndexResponse_ModelIndex{}
-	mi := &file_grpc_service_proto_msgTypes[30]
+	mi := &file_grpc_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +2040,7 @@ func (x *RepositoryIndexResponse_ModelIndex) String() string {
 func (*RepositoryIndexResponse_ModelIndex) ProtoMessage() {}
 
 func (x *RepositoryIndexResponse_ModelIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_grpc_service_proto_msgTypes[30]
+	mi := &file_grpc_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +2053,7 @@ func (x *RepositoryIndexResponse_ModelIndex) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use RepositoryIndexResponse_ModelIndex.ProtoReflect.Descriptor instead.
 func (*RepositoryIndexResponse_ModelIndex) Descriptor() ([]byte, []int) {
-	return file_grpc_service_proto_rawDescGZIP(), []int{16, 0}
+	return file_grpc_service_proto_rawDescGZIP(), []int{22, 0}
 }
 
 func (x *RepositoryIndexResponse_ModelIndex) GetName() string {
@@ -1789,7 +2194,38 @@ const file_grpc_service_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\x1aX\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\"\xba\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\"F\n" +
+	"\x16ModelStatisticsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\"9\n" +
+	"\x11StatisticDuration\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\x12\x0e\n" +
+	"\x02ns\x18\x02 \x01(\x04R\x02ns\"\xfa\x02\n" +
+	"\x0fInferStatistics\x126\n" +
+	"\asuccess\x18\x01 \x01(\v2\x1c.inference.StatisticDurationR\asuccess\x120\n" +
+	"\x04fail\x18\x02 \x01(\v2\x1c.inference.StatisticDurationR\x04fail\x122\n" +
+	"\x05queue\x18\x03 \x01(\v2\x1c.inference.StatisticDurationR\x05queue\x12A\n" +
+	"\rcompute_input\x18\x04 \x01(\v2\x1c.inference.StatisticDurationR\fcomputeInput\x12A\n" +
+	"\rcompute_infer\x18\x05 \x01(\v2\x1c.inference.StatisticDurationR\fcomputeInfer\x12C\n" +
+	"\x0ecompute_output\x18\x06 \x01(\v2\x1c.inference.StatisticDurationR\rcomputeOutput\"\x80\x02\n" +
+	"\x14InferBatchStatistics\x12\x1d\n" +
+	"\n" +
+	"batch_size\x18\x01 \x01(\x04R\tbatchSize\x12A\n" +
+	"\rcompute_input\x18\x02 \x01(\v2\x1c.inference.StatisticDurationR\fcomputeInput\x12A\n" +
+	"\rcompute_infer\x18\x03 \x01(\v2\x1c.inference.StatisticDurationR\fcomputeInfer\x12C\n" +
+	"\x0ecompute_output\x18\x04 \x01(\v2\x1c.inference.StatisticDurationR\rcomputeOutput\"\xbf\x02\n" +
+	"\x0fModelStatistics\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12%\n" +
+	"\x0elast_inference\x18\x03 \x01(\x04R\rlastInference\x12'\n" +
+	"\x0finference_count\x18\x04 \x01(\x04R\x0einferenceCount\x12'\n" +
+	"\x0fexecution_count\x18\x05 \x01(\x04R\x0eexecutionCount\x12C\n" +
+	"\x0finference_stats\x18\x06 \x01(\v2\x1a.inference.InferStatisticsR\x0einferenceStats\x12@\n" +
+	"\vbatch_stats\x18\a \x03(\v2\x1f.inference.InferBatchStatisticsR\n" +
+	"batchStats\"V\n" +
+	"\x17ModelStatisticsResponse\x12;\n" +
+	"\vmodel_stats\x18\x01 \x03(\v2\x1a.inference.ModelStatisticsR\n" +
+	"modelStats\"\xba\x01\n" +
 	"\x18ModelRepositoryParameter\x12\x1f\n" +
 	"\n" +
 	"bool_param\x18\x01 \x01(\bH\x00R\tboolParam\x12!\n" +
@@ -1831,7 +2267,7 @@ const file_grpc_service_proto_rawDesc = "" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
 	"\x05value\x18\x02 \x01(\v2#.inference.ModelRepositoryParameterR\x05value:\x028\x01\"\x1f\n" +
-	"\x1dRepositoryModelUnloadResponse2\xae\x06\n" +
+	"\x1dRepositoryModelUnloadResponse2\x8a\a\n" +
 	"\x14GRPCInferenceService\x12K\n" +
 	"\n" +
 	"ServerLive\x12\x1c.inference.ServerLiveRequest\x1a\x1d.inference.ServerLiveResponse\"\x00\x12N\n" +
@@ -1842,6 +2278,7 @@ const file_grpc_service_proto_rawDesc = "" +
 	"\rModelMetadata\x12\x1f.inference.ModelMetadataRequest\x1a .inference.ModelMetadataResponse\"\x00\x12K\n" +
 	"\n" +
 	"ModelInfer\x12\x1c.inference.ModelInferRequest\x1a\x1d.inference.ModelInferResponse\"\x00\x12Z\n" +
+	"\x0fModelStatistics\x12!.inference.ModelStatisticsRequest\x1a\".inference.ModelStatisticsResponse\"\x00\x12Z\n" +
 	"\x0fRepositoryIndex\x12!.inference.RepositoryIndexRequest\x1a\".inference.RepositoryIndexResponse\"\x00\x12f\n" +
 	"\x13RepositoryModelLoad\x12%.inference.RepositoryModelLoadRequest\x1a&.inference.RepositoryModelLoadResponse\"\x00\x12l\n" +
 	"\x15RepositoryModelUnload\x12'.inference.RepositoryModelUnloadRequest\x1a(.inference.RepositoryModelUnloadResponse\"\x00B2Z0github.com/piccolo-serving/piccolo/api/inferenceb\x06proto3"
@@ -1858,7 +2295,7 @@ func file_grpc_service_proto_rawDescGZIP() []byte {
 	return file_grpc_service_proto_rawDescData
 }
 
-var file_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_grpc_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_grpc_service_proto_goTypes = []any{
 	(*ServerLiveRequest)(nil),                            // 0: inference.ServerLiveRequest
 	(*ServerLiveResponse)(nil),                           // 1: inference.ServerLiveResponse
@@ -1874,72 +2311,92 @@ var file_grpc_service_proto_goTypes = []any{
 	(*InferTensorContents)(nil),                          // 11: inference.InferTensorContents
 	(*ModelInferRequest)(nil),                            // 12: inference.ModelInferRequest
 	(*ModelInferResponse)(nil),                           // 13: inference.ModelInferResponse
-	(*ModelRepositoryParameter)(nil),                     // 14: inference.ModelRepositoryParameter
-	(*RepositoryIndexRequest)(nil),                       // 15: inference.RepositoryIndexRequest
-	(*RepositoryIndexResponse)(nil),                      // 16: inference.RepositoryIndexResponse
-	(*RepositoryModelLoadRequest)(nil),                   // 17: inference.RepositoryModelLoadRequest
-	(*RepositoryModelLoadResponse)(nil),                  // 18: inference.RepositoryModelLoadResponse
-	(*RepositoryModelUnloadRequest)(nil),                 // 19: inference.RepositoryModelUnloadRequest
-	(*RepositoryModelUnloadResponse)(nil),                // 20: inference.RepositoryModelUnloadResponse
-	(*ModelMetadataResponse_TensorMetadata)(nil),         // 21: inference.ModelMetadataResponse.TensorMetadata
-	(*ModelInferRequest_InferInputTensor)(nil),           // 22: inference.ModelInferRequest.InferInputTensor
-	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 23: inference.ModelInferRequest.InferRequestedOutputTensor
-	nil, // 24: inference.ModelInferRequest.ParametersEntry
-	nil, // 25: inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	nil, // 26: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	(*ModelInferResponse_InferOutputTensor)(nil), // 27: inference.ModelInferResponse.InferOutputTensor
-	nil, // 28: inference.ModelInferResponse.ParametersEntry
-	nil, // 29: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	(*RepositoryIndexResponse_ModelIndex)(nil), // 30: inference.RepositoryIndexResponse.ModelIndex
-	nil, // 31: inference.RepositoryModelLoadRequest.ParametersEntry
-	nil, // 32: inference.RepositoryModelUnloadRequest.ParametersEntry
+	(*ModelStatisticsRequest)(nil),                       // 14: inference.ModelStatisticsRequest
+	(*StatisticDuration)(nil),                            // 15: inference.StatisticDuration
+	(*InferStatistics)(nil),                              // 16: inference.InferStatistics
+	(*InferBatchStatistics)(nil),                         // 17: inference.InferBatchStatistics
+	(*ModelStatistics)(nil),                              // 18: inference.ModelStatistics
+	(*ModelStatisticsResponse)(nil),                      // 19: inference.ModelStatisticsResponse
+	(*ModelRepositoryParameter)(nil),                     // 20: inference.ModelRepositoryParameter
+	(*RepositoryIndexRequest)(nil),                       // 21: inference.RepositoryIndexRequest
+	(*RepositoryIndexResponse)(nil),                      // 22: inference.RepositoryIndexResponse
+	(*RepositoryModelLoadRequest)(nil),                   // 23: inference.RepositoryModelLoadRequest
+	(*RepositoryModelLoadResponse)(nil),                  // 24: inference.RepositoryModelLoadResponse
+	(*RepositoryModelUnloadRequest)(nil),                 // 25: inference.RepositoryModelUnloadRequest
+	(*RepositoryModelUnloadResponse)(nil),                // 26: inference.RepositoryModelUnloadResponse
+	(*ModelMetadataResponse_TensorMetadata)(nil),         // 27: inference.ModelMetadataResponse.TensorMetadata
+	(*ModelInferRequest_InferInputTensor)(nil),           // 28: inference.ModelInferRequest.InferInputTensor
+	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 29: inference.ModelInferRequest.InferRequestedOutputTensor
+	nil, // 30: inference.ModelInferRequest.ParametersEntry
+	nil, // 31: inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	nil, // 32: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	(*ModelInferResponse_InferOutputTensor)(nil), // 33: inference.ModelInferResponse.InferOutputTensor
+	nil, // 34: inference.ModelInferResponse.ParametersEntry
+	nil, // 35: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	(*RepositoryIndexResponse_ModelIndex)(nil), // 36: inference.RepositoryIndexResponse.ModelIndex
+	nil, // 37: inference.RepositoryModelLoadRequest.ParametersEntry
+	nil, // 38: inference.RepositoryModelUnloadRequest.ParametersEntry
 }
 var file_grpc_service_proto_depIdxs = []int32{
-	21, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	21, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	24, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
-	22, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
-	23, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
-	28, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
-	27, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
-	30, // 7: inference.RepositoryIndexResponse.models:type_name -> inference.RepositoryIndexResponse.ModelIndex
-	31, // 8: inference.RepositoryModelLoadRequest.parameters:type_name -> inference.RepositoryModelLoadRequest.ParametersEntry
-	32, // 9: inference.RepositoryModelUnloadRequest.parameters:type_name -> inference.RepositoryModelUnloadRequest.ParametersEntry
-	25, // 10: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	11, // 11: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
-	26, // 12: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	10, // 13: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 14: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 15: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	29, // 16: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	11, // 17: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
-	10, // 18: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
-	10, // 19: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	14, // 20: inference.RepositoryModelLoadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
-	14, // 21: inference.RepositoryModelUnloadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
-	0,  // 22: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
-	2,  // 23: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
-	4,  // 24: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
-	6,  // 25: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
-	8,  // 26: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
-	12, // 27: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
-	15, // 28: inference.GRPCInferenceService.RepositoryIndex:input_type -> inference.RepositoryIndexRequest
-	17, // 29: inference.GRPCInferenceService.RepositoryModelLoad:input_type -> inference.RepositoryModelLoadRequest
-	19, // 30: inference.GRPCInferenceService.RepositoryModelUnload:input_type -> inference.RepositoryModelUnloadRequest
-	1,  // 31: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
-	3,  // 32: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
-	5,  // 33: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
-	7,  // 34: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
-	9,  // 35: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
-	13, // 36: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
-	16, // 37: inference.GRPCInferenceService.RepositoryIndex:output_type -> inference.RepositoryIndexResponse
-	18, // 38: inference.GRPCInferenceService.RepositoryModelLoad:output_type -> inference.RepositoryModelLoadResponse
-	20, // 39: inference.GRPCInferenceService.RepositoryModelUnload:output_type -> inference.RepositoryModelUnloadResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	27, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	27, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	30, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
+	28, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
+	29, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
+	34, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
+	33, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
+	15, // 7: inference.InferStatistics.success:type_name -> inference.StatisticDuration
+	15, // 8: inference.InferStatistics.fail:type_name -> inference.StatisticDuration
+	15, // 9: inference.InferStatistics.queue:type_name -> inference.StatisticDuration
+	15, // 10: inference.InferStatistics.compute_input:type_name -> inference.StatisticDuration
+	15, // 11: inference.InferStatistics.compute_infer:type_name -> inference.StatisticDuration
+	15, // 12: inference.InferStatistics.compute_output:type_name -> inference.StatisticDuration
+	15, // 13: inference.InferBatchStatistics.compute_input:type_name -> inference.StatisticDuration
+	15, // 14: inference.InferBatchStatistics.compute_infer:type_name -> inference.StatisticDuration
+	15, // 15: inference.InferBatchStatistics.compute_output:type_name -> inference.StatisticDuration
+	16, // 16: inference.ModelStatistics.inference_stats:type_name -> inference.InferStatistics
+	17, // 17: inference.ModelStatistics.batch_stats:type_name -> inference.InferBatchStatistics
+	18, // 18: inference.ModelStatisticsResponse.model_stats:type_name -> inference.ModelStatistics
+	36, // 19: inference.RepositoryIndexResponse.models:type_name -> inference.RepositoryIndexResponse.ModelIndex
+	37, // 20: inference.RepositoryModelLoadRequest.parameters:type_name -> inference.RepositoryModelLoadRequest.ParametersEntry
+	38, // 21: inference.RepositoryModelUnloadRequest.parameters:type_name -> inference.RepositoryModelUnloadRequest.ParametersEntry
+	31, // 22: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	11, // 23: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
+	32, // 24: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	10, // 25: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
+	10, // 26: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	10, // 27: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	35, // 28: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	11, // 29: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
+	10, // 30: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
+	10, // 31: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	20, // 32: inference.RepositoryModelLoadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
+	20, // 33: inference.RepositoryModelUnloadRequest.ParametersEntry.value:type_name -> inference.ModelRepositoryParameter
+	0,  // 34: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
+	2,  // 35: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
+	4,  // 36: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
+	6,  // 37: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
+	8,  // 38: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
+	12, // 39: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
+	14, // 40: inference.GRPCInferenceService.ModelStatistics:input_type -> inference.ModelStatisticsRequest
+	21, // 41: inference.GRPCInferenceService.RepositoryIndex:input_type -> inference.RepositoryIndexRequest
+	23, // 42: inference.GRPCInferenceService.RepositoryModelLoad:input_type -> inference.RepositoryModelLoadRequest
+	25, // 43: inference.GRPCInferenceService.RepositoryModelUnload:input_type -> inference.RepositoryModelUnloadRequest
+	1,  // 44: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
+	3,  // 45: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
+	5,  // 46: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
+	7,  // 47: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
+	9,  // 48: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
+	13, // 49: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
+	19, // 50: inference.GRPCInferenceService.ModelStatistics:output_type -> inference.ModelStatisticsResponse
+	22, // 51: inference.GRPCInferenceService.RepositoryIndex:output_type -> inference.RepositoryIndexResponse
+	24, // 52: inference.GRPCInferenceService.RepositoryModelLoad:output_type -> inference.RepositoryModelLoadResponse
+	26, // 53: inference.GRPCInferenceService.RepositoryModelUnload:output_type -> inference.RepositoryModelUnloadResponse
+	44, // [44:54] is the sub-list for method output_type
+	34, // [34:44] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_grpc_service_proto_init() }
@@ -1954,7 +2411,7 @@ func file_grpc_service_proto_init() {
 		(*InferParameter_DoubleParam)(nil),
 		(*InferParameter_Uint64Param)(nil),
 	}
-	file_grpc_service_proto_msgTypes[14].OneofWrappers = []any{
+	file_grpc_service_proto_msgTypes[20].OneofWrappers = []any{
 		(*ModelRepositoryParameter_BoolParam)(nil),
 		(*ModelRepositoryParameter_Int64Param)(nil),
 		(*ModelRepositoryParameter_StringParam)(nil),
@@ -1966,7 +2423,7 @@ func file_grpc_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpc_service_proto_rawDesc), len(file_grpc_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

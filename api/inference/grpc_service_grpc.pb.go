@@ -1,5 +1,6 @@
 // The KServe v2 / Open Inference Protocol gRPC API, with Triton's model-repository
-// extension (RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload).
+// extension (RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload) and
+// statistics extension (ModelStatistics).
 //
 // Written for Piccolo from the public protocol description. Package, service,
 // message and field names and numbers follow the published protocol exactly, so
@@ -36,6 +37,7 @@ const (
 	GRPCInferenceService_ServerMetadata_FullMethodName        = "/inference.GRPCInferenceService/ServerMetadata"
 	GRPCInferenceService_ModelMetadata_FullMethodName         = "/inference.GRPCInferenceService/ModelMetadata"
 	GRPCInferenceService_ModelInfer_FullMethodName            = "/inference.GRPCInferenceService/ModelInfer"
+	GRPCInferenceService_ModelStatistics_FullMethodName       = "/inference.GRPCInferenceService/ModelStatistics"
 	GRPCInferenceService_RepositoryIndex_FullMethodName       = "/inference.GRPCInferenceService/RepositoryIndex"
 	GRPCInferenceService_RepositoryModelLoad_FullMethodName   = "/inference.GRPCInferenceService/RepositoryModelLoad"
 	GRPCInferenceService_RepositoryModelUnload_FullMethodName = "/inference.GRPCInferenceService/RepositoryModelUnload"
@@ -59,6 +61,9 @@ type GRPCInferenceServiceClient interface {
 	ModelMetadata(ctx context.Context, in *ModelMetadataRequest, opts ...grpc.CallOption) (*ModelMetadataResponse, error)
 	// ModelInfer runs one inference (a whole batch, stacked on dimension 0).
 	ModelInfer(ctx context.Context, in *ModelInferRequest, opts ...grpc.CallOption) (*ModelInferResponse, error)
+	// ModelStatistics returns the cumulative inference statistics of a model,
+	// or of every model when the name is empty.
+	ModelStatistics(ctx context.Context, in *ModelStatisticsRequest, opts ...grpc.CallOption) (*ModelStatisticsResponse, error)
 	// RepositoryIndex lists the models the server can load and their state.
 	RepositoryIndex(ctx context.Context, in *RepositoryIndexRequest, opts ...grpc.CallOption) (*RepositoryIndexResponse, error)
 	// RepositoryModelLoad loads, or reloads, a model.
@@ -135,6 +140,16 @@ func (c *gRPCInferenceServiceClient) ModelInfer(ctx context.Context, in *ModelIn
 	return out, nil
 }
 
+func (c *gRPCInferenceServiceClient) ModelStatistics(ctx context.Context, in *ModelStatisticsRequest, opts ...grpc.CallOption) (*ModelStatisticsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ModelStatisticsResponse)
+	err := c.cc.Invoke(ctx, GRPCInferenceService_ModelStatistics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *gRPCInferenceServiceClient) RepositoryIndex(ctx context.Context, in *RepositoryIndexRequest, opts ...grpc.CallOption) (*RepositoryIndexResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RepositoryIndexResponse)
@@ -183,6 +198,9 @@ type GRPCInferenceServiceServer interface {
 	ModelMetadata(context.Context, *ModelMetadataRequest) (*ModelMetadataResponse, error)
 	// ModelInfer runs one inference (a whole batch, stacked on dimension 0).
 	ModelInfer(context.Context, *ModelInferRequest) (*ModelInferResponse, error)
+	// ModelStatistics returns the cumulative inference statistics of a model,
+	// or of every model when the name is empty.
+	ModelStatistics(context.Context, *ModelStatisticsRequest) (*ModelStatisticsResponse, error)
 	// RepositoryIndex lists the models the server can load and their state.
 	RepositoryIndex(context.Context, *RepositoryIndexRequest) (*RepositoryIndexResponse, error)
 	// RepositoryModelLoad loads, or reloads, a model.
@@ -216,6 +234,9 @@ func (UnimplementedGRPCInferenceServiceServer) ModelMetadata(context.Context, *M
 }
 func (UnimplementedGRPCInferenceServiceServer) ModelInfer(context.Context, *ModelInferRequest) (*ModelInferResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ModelInfer not implemented")
+}
+func (UnimplementedGRPCInferenceServiceServer) ModelStatistics(context.Context, *ModelStatisticsRequest) (*ModelStatisticsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ModelStatistics not implemented")
 }
 func (UnimplementedGRPCInferenceServiceServer) RepositoryIndex(context.Context, *RepositoryIndexRequest) (*RepositoryIndexResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RepositoryIndex not implemented")
@@ -355,6 +376,24 @@ func _GRPCInferenceService_ModelInfer_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GRPCInferenceService_ModelStatistics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ModelStatisticsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GRPCInferenceServiceServer).ModelStatistics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GRPCInferenceService_ModelStatistics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GRPCInferenceServiceServer).ModelStatistics(ctx, req.(*ModelStatisticsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _GRPCInferenceService_RepositoryIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RepositoryIndexRequest)
 	if err := dec(in); err != nil {
@@ -439,6 +478,10 @@ var GRPCInferenceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ModelInfer",
 			Handler:    _GRPCInferenceService_ModelInfer_Handler,
+		},
+		{
+			MethodName: "ModelStatistics",
+			Handler:    _GRPCInferenceService_ModelStatistics_Handler,
 		},
 		{
 			MethodName: "RepositoryIndex",

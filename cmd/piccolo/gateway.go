@@ -171,7 +171,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
-	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes")
+	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes, after decompression too")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")

@@ -32,6 +32,9 @@ func newRootCmd() *cobra.Command {
 		newStatusCmd(),
 		newVersionCmd(),
 	)
+	root.Version = buildVersion()
+	root.SetVersionTemplate("piccolo {{.Version}}\n")
+	markUsageErrors(root)
 	return root
 }
 
@@ -41,7 +44,7 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "piccolo", version)
+			fmt.Fprintln(cmd.OutOrStdout(), "piccolo", buildVersion())
 		},
 	}
 }
@@ -49,6 +52,10 @@ func newVersionCmd() *cobra.Command {
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "piccolo:", err)
+		if isUsageError(err) {
+			fmt.Fprintln(os.Stderr, "Run 'piccolo help' or 'piccolo COMMAND --help' for usage.")
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }

@@ -44,6 +44,11 @@ class GRPCInferenceServiceStub(object):
         request_serializer=grpc__service__pb2.ModelInferRequest.SerializeToString,
         response_deserializer=grpc__service__pb2.ModelInferResponse.FromString,
         )
+    self.ModelStatistics = channel.unary_unary(
+        '/inference.GRPCInferenceService/ModelStatistics',
+        request_serializer=grpc__service__pb2.ModelStatisticsRequest.SerializeToString,
+        response_deserializer=grpc__service__pb2.ModelStatisticsResponse.FromString,
+        )
     self.RepositoryIndex = channel.unary_unary(
         '/inference.GRPCInferenceService/RepositoryIndex',
         request_serializer=grpc__service__pb2.RepositoryIndexRequest.SerializeToString,
@@ -107,6 +112,14 @@ class GRPCInferenceServiceServicer(object):
     context.set_details('Method not implemented!')
     raise NotImplementedError('Method not implemented!')
 
+  def ModelStatistics(self, request, context):
+    """ModelStatistics returns the cumulative inference statistics of a model,
+    or of every model when the name is empty.
+    """
+    context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+    context.set_details('Method not implemented!')
+    raise NotImplementedError('Method not implemented!')
+
   def RepositoryIndex(self, request, context):
     """RepositoryIndex lists the models the server can load and their state.
     """
@@ -160,6 +173,11 @@ def add_GRPCInferenceServiceServicer_to_server(servicer, server):
           servicer.ModelInfer,
           request_deserializer=grpc__service__pb2.ModelInferRequest.FromString,
           response_serializer=grpc__service__pb2.ModelInferResponse.SerializeToString,
+      ),
+      'ModelStatistics': grpc.unary_unary_rpc_method_handler(
+          servicer.ModelStatistics,
+          request_deserializer=grpc__service__pb2.ModelStatisticsRequest.FromString,
+          response_serializer=grpc__service__pb2.ModelStatisticsResponse.SerializeToString,
       ),
       'RepositoryIndex': grpc.unary_unary_rpc_method_handler(
           servicer.RepositoryIndex,

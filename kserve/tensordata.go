@@ -1,0 +1,259 @@
+package kserve
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/gateway"
+)
+
+// decodeData reads an input's "data" into t.Data, which it allocates at the
+// size the shape promises, and checks it against t.Shape before anything is
+// queued. The data are either flat (one array of every element, row-major) or
+// nested exactly as the shape: an array of shape[0] arrays of shape[1] ...
+// of scalars. Anything else (a nesting the shape does not have, arrays of
+// unequal lengths, scalars beside arrays) is refused as ragged, naming where.
+func decodeData(s *scanner, t *api.Tensor, dt dtype) error {
+	n, _ := api.NumElements(t.Shape) // checked in decodeShape
+	size := api.ElementSize(t.Datatype)
+	// Cap the preallocation by what the body could possibly hold (every element
+	// takes at least two bytes of JSON), so a huge shape cannot allocate huge memory.
+	if limit := int64(len(s.b)-s.i) / 2; n > limit {
+		return gateway.BadInput("input %q: shape %v needs %d elements, more than the request body holds", t.Name, t.Shape, n)
+	}
+	if size > 0 {
+		t.Data = make([]byte, 0, n*int64(size))
+	} else {
+		t.Data = make([]byte, 0, n*8)
+	}
+	if s.peek() != '[' {
+		return gateway.BadInput("input %q: \"data\" must be an array", t.Name)
+	}
+	s.i++
+	d := dataDecoder{s: s, t: t, dt: dt}
+	if len(t.Shape) > 1 && s.peek() == '[' {
+		return d.nested(0)
+	}
+	got, err := d.leaves(n, -1)
+	if err != nil {
+		return err
+	}
+	if got != n {
+		return gateway.BadInput("input %q: shape %v needs %d elements, data has %d", t.Name, t.Shape, n, got)
+	}
+	return nil
+}
+
+// dataDecoder reads one input's data; path is the index of the array being
+// read at each depth of nested data, for the error messages.
+type dataDecoder struct {
+	s     *scanner
+	t     *api.Tensor
+	dt    dtype
+	count int64 // elements read so far, row-major
+	path  [maxDepth]int64
+}
+
+// nested reads the array at depth (its '[' consumed), which must have
+// t.Shape[depth] elements: arrays above the last dimension, scalars at it.
+func (d *dataDecoder) nested(depth int) error {
+	s, shape := d.s, d.t.Shape
+	want := shape[depth]
+	if depth == len(shape)-1 {
+		got, err := d.leaves(want, depth)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return d.ragged(depth, got)
+		}
+		return nil
+	}
+	var got int64
+	for first := true; ; first = false {
+		ok, err := s.more(']', first)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if got == want {
+			return d.ragged(depth, got+1)
+		}
+		if s.peek() != '[' {
+			d.path[depth] = got
+			return gateway.BadInput("input %q: ragged data: %s is not an array; data nested as shape %v has arrays down to depth %d",
+				d.t.Name, d.where(depth+1), shape, len(shape))
+		}
+		s.i++
+		d.path[depth] = got
+		if err := d.nested(depth + 1); err != nil {
+			return err
+		}
+		got++
+	}
+	if got != want {
+		return d.ragged(depth, got)
+	}
+	return nil
+}
+
+// ragged is the error for an array at depth with got elements where the shape
+// wants t.Shape[depth].
+func (d *dataDecoder) ragged(depth int, got int64) error {
+	what := "has"
+	if got > d.t.Shape[depth] {
+		what = "has more than"
+		got--
+	}
+	return gateway.BadInput("input %q: ragged data: %s %s %d elements; shape %v wants %d at depth %d",
+		d.t.Name, d.where(depth), what, got, d.t.Shape, d.t.Shape[depth], depth+1)
+}
+
+// where names the array at depth by its path: "data", "data[1]", "data[1][0]".
+func (d *dataDecoder) where(depth int) string {
+	b := []byte("data")
+	for _, i := range d.path[:depth] {
+		b = append(b, '[')
+		b = strconv.AppendInt(b, i, 10)
+		b = append(b, ']')
+	}
+	return string(b)
+}
+
+// leaves reads scalars up to the array's ']' (its '[' consumed) and returns
+// how many; it stops with an error past max. depth is the array's depth in
+// nested data, -1 for flat data (where an array element is refused).
+func (d *dataDecoder) leaves(max int64, depth int) (int64, error) {
+	s := d.s
+	var got int64
+	if s.peek() == ']' {
+		s.i++
+		return 0, nil
+	}
+	for {
+		if got == max {
+			if depth < 0 {
+				return got, gateway.BadInput("input %q: shape %v needs %d elements, data has more", d.t.Name, d.t.Shape, max)
+			}
+			return got, d.ragged(depth, got+1)
+		}
+		c := s.peek()
+		if c == '[' {
+			if depth < 0 {
+				return got, gateway.BadInput("input %q: ragged data: data[%d] is an array among scalars; send data flat, or nested exactly as shape %v", d.t.Name, got, d.t.Shape)
+			}
+			return got, gateway.BadInput("input %q: ragged data: %s[%d] is an array; shape %v has scalars at depth %d", d.t.Name, d.where(depth), got, d.t.Shape, depth+1)
+		}
+		var err error
+		if d.t.Data, err = appendElement(s, d.t.Data, d.dt, c); err != nil {
+			return got, gateway.BadInput("input %q: data element %d: %v", d.t.Name, d.count, err)
+		}
+		d.count++
+		got++
+		switch s.peek() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return got, nil
+		case 0:
+			return got, s.errf("unexpected end of input, want ',' or ']'")
+		default:
+			return got, s.errf("want ',' or ']', got %q", s.b[s.i])
+		}
+	}
+}
+
+// elemError is an element-level problem; leaves adds the input and index.
+type elemError string
+
+func (e elemError) Error() string { return string(e) }
+
+// appendElement reads one scalar of type dt, whose first byte is c, and
+// appends its little-endian bytes. Numbers are converted from what the scanner
+// read in its one pass over the literal (num), rounding once to dt.
+func appendElement(s *scanner, dst []byte, dt dtype, c byte) ([]byte, error) {
+	switch dt {
+	case dtBool:
+		switch {
+		case s.literal("true"):
+			return append(dst, 1), nil
+		case s.literal("false"):
+			return append(dst, 0), nil
+		}
+		return dst, elemError("want true or false for BOOL")
+	case dtBytes:
+		if c != '"' {
+			return dst, elemError("want a string for BYTES")
+		}
+		v, err := s.str()
+		if err != nil {
+			return dst, err
+		}
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(v)))
+		return append(dst, v...), nil
+	}
+	if c != '-' && (c < '0' || c > '9') {
+		return dst, elemError("want a number for " + dtypeNames[dt])
+	}
+	var n num
+	if err := s.number(&n); err != nil {
+		return dst, err
+	}
+	switch dt {
+	case dtFP32:
+		f, ok := n.float32()
+		if !ok {
+			return dst, elemError(string(n.lit) + " is out of range for FP32")
+		}
+		return binary.LittleEndian.AppendUint32(dst, math.Float32bits(f)), nil
+	case dtFP64:
+		f, ok := n.float64()
+		if !ok {
+			return dst, elemError(string(n.lit) + " is out of range for a 64-bit float")
+		}
+		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), nil
+	case dtFP16:
+		f, ok := n.float32()
+		if !ok || math.Abs(float64(f)) > 65504 {
+			return dst, elemError(string(n.lit) + " is out of range for FP16 (±65504)")
+		}
+		return binary.LittleEndian.AppendUint16(dst, n.roundOnce(f, float32ToHalf)), nil
+	case dtBF16:
+		f, ok := n.float32()
+		h := n.roundOnce(f, float32ToBF16)
+		if !ok || h&0x7fff == 0x7f80 { // rounded to ±Inf
+			return dst, elemError(string(n.lit) + " is out of range for BF16")
+		}
+		return binary.LittleEndian.AppendUint16(dst, h), nil
+	}
+	if !n.isInt {
+		return dst, elemError(string(n.lit) + " is not an integer; " + dtypeNames[dt] + " wants integers")
+	}
+	if dt == dtUint64 {
+		u, ok := n.uint64()
+		if !ok {
+			return dst, elemError(string(n.lit) + " is out of range for UINT64 (0..18446744073709551615)")
+		}
+		return binary.LittleEndian.AppendUint64(dst, u), nil
+	}
+	v, ok := n.int64()
+	lo, hi := intRange(dt)
+	if !ok || v < lo || v > hi {
+		return dst, elemError(string(n.lit) + " is out of range for " + dtypeNames[dt] + " (" + strconv.FormatInt(lo, 10) + ".." + strconv.FormatInt(hi, 10) + ")")
+	}
+	switch dt {
+	case dtInt8, dtUint8:
+		return append(dst, byte(v)), nil
+	case dtInt16, dtUint16:
+		return binary.LittleEndian.AppendUint16(dst, uint16(v)), nil
+	case dtInt32, dtUint32:
+		return binary.LittleEndian.AppendUint32(dst, uint32(v)), nil
+	default: // INT64
+		return binary.LittleEndian.AppendUint64(dst, uint64(v)), nil
+	}
+}
