@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
@@ -126,5 +127,36 @@ func TestTunerRateStep(t *testing.T) {
 	t.Logf("control loop on the same step: re-planned %v after it, cost %.3g → %.3g", ctook, plan.TotalCost, h.last().Plan.TotalCost)
 	if took >= ctook {
 		t.Errorf("tuner acted %v after the step, the control loop %v: want the tuner first", took, ctook)
+	}
+}
+
+// TestControllerTuneAndHold: with the module held, a sustained 2R does not
+// re-plan; Tune publishes the tuner's plan (cause tune) without running the
+// planner, placed on the members.
+func TestControllerTuneAndHold(t *testing.T) {
+	const R = 400
+	cfg := controlConfig(R, 2*time.Second)
+	plans := 0
+	h := newHarness(t, cfg, pool("v100", 10), Options{Tick: 100 * time.Millisecond, SustainUp: 500 * time.Millisecond,
+		Hold: func(k Key) bool { return k == Key{"s", "a"} }})
+	plan := func(c *api.Config) (*api.Plan, error) { plans++; return scheduler.Plan(c, scheduler.Options{}) }
+	h.c.o.Plan = plan
+	h.runFine(10*time.Second, 2*R)
+	if len(h.published) != 1 || plans != 0 {
+		t.Fatalf("held module at 2R: published %v, %d planner runs; want none", causes(h.published[1:]), plans)
+	}
+	tuned := *h.last().Unplaced
+	tuned.Sessions = append([]api.SessionPlan(nil), tuned.Sessions...)
+	tuned.Sessions[0].Modules = append([]api.ModulePlan(nil), tuned.Sessions[0].Modules...)
+	mp := &tuned.Sessions[0].Modules[0]
+	mp.Configs = append([]api.GroupPlan(nil), mp.Configs...)
+	mp.Configs[0].Machines *= 3
+	h.c.Tune(&tuned)
+	h.runFine(h.mon.bucket, 2*R)
+	if len(h.published) != 2 || h.last().Cause != CauseTune || plans != 0 {
+		t.Fatalf("Tune: published %v, %d planner runs; want one tune, no planner run", causes(h.published[1:]), plans)
+	}
+	if got := h.last().Plan.Sessions[0].Modules[0].Configs[0]; got.Machines != mp.Configs[0].Machines || len(got.Backends) == 0 {
+		t.Errorf("tuned plan published with %v machines on %v; want %v, placed", got.Machines, got.Backends, mp.Configs[0].Machines)
 	}
 }
