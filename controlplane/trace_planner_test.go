@@ -13,31 +13,6 @@ import (
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
-const chainYAML = `
-hardware:
-  - {name: v100, price: 2.2}
-profiles:
-  - model: m2
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 100ms}
-      - {batch: 2, concurrency: 1, duration: 125ms}
-      - {batch: 4, concurrency: 1, duration: 160ms}
-      - {batch: 8, concurrency: 1, duration: 267ms}
-  - model: m3
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 130ms}
-      - {batch: 2, concurrency: 1, duration: 167ms}
-      - {batch: 4, concurrency: 1, duration: 200ms}
-      - {batch: 8, concurrency: 1, duration: 320ms}
-sessions:
-  - name: chain
-    slo: 900ms
-    modules:
-      - {name: m2, model: m2, rate: 50}
-      - {name: m3, model: m3, rate: 50, after: [m2]}
-`
 
 // TestTracePlannerReplanKeepsBursts: at the config's rate the trace planner
 // serves `piccolo plan --trace`'s plan; a re-plan at a measured envelope twice
@@ -45,7 +20,7 @@ sessions:
 // burst headroom (it costs what the trace plan at twice the rate costs, well
 // above the mean-rate plan at twice the rate).
 func TestTracePlannerReplanKeepsBursts(t *testing.T) {
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "chain.yaml", Data: []byte(chainYAML)})
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +61,8 @@ func TestTracePlannerReplanKeepsBursts(t *testing.T) {
 	if want := tr.PeakRate(control.EnvelopeWindow(900*time.Millisecond, 50), 0); env != want {
 		t.Errorf("envelope %.4g req/s, want the busiest monitor window %.4g", env, want)
 	}
-	keys := map[control.Key]float64{{Session: "chain", Module: "m2"}: 50, {Session: "chain", Module: "m3"}: 50}
-	if c := tp.Covers(keys); c[control.Key{Session: "chain", Module: "m3"}] != env {
+	keys := map[control.Key]float64{{Session: "paper-chain", Module: "m2"}: 50, {Session: "paper-chain", Module: "m3"}: 50}
+	if c := tp.Covers(keys); c[control.Key{Session: "paper-chain", Module: "m3"}] != env {
 		t.Errorf("covers at the config's rates: %v, want both modules at the envelope %.4g", c, env)
 	}
 	if env < 1.2*mean {
@@ -96,7 +71,7 @@ func TestTracePlannerReplanKeepsBursts(t *testing.T) {
 	if s := tp.Scale(2 * env); s < 1.99 || s > 2.01 {
 		t.Errorf("scale at twice the trace's envelope: %.4g, want 2", s)
 	}
-	measured := control.WithRates(cfg, map[control.Key]float64{{Session: "chain", Module: "m2"}: 2 * env, {Session: "chain", Module: "m3"}: 2 * env})
+	measured := control.WithRates(cfg, map[control.Key]float64{{Session: "paper-chain", Module: "m2"}: 2 * env, {Session: "paper-chain", Module: "m3"}: 2 * env})
 	replan, err := tp.Plan(measured)
 	if err != nil {
 		t.Fatal(err)

@@ -214,18 +214,7 @@ func TestGatewayServesTraceLive(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	list := "backends:\n"
-	for _, hw := range []string{"v100", "t4"} {
-		for i := range pool[hw] {
-			addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: hw, files: []string{cfgPath},
-				executor: "sim", logFmt: "json", drain: time.Second})
-			list += fmt.Sprintf("  - {id: %s-%d, address: %q, hardware: %s}\n", hw, i, addr, hw)
-		}
-	}
-	bePath := filepath.Join(dir, "backends.yaml")
-	if err := os.WriteFile(bePath, []byte(list), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bePath := startSimPool(t, ctx, dir, cfgPath, pool)
 	var mu sync.Mutex
 	var events []string
 	start := time.Now()
@@ -245,15 +234,7 @@ func TestGatewayServesTraceLive(t *testing.T) {
 	if !strings.HasSuffix(first, fmt.Sprintf("cost %.4g", tp.Trace.Plan.TotalCost)) {
 		t.Errorf("first plan live: %s; want the trace plan's cost %.4g", first, tp.Trace.Plan.TotalCost)
 	}
-	out, err := runLoadgen(t, "--target", url, "--session", "paper-chain", "--arrival", "trace", "--trace", tracePath,
-		"--skip", half.String(), "--drain", "3s", "-o", "json", "-q")
-	if err != nil {
-		t.Fatalf("loadgen: %v\n%s", err, out)
-	}
-	var r openLoop
-	if err := jsonFrom(out, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := replayTrace(t, url, tracePath, half)
 	mu.Lock()
 	t.Logf("plans live: %s", strings.Join(events, "; "))
 	mu.Unlock()
@@ -378,18 +359,7 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 	attained := map[bool]float64{}
 	for _, tune := range []bool{true, false} {
 		ctx, cancel := context.WithCancel(context.Background())
-		list := "backends:\n"
-		for _, hw := range []string{"v100", "t4"} {
-			for i := range 24 {
-				addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: hw, files: []string{cfgPath},
-					executor: "sim", logFmt: "json", drain: time.Second})
-				list += fmt.Sprintf("  - {id: %s-%d, address: %q, hardware: %s}\n", hw, i, addr, hw)
-			}
-		}
-		bePath := filepath.Join(dir, "backends.yaml")
-		if err := os.WriteFile(bePath, []byte(list), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		bePath := startSimPool(t, ctx, dir, cfgPath, map[string]int{"v100": 24, "t4": 24})
 		var mu sync.Mutex
 		var events []string
 		var firstAfter time.Duration = -1
@@ -415,16 +385,8 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 		mu.Lock()
 		start = time.Now()
 		mu.Unlock()
-		out, err := runLoadgen(t, "--target", url, "--session", "paper-chain", "--arrival", "trace", "--trace", stepPath,
-			"--drain", "3s", "-o", "json", "-q")
+		r := replayTrace(t, url, stepPath, 0)
 		cancel()
-		if err != nil {
-			t.Fatalf("loadgen: %v\n%s", err, out)
-		}
-		var r openLoop
-		if err := jsonFrom(out, &r); err != nil {
-			t.Fatal(err)
-		}
 		mu.Lock()
 		t.Logf("tune=%v: %d sent, errors %v, SLO attainment %.2f%%, p99 %.0f ms; first plan change %v after the step; plans: %s",
 			tune, r.Sent, r.Errors, 100*r.SLOAttainment, r.P99Ms, firstAfter, strings.Join(events, "; "))
@@ -437,4 +399,41 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 	if attained[true] < attained[false]-0.01 {
 		t.Errorf("attainment with the tuner %.2f%%, without %.2f%%: want the tuner no worse", 100*attained[true], 100*attained[false])
 	}
+}
+
+// startSimPool starts count sim backends of each hardware type (v100, t4:
+// the demo's) serving cfgPath's profiles until ctx ends, and writes their
+// static backends list to dir/backends.yaml, whose path it returns.
+func startSimPool(t *testing.T, ctx context.Context, dir, cfgPath string, count map[string]int) string {
+	t.Helper()
+	list := "backends:\n"
+	for _, hw := range []string{"v100", "t4"} {
+		for i := range count[hw] {
+			addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: hw, files: []string{cfgPath},
+				executor: "sim", logFmt: "json", drain: time.Second})
+			list += fmt.Sprintf("  - {id: %s-%d, address: %q, hardware: %s}\n", hw, i, addr, hw)
+		}
+	}
+	path := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(path, []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// replayTrace replays the trace at path from skip on, open loop, to the
+// demo's session at url (`piccolo loadgen --arrival trace`), and returns
+// loadgen's report.
+func replayTrace(t *testing.T, url, path string, skip time.Duration) openLoop {
+	t.Helper()
+	out, err := runLoadgen(t, "--target", url, "--session", "paper-chain", "--arrival", "trace", "--trace", path,
+		"--skip", skip.String(), "--drain", "3s", "-o", "json", "-q")
+	if err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, out)
+	}
+	var r openLoop
+	if err := jsonFrom(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
