@@ -13,7 +13,6 @@ import (
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
-
 // TestTracePlannerReplanKeepsBursts: at the config's rate the trace planner
 // serves `piccolo plan --trace`'s plan; a re-plan at a measured envelope twice
 // the trace's plans for the trace played twice as fast, so its plan keeps the
