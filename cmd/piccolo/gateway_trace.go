@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -27,6 +28,8 @@ var traceOnlyFlags = []string{"trace-column", "speed", "skip", "trace-session", 
 // the command runs.
 func addGatewayTraceFlags(f *pflag.FlagSet, o *gatewayOptions) {
 	o.trace.addTrace(f, true)
+	f.Lookup("trace").Usage = "plan for these recorded request arrivals as piccolo plan --trace does, and serve that plan: " + arrival.TraceFormats
+	f.Lookup("trace-session").Usage = "with --trace: the session whose requests the trace is (default: the first session)"
 	f.DurationVar(&o.trace.duration, "duration", 0, "with --trace: plan for this much of it (default: all)")
 	f.Float64Var(&o.trace.target, "attainment", 0.99, "with --trace: the share of the trace's requests that must meet the SLO in simulation, in (0,1]")
 	f.StringVar(&o.trace.search, "trace-search", "ladder", "with --trace: how the trace plan is searched: "+strings.Join(simulate.TraceSearches, ", ")+" (as piccolo plan --trace-search)")
