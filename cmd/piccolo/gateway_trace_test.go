@@ -149,7 +149,10 @@ func TestGatewayPlanMismatch(t *testing.T) {
 // seed 1; `piccolo gateway --trace FILE --duration 60s` plans on its first
 // half and serves the plan on sim backends of the demo's hardware; `piccolo
 // loadgen --arrival trace --trace FILE --skip 60s` replays the second half
-// open loop. At least 99% of all requests must meet the SLO. It logs the
+// open loop. At least 99% of all requests must meet the SLO, the issue's
+// criterion; the plan simulates at 98.86% on this second half (10% busier
+// than the first), so on a loaded machine the check fails about as often
+// as it passes (docs/traffic.md, five runs). It logs the
 // trace plan's cost beside the mean-rate, coarse-grained and peak plans
 // (simulated on the first half, as `piccolo plan --trace` prints them) and
 // every plan the gateway made live. About 80 s:
@@ -201,6 +204,12 @@ func TestGatewayServesTraceLive(t *testing.T) {
 	var table bytes.Buffer
 	tp.WriteTable(&table)
 	t.Logf("plans on the first half:\n%s", table.String())
+	second, err := tr.Window(half, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the trace plan simulated on the second half as the gateway serves it: %.2f%% within the SLO",
+		100*simWindow(t, tp.Trace.Plan, second, nil).all)
 
 	// A pool of the trace plan's machines, each its own backend, plus one of
 	// each type for a re-plan to grow onto.
