@@ -459,7 +459,7 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 	var t gateway.Timing
 	if !it.Sent.IsZero() {
 		t = gateway.Timing{Queue: it.Sent.Sub(it.Arrival), Compute: it.Finished.Sub(it.Sent)}
-		lm.metrics.Item(t)
+		lm.metrics.Item(t.Queue, t.Compute)
 	}
 	out, err := it.Outputs, it.Err
 	if err == nil {
@@ -721,16 +721,14 @@ func allStackable(items [][]api.Tensor) bool {
 }
 
 // mapBackendError wraps err, from the dispatcher or the backend client, with the
-// gateway sentinel the edge maps to a status.
+// gateway sentinel the edge maps to a status. The dispatcher's ErrDeadline,
+// ErrOverloaded and ErrCancelled already wrap the gateway's (api's) and pass
+// as they are.
 func mapBackendError(err error) error {
 	var sentinel error
 	switch {
-	case errors.Is(err, dispatcher.ErrOverloaded):
-		sentinel = gateway.ErrOverloaded
-	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, gateway.ErrDeadline):
 		sentinel = gateway.ErrDeadline
-	case errors.Is(err, dispatcher.ErrCancelled):
-		sentinel = gateway.ErrCancelled
 	case errors.Is(err, backends.ErrInvalidInput):
 		sentinel = gateway.ErrBadInput
 	case errors.Is(err, dispatcher.ErrClosed), errors.Is(err, backends.ErrBackendUnavailable),
@@ -738,7 +736,7 @@ func mapBackendError(err error) error {
 		errors.Is(err, backends.ErrBackendOverloaded), errors.Is(err, backends.ErrPoolClosed):
 		sentinel = gateway.ErrUnavailable
 	case errors.Is(err, gateway.ErrUnavailable), errors.Is(err, gateway.ErrBackend), errors.Is(err, gateway.ErrDeadline),
-		errors.Is(err, gateway.ErrBadInput), errors.Is(err, gateway.ErrOverloaded):
+		errors.Is(err, gateway.ErrBadInput), errors.Is(err, gateway.ErrOverloaded), errors.Is(err, gateway.ErrCancelled):
 		return err
 	default:
 		sentinel = gateway.ErrBackend

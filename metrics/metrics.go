@@ -15,7 +15,6 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/gateway"
 )
 
 // Metrics are the gateway's Prometheus metrics (docs/observability.md lists them
@@ -195,11 +194,20 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 // Handler serves GET /metrics: the registry's metrics in Prometheus text.
 func (m *Metrics) Handler(ctx *fasthttp.RequestCtx) { m.handler(ctx) }
 
+// Sessions is what SetDAGRunner reads of the sessions served: the session
+// names and each one's config (for its SLO). *gateway.DAGRunner is one;
+// the interface keeps metrics below gateway in the import order.
+type Sessions interface {
+	Sessions() []string
+	Session(name string) (api.Session, bool)
+}
+
 // SetDAGRunner resolves the per-session children (and the SLO that counts a
-// violation) of the DAGRunner's sessions. kserve.NewServer calls it; whoever changes
-// the DAGRunner's sessions afterwards (EmbeddedControl, the cluster follower)
-// calls it again after DAGRunner.SetSessions.
-func (m *Metrics) SetDAGRunner(e *gateway.DAGRunner) {
+// violation) of the DAGRunner's sessions (e, a *gateway.DAGRunner in the
+// gateway). kserve.NewServer calls it; whoever changes the DAGRunner's
+// sessions afterwards (EmbeddedControl, the cluster follower) calls it again
+// after DAGRunner.SetSessions.
+func (m *Metrics) SetDAGRunner(e Sessions) {
 	names := e.Sessions()
 	slos := make(map[string]time.Duration, len(names))
 	for _, n := range names {
@@ -274,13 +282,15 @@ func (m *Metrics) Module(session, module string) *ModuleMetrics {
 		batchSize: m.batchSize.WithLabelValues(session, module)}
 }
 
-// Item records one item's timing (only items that were sent).
-func (mm *ModuleMetrics) Item(t gateway.Timing) {
+// Item records one item's timing (only items that were sent): queue from
+// submission until its batch started on a backend, compute the batch's run
+// (gateway.Timing's two fields).
+func (mm *ModuleMetrics) Item(queue, compute time.Duration) {
 	if mm == nil {
 		return
 	}
-	mm.queue.Observe(t.Queue.Seconds())
-	mm.compute.Observe(t.Compute.Seconds())
+	mm.queue.Observe(queue.Seconds())
+	mm.compute.Observe(compute.Seconds())
 }
 
 // Batch records the size of one batch sent: real items plus dummies.
