@@ -84,8 +84,8 @@ func NewTracePlanner(cfg *api.Config, o TracePlannerOptions) (*TracePlanner, err
 	if o.Search == "" {
 		o.Search = "ladder"
 	}
-	if !slices.Contains(simulate.TraceSearches, o.Search) {
-		return nil, fmt.Errorf("trace search %q: allowed: %s", o.Search, strings.Join(simulate.TraceSearches, ", "))
+	if err := simulate.CheckTraceSearch(o.Search); err != nil {
+		return nil, err
 	}
 	if o.Target == 0 {
 		o.Target = 0.99
