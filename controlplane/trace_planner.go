@@ -273,9 +273,6 @@ func (fp *FilePlanner) Plan(cfg *api.Config) (*api.Plan, error) {
 	return clonePlan(fp.plan), nil
 }
 
-// Rates are the module rates (req/s) the file's plan was made for.
-func (fp *FilePlanner) Rates() map[control.Key]float64 { return maps.Clone(fp.rates) }
-
 func clonePlan(p *api.Plan) *api.Plan {
 	c := *p
 	c.Sessions = slices.Clone(p.Sessions)
