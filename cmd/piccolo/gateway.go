@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -65,6 +66,14 @@ type gatewayOptions struct {
 	schedulerTTL  time.Duration // the candidate's heartbeat TTL
 	gatewayID     string        // this gateway's id in Consul (rates key)
 	configWait    time.Duration // how long an admin change waits for its plan
+
+	// --trace and its flags, --plan: what the plan step plans for (gateway_trace.go).
+	trace      trafficFlags
+	planFile   string
+	traceFlags *pflag.FlagSet // the command's flags, for which --trace flags were given; nil in tests
+	tune       bool           // --tune: InferLine's tuner on the traced session
+	// the --trace planner, set by planner()
+	tracePlanner *controlplane.TracePlanner
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
@@ -133,6 +142,13 @@ that stays 20% above the plan for 0.5 s is re-planned onto the idle backends
 (live within about a second); a fall below 70% of the plan releases them about
 a minute later (every rate window must have fallen, then 30 s more).
 
+--trace FILE plans for recorded arrivals as piccolo plan --trace does (with the
+gateway's --flush; --duration, --speed, --skip, --attainment, --trace-search,
+--trace-session as there) and serves that plan; a rate re-plan plans for the trace
+scaled to the measured envelope, so it keeps the burst provisioning. --plan FILE
+serves a plan JSON written by piccolo plan --no-fusion -o json, checked against the
+config (docs/traffic.md, "Serving a trace plan").
+
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 The servers open once the plan is live and the backends' models are loaded;
 from then /v2/health/ready answers 200 and gRPC health SERVING. On SIGINT or
@@ -183,6 +199,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.backendCA, "backend-ca", "", "verify the backends that serve TLS (tls: true in backends:, or meta tls=true in Consul) with the CAs in this PEM file (default: the system's roots)")
 	f.StringVar(&o.backendCert, "backend-cert", "", "present this PEM certificate to the backends that serve TLS and ask for one (backend --tls-client-ca), reloaded when it changes; needs --backend-key")
 	f.StringVar(&o.backendKey, "backend-key", "", "the PEM private key of --backend-cert")
+	addGatewayTraceFlags(f, o)
 	return cmd
 }
 
@@ -274,9 +291,18 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS,
 		Calibration: est}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	gopts := controlplane.GatewayOptions{Fuse: !o.noFuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
-		Planner: func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) },
-		Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
+	planner, covers, fuse, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
+	if err != nil {
+		return err
+	}
+	gopts := controlplane.GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
+		Planner: planner, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
+	if gopts.Control.Covers == nil {
+		gopts.Control.Covers = covers
+	}
+	if o.tune && gopts.Control.Hold == nil {
+		gopts.Control.Hold = o.tracePlanner.Hold
+	}
 	if o.consul != "" {
 		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
 			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait}
@@ -294,6 +320,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		gatewayID = cc.GatewayID()
 	}
 	defer keepCalibration(ctx, est, o, gatewayID, log)()
+	if o.tune {
+		if err := ctl.(*controlplane.EmbeddedControl).StartTuner(ctx, o.tracePlanner); err != nil {
+			return err
+		}
+	}
 	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Scheduler() != nil {
 		reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
 	}

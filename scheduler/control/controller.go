@@ -29,6 +29,9 @@ const (
 	CauseManual     = "manual"
 	CausePeriodic   = "periodic"
 	CauseDrift      = "drift"
+	// CauseTune is a plan the Tuner scaled (Tune): placed and published
+	// without running the planner.
+	CauseTune = "tune"
 )
 
 // Replan is one decision of the control loop, handed to Options.Publish.
@@ -118,6 +121,16 @@ type Options struct {
 	Calibration    Calibration
 	DriftThreshold float64
 	DriftHold      time.Duration
+	// Covers, when set, maps the module rates (req/s) a plan was made at to
+	// the rates it carries as the rate monitor measures them: the band a rate
+	// re-plan is judged against (default: the rates themselves). A trace plan
+	// carries its trace's busiest window, not the configured mean
+	// (controlplane.TracePlanner.Covers). Called from Run's goroutine.
+	Covers func(rates map[Key]float64) map[Key]float64
+	// Hold, when set, names the modules whose rate band the controller does
+	// not judge: a Tuner scales them (Tune), and only a config change, a
+	// membership change or the periodic re-plan plans them again.
+	Hold func(Key) bool
 }
 
 // Calibration is the measured side of the profiles: calibrate.Estimator
@@ -245,6 +258,8 @@ type inputs struct {
 	membersAt  time.Time
 	manual     bool
 	manualAt   time.Time
+	tuned      *api.Plan // Tune's plan, not placed
+	tunedAt    time.Time
 }
 
 // Planned is a config's plan made before it reaches the controller: by the
@@ -368,6 +383,17 @@ func (c *Controller) Replan() {
 	c.poke()
 }
 
+// Tune hands the controller a plan the Tuner scaled from the served one
+// (Tuner.Tuned of the unplaced plan): the next step places and publishes it
+// (cause "tune") without running the planner, unless a cause that plans
+// (config, manual, a hardware type appearing) comes in the same step.
+func (c *Controller) Tune(p *api.Plan) {
+	c.mu.Lock()
+	c.in.tuned, c.in.tunedAt = p, c.o.Clock.Now()
+	c.mu.Unlock()
+	c.poke()
+}
+
 // Status returns what the controller last did. Safe from any goroutine; the
 // value is immutable.
 func (c *Controller) Status() *Status { return c.status.Load() }
@@ -446,6 +472,10 @@ func (c *Controller) step(now time.Time) {
 		raise(c.retry.cause, c.retry.trigger)
 		plan = true
 	}
+	if in.tuned != nil && !plan && c.placed != nil {
+		raise(CauseTune, in.tunedAt)
+		c.unplaced = in.tuned
+	}
 	if at, ok := c.rateOutOfBand(now, measured, current); ok {
 		raise(CauseRate, at)
 		c.takeMeasured(measured)
@@ -506,7 +536,7 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 	fired := false
 	for k, planned := range c.planned {
 		m, ok := measured[k]
-		if !ok {
+		if !ok || (c.o.Hold != nil && c.o.Hold(k)) {
 			delete(c.upSince, k)
 			delete(c.downFrom, k)
 			continue
@@ -628,7 +658,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	// config it is (its sessions or backends changed, the plan did not).
 	if c.placed != nil && c.pubCfg == c.cfg && SamePlan(c.placed, placed) {
 		c.retry = nil
-		c.planned, c.unplaced = r.Rates, r.Unplaced
+		c.planned, c.unplaced = c.covers(r.Rates), r.Unplaced
 		c.same++
 		c.publishStatus(measured, "")
 		return
@@ -639,7 +669,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		return
 	}
 	c.retry = nil
-	c.placed, c.unplaced, c.planned, c.pubCfg, c.short = placed, r.Unplaced, r.Rates, r.Config, short
+	c.placed, c.unplaced, c.planned, c.pubCfg, c.short = placed, r.Unplaced, c.covers(r.Rates), r.Config, short
 	c.counts[r.Cause]++
 	log.Info("plan published", zap.Float64("cost", placed.TotalCost), zap.Duration("plan_took", r.PlanTook),
 		zap.Duration("place_took", r.PlaceTook), zap.Int("devices_missing", short.Missing()), zap.Error(r.PlanErr))
@@ -650,6 +680,14 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	st := *c.status.Load()
 	st.Last = r
 	c.status.Store(&st)
+}
+
+// covers is Options.Covers of rates, or rates.
+func (c *Controller) covers(rates map[Key]float64) map[Key]float64 {
+	if c.o.Covers == nil {
+		return rates
+	}
+	return c.o.Covers(rates)
 }
 
 // planningConfig is the config the planner sees: module rates replaced by the

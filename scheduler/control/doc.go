@@ -78,4 +78,14 @@
 // the gateway's id; rates add up.
 // Members convert from the membership package as placement.Member{ID, Hardware}; a
 // static config's backends as placement.Member{b.ID, b.Hardware}.
+//
+// Tuner (tuner.go) — InferLine's Tuner (§5, Algorithms 3–4): a pure decision
+// over 100 ms bucket counts (Observe, then Check, from one goroutine) that
+// scales one session's modules' machines when the live envelope exceeds the
+// planning trace's at any window from the SLO to 60 s, and back after 15 s;
+// Tuned gives the scaled plan, which Controller.Tune places and publishes
+// without a planner run (cause "tune"). Options.Hold hands such modules' rate
+// band to the Tuner; Options.Covers says what rates a plan carries (a trace
+// plan: its trace's envelope). Counter.Closed reads a monitor counter's closed
+// buckets for it.
 package control
