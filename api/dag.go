@@ -122,7 +122,7 @@ func (s *Session) TopoOrder() ([]int, error) {
 		}
 	}
 	if len(order) < n {
-		return nil, fmt.Errorf("session %q: %w: %s", s.Name, ErrCycle, strings.Join(s.cycle(), " -> "))
+		return nil, fmt.Errorf("session %q: %w: %s", s.Name, ErrCycle, strings.Join(s.Cycle(), " -> "))
 	}
 	return order, nil
 }
@@ -240,9 +240,10 @@ func (s *Session) graph() (parents, children [][]int) {
 	return parents, children
 }
 
-// cycle returns the module names along one cycle of the DAG in data-flow order,
-// the first name repeated at the end ("a", "b", "a"), or nil if there is none.
-func (s *Session) cycle() []string {
+// Cycle returns the module names along one cycle of the DAG in data-flow order,
+// the first name repeated at the end ("a", "b", "a"), or nil if there is none:
+// what TopoOrder's error names.
+func (s *Session) Cycle() []string {
 	const (
 		unseen = iota
 		onStack

@@ -456,17 +456,27 @@ func (p *parser) list(n *yaml.Node, path, want string, item func(*yaml.Node)) {
 	if isNull(n) {
 		return
 	}
-	if n.Kind != yaml.SequenceNode {
-		p.errorf(n.Line, path, "want %s; got %s", want, describe(n))
-		return
+	if err := p.items(n, want, func(_ int, c *yaml.Node) { item(c) }); err != nil {
+		p.errorf(n.Line, path, "%s", err.Error())
 	}
-	for _, c := range n.Content {
+}
+
+// items calls item for every element of the sequence n with its index, up to
+// the parser's budget (spend), and returns "want <want>; got ..." when n is
+// not a sequence: the loop of every list in a config, top-level (list) or a
+// field (p.field's decoder).
+func (p *parser) items(n *yaml.Node, want string, item func(i int, c *yaml.Node)) error {
+	if n.Kind != yaml.SequenceNode {
+		return fmt.Errorf("want %s; got %s", want, describe(n))
+	}
+	for i, c := range n.Content {
 		c = resolve(c)
 		if c == nil || !p.spend(c.Line) {
-			return
+			break
 		}
-		item(c)
+		item(i, c)
 	}
+	return nil
 }
 
 // mapping checks that n is a mapping describing want; path names it in errors.
@@ -552,17 +562,9 @@ func (p *parser) profile(n *yaml.Node) {
 	p.field(kv, n, k.with("hardware"), path, true, "a hardware type name such as v100", decString(&pr.Hardware))
 	p.field(kv, n, k.with("accuracy"), path, false, "", decFloat(&pr.Accuracy, wantAccuracy))
 	p.field(kv, n, k.with("entries"), path, true, "a list of entries such as [{batch: 1, concurrency: 1, duration: 20ms}]", func(v *yaml.Node) error {
-		if v.Kind != yaml.SequenceNode {
-			return fmt.Errorf("want a list of entries such as [{batch: 1, concurrency: 1, duration: 20ms}]; got %s", describe(v))
-		}
-		for _, c := range v.Content {
-			c = resolve(c)
-			if c == nil || !p.spend(c.Line) {
-				break
-			}
+		return p.items(v, "a list of entries such as [{batch: 1, concurrency: 1, duration: 20ms}]", func(_ int, c *yaml.Node) {
 			p.entry(&pr, c, i, path)
-		}
-		return nil
+		})
 	})
 	p.cfg.Profiles = append(p.cfg.Profiles, pr)
 }
@@ -604,17 +606,9 @@ func (p *parser) session(n *yaml.Node) {
 		return nil
 	})
 	p.field(kv, n, k.with("modules"), path, true, "a list of modules such as [{name: detect, model: ssd, rate: 100}]", func(v *yaml.Node) error {
-		if v.Kind != yaml.SequenceNode {
-			return fmt.Errorf("want a list of modules such as [{name: detect, model: ssd, rate: 100}]; got %s", describe(v))
-		}
-		for _, c := range v.Content {
-			c = resolve(c)
-			if c == nil || !p.spend(c.Line) {
-				break
-			}
+		return p.items(v, "a list of modules such as [{name: detect, model: ssd, rate: 100}]", func(_ int, c *yaml.Node) {
 			p.module(&s, c, i, path)
-		}
-		return nil
+		})
 	})
 	p.cfg.Sessions = append(p.cfg.Sessions, s)
 }
@@ -632,38 +626,22 @@ func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
 	p.field(kv, n, k.with("name"), path, true, "a module name such as detect", decString(&m.Name))
 	p.field(kv, n, k.with("model"), path, false, "", decString(&m.Model))
 	p.field(kv, n, k.with("variants"), path, false, "", func(v *yaml.Node) error {
-		if v.Kind != yaml.SequenceNode {
-			return fmt.Errorf("want %s; got %s", wantVariants, describe(v))
-		}
-		for _, c := range v.Content {
-			c = resolve(c)
-			if c == nil || !p.spend(c.Line) {
-				break
-			}
+		return p.items(v, wantVariants, func(_ int, c *yaml.Node) {
 			p.variant(&m, c, i, j, path)
-		}
-		return nil
+		})
 	})
 	p.field(kv, n, k.with("rate"), path, false, "", decFloat(&m.Rate, "a request rate in req/s such as 60"))
 	p.field(kv, n, k.with("after"), path, false, "", func(v *yaml.Node) error {
-		if v.Kind != yaml.SequenceNode {
-			return fmt.Errorf("want a list of module names such as [detect]; got %s", describe(v))
-		}
-		for a, c := range v.Content {
-			c = resolve(c)
-			if c == nil || !p.spend(c.Line) {
-				break
-			}
+		return p.items(v, "a list of module names such as [detect]", func(a int, c *yaml.Node) {
 			ak := k.with(fmt.Sprintf("after[%d]", len(m.After)))
 			var name string
 			if err := decString(&name)(c); err != nil {
 				p.errorf(c.Line, fmt.Sprintf("%s.after[%d]", path, a), "want a module name; got %s", describe(c))
-				continue
+				return
 			}
 			p.fields[ak] = fieldInfo{file: p.name, line: c.Line}
 			m.After = append(m.After, name)
-		}
-		return nil
+		})
 	})
 	s.Modules = append(s.Modules, m)
 }
@@ -1211,7 +1189,7 @@ func (v *validator) dag(s *Session, i int, spath string) {
 	k := fieldKey{sec: secSession, i: i, j: -1}
 	order, err := s.TopoOrder()
 	if err != nil {
-		v.fail(k.with("modules"), s.Source, spath+".modules", "modules form a cycle: %s; after must describe a DAG", strings.Join(s.cycle(), " -> "))
+		v.fail(k.with("modules"), s.Source, spath+".modules", "modules form a cycle: %s; after must describe a DAG", strings.Join(s.Cycle(), " -> "))
 		return
 	}
 	if s.SLO <= 0 {

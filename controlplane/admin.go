@@ -25,31 +25,12 @@ import (
 // AdminMaxBodyBytes bounds the body of PUT /admin/sessions/{name}.
 const AdminMaxBodyBytes = 1 << 20
 
-// BackendView is what GET /admin/backends answers: the membership the gateway
-// serves with. Source is "static" (the config's backends list) or "consul";
-// Stale is true when the source is unreachable and the list is the last one
-// seen (Error says why).
-type BackendView struct {
-	Source   string        `json:"source"`
-	Stale    bool          `json:"stale"`
-	Error    string        `json:"error,omitempty"`
-	At       time.Time     `json:"at,omitzero"`
-	Backends []BackendInfo `json:"backends"`
-}
+// BackendView is what GET /admin/backends answers: api.BackendView, the wire
+// format `piccolo status` reads too.
+type BackendView = api.BackendView
 
-// BackendInfo is one backend of a BackendView. Placed lists "session/module" of
-// every plan group placed on it (filled in by the admin API from the running
-// plan).
-type BackendInfo struct {
-	ID             string   `json:"id"`
-	Address        string   `json:"address"`
-	Hardware       string   `json:"hardware"`
-	Price          float64  `json:"price,omitempty"`
-	GPU            string   `json:"gpu,omitempty"`
-	GPUMemoryBytes uint64   `json:"gpu_memory_bytes,omitempty"`
-	Models         []string `json:"models,omitempty"`
-	Placed         []string `json:"placed,omitempty"`
-}
+// BackendInfo is one backend of a BackendView (api.BackendInfo).
+type BackendInfo = api.BackendInfo
 
 // AdminOptions configure the admin API.
 type AdminOptions struct {

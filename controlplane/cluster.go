@@ -446,3 +446,7 @@ func (cc *ConsulControl) Runner() gateway.ModuleRunner {
 
 // Scheduler is this gateway's scheduler candidate; nil when Schedule is false.
 func (cc *ConsulControl) Scheduler() *cluster.Scheduler { return cc.sched }
+
+// GatewayID is this gateway's id in Consul (ClusterOptions.GatewayID or its
+// default).
+func (cc *ConsulControl) GatewayID() string { return cc.id }

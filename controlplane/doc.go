@@ -64,4 +64,13 @@
 // cheapest plan whose simulation under Poisson arrivals meets the SLO for
 // DefaultBurstTarget (99.9%) of requests, planned only for the hardware types
 // the backends have.
+//
+// TracePlanner (trace_planner.go, `piccolo gateway --trace`) is a Planner
+// strategy for recorded arrivals: the trace plan (simulate.PlanForTraceWith),
+// re-planned for the trace scaled to a measured envelope; its Covers is the
+// control loop's Options.Covers. FilePlanner (`--plan FILE`) serves a plan
+// JSON checked once against the config. Both are immutable after their
+// constructor and safe from any goroutine. EmbeddedControl.StartTuner
+// (tuning.go, `--tune`) runs control.Tuner in its own goroutine, reading the
+// rate monitor's buckets and calling Controller.Tune (docs/traffic.md).
 package controlplane

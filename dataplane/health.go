@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/tracing"
@@ -38,6 +39,9 @@ type HealthOptions struct {
 	// the backends that are down after each ejection and return, so the
 	// control plane can re-place their share.
 	OnChange func(down []string)
+	// Calibration, when set, receives every batch's measured duration
+	// (calibrate.Estimator.Observe; docs/calibration.md).
+	Calibration *calibrate.Estimator
 }
 
 // Health is the gateway's view of its backends' health, shared by every
@@ -92,6 +96,7 @@ type backendHealth struct {
 	ratio   atomic.Uint64 // float64 bits: EWMA of measured/profiled batch duration (0: no sample)
 	slow    atomic.Bool
 
+	lastEnd    atomic.Int64 // unix ns: the latest end of a batch on the backend (backendHealth.ran)
 	ejections  atomic.Uint64
 	ejectNanos atomic.Int64 // the last ejection: from the failed call's end to the flag set
 	modelsMu   sync.Mutex
@@ -117,6 +122,13 @@ const (
 	ratioWeight = 0.2
 	slowEnter   = 1.5
 	slowExit    = 1.25
+	// slowScale: from this ratio on, below a straggler's, the dispatcher
+	// already scales the backend's expected durations by it (lanes free
+	// later, admission predicts later), so that a device slower than its
+	// profile is refused to, not failed late, until the plan catches up
+	// (docs/calibration.md); below slowScaleExit it runs as profiled again.
+	slowScale     = 1.1
+	slowScaleExit = 1.05
 	// hedgeAfter: a batch still running this many times its profiled duration
 	// is overdue (the profile's tail; the sim's jitter stays well inside it).
 	hedgeAfter = 2
@@ -445,8 +457,9 @@ func (h *Health) Down() []string {
 }
 
 // observe adds a batch that took elapsed on bh, profiled at profiled, to bh's
-// EWMA, and marks bh slow or not slow when it crosses slowEnter or slowExit
-// (one log line per change).
+// EWMA, marks bh slow or not slow when it crosses slowEnter or slowExit (one
+// log line per change), and hands the dispatchers the EWMA as the backend's
+// slowness from slowScale on.
 func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 	if profiled <= 0 {
 		return
@@ -480,9 +493,36 @@ func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 			h.changed()
 		}
 	}
-	if bh.slow.Load() {
+	switch {
+	case bh.slow.Load() || r >= slowScale:
 		bh.SetSlowness(r)
+	case r < slowScaleExit:
+		bh.SetSlowness(1)
 	}
+}
+
+// ran returns how long a batch sent at start and answered at end ran on the
+// backend, for the calibration: on a one-lane device (concurrency 1), from
+// the later of start and the end of the batch answered before it there (the
+// batch waited for that one: another module's on a shared device, or this
+// module's own when the device runs slower than planned, so the wait
+// expected is not what it waited), to end; on a device of several lanes,
+// end − start when it was not expected to queue (wait 0), else ok false (how
+// long it queued is unknown). Hedged or concurrent callers of one backend
+// make it approximate, never longer than end − start.
+func (bh *backendHealth) ran(start, end time.Time, concurrency int, wait time.Duration) (time.Duration, bool) {
+	e := end.UnixNano()
+	prev := bh.lastEnd.Load()
+	for prev < e && !bh.lastEnd.CompareAndSwap(prev, e) {
+		prev = bh.lastEnd.Load()
+	}
+	switch s := start.UnixNano(); {
+	case concurrency <= 1 && prev > s && prev < e:
+		return time.Duration(e - prev), true
+	case concurrency <= 1 || wait == 0:
+		return end.Sub(start), true
+	}
+	return 0, false
 }
 
 // allowHedge reports whether one more hedge stays within the budget (a share

@@ -17,6 +17,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
@@ -86,6 +87,9 @@ type LiveOptions struct {
 	// (dispatcher.SetSpare; the models are loaded there when the plan is
 	// applied; dataplane/spare.go). `piccolo gateway` turns it on (--spare).
 	Spare bool
+	// Calibration, when set, receives every batch's measured duration
+	// (HealthOptions.Calibration).
+	Calibration *calibrate.Estimator
 	// BackendTLS is the TLS config of the calls to the backends whose entry
 	// (api.Backend.TLS, Consul meta "tls") says they serve TLS: the CA their
 	// certificates are verified with (`piccolo gateway --backend-ca`). Nil:
@@ -102,7 +106,7 @@ func (o LiveOptions) healthOptions() HealthOptions {
 	case hedge < 0:
 		hedge = 0
 	}
-	return HealthOptions{ProbeInterval: o.ProbeInterval, HedgeBudget: hedge, Logger: o.Logger}
+	return HealthOptions{ProbeInterval: o.ProbeInterval, HedgeBudget: hedge, Logger: o.Logger, Calibration: o.Calibration}
 }
 
 // LiveRunner is the ModuleRunner of the live gateway: per module, a dispatcher
@@ -459,7 +463,7 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 	var t gateway.Timing
 	if !it.Sent.IsZero() {
 		t = gateway.Timing{Queue: it.Sent.Sub(it.Arrival), Compute: it.Finished.Sub(it.Sent)}
-		lm.metrics.Item(t)
+		lm.metrics.Item(t.Queue, t.Compute)
 	}
 	out, err := it.Outputs, it.Err
 	if err == nil {
@@ -721,16 +725,14 @@ func allStackable(items [][]api.Tensor) bool {
 }
 
 // mapBackendError wraps err, from the dispatcher or the backend client, with the
-// gateway sentinel the edge maps to a status.
+// gateway sentinel the edge maps to a status. The dispatcher's ErrDeadline,
+// ErrOverloaded and ErrCancelled already wrap the gateway's (api's) and pass
+// as they are.
 func mapBackendError(err error) error {
 	var sentinel error
 	switch {
-	case errors.Is(err, dispatcher.ErrOverloaded):
-		sentinel = gateway.ErrOverloaded
-	case errors.Is(err, dispatcher.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, gateway.ErrDeadline):
 		sentinel = gateway.ErrDeadline
-	case errors.Is(err, dispatcher.ErrCancelled):
-		sentinel = gateway.ErrCancelled
 	case errors.Is(err, backends.ErrInvalidInput):
 		sentinel = gateway.ErrBadInput
 	case errors.Is(err, dispatcher.ErrClosed), errors.Is(err, backends.ErrBackendUnavailable),
@@ -738,7 +740,7 @@ func mapBackendError(err error) error {
 		errors.Is(err, backends.ErrBackendOverloaded), errors.Is(err, backends.ErrPoolClosed):
 		sentinel = gateway.ErrUnavailable
 	case errors.Is(err, gateway.ErrUnavailable), errors.Is(err, gateway.ErrBackend), errors.Is(err, gateway.ErrDeadline),
-		errors.Is(err, gateway.ErrBadInput), errors.Is(err, gateway.ErrOverloaded):
+		errors.Is(err, gateway.ErrBadInput), errors.Is(err, gateway.ErrOverloaded), errors.Is(err, gateway.ErrCancelled):
 		return err
 	default:
 		sentinel = gateway.ErrBackend

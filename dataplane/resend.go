@@ -70,7 +70,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	start := time.Now()
 	if h.opts.HedgeBudget <= 0 || from.Duration <= 0 || len(lm.clients) < 2 { // no hedge possible: no timer, no goroutine
 		out, errs, err := lm.infer(ctx, c, items, dummies)
-		lm.observe(bh, from, wait, start, err)
+		lm.observe(bh, from, wait, start, len(items)+dummies, err)
 		return out, errs, err
 	}
 	pctx, pcancel := context.WithCancel(ctx)
@@ -84,7 +84,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	defer timer.Stop()
 	select {
 	case r := <-ch:
-		lm.observe(bh, from, wait, start, r.err)
+		lm.observe(bh, from, wait, start, len(items)+dummies, r.err)
 		return r.out, r.errs, r.err
 	case <-timer.C:
 	}
@@ -95,7 +95,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	}
 	if dl, has := ctx.Deadline(); hc == nil || has && time.Now().Add(alt.Duration).After(dl) || !h.allowHedge() {
 		r := <-ch
-		lm.observe(bh, from, wait, start, r.err)
+		lm.observe(bh, from, wait, start, len(items)+dummies, r.err)
 		return r.out, r.errs, r.err
 	}
 	hctx, hcancel := context.WithCancel(ctx)
@@ -110,13 +110,13 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	if first.err != nil { // the other call may still answer
 		if second := <-ch; second.err == nil {
 			first, second = second, first
-			lm.settle(bh, abh, from, &alt, wait, start, hstart, first)
+			lm.settle(bh, abh, from, &alt, wait, start, hstart, len(items)+dummies, first)
 			return first.out, first.errs, first.err
 		}
-		lm.settle(bh, abh, from, &alt, wait, start, hstart, first)
+		lm.settle(bh, abh, from, &alt, wait, start, hstart, len(items)+dummies, first)
 		return first.out, first.errs, first.err
 	}
-	lm.settle(bh, abh, from, &alt, wait, start, hstart, first)
+	lm.settle(bh, abh, from, &alt, wait, start, hstart, len(items)+dummies, first)
 	pcancel()
 	hcancel()
 	<-ch // the loser, cancelled
@@ -127,19 +127,19 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 // machine time, and the winner's duration in its backend's EWMA (the loser's
 // elapsed time counts too, as a lower bound: a straggler whose batches are
 // always hedged must still look slow).
-func (lm *liveModule) settle(bh, abh *backendHealth, from, alt *dispatcher.Slot, wait time.Duration, start, hstart time.Time, win callResult) {
+func (lm *liveModule) settle(bh, abh *backendHealth, from, alt *dispatcher.Slot, wait time.Duration, start, hstart time.Time, n int, win callResult) {
 	h := lm.h
 	h.hedgeNanos.Add(int64(time.Since(hstart)))
 	if win.hedge {
 		h.hedgesWon.Add(1)
-		lm.observe(abh, alt, 0, hstart, win.err)
+		lm.observe(abh, alt, 0, hstart, n, win.err)
 		if win.err == nil && bh != nil {
 			h.observe(bh, time.Since(start), wait+from.Duration)
 		}
 		return
 	}
 	h.hedgesLost.Add(1)
-	lm.observe(bh, from, wait, start, win.err)
+	lm.observe(bh, from, wait, start, n, win.err)
 }
 
 // failedRatio is what a batch the backend answered with an error (INTERNAL, a
@@ -155,14 +155,25 @@ const failedRatio = 2.5
 // the backend answered an error, an ejection when it failed at the transport.
 // A call is measured against wait + the profile: the time it was expected to
 // queue behind other dispatchers' batches on a shared backend is not slowness.
-func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.Duration, start time.Time, err error) {
+// A batch of n items (dummies included) that succeeded is also the
+// calibration's sample (HealthOptions.Calibration; backendHealth.ran says
+// for how long it ran): one lock and a ring write a batch, nothing per
+// request.
+func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.Duration, start time.Time, n int, err error) {
 	if bh == nil {
 		return
 	}
 	expect := wait + s.Duration
 	switch why, _ := retryReasonOf(err); {
 	case err == nil:
-		lm.h.observe(bh, time.Since(start), expect)
+		now := time.Now()
+		took := now.Sub(start)
+		if c := lm.h.opts.Calibration; c != nil {
+			if run, ok := bh.ran(start, now, s.Concurrency, wait); ok {
+				c.Observe(lm.model, s.Hardware, s.Backend, n, s.Concurrency, run, now)
+			}
+		}
+		lm.h.observe(bh, took, expect)
 	case ejects(err):
 		lm.h.eject(bh, err, time.Now())
 	case why == retryFailed:

@@ -64,7 +64,7 @@ func BenchmarkSubmit(b *testing.B) {
 		{TC{}, FlushIdle, true, false, false}, {RR{}, FlushIdle, true, false, false},
 		{TC{}, FlushIdle, true, true, false}, {TC{}, FlushIdle, true, true, true}} {
 		p := c.p
-		name := p.Name() + "/" + string(c.f)
+		name := p.Name() + "/" + c.f.Name()
 		if c.admit {
 			name += "/admission"
 		}

@@ -25,7 +25,8 @@ type Sender interface {
 type Options struct {
 	// Policy routes arrivals to open batches; nil means TC.
 	Policy Policy
-	// Flush is FlushDeadline (the default) or FlushIdle.
+	// Flush is the flush rule: nil means FlushDeadline (the paper's); also
+	// FlushIdle, or any rule of a registry main builds (flush.go).
 	Flush Flush
 	// ArrivalGap seeds FlushIdle's arrival-gap estimate (a dispatcher's
 	// ArrivalGap when this one replaces it); 0: the plan's rate.
@@ -133,8 +134,9 @@ type SlotStats struct {
 type Dispatcher struct {
 	module string
 	policy Policy
-	idle   bool // Flush is FlushIdle
-	admit  bool // Options.Admission
+	frule  Flush // Options.Flush
+	early  bool  // flush.Early(), read once
+	admit  bool  // Options.Admission
 	clock  Clock
 	sender Sender
 	health HealthTable // nil: every machine up, none slow
@@ -182,6 +184,7 @@ type state struct {
 	groups   []*group
 	machines []*machine
 	router   Router
+	peeker   Peeker   // router, when it is one; nil otherwise
 	queues   []*queue // the router's streams, by index
 	shared   []*queue // the streams of no fixed machine
 	sumGroup float64
@@ -191,6 +194,27 @@ type state struct {
 	// the module (max share·duration/occupancy).
 	maxLoad     float64
 	maxDuration time.Duration // of the groups' batches
+}
+
+// lead is how long before the oldest deadline of a batch of g the deadline
+// flush sends it: the group's duration, times its measured slowness (slow)
+// and the largest slowness of its machines that are not stragglers (those
+// get their batches moved), when above 1. As profiled, the duration: the
+// paper's flush. On a device slower than its profile, the batch goes that
+// much earlier, so that what admission admitted still ends in time while the
+// plan catches up (docs/calibration.md). O(machines), once per batch.
+func (g *group) lead() time.Duration {
+	k := max(g.slow, 1)
+	m := 1.0
+	for _, x := range g.machines {
+		if s := x.health.Slowness(); s < slowThreshold {
+			m = max(m, s)
+		}
+	}
+	if k*m == 1 {
+		return g.duration
+	}
+	return time.Duration(float64(g.duration) * k * m)
 }
 
 type group struct {
@@ -343,16 +367,13 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	if opts.Policy == nil {
 		opts.Policy = TC{}
 	}
-	if opts.Flush == "" {
+	if opts.Flush == nil {
 		opts.Flush = FlushDeadline
-	}
-	if _, err := ParseFlush(string(opts.Flush)); err != nil {
-		return nil, fmt.Errorf("module %q: %w", mp.Name, err)
 	}
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
-	d := &Dispatcher{module: mp.Name, policy: opts.Policy, idle: opts.Flush == FlushIdle, admit: opts.Admission, clock: opts.Clock, sender: opts.Sender,
+	d := &Dispatcher{module: mp.Name, policy: opts.Policy, frule: opts.Flush, early: opts.Flush.Early(), admit: opts.Admission, clock: opts.Clock, sender: opts.Sender,
 		health: opts.Health, devs: opts.Devices, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
 	if opts.ArrivalGap > 0 {
 		d.arrived = warmArrivals
@@ -379,7 +400,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 func (d *Dispatcher) ArrivalGap() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.idle {
+	if !d.early {
 		return 0
 	}
 	return time.Duration(d.baseGap(d.clock.Now()) * float64(time.Second))
@@ -469,6 +490,7 @@ func (d *Dispatcher) route(st *state) error {
 		t.Machines[i] = TableMachine{Group: m.slot.Group, Rate: m.weight}
 	}
 	st.router = d.policy.NewRouter(t)
+	st.peeker, _ = st.router.(Peeker)
 	streams := st.router.Streams()
 	if len(streams) == 0 {
 		return errors.New("the router has no stream")
@@ -637,7 +659,7 @@ func (d *Dispatcher) Submit(it *Item) error {
 	}
 	d.stats.Submitted++
 	d.stats.ByClass[classOf(it.Class)].Submitted++
-	if d.idle {
+	if d.early {
 		d.arrivedLocked(now) // here, not in addLocked: items a plan swap moves are no arrivals
 	}
 	var out outList
@@ -738,8 +760,8 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 	if !it.Deadline.IsZero() && (b.minDL.IsZero() || it.Deadline.Before(b.minDL)) {
 		b.minDL = it.Deadline
 		// Deadline-aware flush: the latest send time that still meets the oldest
-		// deadline, given the group's batch duration.
-		at := b.minDL.Add(-b.g.duration)
+		// deadline, given the group's batch duration as measured (lead).
+		at := b.minDL.Add(-b.g.lead())
 		if !at.After(now) {
 			d.dispatchLocked(q, now, out, ClosedDeadline)
 			return
@@ -749,7 +771,7 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 	switch {
 	case b.Size() >= b.target:
 		d.dispatchLocked(q, now, out, ClosedFull)
-	case d.idle && q.idleMachine(b.g):
+	case d.early && q.idleMachine(b.g):
 		if d.worthFlushing(q, b, now) {
 			d.dispatchLocked(q, now, out, ClosedIdle)
 		} else {
@@ -757,10 +779,6 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 		}
 	}
 }
-
-// idleFlushUtilization is the highest utilisation FlushIdle's partial batches
-// may bring their machines to (were every batch that small).
-const idleFlushUtilization = 0.8
 
 // quietFactor: a quiet spell since the last arrival counts as a gap of
 // quiet/quietFactor. Under Poisson arrivals one gap is longer than the mean 37%
@@ -800,19 +818,9 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 }
 
 // worthFlushing reports whether sending b, q's open batch, now, partial,
-// leaves the machines enough capacity: were every batch as small as b is now
-// (k items, or its group's batch size if smaller: the idle flush acts on every
-// group), every machine would still run at most idleFlushUtilization busy at
-// the estimated arrival rate 1/gap (gap: the estimate, or a third of the time
-// since the last arrival when that is longer).
-//
-// A shared stream (TC): groups take shares s_j of the batches (their planned
-// batch rates), so the module sends 1/(gap·m) batches/s, m = Σ s_j·min(k, b_j),
-// and group j's machines (occupancy n_j, duration d_j) are busy s_j·d_j/n_j of
-// that: 0.8·m·gap ≥ max_j s_j·d_j/n_j. A machine's own stream (RR): the
-// machine takes its planned share s of the items in batches of k:
-// 0.8·k·n·gap ≥ s·d. Lanes beyond one per machine
-// are not counted, which errs towards waiting.
+// passes the flush rule's guard: the estimated arrival gap (gapEstimate: the
+// estimate, or a third of the time since the last arrival when that is
+// longer) is at least the gap the rule needs (neededGap).
 func (d *Dispatcher) worthFlushing(q *queue, b *Batch, now time.Time) bool {
 	// The tolerance absorbs float rounding at a recheck timed for the very
 	// gap needed (recheckLocked).
@@ -855,18 +863,9 @@ func (d *Dispatcher) baseGap(now time.Time) float64 {
 }
 
 // neededGap returns the least arrival gap, in seconds, at which sending b,
-// q's open batch, partial, passes the guard (worthFlushing).
+// q's open batch, partial, passes the guard (worthFlushing): the flush rule's.
 func (d *Dispatcher) neededGap(q *queue, b *Batch) float64 {
-	k := b.Size()
-	if q.m != nil {
-		s, n := q.m.weight/d.st.sumMach, q.m.slot.Occupancy
-		return s * b.g.duration.Seconds() / (idleFlushUtilization * float64(k) * n)
-	}
-	var m float64
-	for _, g := range d.st.groups {
-		m += g.share * float64(min(k, g.batch))
-	}
-	return d.st.maxLoad / (idleFlushUtilization * m)
+	return d.frule.NeededGap(FlushView{d: d, q: q, b: b})
 }
 
 // recheckLocked arms q's timer for the earliest time at which, with no
@@ -981,9 +980,9 @@ func (q *queue) fire() {
 		switch {
 		case !now.Before(q.flushAt):
 			d.dispatchLocked(q, now, &out, ClosedDeadline)
-		case d.idle && len(q.open.Items) > 0 && q.idleMachine(q.open.g) && d.worthFlushing(q, q.open, now):
+		case d.early && len(q.open.Items) > 0 && q.idleMachine(q.open.g) && d.worthFlushing(q, q.open, now):
 			d.dispatchLocked(q, now, &out, ClosedIdle) // a recheck (recheckLocked)
-		case d.idle && len(q.open.Items) > 0 && d.recheckLocked(q, q.open, now):
+		case d.early && len(q.open.Items) > 0 && d.recheckLocked(q, q.open, now):
 		default: // early or stale wake-up
 			q.wakeAt = q.flushAt
 			q.timer.Reset(q.flushAt.Sub(now))
@@ -1002,7 +1001,7 @@ func (d *Dispatcher) injectDummy() {
 	}
 	now := d.clock.Now()
 	d.stats.DummiesInjected++
-	if d.idle {
+	if d.early {
 		d.arrivedLocked(now)
 	}
 	q := d.queueFor()

@@ -454,6 +454,34 @@ func TestConcurrentSubmitSystemClock(t *testing.T) {
 	}
 }
 
+// fourItems submits four items 10 ms apart to a dispatcher of mp under p and
+// f on a virtual clock, runs it for a second, and checks the batches sent
+// against want: times and sizes, and the slot's name when want gives it (a
+// prefix: "m/g1" is any machine of group 1).
+func fourItems(t *testing.T, mp api.ModulePlan, p Policy, f Flush, want []sentBatch) (*Dispatcher, *tracker) {
+	t.Helper()
+	clock := NewVirtualClock(t0)
+	s := &vsender{clock: clock}
+	d, err := New(mp, Options{Policy: p, Flush: f, Clock: clock, Sender: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for i := range 4 {
+		submitAt(t, clock, d, time.Duration(i)*10*time.Millisecond, tr.item(time.Time{}), nil)
+	}
+	clock.Run(t0.Add(time.Second))
+	if len(s.batches) != len(want) {
+		t.Fatalf("batches %+v, want %+v", s.batches, want)
+	}
+	for i, w := range want {
+		if g := s.batches[i]; g.at != w.at || g.items != w.items || !strings.HasPrefix(g.slot, w.slot) {
+			t.Errorf("batch %d: %d items at %v on %s, want %d at %v on %s…", i, g.items, g.at, g.slot, w.items, w.at, w.slot)
+		}
+	}
+	return d, tr
+}
+
 func TestIdleFlush(t *testing.T) {
 	// Batch 4, 100 ms per batch, budget 300 ms, one machine, planned for 1
 	// req/s. Items at 0, 10, 20 and 30 ms. FlushDeadline waits for the batch to
@@ -482,25 +510,7 @@ func TestIdleFlush(t *testing.T) {
 	} {
 		mp := tc.mp
 		t.Run(tc.name, func(t *testing.T) {
-			clock := NewVirtualClock(t0)
-			s := &vsender{clock: clock}
-			d, err := New(mp, Options{Policy: tc.policy, Flush: tc.flush, Clock: clock, Sender: s})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr := newTracker()
-			for i := range 4 {
-				submitAt(t, clock, d, time.Duration(i)*10*time.Millisecond, tr.item(time.Time{}), nil)
-			}
-			clock.Run(t0.Add(time.Second))
-			if len(s.batches) != len(tc.want) {
-				t.Fatalf("batches %+v, want %+v", s.batches, tc.want)
-			}
-			for i, w := range tc.want {
-				if g := s.batches[i]; g.at != w.at || g.items != w.items {
-					t.Errorf("batch %d: %d items at %v, want %d at %v", i, g.items, g.at, w.items, w.at)
-				}
-			}
+			d, tr := fourItems(t, mp, tc.policy, tc.flush, tc.want)
 			if tr.errs["ok"] != 4 {
 				t.Errorf("completions %v, want 4 ok", tr.errs)
 			}
@@ -509,8 +519,8 @@ func TestIdleFlush(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(slow, Options{Flush: "eager", Sender: &vsender{}}); err == nil || !strings.Contains(err.Error(), "deadline, idle") {
-		t.Errorf("New with flush \"eager\": %v, want an error listing the allowed modes", err)
+	if _, err := ParseFlush("eager"); err == nil || err.Error() != `unknown flush mode "eager"; allowed: deadline, idle` {
+		t.Errorf("ParseFlush(eager): %v, want an error listing the allowed modes", err)
 	}
 }
 

@@ -20,6 +20,17 @@
 // swap) is the dispatcher's and the same under every policy. TC and RR are the
 // two this package defines; main builds the Registry users choose from by name
 // (--dispatch tc|rr), with no init-time registration. Options.Policy nil is TC.
+// A Router that is also a Peeker (it can say what Join and Open would return
+// without moving on) lets Predict and admission look at the very group the
+// next arrival joins; TC's and RR's are.
+//
+// # Flush rules
+//
+// When a partial batch goes is a Flush (flush.go), chosen by name the same
+// way (--flush deadline|idle; BuiltinFlushes, ParseFlush). A rule says whether
+// it sends early at all and, each time a machine the open batch could go to is
+// idle, the least arrival gap at which the batch may go now; the dispatcher
+// keeps the arrival-gap estimate, the rechecks and the deadline backstop.
 //
 // # Throughput-cost dispatch (TC, the default)
 //

@@ -188,7 +188,7 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	}
 	m.g.refresh()
 	d.publishLocked(now)
-	if d.idle {
+	if d.early {
 		d.idleFlushLocked(m, now, &out)
 	}
 	d.mu.Unlock()

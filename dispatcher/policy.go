@@ -1,9 +1,7 @@
 package dispatcher
 
 import (
-	"fmt"
-	"slices"
-	"strings"
+	"github.com/piccolo-serving/piccolo/internal/registry"
 )
 
 // Policy is a dispatch policy (§III-B): how a module's arrivals are grouped
@@ -43,6 +41,21 @@ type Router interface {
 	// opening on stream s, a stream of no fixed machine, is filled for: the
 	// batch's target size is that group's batch size.
 	Open(s int) int
+}
+
+// Peeker is the optional half of a Router's contract: a Router that can say,
+// without moving on, what Join and Open would return next. Predict (and so
+// Options.Admission and the gateway's estimate) then predicts for the very
+// stream and group the next arrival would join; for a Router that is no
+// Peeker it predicts for the group that would complete an item soonest, which
+// can admit an item its batch's group will serve late. TC's and RR's routers
+// are Peekers. Called like Join and Open: with the module's lock held, per
+// request; no blocking, no allocation.
+type Peeker interface {
+	// PeekJoin returns what Join would return now.
+	PeekJoin() int
+	// PeekOpen returns what Open(s) would return now.
+	PeekOpen(s int) int
 }
 
 // Table is one plan of one module as a Policy sees it. Immutable.
@@ -97,8 +110,10 @@ func (*tcRouter) Streams() []int { return []int{-1} }
 func (*tcRouter) Join() int      { return 0 }
 func (r *tcRouter) Open(int) int { return r.groups.next() }
 
-func (*tcRouter) peekJoin() int      { return 0 }
-func (r *tcRouter) peekOpen(int) int { return r.groups.peek() }
+var _ Peeker = (*tcRouter)(nil)
+
+func (*tcRouter) PeekJoin() int      { return 0 }
+func (r *tcRouter) PeekOpen(int) int { return r.groups.peek() }
 
 // RR is per-item round-robin over machines, weighted by planned rate: each
 // machine batches its own items to its group's batch size. This is the
@@ -131,8 +146,10 @@ func (r *rrRouter) Streams() []int { return r.streams }
 func (r *rrRouter) Join() int      { return r.machines.next() }
 func (r *rrRouter) Open(int) int   { return 0 } // never called: every stream has its machine
 
-func (r *rrRouter) peekJoin() int  { return r.machines.peek() }
-func (*rrRouter) peekOpen(int) int { return 0 }
+var _ Peeker = (*rrRouter)(nil)
+
+func (r *rrRouter) PeekJoin() int  { return r.machines.peek() }
+func (*rrRouter) PeekOpen(int) int { return 0 }
 
 // swrr is smooth weighted round-robin (nginx's): each pick adds every choice's
 // weight to its current value, takes the largest (ties to the lowest index)
@@ -181,53 +198,22 @@ func (s *swrr) peek() int {
 	return best
 }
 
-// Registry holds the dispatch policies users may choose, by name. Build one in
-// main with every policy offered (NewRegistry); it is immutable after.
-type Registry struct {
-	byName map[string]Policy
-	names  []string // in the order given: the default first, by convention
-}
+// Registry holds the dispatch policies users may choose, by name (the
+// --dispatch flag): a registry.Registry, the one shape of every strategy
+// registry. Build one in main with every policy offered (NewRegistry, or
+// Builtin().With); it is immutable after.
+type Registry = registry.Registry[Policy]
 
 // NewRegistry returns a registry of policies, listed (Names, error messages)
 // in the order given: put the default first. A nil policy, an empty name or
 // two policies of one name is an error naming it.
 func NewRegistry(policies ...Policy) (*Registry, error) {
-	r := &Registry{byName: make(map[string]Policy, len(policies))}
-	for i, p := range policies {
-		if p == nil {
-			return nil, fmt.Errorf("dispatch policy %d is nil", i)
-		}
-		name := p.Name()
-		if name == "" {
-			return nil, fmt.Errorf("dispatch policy %d (%T) has an empty name", i, p)
-		}
-		if _, dup := r.byName[name]; dup {
-			return nil, fmt.Errorf("two dispatch policies are called %q; names must be unique", name)
-		}
-		r.byName[name] = p
-		r.names = append(r.names, name)
-	}
-	return r, nil
+	return registry.New("dispatch policy", "dispatch policies", policies...)
 }
-
-// Lookup returns the policy called name, or an error naming the allowed ones.
-func (r *Registry) Lookup(name string) (Policy, error) {
-	if p, ok := r.byName[name]; ok {
-		return p, nil
-	}
-	return nil, fmt.Errorf("unknown dispatch policy %q; allowed: %s", name, r)
-}
-
-// Names returns the registered names in the order NewRegistry was given them.
-func (r *Registry) Names() []string { return slices.Clone(r.names) }
-
-// String returns the registered names, comma separated, in Names' order.
-func (r *Registry) String() string { return strings.Join(r.names, ", ") }
 
 // Builtin returns a registry of the policies this package defines, TC and RR.
 func Builtin() *Registry {
-	r, _ := NewRegistry(TC{}, RR{}) // two constant, distinct names: no error (TestRegistry)
-	return r
+	return registry.Must(NewRegistry(TC{}, RR{})) // two constant, distinct names (TestRegistry)
 }
 
 // Policies lists the built-in policies' names, comma separated, for flag help.

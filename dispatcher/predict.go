@@ -28,8 +28,8 @@ func (d *Dispatcher) Predict(now time.Time) time.Duration {
 	}
 	st := d.st
 	var at time.Time
-	if p, ok := st.router.(peeker); ok {
-		q := st.queues[p.peekJoin()]
+	if p := st.peeker; p != nil {
+		q := st.queues[p.PeekJoin()]
 		var g *group
 		switch {
 		case q.open != nil:
@@ -37,7 +37,7 @@ func (d *Dispatcher) Predict(now time.Time) time.Duration {
 		case q.m != nil:
 			g = q.m.g
 		default:
-			g = st.groups[p.peekOpen(q.stream)]
+			g = st.groups[p.PeekOpen(q.stream)]
 		}
 		at = predictAt(q.m, g, now)
 	} else {
@@ -109,7 +109,7 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 func (d *Dispatcher) fillLocked(g *group, now time.Time) time.Duration {
 	gap := d.gap
 	k := float64(g.batch)
-	if d.idle {
+	if d.early {
 		gap = d.gapEstimate(now)
 		if gap > 0 {
 			k = min(k, math.Ceil(d.st.maxLoad/(idleFlushUtilization*gap)))
@@ -135,13 +135,6 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 		}
 	}
 	return false
-}
-
-// peeker is a Router that can say, without moving on, what Join and Open
-// would return: TC's and RR's.
-type peeker interface {
-	peekJoin() int
-	peekOpen(s int) int
 }
 
 // predictAt returns when an item joining an open batch now, for g (and, when

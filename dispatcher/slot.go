@@ -12,15 +12,16 @@ import (
 // Sentinel errors callers branch on (errors.Is).
 var (
 	// ErrDeadline: the item's deadline passed before it could be sent; it was
-	// never sent to a backend.
-	ErrDeadline = errors.New("deadline exceeded before dispatch")
+	// never sent to a backend. It wraps api.ErrDeadline (gateway.ErrDeadline).
+	ErrDeadline = fmt.Errorf("%w before dispatch", api.ErrDeadline)
 	// ErrOverloaded: Options.Admission refused the item at Submit: given the
 	// machines' queues it would complete after it is due (Item.Due). It was
-	// never queued.
-	ErrOverloaded = errors.New("overloaded: the item would complete after it is due")
+	// never queued. It wraps api.ErrOverloaded (gateway.ErrOverloaded).
+	ErrOverloaded = fmt.Errorf("%w: the item would complete after it is due", api.ErrOverloaded)
 	// ErrCancelled: the item was abandoned (Item.Abandoned) before it was
-	// sent; it was never sent to a backend.
-	ErrCancelled = errors.New("cancelled before dispatch")
+	// sent; it was never sent to a backend. It wraps api.ErrCancelled
+	// (gateway.ErrCancelled).
+	ErrCancelled = fmt.Errorf("%w before dispatch", api.ErrCancelled)
 	// ErrClosed: the dispatcher was closed.
 	ErrClosed = errors.New("dispatcher closed")
 	// ErrPlan: the module plan cannot be served (bad numbers); the message says which.
@@ -28,36 +29,6 @@ var (
 	// ErrSender: the Sender broke its contract (e.g. wrong number of outputs).
 	ErrSender = errors.New("sender error")
 )
-
-// Flush names when a partial batch is sent.
-type Flush string
-
-const (
-	// FlushDeadline (the default, the paper's §III-B) sends a partial batch only
-	// at the latest time that still meets its oldest item's deadline. At low
-	// load every item therefore takes nearly its module budget.
-	FlushDeadline Flush = "deadline"
-	// FlushIdle also sends a batch, partial, when a machine of its group has a
-	// free lane and nothing queued, as long as batches that small would keep
-	// every machine of the module at most 80% busy at the estimated arrival
-	// rate. At the planned rate of a plan whose machines run near 80% busy only
-	// full batches pass, as under FlushDeadline; below it, an item does not
-	// wait for batch-mates that are not coming. The deadline flush stays as the
-	// backstop (docs/dataplane.md, "Flush").
-	FlushIdle Flush = "idle"
-)
-
-// Flushes lists the names ParseFlush accepts.
-const Flushes = "deadline, idle"
-
-// ParseFlush returns the flush mode called name.
-func ParseFlush(name string) (Flush, error) {
-	switch Flush(name) {
-	case FlushDeadline, FlushIdle:
-		return Flush(name), nil
-	}
-	return "", fmt.Errorf("unknown flush mode %q; allowed: %s", name, Flushes)
-}
 
 // Slot is one machine of a module's plan: a backend running one config. Slots are
 // immutable; a plan swap makes new ones.

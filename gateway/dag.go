@@ -103,31 +103,16 @@ func compile(s api.Session) (*dag, error) {
 			d.sinks = append(d.sinks, i)
 		}
 	}
-	// Kahn's algorithm: the topological order, and a cycle check.
-	indeg := make([]int, len(d.mods))
-	for i := range d.mods {
-		indeg[i] = len(d.mods[i].parents)
+	// The topological order and the cycle check are api's (one rule for the
+	// planner, the plan and the gateway); the message keeps naming the
+	// modules as it always has.
+	order, err := s.TopoOrder()
+	if err != nil {
+		cyc := s.Cycle()
+		return nil, fmt.Errorf("%s: session %q: modules %s form a cycle; `after` must describe a DAG: %w",
+			s.Source, s.Name, strings.Join(cyc[:len(cyc)-1], ", "), api.ErrCycle)
 	}
-	queue := append([]int(nil), d.sources...)
-	for len(queue) > 0 {
-		m := queue[0]
-		queue = queue[1:]
-		d.order = append(d.order, m)
-		for _, c := range d.mods[m].children {
-			if indeg[c]--; indeg[c] == 0 {
-				queue = append(queue, c)
-			}
-		}
-	}
-	if len(d.order) != len(d.mods) {
-		var cyc []string
-		for i, n := range indeg {
-			if n > 0 {
-				cyc = append(cyc, d.mods[i].name)
-			}
-		}
-		return nil, fmt.Errorf("%s: session %q: modules %s form a cycle; `after` must describe a DAG", s.Source, s.Name, strings.Join(cyc, ", "))
-	}
+	d.order = order
 	d.graph = api.Graph{Order: d.order, Parents: make([][]int, len(d.mods))}
 	for i := range d.mods {
 		d.graph.Parents[i] = d.mods[i].parents

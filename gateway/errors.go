@@ -3,6 +3,8 @@ package gateway
 import (
 	"errors"
 	"fmt"
+
+	"github.com/piccolo-serving/piccolo/api"
 )
 
 // Sentinel errors callers branch on. Every error the gateway returns wraps exactly one
@@ -18,11 +20,13 @@ var (
 	ErrTooLarge = errors.New("request too large")
 	// ErrOverloaded: admission control rejected the request because its deadline
 	// cannot be met given the current queue (HTTP 429, gRPC RESOURCE_EXHAUSTED).
-	ErrOverloaded = errors.New("overloaded")
+	// It is api.ErrOverloaded, which dispatcher.ErrOverloaded wraps.
+	ErrOverloaded = api.ErrOverloaded
 	// ErrDeadline: the request's deadline (arrival + session SLO, or the client's
 	// own, whichever is earlier) passed before the response was ready (HTTP 504,
-	// gRPC DEADLINE_EXCEEDED).
-	ErrDeadline = errors.New("deadline exceeded")
+	// gRPC DEADLINE_EXCEEDED). It is api.ErrDeadline, which
+	// dispatcher.ErrDeadline wraps.
+	ErrDeadline = api.ErrDeadline
 	// ErrUnavailable: no backend can run a module now (HTTP 503, gRPC UNAVAILABLE).
 	ErrUnavailable = errors.New("backend unavailable")
 	// ErrBackend: a backend failed or answered something unusable (HTTP 502,
@@ -31,8 +35,9 @@ var (
 	// ErrCancelled: the item was taken back because its request was abandoned
 	// (Call.Abandoned) before it was sent to a backend. A client never sees
 	// it: its request has already returned (HTTP 499, gRPC CANCELLED, as
-	// context.Canceled).
-	ErrCancelled = errors.New("cancelled")
+	// context.Canceled). It is api.ErrCancelled, which
+	// dispatcher.ErrCancelled wraps.
+	ErrCancelled = api.ErrCancelled
 )
 
 // publicError matches one sentinel and has a message written for the client:

@@ -570,65 +570,6 @@ func parseInt(lit []byte) (int64, bool) {
 	return int64(u), true
 }
 
-// float32ToHalf converts to IEEE 754 binary16, rounding to nearest even.
-func float32ToHalf(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23&0xff) - 127 + 15
-	mant := b & 0x7fffff
-	switch {
-	case b&0x7fffffff == 0:
-		return sign
-	case exp >= 0x1f:
-		return sign | 0x7c00 // caller rejects out-of-range values; NaN cannot occur from JSON
-	case exp <= 0:
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint32(14 - exp)
-		half := mant >> shift
-		rem := mant & (1<<shift - 1)
-		mid := uint32(1) << (shift - 1)
-		if rem > mid || (rem == mid && half&1 == 1) {
-			half++
-		}
-		return sign | uint16(half)
-	}
-	half := uint32(exp)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
-		half++ // may carry into the exponent, which is still correct rounding
-	}
-	return sign | uint16(half)
-}
-
-func halfToFloat32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal
-		for mant&0x400 == 0 {
-			mant <<= 1
-			exp--
-		}
-		exp++
-		mant &= 0x3ff
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
-
-func float32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	b += 0x7fff + (b>>16)&1 // round to nearest even
-	return uint16(b >> 16)
-}
-
 // AppendInferResponse appends r as KServe v2 response JSON to dst. Outputs are
 // validated first (a backend may answer garbage), in which case dst is returned
 // unchanged with an error matching ErrBackend. Floating-point NaN and ±Inf, which
@@ -736,10 +677,10 @@ func appendTensor(dst []byte, t *api.Tensor, asBinary bool) []byte {
 			dst = strconv.AppendInt(dst, int64(le.Uint64(b)), 10)
 			b = b[8:]
 		case dtFP16:
-			dst = appendFloat(dst, float64(halfToFloat32(le.Uint16(b))), 32)
+			dst = appendFloat(dst, float64(api.Float16Value(le.Uint16(b))), 32)
 			b = b[2:]
 		case dtBF16:
-			dst = appendFloat(dst, float64(math.Float32frombits(uint32(le.Uint16(b))<<16)), 32)
+			dst = appendFloat(dst, float64(api.BFloat16Value(le.Uint16(b))), 32)
 			b = b[2:]
 		case dtFP32:
 			dst = appendFloat(dst, float64(math.Float32frombits(le.Uint32(b))), 32)

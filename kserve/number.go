@@ -112,21 +112,22 @@ func (n *num) uint64() (uint64, bool) {
 }
 
 // roundOnce converts n to a narrower float type through its correctly
-// rounded float32 f (conv: float32ToHalf or float32ToBF16) rounding once:
+// rounded float32 f (conv: api.Float16Bits or api.BFloat16Bits, which round
+// a float64, exactly f here, once) rounding once:
 // conv(f) alone rounds twice when f lies exactly on the narrower type's
 // rounding boundary (halfway between two of its values) and n does not,
 // e.g. 1.000488281250001 is 1 + 2^-11 in float32, a tie for FP16, which
 // goes to 1 though n is above it. Then the side n is on decides, by an exact
 // comparison of the decimal with f (big.Rat; rare: only on a boundary).
-func (n *num) roundOnce(f float32, conv func(float32) uint16) uint16 {
-	below := conv(math.Nextafter32(f, float32(math.Inf(-1))))
-	above := conv(math.Nextafter32(f, float32(math.Inf(1))))
+func (n *num) roundOnce(f float32, conv func(float64) uint16) uint16 {
+	below := conv(float64(math.Nextafter32(f, float32(math.Inf(-1)))))
+	above := conv(float64(math.Nextafter32(f, float32(math.Inf(1)))))
 	if below == above {
-		return conv(f) // not a boundary: one rounding
+		return conv(float64(f)) // not a boundary: one rounding
 	}
 	x, ok := new(big.Rat).SetString(string(n.lit))
 	if !ok {
-		return conv(f)
+		return conv(float64(f))
 	}
 	switch x.Cmp(new(big.Rat).SetFloat64(float64(f))) {
 	case 1:
@@ -134,5 +135,5 @@ func (n *num) roundOnce(f float32, conv func(float32) uint16) uint16 {
 	case -1:
 		return below
 	}
-	return conv(f) // n is the tie itself: ties to even
+	return conv(float64(f)) // n is the tie itself: ties to even
 }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"github.com/piccolo-serving/piccolo/api"
 )
 
 // scanNum scans lit as the decoder does.
@@ -155,13 +157,13 @@ func TestHalfAndBF16RoundedOnce(t *testing.T) {
 			return
 		}
 		if a := math.Abs(float64(f)); a >= 0x1p-14 && a <= 65504 {
-			got := float64(halfToFloat32(n.roundOnce(f, float32ToHalf)))
+			got := float64(api.Float16Value(n.roundOnce(f, api.Float16Bits)))
 			if want := refRound(t, lit, 11); got != want {
 				t.Errorf("FP16(%s) = %v, want %v", lit, got, want)
 			}
 		}
 		if a := math.Abs(float64(f)); a >= 0x1p-126 && a < 3e38 {
-			got := float64(math.Float32frombits(uint32(n.roundOnce(f, float32ToBF16)) << 16))
+			got := float64(api.BFloat16Value(n.roundOnce(f, api.BFloat16Bits)))
 			if want := refRound(t, lit, 8); got != want {
 				t.Errorf("BF16(%s) = %v, want %v", lit, got, want)
 			}
@@ -172,8 +174,8 @@ func TestHalfAndBF16RoundedOnce(t *testing.T) {
 	}
 	for range 20000 {
 		h := uint16(r.IntN(0x7bff-0x0400) + 0x0400) // a normal FP16
-		lo := float64(halfToFloat32(h))
-		mid := (lo + float64(halfToFloat32(h+1))) / 2
+		lo := float64(api.Float16Value(h))
+		mid := (lo + float64(api.Float16Value(h+1))) / 2
 		m := strconv.FormatFloat(mid, 'f', -1, 64)
 		check(m)
 		check(m + "0000000001")

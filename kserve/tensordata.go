@@ -222,10 +222,10 @@ func appendElement(s *scanner, dst []byte, dt dtype, c byte) ([]byte, error) {
 		if !ok || math.Abs(float64(f)) > 65504 {
 			return dst, elemError(string(n.lit) + " is out of range for FP16 (±65504)")
 		}
-		return binary.LittleEndian.AppendUint16(dst, n.roundOnce(f, float32ToHalf)), nil
+		return binary.LittleEndian.AppendUint16(dst, n.roundOnce(f, api.Float16Bits)), nil
 	case dtBF16:
 		f, ok := n.float32()
-		h := n.roundOnce(f, float32ToBF16)
+		h := n.roundOnce(f, api.BFloat16Bits)
 		if !ok || h&0x7fff == 0x7f80 { // rounded to ±Inf
 			return dst, elemError(string(n.lit) + " is out of range for BF16")
 		}

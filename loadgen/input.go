@@ -248,9 +248,9 @@ func appendElement(b []byte, datatype string, e any) ([]byte, error) {
 		case "FP32":
 			return le.AppendUint32(b, math.Float32bits(float32(f))), nil
 		case "BF16":
-			return le.AppendUint16(b, uint16(math.Float32bits(float32(f))>>16)), nil
+			return le.AppendUint16(b, api.BFloat16Bits(f)), nil
 		default:
-			return le.AppendUint16(b, float16(float32(f))), nil
+			return le.AppendUint16(b, api.Float16Bits(f)), nil
 		}
 	}
 	bits := 8 * api.ElementSize(datatype)
@@ -272,39 +272,6 @@ func appendElement(b []byte, datatype string, e any) ([]byte, error) {
 		b = append(b, byte(u>>(8*i)))
 	}
 	return b, nil
-}
-
-// float16 converts f to IEEE 754 half precision, rounding to nearest even.
-func float16(f float32) uint16 {
-	x := math.Float32bits(f)
-	sign := uint16(x>>16) & 0x8000
-	exp := int((x>>23)&0xff) - 127 + 15
-	mant := x & 0x7fffff
-	switch {
-	case (x>>23)&0xff == 0xff: // Inf or NaN
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	case exp >= 0x1f:
-		return sign | 0x7c00
-	case exp <= 0:
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint(14 - exp)
-		h := mant >> shift
-		if rem := mant & (1<<shift - 1); rem > 1<<(shift-1) || (rem == 1<<(shift-1) && h&1 == 1) {
-			h++
-		}
-		return sign | uint16(h)
-	}
-	h := uint32(exp)<<10 | mant>>13
-	if rem := mant & 0x1fff; rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++ // may carry into the exponent, which is still correct
-	}
-	return sign | uint16(h)
 }
 
 // ImagePayload returns a payload that sends data (an encoded image) as a BYTES

@@ -13,6 +13,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/piccolo-serving/piccolo/arrival"
+	"github.com/piccolo-serving/piccolo/internal/registry"
 )
 
 // Protocols lists the --protocol values.
@@ -36,7 +37,9 @@ type Options struct {
 	Protocol string  // "http" (default) or "grpc"
 	Session  string  // the session, exposed as a KServe v2 model
 	Rate     float64 // mean offered rate, req/s (mmpp, trace: set from the process)
-	Arrival  string  // arrival process: constant, poisson (default), gamma, mmpp, trace
+	Arrival  string  // arrival process: constant, poisson (default), gamma, mmpp, trace, or a name in Arrivals
+	// Arrivals is where Arrival is looked up; nil: arrival.Builtin.
+	Arrivals *registry.Registry[arrival.Kind]
 	CV2      float64 // squared coefficient of variation of gaps, gamma only (default 1)
 	Seed     uint64  // arrival process seed (default 1)
 	// MMPP holds the parameters of Arrival "mmpp"; Trace is what Arrival "trace"
@@ -80,14 +83,14 @@ func (o *Options) setDefaults() {
 			o.Duration = o.Trace.Span() + 1 // sends are in [0, Duration): the last is in
 		}
 	}
-	switch o.Arrival {
-	case "mmpp":
-		o.Rate = o.MMPP.MeanRate()
-	case "trace":
+	switch {
+	case o.Arrival == "trace": // the rate over the window sent, not the whole trace's
 		if o.Trace != nil && len(o.Trace.Offsets) > 0 {
 			n, _ := o.Trace.MeanRate(o.Duration)
 			o.Rate = float64(n) / o.Duration.Seconds()
 		}
+	case o.ownRate():
+		o.Rate = o.spec().MeanRate()
 	}
 	if o.Drain == 0 {
 		o.Drain = 10 * time.Second
@@ -108,7 +111,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: no session; give --session NAME (the model name the gateway exposes)", ErrBadOptions)
 	case o.Protocol != "http" && o.Protocol != "grpc":
 		return fmt.Errorf("%w: protocol %q; allowed: %s", ErrBadOptions, o.Protocol, Protocols)
-	case o.Arrival != "mmpp" && o.Arrival != "trace" && (!(o.Rate > 0) || math.IsInf(o.Rate, 0)):
+	case !o.ownRate() && (!(o.Rate > 0) || math.IsInf(o.Rate, 0)):
 		return fmt.Errorf("%w: rate %v req/s; must be a finite number > 0", ErrBadOptions, o.Rate)
 	case o.Duration < 0 || o.Drain < 0 || o.Timeout < 0 || o.SLO < 0:
 		return fmt.Errorf("%w: duration %v, drain %v, timeout %v, slo %v: none may be negative", ErrBadOptions, o.Duration, o.Drain, o.Timeout, o.SLO)
@@ -255,7 +258,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 }
 
 func (o *Options) spec() arrival.Spec {
-	return arrival.Spec{Kind: o.Arrival, Rate: o.Rate, CV2: o.CV2, MMPP: o.MMPP, Trace: o.Trace}
+	return arrival.Spec{Kind: o.Arrival, Rate: o.Rate, CV2: o.CV2, MMPP: o.MMPP, Trace: o.Trace, Registry: o.Arrivals}
+}
+
+// ownRate reports whether o.Arrival takes its rate from its own parameters
+// (arrival.Kind.OwnRate: mmpp, trace); false for an unknown name.
+func (o *Options) ownRate() bool {
+	k, err := arrival.Lookup(o.Arrivals, o.Arrival)
+	return err == nil && k.OwnRate()
 }
 
 // scheduleLen counts the arrivals in [0, o.Duration): the first is at 0, each

@@ -15,7 +15,6 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/gateway"
 )
 
 // Metrics are the gateway's Prometheus metrics (docs/observability.md lists them
@@ -100,8 +99,10 @@ var metricCodes = []int{200, 400, 404, 405, 413, 429, 499, 502, 503, 504}
 
 // ReplanCauses are the values of piccolo_plan_replans_total's cause label:
 // the first plan, a change of measured rates, of membership, of the config, an
-// operator's request, or the control loop's periodic re-plan.
-var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic"}
+// operator's request, the control loop's periodic re-plan, a drift of the
+// measured durations from the profiles (docs/calibration.md), or the Tuner's
+// scaling (no planner run).
+var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic", "drift", "tune"}
 
 // latencyBuckets are the buckets of every latency histogram, in seconds: 1 ms
 // to about 16 s, doubling.
@@ -194,11 +195,20 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 // Handler serves GET /metrics: the registry's metrics in Prometheus text.
 func (m *Metrics) Handler(ctx *fasthttp.RequestCtx) { m.handler(ctx) }
 
+// Sessions is what SetDAGRunner reads of the sessions served: the session
+// names and each one's config (for its SLO). *gateway.DAGRunner is one;
+// the interface keeps metrics below gateway in the import order.
+type Sessions interface {
+	Sessions() []string
+	Session(name string) (api.Session, bool)
+}
+
 // SetDAGRunner resolves the per-session children (and the SLO that counts a
-// violation) of the DAGRunner's sessions. kserve.NewServer calls it; whoever changes
-// the DAGRunner's sessions afterwards (EmbeddedControl, the cluster follower)
-// calls it again after DAGRunner.SetSessions.
-func (m *Metrics) SetDAGRunner(e *gateway.DAGRunner) {
+// violation) of the DAGRunner's sessions (e, a *gateway.DAGRunner in the
+// gateway). kserve.NewServer calls it; whoever changes the DAGRunner's
+// sessions afterwards (EmbeddedControl, the cluster follower) calls it again
+// after DAGRunner.SetSessions.
+func (m *Metrics) SetDAGRunner(e Sessions) {
 	names := e.Sessions()
 	slos := make(map[string]time.Duration, len(names))
 	for _, n := range names {
@@ -273,13 +283,15 @@ func (m *Metrics) Module(session, module string) *ModuleMetrics {
 		batchSize: m.batchSize.WithLabelValues(session, module)}
 }
 
-// Item records one item's timing (only items that were sent).
-func (mm *ModuleMetrics) Item(t gateway.Timing) {
+// Item records one item's timing (only items that were sent): queue from
+// submission until its batch started on a backend, compute the batch's run
+// (gateway.Timing's two fields).
+func (mm *ModuleMetrics) Item(queue, compute time.Duration) {
 	if mm == nil {
 		return
 	}
-	mm.queue.Observe(t.Queue.Seconds())
-	mm.compute.Observe(t.Compute.Seconds())
+	mm.queue.Observe(queue.Seconds())
+	mm.compute.Observe(compute.Seconds())
 }
 
 // Batch records the size of one batch sent: real items plus dummies.

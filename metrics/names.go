@@ -44,6 +44,17 @@ const (
 	GatewayBackendSlowness       = "piccolo_gateway_backend_slowness"
 	GatewayBackendEjectionsTotal = "piccolo_gateway_backend_ejections_total"
 
+	// Per calibration series (model, hardware, device, batch, concurrency;
+	// calibrate.Estimator, collected at scrape time, docs/calibration.md):
+	// the offline profile's duration, the measured estimate (the window's
+	// high quantile) and the batches the window holds.
+	CalibrationProfiledSeconds = "piccolo_calibration_profiled_seconds"
+	CalibrationMeasuredSeconds = "piccolo_calibration_measured_seconds"
+	CalibrationSamples         = "piccolo_calibration_samples"
+	// A model's measured slowdown on a device the plan shares with other
+	// models against alone (calibrate.Estimator.Colocations).
+	CalibrationColocationSlowdown = "piccolo_calibration_colocation_slowdown"
+
 	// Per plan and membership (controlplane):
 	PlanCost                = "piccolo_plan_cost"
 	PlanTimestampSeconds    = "piccolo_plan_timestamp_seconds"

@@ -17,13 +17,13 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/backends"
-	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 )
 
 // LabelsFile is the labels file of a labelled set (docs/variants.md): in the
 // set's directory, one line per image, `<file name>\t<text>`, the text's lines
 // joined by one space. Blank lines and lines starting with # are skipped.
-const LabelsFile = ocrtest.LabelsFile
+// (internal/ocrtest.WriteSet writes one for the test images.)
+const LabelsFile = "labels.tsv"
 
 // Labelled is one image of a labelled set and the text it shows.
 type Labelled struct {
@@ -128,7 +128,7 @@ func MeasureAccuracy(ctx context.Context, o AccuracyOptions) (AccuracyResult, er
 		if err != nil {
 			return res, fmt.Errorf("%s: %s: %w", o.Target, filepath.Base(l.File), err)
 		}
-		texts, err := ocrtest.ResponseTexts(renamed(resp, o.OutputName))
+		texts, err := ResponseTexts(renamed(resp, o.OutputName))
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", filepath.Base(l.File), err)
 		}
@@ -137,7 +137,7 @@ func MeasureAccuracy(ctx context.Context, o AccuracyOptions) (AccuracyResult, er
 			got = append(got, strings.Fields(t)...)
 		}
 		want := strings.Fields(l.Text)
-		m := ocrtest.WordAccuracy(want, got)
+		m := WordAccuracy(want, got)
 		res.Images++
 		res.Words += len(want)
 		res.Matched += m
@@ -149,7 +149,7 @@ func MeasureAccuracy(ctx context.Context, o AccuracyOptions) (AccuracyResult, er
 }
 
 // renamed returns resp with its output called name renamed to "text", the name
-// ocrtest.ResponseTexts reads.
+// ResponseTexts reads.
 func renamed(resp *inference.ModelInferResponse, name string) *inference.ModelInferResponse {
 	if name == "text" {
 		return resp
@@ -234,4 +234,51 @@ func SetAccuracy(doc []byte, model, hardware string, accuracy float64) ([]byte, 
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// WordAccuracy compares the recognized words with the expected ones, both in
+// reading order, and returns how many expected words were read exactly: each
+// recognized word matches at most one expected word (multiset intersection), so
+// order between lines does not matter but every word counts once.
+func WordAccuracy(want, got []string) (matched int) {
+	left := map[string]int{}
+	for _, w := range got {
+		left[w]++
+	}
+	for _, w := range want {
+		if left[w] > 0 {
+			left[w]--
+			matched++
+		}
+	}
+	return matched
+}
+
+// ResponseTexts returns the elements of a gateway response's BYTES output "text",
+// the recognised lines of the OCR session (none when the image had no text: the
+// recognition modules were skipped).
+func ResponseTexts(resp *inference.ModelInferResponse) ([]string, error) {
+	for i, o := range resp.GetOutputs() {
+		if o.GetName() != "text" {
+			continue
+		}
+		if o.GetDatatype() != "BYTES" || i >= len(resp.GetRawOutputContents()) {
+			return nil, fmt.Errorf("output text is %s with %d raw contents; want BYTES in raw_output_contents", o.GetDatatype(), len(resp.GetRawOutputContents()))
+		}
+		data := resp.GetRawOutputContents()[i]
+		var out []string
+		for off := 0; off < len(data); {
+			if off+4 > len(data) {
+				return nil, fmt.Errorf("output text: truncated element at byte %d", off)
+			}
+			l := int(binary.LittleEndian.Uint32(data[off:]))
+			if off+4+l > len(data) {
+				return nil, fmt.Errorf("output text: element of %d bytes runs past the data", l)
+			}
+			out = append(out, string(data[off+4:off+4+l]))
+			off += 4 + l
+		}
+		return out, nil
+	}
+	return nil, nil
 }

@@ -101,3 +101,21 @@ func TestLoadLabelledErrors(t *testing.T) {
 		t.Errorf("line without a tab: %v", err)
 	}
 }
+
+// TestWordAccuracy: each recognised word matches one expected word at most,
+// in any order, case counting.
+func TestWordAccuracy(t *testing.T) {
+	for _, c := range []struct {
+		want, got []string
+		n         int
+	}{
+		{[]string{"a", "b", "c"}, []string{"c", "a", "b"}, 3},
+		{[]string{"a", "a"}, []string{"a"}, 1},
+		{[]string{"a"}, []string{"a", "a", "x"}, 1},
+		{[]string{"Exit"}, []string{"exit"}, 0},
+	} {
+		if n := WordAccuracy(c.want, c.got); n != c.n {
+			t.Errorf("WordAccuracy(%v, %v) = %d; want %d", c.want, c.got, n, c.n)
+		}
+	}
+}

@@ -150,7 +150,7 @@ func SplitLatency(cfg *api.Config, s *api.Session, p ConfigParams) ([]float64, e
 	if err != nil {
 		return nil, err
 	}
-	budgets, allow := splitLatency(g, mods, s.SLO.Seconds(), gp.model, gp.util, splitLC)
+	budgets, allow := splitLatency(g, mods, s.SLO.Seconds(), gp.model, gp.util, SplitLC)
 	for i := range budgets {
 		budgets[i] += allow[i]
 	}

@@ -39,4 +39,12 @@
 // from Options.Registry (DefaultPolicies when nil; Policies lists its names);
 // options switch individual features off for the ablations of §IV-C. A
 // PolicyRegistry is read-only once planning starts.
+//
+// The strategies a policy combines are chosen by name from registries too
+// (internal/registry): latency models (DefaultModels: tc-exact, tc-theorem1,
+// rr-2d, local), latency splits (DefaultSplits: lc, throughput, cost, even,
+// quantized; the optimum's exhaustive search is the split of policy
+// optimal) and variant searches (DefaultVariantSearches: climb, beam, all).
+// Options.Strategies offers others beside them; a greedy Split only ranks
+// moves (Score), so Algorithm 2's loop is written once.
 package scheduler

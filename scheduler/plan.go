@@ -111,17 +111,8 @@ func sessionInputs(cfg *api.Config, s *api.Session, f filter) (*graph, []moduleI
 // planModules plans every module within an SLO of split seconds for the split and
 // slo seconds for reassignment.
 func planModules(g *graph, mods []moduleInput, slo, split float64, pol policy) ([]moduleResult, error) {
-	switch {
-	case pol.optimal:
-		// The search's budgets are on a grid; reassignment gives out the slack
-		// the grid leaves (a dummy rate is continuous), never raising the cost.
-		results, err := searchSplit(g, mods, slo, pol, optimalOptions)
-		if err == nil {
-			reassign(g, mods, results, slo, pol)
-		}
-		return results, err
-	case pol.split == splitQuantized:
-		return searchSplit(g, mods, slo, pol, quantizedOptions)
+	if mp, ok := pol.split.(modulePlanner); ok { // quantized, the optimum's search
+		return mp.planModules(g, mods, slo, pol)
 	}
 	budgets, allow := splitLatency(g, mods, split, pol.model, pol.gen.util, pol.split)
 	results := make([]moduleResult, len(mods))

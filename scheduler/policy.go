@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/piccolo-serving/piccolo/internal/registry"
 )
 
 // Options choose a policy by name and switch features off for the ablations of
@@ -47,8 +49,36 @@ type Options struct {
 	// (docs/variants.md): "climb" (the default: JellyBean's beam, then single
 	// changes while the planned cost drops), "beam" (JellyBean's beam only) or
 	// "all" (every combination that reaches the accuracy target; policy optimal
-	// always searches all).
+	// always searches all), or another name in Strategies.VariantSearches.
 	VariantSearch string
+	// Strategies are the registries Model, Split and VariantSearch are
+	// looked up in; a nil field is the built-in registry.
+	Strategies Strategies
+}
+
+// Strategies are the registries of the planner's strategies, each chosen by
+// name: latency models (Options.Model; DefaultModels), latency splits
+// (Options.Split; DefaultSplits) and variant searches
+// (Options.VariantSearch; DefaultVariantSearches). main builds them; a nil
+// field means the built-in registry. Immutable registries: share freely.
+type Strategies struct {
+	Models          *registry.Registry[LatencyModel]
+	Splits          *registry.Registry[Split]
+	VariantSearches *registry.Registry[VariantSearch]
+}
+
+// orDefault returns st with every nil registry the built-in one.
+func (st Strategies) orDefault() Strategies {
+	if st.Models == nil {
+		st.Models = defaultModels
+	}
+	if st.Splits == nil {
+		st.Splits = defaultSplits
+	}
+	if st.VariantSearches == nil {
+		st.VariantSearches = defaultVariantSearches
+	}
+	return st
 }
 
 // Policies lists the policy names Plan accepts by default (DefaultPolicies), in the
@@ -108,21 +138,24 @@ func (r *PolicyRegistry) Register(name string, s PolicySpec) error {
 	if _, ok := r.specs[name]; ok {
 		return fmt.Errorf("policy %q is already registered", name)
 	}
-	p := policy{name: name, model: s.Model, gen: genParams{grouped: s.Grouped}, split: splitKind(s.Split),
+	p := policy{name: name, model: s.Model, gen: genParams{grouped: s.Grouped},
 		quantum: s.Quantum.Seconds(), dummy: s.Dummy, reassign: s.Reassign, defaultU: s.MaxUtilization,
 		filter: filter{noMultiplexing: s.NoMultiplexing}, singleHW: s.SingleHardware, optimal: s.Optimal, maxConfigs: s.MaxConfigs}
 	if p.model == nil {
 		p.model = TCExact
 	}
-	if p.split == "" {
-		p.split = splitLC
+	p.split = SplitLC
+	if s.Split != "" {
+		sp, err := defaultSplits.Lookup(s.Split)
+		if err != nil {
+			return fmt.Errorf("policy %q: %w", name, err)
+		}
+		p.split = sp
 	}
 	if p.defaultU == 0 {
 		p.defaultU = 1
 	}
 	switch {
-	case !validSplit(p.split):
-		return fmt.Errorf("policy %q: unknown split %q; allowed: %s", name, s.Split, allowedSplits)
 	case s.MaxConfigs < 0:
 		return fmt.Errorf("policy %q: max configs %d: must be ≥ 0 (0 = no bound)", name, s.MaxConfigs)
 	case s.Quantum < 0:
@@ -163,15 +196,15 @@ func DefaultPolicies() *PolicyRegistry {
 		// residual at its own rate, with Theorem 1's d + b/w.
 		{"paper", PolicySpec{Model: TheoremOne, Dummy: true, Reassign: -1}},
 		// Table III: batching only, 2d, two configs, quantized split.
-		{"nexus", PolicySpec{Model: RoundRobin, MaxConfigs: 2, Split: string(splitQuantized), Quantum: 10 * time.Millisecond,
+		{"nexus", PolicySpec{Model: RoundRobin, MaxConfigs: 2, Split: SplitQuantized.Name(), Quantum: 10 * time.Millisecond,
 			NoMultiplexing: true, SingleHardware: true}},
 		// Table III: batching, multiplexing, heterogeneity; d + b/t; two configs;
 		// throughput-based split.
-		{"scrooge", PolicySpec{Model: LocalThroughput, MaxConfigs: 2, Split: string(splitThroughput)}},
+		{"scrooge", PolicySpec{Model: LocalThroughput, MaxConfigs: 2, Split: SplitThroughput.Name()}},
 		// Table III: batching and heterogeneity; 2d; one config; greedy split.
-		{"inferline", PolicySpec{Model: RoundRobin, MaxConfigs: 1, Split: string(splitCost), NoMultiplexing: true}},
+		{"inferline", PolicySpec{Model: RoundRobin, MaxConfigs: 1, Split: SplitCost.Name(), NoMultiplexing: true}},
 		// Table III: batching only; 2d; one config; even split.
-		{"clipper", PolicySpec{Model: RoundRobin, MaxConfigs: 1, Split: string(splitEven), NoMultiplexing: true, SingleHardware: true}},
+		{"clipper", PolicySpec{Model: RoundRobin, MaxConfigs: 1, Split: SplitEven.Name(), NoMultiplexing: true, SingleHardware: true}},
 		{"optimal", PolicySpec{Optimal: true}},
 	} {
 		if err := r.Register(e.name, e.spec); err != nil {
@@ -186,7 +219,7 @@ type policy struct {
 	name       string
 	model      LatencyModel
 	gen        genParams
-	split      splitKind
+	split      Split
 	quantum    float64 // seconds
 	dummy      bool
 	reassign   int // 0: none, 1: once, -1: until nothing improves
@@ -196,7 +229,7 @@ type policy struct {
 	defaultU   float64
 	reference  string
 	maxConfigs int
-	variants   string // "climb", "beam" or "all"
+	variants   VariantSearch
 }
 
 // resolve turns Options into a policy, validating every field.
@@ -226,19 +259,21 @@ func resolve(o Options) (policy, error) {
 			return p, fmt.Errorf("optimal's reference policy must be another policy, not %q", ref)
 		}
 		rp.name, rp.optimal, rp.reference = p.name, true, rp.name
+		rp.split = optimalSplit{}
 		p = rp
 	}
-	switch o.VariantSearch {
-	case "", "climb", "beam", "all":
-		p.variants = o.VariantSearch
-		if p.variants == "" {
-			p.variants = "climb"
-		}
-		if p.optimal {
-			p.variants = "all"
-		}
-	default:
-		return p, fmt.Errorf("variant search %q: want climb (the default), beam or all", o.VariantSearch)
+	st := o.Strategies.orDefault()
+	search := o.VariantSearch
+	if search == "" {
+		search = VariantClimb.Name()
+	}
+	vs, err := st.VariantSearches.Lookup(search)
+	if err != nil {
+		return p, err
+	}
+	p.variants = vs
+	if p.optimal {
+		p.variants = VariantAll
 	}
 	if o.MaxConfigs < 0 {
 		return p, fmt.Errorf("max configs %d: must be ≥ 0 (0 = no bound)", o.MaxConfigs)
@@ -256,7 +291,7 @@ func resolve(o Options) (policy, error) {
 	}
 	p.gen.util = u
 	if o.Model != "" {
-		m, err := ModelByName(o.Model)
+		m, err := st.Models.Lookup(o.Model)
 		if err != nil {
 			return p, err
 		}
@@ -265,10 +300,13 @@ func resolve(o Options) (policy, error) {
 	p.gen.model = p.model
 	p.gen.maxConfigs = p.maxConfigs
 	if o.Split != "" {
-		if !validSplit(splitKind(o.Split)) {
-			return p, fmt.Errorf("unknown split %q; allowed: %s", o.Split, allowedSplits)
+		sp, err := st.Splits.Lookup(o.Split)
+		if err != nil {
+			return p, err
 		}
-		p.split = splitKind(o.Split)
+		if !p.optimal { // the optimum is its own search
+			p.split = sp
+		}
 	}
 	if o.Quantum < 0 {
 		return p, fmt.Errorf("quantum %v: must be > 0", o.Quantum)
@@ -276,7 +314,7 @@ func resolve(o Options) (policy, error) {
 	if o.Quantum > 0 {
 		p.quantum = o.Quantum.Seconds()
 	}
-	if p.split == splitQuantized && p.quantum == 0 {
+	if p.split == SplitQuantized && p.quantum == 0 {
 		p.quantum = 0.01
 	}
 	if o.NoDummy {
@@ -306,16 +344,6 @@ func resolve(o Options) (policy, error) {
 // defaultPolicies is the registry Plan uses when Options.Registry is nil; it is
 // never registered into.
 var defaultPolicies = DefaultPolicies()
-
-const allowedSplits = "lc, throughput, cost, even, quantized"
-
-func validSplit(s splitKind) bool {
-	switch s {
-	case splitLC, splitThroughput, splitCost, splitEven, splitQuantized:
-		return true
-	}
-	return false
-}
 
 func fmtSeconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()

@@ -12,19 +12,29 @@ import (
 // cheapest combination whose longest path, bursts included, fits the SLO must cost
 // what searchSplit found, for both reference forms (piccolo's grouped sets and the
 // paper's Algorithm 1 sets).
+//
+// Workloads are drawn until n per reference form are small enough to
+// enumerate (at most maxDrawn of them): how many of a fixed number drawn are
+// small enough depends on the draw, and -short once asked for 8 of 16 and got
+// 7 (issue 19).
 func TestOptimumMatchesEnumeration(t *testing.T) {
 	spec := WorkloadSpec{MinModules: 2, MaxModules: 3, MinRate: 10, MaxRate: 2000, MaxBatch: 8, MaxConcurrency: 2, MinHardware: 2, MaxHardware: 2}
-	n := 24
+	n := 12
 	if testing.Short() {
-		n = 8
+		n = 4
 	}
-	compared := 0
+	const maxDrawn = 200
+	workloads := GenerateWorkloads(3, maxDrawn, spec)
 	for _, ref := range []string{"piccolo", "paper"} {
 		pol, err := resolve(Options{Policy: "optimal", Reference: ref, MaxUtilization: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for w, cfg := range GenerateWorkloads(3, n, spec) {
+		compared := 0
+		for w, cfg := range workloads {
+			if compared == n {
+				break
+			}
 			s := &cfg.Sessions[0]
 			g, err := newGraph(s)
 			if err != nil {
@@ -84,9 +94,9 @@ func TestOptimumMatchesEnumeration(t *testing.T) {
 			}
 			compared++
 		}
-	}
-	if compared < n {
-		t.Fatalf("only %d workloads small enough to enumerate", compared)
+		if compared < n {
+			t.Fatalf("%s: only %d of %d workloads drawn small enough to enumerate; want %d", ref, compared, len(workloads), n)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/registry"
 )
 
 // Variant selection (JellyBean §4, docs/variants.md). A module that lists
@@ -54,12 +55,124 @@ func hasVariants(s *api.Session) bool {
 	return false
 }
 
-// combo is one variant per module (indexes into each module's Choices) with
-// its accuracy product and estimated cost.
-type combo struct {
+// Combination is one variant per module (indexes into each module's Choices) with
+// its accuracy product and estimated cost. Made by a VariantSpace.
+type Combination struct {
 	pick     []int
 	accuracy float64
 	estimate float64
+}
+
+// Pick returns the variant of each module: an index into its Choices, by
+// module index.
+func (c Combination) Pick() []int { return slices.Clone(c.pick) }
+
+// Accuracy returns the combination's accuracy estimate, the product of its
+// variants' accuracies.
+func (c Combination) Accuracy() float64 { return c.accuracy }
+
+// VariantSearch chooses which variant combinations of a session are planned
+// (docs/variants.md). It is an immutable value chosen by name from a
+// registry (Options.VariantSearch, --variant-search): DefaultVariantSearches
+// holds climb (the default), beam and all; Options.Strategies.VariantSearches
+// may offer more. Every combination returned is planned in full and the
+// cheapest plan wins (ties: the more accurate).
+type VariantSearch interface {
+	// Name is the name users choose the search by, e.g. "climb".
+	Name() string
+	// Combinations returns the combinations to plan, in order, from v.
+	Combinations(v *VariantSpace) []Combination
+	// Climb reports whether, when Combinations returned at most BeamWidth,
+	// the best plan's variants are then changed one module (then two) at a
+	// time, planned, and kept while the planned cost drops.
+	Climb() bool
+}
+
+// VariantSpace is a session's variant choices as a VariantSearch sees them:
+// the modules' variants and the accuracy target. Valid during the call.
+type VariantSpace struct {
+	cfg     *api.Config
+	s       *api.Session
+	choices [][]api.Variant
+	target  float64
+	pol     policy
+}
+
+// Variants returns how many variants module i (an index into the session's
+// modules) may run.
+func (v *VariantSpace) Variants(i int) int { return len(v.choices[i]) }
+
+// Modules returns the number of modules.
+func (v *VariantSpace) Modules() int { return len(v.choices) }
+
+// Combination returns the combination pick (a variant index per module) and
+// whether it reaches the accuracy target.
+func (v *VariantSpace) Combination(pick []int) (Combination, bool) {
+	a := 1.0
+	for i, j := range pick {
+		a *= v.choices[i][j].Accuracy
+	}
+	return Combination{pick: slices.Clone(pick), accuracy: a}, a >= v.target-accuracyEps
+}
+
+// All returns every combination that reaches the target, most accurate
+// first, and true; a partial list and false when there are more than limit.
+func (v *VariantSpace) All(limit int) ([]Combination, bool) {
+	return allCombos(v.choices, v.target, limit)
+}
+
+// Beam returns JellyBean's model selection (§4): modules in reverse
+// topological order, the width partial combinations of least estimated cost
+// kept, each still able to reach the target.
+func (v *VariantSpace) Beam(width int) []Combination {
+	return beamCombos(v.cfg, v.s, v.choices, v.target, width, v.pol)
+}
+
+// The built-in variant searches (DefaultVariantSearches).
+var (
+	// VariantClimb, the default: every combination when at most
+	// MaxCombinations reach the target; beyond, the beam, then the climb.
+	VariantClimb VariantSearch = climbSearch{}
+	// VariantBeam is JellyBean's beam alone.
+	VariantBeam VariantSearch = beamSearch{}
+	// VariantAll plans every combination that reaches the target (policy
+	// optimal always does).
+	VariantAll VariantSearch = allSearch{}
+)
+
+// DefaultVariantSearches returns a registry of the built-in variant searches.
+func DefaultVariantSearches() *registry.Registry[VariantSearch] {
+	return registry.Must(registry.New("variant search", "variant searches", VariantClimb, VariantBeam, VariantAll))
+}
+
+// defaultVariantSearches is the registry used when
+// Options.Strategies.VariantSearches is nil.
+var defaultVariantSearches = DefaultVariantSearches()
+
+type climbSearch struct{}
+
+func (climbSearch) Name() string { return "climb" }
+func (climbSearch) Climb() bool  { return true }
+func (climbSearch) Combinations(v *VariantSpace) []Combination {
+	if all, ok := v.All(MaxCombinations); ok {
+		return all // few enough to plan them all: the exact choice
+	}
+	return v.Beam(BeamWidth)
+}
+
+type beamSearch struct{}
+
+func (beamSearch) Name() string                               { return "beam" }
+func (beamSearch) Climb() bool                                { return false }
+func (beamSearch) Combinations(v *VariantSpace) []Combination { return v.Beam(BeamWidth) }
+
+type allSearch struct{}
+
+func (allSearch) Name() string { return "all" }
+func (allSearch) Climb() bool  { return false }
+func (allSearch) Combinations(v *VariantSpace) []Combination {
+	all, _ := v.All(math.MaxInt)
+	return all
 }
 
 // planVariants plans session s, choosing its variants (see above). A session
@@ -91,25 +204,13 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 		return api.SessionPlan{}, fmt.Errorf("session %q: %w: accuracy target %.4g is above the most accurate combination's %.4g (%s)",
 			s.Name, ErrInfeasible, target, best, describeCombo(s, choices, mostAccurate(choices)))
 	}
-	var combos []combo
-	switch pol.variants {
-	case "all":
-		combos, _ = allCombos(choices, target, math.MaxInt)
-	case "climb":
-		var all bool
-		if combos, all = allCombos(choices, target, MaxCombinations); all {
-			break // few enough to plan them all: the exact choice
-		}
-		fallthrough
-	default:
-		combos = beamCombos(cfg, s, choices, target, BeamWidth, pol)
-	}
+	combos := pol.variants.Combinations(&VariantSpace{cfg: cfg, s: s, choices: choices, target: target, pol: pol})
 	var bestPlan api.SessionPlan
-	var bestCombo combo
+	var bestCombo Combination
 	var errs []error
 	found := false
 	planned := map[string]bool{}
-	try := func(c combo) bool {
+	try := func(c Combination) bool {
 		key := fmt.Sprint(c.pick)
 		if planned[key] {
 			return false
@@ -141,8 +242,8 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 		return a
 	}
 	// move tries from with module i at variant j (and module k at l when k ≥ 0).
-	move := func(from combo, i, j, k, l int) bool {
-		c := combo{pick: slices.Clone(from.pick)}
+	move := func(from Combination, i, j, k, l int) bool {
+		c := Combination{pick: slices.Clone(from.pick)}
 		c.pick[i] = j
 		if k >= 0 {
 			c.pick[k] = l
@@ -152,7 +253,7 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 		}
 		return try(c)
 	}
-	for improved := pol.variants == "climb" && len(combos) <= BeamWidth && found; improved; {
+	for improved := pol.variants.Climb() && len(combos) <= BeamWidth && found; improved; {
 		improved = false
 		from := bestCombo
 		for i := range choices {
@@ -201,7 +302,7 @@ func withVariants(s *api.Session, choices [][]api.Variant, pick []int) *api.Sess
 }
 
 // annotate records the chosen variants and accuracies in sp.
-func annotate(sp *api.SessionPlan, s *api.Session, choices [][]api.Variant, c combo, target float64) {
+func annotate(sp *api.SessionPlan, s *api.Session, choices [][]api.Variant, c Combination, target float64) {
 	sp.Accuracy, sp.AccuracyTarget = c.accuracy, target
 	for i := range sp.Modules {
 		j := slices.IndexFunc(s.Modules, func(m api.Module) bool { return m.Name == sp.Modules[i].Name })
@@ -215,8 +316,8 @@ func annotate(sp *api.SessionPlan, s *api.Session, choices [][]api.Variant, c co
 
 // allCombos lists every combination whose accuracy reaches target, most
 // accurate first; false (and a partial list) when there are more than limit.
-func allCombos(choices [][]api.Variant, target float64, limit int) ([]combo, bool) {
-	var out []combo
+func allCombos(choices [][]api.Variant, target float64, limit int) ([]Combination, bool) {
+	var out []Combination
 	pick := make([]int, len(choices))
 	var walk func(i int, acc float64)
 	walk = func(i int, acc float64) {
@@ -224,7 +325,7 @@ func allCombos(choices [][]api.Variant, target float64, limit int) ([]combo, boo
 			return // accuracies are at most 1: it only falls from here
 		}
 		if i == len(choices) {
-			out = append(out, combo{pick: slices.Clone(pick), accuracy: acc})
+			out = append(out, Combination{pick: slices.Clone(pick), accuracy: acc})
 			return
 		}
 		for j, v := range choices[i] {
@@ -236,14 +337,14 @@ func allCombos(choices [][]api.Variant, target float64, limit int) ([]combo, boo
 	if len(out) > limit {
 		return out, false
 	}
-	slices.SortStableFunc(out, func(a, b combo) int { return cmp.Compare(b.accuracy, a.accuracy) })
+	slices.SortStableFunc(out, func(a, b Combination) int { return cmp.Compare(b.accuracy, a.accuracy) })
 	return out, true
 }
 
 // beamCombos is JellyBean's model selection: modules in reverse topological
 // order, width partial combinations kept by estimated cost, each still able to
 // reach target with the best variants of the modules not yet assigned.
-func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target float64, width int, pol policy) []combo {
+func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target float64, width int, pol policy) []Combination {
 	order, err := s.TopoOrder()
 	if err != nil {
 		order = make([]int, len(s.Modules))
@@ -276,22 +377,22 @@ func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target
 		}
 		bound[k] = bound[k+1] * top
 	}
-	beam := []combo{{pick: make([]int, len(choices)), accuracy: 1}}
+	beam := []Combination{{pick: make([]int, len(choices)), accuracy: 1}}
 	for k, i := range order {
 		rate := s.Modules[i].Rate
-		var next []combo
+		var next []Combination
 		for _, c := range beam {
 			for j, v := range choices[i] {
 				acc := c.accuracy * v.Accuracy
 				if acc*bound[k+1] < target-accuracyEps {
 					continue
 				}
-				n := combo{pick: slices.Clone(c.pick), accuracy: acc, estimate: c.estimate + estimateCost(cfg, v.Model, rate, budget, pol)}
+				n := Combination{pick: slices.Clone(c.pick), accuracy: acc, estimate: c.estimate + estimateCost(cfg, v.Model, rate, budget, pol)}
 				n.pick[i] = j
 				next = append(next, n)
 			}
 		}
-		slices.SortStableFunc(next, func(a, b combo) int {
+		slices.SortStableFunc(next, func(a, b Combination) int {
 			if c := cmp.Compare(a.estimate, b.estimate); c != 0 {
 				return c
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/registry"
 )
 
 // Candidate is one config a module may run with: a profile entry on a hardware type.
@@ -71,15 +72,18 @@ func withDummies(m LatencyModel) LatencyModel {
 	return m
 }
 
-// ModelByName returns the latency model a plan names.
-func ModelByName(name string) (LatencyModel, error) {
-	for _, m := range []LatencyModel{TheoremOne, TCExact, RoundRobin, LocalThroughput} {
-		if m.Name() == name {
-			return m, nil
-		}
-	}
-	return nil, fmt.Errorf("unknown latency model %q; allowed: tc-exact, tc-theorem1, rr-2d, local", name)
+// DefaultModels returns a registry of the built-in latency models, by the
+// names plans record in LatencyModel.
+func DefaultModels() *registry.Registry[LatencyModel] {
+	return registry.Must(registry.New("latency model", "latency models", TCExact, TheoremOne, RoundRobin, LocalThroughput))
 }
+
+// defaultModels is the registry used when Options.Strategies.Models is nil.
+var defaultModels = DefaultModels()
+
+// ModelByName returns the built-in latency model a plan names
+// (DefaultModels().Lookup).
+func ModelByName(name string) (LatencyModel, error) { return defaultModels.Lookup(name) }
 
 type theorem1 struct{}
 

@@ -17,6 +17,15 @@ import (
 // "inferline" (InferLine's planner, PlanInferLine).
 var TraceSearches = []string{"ladder", "inferline"}
 
+// CheckTraceSearch errs, naming the allowed searches, unless search is one of
+// TraceSearches.
+func CheckTraceSearch(search string) error {
+	if !slices.Contains(TraceSearches, search) {
+		return fmt.Errorf("trace search %q: allowed: %s", search, strings.Join(TraceSearches, ", "))
+	}
+	return nil
+}
+
 // InferLineStats says how PlanInferLine's search went.
 type InferLineStats struct {
 	Simulations int      // plans simulated on the trace (the Estimator's runs)

@@ -153,7 +153,7 @@ func toMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecon
 func (s *sim) report() *Report {
 	win := s.o.Duration.Seconds()
 	elapsed := s.clock.Elapsed()
-	r := &Report{Dispatch: s.o.Policy.Name(), Flush: string(s.o.Flush), Arrival: s.o.Arrival, DurationS: win, Seed: s.o.Seed,
+	r := &Report{Dispatch: s.o.Policy.Name(), Flush: s.o.Flush.Name(), Arrival: s.o.Arrival, DurationS: win, Seed: s.o.Seed,
 		SimulatedS: elapsed.Seconds()}
 	if s.o.Arrival == "gamma" {
 		r.CV2 = s.o.CV2

@@ -11,17 +11,21 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/internal/registry"
 )
 
 // Options choose the load and the dispatch policy of a simulation.
 type Options struct {
 	// Policy is the dispatch policy; nil means dispatcher.TC.
 	Policy dispatcher.Policy
-	// Flush is dispatcher.FlushDeadline (default) or dispatcher.FlushIdle.
+	// Flush is the flush rule: nil means dispatcher.FlushDeadline; also
+	// dispatcher.FlushIdle or any other dispatcher.Flush.
 	Flush dispatcher.Flush
 	// Arrival is the arrival process: constant (default), poisson, gamma, mmpp or
 	// trace (arrival.Kinds).
 	Arrival string
+	// Arrivals is where Arrival is looked up; nil: arrival.Builtin.
+	Arrivals *registry.Registry[arrival.Kind]
 	// CV2 is the squared coefficient of variation of gamma arrivals.
 	CV2 float64
 	// MMPP holds the parameters of Arrival "mmpp"; Trace is what Arrival "trace"
@@ -84,11 +88,8 @@ func Run(plan *api.Plan, o Options) (*Report, error) {
 	if o.Policy == nil {
 		o.Policy = dispatcher.TC{}
 	}
-	if o.Flush == "" {
+	if o.Flush == nil {
 		o.Flush = dispatcher.FlushDeadline
-	}
-	if _, err := dispatcher.ParseFlush(string(o.Flush)); err != nil {
-		return nil, err
 	}
 	if o.Arrival == "" {
 		o.Arrival = "constant"
@@ -207,8 +208,8 @@ func newSim(plan *api.Plan, o Options) (*sim, error) {
 		s.devTable = &dispatcher.Devices{}
 	}
 	s.itemDone = s.onItemDone
-	driven := -1 // the session an mmpp or trace process drives
-	if o.Arrival == "mmpp" || o.Arrival == "trace" {
+	driven := -1 // the session an mmpp or trace process (one of its own rate) drives
+	if k, err := arrival.Lookup(o.Arrivals, o.Arrival); err == nil && k.OwnRate() {
 		var names []string
 		for si := range plan.Sessions {
 			sp := &plan.Sessions[si]
@@ -280,16 +281,16 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 	if s.o.RatePerSec > 0 {
 		ss.rate = s.o.RatePerSec
 	}
-	spec := arrival.Spec{Kind: s.o.Arrival, Rate: ss.rate, CV2: s.o.CV2, MMPP: s.o.MMPP, Trace: s.o.Trace}
-	switch {
+	spec := arrival.Spec{Kind: s.o.Arrival, Rate: ss.rate, CV2: s.o.CV2, MMPP: s.o.MMPP, Trace: s.o.Trace, Registry: s.o.Arrivals}
+	switch k, _ := arrival.Lookup(s.o.Arrivals, spec.Kind); {
 	case !driven:
 		spec = arrival.Spec{Kind: "poisson", Rate: ss.rate}
-	case spec.Kind == "mmpp":
-		ss.rate = spec.MeanRate()
-	case spec.Kind == "trace" && spec.Trace != nil:
+	case spec.Kind == "trace" && spec.Trace != nil: // the rate over the window simulated
 		if _, ss.rate = spec.Trace.MeanRate(s.o.Duration); !(ss.rate > 0) {
 			return nil, fmt.Errorf("trace %s: fewer than two arrivals in %v, no rate to simulate", spec.Trace.Name, s.o.Duration)
 		}
+	case k != nil && k.OwnRate():
+		ss.rate = spec.MeanRate()
 	}
 	if !(ss.rate > 0) {
 		return nil, errors.New("source modules have no rate: pass a rate")

@@ -150,8 +150,8 @@ func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load 
 // then replaces Trace, the ladder's kept in Ladder). Errors: an unknown
 // search (naming the allowed ones), and PlanForTrace's and PlanInferLine's.
 func PlanForTraceWith(search string, cfg *api.Config, opts scheduler.Options, target float64, load Options) (*TracePlans, error) {
-	if !slices.Contains(TraceSearches, search) {
-		return nil, fmt.Errorf("trace search %q: allowed: %s", search, strings.Join(TraceSearches, ", "))
+	if err := CheckTraceSearch(search); err != nil {
+		return nil, err
 	}
 	tp, err := PlanForTrace(cfg, opts, target, load)
 	if tp == nil {

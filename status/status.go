@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/metrics"
 )
 
@@ -84,7 +83,7 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 	if err != nil {
 		fmt.Fprintf(stderr, "piccolo status: warning: %v; the plan comes from /metrics\n", err)
 	}
-	var bv *controlplane.BackendView
+	var bv *api.BackendView
 	if plan != nil { // the token works
 		bv = fetchBackends(ctx, client, base, token)
 	}
@@ -152,12 +151,12 @@ func fetchPlan(ctx context.Context, client *http.Client, base, token string) (*a
 }
 
 // fetchBackends reads /admin/backends with token; nil when it cannot.
-func fetchBackends(ctx context.Context, client *http.Client, base, token string) *controlplane.BackendView {
+func fetchBackends(ctx context.Context, client *http.Client, base, token string) *api.BackendView {
 	body, status, err := httpGetAuth(ctx, client, base+"/admin/backends", token)
 	if err != nil || status != http.StatusOK {
 		return nil
 	}
-	var v controlplane.BackendView
+	var v api.BackendView
 	if err := json.Unmarshal(body, &v); err != nil {
 		return nil
 	}
@@ -166,7 +165,7 @@ func fetchBackends(ctx context.Context, client *http.Client, base, token string)
 
 // writeBackends prints the membership of bv: a heading with its source and
 // whether it is stale, then one row a backend.
-func writeBackends(w io.Writer, bv *controlplane.BackendView) error {
+func writeBackends(w io.Writer, bv *api.BackendView) error {
 	src := bv.Source
 	if src == "" {
 		src = "-"
@@ -402,7 +401,7 @@ func modulesOf(plan *api.Plan, now *snapshot) (sessions []string, slo map[string
 }
 
 func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base string, plan *api.Plan, planSource string,
-	bv *controlplane.BackendView, from, now *snapshot) error {
+	bv *api.BackendView, from, now *snapshot) error {
 	span := "since start"
 	elapsed := 0.0
 	if from != nil {
@@ -455,6 +454,7 @@ func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base str
 	sort.Strings(capText)
 	fmt.Fprintf(w, "capacity desired of available: %s\n\n", orNone(capText))
 	writeHealth(w, from, now)
+	writeCalibration(w, now)
 	if bv != nil {
 		if err := writeBackends(w, bv); err != nil {
 			return err

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/piccolo-serving/piccolo/controlplane"
+	"github.com/piccolo-serving/piccolo/api"
 )
 
 // TestStatusWriteBackends: the backends table, its heading with the source, and
@@ -14,12 +14,12 @@ func TestWriteBackends(t *testing.T) {
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
-		view controlplane.BackendView
+		view api.BackendView
 		want string
 	}{
 		{
 			name: "static",
-			view: controlplane.BackendView{Source: "static", Backends: []controlplane.BackendInfo{
+			view: api.BackendView{Source: "static", Backends: []api.BackendInfo{
 				{ID: "gpu-0", Hardware: "v100", Address: "10.0.0.1:9101", Placed: []string{"s/a", "s/b"}},
 				{ID: "cpu-10", Hardware: "cpu-4c", Address: "10.0.0.2:9101"},
 			}},
@@ -30,15 +30,15 @@ func TestWriteBackends(t *testing.T) {
 		},
 		{
 			name: "stale consul",
-			view: controlplane.BackendView{Source: "consul", Stale: true, At: at, Error: "consul: connection refused",
-				Backends: []controlplane.BackendInfo{{ID: "gpu-0", Hardware: "v100", Address: "10.0.0.1:9101"}}},
+			view: api.BackendView{Source: "consul", Stale: true, At: at, Error: "consul: connection refused",
+				Backends: []api.BackendInfo{{ID: "gpu-0", Hardware: "v100", Address: "10.0.0.1:9101"}}},
 			want: "backends (from /admin/backends): source consul, STALE since 2026-11-23T10:00:00Z: consul: connection refused\n" +
 				"ID     HARDWARE  ADDRESS        PLACED\n" +
 				"gpu-0  v100      10.0.0.1:9101  none\n\n",
 		},
 		{
 			name: "none",
-			view: controlplane.BackendView{},
+			view: api.BackendView{},
 			want: "backends (from /admin/backends): source -\nID  HARDWARE  ADDRESS  PLACED\n\n",
 		},
 	} {

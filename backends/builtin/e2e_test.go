@@ -13,6 +13,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/builtin"
 	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+	"github.com/piccolo-serving/piccolo/profiler"
 )
 
 // pipeline is the OCR session's modules loaded on their executors, run in DAG
@@ -165,7 +166,7 @@ func TestOCREndToEnd(t *testing.T) {
 			}
 		}
 		want := s.Words()
-		m := ocrtest.WordAccuracy(want, got)
+		m := profiler.WordAccuracy(want, got)
 		total += len(want)
 		matched += m
 		if m == len(want) && len(got) == len(want) {

@@ -13,6 +13,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/builtin"
 	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+	"github.com/piccolo-serving/piccolo/profiler"
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
@@ -205,7 +206,7 @@ func measureHardSet(t *testing.T, combos [][2]string) map[[2]string]int {
 					}
 					batch = batch[:0]
 				}
-				matched[c] += ocrtest.WordAccuracy(s.Words(), got)
+				matched[c] += profiler.WordAccuracy(s.Words(), got)
 			}
 		}
 		det.Close()

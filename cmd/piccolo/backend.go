@@ -198,7 +198,7 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.Float64Var(&o.jitter, "jitter", 0, "sim: batch durations vary uniformly by ±this fraction, in [0,1)")
 	f.Uint64Var(&o.seed, "seed", 1, "sim: jitter seed")
 	f.StringSliceVar(&o.models, "models", nil, "models to load at start, comma-separated (default: none; wait for RepositoryModelLoad)")
-	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
+	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	addTracingFlags(f, &o.tracing)
 	f.StringVar(&o.metrics, "metrics-listen", "auto", "serve Prometheus /metrics on this host:port; auto: the --listen host at its port + 1000 (9101 → 10101); off: none")
 	f.BoolVar(&o.gpu, "gpu-telemetry", true, "read the GPUs with NVML: metrics piccolo_gpu_*, and the hardware type when --hardware is not given")
@@ -225,8 +225,9 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	if !ok {
 		return fmt.Errorf("--executor %q: allowed: %s", o.executor, backendExecutorNames())
 	}
-	if o.logFmt != "json" && o.logFmt != "console" {
-		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
+	logFmt, err := parseLogFormat(o.logFmt)
+	if err != nil {
+		return err
 	}
 	if err := checkConsulFlags(o); err != nil {
 		return err
@@ -257,7 +258,7 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	if err != nil {
 		return err
 	}
-	log, err := newBackendLogger(o.logFmt)
+	log, err := logFmt.New()
 	if err != nil {
 		return err
 	}
@@ -356,16 +357,4 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	}
 	log.Info("backend stopped")
 	return nil
-}
-
-func newBackendLogger(format string) (*zap.Logger, error) {
-	if format == "console" {
-		// Readable, without stack traces on warnings, and sampled like the
-		// production logger so a storm of failing requests cannot flood it.
-		cfg := zap.NewDevelopmentConfig()
-		cfg.DisableStacktrace = true
-		cfg.Sampling = &zap.SamplingConfig{Initial: 100, Thereafter: 100}
-		return cfg.Build()
-	}
-	return zap.NewProduction()
 }

@@ -247,18 +247,7 @@ func burstRun(t *testing.T, base string, rate float64, pool map[string]int, spar
 	if err := os.WriteFile(cfgPath, []byte(withRate(base, rate)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	list := "backends:\n"
-	for _, hw := range []string{"v100", "t4"} {
-		for i := range pool[hw] {
-			addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: hw, files: []string{cfgPath},
-				executor: "sim", logFmt: "json", drain: time.Second})
-			list += fmt.Sprintf("  - {id: %s-%d, address: %q, hardware: %s}\n", hw, i, addr, hw)
-		}
-	}
-	bePath := filepath.Join(dir, "backends.yaml")
-	if err := os.WriteFile(bePath, []byte(list), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bePath := startSimPool(t, ctx, dir, cfgPath, pool)
 	url, _ := startGateway(t, ctx, &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 		policy: "piccolo", maxUtil: 0.8, dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true, spare: spare,
 		logFmt: "json", drain: time.Second, control: burstControl(spare)})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -46,6 +47,8 @@ type gatewayOptions struct {
 	hedge                   float64       // --hedge-budget
 	probeEvery              time.Duration // --probe-interval
 	spare                   bool
+	calibrate               bool   // --calibration
+	calFile                 string // --calibration-file
 	logFmt                  string
 	drain                   time.Duration
 	drainDelay              time.Duration // on shutdown, serve this long while reporting not ready, then drain
@@ -63,6 +66,14 @@ type gatewayOptions struct {
 	schedulerTTL  time.Duration // the candidate's heartbeat TTL
 	gatewayID     string        // this gateway's id in Consul (rates key)
 	configWait    time.Duration // how long an admin change waits for its plan
+
+	// --trace and its flags, --plan: what the plan step plans for (gateway_trace.go).
+	trace      trafficFlags
+	planFile   string
+	traceFlags *pflag.FlagSet // the command's flags, for which --trace flags were given; nil in tests
+	tune       bool           // --tune: InferLine's tuner on the traced session
+	// the --trace planner, set by planner()
+	tracePlanner *controlplane.TracePlanner
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
@@ -131,6 +142,13 @@ that stays 20% above the plan for 0.5 s is re-planned onto the idle backends
 (live within about a second); a fall below 70% of the plan releases them about
 a minute later (every rate window must have fallen, then 30 s more).
 
+--trace FILE plans for recorded arrivals as piccolo plan --trace does (with the
+gateway's --flush; --duration, --speed, --skip, --attainment, --trace-search,
+--trace-session as there) and serves that plan; a rate re-plan plans for the trace
+scaled to the measured envelope, so it keeps the burst provisioning. --plan FILE
+serves a plan JSON written by piccolo plan --no-fusion -o json, checked against the
+config (docs/traffic.md, "Serving a trace plan").
+
 Sessions the scheduler cannot plan are still listed and answer 503 with the reason.
 The servers open once the plan is live and the backends' models are loaded;
 from then /v2/health/ready answers 200 and gRPC health SERVING. On SIGINT or
@@ -154,14 +172,16 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
 	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
-	f.StringVar(&o.flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
+	f.StringVar(&o.flush, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes, after decompression too")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
 	f.Float64Var(&o.hedge, "hedge-budget", 0.05, "share of batches that may be sent a second time, to another machine, when they run past twice their profiled duration (the first answer wins), in [0, 1]; 0: no hedging")
 	f.DurationVar(&o.probeEvery, "probe-interval", time.Second, "without --consul: how often each backend is health-probed (grpc.health.v1, else ServerReady); a failed probe takes it out of the dispatch table until a probe passes")
-	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
+	f.BoolVar(&o.calibrate, "calibration", true, "learn each device's batch durations from the batches it runs and plan, admit and re-plan (on a drift of more than 10% for 1 s) with them where measured (docs/calibration.md); false: the offline profiles only")
+	f.StringVar(&o.calFile, "calibration-file", "", "with --calibration: read the learned durations from this file at start (if it exists) and write them to it every 10 s and on shutdown, so a restart does not forget (with --consul and no file: the cluster's Consul KV, <cluster-prefix>/calibration/<gateway id>)")
+	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
@@ -179,6 +199,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.backendCA, "backend-ca", "", "verify the backends that serve TLS (tls: true in backends:, or meta tls=true in Consul) with the CAs in this PEM file (default: the system's roots)")
 	f.StringVar(&o.backendCert, "backend-cert", "", "present this PEM certificate to the backends that serve TLS and ask for one (backend --tls-client-ca), reloaded when it changes; needs --backend-key")
 	f.StringVar(&o.backendKey, "backend-key", "", "the PEM private key of --backend-cert")
+	addGatewayTraceFlags(f, o)
 	return cmd
 }
 
@@ -193,7 +214,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return fmt.Errorf("--dispatch: %w", err)
 	}
 	if o.flush == "" {
-		o.flush = string(dispatcher.FlushIdle)
+		o.flush = dispatcher.FlushIdle.Name()
 	}
 	flush, err := dispatcher.ParseFlush(o.flush)
 	if err != nil {
@@ -216,8 +237,9 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	if o.logFmt != "json" && o.logFmt != "console" {
-		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
+	logFmt, err := parseLogFormat(o.logFmt)
+	if err != nil {
+		return err
 	}
 	if _, port, _ := net.SplitHostPort(o.listen); o.listen == o.grpcListen && port != "0" {
 		return fmt.Errorf("--listen and --grpc-listen are both %s: HTTP and gRPC need their own ports", o.listen)
@@ -235,7 +257,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if o.consul == "" && len(cfg.Backends) == 0 {
 		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")
 	}
-	log, err := newBackendLogger(o.logFmt)
+	log, err := logFmt.New()
 	if err != nil {
 		return err
 	}
@@ -259,11 +281,28 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if hedge == 0 {
 		hedge = -1 // LiveOptions: negative means none
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS}
+	est, err := newCalibration(ctx, o, log, reg)
+	if err != nil {
+		return fmt.Errorf("--calibration-file: %w", err)
+	}
+	if est != nil { // a nil *Estimator in the interface would not be nil
+		o.control.Calibration = est
+	}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS,
+		Calibration: est}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	gopts := controlplane.GatewayOptions{Fuse: !o.noFuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
-		Planner: func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) },
-		Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
+	planner, covers, fuse, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
+	if err != nil {
+		return err
+	}
+	gopts := controlplane.GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
+		Planner: planner, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
+	if gopts.Control.Covers == nil {
+		gopts.Control.Covers = covers
+	}
+	if o.tune && gopts.Control.Hold == nil {
+		gopts.Control.Hold = o.tracePlanner.Hold
+	}
 	if o.consul != "" {
 		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
 			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait}
@@ -276,11 +315,24 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	}
 	ctl, sw, exec, store := g.Control, g.Switch, g.Runner, g.Store
 	defer sw.Close()
+	gatewayID := "" // the KV key of this gateway's calibration with --consul
+	if cc, ok := ctl.(*controlplane.ConsulControl); ok {
+		gatewayID = cc.GatewayID()
+	}
+	defer keepCalibration(ctx, est, o, gatewayID, log)()
+	if o.tune {
+		if err := ctl.(*controlplane.EmbeddedControl).StartTuner(ctx, o.tracePlanner); err != nil {
+			return err
+		}
+	}
 	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Scheduler() != nil {
 		reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
 	}
 	reg.MustRegister(sw)
 	plan := sw.Plan()
+	if est != nil {
+		reg.MustRegister(metrics.ColocationCollector(colocationSeries(est, sw.Plan)))
+	}
 	token := adminToken(o.adminToken)
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if token != "" {
@@ -325,7 +377,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()
 	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()),
-		zap.String("policy", plan.Policy), zap.String("dispatch", pol.Name()), zap.String("flush", string(flush)), zap.Float64("plan_cost", plan.TotalCost),
+		zap.String("policy", plan.Policy), zap.String("dispatch", pol.Name()), zap.String("flush", flush.Name()), zap.Float64("plan_cost", plan.TotalCost),
 		zap.Strings("sessions", exec.Sessions()))
 	if ready != nil {
 		ready(hl.Addr().String(), gl.Addr().String())

@@ -70,8 +70,8 @@ writes their latency CDF (.png, .svg or .pdf).`,
 			if o.Arrival == "trace" && !cmd.Flags().Changed("duration") {
 				o.Duration = trace.Span() + 1 // the whole trace
 			}
-			switch o.Arrival {
-			case "trace", "mmpp":
+			switch {
+			case arrival.OwnRate(o.Arrival):
 				if cmd.Flags().Changed("rate") {
 					return fmt.Errorf("--rate given with --arrival %s: its rate comes from the trace, or from --burst-rate, --quiet-rate and their lengths", o.Arrival)
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+	"github.com/piccolo-serving/piccolo/profiler"
 )
 
 // ocrConfig is the OCR session's config: hardware, measured profiles, session.
@@ -116,12 +117,12 @@ func sendOCR(t *testing.T, ctx context.Context, addr, session string, rate float
 				results[i].err = err
 				return
 			}
-			texts, err := ocrtest.ResponseTexts(resp)
+			texts, err := profiler.ResponseTexts(resp)
 			if err != nil {
 				results[i].err = err
 				return
 			}
-			results[i].words = ocrtest.WordAccuracy(s.Words(), strings.Fields(strings.Join(texts, " ")))
+			results[i].words = profiler.WordAccuracy(s.Words(), strings.Fields(strings.Join(texts, " ")))
 			if results[i].words < len(s.Words()) {
 				t.Logf("%s: read %q, want %q", s.Name, texts, s.Lines)
 			}

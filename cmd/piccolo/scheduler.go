@@ -77,7 +77,7 @@ GET /healthz are served there.`,
 	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
 	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
-	f.StringVar(&o.logFmt, "log", "json", "log format: json or console")
+	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.StringVar(&o.listen, "listen", "", "serve /metrics and /healthz on this host:port; off (or empty, the default): none")
 	return cmd
 }
@@ -93,8 +93,9 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 	if o.ttl < time.Second {
 		return fmt.Errorf("--ttl %v: must be at least 1s (Consul's TTL check resolution)", o.ttl)
 	}
-	if o.logFmt != "json" && o.logFmt != "console" {
-		return fmt.Errorf("--log %q: allowed: json, console", o.logFmt)
+	logFmt, err := parseLogFormat(o.logFmt)
+	if err != nil {
+		return err
 	}
 	cfg, err := api.Load(o.files...)
 	if err != nil {
@@ -106,7 +107,7 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 	if !slices.Contains(scheduler.Policies, o.policy) {
 		return fmt.Errorf("--policy %q: allowed: %s", o.policy, strings.Join(scheduler.Policies, ", "))
 	}
-	log, err := newBackendLogger(o.logFmt)
+	log, err := logFmt.New()
 	if err != nil {
 		return err
 	}

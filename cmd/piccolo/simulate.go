@@ -83,7 +83,7 @@ WCL: 'over WCL' counts those that do.`,
 				}
 				o.CV2 = cv2 // only gamma has one: the report names it
 			}
-			if o.Arrival != "trace" && o.Arrival != "mmpp" {
+			if !arrival.OwnRate(o.Arrival) {
 				if _, err := arrival.New(o.Arrival, 1, max(o.CV2, 1), 0); err != nil {
 					return fmt.Errorf("--arrival: %w", err)
 				}
@@ -119,7 +119,7 @@ WCL: 'over WCL' counts those that do.`,
 	f.StringVar(&planFile, "plan", "", "plan JSON to simulate (as written by 'piccolo plan -o json', or by hand)")
 	f.StringVar(&policy, "policy", "piccolo", "planning policy when --plan is not given: "+strings.Join(scheduler.Policies, ", "))
 	f.StringVar(&dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
-	f.StringVar(&flush, "flush", string(dispatcher.FlushIdle), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
+	f.StringVar(&flush, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.StringVar(&o.Arrival, "arrival", "constant", "arrival process: "+arrival.Kinds)
 	f.Float64Var(&cv2, "cv2", 1, "with --arrival gamma: squared coefficient of variation of the inter-arrival gaps (1 is Poisson, >1 is burstier)")
 	f.Float64Var(&o.RatePerSec, "rate", 0, "request rate per session in req/s (0: the plan's)")

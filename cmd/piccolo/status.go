@@ -30,6 +30,9 @@ func newStatusCmd() *cobra.Command {
   the plan: policy, cost (units per hour), age, re-plans by cause, backends by
             hardware type; with Consul, the cluster plan's version and the
             scheduler that published it;
+  calibration: per model and device, the profiled and measured (p90) batch
+            duration and the batches measured (gateway --calibration;
+            docs/calibration.md);
   sessions: SLO, readiness, requests, successes, admission rejections, SLO
             violations, SLO attainment, end-to-end latency p50 and p99;
   modules:  budget and planned WCL, planned request and dummy rates against the

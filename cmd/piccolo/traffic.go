@@ -92,7 +92,7 @@ func (tf *trafficFlags) addPlanFlags(f *pflag.FlagSet) {
 	f.Float64Var(&tf.cv2, "cv2", 1, "with --arrival gamma: squared coefficient of variation of the inter-arrival gaps (1 is Poisson, >1 is burstier)")
 	f.Uint64Var(&tf.seed, "seed", 1, "with --arrival: seed of the synthetic process and of the simulations")
 	f.Float64Var(&tf.target, "attainment", 0.99, "with --trace or --arrival: the share of requests that must meet the SLO in simulation, in (0,1]")
-	f.StringVar(&tf.flush, "flush", string(dispatcher.FlushDeadline), "with --trace or --arrival: the flush rule the simulations dispatch with: deadline (the paper's, as the gateway's own headroom search simulates) or idle (the gateway's serving default; bursts defeat its capacity guard, see docs/traffic.md)")
+	f.StringVar(&tf.flush, "flush", dispatcher.FlushDeadline.Name(), "with --trace or --arrival: the flush rule the simulations dispatch with: deadline (the paper's, as the gateway's own headroom search simulates) or idle (the gateway's serving default; bursts defeat its capacity guard, see docs/traffic.md)")
 	f.DurationVar(&tf.duration, "duration", 0, "with --trace: plan for this much of it (default: all); with a synthetic --arrival: how much of it to record and plan for (required)")
 	f.StringVar(&tf.search, "trace-search", "ladder", "with --trace or --arrival: how the trace plan is searched: ladder (Piccolo's planner at rates from the trace's mean to its peak) or inferline (InferLine's planner: per module hardware, batch and whole replicas, greedy moves each checked by simulating the trace; docs/traffic.md)")
 }

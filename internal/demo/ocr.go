@@ -16,6 +16,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 	"github.com/piccolo-serving/piccolo/loadgen"
+	"github.com/piccolo-serving/piccolo/profiler"
 )
 
 // OCRAccuracy is what the OCR session read from its test images, each sent once.
@@ -119,12 +120,12 @@ func ocrAccuracy(ctx context.Context, addr string, session *api.Session) (*OCRAc
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", s.Name, err)
 		}
-		texts, err := ocrtest.ResponseTexts(resp)
+		texts, err := profiler.ResponseTexts(resp)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", s.Name, err)
 		}
 		want := s.Words()
-		read := ocrtest.WordAccuracy(want, strings.Fields(strings.Join(texts, " ")))
+		read := profiler.WordAccuracy(want, strings.Fields(strings.Join(texts, " ")))
 		acc.Images++
 		acc.Words += len(want)
 		acc.WordsRead += read

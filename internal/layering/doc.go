@@ -6,17 +6,26 @@
 // its own layer or above. A package not listed takes the layer of its nearest
 // listed parent directory; one with none fails the test until it is placed.
 //
-//	0 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest, internal/tlsfiles
-//	1 mechanisms:  dispatcher, scheduler, placement, backends, backends/membership, loadgen, internal/ocrtest
-//	2 built on 1:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/control
-//	3 sessions:    gateway (DAG execution and admission), evaluation (the paper's
+//	0 shapes:      internal/registry (the one shape of every strategy registry)
+//	1 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest, tracing, internal/tlsfiles
+//	2 mechanisms:  dispatcher, scheduler, placement, backends, backends/membership, loadgen, metrics
+//	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/control, status
+//	4 sessions:    gateway (DAG execution and admission), evaluation (the paper's
 //	               evaluation: plans refereed by the simulator), scheduler/cluster
-//	               (the elected re-planner)
-//	4 metrics:     metrics
+//	               (the elected re-planner), internal/ocrtest
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
 //	6 control:     controlplane
-//	7 tools:       status, internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering
+//	7 tools:       internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering
 //	8 commands:    cmd/piccolo, deploy (the image and manifests; it imports none of ours)
+//
+// metrics sits below gateway (it takes the sessions through its small
+// Sessions interface, which *gateway.DAGRunner satisfies), and status, a
+// client of a running gateway like loadgen and profiler, below controlplane
+// (the /admin/backends body is api.BackendView). Test helpers
+// (internal/consultest, internal/ocrtest, internal/testharness,
+// gateway/gatewaytest, kserve/kservetest) are imported only by tests, other
+// helpers, internal/demo and cmd/piccolo: production code never depends on a
+// fixture.
 //
 // So the request path goes down the layers (kserve → gateway; dataplane →
 // dispatcher, backends) and the control path too (controlplane → dataplane,

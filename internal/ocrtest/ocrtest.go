@@ -26,8 +26,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"encoding/binary"
-	"github.com/piccolo-serving/piccolo/api/inference"
+	"github.com/piccolo-serving/piccolo/profiler"
 	"golang.org/x/image/draw"
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/gofont/gobold"
@@ -238,13 +237,8 @@ func Write(dir string) ([]Sample, error) {
 	return samples, WriteSet(dir, samples)
 }
 
-// LabelsFile is the labels file of a labelled set in the format `piccolo
-// profile --accuracy` reads: one line per image, the PNG's file name, a tab,
-// and the image's text (its lines joined by one space).
-const LabelsFile = "labels.tsv"
-
 // WriteSet renders samples into dir as PNG, with manifest.json (the samples)
-// and LabelsFile: a labelled set for `piccolo profile --accuracy`.
+// and profiler.LabelsFile: a labelled set for `piccolo profile --accuracy`.
 func WriteSet(dir string, samples []Sample) error {
 	var labels bytes.Buffer
 	for _, s := range samples {
@@ -264,52 +258,5 @@ func WriteSet(dir string, samples []Sample) error {
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), append(manifest, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, LabelsFile), labels.Bytes(), 0o644)
-}
-
-// WordAccuracy compares the recognized words with the expected ones, both in
-// reading order, and returns how many expected words were read exactly: each
-// recognized word matches at most one expected word (multiset intersection), so
-// order between lines does not matter but every word counts once.
-func WordAccuracy(want, got []string) (matched int) {
-	left := map[string]int{}
-	for _, w := range got {
-		left[w]++
-	}
-	for _, w := range want {
-		if left[w] > 0 {
-			left[w]--
-			matched++
-		}
-	}
-	return matched
-}
-
-// ResponseTexts returns the elements of a gateway response's BYTES output "text",
-// the recognised lines of the OCR session (none when the image had no text: the
-// recognition modules were skipped).
-func ResponseTexts(resp *inference.ModelInferResponse) ([]string, error) {
-	for i, o := range resp.GetOutputs() {
-		if o.GetName() != "text" {
-			continue
-		}
-		if o.GetDatatype() != "BYTES" || i >= len(resp.GetRawOutputContents()) {
-			return nil, fmt.Errorf("output text is %s with %d raw contents; want BYTES in raw_output_contents", o.GetDatatype(), len(resp.GetRawOutputContents()))
-		}
-		data := resp.GetRawOutputContents()[i]
-		var out []string
-		for off := 0; off < len(data); {
-			if off+4 > len(data) {
-				return nil, fmt.Errorf("output text: truncated element at byte %d", off)
-			}
-			l := int(binary.LittleEndian.Uint32(data[off:]))
-			if off+4+l > len(data) {
-				return nil, fmt.Errorf("output text: element of %d bytes runs past the data", l)
-			}
-			out = append(out, string(data[off+4:off+4+l]))
-			off += 4 + l
-		}
-		return out, nil
-	}
-	return nil, nil
+	return os.WriteFile(filepath.Join(dir, profiler.LabelsFile), labels.Bytes(), 0o644)
 }

@@ -86,22 +86,6 @@ func TestRenderErrors(t *testing.T) {
 	}
 }
 
-func TestWordAccuracy(t *testing.T) {
-	for _, c := range []struct {
-		want, got []string
-		n         int
-	}{
-		{[]string{"a", "b", "c"}, []string{"c", "a", "b"}, 3},
-		{[]string{"a", "a"}, []string{"a"}, 1},
-		{[]string{"a"}, []string{"a", "a", "x"}, 1},
-		{[]string{"Exit"}, []string{"exit"}, 0},
-	} {
-		if n := WordAccuracy(c.want, c.got); n != c.n {
-			t.Errorf("WordAccuracy(%v, %v) = %d; want %d", c.want, c.got, n, c.n)
-		}
-	}
-}
-
 // TestHardSamples: 40 distinct samples that render to the same pixels twice,
 // each at most 640×640, with every degradation present somewhere.
 func TestHardSamples(t *testing.T) {

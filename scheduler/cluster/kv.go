@@ -307,3 +307,36 @@ func (c *Client) DeleteRates(ctx context.Context, gateway string) error {
 	_, err := c.c.KV().Delete(c.ratesPrefix()+gateway, (&capi.WriteOptions{}).WithContext(ctx))
 	return err
 }
+
+// calibrationPrefix is where each gateway keeps its calibration
+// (<prefix>/calibration/<gateway>; docs/calibration.md, "What persists").
+func (c *Client) calibrationPrefix() string { return c.key("calibration") + "/" }
+
+// PutCalibration stores gateway's calibration (calibrate.Estimator.Marshal's
+// JSON, opaque here).
+func (c *Client) PutCalibration(ctx context.Context, gateway string, data []byte) error {
+	_, err := c.c.KV().Put(&capi.KVPair{Key: c.calibrationPrefix() + gateway, Value: data}, (&capi.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("consul %s: write calibration: %w", c.addr, err)
+	}
+	return nil
+}
+
+// Calibrations returns every gateway's stored calibration, gateway first
+// (its own, then the others by key), so a restarted gateway resumes with its
+// own series and learns the devices only the others measured.
+func (c *Client) Calibrations(ctx context.Context, gateway string) ([][]byte, error) {
+	ps, _, err := c.c.KV().List(c.calibrationPrefix(), (&capi.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("consul %s: list calibrations: %w", c.addr, err)
+	}
+	var own, out [][]byte
+	for _, p := range ps {
+		if strings.TrimPrefix(p.Key, c.calibrationPrefix()) == gateway {
+			own = append(own, p.Value)
+		} else {
+			out = append(out, p.Value)
+		}
+	}
+	return append(own, out...), nil
+}

@@ -18,8 +18,9 @@ import (
 	"github.com/piccolo-serving/piccolo/placement"
 )
 
-// Re-plan causes, the values of Replan.Cause: the same six as
-// metrics.ReplanCauses (CausePeriodic is the control loop's periodic re-plan).
+// Re-plan causes, the values of Replan.Cause: the same seven as
+// metrics.ReplanCauses (CausePeriodic is the control loop's periodic re-plan,
+// CauseDrift a device's measured durations leaving the plan's profiles).
 const (
 	CauseInitial    = "initial"
 	CauseRate       = "rate"
@@ -27,6 +28,10 @@ const (
 	CauseConfig     = "config"
 	CauseManual     = "manual"
 	CausePeriodic   = "periodic"
+	CauseDrift      = "drift"
+	// CauseTune is a plan the Tuner scaled (Tune): placed and published
+	// without running the planner.
+	CauseTune = "tune"
 )
 
 // Replan is one decision of the control loop, handed to Options.Publish.
@@ -108,6 +113,36 @@ type Options struct {
 	// goroutine; the controller retries at the next tick either way. The
 	// embedded gateway answers a waiting config change with it.
 	Failed func(cfg *api.Config, err error)
+	// Calibration, when set, is the measured side of the profiles
+	// (docs/calibration.md): every plan is made from Calibrate's profiles,
+	// and a drift of the calibrated profiles from those the plan was made
+	// from beyond DriftThreshold (a ratio's distance from 1, default 0.1)
+	// for DriftHold (default 1s) re-plans with cause "drift".
+	Calibration    Calibration
+	DriftThreshold float64
+	DriftHold      time.Duration
+	// Covers, when set, maps the module rates (req/s) a plan was made at to
+	// the rates it carries as the rate monitor measures them: the band a rate
+	// re-plan is judged against (default: the rates themselves). A trace plan
+	// carries its trace's busiest window, not the configured mean
+	// (controlplane.TracePlanner.Covers). Called from Run's goroutine.
+	Covers func(rates map[Key]float64) map[Key]float64
+	// Hold, when set, names the modules whose rate band the controller does
+	// not judge: a Tuner scales them (Tune), and only a config change, a
+	// membership change or the periodic re-plan plans them again.
+	Hold func(Key) bool
+}
+
+// Calibration is the measured side of the profiles: calibrate.Estimator
+// (docs/calibration.md). The controller calls it from Run's goroutine.
+type Calibration interface {
+	// SetOffline hands it the configured (offline) profiles.
+	SetOffline(offline *api.Config)
+	// Calibrate returns offline with the calibrated profiles.
+	Calibrate(offline *api.Config, now time.Time) *api.Config
+	// Drift returns the calibrated/planned duration ratio of plan's group
+	// farthest from 1, the entry it is at, and false when none was measured.
+	Drift(offline *api.Config, plan *api.Plan, now time.Time) (ratio float64, entry string, ok bool)
 }
 
 func (o *Options) defaults() error {
@@ -149,6 +184,8 @@ func (o *Options) defaults() error {
 		dur(&o.SustainUp, 3*time.Second, "sustain up"),
 		dur(&o.SustainDown, 30*time.Second, "sustain down"),
 		dur(&o.StaleRates, 10*time.Second, "stale rates"),
+		dur(&o.DriftHold, time.Second, "drift hold"),
+		frac(&o.DriftThreshold, 0.1, "drift threshold", math.Inf(1)),
 		frac(&o.HysteresisUp, 0.2, "hysteresis up", math.Inf(1)),
 		frac(&o.HysteresisDown, 0.3, "hysteresis down", 1),
 		frac(&o.Headroom, 1, "headroom", math.Inf(1)),
@@ -206,6 +243,10 @@ type Controller struct {
 	retry    *pendingCause
 	counts   map[string]int
 	same     int
+	short    placement.Shortfall // placement's shortfall of placed
+	// driftFrom is when the calibrated profiles first left the threshold
+	// around the current plan's durations.
+	driftFrom time.Time
 }
 
 type inputs struct {
@@ -217,6 +258,8 @@ type inputs struct {
 	membersAt  time.Time
 	manual     bool
 	manualAt   time.Time
+	tuned      *api.Plan // Tune's plan, not placed
+	tunedAt    time.Time
 }
 
 // Planned is a config's plan made before it reaches the controller: by the
@@ -340,6 +383,17 @@ func (c *Controller) Replan() {
 	c.poke()
 }
 
+// Tune hands the controller a plan the Tuner scaled from the served one
+// (Tuner.Tuned of the unplaced plan): the next step places and publishes it
+// (cause "tune") without running the planner, unless a cause that plans
+// (config, manual, a hardware type appearing) comes in the same step.
+func (c *Controller) Tune(p *api.Plan) {
+	c.mu.Lock()
+	c.in.tuned, c.in.tunedAt = p, c.o.Clock.Now()
+	c.mu.Unlock()
+	c.poke()
+}
+
 // Status returns what the controller last did. Safe from any goroutine; the
 // value is immutable.
 func (c *Controller) Status() *Status { return c.status.Load() }
@@ -418,9 +472,17 @@ func (c *Controller) step(now time.Time) {
 		raise(c.retry.cause, c.retry.trigger)
 		plan = true
 	}
+	if in.tuned != nil && !plan && c.placed != nil {
+		raise(CauseTune, in.tunedAt)
+		c.unplaced = in.tuned
+	}
 	if at, ok := c.rateOutOfBand(now, measured, current); ok {
 		raise(CauseRate, at)
 		c.takeMeasured(measured)
+		plan = true
+	}
+	if at, ok := c.drifted(now); ok {
+		raise(CauseDrift, at)
 		plan = true
 	}
 	if c.o.Period > 0 && c.placed != nil && now.Sub(c.lastPlan) >= c.o.Period {
@@ -474,7 +536,7 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 	fired := false
 	for k, planned := range c.planned {
 		m, ok := measured[k]
-		if !ok {
+		if !ok || (c.o.Hold != nil && c.o.Hold(k)) {
 			delete(c.upSince, k)
 			delete(c.downFrom, k)
 			continue
@@ -504,6 +566,25 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 	return first, fired
 }
 
+// drifted reports whether the calibrated durations of the current plan's
+// groups have stayed more than DriftThreshold from the plan's for DriftHold,
+// and since when (Options.Calibration; calibrate.Estimator.Drift).
+func (c *Controller) drifted(now time.Time) (time.Time, bool) {
+	if c.o.Calibration == nil || c.unplaced == nil {
+		return time.Time{}, false
+	}
+	r, at, ok := c.o.Calibration.Drift(c.cfg, c.unplaced, now)
+	if !ok || math.Abs(r-1) <= c.o.DriftThreshold {
+		c.driftFrom = time.Time{}
+		return time.Time{}, false
+	}
+	if c.driftFrom.IsZero() {
+		c.driftFrom = now
+		c.o.Logger.Info("profiles drifting from the plan's", zap.String("entry", at), zap.Float64("measured_over_planned", r))
+	}
+	return c.driftFrom, now.Sub(c.driftFrom) >= c.o.DriftHold
+}
+
 // takeMeasured makes the measured rates the ones to plan for.
 func (c *Controller) takeMeasured(measured map[Key]float64) {
 	for k, m := range measured {
@@ -531,6 +612,10 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	}
 	if plan || c.unplaced == nil {
 		cfg, rates := c.planningConfig()
+		if c.o.Calibration != nil {
+			c.o.Calibration.SetOffline(c.cfg)
+			cfg = c.o.Calibration.Calibrate(cfg, now)
+		}
 		start := time.Now()
 		var p *api.Plan
 		var err error
@@ -541,6 +626,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 			fail(fmt.Errorf("planner: %w", err))
 			return
 		}
+		c.driftFrom = time.Time{}
 		p, err = c.fallBack(p, err, rates)
 		r.PlanTook = took + time.Since(start)
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
@@ -556,11 +642,23 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	c.lastPlan = now
 	clear(c.upSince)
 	clear(c.downFrom)
+	if cause.cause == CauseRate && c.placed != nil && c.short.Missing() == 0 && short.Missing() > 0 {
+		// A rate rise the pool cannot hold: machines sharing devices miss
+		// their deadlines (504) where the plan that fits refuses the excess
+		// at admission (429). Keep it (docs/calibration.md, "Drift
+		// re-planning").
+		c.retry = nil
+		c.planned = r.Rates // judged against the rise from now on: no re-plan every SustainUp
+		c.same++
+		log.Debug("rate re-plan needs more devices than the pool has; keeping the plan that fits", zap.Int("devices_missing", short.Missing()))
+		c.publishStatus(measured, "")
+		return
+	}
 	// The same plan for the same config is not published again; for a new
 	// config it is (its sessions or backends changed, the plan did not).
 	if c.placed != nil && c.pubCfg == c.cfg && SamePlan(c.placed, placed) {
 		c.retry = nil
-		c.planned, c.unplaced = r.Rates, r.Unplaced
+		c.planned, c.unplaced = c.covers(r.Rates), r.Unplaced
 		c.same++
 		c.publishStatus(measured, "")
 		return
@@ -571,7 +669,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		return
 	}
 	c.retry = nil
-	c.placed, c.unplaced, c.planned, c.pubCfg = placed, r.Unplaced, r.Rates, r.Config
+	c.placed, c.unplaced, c.planned, c.pubCfg, c.short = placed, r.Unplaced, c.covers(r.Rates), r.Config, short
 	c.counts[r.Cause]++
 	log.Info("plan published", zap.Float64("cost", placed.TotalCost), zap.Duration("plan_took", r.PlanTook),
 		zap.Duration("place_took", r.PlaceTook), zap.Int("devices_missing", short.Missing()), zap.Error(r.PlanErr))
@@ -582,6 +680,14 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	st := *c.status.Load()
 	st.Last = r
 	c.status.Store(&st)
+}
+
+// covers is Options.Covers of rates, or rates.
+func (c *Controller) covers(rates map[Key]float64) map[Key]float64 {
+	if c.o.Covers == nil {
+		return rates
+	}
+	return c.o.Covers(rates)
 }
 
 // planningConfig is the config the planner sees: module rates replaced by the

@@ -40,7 +40,12 @@
 // snapshot) (cause "rate": the latest window's rate above planned×(1+0.2) for
 // 3 s, or the envelope below planned×(1−0.3) for 30 s — about a minute after a
 // fall, with the horizon; the new plan uses the measured envelopes), Replan
-// (cause "manual"), and every Period (cause "periodic").
+// (cause "manual"), every Period (cause "periodic"), and, with
+// Options.Calibration, when the calibrated durations of the plan's groups
+// stay more than DriftThreshold (10%) from the plan's for DriftHold (1 s)
+// (cause "drift"; plans are then made from the calibrated profiles,
+// docs/calibration.md). A rate rise whose plan the pool cannot hold while
+// the current plan fits is not published (admission refuses the excess).
 // Each decision runs the injected planner, places the result on the members
 // and calls the injected Publish with a *Replan (placed plan, cause,
 // shortfall, the rates planned for, how long planning and placement took). A
@@ -73,4 +78,14 @@
 // the gateway's id; rates add up.
 // Members convert from the membership package as placement.Member{ID, Hardware}; a
 // static config's backends as placement.Member{b.ID, b.Hardware}.
+//
+// Tuner (tuner.go) — InferLine's Tuner (§5, Algorithms 3–4): a pure decision
+// over 100 ms bucket counts (Observe, then Check, from one goroutine) that
+// scales one session's modules' machines when the live envelope exceeds the
+// planning trace's at any window from the SLO to 60 s, and back after 15 s;
+// Tuned gives the scaled plan, which Controller.Tune places and publishes
+// without a planner run (cause "tune"). Options.Hold hands such modules' rate
+// band to the Tuner; Options.Covers says what rates a plan carries (a trace
+// plan: its trace's envelope). Counter.Closed reads a monitor counter's closed
+// buckets for it.
 package control

@@ -289,3 +289,28 @@ func (s Snapshot) Current() map[Key]float64 {
 	}
 	return out
 }
+
+// Closed appends to dst the arrivals of the closed buckets after bucket
+// after (exclusive), oldest first, and returns them with the index of the
+// newest closed bucket (bucket i covers [start + i·bucket, start +
+// (i+1)·bucket)). after < 0 starts at the newest closed bucket; buckets that
+// left the ring (more than the horizon ago) are skipped. The Tuner reads a
+// session's arrivals with it, bucket by bucket. Lock-free; counts of the
+// newest closed bucket may still grow by an Add that raced the Advance.
+func (c *Counter) Closed(after int64, dst []int64) ([]int64, int64) {
+	newest := c.m.cur.Load() - 1
+	if newest < 0 {
+		return dst, after
+	}
+	from := max(after+1, newest-int64(c.m.horizon)+1)
+	if after < 0 {
+		from = newest
+	}
+	for i := from; i <= newest; i++ {
+		dst = append(dst, c.ring[i%int64(len(c.ring))].Load())
+	}
+	return dst, newest
+}
+
+// Bucket returns the monitor's bucket length.
+func (m *RateMonitor) Bucket() time.Duration { return m.bucket }

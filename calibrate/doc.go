@@ -1,0 +1,35 @@
+// Package calibrate learns how long batches really take on the live devices
+// and hands the planner, admission and the simulator profiles made of those
+// measurements (docs/calibration.md).
+//
+// An Estimator keeps one series per Key (model, hardware, batch, concurrency,
+// device): the durations of the last Options.Window batches (default 64) of
+// that model at that profiled batch size on that backend. A series' estimate
+// is a high quantile of its window (Options.Quantile, default 0.9), trusted
+// once it holds Options.MinSamples (default 16). A batch of n items is counted
+// at the profile entry that covers it (the smallest profiled batch ≥ n at its
+// concurrency, as the sim backend runs it), so the series line up with the
+// profile's entries.
+//
+// Calibrate(offline) returns the config with calibrated profiles: an entry
+// with a trusted series takes the lower median of the estimates over the
+// devices of its hardware type (the planner plans per type, for its typical
+// device; a device much slower than the others is the straggler measure's);
+// an entry without one is scaled by its model's measured ratio on that type
+// (the lower median over its devices of the
+// quantile of the device's samples over their entries' profiled durations,
+// at batch sizes from half the largest measured there up), else by the
+// type's largest ratio over its models, else (a type nothing measured) by
+// the smallest ratio of the measured types. Drift(offline, plan)
+// compares the calibrated durations of the plan's groups with the plan's.
+//
+// Contract: Observe is called by the data plane once per batch (dataplane's
+// liveModule.observe), from the batch's goroutine, with how long the batch
+// ran on its device (not counting a wait behind another batch there); it
+// takes the Estimator's lock for a map lookup and a ring write, and
+// allocates only when a series is new (BenchmarkObserve: about 80 ns, no
+// allocation). Everything else (SetOffline, Calibrate, Drift, Snapshot,
+// Marshal, Unmarshal, Save, Load) runs on the control path, from any
+// goroutine. The Estimator never calls out. Configs and plans handed in are
+// not modified; Calibrate returns a copy.
+package calibrate

@@ -1,0 +1,110 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/arrival"
+	"github.com/piccolo-serving/piccolo/scheduler/control"
+)
+
+// Sample is the trace the plan for the traced session at rate req/s was
+// made for: the planned stretch, scaled as Plan scales it. The Tuner
+// compares the live envelope with this trace's.
+func (tp *TracePlanner) Sample(rate float64) (*arrival.Trace, error) {
+	t := tp.trace
+	if s := tp.Scale(rate); s != 1 {
+		var err error
+		if t, err = t.Window(0, s); err != nil {
+			return nil, err
+		}
+	}
+	if d := tp.load.Duration; d > 0 {
+		cut := time.Duration(float64(d) / tp.Scale(rate))
+		n := 0
+		for n < len(t.Offsets) && t.Offsets[n] < cut {
+			n++
+		}
+		t = &arrival.Trace{Name: t.Name, Offsets: t.Offsets[:n]}
+	}
+	return t, nil
+}
+
+// Hold is the control loop's Options.Hold when the Tuner runs: the traced
+// session's modules, whose rate band the Tuner judges instead.
+func (tp *TracePlanner) Hold(k control.Key) bool { return k.Session == tp.session }
+
+// StartTuner runs InferLine's Tuner (control.Tuner, docs/traffic.md "The
+// tuner") on the traced session of this gateway until ctx ends: every
+// monitor bucket it reads the session's arrivals (the rate monitor's closed
+// buckets), checks them against the envelope of the trace the served plan was
+// made for, and hands the controller the served plan with the machines it
+// decided (Controller.Tune: placed and published without a planner run).
+// Each plan the controller makes otherwise (a config change, the periodic
+// re-plan) becomes the Tuner's new base, with the trace scaled as it was
+// planned. The control loop must hold the session's rate band (Options.Hold =
+// tp.Hold). Errors: the session has no arrival counter.
+func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) error {
+	var counter *control.Counter
+	for _, ctr := range (*c.rates.table.Load())[tp.session] {
+		if ctr.Key().Module == tp.source {
+			counter = ctr
+		}
+	}
+	if counter == nil {
+		return errors.New("tuner: the traced session has no arrival counter")
+	}
+	s, _ := c.served.Load().Session(tp.session)
+	slo := time.Duration(s.SLO)
+	bucket := c.rates.mon.Bucket()
+	go func() {
+		t := time.NewTicker(bucket)
+		defer t.Stop()
+		var (
+			tu   *control.Tuner
+			base *api.Plan
+			pos  int64 = -1
+			buf  []int64
+		)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				last := c.ctl.Status().Last
+				if last == nil {
+					continue
+				}
+				if last.Cause != control.CauseTune && last.Unplaced != base {
+					sample, err := tp.Sample(last.Rates[control.Key{Session: tp.session, Module: tp.source}])
+					if err == nil {
+						tu, err = control.NewTuner(last.Unplaced, tp.session, slo, sample, now)
+					}
+					if err != nil {
+						c.log.Warn("tuner off for this plan", zap.Error(err))
+						tu = nil
+					}
+					base = last.Unplaced
+					_, pos = counter.Closed(-1, nil)
+				}
+				if tu == nil {
+					continue
+				}
+				buf, pos = counter.Closed(pos, buf[:0])
+				for i, n := range buf {
+					tu.Observe(now.Add(-time.Duration(len(buf)-1-i)*bucket), int(n))
+					if d, ok := tu.Check(); ok {
+						c.log.Info("tuner scaled the plan", zap.Bool("up", d.Up), zap.Float64("rate", d.Rate), zap.Duration("window", d.Window),
+							zap.Any("machines", d.Machines))
+						c.ctl.Tune(tu.Tuned(base))
+					}
+				}
+			}
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,101 @@
+package control
+
+import (
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/calibrate"
+	"github.com/piccolo-serving/piccolo/placement"
+)
+
+var _ Calibration = (*calibrate.Estimator)(nil)
+
+// TestControllerDriftReplans is cause "drift" on a fake clock: the one
+// module's device runs 1.3× its profile; once the calibration trusts that
+// (10 batches) and the drift has held DriftHold, the controller re-plans from
+// the calibrated profiles (more machines, the plan's durations the measured
+// ones), and then holds still while the device stays as measured. A drift
+// within the threshold never re-plans.
+func TestControllerDriftReplans(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		slow   float64
+		replan bool
+	}{
+		{"1.3x", 1.3, true},
+		{"1.05x", 1.05, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			est, err := calibrate.New(calibrate.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := controlConfig(4000, time.Second)
+			h := newHarness(t, cfg, []placement.Member{{ID: "gpu-0", Hardware: "v100"}}, Options{Calibration: est, DriftHold: 2 * time.Second})
+			first := h.last()
+			g := first.Plan.Sessions[0].Modules[0].Configs[0]
+			profiled := time.Duration(g.DurationMs * float64(time.Millisecond))
+			batch := func() {
+				est.Observe("m", "v100", "gpu-0", g.Batch, g.Concurrency, time.Duration(c.slow*float64(profiled)), h.now)
+			}
+			for range 9 { // not trusted yet
+				batch()
+			}
+			h.run(5, noisy(4000))
+			if len(h.published) != 1 {
+				t.Fatalf("re-planned on 9 batches: %v", causes(h.published))
+			}
+			batch()
+			h.run(1, noisy(4000)) // drift seen: the hold starts
+			if len(h.published) != 1 {
+				t.Fatalf("re-planned before the hold: %v", causes(h.published))
+			}
+			h.run(3, noisy(4000))
+			if !c.replan {
+				if len(h.published) != 1 {
+					t.Fatalf("re-planned on a drift within the threshold: %v", causes(h.published))
+				}
+				return
+			}
+			if len(h.published) != 2 || h.last().Cause != CauseDrift {
+				t.Fatalf("published %v; want initial, drift", causes(h.published))
+			}
+			r := h.last()
+			ng := r.Plan.Sessions[0].Modules[0].Configs[0]
+			if ng.Batch == g.Batch && ng.DurationMs < 1.29*g.DurationMs {
+				t.Errorf("drift plan's group b%d %.1fms; want the measured %.1fms", ng.Batch, ng.DurationMs, 1.3*g.DurationMs)
+			}
+			if r.Unplaced.TotalCost <= first.Unplaced.TotalCost*1.2 {
+				t.Errorf("drift plan costs %.2f, the offline one %.2f: a 1.3× slower device needs about 1.3× the machines", r.Unplaced.TotalCost, first.Unplaced.TotalCost)
+			}
+			for range 20 {
+				batch()
+			}
+			h.run(10, noisy(4000))
+			if len(h.published) != 2 {
+				t.Errorf("re-planned again with the device as measured: %v", causes(h.published))
+			}
+		})
+	}
+}
+
+// TestControllerRateRiseBeyondPoolKeepsPlanThatFits: a rate rise whose plan
+// needs more devices than the pool has is not published while the current
+// plan fits (admission refuses the excess instead of shared devices failing
+// it late); a config change still is.
+func TestControllerRateRiseBeyondPoolKeepsPlanThatFits(t *testing.T) {
+	h := newHarness(t, controlConfig(400, time.Second), []placement.Member{{ID: "gpu-0", Hardware: "v100"}}, Options{})
+	h.run(5, noisy(400))
+	h.run(10, noisy(1000)) // 1.6 machines: one device is not enough
+	if len(h.published) != 1 {
+		t.Fatalf("published %v; want the initial plan only", causes(h.published))
+	}
+	if h.c.Status().Unchanged == 0 {
+		t.Error("the rate re-plan kept back is not counted as unchanged")
+	}
+	h.c.SetConfig(controlConfig(300, time.Second))
+	h.run(1, noisy(300))
+	if len(h.published) != 2 || h.last().Cause != CauseConfig {
+		t.Errorf("published %v; want initial, config", causes(h.published))
+	}
+}

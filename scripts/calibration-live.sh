@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Issue 20's calibration, live (docs/calibration.md, "Measured"): the demo's
+# paper-chain (configs/demo/paper-gpus.yaml, 50 req/s, SLO 900 ms) through a
+# `piccolo gateway` over sim backends, twice the devices its plan needs listed
+# (T4S t4 and V100S v100, default 8 and 6), with devices slowed by the
+# backends' fault injection:
+#   MODE=all   every device slowed SLOW× from the start (--fault slow=SLOW)
+#   MODE=one   one device of each module slowed SLOW× (the first t4 and v100)
+#   MODE=step  one device of each module (t4-0, v100-0) slows 1.0 → SLOW
+#              (default 1.6) in 0.1 steps every 10 s (PUT /admin/faults)
+# for each of CAL (default "true false": --calibration on, then off). Poisson
+# at 50 req/s (seed 1): one loadgen for the first WARM seconds (default 10,
+# the catch-up), a second for the next MEASURE (default 40; MODE=step: 70) s,
+# started while the first drains. Prints, per run, the 504s and refusals of
+# each part and the share of all the second part's requests within the SLO,
+# then the gateway's re-plans and calibration. Loopback only; every process it
+# starts is stopped at the end; KEEP=DIR keeps the gateway logs there.
+# CALFILE=FILE passes --calibration-file FILE to the calibrated gateway: run
+# twice, the second run starts from what the first learned. `uptime` is printed: the figures depend on
+# the host's load.
+set -euo pipefail
+SLOW=${SLOW:-$([ "${MODE:-all}" = step ] && echo 1.6 || echo 1.3)}
+MODE=${MODE:-all}
+CAL=${CAL:-true false}
+T4S=${T4S:-8}
+V100S=${V100S:-6}
+WARM=${WARM:-10}
+MEASURE=${MEASURE:-$([ "$MODE" = step ] && echo 70 || echo 40)}
+RATE=${RATE:-50}
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+go build -o "$work/piccolo" ./cmd/piccolo
+P=$work/piccolo
+CFG=configs/demo/paper-gpus.yaml
+
+report() { # $1 json, $2 label
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); e = d["errors"]; s = d["sent"]
+ref = e.get("rejected: overloaded", 0)
+print("  %-8s sent %5d  within SLO %7.3f%% of all  refused %4d  504 %d  other errors %d  p99 %.0f ms" % (
+    sys.argv[2], s, 100 * d["slo_attainment"], ref, e.get("deadline", 0),
+    sum(v for k, v in e.items() if k not in ("rejected: overloaded", "deadline")), d["p99_ms"]))
+PY
+}
+
+echo "uptime: $(uptime)"
+for cal in $CAL; do
+  bpids=()
+  echo "backends:" > "$work/backends.yaml"
+  port=19300
+  for hw in t4 v100; do
+    n=$T4S; [ $hw = v100 ] && n=$V100S
+    for i in $(seq 0 $((n - 1))); do
+      port=$((port + 1))
+      fault=()
+      if [ "$MODE" = all ] || { [ "$MODE" = one ] && [ "$i" = 0 ]; }; then fault=(--fault "slow=$SLOW"); fi
+      "$P" backend -c $CFG --executor sim --hardware $hw --listen 127.0.0.1:$port --metrics-listen 127.0.0.1:$((port + 1000)) \
+        "${fault[@]}" >"$work/b-$hw-$i.log" 2>&1 &
+      pids+=($!); bpids+=($!)
+      echo "  - {id: $hw-$i, address: \"127.0.0.1:$port\", hardware: $hw}" >> "$work/backends.yaml"
+    done
+  done
+  sleep 1
+  "$P" gateway -c $CFG -c "$work/backends.yaml" --listen 127.0.0.1:19290 --grpc-listen 127.0.0.1:19291 \
+    --calibration=$cal ${CALFILE:+$([ "$cal" = true ] && echo --calibration-file="$CALFILE")} --watch=false >"$work/g.log" 2>&1 &
+  G=$!
+  pids+=($G)
+  for _ in $(seq 50); do curl -sf 127.0.0.1:19290/v2/health/ready >/dev/null && break; sleep 0.2; done
+  echo "calibration=$cal MODE=$MODE SLOW=$SLOW"
+  if [ "$MODE" = step ]; then
+    (
+      for k in 1.1 1.2 1.3 1.4 1.5 1.6; do
+        f=$(python3 -c "print(min($k, $SLOW))")
+        for mport in 20301 $((20301 + T4S)); do # t4-0, v100-0
+          curl -s -X PUT -d "{\"slow\": $f}" 127.0.0.1:$mport/admin/faults >/dev/null
+        done
+        sleep 10
+      done
+    ) &
+    pids+=($!)
+  fi
+  "$P" loadgen --target http://127.0.0.1:19290 --session paper-chain --rate $RATE --duration ${WARM}s --seed 1 -q -o json >"$work/warm.json" &
+  L=$!
+  sleep "$WARM"
+  "$P" loadgen --target http://127.0.0.1:19290 --session paper-chain --rate $RATE --duration ${MEASURE}s --seed 2 -q -o json >"$work/measure.json"
+  wait $L
+  report "$work/warm.json" "0-${WARM}s"
+  report "$work/measure.json" "then ${MEASURE}s"
+  curl -s 127.0.0.1:19290/metrics | grep -E '^piccolo_plan_replans_total\{.*\} [1-9]' | sed 's/^/  /' || true
+  grep -o '"msg":"profiles drifting[^}]*' "$work/g.log" | head -3 | sed 's/^/  /' || true
+  "$P" status --target http://127.0.0.1:19290 2>/dev/null | sed -n '/^calibration/,/^$/p' | sed 's/^/  /' || true
+  kill $G; wait $G 2>/dev/null || true
+  [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$work/g.log" "$KEEP/gateway-$MODE-$SLOW-$cal.log"
+  for p in "${bpids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait "${bpids[@]}" 2>/dev/null || true
+  sleep 1
+done
+echo "uptime: $(uptime)"
