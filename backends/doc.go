@@ -17,6 +17,16 @@
 // ServerOptions.Metrics it counts batches, items and errors per model
 // (piccolo_backend_*), through counters resolved at load.
 //
+// Make-before-break. Each loaded model is reference-counted: the table holds
+// one reference, each ModelInfer one for its batch (two atomic operations a
+// batch). RepositoryModelUnload and a reload with new settings take the model
+// out of the table at once (later calls get the new model, or
+// FAILED_PRECONDITION), and the model is closed when its last batch returns,
+// so a batch in flight, or one waiting for a lane, or a fused chain between
+// steps, never meets a closed model. A reload loads and warms the new model
+// before it is listed; a load asking for the settings already loaded keeps
+// the model as it is (no new sessions, no warm-up).
+//
 // Health and reflection. NewGRPCServer also registers the gRPC health service
 // (grpc.health.v1, services "" and HealthService) and server reflection, so
 // Kubernetes' gRPC probe and grpcurl need nothing else. Health answers

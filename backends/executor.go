@@ -22,8 +22,11 @@ type Executor interface {
 }
 
 // Model is one loaded model. Run is called concurrently by any number of
-// goroutines; Close is called once, after the model is unloaded or replaced,
-// possibly while Runs are still in flight (they must finish normally).
+// goroutines. The Server calls Close once, after the model is unloaded or
+// replaced and the last Run on it has returned (it counts the batches using
+// each model: make-before-break), so a Model need not guard Run against
+// Close; a Model used outside a Server (a fused chain's step is used by its
+// chain only) has the same guarantee from its owner.
 type Model interface {
 	// Info describes the model; it is immutable.
 	Info() ModelInfo

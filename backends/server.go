@@ -80,11 +80,55 @@ type Server struct {
 
 var _ inference.GRPCInferenceServiceServer = (*Server)(nil)
 
-// loaded is one entry of the loaded-model snapshot; immutable.
+// loaded is one entry of the loaded-model snapshot; immutable but for refs.
+//
+// Make-before-break: refs counts the holders of model, 1 for the table while
+// it lists the entry plus 1 for each ModelInfer running a batch on it. Unload
+// and a reload drop the table's reference; whoever drops the last one closes
+// model, so a model is never closed under a batch that uses it (a fused chain
+// reaching a step, an ONNX batch waiting for a lane) and is closed as soon as
+// the last such batch returns. Once refs is 0 it stays 0: acquire fails, and
+// ModelInfer looks the model up again in the newer table.
 type loaded struct {
 	model   Model
 	info    ModelInfo
 	metrics modelMetrics
+	// batch and concurrency are what Load was asked for (0: the executor's
+	// default): a Load asking the same again keeps this model.
+	batch, concurrency int
+	refs               atomic.Int64
+}
+
+// acquire takes a reference for one batch; false once the model is retired
+// and closed (or closing).
+func (l *loaded) acquire() bool {
+	for {
+		n := l.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if l.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference; the last one closes the model, on a goroutine of
+// its own when async (a batch's: its answer does not wait for the close).
+func (l *loaded) release(log *zap.Logger, async bool) {
+	if l.refs.Add(-1) != 0 {
+		return
+	}
+	closeModel := func() {
+		if err := l.model.Close(); err != nil {
+			log.Warn("close model", zap.String("model", l.info.Name), zap.Error(err))
+		}
+	}
+	if async {
+		go closeModel()
+		return
+	}
+	closeModel()
 }
 
 // NewServer returns a Server running models on exec, with no model loaded.
@@ -143,6 +187,12 @@ func NewGRPCServer(s *Server, extra ...grpc.ServerOption) *grpc.Server {
 // Load loads (or reloads with new settings) model with the given max batch and
 // concurrency; zero asks for the executor's default. It is what
 // RepositoryModelLoad does, callable in-process (e.g. to preload at start).
+//
+// Make-before-break: a reload loads (and, for an executor that warms up, warms)
+// the new model before the table lists it, and the model it replaces is closed
+// only after the last batch running on it returns; a Load asking for the
+// settings the model is loaded with changes nothing (a plan change that keeps
+// a model pays no load).
 func (s *Server) Load(model string, batch, concurrency int) (ModelInfo, error) {
 	if model == "" {
 		return ModelInfo{}, fmt.Errorf("%w: model name is empty", ErrInvalidInput)
@@ -152,6 +202,9 @@ func (s *Server) Load(model string, batch, concurrency int) (ModelInfo, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if cur, ok := (*s.models.Load())[model]; ok && cur.batch == batch && cur.concurrency == concurrency {
+		return cur.info, nil
+	}
 	m, err := s.exec.Load(model, batch, concurrency)
 	if err != nil {
 		return ModelInfo{}, fmt.Errorf("load model %q: %w", model, err)
@@ -167,18 +220,21 @@ func (s *Server) Load(model string, batch, concurrency int) (ModelInfo, error) {
 		next[k] = v
 	}
 	prev := next[model]
-	next[model] = &loaded{model: m, info: info, metrics: s.metrics.forModel(info)}
+	l := &loaded{model: m, info: info, metrics: s.metrics.forModel(info), batch: batch, concurrency: concurrency}
+	l.refs.Store(1) // the table's
+	next[model] = l
 	s.models.Store(&next)
 	if prev != nil {
-		_ = prev.model.Close()
+		prev.release(s.log, false) // closed now, or by its last batch
 	}
 	s.log.Info("model loaded", zap.String("model", model), zap.Int("batch", info.MaxBatch), zap.Int("concurrency", info.Concurrency))
 	return info, nil
 }
 
-// Unload unloads model. Batches in flight finish. Unloading a model that the
-// executor knows but that is not loaded succeeds; an unknown one wraps
-// ErrUnknownModel.
+// Unload unloads model: ModelInfer calls from now on answer that it is not
+// loaded; batches in flight finish on it, and the last one to return closes
+// it (make-before-break). Unloading a model that the executor knows but that
+// is not loaded succeeds; an unknown one wraps ErrUnknownModel.
 func (s *Server) Unload(model string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -198,7 +254,7 @@ func (s *Server) Unload(model string) error {
 	}
 	s.models.Store(&next)
 	s.metrics.unloaded(model)
-	_ = m.model.Close()
+	m.release(s.log, false)
 	s.log.Info("model unloaded", zap.String("model", model))
 	return nil
 }
@@ -232,6 +288,22 @@ func (s *Server) knows(model string) bool {
 		}
 	}
 	return false
+}
+
+// acquire returns the loaded model with a reference taken for one batch
+// (release it), or an error saying why there is none. A model retired between
+// the table's load and the reference is looked up again: the newer table has
+// its replacement, or says it is unloaded.
+func (s *Server) acquire(model string) (*loaded, error) {
+	for {
+		m, err := s.lookup(model)
+		if err != nil {
+			return nil, err
+		}
+		if m.acquire() {
+			return m, nil
+		}
+	}
 }
 
 // lookup returns the loaded model, or an error saying why there is none.
@@ -376,12 +448,13 @@ func (s *Server) RepositoryModelUnload(_ context.Context, req *inference.Reposit
 // than the loaded max batch, naming the tensor), DEADLINE_EXCEEDED/CANCELLED,
 // INTERNAL (executor failure or panic).
 func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (resp *inference.ModelInferResponse, err error) {
-	m, err := s.lookup(req.GetModelName())
+	m, err := s.acquire(req.GetModelName())
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	info := &m.info
 	defer func() {
+		m.release(s.log, true)
 		if r := recover(); r != nil {
 			s.panics.Add(1)
 			resp, err = nil, status.Errorf(codes.Internal, "model %q: executor panicked: %v", info.Name, r)

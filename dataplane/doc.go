@@ -63,6 +63,13 @@
 // stays open until what was submitted to it has finished (and a request that
 // started on it can no longer reach it), then is closed; a module the new
 // runner lacks (a session just deleted) is served by the draining runner.
+// Make-before-break: the new plan's models are loaded, and warmed where the
+// executor warms up, before the swap; a backend asked for a model it already
+// has with the same settings keeps it, and one reloaded with new settings or
+// unloaded (after the drain, when no runner uses it) is closed on the backend
+// only once its last batch returns (backends.Server counts them), so no batch
+// in flight or fused chain between steps meets a closed model. A health
+// re-placement that would place the plan as it runs changes nothing.
 //
 // Request path cost of the switch: LiveSwitch.Run and Estimate do one atomic
 // load and one map lookup more than LiveRunner's; no lock, no allocation.

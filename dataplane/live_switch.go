@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -81,6 +83,7 @@ type liveState struct {
 	plan   *api.Plan // placed: every group lists its backends
 	cfg    *api.Config
 	grace  time.Duration // how long a request started on this runner can last
+	down   []string      // the backends down when it was placed (Health.Down)
 }
 
 var (
@@ -135,7 +138,8 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan, prevPlan 
 	if cur := s.cur.Load(); cur != nil {
 		prev = cur.runner
 	}
-	placed, _, err := placement.Place(plan, placement.Members(s.placeOn(cfg.Backends)), prevPlan, placement.Options{Static: true})
+	down := s.opts.Health.Down()
+	placed, _, err := s.place(cfg, plan, prevPlan)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +147,7 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan, prevPlan 
 	if err != nil {
 		return nil, err
 	}
-	return &liveState{runner: r, plan: placed, cfg: cfg, grace: graceOf(cfg)}, nil
+	return &liveState{runner: r, plan: placed, cfg: cfg, grace: graceOf(cfg), down: down}, nil
 }
 
 // graceOf is how long a request started under cfg may still be running: its
@@ -190,6 +194,9 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 	if !replacing {
 		prevPlan = s.cur.Load().plan
 	}
+	if replacing && s.samePlacement(cfg, plan, prevPlan) {
+		return nil
+	}
 	st, err := s.build(ctx, cfg, plan, prevPlan)
 	if err != nil {
 		// What the failed runner loaded stays until the next drain's unloads:
@@ -224,6 +231,26 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 	}
 	go s.drain(old)
 	return nil
+}
+
+// samePlacement reports whether a health re-placement of plan would place
+// it as the running plan is, on the same backends up and down: then there
+// is nothing to re-place (a backend that starts or stops straggling while
+// no other of its hardware is idle, as with one backend per type), and
+// rebuilding the runner would only cost a load round and a hand-over.
+func (s *LiveSwitch) samePlacement(cfg *api.Config, plan, prevPlan *api.Plan) bool {
+	cur := s.cur.Load()
+	if cur.cfg != cfg || !slices.Equal(cur.down, s.opts.Health.Down()) {
+		return false
+	}
+	placed, _, err := s.place(cfg, plan, prevPlan)
+	return err == nil && reflect.DeepEqual(placed, cur.plan)
+}
+
+// place places plan on cfg's backends as build does (placement.Place,
+// static, keeping modules where prevPlan had them).
+func (s *LiveSwitch) place(cfg *api.Config, plan, prevPlan *api.Plan) (*api.Plan, placement.Shortfall, error) {
+	return placement.Place(plan, placement.Members(s.placeOn(cfg.Backends)), prevPlan, placement.Options{Static: true})
 }
 
 // handOver moves the items r's dispatchers have not sent yet to the

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,5 +126,45 @@ func TestLiveSwitchKeepsItemsOfAChangedModel(t *testing.T) {
 	waitAll(t, done, n)
 	if st := old.Stats()["sb/m"]; st.Completed != n {
 		t.Errorf("the old dispatcher completed %d items, want %d", st.Completed, n)
+	}
+}
+
+// TestReplacementThatChangesNothingKeepsRunner: a health re-placement (a
+// backend starts or stops straggling) that would place the plan where it runs
+// builds no new runner and loads nothing; one that moves a module (its
+// backend down) does.
+func TestReplacementThatChangesNothingKeepsRunner(t *testing.T) {
+	rig := startUnloadRig(t, 2)
+	cfg, plan := rig.config(t, sessionA)
+	sw, _ := newObservedSwitch(t, cfg, plan)
+	sw.replace.Store(true) // placeOn as under ReplaceOnEjection, without its probes
+	cur := sw.cur.Load()
+	on := rig.placedOn(cur.plan, "a")
+	if len(on) != 1 {
+		t.Fatalf("model a placed on %v; want one backend", on)
+	}
+	var used, idle string
+	for id, addr := range rig.addr {
+		if addr == on[0] {
+			used = id
+		} else {
+			idle = id
+		}
+	}
+	ctx := context.Background()
+	sw.opts.Health.entry(idle).slow.Store(true) // the idle backend straggles: a goes nowhere else
+	if err := sw.apply(ctx, cur.cfg, unplaced(cur.plan), true); err != nil {
+		t.Fatal(err)
+	}
+	if sw.cur.Load() != cur {
+		t.Error("a re-placement that places the plan as it runs built a new runner")
+	}
+	sw.opts.Health.entry(used).SetDown(true) // a's backend is down: a moves to the idle one
+	defer sw.opts.Health.entry(used).SetDown(false)
+	if err := sw.apply(ctx, cur.cfg, unplaced(cur.plan), true); err != nil {
+		t.Fatal(err)
+	}
+	if now := sw.cur.Load(); now == cur || !slices.Equal(rig.placedOn(now.plan, "a"), []string{rig.addr[idle]}) {
+		t.Errorf("a's backend down: a runs on %v, want the idle backend %s", rig.placedOn(sw.cur.Load().plan, "a"), rig.addr[idle])
 	}
 }

@@ -43,6 +43,9 @@ func (s *LiveSwitch) ReplaceOnEjection() {
 			cur := s.cur.Load()
 			start := time.Now()
 			err := s.apply(s.stop, cur.cfg, unplaced(cur.plan), true)
+			if err == nil && s.cur.Load() == cur {
+				continue // placed as it was (samePlacement): nothing changed
+			}
 			if err != nil {
 				// Typically a backend died while its model was being loaded: it
 				// is ejected now, so the next try leaves it out.

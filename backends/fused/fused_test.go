@@ -7,38 +7,24 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/builtin"
 	"github.com/piccolo-serving/piccolo/backends/fused"
-	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
 )
 
 // ocrExecutor is what `piccolo backend --executor ocr` serves: builtin and onnx
 // in one process, with the OCR chains fused.
 func ocrExecutor(tb testing.TB) *fused.Executor {
 	tb.Helper()
-	lib, dir := ocrtest.RequireModels(tb)
-	b, err := builtin.New(builtin.Options{Dictionary: ocrtest.Dictionary()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	x, err := onnx.New(onnx.Options{Library: lib, ModelDir: dir, IntraOpThreads: 1, PassThrough: true, Shapes: b.OCR().ONNXShapes()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	u, err := backends.NewUnion(b, x)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e, err := fused.New(u, fused.OCRChains()...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return e
+	return testharness.OCRExecutor(tb, 1)
 }
 
 func load(tb testing.TB, e backends.Executor, name string, batch int) backends.Model {
@@ -191,4 +177,81 @@ func TestWriteOCRImages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestFusedChainReloadUnderLoad is the demo's failure "batch of 2: step
+// ocr-rec: onnx model closed" on real ONNX Runtime: the per-box chain is
+// reloaded with new settings (what a plan change asks of a backend) while
+// batches run on it through a Server over gRPC. Every batch must succeed:
+// the chain replaced is closed only after its last batch returns.
+func TestFusedChainReloadUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: reloads ONNX Runtime sessions for a few seconds")
+	}
+	e := ocrExecutor(t)
+	const perBox = "ocr-cls+ocr-rotate+ocr-rec+ocr-ctc"
+	boxes := sampleBoxes(t, e)
+	addr, _ := testharness.ServeBackend(t, e)
+	c, err := backends.NewClient(addr, backends.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	if err := c.Load(ctx, perBox, 8, 1); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var batches, failed atomic.Int64
+	var firstErr atomic.Value
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := c.Infer(ctx, perBox, [][]api.Tensor{boxes})
+				batches.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	const reloads = 10
+	for i := range reloads {
+		time.Sleep(50 * time.Millisecond) // batches in every step
+		if err := c.Load(ctx, perBox, 8, 1+(i+1)%2); err != nil {
+			t.Fatalf("reload %d: %v", i, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d reloads of %s (concurrency 1 ↔ 2) under 3 senders: %d batches, %d failed", reloads, perBox, batches.Load(), failed.Load())
+	if failed.Load() > 0 {
+		t.Errorf("%d of %d batches failed across the reloads, first: %v; want none", failed.Load(), batches.Load(), firstErr.Load())
+	}
+}
+
+// sampleBoxes returns the per-box chain's input for the first test image:
+// what ocr-pre+ocr-det+ocr-boxes makes of it (k ≤ 8 rows).
+func sampleBoxes(t *testing.T, e *fused.Executor) []api.Tensor {
+	t.Helper()
+	png, err := ocrtest.EncodePNG(ocrtest.Samples()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := api.Tensor{Name: builtin.NameImage, Datatype: "BYTES", Shape: []int64{1}, Data: binary.LittleEndian.AppendUint32(nil, uint32(len(png)))}
+	img.Data = append(img.Data, png...)
+	boxes := run(t, load(t, e, "ocr-pre+ocr-det+ocr-boxes", 1), []api.Tensor{img}, 1)
+	if k := boxes[0].Shape[0]; k < 1 || k > 8 {
+		t.Fatalf("ocr-boxes found %d boxes in the sample; want 1 to 8", k)
+	}
+	return boxes
 }

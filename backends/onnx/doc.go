@@ -48,5 +48,9 @@
 // (the server's load path). A loaded model's Run is safe for concurrent use; its
 // per-lane buffers are reused, so a Run allocates only its outputs. Close waits
 // for the calls in flight to finish, then releases the sessions; Runs still
-// waiting for a lane get ErrClosed.
+// waiting for a lane get ErrClosed (a backends.Server closes a model only
+// after its last batch returns, so none wait then). With Options.DeviceLanes,
+// the executor's models share that many device lanes: a Run holds its
+// model's lane and one device lane while ONNX Runtime runs, and waits for
+// both in FIFO order (or until its context ends).
 package onnx

@@ -52,13 +52,21 @@ type Options struct {
 	// PassThrough makes Run return, after the model's outputs, a copy of every
 	// input the model does not consume (and whose name is not one of its outputs).
 	PassThrough bool
+	// DeviceLanes, when > 0, is how many batches run at once across every
+	// model the executor loads: the device is DeviceLanes × IntraOpThreads
+	// cores, as its profiles assume (each model's lanes alone would let one
+	// lane a model run at once: a backend serving det, a det variant and the
+	// per-box chain kept three threads busy on a one-thread type). Batches
+	// beyond it wait, in FIFO order. 0: no limit beyond each model's lanes.
+	DeviceLanes int
 }
 
 // Executor runs the ONNX models of one directory with ONNX Runtime on the CPU.
 // It is immutable after New and safe for concurrent use.
 type Executor struct {
 	opts   Options
-	models []string // sorted
+	models []string      // sorted
+	device chan struct{} // a token per device lane (Options.DeviceLanes); nil: no limit
 }
 
 var _ backends.Executor = (*Executor)(nil)
@@ -106,6 +114,9 @@ func New(opts Options) (*Executor, error) {
 	if opts.IntraOpThreads == 0 {
 		opts.IntraOpThreads = 1
 	}
+	if opts.DeviceLanes < 0 {
+		return nil, fmt.Errorf("onnx: device lanes %d; want ≥ 1 (0: no limit)", opts.DeviceLanes)
+	}
 	files, err := filepath.Glob(filepath.Join(opts.ModelDir, "*.onnx"))
 	if err != nil {
 		return nil, fmt.Errorf("onnx: model directory %s: %w", opts.ModelDir, err)
@@ -117,6 +128,9 @@ func New(opts Options) (*Executor, error) {
 		return nil, fmt.Errorf("onnx: model directory %s has no .onnx file", opts.ModelDir)
 	}
 	e := &Executor{opts: opts}
+	if opts.DeviceLanes > 0 {
+		e.device = make(chan struct{}, opts.DeviceLanes)
+	}
 	for _, f := range files {
 		e.models = append(e.models, strings.TrimSuffix(filepath.Base(f), ".onnx"))
 	}
@@ -214,6 +228,7 @@ func (e *Executor) Load(model string, batch, concurrency int) (backends.Model, e
 		resize:      rs,
 		lanes:       make(chan *lane, concurrency),
 		closed:      make(chan struct{}),
+		device:      e.device,
 	}
 	if m.info.Inputs, m.inTypes, err = specs(model, "input", ins, batch); err != nil {
 		return nil, err
@@ -397,7 +412,8 @@ type onnxModel struct {
 	lanes       chan *lane
 	closed      chan struct{}
 	closeOnce   sync.Once
-	made        int // lanes made; set by Load only
+	made        int           // lanes made; set by Load only
+	device      chan struct{} // the executor's device lanes (nil: no limit)
 }
 
 var _ backends.Model = (*onnxModel)(nil)
@@ -442,6 +458,14 @@ func (m *onnxModel) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.
 	case <-m.closed:
 		return nil, fmt.Errorf("%w (%w)", ErrClosed, backends.ErrModelNotLoaded)
 	default:
+	}
+	if m.device != nil {
+		select {
+		case m.device <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		defer func() { <-m.device }()
 	}
 	return m.runOn(ctx, l, inputs, n)
 }

@@ -361,3 +361,30 @@ func BenchmarkRun(b *testing.B) {
 		}
 	}
 }
+
+// TestDeviceLanesAcrossModels: with DeviceLanes 1, a batch of one model waits
+// while another model's batch runs (the device is one lane of cores, as its
+// profiles assume), though each model has a lane of its own free; the waiting
+// batch gives up at its context's end.
+func TestDeviceLanesAcrossModels(t *testing.T) {
+	e := newExecutor(t, onnx.Options{DeviceLanes: 1})
+	det, cls := load(t, e, "ocr-det", 8, 1), load(t, e, "ocr-cls", 1, 1)
+	detDone := make(chan error, 1)
+	go func() {
+		_, err := det.Run(context.Background(), []api.Tensor{input(8, 3, 640, 640)}, 8) // about a second
+		detDone <- err
+	}()
+	time.Sleep(150 * time.Millisecond) // det holds the device
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := cls.Run(ctx, []api.Tensor{input(1, 3, 48, 192)}, 1)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cls while det runs on a one-lane device: %v; want it to wait for the device until its deadline", err)
+	}
+	if err := <-detDone; err != nil {
+		t.Fatalf("det: %v", err)
+	}
+	if _, err := cls.Run(context.Background(), []api.Tensor{input(1, 3, 48, 192)}, 1); err != nil {
+		t.Errorf("cls with the device free: %v", err)
+	}
+}

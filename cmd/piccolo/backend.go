@@ -44,6 +44,7 @@ type backendOptions struct {
 	ortLib   string // onnx, ocr: path of libonnxruntime.so.1
 	modelDir string // onnx, ocr: directory of <model>.onnx (and ppocr_keys_v1.txt)
 	threads  int    // onnx, ocr: intra-op threads per lane
+	devLanes int    // onnx, ocr: batches at once across models (0: no limit)
 	consul   string // Consul agent HTTP address to register with; "": none (backend_consul.go)
 	id       string // Consul registration id; "": <hardware>-<host>-<port>
 
@@ -102,7 +103,7 @@ func newONNXExecutor(o *backendOptions) (*onnx.Executor, error) {
 	}
 	ocr := builtin.DefaultOCR()
 	return onnx.New(onnx.Options{
-		Library: o.ortLib, ModelDir: o.modelDir, IntraOpThreads: o.threads, PassThrough: true,
+		Library: o.ortLib, ModelDir: o.modelDir, IntraOpThreads: o.threads, DeviceLanes: o.devLanes, PassThrough: true,
 		Shapes: ocr.ONNXShapes(), Resized: resizedOf(ocr.ONNXVariants()),
 	})
 }
@@ -193,6 +194,7 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.StringVar(&o.ortLib, "ort-lib", filepath.Join(modelCache(), "onnxruntime-1.30.0", "libonnxruntime.so.1"), "onnx, ocr: ONNX Runtime shared library (make models fetches it)")
 	f.StringVar(&o.modelDir, "model-dir", filepath.Join(modelCache(), "ocr-models-1.4.2"), "onnx, builtin, ocr: directory of <model>.onnx and ppocr_keys_v1.txt")
 	f.IntVar(&o.threads, "intra-op-threads", 1, "onnx, ocr: ONNX Runtime threads per lane (cpu-2t: 2)")
+	f.IntVar(&o.devLanes, "device-lanes", 0, "onnx, ocr: at most this many batches run at once across all models, so the backend keeps at most device-lanes × intra-op-threads cores busy, as its profiles assume (0: no limit beyond each model's lanes)")
 	f.Float64Var(&o.jitter, "jitter", 0, "sim: batch durations vary uniformly by ±this fraction, in [0,1)")
 	f.Uint64Var(&o.seed, "seed", 1, "sim: jitter seed")
 	f.StringSliceVar(&o.models, "models", nil, "models to load at start, comma-separated (default: none; wait for RepositoryModelLoad)")

@@ -41,6 +41,7 @@ a request to paste.`,
 	f.Float64Var(&o.MaxUtilization, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: the highest whose simulation meets the SLO for 99.9% of Poisson requests)")
 	addFusionFlag(f, &o.NoFusion)
 	f.IntVar(&o.MaxBackendsPerType, "max-backends", 6, "at most this many backend processes per hardware type")
+	f.BoolVar(&o.NoSpares, "no-spares", false, "start only the planned devices: no idle spare backends of the emulated (sim) types for the gateway's re-plans")
 	cmd.SetContext(context.Background())
 	return cmd
 }

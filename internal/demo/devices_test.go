@@ -88,7 +88,7 @@ func TestDemoFractionalPlanOnPlacedDevices(t *testing.T) {
 	var out, log bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Options{Files: []string{cfgFile}, Duration: 15 * time.Second, OutDir: filepath.Join(dir, "out"), Binary: bin, Out: &out, Log: &log})
+	res, err := Run(ctx, Options{Files: []string{cfgFile}, Duration: 15 * time.Second, OutDir: filepath.Join(dir, "out"), Binary: bin, Out: &out, Log: &log, NoSpares: true})
 	t.Logf("log:\n%s\nreport:\n%s", log.String(), out.String())
 	if err != nil {
 		t.Fatal(err)

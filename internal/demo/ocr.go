@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
@@ -22,7 +24,18 @@ type OCRAccuracy struct {
 	Set                 string // "test" (ocrtest.Samples) or "hard" (ocrtest.HardSamples)
 	Images, ImagesExact int
 	Words, WordsRead    int // words in the images; words read exactly
+	// Refused is the images admission still refused after accuracyTries
+	// tries (a host too busy for the plan); they count in neither Images nor Words.
+	Refused int
 }
+
+// accuracyTries is how many times ocrAccuracy sends an image that admission
+// refuses (429: the host's backends are slower than their profiles, and the
+// queue cannot finish it in time), accuracyBackoff apart.
+const (
+	accuracyTries   = 10
+	accuracyBackoff = 500 * time.Millisecond
+)
 
 // ocrSet is the test set an OCR session is sent: the hard set
 // (ocrtest.HardSamples) for a session with model variants, whose accuracies
@@ -82,13 +95,28 @@ func ocrAccuracy(ctx context.Context, addr string, session *api.Session) (*OCRAc
 		if err != nil {
 			return nil, err
 		}
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		resp, err := client.ModelInfer(rctx, &inference.ModelInferRequest{
-			ModelName:        session.Name,
-			Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "image", Datatype: "BYTES", Shape: []int64{1}}},
-			RawInputContents: [][]byte{lengthPrefixed(png)},
-		})
-		cancel()
+		var resp *inference.ModelInferResponse
+		for try := 1; ; try++ {
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			resp, err = client.ModelInfer(rctx, &inference.ModelInferRequest{
+				ModelName:        session.Name,
+				Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "image", Datatype: "BYTES", Shape: []int64{1}}},
+				RawInputContents: [][]byte{lengthPrefixed(png)},
+			})
+			cancel()
+			if status.Code(err) != codes.ResourceExhausted || try == accuracyTries {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(accuracyBackoff):
+			}
+		}
+		if status.Code(err) == codes.ResourceExhausted {
+			acc.Refused++
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", s.Name, err)
 		}

@@ -1,6 +1,7 @@
 // Package testharness holds what the gateway's integration tests share: the
 // config fixture of a two-module chain, sim backends served over gRPC on free
-// loopback ports (stopped in t.Cleanup), the planner the tests' gateways use,
+// loopback ports (stopped in t.Cleanup), the OCR executor of `piccolo backend
+// --executor ocr` (ocr.go), the planner the tests' gateways use,
 // a JSON HTTP client and a load helper for benchmarks. Tests only. It imports
 // nothing of the gateway's, so every package's tests may use it
 // (kserve/kservetest serves a kserve.Server).
@@ -76,7 +77,15 @@ func StartSimBackend(t testing.TB, profiles []api.Profile) (string, *grpc.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := backends.NewServer(ex, backends.ServerOptions{})
+	return ServeBackend(t, ex)
+}
+
+// ServeBackend serves a backends.Server over exec with gRPC on a free
+// loopback port until the test ends; it returns the address and the server
+// (to stop it early).
+func ServeBackend(t testing.TB, exec backends.Executor) (string, *grpc.Server) {
+	t.Helper()
+	srv, err := backends.NewServer(exec, backends.ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
