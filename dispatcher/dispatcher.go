@@ -196,27 +196,6 @@ type state struct {
 	maxDuration time.Duration // of the groups' batches
 }
 
-// lead is how long before the oldest deadline of a batch of g the deadline
-// flush sends it: the group's duration, times its measured slowness (slow)
-// and the largest slowness of its machines that are not stragglers (those
-// get their batches moved), when above 1. As profiled, the duration: the
-// paper's flush. On a device slower than its profile, the batch goes that
-// much earlier, so that what admission admitted still ends in time while the
-// plan catches up (docs/calibration.md). O(machines), once per batch.
-func (g *group) lead() time.Duration {
-	k := max(g.slow, 1)
-	m := 1.0
-	for _, x := range g.machines {
-		if s := x.health.Slowness(); s < slowThreshold {
-			m = max(m, s)
-		}
-	}
-	if k*m == 1 {
-		return g.duration
-	}
-	return time.Duration(float64(g.duration) * k * m)
-}
-
 type group struct {
 	share     float64 // the group's share of the module's batches (weight / Σ weight), in (0, 1]
 	occupancy float64 // machines: the sum of the slots' occupancies
@@ -760,8 +739,11 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 	if !it.Deadline.IsZero() && (b.minDL.IsZero() || it.Deadline.Before(b.minDL)) {
 		b.minDL = it.Deadline
 		// Deadline-aware flush: the latest send time that still meets the oldest
-		// deadline, given the group's batch duration as measured (lead).
-		at := b.minDL.Add(-b.g.lead())
+		// deadline, given the group's batch duration as profiled (the paper's;
+		// a lead scaled by the measured slowness sent batches early and small
+		// under overload and made admitted items late at plan swaps:
+		// docs/calibration.md).
+		at := b.minDL.Add(-b.g.duration)
 		if !at.After(now) {
 			d.dispatchLocked(q, now, out, ClosedDeadline)
 			return
