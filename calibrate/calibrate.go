@@ -163,6 +163,16 @@ func (e *Estimator) calibrate(offline *api.Config, t table) *api.Config {
 	return &out
 }
 
+// DriftFloor is the smallest change Drift counts: a group's batch duration
+// moving by at least this share of its module's budget (its latency), or by
+// a relative change that, times the group's machines, is at least this many
+// machines (its capacity). Without it the millisecond steps of the demo's
+// OCR chain (ocr-pre at 10 ms on a few hundredths of a machine, a budget of
+// hundreds of ms) swung between 0.8× and 1.2× with the host's scheduling and
+// re-planned every session 16 times in two minutes, each swap costing the
+// paper chain late and refused requests.
+const DriftFloor = 0.05
+
 // Drift compares the calibrated profiles now (Calibrate(offline)) with what
 // plan assumed: over plan's groups whose model some device of the group's
 // hardware measured within Options.Recent, it returns the group's entry whose
@@ -188,7 +198,11 @@ func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (w
 				if !found || c.Batch != g.Batch {
 					continue
 				}
-				r := c.Duration.D().Seconds() * 1000 / g.DurationMs
+				measured := c.Duration.D().Seconds() * 1000
+				if change := math.Abs(measured-g.DurationMs); change < DriftFloor*mp.BudgetMs && change/g.DurationMs*g.Machines < DriftFloor {
+					continue // moves neither the module's latency nor its machines by a twentieth
+				}
+				r := measured / g.DurationMs
 				if !ok || math.Abs(math.Log(r)) > math.Abs(math.Log(worst)) {
 					worst, at, ok = r, Key{Model: mp.Model, Hardware: g.Hardware, Batch: g.Batch, Concurrency: conc(g.Concurrency)}.entryString(), true
 				}

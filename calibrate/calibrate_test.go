@@ -237,3 +237,25 @@ func TestColocations(t *testing.T) {
 		t.Errorf("got %+v; want m2 on gpu-1 with m3, 240ms against 160ms alone: 1.5×", c)
 	}
 }
+
+// A drift that moves neither the module's latency by a twentieth of its
+// budget nor its capacity by a twentieth of a machine is not counted (the
+// demo's millisecond OCR steps on a few hundredths of a machine); the same
+// relative drift on a whole machine is.
+func TestDriftFloor(t *testing.T) {
+	off := paperGPUs()
+	e := newEst(t, Options{MinSamples: 4, Recent: 10 * time.Second})
+	for range 8 {
+		e.Observe("m2", "v100", "gpu-0", 4, 1, 208*ms, t0) // 1.3× the profile
+	}
+	small := planOn(160*ms, 200*ms)
+	small.Sessions[0].Modules[0].BudgetMs = 2000           // 48 ms is 2.4% of it
+	small.Sessions[0].Modules[0].Configs[0].Machines = 0.1 // 0.3 × 0.1 = 0.03 machines
+	if r, at, ok := e.Drift(off, small, t0.Add(time.Second)); ok {
+		t.Errorf("drift %.3f at %s counted on 0.1 machine with a 2 s budget", r, at)
+	}
+	small.Sessions[0].Modules[0].Configs[0].Machines = 1
+	if r, _, ok := e.Drift(off, small, t0.Add(time.Second)); !ok || r < 1.29 {
+		t.Errorf("drift on a whole machine = %.3f (%v), want 1.3 counted", r, ok)
+	}
+}

@@ -117,7 +117,8 @@ type Options struct {
 	// (docs/calibration.md): every plan is made from Calibrate's profiles,
 	// and a drift of the calibrated profiles from those the plan was made
 	// from beyond DriftThreshold (a ratio's distance from 1, default 0.1)
-	// for DriftHold (default 1s) re-plans with cause "drift".
+	// for DriftHold (default 3s: a start's first batches, queued behind
+	// each other, read up to 2× slow for a second) re-plans with cause "drift".
 	Calibration    Calibration
 	DriftThreshold float64
 	DriftHold      time.Duration
@@ -184,7 +185,7 @@ func (o *Options) defaults() error {
 		dur(&o.SustainUp, 3*time.Second, "sustain up"),
 		dur(&o.SustainDown, 30*time.Second, "sustain down"),
 		dur(&o.StaleRates, 10*time.Second, "stale rates"),
-		dur(&o.DriftHold, time.Second, "drift hold"),
+		dur(&o.DriftHold, 3*time.Second, "drift hold"),
 		frac(&o.DriftThreshold, 0.1, "drift threshold", math.Inf(1)),
 		frac(&o.HysteresisUp, 0.2, "hysteresis up", math.Inf(1)),
 		frac(&o.HysteresisDown, 0.3, "hysteresis down", 1),
