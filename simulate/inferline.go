@@ -1,7 +1,6 @@
 package simulate
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -133,23 +132,9 @@ type inferLine struct {
 }
 
 func newInferLine(cfg *api.Config, target float64, load Options) (*inferLine, error) {
-	if !(target > 0 && target <= 1) {
-		return nil, fmt.Errorf("attainment target %v: must be in (0, 1]", target)
-	}
-	if load.Trace == nil || len(load.Trace.Offsets) == 0 {
-		return nil, errors.New("InferLine planner: no trace given")
-	}
-	si, err := traceSession(cfg, load.Session)
+	si, _, mean, err := traceLoad(cfg, target, &load, "InferLine planner")
 	if err != nil {
 		return nil, err
-	}
-	load.Arrival, load.Session = "trace", cfg.Sessions[si].Name
-	if load.Duration <= 0 {
-		load.Duration = load.Trace.Span() + 1
-	}
-	_, mean := load.Trace.MeanRate(load.Duration)
-	if !(mean > 0) {
-		return nil, fmt.Errorf("trace %s: fewer than two arrivals, no rate to plan for", load.Trace.Name)
 	}
 	scaled := withSessionRate(cfg, si, mean)
 	s := scaled.Sessions[si]

@@ -79,23 +79,9 @@ type PlanRun struct {
 // cannot be planned or simulated, or when even the peak plan misses target
 // (the result then has TracePassed false and is still returned).
 func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load Options) (*TracePlans, error) {
-	if !(target > 0 && target <= 1) {
-		return nil, fmt.Errorf("attainment target %v: must be in (0, 1]", target)
-	}
-	if load.Trace == nil || len(load.Trace.Offsets) == 0 {
-		return nil, errors.New("plan for a trace: no trace given")
-	}
-	si, err := traceSession(cfg, load.Session)
+	si, n, mean, err := traceLoad(cfg, target, &load, "plan for a trace")
 	if err != nil {
 		return nil, err
-	}
-	load.Arrival, load.Session = "trace", cfg.Sessions[si].Name
-	if load.Duration <= 0 {
-		load.Duration = load.Trace.Span() + 1
-	}
-	n, mean := load.Trace.MeanRate(load.Duration)
-	if !(mean > 0) {
-		return nil, fmt.Errorf("trace %s: fewer than two arrivals, no rate to plan for", load.Trace.Name)
 	}
 	peak := max(load.Trace.PeakRate(PeakWindow, load.Duration), mean)
 	tp := &TracePlans{Session: load.Session, Target: target, MeanRate: mean, PeakRate: peak, Requests: n, DurationS: load.Duration.Seconds()}
@@ -169,6 +155,32 @@ func PlanForTraceWith(search string, cfg *api.Config, opts scheduler.Options, ta
 	tp.Ladder, tp.Trace, tp.InferLine, tp.Search = tp.Trace, il, stats, "inferline"
 	tp.TracePassed = il.Attainment >= target
 	return tp, nil
+}
+
+// traceLoad checks what a trace planner is given (target in (0, 1], a trace
+// with two arrivals or more, a session of cfg) and completes load for the
+// simulations: arrival "trace", the session's name, the trace's span as the
+// window when none is set. It returns the session's index, and the trace's
+// arrivals and mean rate (req/s) in the window. who names the planner in the
+// error for a missing trace.
+func traceLoad(cfg *api.Config, target float64, load *Options, who string) (si, n int, mean float64, err error) {
+	if !(target > 0 && target <= 1) {
+		return 0, 0, 0, fmt.Errorf("attainment target %v: must be in (0, 1]", target)
+	}
+	if load.Trace == nil || len(load.Trace.Offsets) == 0 {
+		return 0, 0, 0, fmt.Errorf("%s: no trace given", who)
+	}
+	if si, err = traceSession(cfg, load.Session); err != nil {
+		return 0, 0, 0, err
+	}
+	load.Arrival, load.Session = "trace", cfg.Sessions[si].Name
+	if load.Duration <= 0 {
+		load.Duration = load.Trace.Span() + 1
+	}
+	if n, mean = load.Trace.MeanRate(load.Duration); !(mean > 0) {
+		return 0, 0, 0, fmt.Errorf("trace %s: fewer than two arrivals, no rate to plan for", load.Trace.Name)
+	}
+	return si, n, mean, nil
 }
 
 func run(p *api.Plan, r *Report, rate float64, session string) PlanRun {
