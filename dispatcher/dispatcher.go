@@ -176,6 +176,10 @@ type Dispatcher struct {
 	// classesSeen has bit c set once an item of class c was queued: with
 	// one class only, promoteLocked has nothing to do.
 	classesSeen uint8
+	// classesOffered has bit c set once an item of class c was offered to
+	// admission: while one class only has been, the shares are not kept
+	// (sharesLocked seeds them when a second class arrives).
+	classesOffered uint8
 }
 
 // state is one plan's dispatch table; SetPlan replaces it whole.
@@ -627,14 +631,19 @@ func (d *Dispatcher) Submit(it *Item) error {
 			b = d.openLocked(q) // left open, empty, if the item is refused: the next arrival joins it
 		}
 		c := classOf(it.Class)
-		d.offeredLocked(c)
+		shares := d.sharesLocked(c)
+		if shares {
+			d.offeredLocked(c)
+		}
 		if !d.admitsLocked(q, b, it, now) {
 			d.stats.Overloaded++
 			d.stats.ByClass[c].Overloaded++
 			d.mu.Unlock()
 			return ErrOverloaded
 		}
-		d.admittedLocked(c)
+		if shares {
+			d.admittedLocked(c)
+		}
 	}
 	d.stats.Submitted++
 	d.stats.ByClass[classOf(it.Class)].Submitted++
