@@ -199,7 +199,7 @@ func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (w
 					continue
 				}
 				measured := c.Duration.D().Seconds() * 1000
-				if change := math.Abs(measured-g.DurationMs); change < DriftFloor*mp.BudgetMs && change/g.DurationMs*g.Machines < DriftFloor {
+				if change := math.Abs(measured - g.DurationMs); change < DriftFloor*mp.BudgetMs && change/g.DurationMs*g.Machines < DriftFloor {
 					continue // moves neither the module's latency nor its machines by a twentieth
 				}
 				r := measured / g.DurationMs
