@@ -667,19 +667,22 @@ func (r *run) respond(req *InferRequest, resp *InferResponse, arrival time.Time)
 		outs = sel
 	}
 	params := make([]Param, 0, 3*len(d.mods)+1)
+	var queue, compute time.Duration
 	for i := range d.mods {
 		mr := &r.mods[i]
 		if mr.state.Load() != stDone {
 			continue
 		}
 		n := &d.mods[i]
+		queue += mr.timing.Queue
+		compute += mr.timing.Compute
 		params = append(params,
 			Param{n.queueKey, ms(mr.timing.Queue)},
 			Param{n.computeKey, ms(mr.timing.Compute)},
 			Param{n.totalKey, ms(mr.total)})
 	}
 	params = append(params, Param{"piccolo.e2e_ms", ms(time.Since(arrival))})
-	*resp = InferResponse{ModelName: d.name, ID: req.ID, Parameters: params, Outputs: outs}
+	*resp = InferResponse{ModelName: d.name, ID: req.ID, Parameters: params, Outputs: outs, Queue: queue, Compute: compute}
 	return nil
 }
 

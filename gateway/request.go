@@ -35,4 +35,8 @@ type InferResponse struct {
 	ID         string
 	Parameters []Param
 	Outputs    []api.Tensor
+	// Queue and Compute are the request's time queued and computing, summed
+	// over the modules that ran (the same figures as the per-module
+	// parameters): what the statistics extension counts.
+	Queue, Compute time.Duration
 }

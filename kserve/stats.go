@@ -1,9 +1,7 @@
 package kserve
 
 import (
-	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,27 +95,11 @@ func (st *stats) observe(exec *gateway.DAGRunner, session string, status int, to
 		return
 	}
 	ss.success.add(uint64(took))
-	var queue, compute float64 // ms
 	if resp != nil {
-		for _, p := range resp.Parameters {
-			switch {
-			case strings.HasSuffix(p.Key, ".queue_ms"):
-				queue += p.Value
-			case strings.HasSuffix(p.Key, ".compute_ms"):
-				compute += p.Value
-			}
-		}
+		ss.queue.add(uint64(max(resp.Queue, 0)))
+		ss.compute.add(uint64(max(resp.Compute, 0)))
 	}
-	ss.queue.add(msToNs(queue))
-	ss.compute.add(msToNs(compute))
 	ss.lastInference.Store(time.Now().UnixMilli())
-}
-
-func msToNs(ms float64) uint64 {
-	if !(ms > 0) {
-		return 0
-	}
-	return uint64(math.Round(ms * 1e6))
 }
 
 // modelStatistics returns the statistics of session, or of every session the
