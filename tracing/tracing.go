@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -14,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 )
@@ -123,7 +125,7 @@ func Tracer() trace.Tracer {
 	return noopTracer
 }
 
-var noopTracer = trace.NewNoopTracerProvider().Tracer(ScopeName)
+var noopTracer = noop.NewTracerProvider().Tracer(ScopeName)
 
 // Propagator is the W3C trace context propagator (traceparent, tracestate)
 // the gateway reads and writes.
@@ -155,6 +157,5 @@ func DialOptions() []grpc.DialOption {
 // inferenceOnly keeps the KServe v2 inference calls and drops the health
 // probes and reflection, which would otherwise fill a trace store.
 func inferenceOnly(info *stats.RPCTagInfo) bool {
-	const prefix = "/inference.GRPCInferenceService/"
-	return len(info.FullMethodName) >= len(prefix) && info.FullMethodName[:len(prefix)] == prefix
+	return strings.HasPrefix(info.FullMethodName, "/inference.GRPCInferenceService/")
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -239,5 +238,3 @@ func tree(spans tracetest.SpanStubs, byID map[trace.SpanID]tracetest.SpanStub, r
 	}
 	return b.String()
 }
-
-var _ sdktrace.SpanExporter = (*tracetest.InMemoryExporter)(nil)
