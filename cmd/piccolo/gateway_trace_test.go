@@ -349,10 +349,7 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 	}
 	const before = 20 * time.Second
 	samplePath := write("sample.txt", record(50, 60*time.Second, 1).Offsets)
-	var step []time.Duration
-	for _, at := range record(50, before, 2).Offsets {
-		step = append(step, at)
-	}
+	step := append([]time.Duration(nil), record(50, before, 2).Offsets...)
 	for _, at := range record(100, 30*time.Second, 3).Offsets {
 		step = append(step, before+at)
 	}
