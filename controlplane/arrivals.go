@@ -6,7 +6,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/gateway"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // arrivals counts each session's requests at its source modules for the
@@ -14,30 +14,30 @@ import (
 // snapshots to its own Controller, the Consul control writes them to KV for
 // the cluster's scheduler.
 type arrivals struct {
-	mon   *control.RateMonitor
-	table atomic.Pointer[map[string][]*control.Counter] // session → its source modules' counters
+	mon   *replan.RateMonitor
+	table atomic.Pointer[map[string][]*replan.Counter] // session → its source modules' counters
 }
 
-func newArrivals(o control.MonitorOptions) (*arrivals, error) {
-	mon, err := control.NewRateMonitor(time.Now(), o)
+func newArrivals(o replan.MonitorOptions) (*arrivals, error) {
+	mon, err := replan.NewRateMonitor(time.Now(), o)
 	if err != nil {
 		return nil, err
 	}
 	a := &arrivals{mon: mon}
-	a.table.Store(&map[string][]*control.Counter{})
+	a.table.Store(&map[string][]*replan.Counter{})
 	return a, nil
 }
 
 // track resolves the Counters of each session's source modules of cfg (off
 // the request path: when a plan with new sessions goes live), each measuring
-// over its session's envelope window (control.EnvelopeWindow of the SLO and the
+// over its session's envelope window (replan.EnvelopeWindow of the SLO and the
 // module's configured rate).
 func (a *arrivals) track(cfg *api.Config) {
-	m := map[string][]*control.Counter{}
+	m := map[string][]*replan.Counter{}
 	for _, s := range cfg.Sessions {
 		for _, mod := range s.Modules {
 			if len(mod.After) == 0 {
-				m[s.Name] = append(m[s.Name], a.mon.Handle(s.Name, mod.Name, control.EnvelopeWindow(time.Duration(s.SLO), mod.Rate)))
+				m[s.Name] = append(m[s.Name], a.mon.Handle(s.Name, mod.Name, replan.EnvelopeWindow(time.Duration(s.SLO), mod.Rate)))
 			}
 		}
 	}

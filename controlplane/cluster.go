@@ -20,13 +20,13 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // ConsulControl is the control plane of `piccolo gateway --consul`
 // (docs/control-plane.md, "Distribution"): the gateway follows the plan the
 // cluster's scheduler publishes in Consul KV and, unless --schedule=false,
-// runs a scheduler candidate itself (scheduler/cluster.Scheduler), so one
+// runs a scheduler candidate itself (scheduler/cluster.Replanner), so one
 // gateway alone runs itself and several gateways elect one scheduler.
 //
 //   - follow (WatchPlan's goroutine): each new Record → LiveSwitch.Apply(its
@@ -47,7 +47,7 @@ type ConsulControl struct {
 	opts    dataplane.LiveOptions
 	ctx     context.Context
 	kv      *cluster.Client
-	sched   *cluster.Scheduler // nil with --schedule=false
+	sched   *cluster.Replanner // nil with --schedule=false
 	stopped chan struct{}      // closed when sched.Run has returned (lock released)
 	pipe    Pipeline
 	id      string
@@ -94,8 +94,8 @@ type ClusterOptions struct {
 
 	// Tests only: the control loop's options (Plan, Publish are set here), the
 	// rate monitor's, and a hook called with every plan made live.
-	Control control.Options
-	Monitor control.MonitorOptions
+	Control replan.Options
+	Monitor replan.MonitorOptions
 	OnPlan  func(PlanEvent)
 }
 
@@ -136,7 +136,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 		if id == "" {
 			id = "gateway-" + cc.id
 		}
-		cc.sched, err = cluster.NewScheduler(kv, cluster.SchedulerOptions{ID: id, Seed: cfg, Plan: pipe.Plan, Members: w,
+		cc.sched, err = cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, Plan: pipe.Plan, Members: w,
 			Control: o.Control, TTL: o.SchedulerTTL, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("--scheduler-ttl/--scheduler-id: %w", err)
@@ -145,7 +145,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	}
 	go cc.watch(ctx, membership.Updates(ctx, w))
 	go func() { _ = kv.WatchPlan(ctx, cc.follow) }()
-	go func() { _ = rates.mon.Run(ctx, control.SystemClock{}) }()
+	go func() { _ = rates.mon.Run(ctx, replan.SystemClock{}) }()
 
 	warn := time.NewTicker(5 * time.Second)
 	defer warn.Stop()
@@ -213,7 +213,7 @@ func (cc *ConsulControl) apply(rec *cluster.Record) bool {
 	if cc.latest.Load() != rec {
 		return true // superseded while waiting for the lock (a retry racing a newer record)
 	}
-	if cc.applied != nil && cc.applied.Config == rec.Config && control.SamePlan(cc.applied.Plan, rec.Plan) {
+	if cc.applied != nil && cc.applied.Config == rec.Config && replan.SamePlan(cc.applied.Plan, rec.Plan) {
 		// A new leader's first plan, or one re-published: the dispatch table
 		// stays; only what the record says about it changes.
 		cc.applied = rec
@@ -445,7 +445,7 @@ func (cc *ConsulControl) Runner() gateway.ModuleRunner {
 }
 
 // Scheduler is this gateway's scheduler candidate; nil when Schedule is false.
-func (cc *ConsulControl) Scheduler() *cluster.Scheduler { return cc.sched }
+func (cc *ConsulControl) Replanner() *cluster.Replanner { return cc.sched }
 
 // GatewayID is this gateway's id in Consul (ClusterOptions.GatewayID or its
 // default).

@@ -22,7 +22,7 @@
 //     only if OnConfig succeeded; otherwise the running config stays as it was.
 //   - Control makes changes live; its Apply is the store's OnConfig.
 //     EmbeddedControl (the scheduler inside the gateway; StartEmbedded runs
-//     the control loop, scheduler/control.Controller, with the config's static
+//     the control loop, scheduler/replan.Controller, with the config's static
 //     backends as members and returns once its first plan is live): the
 //     request path's arrival counters feed ObserveRates every 100 ms, so a
 //     sustained rise re-plans onto idle backends and a fall releases them;
@@ -71,6 +71,6 @@
 // control loop's Options.Covers. FilePlanner (`--plan FILE`) serves a plan
 // JSON checked once against the config. Both are immutable after their
 // constructor and safe from any goroutine. EmbeddedControl.StartTuner
-// (tuning.go, `--tune`) runs control.Tuner in its own goroutine, reading the
+// (tuning.go, `--tune`) runs replan.Tuner in its own goroutine, reading the
 // rate monitor's buckets and calling Controller.Tune (docs/traffic.md).
 package controlplane

@@ -20,13 +20,13 @@ import (
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // Static mode's control loop timing (docs/control-plane.md, "Re-planning
 // without Consul"). The rates are this gateway's own, handed to the controller
 // every StaticTick, so a sustained rise is re-planned within 2 s: after a step
-// to 2× the rate over the session's envelope window W (control.EnvelopeWindow)
+// to 2× the rate over the session's envelope window W (replan.EnvelopeWindow)
 // crosses planned×1.2 after 0.2 W and up to a 100 ms bucket of lag, stays
 // above for StaticSustainUp, the next tick plans (PlanForServing:
 // milliseconds, the burst simulation included) and the plan is live some
@@ -55,8 +55,8 @@ type EmbeddedOptions struct {
 	// are set here; Tick and SustainUp default to StaticTick and
 	// StaticSustainUp); Monitor the rate monitor. OnPlan, when set, is called
 	// with every plan made live. Tests shorten the hysteresis with them.
-	Control control.Options
-	Monitor control.MonitorOptions
+	Control replan.Options
+	Monitor replan.MonitorOptions
 	OnPlan  func(PlanEvent)
 	// ApplyWait bounds how long a config change waits for the control loop to
 	// make it live (default 30s).
@@ -65,7 +65,7 @@ type EmbeddedOptions struct {
 
 // EmbeddedControl is the Control of `piccolo gateway` without --consul: the
 // scheduler inside the gateway, over the config's static backends. It runs the
-// same control loop as the cluster's scheduler (control.Controller): the
+// same control loop as the cluster's scheduler (replan.Controller): the
 // static backends are its members, the request path's arrival counters feed
 // ObserveRates every tick, so a sustained rise of the rate is re-planned onto
 // idle backends and a fall releases them; each decision is placed
@@ -84,7 +84,7 @@ type EmbeddedControl struct {
 	live    dataplane.LiveOptions
 	ctx     context.Context
 	stop    context.CancelFunc // ends the control loop
-	ctl     *control.Controller
+	ctl     *replan.Controller
 	rates   *arrivals
 	wait    time.Duration
 	onPlan  func(PlanEvent)
@@ -142,7 +142,7 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 	}
 	co.Plan = pipe.Plan // a rate re-plan enters the pipeline at its plan step
 	co.Publish, co.Place, co.Failed, co.Logger = c.publish, c.place, c.failed, opts.Logger
-	if c.ctl, err = control.New(cfg, placement.Members(cfg.Backends), co); err != nil {
+	if c.ctl, err = replan.New(cfg, placement.Members(cfg.Backends), co); err != nil {
 		stop()
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 		return nil, ctx.Err()
 	}
 	opts.Metrics.SetMembership(cfg.Backends)
-	go func() { _ = rates.mon.Run(ctx, control.SystemClock{}) }()
+	go func() { _ = rates.mon.Run(ctx, replan.SystemClock{}) }()
 	go c.feed(ctx, co.Tick)
 	return c, nil
 }
@@ -205,7 +205,7 @@ func capacity(hw []placement.HardwareUse) map[string]int {
 }
 
 // publish is the controller's Publish: make r live on this gateway.
-func (c *EmbeddedControl) publish(r *control.Replan) error {
+func (c *EmbeddedControl) publish(r *replan.Replan) error {
 	c.mu.Lock()
 	full := *r.Config
 	full.Backends = c.backendsFor(r.Config, r.Plan)
@@ -381,22 +381,22 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 // that only fails at lowered measured rates is checked at the config's rates,
 // as the controller's fall-back would plan it; that plan is then handed over
 // at the config's rates and the controller plans at its own.
-func (c *EmbeddedControl) planChange(cfg, prev *api.Config) (*control.Planned, error) {
+func (c *EmbeddedControl) planChange(cfg, prev *api.Config) (*replan.Planned, error) {
 	present := presentHardware(cfg.Backends)
-	try := func(rates map[control.Key]float64) (*control.Planned, error) {
+	try := func(rates map[replan.Key]float64) (*replan.Planned, error) {
 		start := time.Now()
-		plan, err := c.pipe.Plan(control.OnlyPresent(control.WithRates(cfg, rates), present))
+		plan, err := c.pipe.Plan(replan.OnlyPresent(replan.WithRates(cfg, rates), present))
 		if plan == nil {
 			return nil, fmt.Errorf("plan: %w", err)
 		}
 		if err := Check(plan, cfg, c.sw.Plan(), prev); err != nil {
 			return nil, err
 		}
-		return &control.Planned{Plan: plan, Err: err, Rates: rates, Took: time.Since(start)}, nil
+		return &replan.Planned{Plan: plan, Err: err, Rates: rates, Took: time.Since(start)}, nil
 	}
 	rates := c.ctl.PlanningRates(cfg)
 	planned, err := try(rates)
-	if decl := control.Declared(cfg); err != nil && !maps.Equal(rates, decl) {
+	if decl := replan.Declared(cfg); err != nil && !maps.Equal(rates, decl) {
 		planned, err = try(decl)
 	}
 	if err == nil {
@@ -431,7 +431,7 @@ func placedOn(plan *api.Plan) []string { return slices.Sorted(plan.Backends()) }
 
 // Controller is the control loop (its Status: the last decision, the
 // measured rates, the counts by cause).
-func (c *EmbeddedControl) Controller() *control.Controller { return c.ctl }
+func (c *EmbeddedControl) Controller() *replan.Controller { return c.ctl }
 
 // LiveSwitch implements Control.
 func (c *EmbeddedControl) LiveSwitch() *dataplane.LiveSwitch { return c.sw }

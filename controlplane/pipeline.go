@@ -10,7 +10,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -29,7 +29,7 @@ type Planner func(cfg *api.Config) (*api.Plan, error)
 // path"): fuse → plan → check → place → apply, each step once per change, the
 // plan passed along. The gateway's Control runs the first three here (Fuse,
 // Plan, Check) on ConfigStore.Update's goroutine and hands the checked plan to
-// the control loop (control.Controller.SetPlanned), which places it
+// the control loop (replan.Controller.SetPlanned), which places it
 // (Options.Place) and applies it (Options.Publish: LiveSwitch.Apply). A rate
 // re-plan enters at Plan: the control loop's planner is Pipeline.Plan. Every
 // entry (admin API, -c file watcher, Consul KV, the rate controller) takes this
@@ -94,7 +94,7 @@ func (p Pipeline) Plan(cfg *api.Config) (*api.Plan, error) {
 // burstTarget 0 means DefaultBurstTarget. `piccolo gateway`, `piccolo scheduler`
 // and the demo plan with it.
 func PlanForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64) (*api.Plan, error) {
-	cfg = control.OnlyPresent(cfg, presentHardware(cfg.Backends))
+	cfg = replan.OnlyPresent(cfg, presentHardware(cfg.Backends))
 	if opts.MaxUtilization != 0 {
 		return scheduler.Plan(cfg, opts)
 	}

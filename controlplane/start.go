@@ -11,7 +11,7 @@ import (
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // GatewayOptions configure StartGateway: the config pipeline's planner and
@@ -30,8 +30,8 @@ type GatewayOptions struct {
 
 	// Tests only: the control loop's and the rate monitor's options, and a
 	// hook called with every plan made live.
-	Control control.Options
-	Monitor control.MonitorOptions
+	Control replan.Options
+	Monitor replan.MonitorOptions
 	OnPlan  func(PlanEvent)
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -29,7 +29,7 @@ import (
 // A re-plan keeps the burst provisioning. At the config's own rates (the
 // first plan, a config change that leaves the traced session's rate alone)
 // it plans for the trace as given. At a measured rate (the control loop
-// plans for the arrival envelope it measured, control.RateMonitor) it plans
+// plans for the arrival envelope it measured, replan.RateMonitor) it plans
 // for the trace scaled to that rate: replayed faster or slower by measured
 // envelope / the trace's own envelope (Envelope, its busiest window as the
 // monitor measures it), the factor new mean / trace mean for a process of
@@ -109,14 +109,14 @@ func NewTracePlanner(cfg *api.Config, o TracePlannerOptions) (*TracePlanner, err
 		}
 	}
 	o.Load.Session = name
-	peak := o.Trace.PeakRate(control.EnvelopeWindow(time.Duration(s.SLO), declared), o.Load.Duration)
+	peak := o.Trace.PeakRate(replan.EnvelopeWindow(time.Duration(s.SLO), declared), o.Load.Duration)
 	return &TracePlanner{trace: o.Trace, search: o.Search, target: o.Target, opts: o.Options, load: o.Load, session: name,
 		declared: declared, mean: mean, envelope: max(peak, mean) / mean, source: source, tables: o.Tables}, nil
 }
 
 // Envelope is the traced session's rate at the config's own rate as the
 // control loop's rate monitor measures it (req/s): the trace's busiest window
-// of the monitor's length (control.EnvelopeWindow of the session's SLO and
+// of the monitor's length (replan.EnvelopeWindow of the session's SLO and
 // configured rate) in the planned stretch. The trace plan carries it.
 func (tp *TracePlanner) Envelope() float64 { return tp.envelope * tp.mean }
 
@@ -126,9 +126,9 @@ func (tp *TracePlanner) Envelope() float64 { return tp.envelope * tp.mean }
 // scaled to each module's share of the session's rate), not its mean, so the
 // trace's own bursts do not re-plan; at a measured rate the plan was scaled
 // to it, and carries it.
-func (tp *TracePlanner) Covers(rates map[control.Key]float64) map[control.Key]float64 {
+func (tp *TracePlanner) Covers(rates map[replan.Key]float64) map[replan.Key]float64 {
 	out := maps.Clone(rates)
-	src := rates[control.Key{Session: tp.session, Module: tp.source}]
+	src := rates[replan.Key{Session: tp.session, Module: tp.source}]
 	if tp.Scale(src) != 1 || tp.declared <= 0 {
 		return out
 	}
@@ -157,7 +157,7 @@ func (tp *TracePlanner) Scale(rate float64) float64 {
 // and the shortfall written to Tables: serving the best plan there is beats
 // serving none.
 func (tp *TracePlanner) Plan(cfg *api.Config) (*api.Plan, error) {
-	cfg = control.OnlyPresent(cfg, presentHardware(cfg.Backends))
+	cfg = replan.OnlyPresent(cfg, presentHardware(cfg.Backends))
 	_, rate, err := simulate.SessionRate(cfg, tp.session)
 	if err != nil {
 		return nil, err
@@ -200,8 +200,8 @@ func (tp *TracePlanner) Plan(cfg *api.Config) (*api.Plan, error) {
 // Safe from any goroutine.
 type FilePlanner struct {
 	plan     *api.Plan
-	rates    map[control.Key]float64 // the rates plan was made for
-	declared map[control.Key]float64 // the config's rates at start
+	rates    map[replan.Key]float64 // the rates plan was made for
+	declared map[replan.Key]float64 // the config's rates at start
 	fallback Planner
 }
 
@@ -225,7 +225,7 @@ func NewFilePlanner(cfg *api.Config, plan *api.Plan, fallback Planner) (*FilePla
 			bad = append(bad, fmt.Sprintf("session %q is in the plan but not in the config", sp.Name))
 		}
 	}
-	rates := map[control.Key]float64{}
+	rates := map[replan.Key]float64{}
 	for _, s := range cfg.Sessions {
 		sp, ok := planned[s.Name]
 		switch {
@@ -249,23 +249,23 @@ func NewFilePlanner(cfg *api.Config, plan *api.Plan, fallback Planner) (*FilePla
 			if !servesModel(m, mp.Model) {
 				bad = append(bad, fmt.Sprintf("session %q module %q: the plan runs model %q, the config allows %s", s.Name, m.Name, mp.Model, strings.Join(models(m), ", ")))
 			}
-			rates[control.Key{Session: s.Name, Module: m.Name}] = mp.Rate
+			rates[replan.Key{Session: s.Name, Module: m.Name}] = mp.Rate
 		}
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("--plan does not match the config: %s", strings.Join(bad, "; "))
 	}
-	if err := scheduler.Check(control.WithRates(cfg, rates), plan); err != nil {
+	if err := scheduler.Check(replan.WithRates(cfg, rates), plan); err != nil {
 		return nil, fmt.Errorf("--plan fails its check against the config at the plan's rates: %w", err)
 	}
-	return &FilePlanner{plan: plan, rates: rates, declared: control.Declared(cfg), fallback: fallback}, nil
+	return &FilePlanner{plan: plan, rates: rates, declared: replan.Declared(cfg), fallback: fallback}, nil
 }
 
 // Plan returns the file's plan (a copy) when every module of cfg runs at
 // the config's own rate or at most at the rate the plan was made for, else
 // Fallback's plan for cfg.
 func (fp *FilePlanner) Plan(cfg *api.Config) (*api.Plan, error) {
-	for k, r := range control.Declared(cfg) {
+	for k, r := range replan.Declared(cfg) {
 		if pr, ok := fp.rates[k]; !ok || (r > pr*(1+1e-9) && r != fp.declared[k]) {
 			return fp.fallback(cfg)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -57,11 +57,11 @@ func TestTracePlannerReplanKeepsBursts(t *testing.T) {
 	// The envelope the rate monitor would measure on this trace, doubled.
 	_, mean := tr.MeanRate(0)
 	env := tp.Envelope()
-	if want := tr.PeakRate(control.EnvelopeWindow(900*time.Millisecond, 50), 0); env != want {
+	if want := tr.PeakRate(replan.EnvelopeWindow(900*time.Millisecond, 50), 0); env != want {
 		t.Errorf("envelope %.4g req/s, want the busiest monitor window %.4g", env, want)
 	}
-	keys := map[control.Key]float64{{Session: "paper-chain", Module: "m2"}: 50, {Session: "paper-chain", Module: "m3"}: 50}
-	if c := tp.Covers(keys); c[control.Key{Session: "paper-chain", Module: "m3"}] != env {
+	keys := map[replan.Key]float64{{Session: "paper-chain", Module: "m2"}: 50, {Session: "paper-chain", Module: "m3"}: 50}
+	if c := tp.Covers(keys); c[replan.Key{Session: "paper-chain", Module: "m3"}] != env {
 		t.Errorf("covers at the config's rates: %v, want both modules at the envelope %.4g", c, env)
 	}
 	if env < 1.2*mean {
@@ -70,7 +70,7 @@ func TestTracePlannerReplanKeepsBursts(t *testing.T) {
 	if s := tp.Scale(2 * env); s < 1.99 || s > 2.01 {
 		t.Errorf("scale at twice the trace's envelope: %.4g, want 2", s)
 	}
-	measured := control.WithRates(cfg, map[control.Key]float64{{Session: "paper-chain", Module: "m2"}: 2 * env, {Session: "paper-chain", Module: "m3"}: 2 * env})
+	measured := replan.WithRates(cfg, map[replan.Key]float64{{Session: "paper-chain", Module: "m2"}: 2 * env, {Session: "paper-chain", Module: "m3"}: 2 * env})
 	replan, err := tp.Plan(measured)
 	if err != nil {
 		t.Fatal(err)

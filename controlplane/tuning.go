@@ -9,7 +9,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // Sample is the trace the plan for the traced session at rate req/s was
@@ -36,9 +36,9 @@ func (tp *TracePlanner) Sample(rate float64) (*arrival.Trace, error) {
 
 // Hold is the control loop's Options.Hold when the Tuner runs: the traced
 // session's modules, whose rate band the Tuner judges instead.
-func (tp *TracePlanner) Hold(k control.Key) bool { return k.Session == tp.session }
+func (tp *TracePlanner) Hold(k replan.Key) bool { return k.Session == tp.session }
 
-// StartTuner runs InferLine's Tuner (control.Tuner, docs/traffic.md "The
+// StartTuner runs InferLine's Tuner (replan.Tuner, docs/traffic.md "The
 // tuner") on the traced session of this gateway until ctx ends: every
 // monitor bucket it reads the session's arrivals (the rate monitor's closed
 // buckets), checks them against the envelope of the trace the served plan was
@@ -49,7 +49,7 @@ func (tp *TracePlanner) Hold(k control.Key) bool { return k.Session == tp.sessio
 // planned. The control loop must hold the session's rate band (Options.Hold =
 // tp.Hold). Errors: the session has no arrival counter.
 func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) error {
-	var counter *control.Counter
+	var counter *replan.Counter
 	for _, ctr := range (*c.rates.table.Load())[tp.session] {
 		if ctr.Key().Module == tp.source {
 			counter = ctr
@@ -65,7 +65,7 @@ func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) erro
 		t := time.NewTicker(bucket)
 		defer t.Stop()
 		var (
-			tu   *control.Tuner
+			tu   *replan.Tuner
 			base *api.Plan
 			pos  int64 = -1
 			buf  []int64
@@ -79,10 +79,10 @@ func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) erro
 				if last == nil {
 					continue
 				}
-				if last.Cause != control.CauseTune && last.Unplaced != base {
-					sample, err := tp.Sample(last.Rates[control.Key{Session: tp.session, Module: tp.source}])
+				if last.Cause != replan.CauseTune && last.Unplaced != base {
+					sample, err := tp.Sample(last.Rates[replan.Key{Session: tp.session, Module: tp.source}])
 					if err == nil {
-						tu, err = control.NewTuner(last.Unplaced, tp.session, slo, sample, now)
+						tu, err = replan.NewTuner(last.Unplaced, tp.session, slo, sample, now)
 					}
 					if err != nil {
 						c.log.Warn("tuner off for this plan", zap.Error(err))

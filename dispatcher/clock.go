@@ -9,12 +9,12 @@ import (
 // and no socket; it acts when Submit is called, when a timer it armed fires,
 // and when a Batch is done.
 //
-// scheduler/control has a Clock of its own (Now and Tick), and the two stay
+// scheduler/replan has a Clock of its own (Now and Tick), and the two stay
 // apart on purpose: each is the small interface its consumer needs, defined
 // where it is consumed. The data plane needs one-shot timers it can re-arm
 // without allocating and that a virtual clock can run as a discrete-event
 // simulation; the control plane needs periodic ticks, faked in its tests. The
-// wall clock is the same for both: SystemClock here and control.SystemClock
+// wall clock is the same for both: SystemClock here and replan.SystemClock
 // there are each time.Now plus the standard library's timers.
 type Clock interface {
 	// Now returns the current time.

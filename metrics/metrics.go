@@ -486,7 +486,7 @@ var (
 )
 
 // LeaderGauge is piccolo_scheduler_leader: 1 while leading() (the cluster's
-// elected scheduler: cluster.Scheduler.Leading), else 0.
+// elected scheduler: cluster.Replanner.Leading), else 0.
 func LeaderGauge(leading func() bool) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: SchedulerLeader,
 		Help: "1 when this process is the cluster's elected scheduler, else 0 (--consul)."},

@@ -20,7 +20,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // autoscaler plays a cluster autoscaler (KEDA or an HPA on
@@ -134,9 +134,9 @@ func TestAutoscaleLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs := newPlanEvents()
-	url := startConsulGateway(t, ctx, cfgPath, agent.Addr(), control.Options{Tick: 250 * time.Millisecond,
+	url := startConsulGateway(t, ctx, cfgPath, agent.Addr(), replan.Options{Tick: 250 * time.Millisecond,
 		SustainUp: time.Second, SustainDown: 2 * time.Second},
-		control.MonitorOptions{Horizon: 2 * time.Second}, evs)
+		replan.MonitorOptions{Horizon: 2 * time.Second}, evs)
 	as := &autoscaler{t: t, url: url, cfgPath: cfgPath, consul: agent.Addr(), hardware: "v100",
 		startDelay: 3 * time.Second, cooldown: 10 * time.Second}
 	actx, stopScaler := context.WithCancel(ctx)

@@ -19,7 +19,7 @@ import (
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -317,9 +317,9 @@ func spareFor(t *testing.T, base string, plan *api.Plan, pool map[string]int) []
 // exactly their machines it could only stack more machines on the same
 // backends); (c) is the mean-rate plan with overflow to spares and the
 // control loop's re-planning, as the gateway runs by default.
-func burstControl(spare bool) control.Options {
+func burstControl(spare bool) replan.Options {
 	if !spare {
-		return control.Options{SustainUp: time.Hour}
+		return replan.Options{SustainUp: time.Hour}
 	}
-	return control.Options{}
+	return replan.Options{}
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/controlplane"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // schedulerHelperEnv switches the test binary into a `piccolo scheduler` child
@@ -30,7 +30,7 @@ func TestHelperSchedulerProcess(t *testing.T) {
 	var h struct{ Config, Consul, ID string }
 	helperMain(t, schedulerHelperEnv, &h, func(ctx context.Context) error {
 		o := &schedulerOptions{files: []string{h.Config}, consul: h.Consul, prefix: "piccolo", id: h.ID, ttl: 2 * time.Second,
-			policy: "piccolo", burst: 0.999, logFmt: "json", control: control.Options{Period: -1}}
+			policy: "piccolo", burst: 0.999, logFmt: "json", control: replan.Options{Period: -1}}
 		return runScheduler(ctx, o, func(string) { fmt.Println("READY") })
 	})
 }
@@ -118,7 +118,7 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 	scheds["sched-b"] = startSchedulerProc(t, cfgPath, agent.Addr(), "sched-b")
 	// Wait until both gateways see all four backends and serve the same plan.
 	deadline := time.Now().Add(20 * time.Second)
-	for len(membersOf(t, url1)) < 4 || len(membersOf(t, url2)) < 4 || !control.SamePlan(adminPlan(t, url1), adminPlan(t, url2)) {
+	for len(membersOf(t, url1)) < 4 || len(membersOf(t, url2)) < 4 || !replan.SamePlan(adminPlan(t, url1), adminPlan(t, url2)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the two gateways serve different plans:\n%v\n%v", placedOn(adminPlan(t, url1)), placedOn(adminPlan(t, url2)))
 		}
@@ -190,7 +190,7 @@ func TestClusterTwoGatewaysStandbyScheduler(t *testing.T) {
 	if st, b := adminDo(t, url1, "PUT", "/admin/sessions/s", "tok", "name: s\nslo: 500ms\nmodules:\n  - {name: d, model: nope, rate: 240}\n"); st != 400 {
 		t.Errorf("PUT with an unknown model: %d %s, want 400", st, b)
 	}
-	if after := adminPlan(t, url1); !control.SamePlan(before, after) {
+	if after := adminPlan(t, url1); !replan.SamePlan(before, after) {
 		t.Errorf("an invalid PUT changed the plan")
 	}
 	put := time.Now()
@@ -273,8 +273,8 @@ func TestClusterGatewayLeaderStopsCleanly(t *testing.T) {
 	ctx2, stop2 := context.WithCancel(context.Background())
 	defer stop2()
 	ev1, ev2 := newPlanEvents(), newPlanEvents()
-	url1 := startConsulGateway(t, ctx1, cfgPath, agent.Addr(), control.Options{}, control.MonitorOptions{}, ev1)
-	url2 := startConsulGateway(t, ctx2, cfgPath, agent.Addr(), control.Options{}, control.MonitorOptions{}, ev2)
+	url1 := startConsulGateway(t, ctx1, cfgPath, agent.Addr(), replan.Options{}, replan.MonitorOptions{}, ev1)
+	url2 := startConsulGateway(t, ctx2, cfgPath, agent.Addr(), replan.Options{}, replan.MonitorOptions{}, ev2)
 	leading := func(url string) bool {
 		return metricLine(t, url, "piccolo_scheduler_leader") == "piccolo_scheduler_leader 1"
 	}

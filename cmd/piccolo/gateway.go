@@ -25,7 +25,7 @@ import (
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/tracing"
 )
 
@@ -77,8 +77,8 @@ type gatewayOptions struct {
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
-	control control.Options
-	monitor control.MonitorOptions
+	control replan.Options
+	monitor replan.MonitorOptions
 	onPlan  func(controlplane.PlanEvent)
 }
 
@@ -325,8 +325,8 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 			return err
 		}
 	}
-	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Scheduler() != nil {
-		reg.MustRegister(metrics.LeaderGauge(cc.Scheduler().Leading))
+	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Replanner() != nil {
+		reg.MustRegister(metrics.LeaderGauge(cc.Replanner().Leading))
 	}
 	reg.MustRegister(sw)
 	plan := sw.Plan()

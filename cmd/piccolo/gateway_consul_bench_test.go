@@ -12,7 +12,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // BenchmarkMembershipChangeToLive measures, over b.N membership changes, the
@@ -59,7 +59,7 @@ func BenchmarkMembershipChangeToLive(b *testing.B) {
 		register(id, addrOf[id])
 	}
 	evs := newPlanEvents()
-	url := startConsulGateway(b, ctx, cfgPath, agent.Addr(), control.Options{}, control.MonitorOptions{}, evs)
+	url := startConsulGateway(b, ctx, cfgPath, agent.Addr(), replan.Options{}, replan.MonitorOptions{}, evs)
 	waitMembers := func(n int) {
 		deadline := time.Now().Add(20 * time.Second)
 		for len(membersOf(b, url)) != n {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/internal/consultest"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // twoHardwareConfig declares v100 and t4, but the test runs only v100
@@ -54,7 +54,7 @@ func TestGatewayConsulRefusesChangeOnlyAbsentHardwareServes(t *testing.T) {
 	startBackendProc(t, cfgPath, "v100", agent.Addr(), "gpu-0")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	url := startConsulGateway(t, ctx, cfgPath, agent.Addr(), control.Options{}, control.MonitorOptions{}, newPlanEvents())
+	url := startConsulGateway(t, ctx, cfgPath, agent.Addr(), replan.Options{}, replan.MonitorOptions{}, newPlanEvents())
 	deadline := time.Now().Add(20 * time.Second)
 	for len(membersOf(t, url)) < 1 {
 		if time.Now().After(deadline) {
@@ -82,7 +82,7 @@ func TestGatewayConsulRefusesChangeOnlyAbsentHardwareServes(t *testing.T) {
 	if st != 422 || !strings.Contains(body, `session \"s\" cannot be planned`) {
 		t.Errorf("PUT of an SLO only the absent t4 meets: %d %s, want 422 naming session s", st, body)
 	}
-	if after := adminPlan(t, url); !control.SamePlan(before, after) || after.Sessions[0].SLOMs != 400 {
+	if after := adminPlan(t, url); !replan.SamePlan(before, after) || after.Sessions[0].SLOMs != 400 {
 		t.Errorf("the refused change altered the plan: SLO %v ms", after.Sessions[0].SLOMs)
 	}
 	if st, b := adminDo(t, url, "POST", "/v2/models/s/infer", "", inferBody); st != 200 {

@@ -21,7 +21,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // helperEnv switches the test binary into a `piccolo backend` child process
@@ -334,7 +334,7 @@ sessions:
 
 // startConsulGateway runs `piccolo gateway --consul` in-process and returns
 // its HTTP base URL; with consul "", `piccolo gateway` on its static backends.
-func startConsulGateway(t testing.TB, ctx context.Context, cfgPath, consul string, ctl control.Options, mon control.MonitorOptions,
+func startConsulGateway(t testing.TB, ctx context.Context, cfgPath, consul string, ctl replan.Options, mon replan.MonitorOptions,
 	evs *planEvents) string {
 	t.Helper()
 	o := &gatewayOptions{files: []string{cfgPath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo",
@@ -395,7 +395,7 @@ func TestGatewayConsulBackendKilled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs := newPlanEvents()
-	url := startConsulGateway(t, ctx, cfgPath, agent.Addr(), control.Options{}, control.MonitorOptions{}, evs)
+	url := startConsulGateway(t, ctx, cfgPath, agent.Addr(), replan.Options{}, replan.MonitorOptions{}, evs)
 	// The gateway starts with whoever registered first; wait for all four.
 	deadline := time.Now().Add(20 * time.Second)
 	for len(membersOf(t, url)) < 4 {
@@ -425,8 +425,8 @@ func TestGatewayConsulBackendKilled(t *testing.T) {
 	liveIn := after.Live.Sub(after.Trigger)
 	t.Logf("SIGKILL → Consul reported the change: %v; → new plan live: %v (%v after the report); cause %s, now on %v",
 		reported.Round(time.Millisecond), outIn.Round(time.Millisecond), liveIn.Round(time.Millisecond), after.Cause, placedOn(after.Plan))
-	if after.Cause != control.CauseMembership {
-		t.Errorf("re-plan cause %q, want %q", after.Cause, control.CauseMembership)
+	if after.Cause != replan.CauseMembership {
+		t.Errorf("re-plan cause %q, want %q", after.Cause, replan.CauseMembership)
 	}
 	if outIn > 5*time.Second {
 		t.Errorf("killed backend out of the dispatch table after %v, want ≤ 5 s", outIn)
@@ -502,9 +502,9 @@ func TestGatewayConsulRateStep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs := newPlanEvents()
-	url := startConsulGateway(t, ctx, cfgPath, agent.Addr(), control.Options{Tick: 250 * time.Millisecond,
+	url := startConsulGateway(t, ctx, cfgPath, agent.Addr(), replan.Options{Tick: 250 * time.Millisecond,
 		SustainUp: time.Second, SustainDown: 2 * time.Second},
-		control.MonitorOptions{Horizon: 2 * time.Second}, evs)
+		replan.MonitorOptions{Horizon: 2 * time.Second}, evs)
 	var cur atomic.Value
 	cur.Store(rate)
 	lctx, stopLoad := context.WithCancel(ctx)
@@ -516,7 +516,7 @@ func TestGatewayConsulRateStep(t *testing.T) {
 	stepUp := time.Now()
 	cur.Store(2 * rate)
 	up := evs.waitPlan(t, 10*time.Second, "cause rate and a higher cost", func(e controlplane.PlanEvent) bool {
-		return e.Cause == control.CauseRate && e.Plan.TotalCost > base.Plan.TotalCost*1.4
+		return e.Cause == replan.CauseRate && e.Plan.TotalCost > base.Plan.TotalCost*1.4
 	})
 	t.Logf("R→2R: rate plan live after %v: cost %.2f → %.2f, backends %v → %v", up.Live.Sub(stepUp).Round(time.Millisecond),
 		base.Plan.TotalCost, up.Plan.TotalCost, placedOn(base.Plan), placedOn(up.Plan))
@@ -525,7 +525,7 @@ func TestGatewayConsulRateStep(t *testing.T) {
 	stepDown := time.Now()
 	cur.Store(rate)
 	down := evs.waitPlan(t, 10*time.Second, "cause rate and a lower cost", func(e controlplane.PlanEvent) bool {
-		return e.Cause == control.CauseRate && e.Plan.TotalCost < high.Plan.TotalCost*0.8
+		return e.Cause == replan.CauseRate && e.Plan.TotalCost < high.Plan.TotalCost*0.8
 	})
 	t.Logf("2R→R: rate plan live after %v: cost %.2f → %.2f, backends %v → %v", down.Live.Sub(stepDown).Round(time.Millisecond),
 		high.Plan.TotalCost, down.Plan.TotalCost, placedOn(high.Plan), placedOn(down.Plan))

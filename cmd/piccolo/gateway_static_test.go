@@ -14,7 +14,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // staticStepConfig is consulTestConfig's session on a static backends list.
@@ -46,8 +46,8 @@ func TestGatewayStaticRateStep(t *testing.T) {
 	defer cancel()
 	evs := newPlanEvents()
 	// startConsulGateway without a Consul address: the embedded control.
-	url := startConsulGateway(t, ctx, cfgPath, "", control.Options{SustainDown: 2 * time.Second},
-		control.MonitorOptions{Horizon: 2 * time.Second}, evs)
+	url := startConsulGateway(t, ctx, cfgPath, "", replan.Options{SustainDown: 2 * time.Second},
+		replan.MonitorOptions{Horizon: 2 * time.Second}, evs)
 
 	var cur atomic.Value
 	cur.Store(rate)
@@ -60,7 +60,7 @@ func TestGatewayStaticRateStep(t *testing.T) {
 	stepUp := time.Now()
 	cur.Store(2 * rate)
 	up := evs.waitPlan(t, 10*time.Second, "cause rate and a higher cost", func(e controlplane.PlanEvent) bool {
-		return e.Cause == control.CauseRate && e.Plan.TotalCost > first.Plan.TotalCost*1.4
+		return e.Cause == replan.CauseRate && e.Plan.TotalCost > first.Plan.TotalCost*1.4
 	})
 	took := up.Live.Sub(stepUp)
 	// The metrics agree: piccolo_plan_timestamp_seconds is when the plan went live.
@@ -80,7 +80,7 @@ func TestGatewayStaticRateStep(t *testing.T) {
 	stepDown := time.Now()
 	cur.Store(rate)
 	down := evs.waitPlan(t, 15*time.Second, "cause rate and a lower cost", func(e controlplane.PlanEvent) bool {
-		return e.Cause == control.CauseRate && e.Plan.TotalCost < high.Plan.TotalCost*0.8
+		return e.Cause == replan.CauseRate && e.Plan.TotalCost < high.Plan.TotalCost*0.8
 	})
 	t.Logf("2R→R: rate plan live %v after the step: cost %.2f → %.2f, backends %v → %v", down.Live.Sub(stepDown).Round(time.Millisecond),
 		high.Plan.TotalCost, down.Plan.TotalCost, placedOn(high.Plan), placedOn(down.Plan))

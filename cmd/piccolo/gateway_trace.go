@@ -15,7 +15,7 @@ import (
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -39,7 +39,7 @@ func addGatewayTraceFlags(f *pflag.FlagSet, o *gatewayOptions) {
 }
 
 // planner returns the plan step the gateway's flags ask for, the rates its
-// plans carry for the control loop's band (control.Options.Covers; nil: the
+// plans carry for the control loop's band (replan.Options.Covers; nil: the
 // planned rates) and whether the fuse step runs: with --trace,
 // controlplane.TracePlanner (the trace plan, re-planned for the trace scaled
 // to a measured rate; it carries the trace's envelope); with --plan,
@@ -47,7 +47,7 @@ func addGatewayTraceFlags(f *pflag.FlagSet, o *gatewayOptions) {
 // of the config's modules as written); else PlanForServing. Errors name the
 // flag: --trace flags without --trace, --trace with --plan, an unreadable
 // trace or plan, a plan that does not match the config.
-func (o *gatewayOptions) planner(cfg *api.Config, opts scheduler.Options, flush dispatcher.Flush, tables io.Writer) (controlplane.Planner, func(map[control.Key]float64) map[control.Key]float64, bool, error) {
+func (o *gatewayOptions) planner(cfg *api.Config, opts scheduler.Options, flush dispatcher.Flush, tables io.Writer) (controlplane.Planner, func(map[replan.Key]float64) map[replan.Key]float64, bool, error) {
 	serving := func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, opts, o.burst) }
 	if o.trace.file == "" {
 		if o.tune {

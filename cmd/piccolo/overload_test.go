@@ -20,7 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // overloadProfile is issue 11's overload case (simulate/testdata/overload.yaml:
@@ -89,7 +89,7 @@ func startPool(t testing.TB, ctx context.Context, configText string, n int, edit
 
 // onePlan holds the static control loop's rate re-plan off, for a test whose
 // premise is one plan (a spare the plan leaves idle; a machine kept busy).
-func onePlan(o *gatewayOptions) { o.control = control.Options{SustainUp: time.Hour} }
+func onePlan(o *gatewayOptions) { o.control = replan.Options{SustainUp: time.Hour} }
 
 // openLoop is what an overload run measured (piccolo loadgen -o json).
 type openLoop struct {

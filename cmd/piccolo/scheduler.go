@@ -20,7 +20,7 @@ import (
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // schedulerOptions are the flags of `piccolo scheduler`.
@@ -36,7 +36,7 @@ type schedulerOptions struct {
 	logFmt  string
 	listen  string
 
-	control control.Options // tests: the control loop's tuning
+	control replan.Options // tests: the control loop's tuning
 }
 
 func newSchedulerCmd() *cobra.Command {
@@ -121,7 +121,7 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 		id = "scheduler-" + cluster.DefaultID()
 	}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	sched, err := cluster.NewScheduler(kv, cluster.SchedulerOptions{ID: id, Seed: cfg, TTL: o.ttl, Logger: log, Control: o.control,
+	sched, err := cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, TTL: o.ttl, Logger: log, Control: o.control,
 		Plan: func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }})
 	if err != nil {
 		return err

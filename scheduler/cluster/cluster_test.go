@@ -12,7 +12,7 @@ import (
 	"github.com/piccolo-serving/piccolo/internal/consultest"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 const testConfig = `
@@ -92,10 +92,10 @@ func (r *records) wait(t *testing.T, timeout time.Duration, what string, ok func
 	}
 }
 
-func startCandidate(t *testing.T, ctx context.Context, c *cluster.Client, id string, seed *api.Config) (*cluster.Scheduler, <-chan struct{}) {
+func startCandidate(t *testing.T, ctx context.Context, c *cluster.Client, id string, seed *api.Config) (*cluster.Replanner, <-chan struct{}) {
 	t.Helper()
-	s, err := cluster.NewScheduler(c, cluster.SchedulerOptions{ID: id, Seed: seed, Plan: planner,
-		Members: membership.Static(seed.Backends, seed.Hardware), Control: control.Options{Period: -1}})
+	s, err := cluster.NewReplanner(c, cluster.ReplannerOptions{ID: id, Seed: seed, Plan: planner,
+		Members: membership.Static(seed.Backends, seed.Hardware), Control: replan.Options{Period: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestElectionFailoverAndConfigChange(t *testing.T) {
 	ctxA, stopA := context.WithCancel(root)
 	a, doneA := startCandidate(t, ctxA, newClient(t, agent.Addr()), "cand-a", cfg)
 	first := recs.wait(t, 20*time.Second, "a first plan", func(*cluster.Record) bool { return true })
-	if first.Leader != "cand-a" || first.Cause != control.CauseInitial {
+	if first.Leader != "cand-a" || first.Cause != replan.CauseInitial {
 		t.Fatalf("first record: leader %q cause %q; want cand-a, initial", first.Leader, first.Cause)
 	}
 	if !a.Leading() {
@@ -202,7 +202,7 @@ func TestElectionFailoverAndConfigChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = recs.wait(t, 10*time.Second, "the new config's index", func(r *cluster.Record) bool { return r.ConfigIndex >= newIdx })
-	if rec.Cause != control.CauseConfig || rec.Plan.Sessions[0].SLOMs != 400 {
+	if rec.Cause != replan.CauseConfig || rec.Plan.Sessions[0].SLOMs != 400 {
 		t.Fatalf("after the config change: cause %q, SLO %v ms; want config, 400", rec.Cause, rec.Plan.Sessions[0].SLOMs)
 	}
 }
@@ -254,13 +254,13 @@ func TestDeposedLeaderCannotPublish(t *testing.T) {
 func TestExpandRates(t *testing.T) {
 	cfg := loadTestConfig(t)
 	cfg.Sessions[0].Modules[1].Rate = 150 // b: 3 items per request (fan-out)
-	s := control.Snapshot{Horizon: 30 * time.Second,
-		Rates: []control.ModuleRate{{Session: "s", Module: "a", Window: time.Second, Current: 10, Envelope: 20, Mean: 8}}}
+	s := replan.Snapshot{Horizon: 30 * time.Second,
+		Rates: []replan.ModuleRate{{Session: "s", Module: "a", Window: time.Second, Current: 10, Envelope: 20, Mean: 8}}}
 	got := cluster.ExpandRates(cfg, s).Envelopes()
-	if got[control.Key{Session: "s", Module: "a"}] != 20 || got[control.Key{Session: "s", Module: "b"}] != 60 {
+	if got[replan.Key{Session: "s", Module: "a"}] != 20 || got[replan.Key{Session: "s", Module: "b"}] != 60 {
 		t.Fatalf("expanded envelopes %v; want a 20, b 60", got)
 	}
-	if cur := cluster.ExpandRates(cfg, s).Current(); cur[control.Key{Session: "s", Module: "b"}] != 30 {
+	if cur := cluster.ExpandRates(cfg, s).Current(); cur[replan.Key{Session: "s", Module: "b"}] != 30 {
 		t.Fatalf("expanded current rates %v; want b 30", cur)
 	}
 }

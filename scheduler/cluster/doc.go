@@ -20,7 +20,7 @@
 //	                           deposed leader cannot overwrite its successor).
 //	<prefix>/scheduler/leader  the lock; its value names the leader.
 //	<prefix>/rates/<gateway>   each gateway's rate monitor snapshot (JSON,
-//	                           control.Snapshot), rewritten every second.
+//	                           replan.Snapshot), rewritten every second.
 //
 // Roles:
 //
@@ -29,8 +29,8 @@
 //     Client.PutRates reports the gateway's measured rates; Client.PutConfig
 //     publishes an operator's change (check-and-set on the config's index).
 //   - Candidate (a gateway with its scheduler on, or `piccolo scheduler`):
-//     Scheduler.Run campaigns for the lock; while it leads it runs a
-//     control.Controller fed by the Consul membership, the config key and the
+//     Replanner.Run campaigns for the lock; while it leads it runs a
+//     replan.Controller fed by the Consul membership, the config key and the
 //     rates keys, and publishes each decision as a Record. A standby
 //     candidate blocks on the lock and takes over when the leader's session
 //     ends.

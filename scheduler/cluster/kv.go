@@ -14,7 +14,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
 // DefaultPrefix is the KV prefix of a cluster when Options.Prefix is empty.
@@ -83,7 +83,7 @@ type Record struct {
 	Version uint64 `json:"version"`
 	// Leader is the id of the scheduler that published it.
 	Leader string `json:"leader"`
-	// Cause is the re-plan cause (control.Cause*).
+	// Cause is the re-plan cause (replan.Cause*).
 	Cause string `json:"cause"`
 	// Trigger is when the leader saw the cause; At when it published.
 	Trigger time.Time `json:"trigger"`
@@ -100,7 +100,7 @@ type Record struct {
 	// DevicesMissing is the placement shortfall (devices needed, not present).
 	DevicesMissing int `json:"devices_missing"`
 	// Capacity is, per hardware type, the devices the plan needs and those
-	// present (control.Shortfall.Hardware): what the cluster is asked for.
+	// present (replan.Shortfall.Hardware): what the cluster is asked for.
 	Capacity []placement.HardwareUse `json:"capacity,omitempty"`
 }
 
@@ -260,7 +260,7 @@ func (c *Client) WatchPlan(ctx context.Context, fn func(*Record)) error {
 }
 
 // PutRates stores gateway's rate snapshot under the rates prefix.
-func (c *Client) PutRates(ctx context.Context, gateway string, s control.Snapshot) error {
+func (c *Client) PutRates(ctx context.Context, gateway string, s replan.Snapshot) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -277,7 +277,7 @@ func (c *Client) PutRates(ctx context.Context, gateway string, s control.Snapsho
 type GatewayRates struct {
 	Gateway  string
 	Index    uint64
-	Snapshot control.Snapshot
+	Snapshot replan.Snapshot
 }
 
 // Rates lists every gateway's last report. Malformed values are skipped and

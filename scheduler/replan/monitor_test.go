@@ -1,4 +1,4 @@
-package control
+package replan
 
 import (
 	"math"
@@ -149,7 +149,7 @@ func TestRateMonitorConcurrentAdd(t *testing.T) {
 // traffic with a short SLO (100 ms), the envelope at the floored window stays
 // near the mean and the latest window seldom leaves the 20 % up band, while
 // the SLO-long window at a low rate measures mostly noise. Figures for
-// docs/control-plane.md: go test -v -run PoissonEnvelope ./scheduler/control
+// docs/control-plane.md: go test -v -run PoissonEnvelope ./scheduler/replan
 func TestPoissonEnvelope(t *testing.T) {
 	const slo = 100 * time.Millisecond
 	for _, tc := range []struct {

@@ -13,11 +13,11 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler/control"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
-// SchedulerOptions configure a scheduler candidate. ID, Seed and Plan are required.
-type SchedulerOptions struct {
+// ReplannerOptions configure a scheduler candidate. ID, Seed and Plan are required.
+type ReplannerOptions struct {
 	// ID names the candidate (unique in the cluster; DefaultID()).
 	ID string
 	// Seed is the config written to Consul when the cluster has none yet and
@@ -34,26 +34,26 @@ type SchedulerOptions struct {
 	// same agent).
 	Members membership.Membership
 	// Control tunes the control loop; Plan, Publish and Logger are set here.
-	Control control.Options
+	Control replan.Options
 	// TTL is the candidate's heartbeat TTL (default DefaultTTL).
 	TTL time.Duration
 	// Logger (default none).
 	Logger *zap.Logger
 }
 
-// Scheduler is a candidate for the cluster's scheduler: Run campaigns, and
-// while elected runs the control loop (control.Controller) on the config in
+// Replanner is a candidate for the cluster's scheduler: Run campaigns, and
+// while elected runs the control loop (replan.Controller) on the config in
 // Consul, the Consul membership and the gateways' reported rates, publishing
 // each decision as a Record. Leading may be called from any goroutine.
-type Scheduler struct {
+type Replanner struct {
 	c       *Client
-	o       SchedulerOptions
+	o       ReplannerOptions
 	leading atomic.Bool
 	seen    atomic.Pointer[api.Config] // the last valid config seen in Consul
 }
 
-// NewScheduler checks o and returns a candidate; Run starts it.
-func NewScheduler(c *Client, o SchedulerOptions) (*Scheduler, error) {
+// NewReplanner checks o and returns a candidate; Run starts it.
+func NewReplanner(c *Client, o ReplannerOptions) (*Replanner, error) {
 	if o.ID == "" || o.Seed == nil || o.Plan == nil {
 		return nil, errors.New("cluster: a scheduler needs an ID, a seed config and a planner")
 	}
@@ -72,12 +72,12 @@ func NewScheduler(c *Client, o SchedulerOptions) (*Scheduler, error) {
 		}
 		o.Members = m
 	}
-	return &Scheduler{c: c, o: o}, nil
+	return &Replanner{c: c, o: o}, nil
 }
 
 // Run campaigns until ctx ends (Client.Campaign), watching the config key
 // meanwhile (the seed after a loss of Consul's KV); returns nil then.
-func (s *Scheduler) Run(ctx context.Context) error {
+func (s *Replanner) Run(ctx context.Context) error {
 	wctx, stop := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -96,11 +96,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // Leading reports whether this candidate is the cluster's scheduler now.
-func (s *Scheduler) Leading() bool { return s.leading.Load() }
+func (s *Replanner) Leading() bool { return s.leading.Load() }
 
 // term is one leadership: the state of the elected scheduler.
 type term struct {
-	s   *Scheduler
+	s   *Replanner
 	l   *Leadership
 	log *zap.Logger
 
@@ -113,7 +113,7 @@ type term struct {
 }
 
 // lead is the elected scheduler's work, until ctx ends.
-func (s *Scheduler) lead(ctx context.Context, l *Leadership) {
+func (s *Replanner) lead(ctx context.Context, l *Leadership) {
 	s.leading.Store(true)
 	defer s.leading.Store(false)
 	t := &term{s: s, l: l, log: s.o.Logger.With(zap.String("scheduler", s.o.ID)), known: map[string]api.Backend{},
@@ -167,9 +167,9 @@ func (t *term) run(ctx context.Context) error {
 
 	copts := t.s.o.Control
 	copts.Plan = t.s.o.Plan
-	copts.Publish = func(r *control.Replan) error { return t.publish(ctx, r) }
+	copts.Publish = func(r *replan.Replan) error { return t.publish(ctx, r) }
 	copts.Logger = t.log
-	ctl, err := control.New(cfg, members(snap), copts)
+	ctl, err := replan.New(cfg, members(snap), copts)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (t *term) run(ctx context.Context) error {
 
 // publish is the controller's Publish: the placed plan and its config, with
 // every backend it may name, as one Record.
-func (t *term) publish(ctx context.Context, r *control.Replan) error {
+func (t *term) publish(ctx context.Context, r *replan.Replan) error {
 	t.mu.Lock()
 	idx := t.index[r.Config]
 	full := *r.Config
@@ -231,7 +231,7 @@ func (t *term) noteSnapshot(s membership.Snapshot) {
 
 // watchMembers hands membership changes to the controller; a Stale snapshot
 // (Consul unreachable) keeps the last members.
-func (t *term) watchMembers(ctx context.Context, ctl *control.Controller, updates <-chan membership.Snapshot, last membership.Snapshot) {
+func (t *term) watchMembers(ctx context.Context, ctl *replan.Controller, updates <-chan membership.Snapshot, last membership.Snapshot) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -255,7 +255,7 @@ func (t *term) watchMembers(ctx context.Context, ctl *control.Controller, update
 // watchConfig hands each new config in Consul to the controller. A value the
 // loader refuses (written by hand, or by an older version) is logged and the
 // running config stays.
-func (t *term) watchConfig(ctx context.Context, ctl *control.Controller, have uint64) {
+func (t *term) watchConfig(ctx context.Context, ctl *replan.Controller, have uint64) {
 	_ = t.s.c.WatchKey(ctx, t.s.c.ConfigKey(), func(ev KeyEvent) {
 		if ev.Absent() || ev.Index == have {
 			return
@@ -282,7 +282,7 @@ const ratesEvery = time.Second
 // that changed since the last read to the controller, stamped with this
 // scheduler's clock (so gateways' clocks do not matter) and expanded from the
 // source modules to every module (ExpandRates).
-func (t *term) readRates(ctx context.Context, ctl *control.Controller) {
+func (t *term) readRates(ctx context.Context, ctl *replan.Controller) {
 	tick := time.NewTicker(ratesEvery)
 	defer tick.Stop()
 	seen := map[string]uint64{}
@@ -322,14 +322,14 @@ func members(s membership.Snapshot) []placement.Member {
 // modules (what a gateway counts) into rates for every module of cfg: a
 // module's rate is the session's measured request rate times its configured
 // rate over the sources' configured rate, so a fan-out module keeps its ratio.
-func ExpandRates(cfg *api.Config, s control.Snapshot) control.Snapshot {
-	measured := map[string]control.ModuleRate{}
+func ExpandRates(cfg *api.Config, s replan.Snapshot) replan.Snapshot {
+	measured := map[string]replan.ModuleRate{}
 	for _, r := range s.Rates {
 		if m, ok := measured[r.Session]; !ok || r.Envelope > m.Envelope {
 			measured[r.Session] = r
 		}
 	}
-	out := control.Snapshot{At: s.At, Horizon: s.Horizon}
+	out := replan.Snapshot{At: s.At, Horizon: s.Horizon}
 	for _, sess := range cfg.Sessions {
 		src, ok := measured[sess.Name]
 		if !ok {

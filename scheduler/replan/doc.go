@@ -54,14 +54,14 @@
 //
 // Wiring (embedded scheduler inside the gateway):
 //
-//	mon, _ := control.NewRateMonitor(time.Now(), control.MonitorOptions{})
-//	go mon.Run(ctx, control.SystemClock{})        // advances the buckets
+//	mon, _ := replan.NewRateMonitor(time.Now(), replan.MonitorOptions{})
+//	go mon.Run(ctx, replan.SystemClock{})        // advances the buckets
 //	// per source module, when a plan is loaded:
-//	//   c := mon.Handle(session, module, control.EnvelopeWindow(slo, configuredRate))
+//	//   c := mon.Handle(session, module, replan.EnvelopeWindow(slo, configuredRate))
 //	// per request:                        c.Add(1)
-//	ctl, _ := control.New(cfg, members, control.Options{
+//	ctl, _ := replan.New(cfg, members, replan.Options{
 //		Plan:    func(c *api.Config) (*api.Plan, error) { return scheduler.Plan(c, opts) },
-//		Publish: func(r *control.Replan) error { /* build LiveRunner from r.Plan, swap, metrics.SetPlan(r.Plan, r.Cause, r.PlanTook+r.PlaceTook) */ },
+//		Publish: func(r *replan.Replan) error { /* build LiveRunner from r.Plan, swap, metrics.SetPlan(r.Plan, r.Cause, r.PlanTook+r.PlaceTook) */ },
 //	})
 //	go ctl.Run(ctx)
 //	// every second: ctl.ObserveRates("gateway-1", mon.Snapshot(time.Now()))
@@ -88,4 +88,4 @@
 // band to the Tuner; Options.Covers says what rates a plan carries (a trace
 // plan: its trace's envelope). Counter.Closed reads a monitor counter's closed
 // buckets for it.
-package control
+package replan

@@ -1,4 +1,4 @@
-package control
+package replan
 
 import (
 	"context"
