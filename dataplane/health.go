@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,7 @@ type Health struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
+	prior                          atomic.Uint64 // float64 bits: the pace of a backend not measured yet (spreadPrior)
 	batches, hedgesWon, hedgesLost atomic.Uint64
 	hedgeNanos                     atomic.Int64
 	retries                        [numRetryReasons]atomic.Uint64
@@ -97,6 +99,10 @@ type backendHealth struct {
 	slow    atomic.Bool
 
 	lastEnd    atomic.Int64 // unix ns: the latest end of a batch on the backend (backendHealth.ran)
+	paceMu     sync.Mutex
+	paces      paceWindow    // the pace's latest samples (Health.paced)
+	paceRatio  atomic.Uint64 // float64 bits: the pace set from them (0: not measured yet)
+	pacedAt    atomic.Int64  // unix ns: when paceRatio was set
 	ejections  atomic.Uint64
 	ejectNanos atomic.Int64 // the last ejection: from the failed call's end to the flag set
 	modelsMu   sync.Mutex
@@ -191,6 +197,7 @@ func (h *Health) entry(id string) *backendHealth {
 	bh := h.byID[id]
 	if bh == nil {
 		bh = &backendHealth{id: id, models: map[string][2]int{}}
+		bh.SetPace(math.Float64frombits(h.prior.Load())) // not measured yet: the measured backends' pace
 		h.byID[id] = bh
 	}
 	return bh
@@ -523,6 +530,86 @@ func (bh *backendHealth) ran(start, end time.Time, concurrency int, wait time.Du
 		return end.Sub(start), true
 	}
 	return 0, false
+}
+
+// paceSamples is how many of a backend's latest full batches its pace reads.
+const paceSamples = 4
+
+// paceWindow is a backend's latest compute ratios (run time over the
+// offline profile's duration).
+type paceWindow struct {
+	r       [paceSamples]float64
+	n, next int
+}
+
+// paced adds a full batch that ran ratio times its offline profile to the
+// backend's pace, and sets its MachineHealth.SetPace to the second largest
+// of the latest paceSamples ratios (the only one after the first): a device
+// slower than profiled is expected so from its next batch, before the
+// calibration trusts it (10 batches) and a plan is made from that
+// (docs/calibration.md, "Admission before calibration"); one stalled batch
+// does not outlast the next. Per batch: one lock, no allocation; then
+// spreadPrior.
+func (h *Health) paced(bh *backendHealth, ratio float64) {
+	if ratio <= 0 {
+		return
+	}
+	bh.paceMu.Lock()
+	w := &bh.paces
+	w.r[w.next] = ratio
+	w.next = (w.next + 1) % paceSamples
+	w.n = min(w.n+1, paceSamples)
+	first, second := 0.0, 0.0
+	for _, x := range w.r[:w.n] {
+		if x > first {
+			first, second = x, first
+		} else if x > second {
+			second = x
+		}
+	}
+	if w.n == 1 {
+		second = first
+	}
+	bh.SetPace(second)
+	bh.paceMu.Unlock()
+	bh.paceRatio.Store(math.Float64bits(second))
+	now := time.Now()
+	bh.pacedAt.Store(now.UnixNano())
+	h.spreadPrior(now)
+}
+
+// priorWindow: the backends measured this recently make the prior (one the
+// plan no longer uses keeps its last pace).
+const priorWindow = 2 * time.Second
+
+// spreadPrior sets the pace of every backend not measured yet to the lower
+// median of the paces of the backends measured in the last priorWindow:
+// with every device slower than profiled, the first batch
+// of each is expected so, not only its second; with one device slow, the
+// others are not taken for it. A backend measured since keeps its own.
+// Per batch: O(backends), under h.mu.
+func (h *Health) spreadPrior(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var buf [64]float64
+	rs := buf[:0]
+	since := now.Add(-priorWindow).UnixNano()
+	for _, o := range h.byID {
+		if r := math.Float64frombits(o.paceRatio.Load()); r > 0 && o.pacedAt.Load() >= since {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	slices.Sort(rs)
+	prior := rs[(len(rs)-1)/2]
+	h.prior.Store(math.Float64bits(prior))
+	for _, o := range h.byID {
+		if o.paceRatio.Load() == 0 {
+			o.SetPace(prior)
+		}
+	}
 }
 
 // allowHedge reports whether one more hedge stays within the budget (a share

@@ -141,23 +141,26 @@ type liveModule struct {
 	session, name, model string
 	disp                 *dispatcher.Dispatcher
 	clients              map[string]*backends.Client // backend id -> client
-	budget               time.Duration
-	slack                time.Duration
-	wcl                  time.Duration
-	minDuration          time.Duration // the shortest batch duration of the module's groups
-	tail                 time.Duration // the longest path of minDurations after this module to a sink
-	times                dispatcher.ModuleTimes
-	stage                dispatcher.Stage // this module and the session's modules after it
-	capacity             float64          // planned req/s the module's machines serve
-	countsQueue          bool             // Estimate adds Little's law's drain time (no admission at Submit)
-	outstanding          atomic.Int64
-	items                sync.Pool
-	itemDone             func(*dispatcher.Item)
-	inputs, outputs      []gateway.TensorMeta
-	hasMeta              bool
-	metrics              *metrics.ModuleMetrics // nil: none recorded
-	h                    *Health
-	health               map[string]*backendHealth // backend id -> its health; immutable
+	// profiled is the model's offline profile (profiledIn): its backends'
+	// pace is measured against it.
+	profiled        func(hardware string, batch, concurrency int) time.Duration
+	budget          time.Duration
+	slack           time.Duration
+	wcl             time.Duration
+	minDuration     time.Duration // the shortest batch duration of the module's groups
+	tail            time.Duration // the longest path of minDurations after this module to a sink
+	times           dispatcher.ModuleTimes
+	stage           dispatcher.Stage // this module and the session's modules after it
+	capacity        float64          // planned req/s the module's machines serve
+	countsQueue     bool             // Estimate adds Little's law's drain time (no admission at Submit)
+	outstanding     atomic.Int64
+	items           sync.Pool
+	itemDone        func(*dispatcher.Item)
+	inputs, outputs []gateway.TensorMeta
+	hasMeta         bool
+	metrics         *metrics.ModuleMetrics // nil: none recorded
+	h               *Health
+	health          map[string]*backendHealth // backend id -> its health; immutable
 }
 
 // NewLiveRunner places plan on cfg's static backends (Place), loads every module's
@@ -262,7 +265,9 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			if p := prev.moduleOrNil(sp.Name, mp.Name); p != nil {
 				gap = p.disp.ArrivalGap()
 			}
-			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Health: r.health, Devices: r.health, Admission: opts.Admission})
+			lm.profiled = profiledIn(cfg, mp.Model)
+			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Health: r.health, Devices: r.health,
+				Admission: opts.Admission, Profiled: lm.profiled})
 			if err != nil {
 				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
 			}
@@ -433,6 +438,35 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 		lm.items.Put(li)
 		done(nil, gateway.Timing{}, mapBackendError(err)) // the DAG runner names the module
 	}
+}
+
+// profiledIn returns model's offline profile in cfg as a lookup by
+// hardware, batch size and concurrency (0: not profiled): what a backend's
+// pace is measured against (Health.paced, dispatcher.Options.Profiled).
+func profiledIn(cfg *api.Config, model string) func(hardware string, batch, concurrency int) time.Duration {
+	type key struct {
+		hw   string
+		b, c int
+	}
+	m := map[key]time.Duration{}
+	for _, p := range cfg.Profiles {
+		if p.Model != model {
+			continue
+		}
+		for _, e := range p.Entries {
+			m[key{p.Hardware, e.Batch, max(e.Concurrency, 1)}] = time.Duration(e.Duration)
+		}
+	}
+	return func(hw string, batch, concurrency int) time.Duration { return m[key{hw, batch, max(concurrency, 1)}] }
+}
+
+// profiledAt returns the offline profile's duration of slot s's config (0:
+// unknown).
+func (lm *liveModule) profiledAt(s *dispatcher.Slot) time.Duration {
+	if lm.profiled == nil {
+		return 0
+	}
+	return lm.profiled(s.Hardware, s.Batch, s.Concurrency)
 }
 
 // Abandon implements gateway.Abandoner: the module's dispatcher takes the

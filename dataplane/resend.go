@@ -171,6 +171,9 @@ func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.D
 		if c := lm.h.opts.Calibration; c != nil {
 			if run, ok := bh.ran(start, now, s.Concurrency, wait); ok {
 				c.Observe(lm.model, s.Hardware, s.Backend, n, s.Concurrency, run, now)
+				if p := lm.profiledAt(s); p > 0 && n >= s.Batch {
+					lm.h.paced(bh, float64(run)/float64(p))
+				}
 			}
 		}
 		lm.h.observe(bh, took, expect)

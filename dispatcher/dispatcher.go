@@ -44,6 +44,13 @@ type Options struct {
 	// Health, when set, gives each backend's MachineHealth: down machines are
 	// skipped and slow ones down-weighted (health.go).
 	Health HealthTable
+	// Profiled, when set, gives the offline profile's duration of a
+	// machine's config (its hardware, batch size and concurrency; 0:
+	// unknown), read once per machine when a plan's table is built: a
+	// backend's pace (MachineHealth.SetPace) is measured against it, so a
+	// plan made from calibrated profiles, whose durations already hold the
+	// pace, does not count it twice. Nil or 0: the planned duration.
+	Profiled func(hardware string, batch, concurrency int) time.Duration
 	// Devices, when set, gives each backend's Device: the batches every
 	// dispatcher using the backend has sent there, which a batch sent now
 	// waits behind (device.go). Nil: only this dispatcher's own batches.
@@ -140,7 +147,9 @@ type Dispatcher struct {
 	clock  Clock
 	sender Sender
 	health HealthTable // nil: every machine up, none slow
-	devs   DeviceTable // nil: a machine's lanes are its own
+	// profiled is Options.Profiled.
+	profiled func(hardware string, batch, concurrency int) time.Duration
+	devs     DeviceTable // nil: a machine's lanes are its own
 
 	mu     sync.Mutex
 	st     *state
@@ -221,6 +230,12 @@ type group struct {
 	// measured/expected, 1 until a batch finishes. Predict scales by it
 	// (predict.go).
 	slow float64
+	// lead is how long before its oldest deadline the deadline flush sends
+	// the group's open batch: the duration, times the largest pace of its
+	// machines that are not stragglers (MachineHealth.Pace: compute time
+	// only, so a queue under overload does not lengthen it). Kept by
+	// refresh, per batch.
+	lead time.Duration
 }
 
 type machine struct {
@@ -234,7 +249,11 @@ type machine struct {
 	q       *queue         // the stream of this machine alone, if the router made one
 	weight  float64        // planned req/s
 	health  *MachineHealth // nil: always up, never slow
-	dev     *Device        // nil: no other dispatcher sends to its backend
+	// paceScale is the offline profile's duration over the planned one
+	// (Options.Profiled; 1 when unknown): the backend's pace, measured
+	// against the profile, times paceScale is m's (machine.paceRatio).
+	paceScale float64
+	dev       *Device // nil: no other dispatcher sends to its backend
 	// peers are the machines of the same plan on the same device (a pool
 	// shorter than the plan), m among them; nil when m is alone there. A
 	// peer with a free lane takes their queued batches (next), so the
@@ -304,6 +323,12 @@ func (d *Dispatcher) attach(m *machine) {
 	}
 	if d.health != nil {
 		m.health = d.health.Machine(m.slot.Backend)
+		m.paceScale = 1
+		if d.profiled != nil && m.slot.Duration > 0 {
+			if p := d.profiled(m.slot.Hardware, m.slot.Batch, m.slot.Concurrency); p > 0 {
+				m.paceScale = float64(p) / float64(m.slot.Duration)
+			}
+		}
 	}
 	if d.devs != nil {
 		m.dev = d.devs.Device(m.slot.Backend)
@@ -357,7 +382,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 		opts.Clock = SystemClock{}
 	}
 	d := &Dispatcher{module: mp.Name, policy: opts.Policy, frule: opts.Flush, early: opts.Flush.Early(), admit: opts.Admission, clock: opts.Clock, sender: opts.Sender,
-		health: opts.Health, devs: opts.Devices, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
+		health: opts.Health, devs: opts.Devices, profiled: opts.Profiled, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
 	if opts.ArrivalGap > 0 {
 		d.arrived = warmArrivals
 	}
@@ -418,7 +443,7 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 			if w <= 0 { // no planned rate: share by capacity
 				w = gp.Machines * float64(s.Concurrency) / s.Duration.Seconds()
 			}
-			st.groups = append(st.groups, &group{batch: s.Batch, duration: s.Duration, weight: w, slow: 1})
+			st.groups = append(st.groups, &group{batch: s.Batch, duration: s.Duration, lead: s.Duration, weight: w, slow: 1})
 			st.sumGroup += w
 			st.maxBatch = max(st.maxBatch, s.Batch)
 		}
@@ -686,10 +711,16 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 // that can start it first. A machine whose own lane is free but whose device
 // is busy with another module's batches is not "free": the batch would wait
 // there while another machine of the group idles.
+//
+// Machines of a group share the planned duration but not the pace of their
+// devices (MachineHealth.Pace): a free machine that runs the batch as planned
+// is taken at once; a slower free one only when no free machine is faster,
+// and among busy machines the one that completes the batch first wins.
 func (g *group) pickMachine(now time.Time) *machine {
 	n := len(g.machines)
-	var best *machine
-	var bestAt time.Time
+	var best, free *machine
+	var bestEnd time.Time
+	var freeDur time.Duration
 	for k := 0; k < n; k++ {
 		i := g.next + k
 		if i >= n {
@@ -697,13 +728,23 @@ func (g *group) pickMachine(now time.Time) *machine {
 		}
 		m := g.machines[i]
 		at := m.startAt(now)
+		du := m.duration()
 		if !at.After(now) && m.pending.len() == 0 {
-			best = m
-			break
+			if du <= m.slot.Duration {
+				free = m
+				break
+			}
+			if free == nil || du < freeDur {
+				free, freeDur = m, du
+			}
+			continue
 		}
-		if best == nil || at.Before(bestAt) {
-			best, bestAt = m, at
+		if end := at.Add(du); best == nil || end.Before(bestEnd) {
+			best, bestEnd = m, end
 		}
+	}
+	if free != nil {
+		best = free
 	}
 	g.next = best.slot.Machine + 1
 	if g.next == n {
@@ -748,11 +789,12 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 	if !it.Deadline.IsZero() && (b.minDL.IsZero() || it.Deadline.Before(b.minDL)) {
 		b.minDL = it.Deadline
 		// Deadline-aware flush: the latest send time that still meets the oldest
-		// deadline, given the group's batch duration as profiled (the paper's;
-		// a lead scaled by the measured slowness sent batches early and small
-		// under overload and made admitted items late at plan swaps:
-		// docs/calibration.md).
-		at := b.minDL.Add(-b.g.duration)
+		// deadline, given the group's batch duration as its machines run it
+		// (g.lead: the profile, or longer by the machines' measured compute
+		// pace; a lead scaled by a slowness that counted the queue sent
+		// batches early and small under overload and made admitted items
+		// late at plan swaps: docs/calibration.md).
+		at := b.minDL.Add(-b.g.lead)
 		if !at.After(now) {
 			d.dispatchLocked(q, now, out, ClosedDeadline)
 			return

@@ -18,6 +18,7 @@ import (
 type MachineHealth struct {
 	down     atomic.Bool
 	slowness atomic.Uint64 // float64 bits; 0 means 1
+	pace     atomic.Uint64 // float64 bits: SetPace's ratio; 0 means 1
 }
 
 // Down reports whether the backend is ejected.
@@ -43,6 +44,32 @@ func (h *MachineHealth) Slowness() float64 {
 // SetSlowness sets the ratio the dispatcher uses for the backend (≤ 1: not slow).
 func (h *MachineHealth) SetSlowness(s float64) { h.slowness.Store(math.Float64bits(s)) }
 
+// SetPace sets the backend's pace: how much longer than profiled offline
+// its latest batches ran, compute only (not the wait behind other batches).
+// The data plane sets it after each batch (docs/calibration.md, "Admission
+// before calibration"); a machine there expects its batches to take its
+// slot's profiled duration (Options.Profiled) times the pace, or the planned
+// duration if longer: a plan made from the calibrated profiles already
+// plans that pace. ratio ≤ 1 clears it.
+func (h *MachineHealth) SetPace(ratio float64) {
+	if ratio <= 1 {
+		h.pace.Store(0)
+		return
+	}
+	h.pace.Store(math.Float64bits(min(ratio, maxRatio)))
+}
+
+// Pace returns the backend's pace (SetPace); 1 when not set.
+func (h *MachineHealth) Pace() float64 {
+	if h == nil {
+		return 1
+	}
+	if p := math.Float64frombits(h.pace.Load()); p > 1 {
+		return p
+	}
+	return 1
+}
+
 // HealthTable gives the MachineHealth of a backend id. The dispatcher calls
 // Machine once per machine when it builds a plan's table (New, SetPlan), never
 // per request; it must return the same value for an id every time.
@@ -56,14 +83,35 @@ const slowThreshold = 1.5
 
 func (m *machine) isDown() bool { return m.health.Down() }
 
-// duration is the machine's expected batch duration: its profile times its
-// measured slowness.
+// duration is the machine's expected batch duration: its planned duration
+// times its measured slowness or its pace, the larger.
 func (m *machine) duration() time.Duration {
-	s := m.health.Slowness()
+	s := max(m.health.Slowness(), m.paceRatio())
 	if s == 1 {
 		return m.slot.Duration
 	}
 	return time.Duration(float64(m.slot.Duration) * s)
+}
+
+// paceRatio is the backend's pace (MachineHealth.Pace, against the offline
+// profile) as a ratio to m's planned duration: the profiled duration times
+// the pace over the planned one, when above 1.
+func (m *machine) paceRatio() float64 {
+	p := m.health.Pace()
+	if p == 1 {
+		return 1
+	}
+	return max(p*m.paceScale, 1)
+}
+
+// pace is how much longer than planned m's batches run, compute only, for
+// the deadline flush's lead; 1 for a straggler, whose batches go to other
+// machines when one is idle.
+func (m *machine) pace() float64 {
+	if m.health.Slowness() >= slowThreshold {
+		return 1
+	}
+	return m.paceRatio()
 }
 
 // reroute returns the machine that should run b in place of m: m itself

@@ -229,20 +229,38 @@ func (m *machine) freeAt() time.Time {
 	return m.est[m.earliestLane()]
 }
 
-// refresh recomputes g.freeAt; called whenever a machine of g starts, queues
-// or finishes a batch.
+// refresh recomputes g.freeAt and g.lead; called whenever a machine of g
+// starts, queues or finishes a batch.
 func (g *group) refresh() {
 	var at time.Time
 	var first *machine
-	for i, m := range g.machines {
+	p := 1.0
+	for _, m := range g.machines {
+		p = max(p, m.pace())
+	}
+	g.lead = g.duration
+	if p > 1 {
+		g.lead = time.Duration(float64(g.duration) * p)
+	}
+	// An idle machine first, the one that runs a batch fastest (a device
+	// slower than planned, by its pace, is not the one Predict assumes
+	// while another is idle); else the one that completes a batch first.
+	var idle *machine
+	for _, m := range g.machines {
 		t := m.freeAt()
 		if t.IsZero() {
-			g.freeAt, g.first = t, m
-			return
+			if idle == nil || m.duration() < idle.duration() {
+				idle = m
+			}
+			continue
 		}
-		if i == 0 || t.Before(at) {
+		if idle == nil && (first == nil || t.Add(m.duration()).Before(at.Add(first.duration()))) {
 			at, first = t, m
 		}
+	}
+	if idle != nil {
+		g.freeAt, g.first = time.Time{}, idle
+		return
 	}
 	g.freeAt, g.first = at, first
 }

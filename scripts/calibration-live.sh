@@ -16,7 +16,9 @@
 # then the gateway's re-plans and calibration. Loopback only; every process it
 # starts is stopped at the end; KEEP=DIR keeps the gateway logs there.
 # CALFILE=FILE passes --calibration-file FILE to the calibrated gateway: run
-# twice, the second run starts from what the first learned. `uptime` is printed: the figures depend on
+# twice, the second run starts from what the first learned. TIMELINE=1 also
+# prints when the 504s and refusals came (the gateway's counters, scraped
+# every 0.5 s: second → count). `uptime` is printed: the figures depend on
 # the host's load.
 set -euo pipefail
 SLOW=${SLOW:-$([ "${MODE:-all}" = step ] && echo 1.6 || echo 1.3)}
@@ -82,12 +84,23 @@ for cal in $CAL; do
     ) &
     pids+=($!)
   fi
+  if [ -n "${TIMELINE:-}" ]; then
+    ( t0=$(date +%s.%N); while kill -0 $G 2>/dev/null; do
+        printf '%s %s\n' "$(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))")" \
+          "$(curl -s 127.0.0.1:19290/metrics | grep -E '^piccolo_gateway_requests_total\{.*code="(504|503|429)"' | sed -E 's/.*code="([0-9]+)".* ([0-9]+)$/\1=\2/' | tr '\n' ' ')"
+        sleep 0.5; done >"$work/timeline.txt" 2>/dev/null ) &
+    pids+=($!)
+  fi
   "$P" loadgen --target http://127.0.0.1:19290 --session paper-chain --rate $RATE --duration ${WARM}s --seed 1 -q -o json >"$work/warm.json" &
   L=$!
   sleep "$WARM"
   "$P" loadgen --target http://127.0.0.1:19290 --session paper-chain --rate $RATE --duration ${MEASURE}s --seed 2 -q -o json >"$work/measure.json"
   wait $L
   report "$work/warm.json" "0-${WARM}s"
+  if [ -n "${TIMELINE:-}" ]; then # the seconds in which the 504 or refusal counts grew
+    awk '{k = ""; for (i = 2; i <= NF; i++) if ($i !~ /=0$/) k = k " " $i
+      if (k != last && n++ < 40) print "  t=" $1 "s" k; last = k}' "$work/timeline.txt"
+  fi
   report "$work/measure.json" "then ${MEASURE}s"
   curl -s 127.0.0.1:19290/metrics | grep -E '^piccolo_plan_replans_total\{.*\} [1-9]' | sed 's/^/  /' || true
   grep -o '"msg":"profiles drifting[^}]*' "$work/g.log" | head -3 | sed 's/^/  /' || true

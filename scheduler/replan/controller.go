@@ -629,6 +629,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		}
 		c.driftFrom = time.Time{}
 		p, err = c.fallBack(p, err, rates)
+		p, err = c.fitPool(cfg, p, err)
 		r.PlanTook = took + time.Since(start)
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
 	}

@@ -1,0 +1,116 @@
+package dispatcher
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+)
+
+// A machine whose backend runs its batches slower than profiled (its pace,
+// MachineHealth.SetPace) is expected so from the next batch: the deadline
+// flush sends a partial batch that much earlier, so that it still ends by
+// its oldest deadline, and admission refuses an item its pace would finish
+// late. A plan made from the calibrated profiles (its planned duration
+// already the profile times the pace: Options.Profiled) does not count the
+// pace twice.
+func TestPaceLeadsFlushAndAdmission(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		pace     float64
+		profiled time.Duration // Options.Profiled; 0: nil (the planned duration)
+		flushAt  time.Duration // when the lone item's batch goes
+		admit    bool          // an item due 120 ms after it arrives, on an idle machine
+	}{
+		{"no pace", 0, 0, 200 * time.Millisecond, true},
+		{"pace 1.5, plan from the profile", 1.5, 0, 150 * time.Millisecond, false},
+		{"pace 1.5, plan from the profile, given", 1.5, 100 * time.Millisecond, 150 * time.Millisecond, false},
+		{"pace 1.5, plan calibrated", 1.5, 100 * time.Millisecond * 2 / 3, 200 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gp(4, 100, 1, 10)
+			g.Backends = []string{"a"}
+			mp := api.ModulePlan{Name: "m", BudgetMs: 300, Configs: []api.GroupPlan{g}}
+			clock := NewVirtualClock(t0)
+			s := &vsender{clock: clock}
+			h := healthMap{}
+			h.Machine("a").SetPace(tc.pace)
+			o := Options{Clock: clock, Sender: s, Health: h, Admission: true}
+			if tc.profiled > 0 {
+				o.Profiled = func(hw string, batch, conc int) time.Duration {
+					if hw != "hw" || batch != 4 || conc != 1 {
+						t.Errorf("Profiled(%q, %d, %d); want the group's hw, 4, 1", hw, batch, conc)
+					}
+					return tc.profiled
+				}
+			}
+			d, err := New(mp, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := newTracker()
+			submitAt(t, clock, d, 0, tr.item(time.Time{}), nil)
+			clock.Run(t0.Add(time.Second))
+			if len(s.batches) != 1 || s.batches[0].at != tc.flushAt {
+				t.Fatalf("batches %+v; want one at %v", s.batches, tc.flushAt)
+			}
+			it := tr.item(clock.Now())
+			it.Deadline = clock.Now().Add(120 * time.Millisecond)
+			err = d.Submit(it)
+			if tc.admit != (err == nil) || err != nil && !errors.Is(err, ErrOverloaded) {
+				t.Fatalf("Submit of an item due in 120 ms (planned 100 ms): %v; want admitted %v", err, tc.admit)
+			}
+		})
+	}
+}
+
+// A full batch goes to the free machine that runs it as planned, not to a
+// free one slower by its pace, whatever the rotation; and Predict assumes
+// the fast one.
+func TestPaceSteersToTheFasterMachine(t *testing.T) {
+	g := gp(1, 100, 2, 10)
+	g.Backends = []string{"slow", "fast"}
+	mp := api.ModulePlan{Name: "m", BudgetMs: 1000, Configs: []api.GroupPlan{g}}
+	clock := NewVirtualClock(t0)
+	s := &vsender{clock: clock}
+	h := healthMap{}
+	h.Machine("slow").SetPace(1.6)
+	d, err := New(mp, Options{Clock: clock, Sender: s, Health: h, Admission: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := d.Predict(clock.Now()); p != 100*time.Millisecond {
+		t.Errorf("Predict with both machines idle = %v; want 100ms (the fast one)", p)
+	}
+	tr := newTracker()
+	for i := range 3 { // one at a time: each finds both machines idle
+		submitAt(t, clock, d, time.Duration(i)*200*time.Millisecond, tr.item(time.Time{}), nil)
+	}
+	clock.Run(t0.Add(time.Second))
+	for _, b := range s.batches {
+		if b.slot != "m/g0m1(fast)" {
+			t.Errorf("batch at %v went to %s; want the fast machine while it is idle", b.at, b.slot)
+		}
+	}
+}
+
+// SetPace keeps a ratio above 1; ≤ 1 clears it.
+func TestMachineHealthPace(t *testing.T) {
+	var h MachineHealth
+	if p := h.Pace(); p != 1 {
+		t.Fatalf("no pace set: %v; want 1", p)
+	}
+	h.SetPace(1.3)
+	if p := h.Pace(); p != 1.3 {
+		t.Errorf("Pace = %v; want 1.3", p)
+	}
+	h.SetPace(0.8)
+	if p := h.Pace(); p != 1 {
+		t.Errorf("after SetPace(0.8): %v; want 1", p)
+	}
+	var nilH *MachineHealth
+	if p := nilH.Pace(); p != 1 {
+		t.Errorf("nil: %v; want 1", p)
+	}
+}

@@ -1,0 +1,77 @@
+package replan
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/placement"
+	"github.com/piccolo-serving/piccolo/scheduler"
+)
+
+// slowed returns cfg with every profile entry k× slower (the profiles a
+// calibration of devices all k× slower gives).
+func slowed(cfg *api.Config, k float64) *api.Config {
+	out := *cfg
+	out.Profiles = nil
+	for _, p := range cfg.Profiles {
+		p.Entries = append([]api.ProfileEntry(nil), p.Entries...)
+		for i := range p.Entries {
+			p.Entries[i].Duration = api.Duration(time.Duration(k * float64(p.Entries[i].Duration)))
+		}
+		out.Profiles = append(out.Profiles, p)
+	}
+	return &out
+}
+
+func members(n map[string]int) []placement.Member {
+	var out []placement.Member
+	for hw, k := range n {
+		for i := range k {
+			out = append(out, placement.Member{ID: fmt.Sprintf("%s-%d", hw, i), Hardware: hw})
+		}
+	}
+	return out
+}
+
+// TestFitPool: the demo's paper-chain with every device 1.6× slower, on 8 t4
+// and 6 v100. The cheapest plan per type puts both modules on v100 and needs
+// 9 v100; the controller plans it again without v100 for one model and
+// publishes the plan that misses the fewest devices (m3 on t4, m2 on 6.25
+// v100: one device shared), every session planned. With a pool large
+// enough the cheapest plan is kept.
+func TestFitPool(t *testing.T) {
+	base, err := api.Load("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := slowed(base, 1.6)
+	small := members(map[string]int{"t4": 8, "v100": 6})
+	missing := func(p *api.Plan) int {
+		_, short, err := placement.Place(p, small, nil, placement.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return short.Missing()
+	}
+	cheapest, err := scheduler.Plan(cfg, scheduler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, cfg, small, Options{})
+	p := h.last().Unplaced
+	if m, m0 := missing(p), missing(cheapest); m >= m0 || m > 1 {
+		t.Fatalf("published a plan that misses %d devices of the 8 t4 and 6 v100 (the cheapest plan: %d); want at most 1", m, m0)
+	}
+	for _, sp := range p.Sessions {
+		if sp.Error != "" {
+			t.Fatalf("session %s not planned: %s", sp.Name, sp.Error)
+		}
+	}
+	large := members(map[string]int{"t4": 8, "v100": 20})
+	hl := newHarness(t, cfg, large, Options{})
+	if pl := hl.last().Unplaced; pl.TotalCost != cheapest.TotalCost {
+		t.Errorf("with 20 v100 the plan costs %.3f; want the cheapest plan's %.3f", pl.TotalCost, cheapest.TotalCost)
+	}
+}
