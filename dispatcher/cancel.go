@@ -38,7 +38,7 @@ func (d *Dispatcher) Sweep() int {
 				b.minDL = it.Deadline
 			}
 		}
-		switch at := b.minDL.Add(-b.g.lead); {
+		switch at := b.minDL.Add(-b.g.lead()); {
 		case len(b.Items) == 0 || b.minDL.IsZero():
 			if q.armed {
 				q.armed = false

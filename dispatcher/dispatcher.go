@@ -230,12 +230,6 @@ type group struct {
 	// measured/expected, 1 until a batch finishes. Predict scales by it
 	// (predict.go).
 	slow float64
-	// lead is how long before its oldest deadline the deadline flush sends
-	// the group's open batch: the duration, times the largest pace of its
-	// machines that are not stragglers (MachineHealth.Pace: compute time
-	// only, so a queue under overload does not lengthen it). Kept by
-	// refresh, per batch.
-	lead time.Duration
 }
 
 type machine struct {
@@ -443,7 +437,7 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 			if w <= 0 { // no planned rate: share by capacity
 				w = gp.Machines * float64(s.Concurrency) / s.Duration.Seconds()
 			}
-			st.groups = append(st.groups, &group{batch: s.Batch, duration: s.Duration, lead: s.Duration, weight: w, slow: 1})
+			st.groups = append(st.groups, &group{batch: s.Batch, duration: s.Duration, weight: w, slow: 1})
 			st.sumGroup += w
 			st.maxBatch = max(st.maxBatch, s.Batch)
 		}
@@ -730,7 +724,7 @@ func (g *group) pickMachine(now time.Time) *machine {
 		at := m.startAt(now)
 		du := m.duration()
 		if !at.After(now) && m.pending.len() == 0 {
-			if du <= m.slot.Duration {
+			if du <= m.slot.Duration { // as planned: none is faster
 				free = m
 				break
 			}
@@ -790,11 +784,11 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 		b.minDL = it.Deadline
 		// Deadline-aware flush: the latest send time that still meets the oldest
 		// deadline, given the group's batch duration as its machines run it
-		// (g.lead: the profile, or longer by the machines' measured compute
+		// (group.lead: the profile, or longer by the machines' measured compute
 		// pace; a lead scaled by a slowness that counted the queue sent
 		// batches early and small under overload and made admitted items
 		// late at plan swaps: docs/calibration.md).
-		at := b.minDL.Add(-b.g.lead)
+		at := b.minDL.Add(-b.g.lead())
 		if !at.After(now) {
 			d.dispatchLocked(q, now, out, ClosedDeadline)
 			return

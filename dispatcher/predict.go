@@ -229,32 +229,30 @@ func (m *machine) freeAt() time.Time {
 	return m.est[m.earliestLane()]
 }
 
-// refresh recomputes g.freeAt and g.lead; called whenever a machine of g
-// starts, queues or finishes a batch.
+// refresh recomputes g.freeAt; called whenever a machine of g starts,
+// queues or finishes a batch. An idle machine first: the first that runs a
+// batch as planned (O(1) as long as one does), else the idle one that runs
+// it fastest (a device slower than planned, by its pace, is not the one
+// Predict assumes while another is idle); with none idle, the machine that
+// completes a batch first.
 func (g *group) refresh() {
 	var at time.Time
-	var first *machine
-	p := 1.0
-	for _, m := range g.machines {
-		p = max(p, m.pace())
-	}
-	g.lead = g.duration
-	if p > 1 {
-		g.lead = time.Duration(float64(g.duration) * p)
-	}
-	// An idle machine first, the one that runs a batch fastest (a device
-	// slower than planned, by its pace, is not the one Predict assumes
-	// while another is idle); else the one that completes a batch first.
-	var idle *machine
+	var first, idle *machine
+	var idleDur time.Duration
 	for _, m := range g.machines {
 		t := m.freeAt()
+		du := m.duration()
 		if t.IsZero() {
-			if idle == nil || m.duration() < idle.duration() {
-				idle = m
+			if du <= m.slot.Duration {
+				g.freeAt, g.first = t, m
+				return
+			}
+			if idle == nil || du < idleDur {
+				idle, idleDur = m, du
 			}
 			continue
 		}
-		if idle == nil && (first == nil || t.Add(m.duration()).Before(at.Add(first.duration()))) {
+		if idle == nil && (first == nil || t.Add(du).Before(at.Add(first.duration()))) {
 			at, first = t, m
 		}
 	}
@@ -263,6 +261,24 @@ func (g *group) refresh() {
 		return
 	}
 	g.freeAt, g.first = at, first
+}
+
+// lead is how long before its oldest deadline the deadline flush sends g's
+// open batch: the duration, times the largest pace of g's machines that are
+// not stragglers (MachineHealth.Pace: compute time only, so a queue under
+// overload does not lengthen it; a straggler's batches go to other machines
+// when one is idle). O(machines), once a batch (when its deadline is set).
+func (g *group) lead() time.Duration {
+	p := 1.0
+	for _, m := range g.machines {
+		if m.health != nil {
+			p = max(p, m.pace())
+		}
+	}
+	if p == 1 {
+		return g.duration
+	}
+	return time.Duration(float64(g.duration) * p)
 }
 
 // finished takes b off m's running batches.

@@ -34,7 +34,7 @@ func (d *Dispatcher) SetSpare(slots []Slot) error {
 		if s.Occupancy == 0 {
 			s.Occupancy = 1
 		}
-		g := &group{batch: s.Batch, duration: s.Duration, lead: s.Duration, occupancy: 1, slow: 1}
+		g := &group{batch: s.Batch, duration: s.Duration, occupancy: 1, slow: 1}
 		m := newMachine(s, g)
 		d.attach(m)
 		g.machines = []*machine{m}
