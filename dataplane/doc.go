@@ -86,7 +86,12 @@
 // and Dispatcher.Reroute for its queued batches), which is then probed with
 // backoff (backends.Client.Check) and, once it passes, has its models loaded
 // again. Each call's measured/profiled duration feeds a per-backend EWMA: from
-// 1.5 the backend is a straggler, down-weighted by the dispatcher. A batch
+// 1.5 the backend is a straggler, down-weighted by the dispatcher. With
+// calibration on, each full batch's compute time over its offline profile
+// also sets the backend's pace (Health.paced: second largest of the latest
+// 4; a backend not measured yet takes the measured ones' lower median),
+// which the dispatchers read as dispatcher.MachineHealth.Pace
+// (docs/calibration.md, "Admission before calibration"). A batch
 // still running at twice its profiled duration is hedged to another machine
 // within LiveOptions.HedgeBudget; the first answer wins, the other call is
 // cancelled, and the batch completes once both have returned. The static mode

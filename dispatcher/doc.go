@@ -190,8 +190,14 @@
 // its size (its own group first, an idle one first), Reroute moves the batches
 // queued on it, and Alternate picks a machine for a retried or hedged call. A
 // straggler's lanes are estimated to free its slowness times later, and its
-// batch goes to an idle machine of its group that is not slow. Both are read
-// with atomic loads under the lock, at dispatch, not per item.
+// batch goes to an idle machine of its group that is not slow. Its pace
+// (MachineHealth.SetPace: compute time over the offline profile, set by the
+// data plane from its latest batches; as a ratio to the planned duration
+// through Options.Profiled) scales the machine's expected duration the same
+// way, the deadline flush's lead (the largest pace of the group's machines
+// that are not stragglers), and which free machine a full batch goes to
+// (one that runs it as planned before a slower one) and Predict assumes.
+// All are read with atomic loads under the lock, at dispatch and in Predict.
 //
 // # Concurrency and allocation
 //

@@ -35,8 +35,13 @@ func (h *MachineHealth) Slowness() float64 {
 	if h == nil {
 		return 1
 	}
-	if s := math.Float64frombits(h.slowness.Load()); s > 1 {
-		return s
+	return ratioAbove1(&h.slowness)
+}
+
+// ratioAbove1 reads a ratio stored as float64 bits: itself above 1, else 1.
+func ratioAbove1(v *atomic.Uint64) float64 {
+	if r := math.Float64frombits(v.Load()); r > 1 {
+		return r
 	}
 	return 1
 }
@@ -45,29 +50,21 @@ func (h *MachineHealth) Slowness() float64 {
 func (h *MachineHealth) SetSlowness(s float64) { h.slowness.Store(math.Float64bits(s)) }
 
 // SetPace sets the backend's pace: how much longer than profiled offline
-// its latest batches ran, compute only (not the wait behind other batches).
-// The data plane sets it after each batch (docs/calibration.md, "Admission
-// before calibration"); a machine there expects its batches to take its
-// slot's profiled duration (Options.Profiled) times the pace, or the planned
-// duration if longer: a plan made from the calibrated profiles already
-// plans that pace. ratio ≤ 1 clears it.
-func (h *MachineHealth) SetPace(ratio float64) {
-	if ratio <= 1 {
-		h.pace.Store(0)
-		return
-	}
-	h.pace.Store(math.Float64bits(min(ratio, maxRatio)))
-}
+// its latest batches ran, compute only (not the wait behind other batches),
+// bounded to 10. The data plane sets it after each batch
+// (docs/calibration.md, "Admission before calibration"); a machine there
+// expects its batches to take its slot's profiled duration
+// (Options.Profiled) times the pace, or the planned duration if longer: a
+// plan made from the calibrated profiles already plans that pace. ratio ≤ 1
+// clears it.
+func (h *MachineHealth) SetPace(ratio float64) { h.pace.Store(math.Float64bits(min(ratio, maxRatio))) }
 
 // Pace returns the backend's pace (SetPace); 1 when not set.
 func (h *MachineHealth) Pace() float64 {
 	if h == nil {
 		return 1
 	}
-	if p := math.Float64frombits(h.pace.Load()); p > 1 {
-		return p
-	}
-	return 1
+	return ratioAbove1(&h.pace)
 }
 
 // HealthTable gives the MachineHealth of a backend id. The dispatcher calls

@@ -42,11 +42,13 @@
 // fall, with the horizon; the new plan uses the measured envelopes), Replan
 // (cause "manual"), every Period (cause "periodic"), and, with
 // Options.Calibration, when the calibrated durations of the plan's groups
-// stay more than DriftThreshold (10%) from the plan's for DriftHold (1 s)
+// stay more than DriftThreshold (10%) from the plan's for DriftHold (3 s)
 // (cause "drift"; plans are then made from the calibrated profiles,
 // docs/calibration.md). A rate rise whose plan the pool cannot hold while
 // the current plan fits is not published (admission refuses the excess).
-// Each decision runs the injected planner, places the result on the members
+// Each decision runs the injected planner (again without a hardware type
+// for one model at a time while the plan needs more devices of that type
+// than the members have: fit.go, fitPool), places the result on the members
 // and calls the injected Publish with a *Replan (placed plan, cause,
 // shortfall, the rates planned for, how long planning and placement took). A
 // plan identical to the published one is not published again. Status()
