@@ -137,6 +137,7 @@ writes their latency CDF (.png, .svg or .pdf).`,
 	f.DurationVar(&o.Drain, "drain", loadgenDefault.Drain, "how long to wait for replies after the last send; still missing then: timeout")
 	f.DurationVar(&o.Timeout, "timeout", loadgenDefault.Timeout, "per-request client timeout")
 	f.IntVar(&o.MaxInflight, "max-inflight", loadgenDefault.MaxInflight, "at most this many outstanding requests; beyond: dropped (client overload)")
+	f.BoolVar(&o.PerSecond, "per-second", false, "also split the report by the second each request was due in (json: seconds; table: the seconds with a miss)")
 	f.DurationVar(&o.SLO, "slo", 0, "latency objective for goodput and attainment (default: the model metadata's slo_ms)")
 	f.StringArrayVar(&inputs, "input", nil, "request input: KServe v2 JSON body, .png/.jpg image, or a directory (repeatable; cycled)")
 	f.StringVar(&inputName, "input-name", "image", "tensor name for image inputs")

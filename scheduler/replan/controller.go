@@ -423,6 +423,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
+// Step runs one tick of Run at now on the caller's goroutine: for a driver
+// on a virtual clock that feeds the rates itself (evaluation.Tuning). Never
+// call it beside Run.
+func (c *Controller) Step(now time.Time) { c.step(now) }
+
 // step takes the pending inputs, decides whether to re-plan, and does it.
 func (c *Controller) step(now time.Time) {
 	c.mu.Lock()
