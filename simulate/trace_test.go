@@ -185,4 +185,3 @@ func TestPlanChanges(t *testing.T) {
 		}
 	}
 }
-
