@@ -28,33 +28,20 @@ func gammaTrace(t *testing.T, rate float64, d time.Duration, seed uint64) *arriv
 	return tr
 }
 
-// warped is a gamma CV² 16 process whose rate follows rate(t) (req/s) for d:
-// a unit-rate process in operational time mapped through the inverse of
-// Λ(t) = ∫ rate, so its bursts keep their shape as the rate changes.
-func warped(t *testing.T, rate func(time.Duration) float64, d time.Duration, seed uint64) *arrival.Trace {
+// diurnal is d of gamma CV² 16 at 50 → 150 → 50 req/s (a half sine
+// squared, 100 × d arrivals), the bursts of a unit-rate process warped to
+// that rate (seed).
+func diurnal(t *testing.T, d time.Duration, seed uint64) *arrival.Trace {
 	t.Helper()
-	const dt = 10 * time.Millisecond
-	var lambda []float64 // Λ at k·dt
-	total := 0.0
-	for at := time.Duration(0); at <= d; at += dt {
-		lambda = append(lambda, total)
-		total += rate(at) * dt.Seconds()
+	rate := func(at time.Duration) float64 {
+		s := math.Sin(math.Pi * at.Seconds() / d.Seconds())
+		return 50 + 100*s*s
 	}
-	unit := gammaTrace(t, 1, time.Duration(total*float64(time.Second)), seed)
-	out := &arrival.Trace{Name: "gamma CV² 16, ramp"}
-	k := 0
-	for _, u := range unit.Offsets {
-		x := u.Seconds()
-		for k+1 < len(lambda) && lambda[k+1] <= x {
-			k++
-		}
-		if k+1 >= len(lambda) {
-			break
-		}
-		frac := (x - lambda[k]) / (lambda[k+1] - lambda[k])
-		out.Offsets = append(out.Offsets, time.Duration(k)*dt+time.Duration(frac*float64(dt)))
+	tr, err := arrival.Warp(gammaTrace(t, 1, 101*d, seed), rate, d, "gamma CV² 16, diurnal ramp")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return tr
 }
 
 // TestTuningComparison is issue 21's tuner comparison, simulated: the demo
@@ -98,17 +85,13 @@ func TestTuningComparison(t *testing.T) {
 	for _, at := range gammaTrace(t, 100, 40*time.Second, 3).Offsets {
 		step.Offsets = append(step.Offsets, 20*time.Second+at)
 	}
-	const ramp = 120 * time.Second
-	diurnal := warped(t, func(at time.Duration) float64 {
-		s := math.Sin(math.Pi * at.Seconds() / ramp.Seconds())
-		return 50 + 100*s*s
-	}, ramp, 4)
+	ramp := diurnal(t, 120*time.Second, 4)
 
 	for _, c := range []struct {
 		name     string
 		arrivals *arrival.Trace
 		change   time.Duration
-	}{{"rate step 50 → 100 req/s at 20 s", step, 20 * time.Second}, {"diurnal ramp 50 → 150 → 50 req/s over 120 s", diurnal, 0}} {
+	}{{"rate step 50 → 100 req/s at 20 s", step, 20 * time.Second}, {"diurnal ramp 50 → 150 → 50 req/s over 120 s", ramp, 0}} {
 		rows, err := Tuning(TuningOptions{Config: cfg, Sample: sample, Plan: plan, Coarse: coarse.Plan,
 			Replan: tp.Plan, Covers: tp.Covers, Arrivals: c.arrivals, Change: c.change,
 			Delay: 500 * time.Millisecond, Flush: dispatcher.FlushIdle, Admission: true})
