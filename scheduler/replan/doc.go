@@ -34,7 +34,8 @@
 // it placed last.
 //
 // Controller (controller.go) — the control loop. New(cfg, members, Options{Plan,
-// Publish}) then Run(ctx) from one goroutine; from any goroutine, SetConfig
+// Publish}) then Run(ctx) from one goroutine (or, on a virtual clock, Step(now)
+// per tick from one goroutine instead of Run); from any goroutine, SetConfig
 // (cause "config"), SetMembers (cause "membership": re-place the last plan, or
 // re-plan when a hardware type appeared or vanished), ObserveRates(source,
 // snapshot) (cause "rate": the latest window's rate above planned×(1+0.2) for
