@@ -101,7 +101,9 @@ func TestGatewayConsulServesTracePlan(t *testing.T) {
 	}
 	register("v100", 0, 22)
 	near := func(want *api.Plan) func(controlplane.PlanEvent) bool {
-		return func(e controlplane.PlanEvent) bool { return math.Abs(e.Plan.TotalCost-want.TotalCost) < 1e-6*want.TotalCost }
+		return func(e controlplane.PlanEvent) bool {
+			return math.Abs(e.Plan.TotalCost-want.TotalCost) < 1e-6*want.TotalCost
+		}
 	}
 	gateway := func(ctx context.Context, prefix string, o gatewayOptions) *planEvents {
 		evs := newPlanEvents()
