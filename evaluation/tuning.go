@@ -345,7 +345,7 @@ func coarseChanges(o TuningOptions, counts []int) TuningRow {
 			below = 0
 			continue
 		}
-		row.Changes = append(row.Changes, simulate.PlanChange{At: end + o.Delay, Plan: scaled(o.Coarse, float64(cur)/replicas)})
+		row.Changes = append(row.Changes, simulate.PlanChange{At: end + o.Delay, Plan: replan.ScaleMachines(o.Coarse, o.Session, func(string) float64 { return float64(cur) / replicas })})
 	}
 	return row
 }
@@ -357,32 +357,6 @@ func windowSum(counts []int, b, n int) int {
 		sum += counts[i]
 	}
 	return sum
-}
-
-// scaled is plan with every group's machines and cost × f.
-func scaled(plan *api.Plan, f float64) *api.Plan {
-	out := *plan
-	out.Sessions = append([]api.SessionPlan(nil), plan.Sessions...)
-	out.TotalCost = 0
-	for i := range out.Sessions {
-		sp := &out.Sessions[i]
-		sp.Modules = append([]api.ModulePlan(nil), sp.Modules...)
-		sp.Cost = 0
-		for j := range sp.Modules {
-			mp := &sp.Modules[j]
-			mp.Configs = append([]api.GroupPlan(nil), mp.Configs...)
-			mp.Cost = 0
-			for k := range mp.Configs {
-				g := &mp.Configs[k]
-				g.Machines *= f
-				g.Cost = g.Machines * g.Price
-				mp.Cost += g.Cost
-			}
-			sp.Cost += mp.Cost
-		}
-		out.TotalCost += sp.Cost
-	}
-	return &out
 }
 
 // WriteTuning writes rows as the table of docs/traffic.md.

@@ -7,12 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
@@ -35,34 +33,9 @@ func TestGatewayConsulServesTracePlan(t *testing.T) {
 	}
 	agent := consultest.Start(t)
 	dir := t.TempDir()
-	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := api.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proc, err := arrival.Spec{Kind: "gamma", Rate: 50, CV2: 16}.New(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := arrival.Record(proc, 60*time.Second, "gamma CV² 16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tracePath := filepath.Join(dir, "gamma16.txt")
-	var sb strings.Builder
-	for _, at := range tr.Offsets {
-		fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
-	}
-	if err := os.WriteFile(tracePath, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, base, cfg := writeDemo(t, dir)
+	tr := gammaRecord(t, 50, 16, 60*time.Second, 1)
+	tracePath := writeOffsets(t, dir, "gamma16.txt", tr.Offsets)
 	// What the gateway's trace planner plans with v100 only, and with both.
 	tp, err := controlplane.NewTracePlanner(cfg, controlplane.TracePlannerOptions{Trace: tr,
 		Options: scheduler.Options{Policy: "piccolo"}, Load: simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}})

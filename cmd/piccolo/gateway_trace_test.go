@@ -164,38 +164,13 @@ func TestGatewayServesTraceLive(t *testing.T) {
 		t.Skip("set PICCOLO_BURST_SERVE=1: about 80 s live")
 	}
 	const half = 60 * time.Second
-	proc, err := arrival.Spec{Kind: "gamma", Rate: 50, CV2: 16}.New(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := arrival.Record(proc, 2*half, "gamma CV² 16")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := gammaRecord(t, 50, 16, 2*half, 1)
 	dir := t.TempDir()
 	if d := os.Getenv("PICCOLO_BURST_SERVE_DIR"); d != "" {
 		dir = d // keep the trace for `piccolo plan --trace`
 	}
-	tracePath := filepath.Join(dir, "gamma16.txt")
-	var sb strings.Builder
-	for _, at := range tr.Offsets {
-		fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
-	}
-	if err := os.WriteFile(tracePath, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := api.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tracePath := writeOffsets(t, dir, "gamma16.txt", tr.Offsets)
+	cfgPath, _, cfg := writeDemo(t, dir)
 	// The plans `piccolo plan --trace FILE --duration 60s --flush idle` prints.
 	tp, err := simulate.PlanForTraceWith("ladder", cfg, scheduler.Options{Policy: "piccolo"}, 0.99,
 		simulate.Options{Trace: tr, Duration: half, Seed: 1, Flush: dispatcher.FlushIdle})
@@ -225,14 +200,9 @@ func TestGatewayServesTraceLive(t *testing.T) {
 
 	// A pool of the trace plan's machines, each its own backend, plus one of
 	// each type for a re-plan to grow onto.
-	pool := map[string]int{"v100": 1, "t4": 1}
-	for _, sp := range tp.Trace.Plan.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				pool[g.Hardware] += int(math.Ceil(g.Machines - 1e-9))
-			}
-		}
-	}
+	pool := poolOf(tp.Trace.Plan)
+	pool["v100"]++
+	pool["t4"]++
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bePath := startSimPool(t, ctx, dir, cfgPath, pool)
@@ -341,27 +311,9 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 	}
 	dir := t.TempDir()
 	record := func(rate float64, d time.Duration, seed uint64) *arrival.Trace {
-		p, err := arrival.Spec{Kind: "gamma", Rate: rate, CV2: 16}.New(seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := arrival.Record(p, d, "gamma")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
+		return gammaRecord(t, rate, 16, d, seed)
 	}
-	write := func(name string, offs []time.Duration) string {
-		var sb strings.Builder
-		for _, at := range offs {
-			fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	write := func(name string, offs []time.Duration) string { return writeOffsets(t, dir, name, offs) }
 	const before = 20 * time.Second
 	samplePath := write("sample.txt", record(50, 60*time.Second, 1).Offsets)
 	step := append([]time.Duration(nil), record(50, before, 2).Offsets...)
@@ -383,14 +335,7 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 		step, change = w.Offsets, 0
 	}
 	stepPath := write("step.txt", step)
-	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, _, _ := writeDemo(t, dir)
 	attained := map[bool]float64{}
 	for _, tune := range []bool{true, false} {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -490,36 +435,11 @@ func TestPlannerTableRowsLive(t *testing.T) {
 	if os.Getenv("PICCOLO_PLAN_ROWS_LIVE") == "" {
 		t.Skip("set PICCOLO_PLAN_ROWS_LIVE=1: about 9 minutes live")
 	}
-	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := api.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, _, cfg := writeDemo(t, dir)
 	for _, cv2 := range []float64{4, 16} {
-		proc, err := arrival.Spec{Kind: "gamma", Rate: 50, CV2: cv2}.New(1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := arrival.Record(proc, 120*time.Second, "gamma")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tracePath := filepath.Join(dir, fmt.Sprintf("gamma%g.txt", cv2))
-		var sb strings.Builder
-		for _, at := range tr.Offsets {
-			fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
-		}
-		if err := os.WriteFile(tracePath, []byte(sb.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		tr := gammaRecord(t, 50, cv2, 120*time.Second, 1)
+		tracePath := writeOffsets(t, dir, fmt.Sprintf("gamma%g.txt", cv2), tr.Offsets)
 		for _, search := range []string{"ladder", "inferline"} {
 			tp, err := simulate.PlanForTraceWith(search, cfg, scheduler.Options{Policy: "piccolo"}, 0.99,
 				simulate.Options{Trace: tr, Seed: 1, Flush: dispatcher.FlushIdle})
@@ -535,14 +455,7 @@ func TestPlannerTableRowsLive(t *testing.T) {
 			if err := os.WriteFile(planPath, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			pool := map[string]int{}
-			for _, sp := range plan.Sessions {
-				for _, mp := range sp.Modules {
-					for _, g := range mp.Configs {
-						pool[g.Hardware] += int(math.Ceil(g.Machines - 1e-9))
-					}
-				}
-			}
+			pool := poolOf(plan)
 			ctx, cancel := context.WithCancel(context.Background())
 			bePath := startSimPool(t, ctx, dir, cfgPath, pool)
 			var mu sync.Mutex
@@ -567,4 +480,67 @@ func TestPlannerTableRowsLive(t *testing.T) {
 			}
 		}
 	}
+}
+
+// gammaRecord records d of gamma arrivals at rate req/s, squared coefficient
+// of variation cv2 (seed), as `piccolo plan --arrival gamma` records them.
+func gammaRecord(t testing.TB, rate, cv2 float64, d time.Duration, seed uint64) *arrival.Trace {
+	t.Helper()
+	p, err := arrival.Spec{Kind: "gamma", Rate: rate, CV2: cv2}.New(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := arrival.Record(p, d, fmt.Sprintf("gamma CV² %g", cv2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// writeOffsets writes offs to dir/name as a trace file, one value (seconds)
+// a line, and returns its path.
+func writeOffsets(t testing.TB, dir, name string, offs []time.Duration) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, at := range offs {
+		fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// writeDemo copies the demo config (configs/demo/paper-gpus.yaml) to
+// dir/piccolo.yaml and returns its path, its text and the config.
+func writeDemo(t testing.TB, dir string) (string, []byte, *api.Config) {
+	t.Helper()
+	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(path, base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := api.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, base, cfg
+}
+
+// poolOf is the backends of each hardware type a plan needs, each machine
+// (rounded up per group) a backend of its own.
+func poolOf(plan *api.Plan) map[string]int {
+	pool := map[string]int{}
+	for _, sp := range plan.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				pool[g.Hardware] += int(math.Ceil(g.Machines - 1e-9))
+			}
+		}
+	}
+	return pool
 }
