@@ -228,6 +228,12 @@ func (cc *ConsulControl) apply(rec *cluster.Record) bool {
 		return true
 	}
 	cfg := cluster.WithoutBackends(full)
+	if cal := cc.opts.Calibration; cal != nil {
+		// This gateway's batches are counted at the profile entries of the
+		// config it serves (the leader's merge lines up with them), leading
+		// or not.
+		cal.SetOffline(cfg)
+	}
 	if cc.sw == nil {
 		sw, err := dataplane.NewLiveSwitch(cc.ctx, full, rec.Plan, cc.opts)
 		if err != nil {

@@ -69,10 +69,12 @@ func newCalibration(ctx context.Context, o *gatewayOptions, log *zap.Logger, reg
 
 // keepCalibration stores est every calibrationSaveEvery until ctx ends or
 // the returned stop is called, and once more then: to --calibration-file, or
-// with --consul (no file) under the cluster's KV key of gatewayID. Nothing
+// with --consul (no file) under the cluster's KV key of gatewayID, every
+// cluster.CalibrationEvery (the elected scheduler follows it). Nothing
 // (a no-op stop) when est is nil or neither is set.
 func keepCalibration(ctx context.Context, est *calibrate.Estimator, o *gatewayOptions, gatewayID string, log *zap.Logger) (stop func()) {
 	var save func() error
+	every := calibrationSaveEvery
 	switch {
 	case est == nil:
 		return func() {}
@@ -84,6 +86,7 @@ func keepCalibration(ctx context.Context, est *calibrate.Estimator, o *gatewayOp
 			log.Warn("calibration will not be kept in Consul", zap.Error(err))
 			return func() {}
 		}
+		every = cluster.CalibrationEvery
 		save = func() error {
 			data, err := est.Marshal(time.Now())
 			if err != nil {
@@ -105,7 +108,7 @@ func keepCalibration(ctx context.Context, est *calibrate.Estimator, o *gatewayOp
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(calibrationSaveEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {

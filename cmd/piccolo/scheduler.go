@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -35,6 +36,7 @@ type schedulerOptions struct {
 	burst   float64
 	logFmt  string
 	listen  string
+	follow  bool // --calibration
 
 	control replan.Options // tests: the control loop's tuning
 }
@@ -79,6 +81,7 @@ GET /healthz are served there.`,
 	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
 	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.StringVar(&o.listen, "listen", "", "serve /metrics and /healthz on this host:port; off (or empty, the default): none")
+	f.BoolVar(&o.follow, "calibration", true, "while leading, plan and re-plan (drift, co-location) from every gateway's calibration in Consul KV, merged (docs/calibration.md, \"Cluster\"); false: the offline profiles only")
 	return cmd
 }
 
@@ -119,6 +122,14 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 	id := o.id
 	if id == "" {
 		id = "scheduler-" + cluster.DefaultID()
+	}
+	if o.follow && o.control.Calibration == nil {
+		// Measures nothing itself: the leader's view is the gateways' (cluster.Followed).
+		est, err := calibrate.New(calibrate.Options{})
+		if err != nil {
+			return err
+		}
+		o.control.Calibration = est
 	}
 	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
 	sched, err := cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, TTL: o.ttl, Logger: log, Control: o.control,

@@ -34,6 +34,10 @@ type ReplannerOptions struct {
 	// same agent).
 	Members membership.Membership
 	// Control tunes the control loop; Plan, Publish and Logger are set here.
+	// A Control.Calibration that is a Calibration (a gateway's
+	// calibrate.Estimator) is followed with every gateway's calibration in
+	// Consul KV while this candidate leads (Followed): drift, planning and
+	// co-location read the merge.
 	Control replan.Options
 	// TTL is the candidate's heartbeat TTL (default DefaultTTL).
 	TTL time.Duration
@@ -166,6 +170,14 @@ func (t *term) run(ctx context.Context) error {
 	t.noteSnapshot(snap)
 
 	copts := t.s.o.Control
+	var followed *Followed
+	if own, ok := copts.Calibration.(Calibration); ok {
+		followed = NewFollowed(own, t.s.c, t.log)
+		if err := followed.Refresh(ctx); err != nil {
+			t.log.Warn("calibrations not read from Consul; planning from this scheduler's own until they are", zap.Error(err))
+		}
+		copts.Calibration = followed
+	}
 	copts.Plan = t.s.o.Plan
 	copts.Publish = func(r *replan.Replan) error { return t.publish(ctx, r) }
 	copts.Logger = t.log
@@ -175,6 +187,10 @@ func (t *term) run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	wg.Add(3)
+	if followed != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); followed.Follow(ctx) }()
+	}
 	go func() { defer wg.Done(); _ = ctl.Run(ctx) }()
 	go func() { defer wg.Done(); t.watchMembers(ctx, ctl, updates, snap) }()
 	go func() { defer wg.Done(); t.watchConfig(ctx, ctl, idx) }()
