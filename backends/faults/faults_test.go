@@ -342,3 +342,61 @@ func TestSetNeedsListenerForSocketFaults(t *testing.T) {
 		t.Errorf("refused Sets changed the faults to %v", got)
 	}
 }
+
+// TestSharedSlowsOnlyBesideAnotherModel: shared=2 leaves a model alone on
+// the backend at its profile, doubles its batches while another model is
+// loaded there, and stops once that one is closed (co-location
+// interference, to rehearse placement's avoidance).
+func TestSharedSlowsOnlyBesideAnotherModel(t *testing.T) {
+	var cfg api.Config
+	if err := yaml.Unmarshal([]byte(profiles), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	exec, err := sim.New("v100", cfg.Profiles, sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inj, err := faults.New(faults.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inj.Set(faults.Set{Shared: 2}); err != nil {
+		t.Fatal(err)
+	}
+	x := inj.Executor(exec)
+	steady, err := x.Load("steady", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	measure := func() time.Duration {
+		best := time.Hour
+		for range 2 {
+			t0 := time.Now()
+			if _, err := steady.Run(context.Background(), oneItem()[0], 1); err != nil {
+				t.Fatal(err)
+			}
+			best = min(best, time.Since(t0))
+		}
+		return best
+	}
+	alone := measure()
+	quick, err := x.Load("quick", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beside := measure()
+	if err := quick.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after := measure()
+	t.Logf("alone %v, beside another model %v, after it closed %v", alone, beside, after)
+	if alone > 150*time.Millisecond || beside < 180*time.Millisecond || beside > 300*time.Millisecond || after > 150*time.Millisecond {
+		t.Errorf("shared=2: alone %v, beside another model %v, after it closed %v; want about 100ms, 200ms, 100ms", alone, beside, after)
+	}
+	if s, err := faults.Parse([]string{"shared=1.5"}); err != nil || s.Shared != 1.5 || s.String() != "shared=1.5" {
+		t.Errorf("Parse(shared=1.5) = %+v (%q), %v", s, s.String(), err)
+	}
+	if err := inj.Set(faults.Set{Shared: 0.5}); err == nil || !strings.Contains(err.Error(), "shared 0.5") {
+		t.Errorf("Set(shared 0.5) = %v; want an error naming it", err)
+	}
+}

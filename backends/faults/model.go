@@ -3,21 +3,32 @@ package faults
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 )
 
-// Executor returns exec with its models wrapped: they apply hang, fail and
-// slow to every batch. Load and Models pass through.
+// Executor returns exec with its models wrapped: they apply hang, fail,
+// slow and shared to every batch. Load and Models pass through.
 func (j *Injector) Executor(exec backends.Executor) backends.Executor {
-	return &executor{inner: exec, j: j}
+	return &executor{inner: exec, j: j, loaded: map[string]int{}}
 }
 
 type executor struct {
 	inner backends.Executor
 	j     *Injector
+
+	mu     sync.Mutex
+	loaded map[string]int // models loaded and not closed, by name (fault shared)
+}
+
+// others reports whether a model other than name is loaded.
+func (x *executor) others(name string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.loaded) > 1 || (len(x.loaded) == 1 && x.loaded[name] == 0)
 }
 
 var _ backends.Executor = (*executor)(nil)
@@ -29,9 +40,22 @@ func (x *executor) Load(name string, batch, concurrency int) (backends.Model, er
 	if err != nil {
 		return nil, err
 	}
-	fm := &model{Model: m, j: x.j, lanes: make(chan struct{}, max(1, m.Info().Concurrency))}
+	fm := &model{Model: m, j: x.j, x: x, name: name, lanes: make(chan struct{}, max(1, m.Info().Concurrency))}
 	fm.profiled, _ = m.(profiled)
+	x.mu.Lock()
+	x.loaded[name]++
+	x.mu.Unlock()
 	return fm, nil
+}
+
+// Close closes the model and counts it unloaded.
+func (m *model) Close() error {
+	m.x.mu.Lock()
+	if m.x.loaded[m.name]--; m.x.loaded[m.name] <= 0 {
+		delete(m.x.loaded, m.name)
+	}
+	m.x.mu.Unlock()
+	return m.Model.Close()
 }
 
 // profiled is a model that knows how long a batch of n items takes (the sim:
@@ -44,6 +68,8 @@ type profiled interface {
 type model struct {
 	backends.Model
 	j        *Injector
+	x        *executor
+	name     string
 	profiled profiled // nil: measure
 	// lanes holds a slow batch for all its k× time: the inner model frees its
 	// own lane after 1×, so without these a slowed backend would still start
@@ -78,7 +104,11 @@ func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n
 	if s.Fail > 0 && m.j.failNow(s.Fail) {
 		return nil, fmt.Errorf("%w: fail (a share %g of calls fails)", ErrInjected, s.Fail)
 	}
-	if s.Slow <= 1 {
+	k := max(s.Slow, 1)
+	if s.Shared > 1 && m.x.others(m.name) {
+		k *= s.Shared
+	}
+	if k <= 1 {
 		return m.Model.Run(ctx, inputs, n)
 	}
 	select {
@@ -96,7 +126,7 @@ func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n
 	if m.profiled != nil {
 		d = m.profiled.Duration(n)
 	}
-	t := time.NewTimer(time.Duration(float64(d) * (s.Slow - 1)))
+	t := time.NewTimer(time.Duration(float64(d) * (k - 1)))
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -175,7 +175,7 @@ draining.
 With --fault it misbehaves on purpose, to rehearse failures: refuse (connections
 refused), reset (calls cut), hang, slow=K (batches K times as long), fail=P (a
 share P of calls answer INTERNAL), malformed (outputs of the wrong shape or
-size). GET/PUT/DELETE ` + faultsPath + ` on the metrics port reads and changes them
+size), shared=K (batches K times as long while another model is loaded). GET/PUT/DELETE ` + faultsPath + ` on the metrics port reads and changes them
 at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -205,7 +205,7 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let batches in flight finish")
 	f.StringVar(&o.consul, "consul", "", "register with the Consul agent at this host:port (HTTP API) as service "+membership.ServiceName+" (meta: hardware, price, GPU, models; TCP check every 1s); deregister on shutdown")
 	f.StringVar(&o.id, "id", "", "with --consul: the registration id (default <hardware>-<host>-<port>)")
-	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed; change at run time with "+faultsPath+" on the metrics port")
+	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed, shared=K; change at run time with "+faultsPath+" on the metrics port")
 	f.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of which calls fail=P fails")
 	o.tls.register(f, "serve gRPC")
 	return cmd
