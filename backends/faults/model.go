@@ -13,22 +13,35 @@ import (
 // Executor returns exec with its models wrapped: they apply hang, fail,
 // slow and shared to every batch. Load and Models pass through.
 func (j *Injector) Executor(exec backends.Executor) backends.Executor {
-	return &executor{inner: exec, j: j, loaded: map[string]int{}}
+	return &executor{inner: exec, j: j, ran: map[string]time.Time{}}
 }
+
+// SharedWindow is how recently another model must have started a batch on
+// the backend for fault shared to slow a batch: the models take turns on
+// the device (a one-lane device never runs two batches at once), and a model
+// loaded but idle there (a spare) does not count.
+const SharedWindow = time.Second
 
 type executor struct {
 	inner backends.Executor
 	j     *Injector
 
-	mu     sync.Mutex
-	loaded map[string]int // models loaded and not closed, by name (fault shared)
+	mu  sync.Mutex
+	ran map[string]time.Time // when each model last started a batch (fault shared only)
 }
 
-// others reports whether a model other than name is loaded.
-func (x *executor) others(name string) bool {
+// others records that name starts a batch at now and reports whether
+// another model started one within SharedWindow.
+func (x *executor) others(name string, now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return len(x.loaded) > 1 || (len(x.loaded) == 1 && x.loaded[name] == 0)
+	x.ran[name] = now
+	for m, at := range x.ran {
+		if m != name && now.Sub(at) <= SharedWindow {
+			return true
+		}
+	}
+	return false
 }
 
 var _ backends.Executor = (*executor)(nil)
@@ -42,20 +55,7 @@ func (x *executor) Load(name string, batch, concurrency int) (backends.Model, er
 	}
 	fm := &model{Model: m, j: x.j, x: x, name: name, lanes: make(chan struct{}, max(1, m.Info().Concurrency))}
 	fm.profiled, _ = m.(profiled)
-	x.mu.Lock()
-	x.loaded[name]++
-	x.mu.Unlock()
 	return fm, nil
-}
-
-// Close closes the model and counts it unloaded.
-func (m *model) Close() error {
-	m.x.mu.Lock()
-	if m.x.loaded[m.name]--; m.x.loaded[m.name] <= 0 {
-		delete(m.x.loaded, m.name)
-	}
-	m.x.mu.Unlock()
-	return m.Model.Close()
 }
 
 // profiled is a model that knows how long a batch of n items takes (the sim:
@@ -105,7 +105,7 @@ func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n
 		return nil, fmt.Errorf("%w: fail (a share %g of calls fails)", ErrInjected, s.Fail)
 	}
 	k := max(s.Slow, 1)
-	if s.Shared > 1 && m.x.others(m.name) {
+	if s.Shared > 1 && m.x.others(m.name, time.Now()) {
 		k *= s.Shared
 	}
 	if k <= 1 {

@@ -35,9 +35,9 @@ type Set struct {
 	// Malformed: every ModelInfer answers outputs of the wrong dimension 0 or
 	// byte length.
 	Malformed bool `json:"malformed"`
-	// Shared is the factor k ≥ 1 a batch's duration is multiplied by while
-	// another model is loaded on this backend (co-location interference,
-	// on top of Slow); 0 (or 1): off.
+	// Shared is the factor k ≥ 1 a batch's duration is multiplied by when
+	// another model started a batch on this backend within SharedWindow
+	// (co-location interference, on top of Slow); 0 (or 1): off.
 	Shared float64 `json:"shared"`
 }
 

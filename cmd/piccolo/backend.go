@@ -175,7 +175,7 @@ draining.
 With --fault it misbehaves on purpose, to rehearse failures: refuse (connections
 refused), reset (calls cut), hang, slow=K (batches K times as long), fail=P (a
 share P of calls answer INTERNAL), malformed (outputs of the wrong shape or
-size), shared=K (batches K times as long while another model is loaded). GET/PUT/DELETE ` + faultsPath + ` on the metrics port reads and changes them
+size), shared=K (batches K times as long while another model runs batches there). GET/PUT/DELETE ` + faultsPath + ` on the metrics port reads and changes them
 at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
