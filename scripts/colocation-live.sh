@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 20's co-location avoidance, live (docs/calibration.md, "Co-location"):
-# the demo's M2 -> M3 chain on v100 only (Table I's durations, SLO 900 ms) at
+# the demo's M2 -> M3 chain (configs/demo/paper-gpus.yaml) on v100 only (Table I's durations, SLO 900 ms) at
 # RATE req/s (default 25: m2 about 1.1 and m3 about 1.4 machines, so their fractions
 # are packed on one device), through a `piccolo gateway` over BACKENDS sim
 # v100 backends (default 5: the plan needs 3), every backend with
@@ -25,43 +25,11 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 go build -o "$work/piccolo" ./cmd/piccolo
 P=$work/piccolo
-CFG=$work/chain-v100.yaml
-cat > "$CFG" <<YAML
-hardware:
-  - {name: v100, price: 2.2}
-profiles:
-  - model: m2
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 100ms}
-      - {batch: 2, concurrency: 1, duration: 125ms}
-      - {batch: 4, concurrency: 1, duration: 160ms}
-      - {batch: 8, concurrency: 1, duration: 267ms}
-  - model: m3
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 130ms}
-      - {batch: 2, concurrency: 1, duration: 167ms}
-      - {batch: 4, concurrency: 1, duration: 200ms}
-      - {batch: 8, concurrency: 1, duration: 320ms}
-sessions:
-  - name: chain
-    slo: 900ms
-    modules:
-      - {name: m2, model: m2, rate: $RATE}
-      - {name: m3, model: m3, rate: $RATE, after: [m2]}
-YAML
-
-report() { # $1 json, $2 label
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); e = d["errors"]; s = d["sent"]
-ref = e.get("rejected: overloaded", 0)
-print("  %-8s sent %5d  within SLO %7.3f%% of all  refused %4d  504 %d  other errors %d  p99 %.0f ms" % (
-    sys.argv[2], s, 100 * d["slo_attainment"], ref, e.get("deadline", 0),
-    sum(v for k, v in e.items() if k not in ("rejected: overloaded", "deadline")), d["p99_ms"]))
-PY
-}
+# The demo's chain at RATE; only v100 backends are listed, so only v100 is
+# planned (the control loop plans the hardware types present).
+CFG=$work/chain.yaml
+sed "s/rate: 50/rate: $RATE/; s/name: paper-chain/name: chain/" configs/demo/paper-gpus.yaml >"$CFG"
+report() { python3 scripts/loadgen-report.py "$@"; }
 
 echo "uptime: $(uptime)"
 for cal in $CAL; do

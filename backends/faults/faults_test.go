@@ -50,7 +50,8 @@ var fastReconnect = grpc.WithConnectParams(grpc.ConnectParams{
 	MinConnectTimeout: 2 * time.Second,
 })
 
-func start(t testing.TB) *faulty {
+// simExec is a sim v100 of profiles.
+func simExec(t testing.TB) backends.Executor {
 	t.Helper()
 	var cfg api.Config
 	if err := yaml.Unmarshal([]byte(profiles), &cfg); err != nil {
@@ -60,6 +61,12 @@ func start(t testing.TB) *faulty {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return exec
+}
+
+func start(t testing.TB) *faulty {
+	t.Helper()
+	exec := simExec(t)
 	reg := prometheus.NewRegistry()
 	inj, err := faults.New(faults.Options{Seed: 7, Registerer: reg})
 	if err != nil {
@@ -348,14 +355,6 @@ func TestSetNeedsListenerForSocketFaults(t *testing.T) {
 // batches there, and stops SharedWindow after that one's last batch, loaded
 // or not (co-location interference, to rehearse placement's avoidance).
 func TestSharedSlowsOnlyBesideAnotherModel(t *testing.T) {
-	var cfg api.Config
-	if err := yaml.Unmarshal([]byte(profiles), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	exec, err := sim.New("v100", cfg.Profiles, sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	inj, err := faults.New(faults.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +362,7 @@ func TestSharedSlowsOnlyBesideAnotherModel(t *testing.T) {
 	if err := inj.Set(faults.Set{Shared: 2}); err != nil {
 		t.Fatal(err)
 	}
-	x := inj.Executor(exec)
+	x := inj.Executor(simExec(t))
 	steady, err := x.Load("steady", 0, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,36 @@ func shared(placed *api.Plan) []string {
 	return out
 }
 
+// colocSetup starts a harness on colocConfig(1000, 150) over n v100
+// devices with a real estimator; m's group, its shared device (with m2) and
+// a batch() that observes m at its plan's duration on every device of the
+// group, slow× on the shared one.
+func colocSetup(t *testing.T, n int, slow float64) (*harness, func()) {
+	t.Helper()
+	est, err := calibrate.New(calibrate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, colocConfig(1000, 150), pool("v100", n), Options{Calibration: est, DriftHold: 2 * time.Second})
+	first := h.last()
+	sh := shared(first.Plan)
+	if len(sh) != 1 {
+		t.Fatalf("initial placement %v shares %v; want m's fraction and m2 on one device", backendsOf(first.Plan), sh)
+	}
+	g := first.Plan.Sessions[0].Modules[0].Configs[0]
+	profiled := time.Duration(g.DurationMs * float64(time.Millisecond))
+	batch := func() {
+		for _, id := range g.Backends {
+			d := profiled
+			if id == sh[0] {
+				d = time.Duration(slow * float64(profiled))
+			}
+			est.Observe("m", "v100", id, g.Batch, g.Concurrency, d, h.now)
+		}
+	}
+	return h, batch
+}
+
 // TestControllerColocationSeparatesPair is cause "colocation" on a fake
 // clock with a real calibrate.Estimator: m runs on a device of its own at
 // its profile and on the device it shares with m2 1.5× slower. Once both
@@ -63,28 +93,7 @@ func TestControllerColocationSeparatesPair(t *testing.T) {
 		{"1.05x", 1.05, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			est, err := calibrate.New(calibrate.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := newHarness(t, colocConfig(1000, 150), pool("v100", 4), Options{Calibration: est, DriftHold: 2 * time.Second})
-			first := h.last()
-			sh := shared(first.Plan)
-			if len(sh) != 1 {
-				t.Fatalf("initial placement %v shares %v; want m's fraction and m2 on one device", backendsOf(first.Plan), sh)
-			}
-			g := first.Plan.Sessions[0].Modules[0].Configs[0]
-			profiled := time.Duration(g.DurationMs * float64(time.Millisecond))
-			alone := ""
-			for _, id := range g.Backends {
-				if id != sh[0] {
-					alone = id
-				}
-			}
-			batch := func() {
-				est.Observe("m", "v100", alone, g.Batch, g.Concurrency, profiled, h.now)
-				est.Observe("m", "v100", sh[0], g.Batch, g.Concurrency, time.Duration(c.slow*float64(profiled)), h.now)
-			}
+			h, batch := colocSetup(t, 4, c.slow)
 			for range 12 {
 				batch()
 			}
@@ -123,26 +132,9 @@ func TestControllerColocationSeparatesPair(t *testing.T) {
 // With no spare device the pair stays packed (placement's fallback) and
 // the controller does not re-plan again and again for it.
 func TestControllerColocationNoSpareHoldsStill(t *testing.T) {
-	est, err := calibrate.New(calibrate.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, colocConfig(1000, 150), pool("v100", 2), Options{Calibration: est, DriftHold: 2 * time.Second})
-	first := h.last()
-	sh := shared(first.Plan)
-	if len(sh) != 1 {
-		t.Fatalf("initial placement %v shares %v; want one shared device", backendsOf(first.Plan), sh)
-	}
-	g := first.Plan.Sessions[0].Modules[0].Configs[0]
-	profiled := time.Duration(g.DurationMs * float64(time.Millisecond))
+	h, batch := colocSetup(t, 2, 2)
 	for range 12 {
-		for _, id := range g.Backends {
-			d := profiled
-			if id == sh[0] {
-				d = 2 * profiled
-			}
-			est.Observe("m", "v100", id, g.Batch, g.Concurrency, d, h.now)
-		}
+		batch()
 	}
 	h.run(15, noisy(1000))
 	if n := h.c.Status().Unchanged; len(h.published) != 1 || n != 1 {
