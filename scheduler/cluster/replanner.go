@@ -173,7 +173,10 @@ func (t *term) run(ctx context.Context) error {
 	var followed *Followed
 	if own, ok := copts.Calibration.(Calibration); ok {
 		followed = NewFollowed(own, t.s.c, t.log)
-		if err := followed.Refresh(ctx); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := followed.Refresh(rctx)
+		cancel()
+		if err != nil {
 			t.log.Warn("calibrations not read from Consul; planning from this scheduler's own until they are", zap.Error(err))
 		}
 		copts.Calibration = followed
