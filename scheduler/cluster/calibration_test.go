@@ -97,3 +97,54 @@ func TestLeaderFollowsGatewaysCalibration(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowedMergesAndSkipsMalformed: Refresh merges the own estimator
+// with every gateway's value in KV, skipping one that does not parse; the
+// merge answers Calibrate with the newest series per device, whoever sent
+// it (here another gateway's, not the scheduler's own older one).
+func TestFollowedMergesAndSkipsMalformed(t *testing.T) {
+	agent := consultest.Start(t)
+	c := newClient(t, agent.Addr())
+	ctx := context.Background()
+	cfg := loadTestConfig(t)
+	now := time.Now()
+	own, err := calibrate.New(calibrate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := calibrate.New(calibrate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 12 {
+		own.Observe("m", "t4", "t4-0", 4, 1, 10*time.Millisecond, now.Add(-time.Minute)) // older than other's t4-0
+		other.Observe("m", "t4", "t4-0", 4, 1, 30*time.Millisecond, now)                 // newer
+		other.Observe("m", "t4", "t4-1", 4, 1, 30*time.Millisecond, now)                 // other's only
+	}
+	data, err := other.Marshal(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutCalibration(ctx, "gw-other", data); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutCalibration(ctx, "gw-broken", []byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	f := cluster.NewFollowed(own, c, nil)
+	f.SetOffline(cfg)
+	if got := f.Calibrate(cfg, now); got != cfg {
+		t.Error("before the first Refresh the merge is empty: Calibrate should return the offline config")
+	}
+	if err := f.Refresh(ctx); err != nil {
+		t.Fatalf("Refresh with one malformed value: %v; want it skipped", err)
+	}
+	cal := f.Calibrate(cfg, now)
+	for _, p := range cal.Profiles {
+		for _, en := range p.Entries {
+			if en.Batch == 4 && en.Duration.D() != 30*time.Millisecond {
+				t.Errorf("merged %s b4 = %v; want 30ms (other's t4-0 and t4-1, not the lower median with the own older 10ms on t4-0)", p.Model, en.Duration.D())
+			}
+		}
+	}
+}
