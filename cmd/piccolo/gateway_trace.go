@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -63,9 +61,9 @@ func (o *gatewayOptions) planner(cfg *api.Config, opts scheduler.Options, flush 
 	}
 	switch {
 	case o.planFile != "":
-		plan, err := readPlanFile(o.planFile)
+		plan, err := api.ReadPlanFile(o.planFile)
 		if err != nil {
-			return nil, nil, false, err
+			return nil, nil, false, fmt.Errorf("--plan: %w", err)
 		}
 		fp, err := controlplane.NewFilePlanner(cfg, plan, serving)
 		if err != nil {
@@ -100,24 +98,4 @@ func (o *gatewayOptions) traceGiven() []string {
 		}
 	}
 	return out
-}
-
-// readPlanFile reads a plan JSON (api.Plan), strictly: an unknown field is an
-// error naming it.
-func readPlanFile(path string) (*api.Plan, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--plan: %w", err)
-	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	var p api.Plan
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("--plan %s: not a plan JSON (piccolo plan -o json): %w", path, err)
-	}
-	if len(p.Sessions) == 0 {
-		return nil, fmt.Errorf("--plan %s: the plan has no sessions", path)
-	}
-	return &p, nil
 }
