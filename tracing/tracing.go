@@ -16,6 +16,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 )
@@ -158,4 +159,23 @@ func DialOptions() []grpc.DialOption {
 // probes and reflection, which would otherwise fill a trace store.
 func inferenceOnly(info *stats.RPCTagInfo) bool {
 	return strings.HasPrefix(info.FullMethodName, "/inference.GRPCInferenceService/")
+}
+
+// Start sets up tracing as opts say (Setup), before any server or backend
+// client of the process is made, logs where spans go when opts.Endpoint is
+// set, and returns the flush to run at exit (a failed flush is logged). The
+// error names the --otlp-endpoint and --trace-sampling flags that set opts.
+func Start(ctx context.Context, opts Options, log *zap.Logger) (stop func(), err error) {
+	shutdown, err := Setup(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("--otlp-endpoint %q --trace-sampling %v: %w", opts.Endpoint, opts.SampleRatio, err)
+	}
+	if opts.Endpoint != "" {
+		log.Info("tracing on", zap.String("otlp_endpoint", opts.Endpoint), zap.Float64("sampling", opts.SampleRatio))
+	}
+	return func() {
+		if err := shutdown(context.Background()); err != nil {
+			log.Warn("tracing: flush at exit failed", zap.Error(err))
+		}
+	}, nil
 }

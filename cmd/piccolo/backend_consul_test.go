@@ -13,6 +13,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/backends/process"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
 )
 
@@ -83,7 +84,7 @@ func TestBackendConsulFlagErrors(t *testing.T) {
 
 func TestBackendMemberDefaultID(t *testing.T) {
 	cfg := &api.Config{Hardware: []api.Hardware{{Name: "t4", Price: 0.53}}}
-	m := backendMember(&backendOptions{hardware: "t4"}, cfg, nil, []string{"m"}, "127.0.0.1:9101")
+	m := process.Member(process.Options{Hardware: "t4"}, cfg, nil, []string{"m"}, "127.0.0.1:9101")
 	want := membership.Member{ID: "t4-127.0.0.1-9101", Address: "127.0.0.1:9101", Hardware: "t4", Price: 0.53, Models: []string{"m"}}
 	if diff := cmp.Diff(want, m); diff != "" {
 		t.Errorf("member (-want +got):\n%s", diff)

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/piccolo-serving/piccolo/backends/process"
+	"github.com/piccolo-serving/piccolo/metrics"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -215,7 +218,7 @@ func TestBackendMetricsAddr(t *testing.T) {
 		{"0.0.0.0:9400", "127.0.0.1:9101", "0.0.0.0:9400", ""},
 		{"auto", "127.0.0.1:65000", "", "over 65535"},
 	} {
-		got, err := backendMetricsAddr(tc.flag, tc.grpc)
+		got, err := process.MetricsAddr(tc.flag, tc.grpc)
 		if got != tc.want || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("backendMetricsAddr(%q, %q) = %q, %v; want %q, error containing %q", tc.flag, tc.grpc, got, err, tc.want, tc.err)
 		}
@@ -226,7 +229,7 @@ func TestBackendMetricsAddr(t *testing.T) {
 // spellings.
 func TestListenOff(t *testing.T) {
 	for flag, want := range map[string]bool{"": true, "off": true, "127.0.0.1:0": false, "auto": false} {
-		if got := listenOff(flag); got != want {
+		if got := metrics.ListenOff(flag); got != want {
 			t.Errorf("listenOff(%q) = %v, want %v", flag, got, want)
 		}
 	}
