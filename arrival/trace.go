@@ -286,14 +286,3 @@ func Record(p Process, d time.Duration, name string) (*Trace, error) {
 
 // maxRecord bounds a recorded trace (8 bytes an arrival).
 const maxRecord = 100_000_000
-
-// ReadTraceWindow reads the trace at path (ReadTraceFile, its time column
-// named column; "": the first) and returns its Window from skip on, speed
-// times faster: what --trace, --trace-column, --skip and --speed ask for.
-func ReadTraceWindow(path, column string, skip time.Duration, speed float64) (*Trace, error) {
-	t, err := ReadTraceFile(path, column)
-	if err != nil {
-		return nil, err
-	}
-	return t.Window(skip, speed)
-}

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/internal/tlsfiles"
@@ -65,9 +64,9 @@ type ServeOptions struct {
 
 	// What the plan step plans for (docs/traffic.md): --trace and its flags,
 	// or --plan; --tune runs InferLine's tuner on the traced session.
-	Trace    TraceOptions
-	PlanFile string // --plan: a plan JSON (piccolo plan --no-fusion -o json)
-	Tune     bool   // --tune
+	Trace    simulate.Traffic // Source, Session, Duration, Target, Search
+	PlanFile string           // --plan: a plan JSON (piccolo plan --no-fusion -o json)
+	Tune     bool             // --tune
 
 	TLS        *tls.Config     // HTTPS and gRPC TLS to clients (--tls-*); nil: plain text
 	BackendTLS *tls.Config     // towards the backends that serve TLS (--backend-*); nil: defaults
@@ -81,19 +80,6 @@ type ServeOptions struct {
 	Control replan.Options
 	Monitor replan.MonitorOptions
 	OnPlan  func(PlanEvent)
-}
-
-// TraceOptions are the gateway's --trace flags: the recorded arrivals the
-// plan step plans for (as piccolo plan --trace does).
-type TraceOptions struct {
-	File     string        // --trace: arrival.TraceFormats; "": no trace
-	Column   string        // --trace-column: the time column ("": the first)
-	Speed    float64       // --speed: replayed this many times faster
-	Skip     time.Duration // --skip: start this long after its first arrival
-	Session  string        // --trace-session: the traced session ("": the first)
-	Duration time.Duration // --duration: plan for this much of it (0: all)
-	Target   float64       // --attainment: simulated share within the SLO, in (0,1]
-	Search   string        // --trace-search: simulate.TraceSearches
 }
 
 // ErrNoConsul is ServeGateway's answer to a config with membership: consul
@@ -341,7 +327,7 @@ func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dis
 		}
 		return fp.Plan, nil, false, nil, nil
 	case o.Trace.File != "":
-		t, err := arrival.ReadTraceWindow(o.Trace.File, o.Trace.Column, o.Trace.Skip, o.Trace.Speed)
+		t, err := o.Trace.Read()
 		if err != nil {
 			return nil, nil, false, nil, fmt.Errorf("--trace: %w", err)
 		}

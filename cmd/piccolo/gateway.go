@@ -18,6 +18,7 @@ import (
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // gatewayOptions are the flags of `piccolo gateway`.
@@ -59,7 +60,7 @@ type gatewayOptions struct {
 	configWait    time.Duration // how long an admin change waits for its plan
 
 	// --trace and its flags, --plan: what the plan step plans for (gateway_trace.go).
-	trace      trafficFlags
+	trace      simulate.Traffic
 	planFile   string
 	traceFlags *pflag.FlagSet // the command's flags, for which --trace flags were given; nil in tests
 	tune       bool           // --tune: InferLine's tuner on the traced session
@@ -196,7 +197,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 // ready is called with the bound addresses once both servers accept
 // connections.
 func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grpcAddr string)) error {
-	if given := o.traceGiven(); o.trace.file == "" && !o.tune && len(given) > 0 {
+	if given := o.traceGiven(); o.trace.File == "" && !o.tune && len(given) > 0 {
 		return fmt.Errorf("--%s given without --trace: they say how to plan for a trace", strings.Join(given, ", --"))
 	}
 	tlsCfg, err := o.tls.config()
@@ -207,13 +208,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	t := o.trace
 	return controlplane.ServeGateway(ctx, controlplane.ServeOptions{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
 		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, Slack: o.slack,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,
-		ConfigWait: o.configWait, Trace: controlplane.TraceOptions{File: t.file, Column: t.column, Speed: t.speed, Skip: t.skip, Session: t.session,
-			Duration: t.duration, Target: t.target, Search: t.search}, PlanFile: o.planFile, Tune: o.tune, TLS: tlsCfg, BackendTLS: backendTLS,
+		ConfigWait: o.configWait, Trace: o.trace, PlanFile: o.planFile, Tune: o.tune, TLS: tlsCfg, BackendTLS: backendTLS,
 		Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}, ready)
 }
