@@ -31,7 +31,7 @@ type ReplannerOptions struct {
 	MaxUtil float64       // --max-utilization, in (0,1]; 0: chosen by simulation
 	Burst   float64       // --burst-target: simulated share of requests within the SLO
 	Listen  string        // --listen: /metrics and /healthz host:port; off/"": none
-	// NewLogger makes the process's logger (--log); nil: zap.NewProduction.
+	// NewLogger makes the process's logger (--log); required.
 	NewLogger func() (*zap.Logger, error)
 
 	Control replan.Options // tests: the control loop's tuning
@@ -63,9 +63,6 @@ func RunReplanner(ctx context.Context, o ReplannerOptions, ready func(metricsAdd
 	}
 	if !slices.Contains(scheduler.Policies, o.Policy) {
 		return fmt.Errorf("--policy %q: allowed: %s", o.Policy, strings.Join(scheduler.Policies, ", "))
-	}
-	if o.NewLogger == nil {
-		o.NewLogger = func() (*zap.Logger, error) { return zap.NewProduction() }
 	}
 	log, err := o.NewLogger()
 	if err != nil {

@@ -138,20 +138,12 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	if o.Consul == "" && len(cfg.Backends) == 0 {
 		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")
 	}
-	if o.NewLogger == nil {
-		o.NewLogger = func() (*zap.Logger, error) { return zap.NewProduction() }
-	}
-	log, err := o.NewLogger()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
 	o.Tracing.Service = "piccolo-gateway"
-	stopTracing, err := tracing.Start(ctx, o.Tracing, log)
+	log, stop, err := tracing.StartProcess(ctx, o.Tracing, o.NewLogger)
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer stop()
 
 	reg := metrics.ProcessRegistry()
 	gm, err := metrics.NewMetrics(reg)

@@ -161,21 +161,32 @@ func inferenceOnly(info *stats.RPCTagInfo) bool {
 	return strings.HasPrefix(info.FullMethodName, "/inference.GRPCInferenceService/")
 }
 
-// Start sets up tracing as opts say (Setup), before any server or backend
-// client of the process is made, logs where spans go when opts.Endpoint is
-// set, and returns the flush to run at exit (a failed flush is logged). The
-// error names the --otlp-endpoint and --trace-sampling flags that set opts.
-func Start(ctx context.Context, opts Options, log *zap.Logger) (stop func(), err error) {
+// StartProcess makes a piccolo process's logger with newLogger (nil:
+// zap.NewProduction) and starts tracing as opts say for it (Setup, before
+// any server or backend client of the process is made), logging where spans
+// go when opts.Endpoint is set. stop flushes the spans (a failed flush is
+// logged) and syncs the logger: call it at exit. Errors: newLogger's, or
+// Setup's, naming the --otlp-endpoint and --trace-sampling flags that set
+// opts.
+func StartProcess(ctx context.Context, opts Options, newLogger func() (*zap.Logger, error)) (log *zap.Logger, stop func(), err error) {
+	if newLogger == nil {
+		newLogger = func() (*zap.Logger, error) { return zap.NewProduction() }
+	}
+	if log, err = newLogger(); err != nil {
+		return nil, nil, err
+	}
 	shutdown, err := Setup(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("--otlp-endpoint %q --trace-sampling %v: %w", opts.Endpoint, opts.SampleRatio, err)
+		_ = log.Sync()
+		return nil, nil, fmt.Errorf("--otlp-endpoint %q --trace-sampling %v: %w", opts.Endpoint, opts.SampleRatio, err)
 	}
 	if opts.Endpoint != "" {
 		log.Info("tracing on", zap.String("otlp_endpoint", opts.Endpoint), zap.Float64("sampling", opts.SampleRatio))
 	}
-	return func() {
+	return log, func() {
 		if err := shutdown(context.Background()); err != nil {
 			log.Warn("tracing: flush at exit failed", zap.Error(err))
 		}
+		_ = log.Sync()
 	}, nil
 }

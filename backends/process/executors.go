@@ -2,7 +2,6 @@ package process
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -53,21 +52,6 @@ func ExecutorNames() string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
-}
-
-// ModelCache is where `make models` (scripts/fetch-models.sh) fetches into, as
-// internal/ocrtest.Cache finds it: $PICCOLO_CACHE, else
-// $XDG_CACHE_HOME/piccolo, else ~/.cache/piccolo. The defaults of --ort-lib
-// and --model-dir are under it.
-func ModelCache() string {
-	if d := os.Getenv("PICCOLO_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "piccolo")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "piccolo")
 }
 
 // newONNXExecutor runs the models of --model-dir, the OCR models at the fixed

@@ -104,20 +104,12 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 	if err != nil {
 		return err
 	}
-	if o.NewLogger == nil {
-		o.NewLogger = func() (*zap.Logger, error) { return zap.NewProduction() }
-	}
-	log, err := o.NewLogger()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
 	o.Tracing.Service = "piccolo-backend"
-	stopTracing, err := tracing.Start(ctx, o.Tracing, log)
+	log, stop, err := tracing.StartProcess(ctx, o.Tracing, o.NewLogger)
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	defer stop()
 	reg := metrics.ProcessRegistry()
 	bm, err := backends.NewMetrics(reg)
 	if err != nil {

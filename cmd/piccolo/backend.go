@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/piccolo-serving/piccolo/backends/membership"
+	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/backends/process"
 )
 
@@ -105,8 +105,8 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.StringVar(&o.hardware, "hardware", "", "hardware type this backend is, e.g. v100 (default: named from the first GPU's name; required without a GPU)")
 	f.StringArrayVarP(&o.files, "config", "c", nil, "config file with the hardware's profiles (repeatable; files are merged)")
 	f.StringVar(&o.executor, "executor", "sim", "executor: "+process.ExecutorNames()+" (ocr: builtin and onnx in one process)")
-	f.StringVar(&o.ortLib, "ort-lib", filepath.Join(modelCache(), "onnxruntime-1.30.0", "libonnxruntime.so.1"), "onnx, ocr: ONNX Runtime shared library (make models fetches it)")
-	f.StringVar(&o.modelDir, "model-dir", filepath.Join(modelCache(), "ocr-models-1.4.2"), "onnx, builtin, ocr: directory of <model>.onnx and ppocr_keys_v1.txt")
+	f.StringVar(&o.ortLib, "ort-lib", onnx.DefaultLibrary(), "onnx, ocr: ONNX Runtime shared library (make models fetches it)")
+	f.StringVar(&o.modelDir, "model-dir", onnx.DefaultModelDir(), "onnx, builtin, ocr: directory of <model>.onnx and ppocr_keys_v1.txt")
 	f.IntVar(&o.threads, "intra-op-threads", 1, "onnx, ocr: ONNX Runtime threads per lane (cpu-2t: 2)")
 	f.IntVar(&o.devLanes, "device-lanes", 0, "onnx, ocr: at most this many batches run at once across all models, so the backend keeps at most device-lanes × intra-op-threads cores busy, as its profiles assume (0: no limit beyond each model's lanes)")
 	f.Float64Var(&o.jitter, "jitter", 0, "sim: batch durations vary uniformly by ±this fraction, in [0,1)")
@@ -138,5 +138,5 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 		TLS: tlsCfg, Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version}, ready)
 }
 
-// modelCache is process.ModelCache: where `make models` fetches into.
-var modelCache = process.ModelCache
+// modelCache is where `make models` fetches into (onnx.Cache).
+var modelCache = onnx.Cache
