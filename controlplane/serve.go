@@ -3,12 +3,10 @@ package controlplane
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -309,9 +307,9 @@ func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dis
 	case o.Trace.File != "" && o.PlanFile != "":
 		return nil, nil, false, nil, errors.New("--trace and --plan both given: serve either a trace's plan (--trace) or a plan written before (--plan)")
 	case o.PlanFile != "":
-		plan, err := readPlanFile(o.PlanFile)
+		plan, err := api.ReadPlanFile(o.PlanFile)
 		if err != nil {
-			return nil, nil, false, nil, err
+			return nil, nil, false, nil, fmt.Errorf("--plan: %w", err)
 		}
 		fp, err := NewFilePlanner(cfg, plan, serving)
 		if err != nil {
@@ -331,24 +329,4 @@ func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dis
 		return tp.Plan, tp.Covers, !o.NoFuse, tp, nil
 	}
 	return serving, nil, !o.NoFuse, nil, nil
-}
-
-// readPlanFile reads a plan JSON (api.Plan), strictly: an unknown field is an
-// error naming it.
-func readPlanFile(path string) (*api.Plan, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("--plan: %w", err)
-	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	var p api.Plan
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("--plan %s: not a plan JSON (piccolo plan -o json): %w", path, err)
-	}
-	if len(p.Sessions) == 0 {
-		return nil, fmt.Errorf("--plan %s: the plan has no sessions", path)
-	}
-	return &p, nil
 }

@@ -95,7 +95,11 @@ func Command(w io.Writer, o CommandOptions) error {
 // loadPlan reads the plan file, or plans the configs with the planning policy.
 func loadPlan(files []string, planFile, policy string) (*api.Plan, error) {
 	if planFile != "" {
-		return ReadPlanFile(planFile)
+		p, err := api.ReadPlanFile(planFile)
+		if err != nil {
+			return nil, fmt.Errorf("--plan: %w", err)
+		}
+		return p, nil
 	}
 	if len(files) == 0 {
 		return nil, errors.New("nothing to simulate: pass --plan PLAN.json, or -c FILE (repeatable) to plan first")

@@ -81,7 +81,7 @@ func TestGatewayTraceFlagErrors(t *testing.T) {
 		{[]string{"--trace", trace, "--trace-session", "chain"}, `trace session "chain": not in the config; sessions: paper-chain`},
 		{[]string{"--trace", filepath.Join(dir, "none.txt")}, "none.txt"},
 		{[]string{"--plan", filepath.Join(dir, "none.json")}, "--plan: open"},
-		{[]string{"--plan", trace}, "not a plan JSON (piccolo plan -o json)"},
+		{[]string{"--plan", trace}, "--plan: " + trace + ":1: plan JSON"},
 		{[]string{"--tune"}, "--tune needs --trace"},
 		{[]string{"--trace", trace, "--tune", "--consul", "127.0.0.1:1"}, "--tune with --consul"},
 	} {
