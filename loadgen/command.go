@@ -56,13 +56,8 @@ func Command(ctx context.Context, w io.Writer, o CommandOptions) error {
 	if o.MaxInflight <= 0 {
 		return fmt.Errorf("--max-inflight %d: must be > 0", o.MaxInflight)
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"--duration", o.Duration}, {"--drain", o.Drain}, {"--timeout", o.Timeout}} {
-		if d.v <= 0 {
-			return fmt.Errorf("%s %v: must be > 0", d.name, d.v)
-		}
+	if err := Positive(Flag{Name: "--duration", Value: o.Duration}, Flag{Name: "--drain", Value: o.Drain}, Flag{Name: "--timeout", Value: o.Timeout}); err != nil {
+		return err
 	}
 	if len(o.InputFiles) > 0 {
 		p, err := LoadInputs(o.InputFiles, o.InputName)
@@ -89,4 +84,22 @@ func Command(ctx context.Context, w io.Writer, o CommandOptions) error {
 		return WriteJSON(w, rep)
 	}
 	return WriteTable(w, rep)
+}
+
+// Flag is a duration flag's name and value, for Positive.
+type Flag struct {
+	Name  string
+	Value time.Duration
+}
+
+// Positive returns an error naming the first flag whose value is not > 0
+// ("--drain 0s: must be > 0"); nil when all are. loadgen's and profile's
+// duration flags are checked with it.
+func Positive(flags ...Flag) error {
+	for _, f := range flags {
+		if f.Value <= 0 {
+			return fmt.Errorf("%s %v: must be > 0", f.Name, f.Value)
+		}
+	}
+	return nil
 }

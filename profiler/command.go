@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/piccolo-serving/piccolo/loadgen"
 )
@@ -54,13 +53,9 @@ func Command(ctx context.Context, o CommandOptions) error {
 	if o.Concurrencies, err = ParseSizes("--concurrency", o.ConcurrencyList); err != nil {
 		return err
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"--duration", o.Duration}, {"--warmup-time", o.WarmupTime}, {"--timeout", o.Timeout}} {
-		if d.v <= 0 {
-			return fmt.Errorf("%s %v: must be > 0", d.name, d.v)
-		}
+	if err := loadgen.Positive(loadgen.Flag{Name: "--duration", Value: o.Duration}, loadgen.Flag{Name: "--warmup-time", Value: o.WarmupTime},
+		loadgen.Flag{Name: "--timeout", Value: o.Timeout}); err != nil {
+		return err
 	}
 	if o.Warmup < 0 {
 		return fmt.Errorf("--warmup %d: must be ≥ 0 calls (0: no warm-up)", o.Warmup)

@@ -104,13 +104,13 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 	if err != nil {
 		return err
 	}
+	reg := metrics.ProcessRegistry()
 	o.Tracing.Service = "piccolo-backend"
 	log, stop, err := tracing.StartProcess(ctx, o.Tracing, o.NewLogger)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	reg := metrics.ProcessRegistry()
 	bm, err := backends.NewMetrics(reg)
 	if err != nil {
 		return err
