@@ -12,6 +12,10 @@
 //	                           admin API or file watcher); seeded when absent
 //	                           by the leader: with the last config it saw
 //	                           here, else its own -c files.
+//	<prefix>/config-plan       the plan the writer of <prefix>/config made and
+//	                           checked for it (ConfigPlan, JSON), written in the
+//	                           same transaction (same ModifyIndex): the leader
+//	                           places it instead of planning the config again.
 //	<prefix>/plan              the published plan: a Record (JSON) holding the
 //	                           placed plan and the config it serves, backends
 //	                           included, so a gateway applies both in one swap.

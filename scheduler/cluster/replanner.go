@@ -271,9 +271,14 @@ func (t *term) watchMembers(ctx context.Context, ctl *replan.Controller, updates
 	}
 }
 
-// watchConfig hands each new config in Consul to the controller. A value the
-// loader refuses (written by hand, or by an older version) is logged and the
-// running config stays.
+// watchConfig hands each new config in Consul to the controller: with the plan
+// the gateway that stored it made and checked (ConfigPlanFor; SetPlanned, so
+// a change is planned once in the cluster), else to be planned here
+// (SetConfig). The handed plan was made at the config's rates; the controller
+// plans again only when measured rates are in use for modules the change
+// left alone (replan.Controller.SetPlanned). A value the loader refuses
+// (written by hand, or by an older version) is logged and the running config
+// stays.
 func (t *term) watchConfig(ctx context.Context, ctl *replan.Controller, have uint64) {
 	_ = t.s.c.WatchKey(ctx, t.s.c.ConfigKey(), func(ev KeyEvent) {
 		if ev.Absent() || ev.Index == have {
@@ -289,7 +294,17 @@ func (t *term) watchConfig(ctx context.Context, ctl *replan.Controller, have uin
 		t.index[cfg] = ev.Index
 		t.cfg = cfg
 		t.mu.Unlock()
-		ctl.SetConfig(cfg)
+		cp := t.s.c.ConfigPlanFor(ctx, ev.Index)
+		if cp == nil {
+			ctl.SetConfig(cfg)
+			return
+		}
+		var planErr error
+		if cp.Error != "" {
+			planErr = errors.New(cp.Error)
+		}
+		ctl.SetPlanned(cfg, &replan.Planned{Plan: cp.Plan, Err: planErr, Rates: replan.Declared(cfg),
+			Took: time.Duration(cp.TookMs * float64(time.Millisecond))})
 	})
 }
 
