@@ -213,7 +213,7 @@ func TestGatewayServesTraceLive(t *testing.T) {
 	o := &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 		policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true,
 		logFmt: "json", drain: time.Second,
-		trace: trafficFlags{file: tracePath, speed: 1, duration: half, target: 0.99, search: "ladder"},
+		trace: simulate.Traffic{Source: arrival.Source{File: tracePath, Speed: 1}, Duration: half, Target: 0.99, Search: "ladder"},
 		onPlan: func(e controlplane.PlanEvent) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -348,7 +348,7 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 		o := &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 			policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true,
 			logFmt: "json", drain: time.Second, tune: tune,
-			trace: trafficFlags{file: samplePath, speed: 1, target: 0.99, search: "ladder"},
+			trace: simulate.Traffic{Source: arrival.Source{File: samplePath, Speed: 1}, Target: 0.99, Search: "ladder"},
 			onPlan: func(e controlplane.PlanEvent) {
 				mu.Lock()
 				defer mu.Unlock()
