@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
@@ -88,7 +89,7 @@ func TestGatewayConsulServesTracePlan(t *testing.T) {
 	}
 
 	tctx, tcancel := context.WithCancel(ctx)
-	evs := gateway(tctx, "piccolo-trace", gatewayOptions{trace: trafficFlags{file: tracePath, speed: 1, target: 0.99, search: "ladder"}})
+	evs := gateway(tctx, "piccolo-trace", gatewayOptions{trace: simulate.Traffic{Source: arrival.Source{File: tracePath, Speed: 1}, Target: 0.99, Search: "ladder"}})
 	evs.waitPlan(t, 60*time.Second, fmt.Sprintf("the trace plan on v100 (cost %.4g)", wantV100.TotalCost), near(wantV100))
 	register("t4", 0, 14)
 	e := evs.waitPlan(t, 60*time.Second, fmt.Sprintf("the trace plan on v100 and t4 (cost %.4g)", wantBoth.TotalCost), near(wantBoth))
