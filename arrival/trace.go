@@ -286,3 +286,38 @@ func Record(p Process, d time.Duration, name string) (*Trace, error) {
 
 // maxRecord bounds a recorded trace (8 bytes an arrival).
 const maxRecord = 100_000_000
+
+// Warp returns unit, the arrivals of a process at 1 req/s, replayed at a
+// rate that changes with time: rate(t) req/s for d. Each arrival at u (in
+// operational time) is moved to the t where Λ(t) = ∫₀ᵗ rate = u (Λ summed
+// in steps of 10 ms, linear within a step), so bursts keep their shape as
+// the mean changes (a diurnal ramp of a gamma process). Arrivals past Λ(d)
+// are dropped. Errors: d not > 0, a rate that is negative or not finite.
+func Warp(unit *Trace, rate func(time.Duration) float64, d time.Duration, name string) (*Trace, error) {
+	const step = 10 * time.Millisecond
+	if d <= 0 {
+		return nil, fmt.Errorf("warp %s: duration %v must be > 0", name, d)
+	}
+	lambda := []float64{0} // Λ at k·step
+	for at := time.Duration(0); at < d; at += step {
+		r := rate(at)
+		if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			return nil, fmt.Errorf("warp %s: rate %v req/s at %v: must be a finite number ≥ 0", name, r, at)
+		}
+		lambda = append(lambda, lambda[len(lambda)-1]+r*step.Seconds())
+	}
+	out := &Trace{Name: name}
+	k := 0
+	for _, u := range unit.Offsets {
+		x := u.Seconds()
+		for k+1 < len(lambda) && lambda[k+1] <= x {
+			k++
+		}
+		if k+1 >= len(lambda) {
+			break
+		}
+		frac := (x - lambda[k]) / (lambda[k+1] - lambda[k])
+		out.Offsets = append(out.Offsets, time.Duration(k)*step+time.Duration(frac*float64(step)))
+	}
+	return out, nil
+}

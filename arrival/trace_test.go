@@ -205,3 +205,37 @@ func FuzzReadTrace(f *testing.F) {
 		}
 	})
 }
+
+// Warp replays a unit-rate trace at a changing rate: evenly spaced unit
+// arrivals through a rate of 10 req/s for 1 s and 20 req/s for the next
+// come 100 ms apart, then 50 ms apart; a bad rate is refused.
+func TestWarp(t *testing.T) {
+	unit := &Trace{Name: "unit"}
+	for i := range 40 {
+		unit.Offsets = append(unit.Offsets, time.Duration(i)*time.Second)
+	}
+	w, err := Warp(unit, func(at time.Duration) float64 {
+		if at < time.Second {
+			return 10
+		}
+		return 20
+	}, 2*time.Second, "ramp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Offsets) != 30 {
+		t.Fatalf("%d arrivals; want 30 (10 in the first second, 20 in the second)", len(w.Offsets))
+	}
+	for i, at := range w.Offsets {
+		want := time.Duration(i) * 100 * time.Millisecond
+		if i > 10 {
+			want = time.Second + time.Duration(i-10)*50*time.Millisecond
+		}
+		if d := at - want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("arrival %d at %v; want %v", i, at, want)
+		}
+	}
+	if _, err := Warp(unit, func(time.Duration) float64 { return -1 }, time.Second, "bad"); err == nil || !strings.Contains(err.Error(), "rate -1 req/s") {
+		t.Errorf("negative rate: %v; want an error naming it", err)
+	}
+}

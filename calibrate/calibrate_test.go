@@ -259,3 +259,59 @@ func TestDriftFloor(t *testing.T) {
 		t.Errorf("drift on a whole machine = %.3f (%v), want 1.3 counted", r, ok)
 	}
 }
+
+// Merge keeps, per device, the series with the newest batch (ties: more
+// batches), from whichever gateway measured it; merged series count for
+// Drift as the gateway's own do; a malformed calibration is named and
+// skipped.
+func TestMerge(t *testing.T) {
+	a, b := newEst(t, Options{MinSamples: 4}), newEst(t, Options{MinSamples: 4})
+	for range 8 {
+		a.Observe("m2", "v100", "gpu-0", 4, 1, 160*ms, t0)                  // a's only
+		a.Observe("m2", "v100", "gpu-1", 4, 1, 170*ms, t0)                  // older than b's
+		b.Observe("m2", "v100", "gpu-1", 4, 1, 208*ms, t0.Add(time.Second)) // newer
+		b.Observe("m3", "v100", "gpu-2", 4, 1, 300*ms, t0)
+	}
+	a.Observe("m3", "v100", "gpu-2", 4, 1, 310*ms, t0) // same time, fewer batches than b's
+	da, err := a.Marshal(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := b.Marshal(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Merge(Options{MinSamples: 4}, da, []byte("{"), db)
+	if err == nil || !strings.Contains(err.Error(), "calibration 1") {
+		t.Errorf("Merge with a malformed calibration: err %v; want it named (calibration 1)", err)
+	}
+	got := map[string]time.Duration{}
+	for _, s := range m.Snapshot() {
+		got[s.Model+"/"+s.Device] = s.Estimate
+	}
+	want := map[string]time.Duration{"m2/gpu-0": 160 * ms, "m2/gpu-1": 208 * ms, "m3/gpu-2": 300 * ms}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("merged %s = %v; want %v (all: %v)", k, got[k], w, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("merged %v; want %v", got, want)
+	}
+	// The merged series keep their batches' times: the merged view drifts
+	// (m3 at 300 ms against the plan's 200 ms) as b's own estimator does.
+	off := paperGPUs()
+	plan := planOn(160*ms, 200*ms)
+	m.SetOffline(off)
+	if r, _, ok := m.Drift(off, plan, t0.Add(2*time.Second)); !ok {
+		t.Errorf("merged drift = %.3f, %v; want the merged series counted", r, ok)
+	}
+	// Unmarshal (a file read at start) still does not count them for Drift.
+	u := newEst(t, Options{MinSamples: 4})
+	if err := u.Unmarshal(db); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := u.Drift(off, plan, t0.Add(2*time.Second)); ok {
+		t.Error("series read with Unmarshal counted for drift before a batch was measured")
+	}
+}

@@ -23,13 +23,17 @@
 // the smallest ratio of the measured types. Drift(offline, plan)
 // compares the calibrated durations of the plan's groups with the plan's.
 //
+// Merge(options, calibrations...) is the cluster's elected scheduler's view
+// of every gateway's calibration (Marshal's output, in Consul KV): per
+// series key, the series with the newest batch.
+//
 // Contract: Observe is called by the data plane once per batch (dataplane's
 // liveModule.observe), from the batch's goroutine, with how long the batch
 // ran on its device (not counting a wait behind another batch there); it
 // takes the Estimator's lock for a map lookup and a ring write, and
 // allocates only when a series is new (BenchmarkObserve: about 80 ns, no
-// allocation). Everything else (SetOffline, Calibrate, Drift, Snapshot,
-// Marshal, Unmarshal, Save, Load) runs on the control path, from any
+// allocation). Everything else (SetOffline, Calibrate, Drift, Colocations,
+// Snapshot, Marshal, Unmarshal, Merge, Save, Load) runs on the control path, from any
 // goroutine. The Estimator never calls out. Configs and plans handed in are
 // not modified; Calibrate returns a copy.
 package calibrate

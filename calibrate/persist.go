@@ -24,6 +24,10 @@ type file struct {
 type fileSeries struct {
 	Key
 	Total uint64 `json:"total"`
+	// Last is when the series' latest batch was observed (absent: only
+	// loaded, never observed since). Unmarshal does not use it (a loaded
+	// series counts for Drift only once measured again); Merge does.
+	Last time.Time `json:"last,omitzero"`
 	// Micros are the window's durations in µs, oldest first.
 	Micros []int64 `json:"durations_us"`
 }
@@ -34,7 +38,7 @@ func (e *Estimator) Marshal(now time.Time) ([]byte, error) {
 	f := file{Version: fileVersion, Saved: now.UTC()}
 	e.mu.Lock()
 	for k, s := range e.series {
-		fs := fileSeries{Key: k, Total: s.total, Micros: make([]int64, 0, len(s.d))}
+		fs := fileSeries{Key: k, Total: s.total, Last: s.last, Micros: make([]int64, 0, len(s.d))}
 		for i := range s.d { // oldest first: from next on a full ring
 			fs.Micros = append(fs.Micros, s.d[(s.next+i)%len(s.d)].Microseconds())
 		}
@@ -49,27 +53,12 @@ func (e *Estimator) Marshal(now time.Time) ([]byte, error) {
 // for Calibrate but not for Drift until a batch is observed on them. The
 // error names what in data is malformed; nothing is added then.
 func (e *Estimator) Unmarshal(data []byte) error {
-	var f file
-	if err := json.Unmarshal(data, &f); err != nil {
-		return fmt.Errorf("calibrate: %w", err)
+	loaded, err := e.decode(data)
+	if err != nil {
+		return err
 	}
-	if f.Version != fileVersion {
-		return fmt.Errorf("calibrate: format version %d; this build reads version %d", f.Version, fileVersion)
-	}
-	loaded := map[Key]*series{}
-	for i, fs := range f.Series {
-		if fs.Model == "" || fs.Hardware == "" || fs.Batch < 1 || fs.Concurrency < 1 {
-			return fmt.Errorf("calibrate: series %d (%s): want a model, a hardware type, batch ≥ 1 and concurrency ≥ 1", i, fs.Key)
-		}
-		s := &series{d: make([]time.Duration, 0, e.o.Window), total: fs.Total}
-		for _, us := range fs.Micros {
-			if us <= 0 {
-				return fmt.Errorf("calibrate: series %d (%s): duration %dµs: want > 0", i, fs.Key, us)
-			}
-			s.add(time.Duration(us)*time.Microsecond, e.o.Window)
-		}
-		s.total = max(fs.Total, uint64(len(fs.Micros)))
-		loaded[fs.Key] = s
+	for _, s := range loaded {
+		s.last = time.Time{}
 	}
 	e.mu.Lock()
 	for k, s := range loaded {
@@ -79,6 +68,66 @@ func (e *Estimator) Unmarshal(data []byte) error {
 	}
 	e.mu.Unlock()
 	return nil
+}
+
+// decode returns the series in data (Marshal's output) as e's windows, with
+// their Last; the error names what is malformed.
+func (e *Estimator) decode(data []byte) (map[Key]*series, error) {
+	var f file
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	if f.Version != fileVersion {
+		return nil, fmt.Errorf("calibrate: format version %d; this build reads version %d", f.Version, fileVersion)
+	}
+	loaded := map[Key]*series{}
+	for i, fs := range f.Series {
+		if fs.Model == "" || fs.Hardware == "" || fs.Batch < 1 || fs.Concurrency < 1 {
+			return nil, fmt.Errorf("calibrate: series %d (%s): want a model, a hardware type, batch ≥ 1 and concurrency ≥ 1", i, fs.Key)
+		}
+		s := &series{d: make([]time.Duration, 0, e.o.Window), last: fs.Last}
+		for _, us := range fs.Micros {
+			if us <= 0 {
+				return nil, fmt.Errorf("calibrate: series %d (%s): duration %dµs: want > 0", i, fs.Key, us)
+			}
+			s.add(time.Duration(us)*time.Microsecond, e.o.Window)
+		}
+		s.total = max(fs.Total, uint64(len(fs.Micros)))
+		loaded[fs.Key] = s
+	}
+	return loaded, nil
+}
+
+// Merge returns a new Estimator with options o holding, for every series
+// key (a model's entry on one device), the series of calibrations (Marshal's
+// output, one per gateway) whose latest batch is the newest, ties going to
+// the one with more batches, then to the earlier calibration: each device's
+// freshest measurement, whichever gateway sent its batches. Merged series
+// keep their latest batch's time (the measuring gateway's clock), so Drift
+// counts those measured within Options.Recent as it counts its own. It is
+// the cluster's elected scheduler's view of every gateway's calibration
+// (docs/calibration.md, "Cluster"). A malformed calibration is skipped and
+// named in the error (index in calibrations), which comes with the merge of
+// the others; the error of o out of range comes with no Estimator.
+func Merge(o Options, calibrations ...[]byte) (*Estimator, error) {
+	e, err := New(o)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for i, data := range calibrations {
+		loaded, err := e.decode(data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("calibration %d: %w", i, err))
+			continue
+		}
+		for k, s := range loaded {
+			if have, ok := e.series[k]; !ok || s.last.After(have.last) || (s.last.Equal(have.last) && s.total > have.total) {
+				e.series[k] = s
+			}
+		}
+	}
+	return e, errors.Join(errs...)
 }
 
 // Save writes Marshal's output to path atomically (a temporary file in the

@@ -228,6 +228,12 @@ func (cc *ConsulControl) apply(rec *cluster.Record) bool {
 		return true
 	}
 	cfg := cluster.WithoutBackends(full)
+	if cal := cc.opts.Calibration; cal != nil {
+		// This gateway's batches are counted at the profile entries of the
+		// config it serves (the leader's merge lines up with them), leading
+		// or not.
+		cal.SetOffline(cfg)
+	}
 	if cc.sw == nil {
 		sw, err := dataplane.NewLiveSwitch(cc.ctx, full, rec.Plan, cc.opts)
 		if err != nil {
@@ -303,10 +309,12 @@ func (cc *ConsulControl) ServedConfig() *api.Config {
 	return cc.served
 }
 
-// Apply is the ConfigStore's OnConfig with Consul: plan the change here
-// (refusing what cannot be planned, as EmbeddedControl does), store it in
-// Consul if nobody changed the config meanwhile, and return once a plan made
-// for it is live on this gateway (or an error saying it is stored but not yet
+// Apply is the ConfigStore's OnConfig with Consul: the config pipeline's fuse,
+// plan and check steps here (refusing what cannot be planned, as
+// EmbeddedControl does), then the config and its checked plan stored in Consul
+// in one transaction if nobody changed the config meanwhile (the leader places
+// that plan: the change is planned once), and return once a plan made for it
+// is live on this gateway (or an error saying it is stored but not yet
 // planned).
 func (cc *ConsulControl) Apply(ctx context.Context, cfg *api.Config, cause string) error {
 	cfg, err := cc.pipe.Fuse(cfg)
@@ -322,10 +330,21 @@ func (cc *ConsulControl) Apply(ctx context.Context, cfg *api.Config, cause strin
 	withMembers := *cfg
 	withMembers.Backends = cc.snap.Backends()
 	cc.mu.Unlock()
-	if _, err := PlanChange(cc.pipe.Planner, &withMembers, prev, prevCfg); err != nil {
+	start := time.Now()
+	plan, planErr := cc.pipe.Plan(&withMembers)
+	if plan == nil {
+		return fmt.Errorf("plan: %w", planErr)
+	}
+	if err := Check(plan, cfg, prev, prevCfg); err != nil {
 		return err
 	}
-	idx, err := cc.kv.PutConfig(ctx, cfg, ifIndex)
+	// The checked plan goes to Consul with the config: the leader places it
+	// instead of planning the change again (cluster.Client.ConfigPlanFor).
+	cp := &cluster.ConfigPlan{Plan: plan, TookMs: float64(time.Since(start)) / 1e6}
+	if planErr != nil {
+		cp.Error = planErr.Error()
+	}
+	idx, err := cc.kv.PutConfigPlanned(ctx, cfg, cp, ifIndex)
 	if err != nil {
 		if errors.Is(err, cluster.ErrConfigChanged) {
 			return fmt.Errorf("the cluster's config was changed at another gateway (or its plan is not live here yet): read it again and retry: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,19 +50,23 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = dereg(context.Background()) })
 	}
-	// The serving planner, as the gateway's: only the hardware present.
+	// The serving planner, as the gateway's: only the hardware present;
+	// counted, for the gateway's config pipeline and the elected re-planner
+	// (this gateway's candidate) together.
+	var plans atomic.Int32
 	planner := func(c *api.Config) (*api.Plan, error) {
+		plans.Add(1)
 		return PlanForServing(c, scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8}, 0)
 	}
 	m, err := metrics.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	plans := make(chan PlanEvent, 16)
+	events := make(chan PlanEvent, 16)
 	startCtx, startCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer startCancel()
 	cc, err := StartConsulControl(startCtx, ClusterOptions{Consul: agent.Addr(), Prefix: "test", Schedule: true, GatewayID: "gw-1",
-		SchedulerTTL: 2 * time.Second, ConfigWait: 20 * time.Second, OnPlan: func(e PlanEvent) { plans <- e }},
+		SchedulerTTL: 2 * time.Second, ConfigWait: 20 * time.Second, OnPlan: func(e PlanEvent) { events <- e }},
 		cfg, m, zap.NewNop(), dataplane.LiveOptions{Metrics: m}, planner)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +107,10 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 		t.Fatalf("infer on the cluster's first plan: %v", err)
 	}
 
-	// An operator adds a session: answered once its plan is live here.
+	// An operator adds a session: answered once its plan is live here, and
+	// planned once in the cluster: the gateway's pipeline plans and checks it,
+	// and the leader places that plan instead of planning the change again.
+	before := plans.Load()
 	solo := api.Session{Name: "solo", SLO: api.Duration(time.Second), Modules: []api.Module{{Name: "only", Model: "rec", Rate: 20}}}
 	snap, err := store.Update(ctx, "config", 0, func(cur *api.Config) (*api.Config, error) {
 		next := *cur
@@ -111,6 +119,9 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("add session solo: %v", err)
+	}
+	if n := plans.Load() - before; n != 1 {
+		t.Errorf("one config change ran the planner %d times in the cluster; want 1", n)
 	}
 	if ids := placedOn(ctl.LiveSwitch().Plan(), "solo"); len(ids) == 0 {
 		t.Errorf("after the change was answered, the live plan has no placement for solo (version %d)", snap.Version)
@@ -121,7 +132,7 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 
 	// A change the planner cannot plan (no t4 is a member) is refused here,
 	// before Consul.
-	before := store.Current().Version
+	version := store.Current().Version
 	impossible := api.Session{Name: "rush", SLO: api.Duration(time.Second), Modules: []api.Module{{Name: "d", Model: "big", Rate: 5}}}
 	_, err = store.Update(ctx, "config", 0, func(cur *api.Config) (*api.Config, error) {
 		next := *cur
@@ -131,8 +142,8 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 	if err == nil || !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), "rush") {
 		t.Errorf("an unplannable session: %v; want ErrRejected naming rush", err)
 	}
-	if v := store.Current().Version; v != before {
-		t.Errorf("a refused change moved the config from version %d to %d", before, v)
+	if v := store.Current().Version; v != version {
+		t.Errorf("a refused change moved the config from version %d to %d", version, v)
 	}
 	if _, ok := exec.Session("rush"); ok {
 		t.Error("a refused session is served")
@@ -143,7 +154,7 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 		t.Errorf("admin backends view: source %q, %d backends; want consul and 2", view.Source, len(view.Backends))
 	}
 	select {
-	case e := <-plans:
+	case e := <-events:
 		if e.Plan == nil || e.Live.IsZero() {
 			t.Errorf("plan event %+v lacks its plan or live time", e)
 		}

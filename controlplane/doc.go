@@ -2,14 +2,20 @@
 // config store, the file watcher, the admin API, the serving planner and the
 // two Control implementations (embedded scheduler, Consul cluster).
 //
-// Who calls what: `piccolo gateway` (cmd/piccolo) calls StartGateway, which
-// starts the Control its flags pick, builds the DAGRunner and the ConfigStore
-// over it and attaches them (Control's doc gives the order); the command builds
-// the KServe servers over the DAGRunner. Every change, from the
-// admin API or the watcher, goes through ConfigStore.Update, one at a time.
-// The request path never enters this package. It imports dataplane, gateway,
-// metrics, scheduler and scheduler/cluster; never kserve (the HTTP server
-// takes the admin API as a plain fasthttp handler).
+// Who calls what: `piccolo gateway` (cmd/piccolo, its flags only) calls
+// ServeGateway (serve.go), the gateway process: it loads the config, picks
+// the plan step (--trace, --plan, else PlanForServing) and the calibration
+// (calibration.go), calls StartGateway, which starts the Control its options
+// pick, builds the DAGRunner and the ConfigStore over it and attaches them
+// (Control's doc gives the order), then builds the admin API, the file
+// watcher and the KServe servers over the DAGRunner, and drains at the end.
+// `piccolo scheduler` calls RunReplanner (replanner.go), a standalone
+// scheduler/cluster.Replanner candidate. Every change, from the admin API or
+// the watcher, goes through ConfigStore.Update, one at a time. The request
+// path never enters this package. It imports dataplane, gateway, kserve (only
+// serve.go, to start the servers), metrics, scheduler and scheduler/cluster;
+// kserve never imports it (the HTTP server takes the admin API as a plain
+// fasthttp handler).
 //
 // # Live config
 //
@@ -38,8 +44,9 @@
 //     plan the cluster's elected scheduler publishes in Consul KV, runs a
 //     scheduler candidate unless told not to, reports the measured rates, and
 //     makes an operator's change live by fusing, planning and checking it here
-//     (the same Pipeline and Check), storing it with check-and-set and waiting until a plan
-//     for it is live.
+//     (the same Pipeline and Check), storing it with its checked plan in one
+//     check-and-set transaction (the leader places that plan instead of
+//     planning the change again) and waiting until a plan for it is live.
 //   - Admin (its Handle is kserve.ServerOptions.Admin) serves /admin/ on the
 //     HTTP port behind a bearer token compared in constant time: GET /admin/sessions, GET|PUT|DELETE
 //     /admin/sessions/{name}, GET /admin/plan, GET /admin/backends. A PUT body

@@ -185,8 +185,12 @@ func (c *EmbeddedControl) feed(ctx context.Context, every time.Duration) {
 // left free); when the pool is too small for the plan, the round-robin
 // placement a static gateway always had (machines share backends and run
 // slower) instead of a plan scaled down.
-func (c *EmbeddedControl) place(plan *api.Plan, members []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error) {
-	placed, short, err := placement.Place(plan, members, prev, placement.Options{Static: true})
+func (c *EmbeddedControl) place(plan *api.Plan, members []placement.Member, prev *api.Plan, opts placement.Options) (*api.Plan, placement.Shortfall, error) {
+	opts.Static = true
+	if c.sw != nil {
+		c.sw.SetColocation(opts) // health re-placements keep the same pairs apart
+	}
+	placed, short, err := placement.Place(plan, members, prev, opts)
 	if err == nil && short.Missing() > 0 {
 		c.log.Warn("fewer backends than planned machines: some machines share a backend", zap.Int("shared_machines", short.Shared),
 			zap.Int("devices_missing", short.Missing()))

@@ -138,19 +138,6 @@ func Check(plan *api.Plan, cfg *api.Config, prev *api.Plan, prevCfg *api.Config)
 	return nil
 }
 
-// PlanChange is the plan and check steps in one: planner's plan for cfg, or
-// the error of the first step that refused it (see Check).
-func PlanChange(planner Planner, cfg *api.Config, prev *api.Plan, prevCfg *api.Config) (*api.Plan, error) {
-	plan, err := Pipeline{Planner: planner}.Plan(cfg)
-	if plan == nil {
-		return nil, fmt.Errorf("plan: %w", err)
-	}
-	if err := Check(plan, cfg, prev, prevCfg); err != nil {
-		return nil, err
-	}
-	return plan, nil
-}
-
 func wasFailing(p *api.Plan, session string) bool {
 	for _, sp := range p.Sessions {
 		if sp.Name == session {

@@ -55,6 +55,9 @@ type LiveSwitch struct {
 	// ownHealth: opts.Health made here; closed by Close.
 	ownHealth bool
 	replace   atomic.Bool // ReplaceOnEjection was called
+	// coloc is the co-location options health re-placements place with
+	// (SetColocation; nil: none).
+	coloc atomic.Pointer[placement.Options]
 	// home is the placed plan of the last Apply that was not a health
 	// re-placement (guarded by applyMu): a re-placement keeps modules where
 	// home had them, so a backend that returns gets its share back.
@@ -248,9 +251,23 @@ func (s *LiveSwitch) samePlacement(cfg *api.Config, plan, prevPlan *api.Plan) bo
 }
 
 // place places plan on cfg's backends as build does (placement.Place,
-// static, keeping modules where prevPlan had them).
+// static, keeping modules where prevPlan had them, keeping apart the pairs
+// SetColocation names).
 func (s *LiveSwitch) place(cfg *api.Config, plan, prevPlan *api.Plan) (*api.Plan, placement.Shortfall, error) {
-	return placement.Place(plan, placement.Members(s.placeOn(cfg.Backends)), prevPlan, placement.Options{Static: true})
+	var o placement.Options
+	if c := s.coloc.Load(); c != nil {
+		o.Slowdowns, o.Tolerance = c.Slowdowns, c.Tolerance
+	}
+	o.Static = true
+	return placement.Place(plan, placement.Members(s.placeOn(cfg.Backends)), prevPlan, o)
+}
+
+// SetColocation hands the switch the co-location slowdowns (and their
+// tolerance) the control loop places with, so that a health re-placement
+// (ReplaceOnEjection) keeps the same pairs apart (docs/calibration.md,
+// "Co-location"). Safe from any goroutine; o is not modified.
+func (s *LiveSwitch) SetColocation(o placement.Options) {
+	s.coloc.Store(&placement.Options{Slowdowns: o.Slowdowns, Tolerance: o.Tolerance})
 }
 
 // handOver moves the items r's dispatchers have not sent yet to the

@@ -12,6 +12,10 @@
 // paper's; TableII recomputes the paper's Table II. Footing holds any config's
 // sessions to the gateway's headroom rule (ServingOptions) for every policy;
 // Baseline is the round-robin baseline `piccolo demo` prints beside its plan.
+// Tuning compares how InferLine's tuner, the control loop's rate re-plan and
+// coarse-grained tuning follow a changing rate (a step, a diurnal ramp): each
+// one's decisions made on the virtual clock from the arrivals, then simulated
+// as plan switches (docs/traffic.md, "The tuner, simulated").
 //
 // Everything here runs on the caller's goroutine; Run calls progress (if not
 // nil) after each workload, from that goroutine. Results are plain values,

@@ -52,6 +52,46 @@ type Report struct {
 	P999Ms        float64         `json:"p999_ms"`         //
 	MaxMs         float64         `json:"max_ms"`          //
 	Latencies     []time.Duration `json:"-"`               // successful requests' latencies, ascending (for WritePlot)
+	// Seconds, with Options.PerSecond, splits the requests by the second of
+	// the schedule they were due in (second k: due in [k s, k+1 s) after the
+	// first send): where in a run the misses fell. Null without.
+	Seconds []Second `json:"seconds,omitempty"`
+}
+
+// Second counts the requests due in one second of a run's schedule
+// (Report.Seconds). Sent == Within + Late + Refused + Failed.
+type Second struct {
+	Sent    int64 `json:"sent"`
+	Within  int64 `json:"within"`  // successful replies within the SLO (all of them without an SLO)
+	Late    int64 `json:"late"`    // successful replies after the SLO
+	Refused int64 `json:"refused"` // answered "rejected: overloaded" (429)
+	Failed  int64 `json:"failed"`  // every other error kind
+}
+
+// perSecond fills rep.Seconds from the result slots and the due time of each
+// (due[k], from the start of the schedule).
+func (rep *Report) perSecond(results []atomic.Uint64, due []time.Duration, slo time.Duration) {
+	if len(due) == 0 {
+		return
+	}
+	rep.Seconds = make([]Second, int(due[len(due)-1]/time.Second)+1)
+	for k := range results {
+		v := results[k].Load()
+		sec := &rep.Seconds[int(due[k]/time.Second)]
+		sec.Sent++
+		switch kind(v & 0xff) {
+		case kindOK:
+			if slo <= 0 || time.Duration(v>>8) <= slo {
+				sec.Within++
+			} else {
+				sec.Late++
+			}
+		case kindOverloaded:
+			sec.Refused++
+		default:
+			sec.Failed++
+		}
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -156,6 +196,11 @@ func WriteTable(w io.Writer, rep *Report) error {
 	}
 	for _, n := range rep.Notes {
 		line("note", "%s", n)
+	}
+	for k, sec := range rep.Seconds {
+		if sec.Sent > 0 && sec.Within < sec.Sent {
+			line(fmt.Sprintf("second %d", k), "%d sent, %d within the SLO, %d late, %d refused, %d failed", sec.Sent, sec.Within, sec.Late, sec.Refused, sec.Failed)
+		}
 	}
 	return tw.Flush()
 }

@@ -60,6 +60,10 @@ type Options struct {
 	// of the shape the model metadata declares, else one FP32 [1,1] "input0".
 	Payloads []Payload
 
+	// PerSecond splits the report by the second each request was due in
+	// (Report.Seconds).
+	PerSecond bool
+
 	// Progress, when non-nil, receives a progress bar (e.g. os.Stderr on a terminal).
 	Progress io.Writer
 }
@@ -252,6 +256,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		elapsed = max(elapsed, o.Duration) // the window is at least the sending time
 	}
 	rep.fill(r.results[:sent], slo, o.Duration, elapsed)
+	if o.PerSecond {
+		rep.perSecond(r.results[:sent], dueTimes(o, sent), slo)
+	}
 	rep.LateSends = late
 	rep.MaxSendLagMs = ms(maxLag)
 	return rep, nil
@@ -281,6 +288,19 @@ func scheduleLen(o Options) int {
 		at += gap
 	}
 	return n
+}
+
+// dueTimes returns the first n due times of the schedule, from its start
+// (the times schedule releases the requests at).
+func dueTimes(o Options, n int) []time.Duration {
+	p, _ := o.spec().New(o.Seed)
+	due := make([]time.Duration, n)
+	at := time.Duration(0)
+	for k := range due {
+		due[k] = at
+		at += p.Next()
+	}
+	return due
 }
 
 // schedule releases the n requests at start + Σ gaps and returns how many it

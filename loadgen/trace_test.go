@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,5 +91,37 @@ func TestMMPPRun(t *testing.T) {
 	o.MMPP.BurstRate = 0
 	if _, err := Run(t.Context(), o); err == nil || !strings.Contains(err.Error(), "burst rate") {
 		t.Errorf("an MMPP without a burst rate: %v, want an error naming it", err)
+	}
+}
+
+// TestPerSecond: with PerSecond the report splits a trace's requests by the
+// second they were due in: refusals and late replies land in their second.
+func TestPerSecond(t *testing.T) {
+	tr, err := arrival.ReadTrace(strings.NewReader("0\n0.1\n1.2\n1.3\n2.5\n"), "t.txt", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, &testServer{status: func(id int) int {
+		if id == 3 {
+			return 429
+		}
+		return 0
+	}})
+	rep, err := Run(t.Context(), Options{Target: ts.URL, Session: "s", Arrival: "trace", Trace: tr,
+		SLO: 5 * time.Second, Payloads: fp32Payload(t), PerSecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Second{{Sent: 2, Within: 2}, {Sent: 2, Within: 1, Refused: 1}, {Sent: 1, Within: 1}}
+	if !slices.Equal(rep.Seconds, want) {
+		t.Errorf("seconds %+v; want %+v", rep.Seconds, want)
+	}
+	rep2, err := Run(t.Context(), Options{Target: ts.URL, Session: "s", Arrival: "trace", Trace: tr,
+		SLO: 5 * time.Second, Payloads: fp32Payload(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep2.Seconds != nil {
+		t.Errorf("without PerSecond: seconds %+v; want none", rep2.Seconds)
 	}
 }

@@ -100,9 +100,10 @@ var metricCodes = []int{200, 400, 404, 405, 413, 429, 499, 502, 503, 504}
 // ReplanCauses are the values of piccolo_plan_replans_total's cause label:
 // the first plan, a change of measured rates, of membership, of the config, an
 // operator's request, the control loop's periodic re-plan, a drift of the
-// measured durations from the profiles (docs/calibration.md), or the Tuner's
-// scaling (no planner run).
-var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic", "drift", "tune"}
+// measured durations from the profiles (docs/calibration.md), the Tuner's
+// scaling (no planner run), or two models found slowing each other on a
+// shared device (docs/calibration.md, "Co-location").
+var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic", "drift", "tune", "colocation"}
 
 // latencyBuckets are the buckets of every latency histogram, in seconds: 1 ms
 // to about 16 s, doubling.

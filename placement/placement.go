@@ -37,6 +37,10 @@ type Shortfall struct {
 	// Shared counts the machines placed on a device another machine already
 	// holds because the pool was short (Options.RoundRobin and Static only).
 	Shared int `json:"shared,omitempty"`
+	// Interfering counts the fractional machines packed beside a model they
+	// interfere with beyond Options.Tolerance (Options.Slowdowns) because no
+	// device of their type was free.
+	Interfering int `json:"interfering,omitempty"`
 }
 
 // HardwareUse is one hardware type's devices: Needed by the plan (full machines
@@ -106,6 +110,7 @@ type unit struct {
 type groupRef struct {
 	s, m, g int
 	key     moduleKey
+	model   string
 	hw      string
 	units   []int
 }
@@ -114,7 +119,8 @@ type device struct {
 	id      string
 	used    float64
 	virtual bool
-	claims  int // pending units that ran on it before
+	claims  int      // pending units that ran on it before
+	models  []string // the models of the units placed on it
 }
 
 // Place assigns every machine of plan to a concrete backend of its group's
@@ -143,6 +149,11 @@ type device struct {
 // Errors (and no plan) for a nil plan, a member without id or hardware, a
 // duplicate member id, or a group whose machines are not a finite number ≥ 0.
 //
+// With Options.Slowdowns, a fractional machine is not packed beside a model
+// it interferes with (co-location avoidance, docs/calibration.md): it takes
+// another shared device, a free one, or, when none is free, the shared device
+// where the interference is least (Shortfall.Interfering counts those).
+//
 // Options choose another placement: RoundRobin, or Static (pack when the
 // members hold every device, else round-robin).
 func Place(plan *api.Plan, members []Member, prev *api.Plan, opts Options) (*api.Plan, Shortfall, error) {
@@ -150,12 +161,12 @@ func Place(plan *api.Plan, members []Member, prev *api.Plan, opts Options) (*api
 		return provision(plan)
 	}
 	if opts.Static {
-		return placeStatic(plan, members, prev)
+		return placeStatic(plan, members, prev, opts.avoid())
 	}
 	if opts.RoundRobin {
 		return placeRoundRobin(plan, members)
 	}
-	return pack(plan, members, prev)
+	return pack(plan, members, prev, opts.avoid())
 }
 
 // Options choose how Place places.
@@ -180,10 +191,78 @@ type Options struct {
 	// simulator, `piccolo plan` and the demo count and start. A plan already
 	// placed is returned as it is.
 	Provision bool
+	// Slowdowns are the co-location slowdowns measured on the live devices
+	// (the re-planner's, from calibrate.Estimator.Colocations). Packing
+	// (the default and Static) does not put two models on one device when
+	// either one's slowdown beside the other exceeds 1 + Tolerance: its
+	// batches would take longer than the duration the plan assumed
+	// (GroupPlan.DurationMs, the model's duration alone) by more than the
+	// re-planner's drift threshold. Nil: no pair is avoided.
+	Slowdowns Slowdowns
+	// Tolerance is the slowdown beyond 1 that Slowdowns allow a co-located
+	// model (default DefaultTolerance: the re-planner's drift threshold);
+	// it must be > 0.
+	Tolerance float64
+}
+
+// DefaultTolerance is Options.Tolerance's default: 0.1, the re-planner's
+// drift threshold (replan.Options.DriftThreshold), so that a pair is kept
+// apart exactly when sharing a device would drift its durations out of the
+// plan's.
+const DefaultTolerance = 0.1
+
+// Pair is two models on one device of a hardware type: Model's batches run
+// beside With's.
+type Pair struct {
+	Hardware string `json:"hardware"`
+	Model    string `json:"model"`
+	With     string `json:"with"`
+}
+
+// Slowdowns are measured co-location slowdowns: per Pair, Model's batch
+// duration on a device shared with With over its duration on a device of
+// the same type alone (1.3: 30% slower; calibrate.Colocation.Slowdown).
+type Slowdowns map[Pair]float64
+
+// avoid returns the interference check packing uses: nil without
+// Slowdowns.
+func (o Options) avoid() *interference {
+	if len(o.Slowdowns) == 0 {
+		return nil
+	}
+	tol := o.Tolerance
+	if !(tol > 0) {
+		tol = DefaultTolerance
+	}
+	return &interference{s: o.Slowdowns, limit: 1 + tol}
+}
+
+// interference is Options.Slowdowns with the limit 1 + Tolerance.
+type interference struct {
+	s     Slowdowns
+	limit float64
+}
+
+// worst returns the largest slowdown between model and any of others on a
+// device of hardware hw, either way round (1: none measured).
+func (in *interference) worst(hw, model string, others []string) float64 {
+	w := 1.0
+	if in == nil {
+		return w
+	}
+	for _, o := range others {
+		w = max(w, in.s[Pair{hw, model, o}], in.s[Pair{hw, o, model}])
+	}
+	return w
+}
+
+// clash reports whether model interferes beyond the limit with a model on d.
+func (in *interference) clash(hw, model string, d *device) bool {
+	return in != nil && in.worst(hw, model, d.models) > in.limit
 }
 
 // pack is Place's default placement.
-func pack(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfall, error) {
+func pack(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference) (*api.Plan, Shortfall, error) {
 	if plan == nil {
 		return nil, Shortfall{}, errors.New("placement: no plan")
 	}
@@ -241,7 +320,7 @@ func pack(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfal
 				if math.IsNaN(g.Machines) || math.IsInf(g.Machines, 0) || g.Machines < 0 {
 					return nil, Shortfall{}, fmt.Errorf("placement: session %q module %q group %d: machines %v: must be a finite number ≥ 0", sp.Name, mp.Name, gi, g.Machines)
 				}
-				ref := groupRef{s: si, m: mi, g: gi, key: k, hw: g.Hardware}
+				ref := groupRef{s: si, m: mi, g: gi, key: k, model: mp.Model, hw: g.Hardware}
 				var prefer []int
 				for _, id := range before[k][g.Hardware] {
 					if i := index(g.Hardware, id); i >= 0 {
@@ -301,14 +380,32 @@ func pack(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfal
 		}
 		return ua.occ > ub.occ
 	})
+	var short Shortfall
 	for _, ui := range order {
 		u := &units[ui]
-		hw := groups[u.group].hw
-		u.dev = pick(devs[hw], u)
+		ref := groups[u.group]
+		hw := ref.hw
+		var clash func(*device) bool
+		if avoid != nil {
+			clash = func(d *device) bool { return avoid.clash(hw, ref.model, d) }
+		}
+		u.dev = pick(devs[hw], u, clash)
+		if clash != nil && u.occ < 1 && (u.dev == len(devs[hw]) || devs[hw][u.dev].virtual) {
+			// No device it can share and none free: beside the model it
+			// interferes with least rather than on a missing device.
+			if i := leastInterfering(devs[hw], u, func(d *device) float64 { return avoid.worst(hw, ref.model, d.models) }); i >= 0 {
+				u.dev = i
+				short.Interfering++
+			}
+		}
 		if u.dev == len(devs[hw]) {
 			devs[hw] = append(devs[hw], &device{id: fmt.Sprintf("<missing %s %d>", hw, u.dev), virtual: true})
 		}
-		devs[hw][u.dev].used += u.occ
+		d := devs[hw][u.dev]
+		d.used += u.occ
+		if !contains(d.models, ref.model) {
+			d.models = append(d.models, ref.model)
+		}
 		for _, d := range u.prefer {
 			devs[hw][d].claims--
 		}
@@ -331,7 +428,6 @@ func pack(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfal
 		}
 		out.Sessions[si] = sp
 	}
-	var short Shortfall
 	for _, ref := range groups {
 		g := &out.Sessions[ref.s].Modules[ref.m].Configs[ref.g]
 		placed := 0.0
@@ -420,8 +516,9 @@ func pack(plan *api.Plan, members []Member, prev *api.Plan) (*api.Plan, Shortfal
 }
 
 // pick returns the device for u among ds (len(ds): a new, missing device).
-func pick(ds []*device, u *unit) int {
-	fits := func(d *device) bool { return d.used+u.occ <= 1+occEps }
+// clash (nil: none) says which devices hold a model u must not share with.
+func pick(ds []*device, u *unit, clash func(*device) bool) int {
+	fits := func(d *device) bool { return d.used+u.occ <= 1+occEps && (clash == nil || d.used == 0 || !clash(d)) }
 	// The devices this module ran on before.
 	for _, i := range u.prefer {
 		if d := ds[i]; (u.occ >= 1 && d.used == 0) || (u.occ < 1 && fits(d)) {
@@ -456,6 +553,21 @@ func pick(ds []*device, u *unit) int {
 		}
 	}
 	return len(ds)
+}
+
+// leastInterfering returns the real device u fits on whose worst slowdown
+// with u's model is least (the first such; -1: u fits on none).
+func leastInterfering(ds []*device, u *unit, worst func(*device) float64) int {
+	best, bw := -1, 0.0
+	for i, d := range ds {
+		if d.virtual || d.used+u.occ > 1+occEps {
+			continue
+		}
+		if w := worst(d); best < 0 || w < bw {
+			best, bw = i, w
+		}
+	}
+	return best
 }
 
 func freeReal(ds []*device) int {

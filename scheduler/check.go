@@ -73,19 +73,10 @@ func Check(cfg *api.Config, p *api.Plan) error {
 			continue
 		}
 		slo := s.SLO.Seconds()
-		// The burst each module passes to its children (scheduler.burstOf),
-		// recomputed from the JSON.
+		// The burst each module passes to its children, recomputed from the JSON.
 		burst := make([]float64, len(s.Modules))
 		for i, mp := range sp.Modules {
-			W, bMax, dMin, dMax := 0.0, 0, math.Inf(1), 0.0
-			for _, gp := range mp.Configs {
-				W += gp.Rate
-				bMax = max(bMax, gp.Batch)
-				dMin, dMax = math.Min(dMin, gp.DurationMs/1000), math.Max(dMax, gp.DurationMs/1000)
-			}
-			if W > 0 {
-				burst[i] = float64(bMax)/W + dMax - dMin
-			}
+			burst[i] = Burst(mp)
 		}
 		budgets := make([]float64, len(s.Modules))
 		wcls := make([]float64, len(s.Modules))
@@ -168,4 +159,23 @@ func Check(cfg *api.Config, p *api.Plan) error {
 		bad("plan: total cost %.6g ≠ Σ session costs %.6g", p.TotalCost, total)
 	}
 	return errors.Join(errs...)
+}
+
+// Burst returns the burst (s) module mp passes to its children, from its
+// groups in a plan: the longest gap between two batch completions, b_max / W
+// + d_max − d_min (W the groups' summed rate, req/s; b_max the largest batch;
+// d the batch durations), as the planner computes it for a config (burstOf).
+// A child's WCL is its groups' largest plus its parents' largest burst;
+// Check holds a plan to it. 0 for a module with no rate.
+func Burst(mp api.ModulePlan) float64 {
+	W, bMax, dMin, dMax := 0.0, 0, math.Inf(1), 0.0
+	for _, gp := range mp.Configs {
+		W += gp.Rate
+		bMax = max(bMax, gp.Batch)
+		dMin, dMax = math.Min(dMin, gp.DurationMs/1000), math.Max(dMax, gp.DurationMs/1000)
+	}
+	if W <= 0 {
+		return 0
+	}
+	return float64(bMax)/W + dMax - dMin
 }

@@ -37,16 +37,7 @@ go build -o "$work/piccolo" ./cmd/piccolo
 P=$work/piccolo
 CFG=configs/demo/paper-gpus.yaml
 
-report() { # $1 json, $2 label
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); e = d["errors"]; s = d["sent"]
-ref = e.get("rejected: overloaded", 0)
-print("  %-8s sent %5d  within SLO %7.3f%% of all  refused %4d  504 %d  other errors %d  p99 %.0f ms" % (
-    sys.argv[2], s, 100 * d["slo_attainment"], ref, e.get("deadline", 0),
-    sum(v for k, v in e.items() if k not in ("rejected: overloaded", "deadline")), d["p99_ms"]))
-PY
-}
+report() { python3 scripts/loadgen-report.py "$@"; } # $1 json, $2 label
 
 echo "uptime: $(uptime)"
 for cal in $CAL; do

@@ -27,7 +27,11 @@
 // (SessionReport.Refused, AdmittedAttainment), not as an error. Options.Spare
 // gives modules spare machines to overflow to (dispatcher.SetSpare). The
 // simulated gateway is warm: FlushIdle's arrival-gap estimate starts from the
-// simulated rate.
+// simulated rate. Options.Changes switches the (unplaced) plan at given times,
+// as the gateway's plan switch does (dispatcher.SetPlan on every module): a
+// control loop's decisions, made beforehand from the arrivals, simulated
+// (evaluation.Tuning). Options.PerSecond counts each session's requests by
+// the second they arrived in (SessionReport.Seconds).
 //
 // PlanForBursts and PlanForTrace use the simulator to choose headroom: they plan
 // with more and more of it until a simulation of the plan meets a target share

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
 // TraceSearches names the searches PlanForTrace can make for a trace's plan:
@@ -421,13 +422,26 @@ func (il *inferLine) modulePlans(st []ilChoice) []api.ModulePlan {
 }
 
 // plan is st as a plan of the traced session, the SLO split over each
-// longest path in proportion to the modules' WCLs.
+// longest path in proportion to the modules' WCLs. A module's WCL is its
+// group's plus its parents' largest burst (scheduler.Burst), as the planner's
+// and scheduler.Check's are, so that `piccolo gateway --plan` takes the plan.
 func (il *inferLine) plan(st []ilChoice) *api.Plan {
 	mods := il.modulePlans(st)
 	// through[i]: the longest WCL path through module i (to it, plus after it).
 	index := map[string]int{}
 	for i, m := range mods {
 		index[m.Name] = i
+	}
+	bursts := make([]float64, len(mods))
+	for i := range mods {
+		bursts[i] = scheduler.Burst(mods[i])
+	}
+	for i := range mods {
+		beta := 0.0
+		for _, p := range mods[i].After {
+			beta = max(beta, bursts[index[p]])
+		}
+		mods[i].WCLMs += 1000 * beta
 	}
 	to := make([]float64, len(mods))
 	from := make([]float64, len(mods))

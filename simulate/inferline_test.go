@@ -147,3 +147,25 @@ func TestInferLinePlannerErrors(t *testing.T) {
 		}
 	}
 }
+
+// An InferLine plan is a plan `piccolo gateway --plan` serves: it passes
+// scheduler.Check against the config at its rates. (Until 2026-11-26 its
+// module WCLs left out the parents' burst, and the gateway refused the
+// gamma CV² 4 plan of docs/traffic.md's table: "m3: WCL 130ms ≠ max over
+// groups 130ms + parents' burst 19.2674ms".)
+func TestInferLinePlanPassesCheck(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cv2 := range []float64{4, 16} {
+		run, _, err := PlanInferLine(cfg, 0.99, Options{Trace: gammaTrace(t, 50, cv2, 120*time.Second), Seed: 1, Flush: dispatcher.FlushIdle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := withSessionRate(cfg, 0, run.Plan.Sessions[0].Modules[0].Rate)
+		if err := scheduler.Check(at, run.Plan); err != nil {
+			t.Errorf("gamma CV² %g: the InferLine plan fails its check: %v", cv2, err)
+		}
+	}
+}

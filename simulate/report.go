@@ -63,6 +63,15 @@ type SessionReport struct {
 	Cost               float64        `json:"cost"`
 	Modules            []ModuleReport `json:"modules,omitempty"`
 	Skipped            string         `json:"skipped,omitempty"`
+	// Seconds, with Options.PerSecond, counts the measured requests by the
+	// second they arrived in (index k: arrived in [k s, k+1 s)).
+	Seconds []SecondCount `json:"seconds,omitempty"`
+}
+
+// SecondCount is one second of SessionReport.Seconds.
+type SecondCount struct {
+	Arrived int `json:"arrived"`
+	Within  int `json:"within"` // completed within the SLO
 }
 
 // ModuleReport is one module: latency from submission to completion of its items.
@@ -165,7 +174,8 @@ func (s *sim) report() *Report {
 		}
 		sr := SessionReport{Name: ss.plan.Name, SLOMs: ss.plan.SLOMs, PlanLatencyMs: ss.plan.LatencyMs,
 			RatePerSec: ss.rate, Requests: ss.arrived, Completed: len(ss.lat), Refused: ss.refused,
-			ThroughputRPS: float64(len(ss.lat)) / win, GoodputRPS: float64(ss.good) / win, Cost: ss.plan.Cost}
+			ThroughputRPS: float64(len(ss.lat)) / win, GoodputRPS: float64(ss.good) / win, Cost: ss.plan.Cost,
+			Seconds: ss.seconds}
 		if ss.arrived > 0 {
 			sr.SLOAttainment = float64(ss.good) / float64(ss.arrived)
 		}

@@ -59,10 +59,30 @@ type Options struct {
 	// spare for several modules, as the gateway gives it) run on one device,
 	// FIFO over its lanes, as live.
 	Spare []dispatcher.Slot
+	// Changes switch the served plan during the run, in time order: at At
+	// (virtual time from the start of the arrivals) every module of the
+	// change's plan replaces the running plan's module of the same session
+	// and name, as the gateway's plan switch does (dispatcher.SetPlan:
+	// queued items move to the new plan's machines, batches already sent
+	// finish where they were sent; the new machines start idle). Every
+	// planned session of the plan must be in each change's plan, module for
+	// module. Only unplaced plans (no backends; `--place=false`): a change
+	// is not placed again. What a control loop decides from the arrivals
+	// alone (evaluation.Tuning) is simulated this way.
+	Changes []PlanChange
+	// PerSecond splits each session's measured requests by the second they
+	// arrived in (SessionReport.Seconds).
+	PerSecond bool
 	// Drain bounds the virtual time given, after arrivals stop, to requests still
 	// in flight (default: 10 s plus 10 × the largest SLO). Requests unfinished by
 	// then count as errors of kind "unfinished".
 	Drain time.Duration
+}
+
+// PlanChange is one plan switch of Options.Changes.
+type PlanChange struct {
+	At   time.Duration // from the start of the arrivals
+	Plan *api.Plan
 }
 
 // Error kinds in reports.
@@ -114,12 +134,18 @@ func Run(plan *api.Plan, o Options) (*Report, error) {
 	if o.Jitter < 0 || o.Jitter >= 1 || math.IsNaN(o.Jitter) {
 		return nil, fmt.Errorf("jitter %v: must be in [0, 1)", o.Jitter)
 	}
+	if err := checkChanges(plan, o.Changes); err != nil {
+		return nil, err
+	}
 	wall := time.Now()
 	s, err := newSim(plan, o)
 	if err != nil {
 		return nil, err
 	}
 	s.run()
+	if s.changeErr != nil {
+		return nil, s.changeErr
+	}
 	r := s.report()
 	r.WallMs = float64(time.Since(wall).Microseconds()) / 1000
 	return r, nil
@@ -138,6 +164,8 @@ type sim struct {
 	reqFree  []*request
 	itemDone func(*dispatcher.Item)
 	devTable dispatcher.DeviceTable // nil: the plan is not placed
+	// changeErr is the first plan change a dispatcher refused (Options.Changes).
+	changeErr error
 }
 
 type session struct {
@@ -155,6 +183,7 @@ type session struct {
 	good    int
 	refused int // measured requests refused by admission
 	errs    map[string]int
+	seconds []SecondCount // with Options.PerSecond: by arrival second
 }
 
 type module struct {
@@ -397,6 +426,9 @@ func (s *sim) run() {
 	for _, ss := range s.sessions {
 		ss.timer = s.clock.AfterFunc(0, ss.arrive)
 	}
+	for _, c := range s.o.Changes {
+		s.clock.AfterFunc(c.At, func() { s.change(c.Plan) })
+	}
 	s.clock.Run(s.end)
 	drain := s.o.Drain
 	if drain <= 0 {
@@ -416,6 +448,94 @@ func (s *sim) run() {
 	for _, ss := range s.sessions {
 		for _, m := range ss.mods {
 			m.d.Close()
+		}
+	}
+}
+
+// checkChanges checks Options.Changes against plan: in time order, unplaced,
+// every planned session of plan in each change's plan with the same modules.
+func checkChanges(plan *api.Plan, changes []PlanChange) error {
+	placed := func(p *api.Plan) bool {
+		for _, sp := range p.Sessions {
+			for _, mp := range sp.Modules {
+				for _, g := range mp.Configs {
+					if len(g.Backends) > 0 {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	if len(changes) > 0 && placed(plan) {
+		return errors.New("plan changes: the plan is placed (names backends); changes simulate unplaced plans (--place=false)")
+	}
+	for i, c := range changes {
+		switch {
+		case c.Plan == nil:
+			return fmt.Errorf("plan change %d: no plan", i)
+		case c.At < 0 || (i > 0 && c.At < changes[i-1].At):
+			return fmt.Errorf("plan change %d at %v: times must be ≥ 0 and in order", i, c.At)
+		case placed(c.Plan):
+			return fmt.Errorf("plan change %d at %v: the plan is placed (names backends); changes simulate unplaced plans", i, c.At)
+		}
+		for _, sp := range plan.Sessions {
+			if sp.Error != "" || len(sp.Modules) == 0 {
+				continue
+			}
+			np := changedSession(c.Plan, sp.Name)
+			if np == nil {
+				return fmt.Errorf("plan change %d at %v: session %q is not planned in it", i, c.At, sp.Name)
+			}
+			if len(np.Modules) != len(sp.Modules) {
+				return fmt.Errorf("plan change %d at %v: session %q has %d modules, the plan %d", i, c.At, sp.Name, len(np.Modules), len(sp.Modules))
+			}
+			for j := range sp.Modules {
+				if np.Modules[j].Name != sp.Modules[j].Name {
+					return fmt.Errorf("plan change %d at %v: session %q module %d is %q, the plan's %q", i, c.At, sp.Name, j, np.Modules[j].Name, sp.Modules[j].Name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// changedSession returns the planned session name of p, or nil.
+func changedSession(p *api.Plan, name string) *api.SessionPlan {
+	for i := range p.Sessions {
+		if sp := &p.Sessions[i]; sp.Name == name && sp.Error == "" {
+			return sp
+		}
+	}
+	return nil
+}
+
+// change switches every session to its plan in p (Options.Changes). The
+// budgets and times admission works from follow the new plan.
+func (s *sim) change(p *api.Plan) {
+	for _, ss := range s.sessions {
+		np := changedSession(p, ss.plan.Name)
+		rest, err := np.ShortestRest()
+		if err != nil {
+			if s.changeErr == nil {
+				s.changeErr = fmt.Errorf("plan change at %v: session %q: %w", s.clock.Now().Sub(start), ss.plan.Name, err)
+			}
+			continue
+		}
+		for i, m := range ss.mods {
+			mp := &np.Modules[i]
+			if err := m.d.SetPlan(*mp); err != nil {
+				if s.changeErr == nil {
+					s.changeErr = fmt.Errorf("plan change at %v: session %q module %q: %w", s.clock.Now().Sub(start), ss.plan.Name, mp.Name, err)
+				}
+				continue
+			}
+			m.budget, m.wcl = ms(mp.BudgetMs), ms(mp.WCLMs)
+			shortest := time.Duration(math.MaxInt64)
+			for _, c := range mp.Configs {
+				shortest = min(shortest, ms(c.DurationMs))
+			}
+			m.times = dispatcher.ModuleTimes{Budget: m.budget, Shortest: shortest, Tail: rest[i] - shortest}
 		}
 	}
 }
@@ -522,11 +642,22 @@ func (ss *session) release(r *request) {
 		default:
 			ss.errs[r.failed]++
 		}
+		good := false
 		if r.failed == "" {
 			lat := s.clock.Now().Sub(r.arrival)
 			ss.lat = append(ss.lat, lat)
-			if ss.slo <= 0 || lat <= ss.slo {
+			if good = ss.slo <= 0 || lat <= ss.slo; good {
 				ss.good++
+			}
+		}
+		if s.o.PerSecond {
+			sec := int(r.arrival.Sub(start) / time.Second)
+			for len(ss.seconds) <= sec {
+				ss.seconds = append(ss.seconds, SecondCount{})
+			}
+			ss.seconds[sec].Arrived++
+			if good {
+				ss.seconds[sec].Within++
 			}
 		}
 		s.live--

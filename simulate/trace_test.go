@@ -108,3 +108,80 @@ func TestTraceOptionsValidated(t *testing.T) {
 		t.Errorf("m3 at %v req/s (config's now %v), want 120 (config's still %v)", got, cfg.Sessions[0].Modules[1].Rate, before)
 	}
 }
+
+// TestPlanChanges: a rate step from 50 to 150 req/s at 10 s, served by the
+// plan for 50 req/s. Switched at the step to the plan for 150 req/s
+// (Options.Changes), the requests after the step meet the SLO as the bigger
+// plan's would; unswitched, they miss. The per-second counts add up to the
+// report's, and a change that does not fit the plan is refused.
+func TestPlanChanges(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := map[float64]*api.Plan{}
+	for _, r := range []float64{50, 150} {
+		if plans[r], err = scheduler.Plan(withSessionRate(cfg, 0, r), scheduler.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := &arrival.Trace{Name: "step"}
+	for _, part := range []struct {
+		rate float64
+		from time.Duration
+	}{{50, 0}, {150, 10 * time.Second}} {
+		p, err := arrival.Spec{Kind: "poisson", Rate: part.rate}.New(uint64(part.rate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := arrival.Record(p, 10*time.Second, "poisson")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range tr.Offsets {
+			step.Offsets = append(step.Offsets, part.from+at)
+		}
+	}
+	after := func(changes []PlanChange) (all, after float64) {
+		rep, err := Run(plans[50], Options{Arrival: "trace", Trace: step, Seed: 1, Changes: changes, PerSecond: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := rep.Sessions[0]
+		arrived, within, n := 0, 0, 0
+		for k, sec := range s.Seconds {
+			n += sec.Arrived
+			if k >= 10 {
+				arrived += sec.Arrived
+				within += sec.Within
+			}
+		}
+		if n != s.Requests {
+			t.Errorf("per-second arrivals sum to %d; the report has %d requests", n, s.Requests)
+		}
+		return s.SLOAttainment, float64(within) / float64(arrived)
+	}
+	_, unswitched := after(nil)
+	all, switched := after([]PlanChange{{At: 10 * time.Second, Plan: plans[150]}})
+	t.Logf("after the step: %.2f%% unswitched, %.2f%% switched (all %.2f%%)", 100*unswitched, 100*switched, 100*all)
+	if unswitched > 0.9 || switched < 0.99 {
+		t.Errorf("attainment after the step %.2f%% unswitched, %.2f%% switched; want the small plan to miss and the switch to meet 99%%", 100*unswitched, 100*switched)
+	}
+
+	other := *plans[150]
+	other.Sessions = append([]api.SessionPlan(nil), other.Sessions...)
+	other.Sessions[0].Modules = other.Sessions[0].Modules[:1]
+	for _, c := range []struct {
+		changes []PlanChange
+		want    string
+	}{
+		{[]PlanChange{{At: time.Second, Plan: &other}}, "session \"paper-chain\" has 1 modules, the plan 2"},
+		{[]PlanChange{{At: 2 * time.Second, Plan: plans[150]}, {At: time.Second, Plan: plans[50]}}, "times must be ≥ 0 and in order"},
+		{[]PlanChange{{At: time.Second}}, "plan change 0: no plan"},
+	} {
+		_, err := Run(plans[50], Options{Arrival: "trace", Trace: step, Changes: c.changes})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("changes %v: error %v; want one containing %q", c.changes, err, c.want)
+		}
+	}
+}

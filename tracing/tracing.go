@@ -16,6 +16,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 )
@@ -158,4 +159,34 @@ func DialOptions() []grpc.DialOption {
 // probes and reflection, which would otherwise fill a trace store.
 func inferenceOnly(info *stats.RPCTagInfo) bool {
 	return strings.HasPrefix(info.FullMethodName, "/inference.GRPCInferenceService/")
+}
+
+// StartProcess makes a piccolo process's logger with newLogger (nil:
+// zap.NewProduction) and starts tracing as opts say for it (Setup, before
+// any server or backend client of the process is made), logging where spans
+// go when opts.Endpoint is set. stop flushes the spans (a failed flush is
+// logged) and syncs the logger: call it at exit. Errors: newLogger's, or
+// Setup's, naming the --otlp-endpoint and --trace-sampling flags that set
+// opts.
+func StartProcess(ctx context.Context, opts Options, newLogger func() (*zap.Logger, error)) (log *zap.Logger, stop func(), err error) {
+	if newLogger == nil {
+		newLogger = func() (*zap.Logger, error) { return zap.NewProduction() }
+	}
+	if log, err = newLogger(); err != nil {
+		return nil, nil, err
+	}
+	shutdown, err := Setup(ctx, opts)
+	if err != nil {
+		_ = log.Sync()
+		return nil, nil, fmt.Errorf("--otlp-endpoint %q --trace-sampling %v: %w", opts.Endpoint, opts.SampleRatio, err)
+	}
+	if opts.Endpoint != "" {
+		log.Info("tracing on", zap.String("otlp_endpoint", opts.Endpoint), zap.Float64("sampling", opts.SampleRatio))
+	}
+	return log, func() {
+		if err := shutdown(context.Background()); err != nil {
+			log.Warn("tracing: flush at exit failed", zap.Error(err))
+		}
+		_ = log.Sync()
+	}, nil
 }

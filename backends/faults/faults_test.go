@@ -50,7 +50,8 @@ var fastReconnect = grpc.WithConnectParams(grpc.ConnectParams{
 	MinConnectTimeout: 2 * time.Second,
 })
 
-func start(t testing.TB) *faulty {
+// simExec is a sim v100 of profiles.
+func simExec(t testing.TB) backends.Executor {
 	t.Helper()
 	var cfg api.Config
 	if err := yaml.Unmarshal([]byte(profiles), &cfg); err != nil {
@@ -60,6 +61,12 @@ func start(t testing.TB) *faulty {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return exec
+}
+
+func start(t testing.TB) *faulty {
+	t.Helper()
+	exec := simExec(t)
 	reg := prometheus.NewRegistry()
 	inj, err := faults.New(faults.Options{Seed: 7, Registerer: reg})
 	if err != nil {
@@ -340,5 +347,50 @@ func TestSetNeedsListenerForSocketFaults(t *testing.T) {
 	}
 	if got := inj.Get(); got != (faults.Set{}) {
 		t.Errorf("refused Sets changed the faults to %v", got)
+	}
+}
+
+// TestSharedSlowsOnlyBesideAnotherModel: shared=2 leaves a model alone on
+// the backend at its profile, doubles its batches while another model runs
+// batches there, and stops SharedWindow after that one's last batch, loaded
+// or not (co-location interference, to rehearse placement's avoidance).
+func TestSharedSlowsOnlyBesideAnotherModel(t *testing.T) {
+	inj, err := faults.New(faults.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inj.Set(faults.Set{Shared: 2}); err != nil {
+		t.Fatal(err)
+	}
+	x := inj.Executor(simExec(t))
+	steady, err := x.Load("steady", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick, err := x.Load("quick", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(m backends.Model) time.Duration {
+		t0 := time.Now()
+		if _, err := m.Run(context.Background(), oneItem()[0], 1); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	alone := run(steady) // quick loaded, never run
+	run(quick)
+	beside := run(steady)
+	time.Sleep(faults.SharedWindow + 100*time.Millisecond)
+	after := run(steady)
+	t.Logf("alone (another model loaded, idle) %v, beside another model's batch %v, %v after it %v", alone, beside, faults.SharedWindow, after)
+	if alone > 150*time.Millisecond || beside < 180*time.Millisecond || beside > 300*time.Millisecond || after > 150*time.Millisecond {
+		t.Errorf("shared=2: alone %v, beside another model %v, after it %v; want about 100ms, 200ms, 100ms", alone, beside, after)
+	}
+	if s, err := faults.Parse([]string{"shared=1.5"}); err != nil || s.Shared != 1.5 || s.String() != "shared=1.5" {
+		t.Errorf("Parse(shared=1.5) = %+v (%q), %v", s, s.String(), err)
+	}
+	if err := inj.Set(faults.Set{Shared: 0.5}); err == nil || !strings.Contains(err.Error(), "shared 0.5") {
+		t.Errorf("Set(shared 0.5) = %v; want an error naming it", err)
 	}
 }

@@ -3,21 +3,45 @@ package faults
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 )
 
-// Executor returns exec with its models wrapped: they apply hang, fail and
-// slow to every batch. Load and Models pass through.
+// Executor returns exec with its models wrapped: they apply hang, fail,
+// slow and shared to every batch. Load and Models pass through.
 func (j *Injector) Executor(exec backends.Executor) backends.Executor {
-	return &executor{inner: exec, j: j}
+	return &executor{inner: exec, j: j, ran: map[string]time.Time{}}
 }
+
+// SharedWindow is how recently another model must have started a batch on
+// the backend for fault shared to slow a batch: the models take turns on
+// the device (a one-lane device never runs two batches at once), and a model
+// loaded but idle there (a spare) does not count.
+const SharedWindow = time.Second
 
 type executor struct {
 	inner backends.Executor
 	j     *Injector
+
+	mu  sync.Mutex
+	ran map[string]time.Time // when each model last started a batch (fault shared only)
+}
+
+// others records that name starts a batch at now and reports whether
+// another model started one within SharedWindow.
+func (x *executor) others(name string, now time.Time) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.ran[name] = now
+	for m, at := range x.ran {
+		if m != name && now.Sub(at) <= SharedWindow {
+			return true
+		}
+	}
+	return false
 }
 
 var _ backends.Executor = (*executor)(nil)
@@ -29,7 +53,7 @@ func (x *executor) Load(name string, batch, concurrency int) (backends.Model, er
 	if err != nil {
 		return nil, err
 	}
-	fm := &model{Model: m, j: x.j, lanes: make(chan struct{}, max(1, m.Info().Concurrency))}
+	fm := &model{Model: m, j: x.j, x: x, name: name, lanes: make(chan struct{}, max(1, m.Info().Concurrency))}
 	fm.profiled, _ = m.(profiled)
 	return fm, nil
 }
@@ -44,6 +68,8 @@ type profiled interface {
 type model struct {
 	backends.Model
 	j        *Injector
+	x        *executor
+	name     string
 	profiled profiled // nil: measure
 	// lanes holds a slow batch for all its k× time: the inner model frees its
 	// own lane after 1×, so without these a slowed backend would still start
@@ -78,7 +104,11 @@ func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n
 	if s.Fail > 0 && m.j.failNow(s.Fail) {
 		return nil, fmt.Errorf("%w: fail (a share %g of calls fails)", ErrInjected, s.Fail)
 	}
-	if s.Slow <= 1 {
+	k := max(s.Slow, 1)
+	if s.Shared > 1 && m.x.others(m.name, time.Now()) {
+		k *= s.Shared
+	}
+	if k <= 1 {
 		return m.Model.Run(ctx, inputs, n)
 	}
 	select {
@@ -96,7 +126,7 @@ func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n
 	if m.profiled != nil {
 		d = m.profiled.Duration(n)
 	}
-	t := time.NewTimer(time.Duration(float64(d) * (s.Slow - 1)))
+	t := time.NewTimer(time.Duration(float64(d) * (k - 1)))
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -8,10 +8,10 @@ import (
 )
 
 // Kinds names every fault, in the order Set.String and the metrics list them.
-var Kinds = []string{"refuse", "reset", "hang", "slow", "fail", "malformed"}
+var Kinds = []string{"refuse", "reset", "hang", "slow", "fail", "malformed", "shared"}
 
 // allowed is the list of fault words for error messages.
-const allowed = "refuse, reset, hang, slow=K (K ≥ 1), fail=P (0 ≤ P ≤ 1), malformed"
+const allowed = "refuse, reset, hang, slow=K (K ≥ 1), fail=P (0 ≤ P ≤ 1), malformed, shared=K (K ≥ 1)"
 
 // MaxSlow is the largest slow factor accepted: beyond it a batch is a hang.
 const MaxSlow = 1000
@@ -35,15 +35,25 @@ type Set struct {
 	// Malformed: every ModelInfer answers outputs of the wrong dimension 0 or
 	// byte length.
 	Malformed bool `json:"malformed"`
+	// Shared is the factor k ≥ 1 a batch's duration is multiplied by when
+	// another model started a batch on this backend within SharedWindow
+	// (co-location interference, on top of Slow); 0 (or 1): off.
+	Shared float64 `json:"shared"`
 }
 
 // None reports whether s has no fault active.
-func (s Set) None() bool { return s == Set{} || s == Set{Slow: 1} }
+func (s Set) None() bool {
+	s.Slow, s.Shared = max(s.Slow, 1), max(s.Shared, 1)
+	return s == Set{Slow: 1, Shared: 1}
+}
 
 // Validate returns an error naming the value out of range and what is allowed.
 func (s Set) Validate() error {
 	if math.IsNaN(s.Slow) || s.Slow != 0 && (s.Slow < 1 || s.Slow > MaxSlow) {
 		return fmt.Errorf("faults: slow %v is out of range; want a factor 1 ≤ k ≤ %d (0: off)", s.Slow, MaxSlow)
+	}
+	if math.IsNaN(s.Shared) || s.Shared != 0 && (s.Shared < 1 || s.Shared > MaxSlow) {
+		return fmt.Errorf("faults: shared %v is out of range; want a factor 1 ≤ k ≤ %d (0: off)", s.Shared, MaxSlow)
 	}
 	if math.IsNaN(s.Fail) || s.Fail < 0 || s.Fail > 1 {
 		return fmt.Errorf("faults: fail %v is out of range; want a share 0 ≤ p ≤ 1", s.Fail)
@@ -60,11 +70,14 @@ func (s Set) values() []float64 {
 		}
 		return 0
 	}
-	slow := s.Slow
+	slow, shared := s.Slow, s.Shared
 	if slow == 1 {
 		slow = 0
 	}
-	return []float64{b(s.Refuse), b(s.Reset), b(s.Hang), slow, s.Fail, b(s.Malformed)}
+	if shared == 1 {
+		shared = 0
+	}
+	return []float64{b(s.Refuse), b(s.Reset), b(s.Hang), slow, s.Fail, b(s.Malformed), shared}
 }
 
 // String lists the active faults in the --fault syntax ("slow=3,fail=0.1"), or
@@ -74,7 +87,7 @@ func (s Set) String() string {
 	for i, v := range s.values() {
 		switch {
 		case v == 0:
-		case Kinds[i] == "slow" || Kinds[i] == "fail":
+		case Kinds[i] == "slow" || Kinds[i] == "fail" || Kinds[i] == "shared":
 			words = append(words, Kinds[i]+"="+strconv.FormatFloat(v, 'g', -1, 64))
 		default:
 			words = append(words, Kinds[i])
@@ -87,7 +100,7 @@ func (s Set) String() string {
 }
 
 // Parse reads fault words, each spec one word or several comma-separated:
-// refuse, reset, hang, slow=K, fail=P, malformed, or none. A word given twice
+// refuse, reset, hang, slow=K, fail=P, malformed, shared=K, or none. A word given twice
 // keeps the last value. The error names the word and what is allowed.
 func Parse(specs []string) (Set, error) {
 	var s Set
@@ -115,14 +128,17 @@ func Parse(specs []string) (Set, error) {
 				default:
 					s.Malformed = true
 				}
-			case "slow", "fail":
+			case "slow", "fail", "shared":
 				v, err := strconv.ParseFloat(value, 64)
 				if !hasValue || err != nil {
 					return Set{}, fmt.Errorf("faults: %q: %s wants a number, e.g. slow=3 or fail=0.1; allowed: %s", word, name, allowed)
 				}
-				if name == "slow" {
+				switch name {
+				case "slow":
 					s.Slow = v
-				} else {
+				case "shared":
+					s.Shared = v
+				default:
 					s.Fail = v
 				}
 			default:

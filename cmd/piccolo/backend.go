@@ -2,29 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"os/signal"
-	"path/filepath"
-	"sort"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
-	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/backends"
-	"github.com/piccolo-serving/piccolo/backends/builtin"
-	"github.com/piccolo-serving/piccolo/backends/fused"
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/backends/onnx"
-	"github.com/piccolo-serving/piccolo/backends/sim"
-	"github.com/piccolo-serving/piccolo/tracing"
+	"github.com/piccolo-serving/piccolo/backends/process"
 )
 
 // backendOptions are the flags of `piccolo backend`.
@@ -45,85 +32,12 @@ type backendOptions struct {
 	modelDir string // onnx, ocr: directory of <model>.onnx (and ppocr_keys_v1.txt)
 	threads  int    // onnx, ocr: intra-op threads per lane
 	devLanes int    // onnx, ocr: batches at once across models (0: no limit)
-	consul   string // Consul agent HTTP address to register with; "": none (backend_consul.go)
+	consul   string // Consul agent HTTP address to register with; "": none
 	id       string // Consul registration id; "": <hardware>-<host>-<port>
 
-	faults    []string // --fault words (backend_faults.go)
+	faults    []string // --fault words (docs/faults.md)
 	faultSeed uint64   // seed of the fail share's draws
 	tls       tlsFlags // --tls-cert, --tls-key, --tls-client-ca of the gRPC listener
-}
-
-// backendExecutors builds an executor by name. Registered by hand: the whole set is here.
-var backendExecutors = map[string]func(o *backendOptions, cfg *api.Config) (backends.Executor, error){
-	"sim": func(o *backendOptions, cfg *api.Config) (backends.Executor, error) {
-		return sim.New(o.hardware, cfg.Profiles, sim.Options{Jitter: o.jitter, Seed: o.seed})
-	},
-	"onnx": func(o *backendOptions, _ *api.Config) (backends.Executor, error) { return newONNXExecutor(o) },
-	"builtin": func(o *backendOptions, _ *api.Config) (backends.Executor, error) {
-		return builtin.New(builtin.Options{Dictionary: filepath.Join(o.modelDir, "ppocr_keys_v1.txt")})
-	},
-	// ocr: the OCR session's Go processing modules and ONNX models in one process,
-	// and fused chains of them (docs/fusion.md).
-	"ocr": func(o *backendOptions, _ *api.Config) (backends.Executor, error) {
-		b, err := builtin.New(builtin.Options{Dictionary: filepath.Join(o.modelDir, "ppocr_keys_v1.txt")})
-		if err != nil {
-			return nil, err
-		}
-		x, err := newONNXExecutor(o)
-		if err != nil {
-			return nil, err
-		}
-		u, err := backends.NewUnion(b, x)
-		if err != nil {
-			return nil, err
-		}
-		return fused.New(u, fused.OCRChains()...)
-	},
-}
-
-// modelCache is where `make models` (scripts/fetch-models.sh) fetches into, as
-// internal/ocrtest.Cache finds it: $PICCOLO_CACHE, else
-// $XDG_CACHE_HOME/piccolo, else ~/.cache/piccolo.
-func modelCache() string {
-	if d := os.Getenv("PICCOLO_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "piccolo")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "piccolo")
-}
-
-// newONNXExecutor runs the models of --model-dir, the OCR models at the fixed
-// shapes the builtin OCR steps pad to (backends/onnx/doc.go: padding, not buckets).
-func newONNXExecutor(o *backendOptions) (*onnx.Executor, error) {
-	if o.threads < 1 {
-		return nil, fmt.Errorf("--intra-op-threads %d: want ≥ 1", o.threads)
-	}
-	ocr := builtin.DefaultOCR()
-	return onnx.New(onnx.Options{
-		Library: o.ortLib, ModelDir: o.modelDir, IntraOpThreads: o.threads, DeviceLanes: o.devLanes, PassThrough: true,
-		Shapes: ocr.ONNXShapes(), Resized: resizedOf(ocr.ONNXVariants()),
-	})
-}
-
-// resizedOf turns the OCR variants into the onnx executor's Resized models.
-func resizedOf(vs map[string]builtin.ONNXVariant) map[string]onnx.Resized {
-	out := make(map[string]onnx.Resized, len(vs))
-	for name, v := range vs {
-		out[name] = onnx.Resized(v)
-	}
-	return out
-}
-
-func backendExecutorNames() string {
-	names := make([]string, 0, len(backendExecutors))
-	for n := range backendExecutors {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
 }
 
 func newBackendCmd() *cobra.Command {
@@ -175,7 +89,7 @@ draining.
 With --fault it misbehaves on purpose, to rehearse failures: refuse (connections
 refused), reset (calls cut), hang, slow=K (batches K times as long), fail=P (a
 share P of calls answer INTERNAL), malformed (outputs of the wrong shape or
-size). GET/PUT/DELETE ` + faultsPath + ` on the metrics port reads and changes them
+size), shared=K (batches K times as long while another model runs batches there). GET/PUT/DELETE ` + process.FaultsPath + ` on the metrics port reads and changes them
 at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -190,9 +104,9 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.StringVar(&o.listen, "listen", "127.0.0.1:9101", "gRPC listen address host:port (port 0: any free port)")
 	f.StringVar(&o.hardware, "hardware", "", "hardware type this backend is, e.g. v100 (default: named from the first GPU's name; required without a GPU)")
 	f.StringArrayVarP(&o.files, "config", "c", nil, "config file with the hardware's profiles (repeatable; files are merged)")
-	f.StringVar(&o.executor, "executor", "sim", "executor: "+backendExecutorNames()+" (ocr: builtin and onnx in one process)")
-	f.StringVar(&o.ortLib, "ort-lib", filepath.Join(modelCache(), "onnxruntime-1.30.0", "libonnxruntime.so.1"), "onnx, ocr: ONNX Runtime shared library (make models fetches it)")
-	f.StringVar(&o.modelDir, "model-dir", filepath.Join(modelCache(), "ocr-models-1.4.2"), "onnx, builtin, ocr: directory of <model>.onnx and ppocr_keys_v1.txt")
+	f.StringVar(&o.executor, "executor", "sim", "executor: "+process.ExecutorNames()+" (ocr: builtin and onnx in one process)")
+	f.StringVar(&o.ortLib, "ort-lib", onnx.DefaultLibrary(), "onnx, ocr: ONNX Runtime shared library (make models fetches it)")
+	f.StringVar(&o.modelDir, "model-dir", onnx.DefaultModelDir(), "onnx, builtin, ocr: directory of <model>.onnx and ppocr_keys_v1.txt")
 	f.IntVar(&o.threads, "intra-op-threads", 1, "onnx, ocr: ONNX Runtime threads per lane (cpu-2t: 2)")
 	f.IntVar(&o.devLanes, "device-lanes", 0, "onnx, ocr: at most this many batches run at once across all models, so the backend keeps at most device-lanes × intra-op-threads cores busy, as its profiles assume (0: no limit beyond each model's lanes)")
 	f.Float64Var(&o.jitter, "jitter", 0, "sim: batch durations vary uniformly by ±this fraction, in [0,1)")
@@ -205,156 +119,24 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let batches in flight finish")
 	f.StringVar(&o.consul, "consul", "", "register with the Consul agent at this host:port (HTTP API) as service "+membership.ServiceName+" (meta: hardware, price, GPU, models; TCP check every 1s); deregister on shutdown")
 	f.StringVar(&o.id, "id", "", "with --consul: the registration id (default <hardware>-<host>-<port>)")
-	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed; change at run time with "+faultsPath+" on the metrics port")
+	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed, shared=K; change at run time with "+process.FaultsPath+" on the metrics port")
 	f.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of which calls fail=P fails")
 	o.tls.register(f, "serve gRPC")
 	return cmd
 }
 
-// runBackend serves until ctx ends, then drains. ready is called with the bound
-// address once the backend accepts connections.
+// runBackend serves until ctx ends, then drains (process.Run). ready is
+// called with the bound address once the backend accepts connections.
 func runBackend(ctx context.Context, o *backendOptions, ready func(addr string)) error {
-	tel, gpuErr := openBackendGPU(o.gpu)
-	if tel != nil {
-		defer tel.Close()
-	}
-	if len(o.files) == 0 && o.executor == "sim" {
-		return errors.New("no config given: pass -c FILE (repeatable) with the profiles of the hardware")
-	}
-	build, ok := backendExecutors[o.executor]
-	if !ok {
-		return fmt.Errorf("--executor %q: allowed: %s", o.executor, backendExecutorNames())
-	}
-	logFmt, err := parseLogFormat(o.logFmt)
-	if err != nil {
-		return err
-	}
-	if err := checkConsulFlags(o); err != nil {
-		return err
-	}
-	cfg := &api.Config{}
-	if len(o.files) > 0 {
-		var err error
-		if cfg, err = api.Load(o.files...); err != nil {
-			return err
-		}
-	}
-	if o.hardware == "" {
-		var err error
-		if o.hardware, err = hardwareFromGPU(tel, gpuErr, cfg); err != nil {
-			return err
-		}
-	}
-	if len(cfg.Hardware) > 0 {
-		if _, ok := cfg.HardwareByName(o.hardware); !ok {
-			names := make([]string, len(cfg.Hardware))
-			for i, h := range cfg.Hardware {
-				names[i] = h.Name
-			}
-			return fmt.Errorf("--hardware %q is not in the config's hardware catalog: %s", o.hardware, strings.Join(names, ", "))
-		}
-	}
-	exec, err := build(o, cfg)
-	if err != nil {
-		return err
-	}
-	log, err := logFmt.New()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	stopTracing, err := startTracing(ctx, o.tracing, "piccolo-backend", log)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-	reg := processRegistry()
-	metrics, err := backends.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
-	if tel != nil {
-		reg.MustRegister(tel)
-		for _, d := range tel.Devices() {
-			log.Info("GPU", zap.Int("index", d.Index), zap.String("name", d.Name), zap.Uint64("memory_bytes", d.MemoryBytes))
-		}
-	} else if o.gpu {
-		log.Info("no GPU telemetry", zap.Error(gpuErr))
-	}
-	inj, initialFaults, err := newBackendFaults(o, log, reg)
-	if err != nil {
-		return err
-	}
-	exec = inj.Executor(exec)
-	srv, err := backends.NewServer(exec, backends.ServerOptions{Version: version, Logger: log, Metrics: metrics})
-	if err != nil {
-		return err
-	}
-	for _, m := range o.models {
-		if _, err := srv.Load(strings.TrimSpace(m), 0, 0); err != nil {
-			return fmt.Errorf("--models: %w", err)
-		}
-	}
-	lis, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("--listen %s: %w", o.listen, err)
-	}
-	lis = inj.Listener(lis)
-	if err := inj.Set(initialFaults); err != nil {
-		lis.Close()
-		return fmt.Errorf("--fault: %w", err)
-	}
-	maddr, err := backendMetricsAddr(o.metrics, lis.Addr().String())
-	if err != nil {
-		lis.Close()
-		return err
-	}
-	if maddr != "" {
-		mlis, err := net.Listen("tcp", maddr)
-		if err != nil {
-			lis.Close()
-			return fmt.Errorf("--metrics-listen %s (%s): %w", o.metrics, maddr, err)
-		}
-		defer serveMetrics(mlis, reg, map[string]http.HandlerFunc{faultsPath: inj.Handler().ServeHTTP}).Close()
-		log.Info("metrics serving", zap.String("address", mlis.Addr().String()))
-	}
 	tlsCfg, err := o.tls.config()
 	if err != nil {
-		lis.Close()
 		return err
 	}
-	g := backends.NewGRPCServer(srv, append(append(grpcCreds(tlsCfg), tracing.ServerOptions()...), inj.ServerOption())...)
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
-	addr := lis.Addr().String()
-	log.Info("backend serving", zap.String("address", addr), zap.String("hardware", o.hardware),
-		zap.String("executor", o.executor), zap.Strings("models", exec.Models()))
-	deregister, err := registerBackend(ctx, o, backendMember(o, cfg, tel, exec.Models(), addr), log)
-	if err != nil {
-		g.Stop()
-		return err
-	}
-	srv.Serve() // gRPC health: SERVING
-	if ready != nil {
-		ready(addr)
-	}
-
-	select {
-	case err := <-served:
-		return fmt.Errorf("serving on %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	deregister() // gateways stop sending before the drain
-	log.Info("backend draining", zap.Duration("drain", o.drain))
-	srv.Drain()
-	stopped := make(chan struct{})
-	go func() { g.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(o.drain):
-		g.Stop()
-		log.Warn("drain timed out; batches in flight were cut off")
-	}
-	log.Info("backend stopped")
-	return nil
+	return process.Run(ctx, process.Options{Listen: o.listen, Hardware: o.hardware, Files: o.files, Executor: o.executor, Jitter: o.jitter,
+		Seed: o.seed, Models: o.models, Drain: o.drain, MetricsListen: o.metrics, GPUTelemetry: o.gpu, ORTLib: o.ortLib, ModelDir: o.modelDir,
+		IntraOpThreads: o.threads, DeviceLanes: o.devLanes, Consul: o.consul, ID: o.id, Faults: o.faults, FaultSeed: o.faultSeed,
+		TLS: tlsCfg, Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version}, ready)
 }
+
+// modelCache is where `make models` fetches into (onnx.Cache).
+var modelCache = onnx.Cache

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
 )
@@ -78,15 +77,6 @@ func TestBackendConsulFlagErrors(t *testing.T) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}
 		})
-	}
-}
-
-func TestBackendMemberDefaultID(t *testing.T) {
-	cfg := &api.Config{Hardware: []api.Hardware{{Name: "t4", Price: 0.53}}}
-	m := backendMember(&backendOptions{hardware: "t4"}, cfg, nil, []string{"m"}, "127.0.0.1:9101")
-	want := membership.Member{ID: "t4-127.0.0.1-9101", Address: "127.0.0.1:9101", Hardware: "t4", Price: 0.53, Models: []string{"m"}}
-	if diff := cmp.Diff(want, m); diff != "" {
-		t.Errorf("member (-want +got):\n%s", diff)
 	}
 }
 

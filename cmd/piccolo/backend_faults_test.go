@@ -13,6 +13,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/backends/process"
 )
 
 // TestBackendFaults boots `piccolo backend --fault fail=1`, sees every call
@@ -38,7 +39,7 @@ func TestBackendFaults(t *testing.T) {
 	if _, err := c.Infer(ctx, "m", items); !errors.Is(err, backends.ErrBackendFailed) || backends.IsTransport(err) {
 		t.Fatalf("under --fault fail=1: %v; want ErrBackendFailed (INTERNAL)", err)
 	}
-	admin := "http://" + metricsAddr + faultsPath
+	admin := "http://" + metricsAddr + process.FaultsPath
 	do := func(method, url string) string {
 		t.Helper()
 		req, _ := http.NewRequest(method, url, nil)
@@ -54,14 +55,14 @@ func TestBackendFaults(t *testing.T) {
 		return string(b)
 	}
 	if got := do(http.MethodGet, admin); !strings.Contains(got, `"fail":1`) {
-		t.Errorf("GET %s = %s; want fail 1", faultsPath, got)
+		t.Errorf("GET %s = %s; want fail 1", process.FaultsPath, got)
 	}
 	if got := do(http.MethodGet, "http://"+metricsAddr+"/metrics"); !strings.Contains(got, `piccolo_backend_fault{kind="fail"} 1`) {
 		t.Errorf("/metrics lacks piccolo_backend_fault{kind=\"fail\"} 1:\n%s", grepLines(got, "piccolo_backend_fault"))
 	}
 	do(http.MethodDelete, admin)
 	if _, err := c.Infer(ctx, "m", items); err != nil {
-		t.Fatalf("after DELETE %s: %v", faultsPath, err)
+		t.Fatalf("after DELETE %s: %v", process.FaultsPath, err)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
-	"net"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -13,20 +10,15 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/valyala/fasthttp"
-	"go.uber.org/zap"
 
-	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/controlplane"
-	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/kserve"
-	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
-	"github.com/piccolo-serving/piccolo/tracing"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // gatewayOptions are the flags of `piccolo gateway`.
@@ -55,7 +47,7 @@ type gatewayOptions struct {
 	adminToken              string
 	watch                   bool
 	consul                  string   // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
-	tls                     tlsFlags // HTTPS and gRPC TLS to clients (cmd/piccolo/tls.go)
+	tls                     tlsFlags // HTTPS and gRPC TLS to clients
 	backendCA               string   // --backend-ca: the CA of the backends that serve TLS
 	backendCert, backendKey string   // --backend-cert, --backend-key: the gateway's client certificate towards them
 
@@ -68,12 +60,10 @@ type gatewayOptions struct {
 	configWait    time.Duration // how long an admin change waits for its plan
 
 	// --trace and its flags, --plan: what the plan step plans for (gateway_trace.go).
-	trace      trafficFlags
+	trace      simulate.Traffic
 	planFile   string
 	traceFlags *pflag.FlagSet // the command's flags, for which --trace flags were given; nil in tests
 	tune       bool           // --tune: InferLine's tuner on the traced session
-	// the --trace planner, set by planner()
-	tracePlanner *controlplane.TracePlanner
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
@@ -203,31 +193,12 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	return cmd
 }
 
-// runGateway serves until ctx ends, then drains. ready is called with the bound
-// addresses once both servers accept connections.
+// runGateway serves until ctx ends, then drains (controlplane.ServeGateway).
+// ready is called with the bound addresses once both servers accept
+// connections.
 func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grpcAddr string)) error {
-	if len(o.files) == 0 {
-		return errors.New("no config given: pass -c FILE (repeatable) with hardware, profiles, sessions and backends")
-	}
-	pol, err := dispatcher.ParsePolicy(o.dispatch)
-	if err != nil {
-		return fmt.Errorf("--dispatch: %w", err)
-	}
-	if o.flush == "" {
-		o.flush = dispatcher.FlushIdle.Name()
-	}
-	flush, err := dispatcher.ParseFlush(o.flush)
-	if err != nil {
-		return fmt.Errorf("--flush: %w", err)
-	}
-	if o.maxBody <= 0 {
-		return fmt.Errorf("--max-body %d: must be > 0 bytes", o.maxBody)
-	}
-	if o.slack < 0 || o.slack >= 1 {
-		return fmt.Errorf("--slack %v: must be in [0, 1)", o.slack)
-	}
-	if o.hedge < 0 || o.hedge > 1 || o.probeEvery < 0 {
-		return fmt.Errorf("--hedge-budget %v, --probe-interval %v: want a share in [0, 1] and an interval ≥ 0 (0: 1s)", o.hedge, o.probeEvery)
+	if given := o.traceGiven(); o.trace.File == "" && !o.tune && len(given) > 0 {
+		return fmt.Errorf("--%s given without --trace: they say how to plan for a trace", strings.Join(given, ", --"))
 	}
 	tlsCfg, err := o.tls.config()
 	if err != nil {
@@ -237,181 +208,11 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	logFmt, err := parseLogFormat(o.logFmt)
-	if err != nil {
-		return err
-	}
-	if _, port, _ := net.SplitHostPort(o.listen); o.listen == o.grpcListen && port != "0" {
-		return fmt.Errorf("--listen and --grpc-listen are both %s: HTTP and gRPC need their own ports", o.listen)
-	}
-	cfg, err := api.Load(o.files...)
-	if err != nil {
-		return err
-	}
-	if cfg.Membership == "consul" && o.consul == "" {
-		return errNoConsul
-	}
-	if len(cfg.Sessions) == 0 {
-		return errors.New("the config has no sessions: nothing to serve")
-	}
-	if o.consul == "" && len(cfg.Backends) == 0 {
-		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")
-	}
-	log, err := logFmt.New()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	stopTracing, err := startTracing(ctx, o.tracing, "piccolo-gateway", log)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-
-	reg := processRegistry()
-	gm, err := metrics.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
-	slack := o.slack
-	if slack == 0 {
-		slack = -1 // LiveOptions: negative means none
-	}
-	hedge := o.hedge
-	if hedge == 0 {
-		hedge = -1 // LiveOptions: negative means none
-	}
-	est, err := newCalibration(ctx, o, log, reg)
-	if err != nil {
-		return fmt.Errorf("--calibration-file: %w", err)
-	}
-	if est != nil { // a nil *Estimator in the interface would not be nil
-		o.control.Calibration = est
-	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.probeEvery, Admission: o.admission, Spare: o.spare, BackendTLS: backendTLS,
-		Calibration: est}
-	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	planner, covers, fuse, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
-	if err != nil {
-		return err
-	}
-	gopts := controlplane.GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
-		Planner: planner, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}
-	if gopts.Control.Covers == nil {
-		gopts.Control.Covers = covers
-	}
-	if o.tune && gopts.Control.Hold == nil {
-		gopts.Control.Hold = o.tracePlanner.Hold
-	}
-	if o.consul != "" {
-		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.consul, Prefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID,
-			SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID, Listen: o.listen, ConfigWait: o.configWait}
-	}
-	g, err := controlplane.StartGateway(ctx, cfg, gopts)
-	if errors.Is(err, controlplane.ErrNoPlan) && o.consul == "" {
-		return fmt.Errorf("--policy %s: %w", o.policy, err)
-	} else if err != nil {
-		return err
-	}
-	ctl, sw, exec, store := g.Control, g.Switch, g.Runner, g.Store
-	defer sw.Close()
-	gatewayID := "" // the KV key of this gateway's calibration with --consul
-	if cc, ok := ctl.(*controlplane.ConsulControl); ok {
-		gatewayID = cc.GatewayID()
-	}
-	defer keepCalibration(ctx, est, o, gatewayID, log)()
-	if o.tune {
-		if err := ctl.(*controlplane.EmbeddedControl).StartTuner(ctx, o.tracePlanner); err != nil {
-			return err
-		}
-	}
-	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Replanner() != nil {
-		reg.MustRegister(metrics.LeaderGauge(cc.Replanner().Leading))
-	}
-	reg.MustRegister(sw)
-	plan := sw.Plan()
-	if est != nil {
-		reg.MustRegister(metrics.ColocationCollector(colocationSeries(est, sw.Plan)))
-	}
-	token := adminToken(o.adminToken)
-	var admin fasthttp.RequestHandler // nil: the admin API is off
-	if token != "" {
-		aopts := controlplane.AdminOptions{Token: token, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()}
-		a, err := controlplane.NewAdmin(aopts)
-		if err != nil {
-			return err
-		}
-		admin = a.Handle
-	} else {
-		log.Info("admin API off: pass --admin-token or set PICCOLO_ADMIN_TOKEN to turn it on")
-	}
-	if o.watch {
-		cw, err := controlplane.StartConfigWatcher(ctx, store, o.files, controlplane.WatchOptions{Logger: log})
-		if err != nil {
-			return err
-		}
-		defer cw.Close()
-	}
-	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.maxBody, Version: version, Metrics: gm, Logger: log, Admin: admin})
-	if err != nil {
-		return err
-	}
-	hl, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("--listen %s: %w", o.listen, err)
-	}
-	hl = srv.WatchHangups(hl)
-	if tlsCfg != nil {
-		hcfg := tlsCfg.Clone() // gRPC's credentials add h2 to their own copy
-		hcfg.NextProtos = []string{"http/1.1"}
-		hl = tls.NewListener(hl, hcfg) // over the watched TCP connections
-	}
-	gl, err := net.Listen("tcp", o.grpcListen)
-	if err != nil {
-		hl.Close()
-		return fmt.Errorf("--grpc-listen %s: %w", o.grpcListen, err)
-	}
-	hs := srv.NewHTTPServer()
-	gs := srv.NewGRPCServer(append(grpcCreds(tlsCfg), tracing.ServerOptions()...)...)
-	served := make(chan error, 2)
-	go func() { served <- hs.Serve(hl) }()
-	go func() { served <- gs.Serve(gl) }()
-	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()),
-		zap.String("policy", plan.Policy), zap.String("dispatch", pol.Name()), zap.String("flush", flush.Name()), zap.Float64("plan_cost", plan.TotalCost),
-		zap.Strings("sessions", exec.Sessions()))
-	if ready != nil {
-		ready(hl.Addr().String(), gl.Addr().String())
-	}
-
-	select {
-	case err := <-served:
-		hs.Shutdown()
-		gs.Stop()
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
-	}
-	srv.SetReady(false)
-	if o.drainDelay > 0 {
-		log.Info("gateway not ready; serving until the drain", zap.Duration("drain_delay", o.drainDelay))
-		time.Sleep(o.drainDelay)
-	}
-	log.Info("gateway draining", zap.Duration("drain", o.drain))
-	dctx, cancel := context.WithTimeout(context.Background(), o.drain)
-	defer cancel()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	if err := hs.ShutdownWithContext(dctx); err != nil {
-		log.Warn("HTTP drain timed out; requests in flight were cut off", zap.Error(err))
-	}
-	select {
-	case <-stopped:
-	case <-dctx.Done():
-		gs.Stop()
-		log.Warn("gRPC drain timed out; requests in flight were cut off")
-	}
-	ctl.StepDown(3 * time.Second)
-	log.Info("gateway stopped")
-	return nil
+	return controlplane.ServeGateway(ctx, controlplane.ServeOptions{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
+		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, Slack: o.slack,
+		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
+		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
+		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,
+		ConfigWait: o.configWait, Trace: o.trace, PlanFile: o.planFile, Tune: o.tune, TLS: tlsCfg, BackendTLS: backendTLS,
+		Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}, ready)
 }
-
-var errNoConsul = errors.New("membership consul needs --consul ADDR (the Consul agent's HTTP address host:port)")

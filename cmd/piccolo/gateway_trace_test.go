@@ -18,6 +18,7 @@ import (
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -81,7 +82,7 @@ func TestGatewayTraceFlagErrors(t *testing.T) {
 		{[]string{"--trace", trace, "--trace-session", "chain"}, `trace session "chain": not in the config; sessions: paper-chain`},
 		{[]string{"--trace", filepath.Join(dir, "none.txt")}, "none.txt"},
 		{[]string{"--plan", filepath.Join(dir, "none.json")}, "--plan: open"},
-		{[]string{"--plan", trace}, "not a plan JSON (piccolo plan -o json)"},
+		{[]string{"--plan", trace}, "--plan: " + trace + ":1: plan JSON"},
 		{[]string{"--tune"}, "--tune needs --trace"},
 		{[]string{"--trace", trace, "--tune", "--consul", "127.0.0.1:1"}, "--tune with --consul"},
 	} {
@@ -150,12 +151,13 @@ func TestGatewayPlanMismatch(t *testing.T) {
 // half and serves the plan on sim backends of the demo's hardware; `piccolo
 // loadgen --arrival trace --trace FILE --skip 60s` replays the second half
 // open loop. At least 99% of all requests must meet the SLO, the issue's
-// criterion; the plan simulates at 98.86% on this second half (10% busier
-// than the first), so on a loaded machine the check fails about as often
-// as it passes (docs/traffic.md, five runs). It logs the
-// trace plan's cost beside the mean-rate, coarse-grained and peak plans
-// (simulated on the first half, as `piccolo plan --trace` prints them) and
-// every plan the gateway made live. About 80 s:
+// criterion; the plan simulates at 98.86% on this second half, every miss
+// in one burst at t = 2 s that the idle flush meets with small batches, so on
+// a loaded machine the check fails about as often as it passes
+// (docs/traffic.md, "Where the misses are"). It logs the seconds with a
+// miss, live and simulated, the trace plan's cost beside the mean-rate,
+// coarse-grained and peak plans (simulated on the first half, as `piccolo
+// plan --trace` prints them) and every plan the gateway made live. About 80 s:
 //
 //	PICCOLO_BURST_SERVE=1 go test -count=1 -run TestGatewayServesTraceLive -v ./cmd/piccolo
 func TestGatewayServesTraceLive(t *testing.T) {
@@ -163,38 +165,13 @@ func TestGatewayServesTraceLive(t *testing.T) {
 		t.Skip("set PICCOLO_BURST_SERVE=1: about 80 s live")
 	}
 	const half = 60 * time.Second
-	proc, err := arrival.Spec{Kind: "gamma", Rate: 50, CV2: 16}.New(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := arrival.Record(proc, 2*half, "gamma CV² 16")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := gammaRecord(t, 50, 16, 2*half, 1)
 	dir := t.TempDir()
 	if d := os.Getenv("PICCOLO_BURST_SERVE_DIR"); d != "" {
 		dir = d // keep the trace for `piccolo plan --trace`
 	}
-	tracePath := filepath.Join(dir, "gamma16.txt")
-	var sb strings.Builder
-	for _, at := range tr.Offsets {
-		fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
-	}
-	if err := os.WriteFile(tracePath, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := api.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tracePath := writeOffsets(t, dir, "gamma16.txt", tr.Offsets)
+	cfgPath, _, cfg := writeDemo(t, dir)
 	// The plans `piccolo plan --trace FILE --duration 60s --flush idle` prints.
 	tp, err := simulate.PlanForTraceWith("ladder", cfg, scheduler.Options{Policy: "piccolo"}, 0.99,
 		simulate.Options{Trace: tr, Duration: half, Seed: 1, Flush: dispatcher.FlushIdle})
@@ -208,19 +185,25 @@ func TestGatewayServesTraceLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("the trace plan simulated on the second half as the gateway serves it: %.2f%% within the SLO",
-		100*simWindow(t, tp.Trace.Plan, second, nil).all)
+	simRep, err := simulate.Run(tp.Trace.Plan, simulate.Options{Flush: dispatcher.FlushIdle, Arrival: "trace", Trace: second,
+		Admission: true, PerSecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var simMiss strings.Builder
+	for k, sec := range simRep.Sessions[0].Seconds {
+		if sec.Within < sec.Arrived {
+			fmt.Fprintf(&simMiss, "t=%ds: %d of %d; ", k, sec.Arrived-sec.Within, sec.Arrived)
+		}
+	}
+	t.Logf("the trace plan simulated on the second half as the gateway serves it: %.2f%% within the SLO; seconds with a miss: %s",
+		100*simRep.Sessions[0].SLOAttainment, simMiss.String())
 
 	// A pool of the trace plan's machines, each its own backend, plus one of
 	// each type for a re-plan to grow onto.
-	pool := map[string]int{"v100": 1, "t4": 1}
-	for _, sp := range tp.Trace.Plan.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				pool[g.Hardware] += int(math.Ceil(g.Machines - 1e-9))
-			}
-		}
-	}
+	pool := poolOf(tp.Trace.Plan)
+	pool["v100"]++
+	pool["t4"]++
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bePath := startSimPool(t, ctx, dir, cfgPath, pool)
@@ -230,7 +213,7 @@ func TestGatewayServesTraceLive(t *testing.T) {
 	o := &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 		policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true,
 		logFmt: "json", drain: time.Second,
-		trace: trafficFlags{file: tracePath, speed: 1, duration: half, target: 0.99, search: "ladder"},
+		trace: simulate.Traffic{Source: arrival.Source{File: tracePath, Speed: 1}, Duration: half, Target: 0.99, Search: "ladder"},
 		onPlan: func(e controlplane.PlanEvent) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -249,6 +232,7 @@ func TestGatewayServesTraceLive(t *testing.T) {
 	mu.Unlock()
 	t.Logf("pool %v; second half live: %d sent, %d ok, errors %v, SLO attainment %.2f%%, p99 %.0f ms",
 		pool, r.Sent, r.OK, r.Errors, 100*r.SLOAttainment, r.P99Ms)
+	t.Logf("seconds with a miss (from the start of the second half): %s", r.misses())
 	if r.SLOAttainment < 0.99 {
 		t.Errorf("SLO attainment of the second half %.2f%%: want ≥ 99%%", 100*r.SLOAttainment)
 	}
@@ -317,7 +301,9 @@ func TestGatewayServesPlanFile(t *testing.T) {
 // scaled to the measured envelope). It logs the plans made live over time
 // and the attainment of each run; it asserts that the tuner scaled up within
 // 2 s of the step and that its run kept at least the control loop's
-// attainment minus a point (timing on a shared machine). About 2 minutes:
+// attainment minus a point (timing on a shared machine). About 2 minutes;
+// PICCOLO_TUNE_SHAPE=ramp replays TestTuningComparison's diurnal ramp
+// instead (about 5 minutes):
 //
 //	PICCOLO_TUNE_LIVE=1 go test -count=1 -run TestGatewayTunerRateStepLive -v ./cmd/piccolo
 func TestGatewayTunerRateStepLive(t *testing.T) {
@@ -326,42 +312,31 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 	}
 	dir := t.TempDir()
 	record := func(rate float64, d time.Duration, seed uint64) *arrival.Trace {
-		p, err := arrival.Spec{Kind: "gamma", Rate: rate, CV2: 16}.New(seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := arrival.Record(p, d, "gamma")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
+		return gammaRecord(t, rate, 16, d, seed)
 	}
-	write := func(name string, offs []time.Duration) string {
-		var sb strings.Builder
-		for _, at := range offs {
-			fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	write := func(name string, offs []time.Duration) string { return writeOffsets(t, dir, name, offs) }
 	const before = 20 * time.Second
 	samplePath := write("sample.txt", record(50, 60*time.Second, 1).Offsets)
 	step := append([]time.Duration(nil), record(50, before, 2).Offsets...)
 	for _, at := range record(100, 30*time.Second, 3).Offsets {
 		step = append(step, before+at)
 	}
+	change := before
+	if os.Getenv("PICCOLO_TUNE_SHAPE") == "ramp" {
+		// The diurnal ramp of TestTuningComparison: 50 → 150 → 50 req/s
+		// over 120 s, gamma CV² 16 warped to it (seed 4).
+		const ramp = 120 * time.Second
+		w, err := arrival.Warp(record(1, 101*ramp, 4), func(at time.Duration) float64 {
+			s := math.Sin(math.Pi * at.Seconds() / ramp.Seconds())
+			return 50 + 100*s*s
+		}, ramp, "ramp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		step, change = w.Offsets, 0
+	}
 	stepPath := write("step.txt", step)
-	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "piccolo.yaml")
-	if err := os.WriteFile(cfgPath, base, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, _, _ := writeDemo(t, dir)
 	attained := map[bool]float64{}
 	for _, tune := range []bool{true, false} {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -373,7 +348,7 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 		o := &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 			policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true,
 			logFmt: "json", drain: time.Second, tune: tune,
-			trace: trafficFlags{file: samplePath, speed: 1, target: 0.99, search: "ladder"},
+			trace: simulate.Traffic{Source: arrival.Source{File: samplePath, Speed: 1}, Target: 0.99, Search: "ladder"},
 			onPlan: func(e controlplane.PlanEvent) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -382,8 +357,8 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 					return
 				}
 				at := time.Since(start)
-				if firstAfter < 0 && at > before {
-					firstAfter = at - before
+				if firstAfter < 0 && at > change {
+					firstAfter = at - change
 				}
 				events = append(events, fmt.Sprintf("%.1fs %s: cost %.4g", at.Seconds(), e.Cause, e.Plan.TotalCost))
 			}}
@@ -394,9 +369,9 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 		r := replayTrace(t, url, stepPath, 0)
 		cancel()
 		mu.Lock()
-		t.Logf("tune=%v: %d sent, errors %v, SLO attainment %.2f%%, p99 %.0f ms; first plan change %v after the step; plans: %s",
-			tune, r.Sent, r.Errors, 100*r.SLOAttainment, r.P99Ms, firstAfter, strings.Join(events, "; "))
-		if tune && (firstAfter < 0 || firstAfter > 2*time.Second) {
+		t.Logf("tune=%v: %d sent, errors %v, SLO attainment %.2f%%, p99 %.0f ms; first plan change %v after the change; plans: %s; seconds with a miss: %s",
+			tune, r.Sent, r.Errors, 100*r.SLOAttainment, r.P99Ms, firstAfter, strings.Join(events, "; "), r.misses())
+		if tune && change > 0 && (firstAfter < 0 || firstAfter > 2*time.Second) {
 			t.Errorf("tuner: first plan change %v after the step; want within 2 s", firstAfter)
 		}
 		mu.Unlock()
@@ -433,7 +408,7 @@ func startSimPool(t *testing.T, ctx context.Context, dir, cfgPath string, count 
 func replayTrace(t *testing.T, url, path string, skip time.Duration) openLoop {
 	t.Helper()
 	out, err := runLoadgen(t, "--target", url, "--session", "paper-chain", "--arrival", "trace", "--trace", path,
-		"--skip", skip.String(), "--drain", "3s", "-o", "json", "-q")
+		"--skip", skip.String(), "--drain", "3s", "--per-second", "-o", "json", "-q")
 	if err != nil {
 		t.Fatalf("loadgen: %v\n%s", err, out)
 	}
@@ -442,4 +417,131 @@ func replayTrace(t *testing.T, url, path string, skip time.Duration) openLoop {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestPlannerTableRowsLive checks rows of docs/traffic.md's planner table
+// live (issue 21): for gamma CV² 4 and CV² 16 at the demo chain's 50 req/s,
+// 120 s recorded with seed 1 as `piccolo plan --arrival gamma --cv2 X
+// --duration 120s --flush idle` records them, the plan each search finds
+// (ladder, InferLine) is written as `piccolo plan -o json` writes it, served
+// with `piccolo gateway --plan FILE` on sim backends (each machine of the
+// plan its own backend, the control loop's rate re-plan held: the plan as
+// planned), and the trace replayed whole with `piccolo loadgen --arrival
+// trace`. It logs each plan's cost and simulated attainment (the table's)
+// beside the live one, and fails when live is more than 2 points below the
+// simulation. About 9 minutes:
+//
+//	PICCOLO_PLAN_ROWS_LIVE=1 go test -count=1 -run TestPlannerTableRowsLive -v -timeout 30m ./cmd/piccolo
+func TestPlannerTableRowsLive(t *testing.T) {
+	if os.Getenv("PICCOLO_PLAN_ROWS_LIVE") == "" {
+		t.Skip("set PICCOLO_PLAN_ROWS_LIVE=1: about 9 minutes live")
+	}
+	dir := t.TempDir()
+	cfgPath, _, cfg := writeDemo(t, dir)
+	for _, cv2 := range []float64{4, 16} {
+		tr := gammaRecord(t, 50, cv2, 120*time.Second, 1)
+		tracePath := writeOffsets(t, dir, fmt.Sprintf("gamma%g.txt", cv2), tr.Offsets)
+		for _, search := range []string{"ladder", "inferline"} {
+			tp, err := simulate.PlanForTraceWith(search, cfg, scheduler.Options{Policy: "piccolo"}, 0.99,
+				simulate.Options{Trace: tr, Seed: 1, Flush: dispatcher.FlushIdle})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := tp.Trace.Plan
+			b, err := json.Marshal(plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			planPath := filepath.Join(dir, fmt.Sprintf("gamma%g-%s.json", cv2, search))
+			if err := os.WriteFile(planPath, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pool := poolOf(plan)
+			ctx, cancel := context.WithCancel(context.Background())
+			bePath := startSimPool(t, ctx, dir, cfgPath, pool)
+			var mu sync.Mutex
+			var costs []string
+			url, _ := startGateway(t, ctx, &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+				policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true,
+				logFmt: "json", drain: time.Second, planFile: planPath, control: replan.Options{SustainUp: time.Hour},
+				onPlan: func(e controlplane.PlanEvent) {
+					mu.Lock()
+					defer mu.Unlock()
+					costs = append(costs, fmt.Sprintf("%s %.4g", e.Cause, e.Plan.TotalCost))
+				}})
+			r := replayTrace(t, url, tracePath, 0)
+			cancel()
+			mu.Lock()
+			t.Logf("gamma CV² %g, %s plan: cost %.4g, simulated %.2f%% (%d simulations); live %.2f%% of %d, errors %v, p99 %.0f ms; plans live: %s; seconds with a miss: %s",
+				cv2, search, plan.TotalCost, 100*tp.Trace.Attainment, tp.InferLine.Simulations, 100*r.SLOAttainment, r.Sent, r.Errors, r.P99Ms,
+				strings.Join(costs, ", "), r.misses())
+			mu.Unlock()
+			if r.SLOAttainment < tp.Trace.Attainment-0.02 {
+				t.Errorf("gamma CV² %g, %s plan: live %.2f%%, simulated %.2f%%: want live within 2 points", cv2, search, 100*r.SLOAttainment, 100*tp.Trace.Attainment)
+			}
+		}
+	}
+}
+
+// gammaRecord records d of gamma arrivals at rate req/s, squared coefficient
+// of variation cv2 (seed), as `piccolo plan --arrival gamma` records them.
+func gammaRecord(t testing.TB, rate, cv2 float64, d time.Duration, seed uint64) *arrival.Trace {
+	t.Helper()
+	p, err := arrival.Spec{Kind: "gamma", Rate: rate, CV2: cv2}.New(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := arrival.Record(p, d, fmt.Sprintf("gamma CV² %g", cv2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// writeOffsets writes offs to dir/name as a trace file, one value (seconds)
+// a line, and returns its path.
+func writeOffsets(t testing.TB, dir, name string, offs []time.Duration) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, at := range offs {
+		fmt.Fprintf(&sb, "%.6f\n", at.Seconds())
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// writeDemo copies the demo config (configs/demo/paper-gpus.yaml) to
+// dir/piccolo.yaml and returns its path, its text and the config.
+func writeDemo(t testing.TB, dir string) (string, []byte, *api.Config) {
+	t.Helper()
+	base, err := os.ReadFile("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(path, base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := api.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, base, cfg
+}
+
+// poolOf is the backends of each hardware type a plan needs, each machine
+// (rounded up per group) a backend of its own.
+func poolOf(plan *api.Plan) map[string]int {
+	pool := map[string]int{}
+	for _, sp := range plan.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				pool[g.Hardware] += int(math.Ceil(g.Machines - 1e-9))
+			}
+		}
+	}
+	return pool
 }

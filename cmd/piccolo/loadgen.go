@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,13 +14,8 @@ import (
 
 func newLoadgenCmd() *cobra.Command {
 	var (
-		o         loadgen.Options
-		inputs    []string
-		inputName string
-		output    string
-		plotPath  string
-		quiet     bool
-		tf        trafficFlags
+		o     loadgen.CommandOptions
+		quiet bool
 	)
 	cmd := &cobra.Command{
 		Use:   "loadgen --target URL|ADDR --session S (--rate R | --arrival mmpp ... | --arrival trace --trace FILE)",
@@ -59,68 +53,13 @@ writes their latency CDF (.png, .svg or .pdf).`,
       --input testdata/images -o json --plot cdf.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o %q: allowed: table, json", output)
-			}
-			trace, err := tf.arrivalArgs(o.Arrival)
-			if err != nil {
-				return err
-			}
-			o.Trace, o.MMPP = trace, tf.mmpp
-			if o.Arrival == "trace" && !cmd.Flags().Changed("duration") {
-				o.Duration = trace.Span() + 1 // the whole trace
-			}
-			switch {
-			case arrival.OwnRate(o.Arrival):
-				if cmd.Flags().Changed("rate") {
-					return fmt.Errorf("--rate given with --arrival %s: its rate comes from the trace, or from --burst-rate, --quiet-rate and their lengths", o.Arrival)
-				}
-			default:
-				if !cmd.Flags().Changed("rate") {
-					return fmt.Errorf("--rate not set: --arrival %s needs a mean rate in req/s (mmpp and trace take theirs from their own flags)", o.Arrival)
-				}
-			}
-			if o.MaxInflight <= 0 {
-				return fmt.Errorf("--max-inflight %d: must be > 0", o.MaxInflight)
-			}
-			for _, d := range []struct {
-				name string
-				v    time.Duration
-			}{{"--duration", o.Duration}, {"--drain", o.Drain}, {"--timeout", o.Timeout}} {
-				if d.v <= 0 {
-					return fmt.Errorf("%s %v: must be > 0", d.name, d.v)
-				}
-			}
-			if len(inputs) > 0 {
-				p, err := loadgen.LoadInputs(inputs, inputName)
-				if err != nil {
-					return err
-				}
-				o.Payloads = p
-			}
+			o.RateGiven, o.DurationGiven = cmd.Flags().Changed("rate"), cmd.Flags().Changed("duration")
 			if w := cmd.ErrOrStderr(); !quiet && isTerminal(w) {
 				o.Progress = w
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			rep, err := loadgen.Run(ctx, o)
-			if err != nil {
-				return err
-			}
-			if plotPath != "" {
-				slo := o.SLO
-				if rep.SLOMs != nil {
-					slo = time.Duration(*rep.SLOMs * float64(time.Millisecond))
-				}
-				title := fmt.Sprintf("%s: %s %.4g req/s", rep.Session, rep.Arrival, rep.Rate)
-				if err := loadgen.WritePlot(plotPath, title, rep.Latencies, slo); err != nil {
-					return err
-				}
-			}
-			if output == "json" {
-				return loadgen.WriteJSON(cmd.OutOrStdout(), rep)
-			}
-			return loadgen.WriteTable(cmd.OutOrStdout(), rep)
+			return loadgen.Command(ctx, cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
@@ -131,17 +70,18 @@ writes their latency CDF (.png, .svg or .pdf).`,
 	f.StringVar(&o.Arrival, "arrival", "poisson", "arrival process: "+arrival.Kinds)
 	f.Float64Var(&o.CV2, "cv2", 1, "with --arrival gamma: squared coefficient of variation of the inter-arrival gaps (1 is Poisson, >1 is burstier)")
 	f.Uint64Var(&o.Seed, "seed", 1, "arrival process seed (same seed, same schedule)")
-	tf.addTrace(f, false)
-	tf.addMMPP(f)
+	addTrace(f, &o.Source, nil)
+	addMMPP(f, &o.Source.MMPP)
 	f.DurationVar(&o.Duration, "duration", loadgenDefault.Duration, "how long to send (a trace: default its whole span)")
 	f.DurationVar(&o.Drain, "drain", loadgenDefault.Drain, "how long to wait for replies after the last send; still missing then: timeout")
 	f.DurationVar(&o.Timeout, "timeout", loadgenDefault.Timeout, "per-request client timeout")
 	f.IntVar(&o.MaxInflight, "max-inflight", loadgenDefault.MaxInflight, "at most this many outstanding requests; beyond: dropped (client overload)")
+	f.BoolVar(&o.PerSecond, "per-second", false, "also split the report by the second each request was due in (json: seconds; table: the seconds with a miss)")
 	f.DurationVar(&o.SLO, "slo", 0, "latency objective for goodput and attainment (default: the model metadata's slo_ms)")
-	f.StringArrayVar(&inputs, "input", nil, "request input: KServe v2 JSON body, .png/.jpg image, or a directory (repeatable; cycled)")
-	f.StringVar(&inputName, "input-name", "image", "tensor name for image inputs")
-	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
-	f.StringVar(&plotPath, "plot", "", "write the latency CDF to this file (.png, .svg, .pdf)")
+	f.StringArrayVar(&o.InputFiles, "input", nil, "request input: KServe v2 JSON body, .png/.jpg image, or a directory (repeatable; cycled)")
+	f.StringVar(&o.InputName, "input-name", "image", "tensor name for image inputs")
+	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
+	f.StringVar(&o.Plot, "plot", "", "write the latency CDF to this file (.png, .svg, .pdf)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress bar (it is also off when stderr is not a terminal)")
 	_ = cmd.MarkFlagRequired("target")
 	_ = cmd.MarkFlagRequired("session")

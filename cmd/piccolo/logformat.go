@@ -52,3 +52,15 @@ func parseLogFormat(name string) (logFormat, error) {
 	}
 	return lf, nil
 }
+
+// newLogger is the --log format called name's New, for a process's options:
+// an unknown name is reported when the process makes its logger.
+func newLogger(name string) func() (*zap.Logger, error) {
+	return func() (*zap.Logger, error) {
+		lf, err := parseLogFormat(name)
+		if err != nil {
+			return nil, err
+		}
+		return lf.New()
+	}
+}

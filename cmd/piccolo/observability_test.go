@@ -205,33 +205,6 @@ func grepLines(text, prefix string) string {
 	return strings.Join(out, "\n")
 }
 
-func TestBackendMetricsAddr(t *testing.T) {
-	for _, tc := range []struct{ flag, grpc, want, err string }{
-		{"auto", "127.0.0.1:9101", "127.0.0.1:10101", ""},
-		{"auto", "127.0.0.1:0", "127.0.0.1:0", ""},
-		{"auto", "[::1]:9101", "[::1]:10101", ""},
-		{"off", "127.0.0.1:9101", "", ""},
-		{"", "127.0.0.1:9101", "", ""},
-		{"0.0.0.0:9400", "127.0.0.1:9101", "0.0.0.0:9400", ""},
-		{"auto", "127.0.0.1:65000", "", "over 65535"},
-	} {
-		got, err := backendMetricsAddr(tc.flag, tc.grpc)
-		if got != tc.want || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("backendMetricsAddr(%q, %q) = %q, %v; want %q, error containing %q", tc.flag, tc.grpc, got, err, tc.want, tc.err)
-		}
-	}
-}
-
-// backend --metrics-listen and scheduler --listen turn off with the same two
-// spellings.
-func TestListenOff(t *testing.T) {
-	for flag, want := range map[string]bool{"": true, "off": true, "127.0.0.1:0": false, "auto": false} {
-		if got := listenOff(flag); got != want {
-			t.Errorf("listenOff(%q) = %v, want %v", flag, got, want)
-		}
-	}
-}
-
 func TestBackendWithoutHardwareOrGPU(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "p.yaml")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
@@ -101,6 +102,19 @@ type openLoop struct {
 	P99Ms         float64          `json:"p99_ms"`
 	MaxMs         float64          `json:"max_ms"`
 	LateSends     int64            `json:"late_sends"`
+	Seconds       []loadgen.Second `json:"seconds"` // with --per-second
+}
+
+// misses lists the seconds of the run with a request not answered within
+// the SLO: "t=12s: 41 sent, 3 late, 1 refused".
+func (r openLoop) misses() string {
+	var b strings.Builder
+	for k, s := range r.Seconds {
+		if s.Within < s.Sent {
+			fmt.Fprintf(&b, "t=%ds: %d sent, %d late, %d refused, %d failed; ", k, s.Sent, s.Late, s.Refused, s.Failed)
+		}
+	}
+	return b.String()
 }
 
 // refused is the share of sent requests answered 429.

@@ -11,6 +11,7 @@ import (
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -18,7 +19,7 @@ func newPlanCmd() *cobra.Command {
 		files  []string
 		opts   scheduler.Options
 		output string
-		tf     trafficFlags
+		tf     simulate.Traffic
 		noFuse bool
 	)
 	cmd := &cobra.Command{
@@ -52,8 +53,8 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 				return err
 			}
 			planner := scheduler.Plan
-			if tf.planning() {
-				planner = tf.planner(cmd.ErrOrStderr())
+			if tf.Planning() {
+				planner = tf.Planner(cmd.ErrOrStderr())
 			}
 			if !noFuse {
 				if cfg, err = controlplane.FuseConfig(cfg, func(c *api.Config) (*api.Plan, error) { return planner(c, opts) }, cmd.ErrOrStderr()); err != nil {
@@ -98,7 +99,7 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 	f.StringVar(&opts.Reference, "reference", "", "for --policy optimal: the policy whose latency model the brute force uses (default piccolo)")
 	f.StringVar(&opts.VariantSearch, "variant-search", "", "how to choose model variants: climb (default: every combination up to 256, else beam then single changes), beam (JellyBean) or all")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
-	tf.addPlanFlags(f)
+	addPlanFlags(f, &tf)
 	addFusionFlag(f, &noFuse)
 	return cmd
 }

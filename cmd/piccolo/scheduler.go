@@ -2,22 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
-	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/controlplane"
-	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
@@ -35,6 +29,7 @@ type schedulerOptions struct {
 	burst   float64
 	logFmt  string
 	listen  string
+	follow  bool // --calibration
 
 	control replan.Options // tests: the control loop's tuning
 }
@@ -79,71 +74,21 @@ GET /healthz are served there.`,
 	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
 	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.StringVar(&o.listen, "listen", "", "serve /metrics and /healthz on this host:port; off (or empty, the default): none")
+	f.BoolVar(&o.follow, "calibration", true, "while leading, plan and re-plan (drift, co-location) from every gateway's calibration in Consul KV, merged (docs/calibration.md, \"Cluster\"); false: the offline profiles only")
 	return cmd
 }
 
-// runScheduler campaigns until ctx ends. ready gets the metrics address ("" without --listen).
+// runScheduler campaigns until ctx ends (controlplane.RunReplanner). ready
+// gets the metrics address ("" without --listen).
 func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAddr string)) error {
-	if o.consul == "" {
-		return errors.New("--consul is required: the Consul agent's HTTP address host:port, as given to piccolo gateway and backend")
-	}
-	if len(o.files) == 0 {
-		return errors.New("no config given: pass -c FILE (repeatable) with the hardware, profiles and sessions that seed the cluster's config")
-	}
-	if o.ttl < time.Second {
-		return fmt.Errorf("--ttl %v: must be at least 1s (Consul's TTL check resolution)", o.ttl)
-	}
-	logFmt, err := parseLogFormat(o.logFmt)
-	if err != nil {
-		return err
-	}
-	cfg, err := api.Load(o.files...)
-	if err != nil {
-		return err
-	}
-	if len(cfg.Sessions) == 0 {
-		return errors.New("the config has no sessions: nothing to schedule")
-	}
-	if !slices.Contains(scheduler.Policies, o.policy) {
-		return fmt.Errorf("--policy %q: allowed: %s", o.policy, strings.Join(scheduler.Policies, ", "))
-	}
-	log, err := logFmt.New()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	kv, err := cluster.New(o.consul, cluster.Options{Prefix: o.prefix, Logger: log})
-	if err != nil {
-		return fmt.Errorf("--consul %s: %w", o.consul, err)
-	}
-	id := o.id
-	if id == "" {
-		id = "scheduler-" + cluster.DefaultID()
-	}
-	planOpts := scheduler.Options{Policy: o.policy, MaxUtilization: o.maxUtil}
-	sched, err := cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, TTL: o.ttl, Logger: log, Control: o.control,
-		Plan: func(c *api.Config) (*api.Plan, error) { return controlplane.PlanForServing(c, planOpts, o.burst) }})
-	if err != nil {
-		return err
-	}
-	addr := ""
-	if !listenOff(o.listen) {
-		reg := processRegistry()
-		reg.MustRegister(metrics.LeaderGauge(sched.Leading))
-		ln, err := net.Listen("tcp", o.listen)
+	if o.follow && o.control.Calibration == nil {
+		// Measures nothing itself: the leader's view is the gateways' (cluster.Followed).
+		est, err := calibrate.New(calibrate.Options{})
 		if err != nil {
-			return fmt.Errorf("--listen %s: %w", o.listen, err)
+			return err
 		}
-		defer serveMetrics(ln, reg, map[string]http.HandlerFunc{"/healthz": func(w http.ResponseWriter, _ *http.Request) {
-			fmt.Fprintf(w, "ok leader=%v\n", sched.Leading())
-		}}).Close()
-		addr = ln.Addr().String()
+		o.control.Calibration = est
 	}
-	log.Info("scheduler candidate running", zap.String("id", id), zap.String("consul", o.consul), zap.String("lock", kv.LockKey()))
-	if ready != nil {
-		ready(addr)
-	}
-	err = sched.Run(ctx)
-	log.Info("scheduler candidate stopped", zap.String("id", id))
-	return err
+	return controlplane.RunReplanner(ctx, controlplane.ReplannerOptions{Files: o.files, Consul: o.consul, Prefix: o.prefix, ID: o.id, TTL: o.ttl,
+		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Listen: o.listen, NewLogger: newLogger(o.logFmt), Control: o.control}, ready)
 }

@@ -1,34 +1,18 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 func newSimulateCmd() *cobra.Command {
-	var (
-		files    []string
-		planFile string
-		policy   string
-		dispatch string
-		flush    string
-		output   string
-		place    bool
-		cv2      float64
-		o        simulate.Options
-		tf       trafficFlags
-	)
+	var o simulate.CommandOptions
 	cmd := &cobra.Command{
 		Use:   "simulate [-c FILE...] [--plan PLAN.json]",
 		Short: "Simulate a plan with the real dispatcher on a virtual clock",
@@ -59,97 +43,25 @@ WCL: 'over WCL' counts those that do.`,
   piccolo simulate -c configs/paper/profiles.yaml -c configs/paper/sessions.yaml --dispatch rr -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o %q: allowed: table, json", output)
-			}
-			p, err := dispatcher.ParsePolicy(dispatch)
-			if err != nil {
-				return fmt.Errorf("--dispatch: %w", err)
-			}
-			o.Policy = p
-			fl, err := dispatcher.ParseFlush(flush)
-			if err != nil {
-				return fmt.Errorf("--flush: %w", err)
-			}
-			o.Flush = fl
-			trace, err := tf.arrivalArgs(o.Arrival)
-			if err != nil {
-				return err
-			}
-			o.Trace, o.MMPP, o.Session = trace, tf.mmpp, tf.session
-			if o.Arrival == "gamma" {
-				if !(cv2 > 0) {
-					return fmt.Errorf("--cv2 %v: must be > 0 (1 is Poisson, larger is burstier)", cv2)
-				}
-				o.CV2 = cv2 // only gamma has one: the report names it
-			}
-			if !arrival.OwnRate(o.Arrival) {
-				if _, err := arrival.New(o.Arrival, 1, max(o.CV2, 1), 0); err != nil {
-					return fmt.Errorf("--arrival: %w", err)
-				}
-			}
-			if o.Duration <= 0 && o.Arrival != "trace" {
-				return fmt.Errorf("--duration not set: how long requests arrive, in virtual time (e.g. 60s; --arrival trace: default its whole span)")
-			}
-			plan, err := loadPlan(files, planFile, policy)
-			if err != nil {
-				return err
-			}
-			if place {
-				// Run on the devices placement packs the plan onto, so
-				// modules sharing a device contend for its lanes.
-				if plan, _, err = placement.Place(plan, nil, nil, placement.Options{Provision: true}); err != nil {
-					return err
-				}
-			}
-			r, err := simulate.Run(plan, o)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
-			}
-			return r.WriteTable(cmd.OutOrStdout())
+			return simulate.Command(cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&files, "config", "c", nil, "config file (repeatable; files are merged); planned with --policy when --plan is not given")
-	f.StringVar(&planFile, "plan", "", "plan JSON to simulate (as written by 'piccolo plan -o json', or by hand)")
-	f.StringVar(&policy, "policy", "piccolo", "planning policy when --plan is not given: "+strings.Join(scheduler.Policies, ", "))
-	f.StringVar(&dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
-	f.StringVar(&flush, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
+	f.StringArrayVarP(&o.Files, "config", "c", nil, "config file (repeatable; files are merged); planned with --policy when --plan is not given")
+	f.StringVar(&o.PlanFile, "plan", "", "plan JSON to simulate (as written by 'piccolo plan -o json', or by hand)")
+	f.StringVar(&o.Policy, "policy", "piccolo", "planning policy when --plan is not given: "+strings.Join(scheduler.Policies, ", "))
+	f.StringVar(&o.Dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
+	f.StringVar(&o.FlushBy, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.StringVar(&o.Arrival, "arrival", "constant", "arrival process: "+arrival.Kinds)
-	f.Float64Var(&cv2, "cv2", 1, "with --arrival gamma: squared coefficient of variation of the inter-arrival gaps (1 is Poisson, >1 is burstier)")
+	f.Float64Var(&o.CV2, "cv2", 1, "with --arrival gamma: squared coefficient of variation of the inter-arrival gaps (1 is Poisson, >1 is burstier)")
 	f.Float64Var(&o.RatePerSec, "rate", 0, "request rate per session in req/s (0: the plan's)")
 	f.DurationVar(&o.Duration, "duration", 0, "how long requests arrive, in virtual time (e.g. 60s; a trace: default its whole span)")
-	tf.addTrace(f, true)
-	tf.addMMPP(f)
+	addTrace(f, &o.Traffic.Source, &o.Traffic.Session)
+	addMMPP(f, &o.Traffic.MMPP)
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the arrival processes and jitter")
 	f.Float64Var(&o.Jitter, "jitter", 0, "batch durations vary uniformly by ±this fraction, in [0,1)")
 	f.BoolVar(&o.Admission, "admission", false, "refuse at once a request the machines' queues say would finish after its deadline, as 'piccolo gateway' does (counted as refused, not as a failure); false: the paper's dispatcher, which admits everything")
-	f.BoolVar(&place, "place", true, "run the plan on the devices placement packs it onto (fractional machines of different modules share a device and its lanes); false: every machine a device of its own. A plan naming backends runs on them")
-	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	f.BoolVar(&o.Place, "place", true, "run the plan on the devices placement packs it onto (fractional machines of different modules share a device and its lanes); false: every machine a device of its own. A plan naming backends runs on them")
+	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
 	return cmd
-}
-
-// loadPlan reads the plan file, or plans the configs with the planning policy.
-func loadPlan(files []string, planFile, policy string) (*api.Plan, error) {
-	if planFile != "" {
-		return simulate.ReadPlanFile(planFile)
-	}
-	if len(files) == 0 {
-		return nil, errors.New("nothing to simulate: pass --plan PLAN.json, or -c FILE (repeatable) to plan first")
-	}
-	cfg, err := api.Load(files...)
-	if err != nil {
-		return nil, err
-	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: policy})
-	if plan == nil {
-		return nil, err
-	}
-	// Sessions that could not be planned are reported as skipped; the rest run.
-	return plan, nil
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/piccolo-serving/piccolo/internal/tlsfiles"
 )
@@ -45,34 +43,8 @@ func (t *tlsFlags) config() (*tls.Config, error) {
 	return tlsfiles.ServerConfig(r, t.clientCA)
 }
 
-// grpcCreds returns the gRPC server option of cfg (none when nil).
-func grpcCreds(cfg *tls.Config) []grpc.ServerOption {
-	if cfg == nil {
-		return nil
-	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg))}
-}
-
 // backendTLS returns the TLS config of the gateway's calls to the backends
-// that serve TLS: nil (the system's roots, no client certificate) when no
-// --backend-* flag is given.
+// that serve TLS (tlsfiles.BackendClientConfig of the --backend-* flags).
 func (o *gatewayOptions) backendTLS() (*tls.Config, error) {
-	if o.backendCA == "" && o.backendCert == "" && o.backendKey == "" {
-		return nil, nil
-	}
-	var cert *tlsfiles.Reloader
-	if o.backendCert != "" || o.backendKey != "" {
-		if o.backendCert == "" || o.backendKey == "" {
-			return nil, errors.New("--backend-cert and --backend-key go together: give both, or neither")
-		}
-		var err error
-		if cert, err = tlsfiles.NewReloader(o.backendCert, o.backendKey); err != nil {
-			return nil, fmt.Errorf("--backend-cert/--backend-key: %w", err)
-		}
-	}
-	cfg, err := tlsfiles.ClientConfig(o.backendCA, cert)
-	if err != nil {
-		return nil, fmt.Errorf("--backend-ca: %w", err)
-	}
-	return cfg, nil
+	return tlsfiles.BackendClientConfig(o.backendCA, o.backendCert, o.backendKey)
 }

@@ -12,7 +12,9 @@
 //	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/replan, status
 //	4 sessions:    gateway (DAG execution and admission), evaluation (the paper's
 //	               evaluation: plans refereed by the simulator), scheduler/cluster
-//	               (the elected re-planner), internal/ocrtest
+//	               (the elected re-planner), internal/ocrtest, backends/process
+//	               (the `piccolo backend` process: executor, server, metrics,
+//	               faults, Consul registration)
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
 //	6 control:     controlplane
 //	7 tools:       internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering

@@ -18,7 +18,7 @@ var layers = [][]string{
 	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles"},
 	{"dispatcher", "scheduler", "placement", "backends", "backends/membership", "loadgen", "metrics", "calibrate"},
 	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/replan", "status"},
-	{"gateway", "evaluation", "scheduler/cluster", "internal/ocrtest"},
+	{"gateway", "evaluation", "scheduler/cluster", "internal/ocrtest", "backends/process"},
 	{"dataplane", "kserve"},
 	{"controlplane"},
 	{"internal/demo", "internal/testharness", "gateway/gatewaytest", "kserve/kservetest", "internal/layering"},

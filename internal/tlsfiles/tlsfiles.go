@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // recheck is how often, at most, GetCertificate looks at the files.
@@ -137,4 +140,39 @@ func LoadCAs(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("CA file %s: no PEM certificate in it", file)
 	}
 	return pool, nil
+}
+
+// GRPCCreds returns the gRPC server option serving cfg's TLS (none when cfg
+// is nil): the backend's and the gateway's gRPC listeners.
+func GRPCCreds(cfg *tls.Config) []grpc.ServerOption {
+	if cfg == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg))}
+}
+
+// BackendClientConfig returns the TLS config of a gateway's calls to the
+// backends that serve TLS (gateway --backend-ca, --backend-cert,
+// --backend-key): nil (the system's roots, no client certificate) when all
+// three are empty. Errors name the flag: a certificate without its key or
+// the other way round, or files that do not load.
+func BackendClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	var cert *Reloader
+	if certFile != "" || keyFile != "" {
+		if certFile == "" || keyFile == "" {
+			return nil, errors.New("--backend-cert and --backend-key go together: give both, or neither")
+		}
+		var err error
+		if cert, err = NewReloader(certFile, keyFile); err != nil {
+			return nil, fmt.Errorf("--backend-cert/--backend-key: %w", err)
+		}
+	}
+	cfg, err := ClientConfig(caFile, cert)
+	if err != nil {
+		return nil, fmt.Errorf("--backend-ca: %w", err)
+	}
+	return cfg, nil
 }

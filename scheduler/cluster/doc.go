@@ -12,6 +12,10 @@
 //	                           admin API or file watcher); seeded when absent
 //	                           by the leader: with the last config it saw
 //	                           here, else its own -c files.
+//	<prefix>/config-plan       the plan the writer of <prefix>/config made and
+//	                           checked for it (ConfigPlan, JSON), written in the
+//	                           same transaction (same ModifyIndex): the leader
+//	                           places it instead of planning the config again.
 //	<prefix>/plan              the published plan: a Record (JSON) holding the
 //	                           placed plan and the config it serves, backends
 //	                           included, so a gateway applies both in one swap.
@@ -21,6 +25,10 @@
 //	<prefix>/scheduler/leader  the lock; its value names the leader.
 //	<prefix>/rates/<gateway>   each gateway's rate monitor snapshot (JSON,
 //	                           replan.Snapshot), rewritten every second.
+//	<prefix>/calibration/<gateway>  each gateway's calibration (JSON,
+//	                           calibrate.Estimator.Marshal), rewritten every
+//	                           few seconds; the leader merges them with its
+//	                           own every CalibrationEvery (Followed).
 //
 // Roles:
 //

@@ -70,6 +70,11 @@ func (c *Client) key(parts ...string) string { return c.prefix + "/" + strings.J
 func (c *Client) ConfigKey() string { return c.key("config") }
 func (c *Client) PlanKey() string   { return c.key("plan") }
 func (c *Client) LockKey() string   { return c.key("scheduler", "leader") }
+
+// ConfigPlanKey holds the plan a gateway's config pipeline made and checked
+// for the config it stored (PutConfigPlanned), written in the config's own
+// transaction so both carry the same ModifyIndex.
+func (c *Client) ConfigPlanKey() string { return c.key("config-plan") }
 func (c *Client) ratesPrefix() string {
 	return c.key("rates") + "/"
 }
@@ -137,10 +142,32 @@ func (c *Client) Config(ctx context.Context) (*api.Config, uint64, error) {
 	return cfg, p.ModifyIndex, err
 }
 
+// ConfigPlan is the plan a gateway's config pipeline made (and checked) for a
+// config change it stored: the leader places it instead of planning the
+// config again (docs/architecture.md, "Config path"). JSON in Consul.
+type ConfigPlan struct {
+	// Plan is the planner's output for the config at its configured rates,
+	// not placed.
+	Plan *api.Plan `json:"plan"`
+	// Error is the planner's error for the sessions it could not plan (they
+	// are in Plan with Error set); empty when all were planned.
+	Error string `json:"error,omitempty"`
+	// TookMs is the planner's runtime, ms.
+	TookMs float64 `json:"took_ms"`
+}
+
 // PutConfig stores cfg (without its backends) as the cluster's config if the
 // key's ModifyIndex is still ifIndex (0: only if there is no config yet), and
 // returns the new ModifyIndex. ErrConfigChanged when another writer came first.
 func (c *Client) PutConfig(ctx context.Context, cfg *api.Config, ifIndex uint64) (uint64, error) {
+	return c.PutConfigPlanned(ctx, cfg, nil, ifIndex)
+}
+
+// PutConfigPlanned is PutConfig that also stores, in the same transaction,
+// the plan made for cfg (under ConfigPlanKey, with cfg's new ModifyIndex), so
+// the leader places that plan instead of planning cfg again (ConfigPlanFor).
+// planned nil stores the config alone.
+func (c *Client) PutConfigPlanned(ctx context.Context, cfg *api.Config, planned *ConfigPlan, ifIndex uint64) (uint64, error) {
 	b, err := api.EncodeYAML(WithoutBackends(cfg))
 	if err != nil {
 		return 0, err
@@ -148,11 +175,18 @@ func (c *Client) PutConfig(ctx context.Context, cfg *api.Config, ifIndex uint64)
 	// One transaction: its result carries the new ModifyIndex, where a CAS and
 	// a read-back would cost a round trip and could see a later writer's index.
 	ops := capi.KVTxnOps{{Verb: capi.KVCAS, Key: c.ConfigKey(), Value: b, Index: ifIndex}}
+	if planned != nil {
+		pb, err := json.Marshal(planned)
+		if err != nil {
+			return 0, err
+		}
+		ops = append(ops, &capi.KVTxnOp{Verb: capi.KVSet, Key: c.ConfigPlanKey(), Value: pb})
+	}
 	ok, resp, _, err := c.c.KV().Txn(ops, (&capi.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return 0, fmt.Errorf("consul %s: write %s: %w", c.addr, c.ConfigKey(), err)
 	}
-	if !ok || resp == nil || len(resp.Results) != 1 {
+	if !ok || resp == nil || len(resp.Results) != len(ops) {
 		why := ""
 		if resp != nil && len(resp.Errors) > 0 {
 			why = " (" + resp.Errors[0].What + ")"
@@ -160,6 +194,22 @@ func (c *Client) PutConfig(ctx context.Context, cfg *api.Config, ifIndex uint64)
 		return 0, fmt.Errorf("%w: %s is no longer at index %d%s", ErrConfigChanged, c.ConfigKey(), ifIndex, why)
 	}
 	return resp.Results[0].ModifyIndex, nil
+}
+
+// ConfigPlanFor reads the plan stored with the config at ModifyIndex index
+// (PutConfigPlanned); nil when there is none for that index (the config was
+// seeded, or written without a plan, or a later write replaced it) or it
+// cannot be read: the caller then plans the config itself.
+func (c *Client) ConfigPlanFor(ctx context.Context, index uint64) *ConfigPlan {
+	p, _, err := c.c.KV().Get(c.ConfigPlanKey(), (&capi.QueryOptions{}).WithContext(ctx))
+	if err != nil || p == nil || p.ModifyIndex != index {
+		return nil
+	}
+	var cp ConfigPlan
+	if err := json.Unmarshal(p.Value, &cp); err != nil || cp.Plan == nil {
+		return nil
+	}
+	return &cp
 }
 
 // Plan reads the published Record and its ModifyIndex; (nil, 0, nil) when none.

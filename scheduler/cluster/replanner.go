@@ -34,6 +34,10 @@ type ReplannerOptions struct {
 	// same agent).
 	Members membership.Membership
 	// Control tunes the control loop; Plan, Publish and Logger are set here.
+	// A Control.Calibration that is a Calibration (a gateway's
+	// calibrate.Estimator) is followed with every gateway's calibration in
+	// Consul KV while this candidate leads (Followed): drift, planning and
+	// co-location read the merge.
 	Control replan.Options
 	// TTL is the candidate's heartbeat TTL (default DefaultTTL).
 	TTL time.Duration
@@ -166,6 +170,17 @@ func (t *term) run(ctx context.Context) error {
 	t.noteSnapshot(snap)
 
 	copts := t.s.o.Control
+	var followed *Followed
+	if own, ok := copts.Calibration.(Calibration); ok {
+		followed = NewFollowed(own, t.s.c, t.log)
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := followed.Refresh(rctx)
+		cancel()
+		if err != nil {
+			t.log.Warn("calibrations not read from Consul; planning from this scheduler's own until they are", zap.Error(err))
+		}
+		copts.Calibration = followed
+	}
 	copts.Plan = t.s.o.Plan
 	copts.Publish = func(r *replan.Replan) error { return t.publish(ctx, r) }
 	copts.Logger = t.log
@@ -175,6 +190,10 @@ func (t *term) run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	wg.Add(3)
+	if followed != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); followed.Follow(ctx) }()
+	}
 	go func() { defer wg.Done(); _ = ctl.Run(ctx) }()
 	go func() { defer wg.Done(); t.watchMembers(ctx, ctl, updates, snap) }()
 	go func() { defer wg.Done(); t.watchConfig(ctx, ctl, idx) }()
@@ -252,9 +271,14 @@ func (t *term) watchMembers(ctx context.Context, ctl *replan.Controller, updates
 	}
 }
 
-// watchConfig hands each new config in Consul to the controller. A value the
-// loader refuses (written by hand, or by an older version) is logged and the
-// running config stays.
+// watchConfig hands each new config in Consul to the controller: with the plan
+// the gateway that stored it made and checked (ConfigPlanFor; SetPlanned, so
+// a change is planned once in the cluster), else to be planned here
+// (SetConfig). The handed plan was made at the config's rates; the controller
+// plans again only when measured rates are in use for modules the change
+// left alone (replan.Controller.SetPlanned). A value the loader refuses
+// (written by hand, or by an older version) is logged and the running config
+// stays.
 func (t *term) watchConfig(ctx context.Context, ctl *replan.Controller, have uint64) {
 	_ = t.s.c.WatchKey(ctx, t.s.c.ConfigKey(), func(ev KeyEvent) {
 		if ev.Absent() || ev.Index == have {
@@ -270,7 +294,17 @@ func (t *term) watchConfig(ctx context.Context, ctl *replan.Controller, have uin
 		t.index[cfg] = ev.Index
 		t.cfg = cfg
 		t.mu.Unlock()
-		ctl.SetConfig(cfg)
+		cp := t.s.c.ConfigPlanFor(ctx, ev.Index)
+		if cp == nil {
+			ctl.SetConfig(cfg)
+			return
+		}
+		var planErr error
+		if cp.Error != "" {
+			planErr = errors.New(cp.Error)
+		}
+		ctl.SetPlanned(cfg, &replan.Planned{Plan: cp.Plan, Err: planErr, Rates: replan.Declared(cfg),
+			Took: time.Duration(cp.TookMs * float64(time.Millisecond))})
 	})
 }
 

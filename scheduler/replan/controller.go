@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -15,10 +16,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/placement"
 )
 
-// Re-plan causes, the values of Replan.Cause: the same seven as
+// Re-plan causes, the values of Replan.Cause: the same nine as
 // metrics.ReplanCauses (CausePeriodic is the control loop's periodic re-plan,
 // CauseDrift a device's measured durations leaving the plan's profiles).
 const (
@@ -32,6 +34,11 @@ const (
 	// CauseTune is a plan the Tuner scaled (Tune): placed and published
 	// without running the planner.
 	CauseTune = "tune"
+	// CauseColocation is two models the current placement packs on one
+	// device measured slowing each other beyond DriftThreshold: the plan is
+	// made again and placed with the pair kept apart (placement.Options
+	// Slowdowns; docs/calibration.md, "Co-location").
+	CauseColocation = "colocation"
 )
 
 // Replan is one decision of the control loop, handed to Options.Publish.
@@ -105,9 +112,11 @@ type Options struct {
 	StaleRates time.Duration
 	// Logger logs each decision and failure (default: none).
 	Logger *zap.Logger
-	// Place places a plan on the members (default Place). The embedded
-	// gateway passes Place with its static fallback (controlplane).
-	Place func(plan *api.Plan, members []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error)
+	// Place places a plan on the members (default placement.Place) with
+	// opts (the co-location slowdowns learned so far, Options.Calibration).
+	// The embedded gateway passes Place with its static fallback
+	// (controlplane).
+	Place func(plan *api.Plan, members []placement.Member, prev *api.Plan, opts placement.Options) (*api.Plan, placement.Shortfall, error)
 	// Failed, when set, is told of every decision that failed (planner,
 	// placement or Publish) with the config it was made for, from Run's
 	// goroutine; the controller retries at the next tick either way. The
@@ -119,6 +128,11 @@ type Options struct {
 	// from beyond DriftThreshold (a ratio's distance from 1, default 0.1)
 	// for DriftHold (default 3s: a start's first batches, queued behind
 	// each other, read up to 2× slow for a second) re-plans with cause "drift".
+	// Its co-location slowdowns (Colocations of the placed plan) are kept
+	// and handed to every placement (placement.Options.Slowdowns, with
+	// DriftThreshold as the tolerance); a pair the current placement
+	// shares a device with that slows beyond DriftThreshold for DriftHold,
+	// unknown when it was placed, re-plans with cause "colocation".
 	Calibration    Calibration
 	DriftThreshold float64
 	DriftHold      time.Duration
@@ -144,6 +158,9 @@ type Calibration interface {
 	// Drift returns the calibrated/planned duration ratio of plan's group
 	// farthest from 1, the entry it is at, and false when none was measured.
 	Drift(offline *api.Config, plan *api.Plan, now time.Time) (ratio float64, entry string, ok bool)
+	// Colocations returns the measured slowdowns of the models placed
+	// plan packs on shared devices against the same models alone.
+	Colocations(placed *api.Plan) []calibrate.Colocation
 }
 
 func (o *Options) defaults() error {
@@ -157,9 +174,7 @@ func (o *Options) defaults() error {
 		o.Logger = zap.NewNop()
 	}
 	if o.Place == nil {
-		o.Place = func(plan *api.Plan, members []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error) {
-			return placement.Place(plan, members, prev, placement.Options{})
-		}
+		o.Place = placement.Place
 	}
 	dur := func(d *time.Duration, def time.Duration, name string) error {
 		if *d == 0 {
@@ -248,6 +263,15 @@ type Controller struct {
 	// driftFrom is when the calibrated profiles first left the threshold
 	// around the current plan's durations.
 	driftFrom time.Time
+	// slowdowns are the co-location slowdowns learned so far (the latest
+	// measured per pair; a pair kept apart is not measured again and keeps
+	// its last); placedWith those the current placement was made with;
+	// colocFrom is when a pair the placement did not know of first showed
+	// beyond the threshold; shares whether the placement shares a device.
+	slowdowns  placement.Slowdowns
+	placedWith placement.Slowdowns
+	colocFrom  time.Time
+	shares     bool
 }
 
 type inputs struct {
@@ -423,6 +447,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
+// Step runs one tick of Run at now on the caller's goroutine: for a driver
+// on a virtual clock that feeds the rates itself (evaluation.Tuning). Never
+// call it beside Run.
+func (c *Controller) Step(now time.Time) { c.step(now) }
+
 // step takes the pending inputs, decides whether to re-plan, and does it.
 func (c *Controller) step(now time.Time) {
 	c.mu.Lock()
@@ -486,6 +515,10 @@ func (c *Controller) step(now time.Time) {
 		raise(CauseDrift, at)
 		plan = true
 	}
+	if at, ok := c.colocated(now); ok {
+		raise(CauseColocation, at)
+		plan = true
+	}
 	if c.o.Period > 0 && c.placed != nil && now.Sub(c.lastPlan) >= c.o.Period {
 		raise(CausePeriodic, now)
 		c.takeMeasured(measured)
@@ -522,7 +555,7 @@ func (c *Controller) setMembers(members []placement.Member) {
 	for _, m := range c.members {
 		hw[m.Hardware] = true
 	}
-	c.hwSet = fmt.Sprint(sortedKeys(hw))
+	c.hwSet = fmt.Sprint(slices.Sorted(maps.Keys(hw)))
 }
 
 // rateOutOfBand reports whether some module's rate has stayed above or below
@@ -586,6 +619,54 @@ func (c *Controller) drifted(now time.Time) (time.Time, bool) {
 	return c.driftFrom, now.Sub(c.driftFrom) >= c.o.DriftHold
 }
 
+// colocated learns the co-location slowdowns of the current placement and
+// reports whether a pair it shares a device with has slowed beyond
+// DriftThreshold, not known to when it was placed, for DriftHold, and since
+// when (Options.Calibration; calibrate.Estimator.Colocations).
+func (c *Controller) colocated(now time.Time) (time.Time, bool) {
+	if c.o.Calibration == nil || !c.shares {
+		c.colocFrom = time.Time{}
+		return time.Time{}, false
+	}
+	measured := placement.Slowdowns{}
+	for _, m := range c.o.Calibration.Colocations(c.placed) {
+		for _, w := range m.With {
+			p := placement.Pair{Hardware: m.Hardware, Model: m.Model, With: w}
+			measured[p] = max(measured[p], m.Slowdown)
+		}
+	}
+	limit := 1 + c.o.DriftThreshold
+	var news []placement.Pair
+	for p, s := range measured {
+		if c.slowdowns == nil {
+			c.slowdowns = placement.Slowdowns{}
+		}
+		c.slowdowns[p] = s
+		if s > limit && c.placedWith[p] <= limit {
+			news = append(news, p)
+		}
+	}
+	if len(news) == 0 {
+		c.colocFrom = time.Time{}
+		return time.Time{}, false
+	}
+	if c.colocFrom.IsZero() {
+		c.colocFrom = now
+		sort.Slice(news, func(i, j int) bool { return fmt.Sprint(news[i]) < fmt.Sprint(news[j]) })
+		for _, p := range news {
+			c.o.Logger.Info("co-located models slowing each other beyond the plan's", zap.String("hardware", p.Hardware),
+				zap.String("model", p.Model), zap.String("with", p.With), zap.Float64("slowdown", measured[p]))
+		}
+	}
+	return c.colocFrom, now.Sub(c.colocFrom) >= c.o.DriftHold
+}
+
+// placeOptions are the options of every placement: the co-location
+// slowdowns learned so far, the drift threshold as their tolerance.
+func (c *Controller) placeOptions() placement.Options {
+	return placement.Options{Slowdowns: maps.Clone(c.slowdowns), Tolerance: c.o.DriftThreshold}
+}
+
 // takeMeasured makes the measured rates the ones to plan for.
 func (c *Controller) takeMeasured(measured map[Key]float64) {
 	for k, m := range measured {
@@ -634,7 +715,8 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
 	}
 	start := time.Now()
-	placed, short, err := c.o.Place(r.Unplaced, c.members, c.placed)
+	popts := c.placeOptions()
+	placed, short, err := c.o.Place(r.Unplaced, c.members, c.placed, popts)
 	if err != nil {
 		fail(fmt.Errorf("placement: %w", err))
 		return
@@ -660,6 +742,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	// config it is (its sessions or backends changed, the plan did not).
 	if c.placed != nil && c.pubCfg == c.cfg && SamePlan(c.placed, placed) {
 		c.retry = nil
+		c.placedWith, c.colocFrom = popts.Slowdowns, time.Time{}
 		c.planned, c.unplaced = c.covers(r.Rates), r.Unplaced
 		c.same++
 		c.publishStatus(measured, "")
@@ -672,6 +755,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	}
 	c.retry = nil
 	c.placed, c.unplaced, c.planned, c.pubCfg, c.short = placed, r.Unplaced, c.covers(r.Rates), r.Config, short
+	c.placedWith, c.colocFrom, c.shares = popts.Slowdowns, time.Time{}, sharesDevice(placed)
 	c.counts[r.Cause]++
 	log.Info("plan published", zap.Float64("cost", placed.TotalCost), zap.Duration("plan_took", r.PlanTook),
 		zap.Duration("place_took", r.PlaceTook), zap.Int("devices_missing", short.Missing()), zap.Error(r.PlanErr))
@@ -682,6 +766,18 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	st := *c.status.Load()
 	st.Last = r
 	c.status.Store(&st)
+}
+
+// sharesDevice reports whether placed puts two models on one backend.
+func sharesDevice(placed *api.Plan) bool {
+	model := map[string]string{}
+	for m := range placed.Machines() {
+		if was, ok := model[m.Backend]; ok && was != m.Module.Model {
+			return true
+		}
+		model[m.Backend] = m.Module.Model
+	}
+	return false
 }
 
 // covers is Options.Covers of rates, or rates.
@@ -834,14 +930,5 @@ func Declared(cfg *api.Config) map[Key]float64 {
 			out[Key{s.Name, m.Name}] = m.Rate
 		}
 	}
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

@@ -352,9 +352,9 @@ func TestControllerFailedAndPlaceHooks(t *testing.T) {
 	placed := 0
 	h := newHarness(t, cfg, []placement.Member{{ID: "g1", Hardware: "v100"}}, Options{
 		Failed: func(c *api.Config, err error) { failedFor, failure = c, err },
-		Place: func(p *api.Plan, m []placement.Member, prev *api.Plan) (*api.Plan, placement.Shortfall, error) {
+		Place: func(p *api.Plan, m []placement.Member, prev *api.Plan, o placement.Options) (*api.Plan, placement.Shortfall, error) {
 			placed++
-			return placement.Place(p, m, prev, placement.Options{})
+			return placement.Place(p, m, prev, o)
 		},
 	})
 	if placed != 1 {

@@ -30,11 +30,12 @@
 // Every method is safe from any goroutine.
 //
 // Placement is package placement's Place (Options.Place; default: packed),
-// which the controller calls on every decision with its members and the plan
-// it placed last.
+// which the controller calls on every decision with its members, the plan
+// it placed last and the co-location slowdowns learned so far.
 //
 // Controller (controller.go) — the control loop. New(cfg, members, Options{Plan,
-// Publish}) then Run(ctx) from one goroutine; from any goroutine, SetConfig
+// Publish}) then Run(ctx) from one goroutine (or, on a virtual clock, Step(now)
+// per tick from one goroutine instead of Run); from any goroutine, SetConfig
 // (cause "config"), SetMembers (cause "membership": re-place the last plan, or
 // re-plan when a hardware type appeared or vanished), ObserveRates(source,
 // snapshot) (cause "rate": the latest window's rate above planned×(1+0.2) for
@@ -44,7 +45,10 @@
 // Options.Calibration, when the calibrated durations of the plan's groups
 // stay more than DriftThreshold (10%) from the plan's for DriftHold (3 s)
 // (cause "drift"; plans are then made from the calibrated profiles,
-// docs/calibration.md). A rate rise whose plan the pool cannot hold while
+// docs/calibration.md), and when two models the placement packs on one
+// device slow each other beyond DriftThreshold for DriftHold (cause
+// "colocation": the learned slowdowns go to every placement as
+// placement.Options.Slowdowns, so the pair is kept apart). A rate rise whose plan the pool cannot hold while
 // the current plan fits is not published (admission refuses the excess).
 // Each decision runs the injected planner (again without a hardware type
 // for one model at a time while the plan needs more devices of that type

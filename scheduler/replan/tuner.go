@@ -298,17 +298,25 @@ func (t *Tuner) Machines() map[string]float64 {
 // Batches, budgets and rates stay: the tuner adds replicas of the plan's
 // configs, it does not plan.
 func (t *Tuner) Tuned(plan *api.Plan) *api.Plan {
+	return ScaleMachines(plan, t.session, func(module string) float64 { return t.current[module] / t.planned[module] })
+}
+
+// ScaleMachines returns a copy of plan, unplaced, with every group of
+// session's modules at factor(module) × its machines and cost, the plan's
+// costs summed again; batches, budgets and rates stay (replicas added or
+// removed, no planning). plan is not changed.
+func ScaleMachines(plan *api.Plan, session string, factor func(module string) float64) *api.Plan {
 	out := *plan
 	out.Sessions = append([]api.SessionPlan(nil), plan.Sessions...)
 	out.TotalCost = 0
 	for i := range out.Sessions {
 		sp := &out.Sessions[i]
-		if sp.Name == t.session {
+		if sp.Name == session {
 			sp.Modules = append([]api.ModulePlan(nil), sp.Modules...)
 			sp.Cost = 0
 			for j := range sp.Modules {
 				mp := &sp.Modules[j]
-				f := t.current[mp.Name] / t.planned[mp.Name]
+				f := factor(mp.Name)
 				mp.Configs = append([]api.GroupPlan(nil), mp.Configs...)
 				mp.Cost = 0
 				for k := range mp.Configs {

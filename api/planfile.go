@@ -1,4 +1,4 @@
-package simulate
+package api
 
 import (
 	"bytes"
@@ -7,16 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/piccolo-serving/piccolo/api"
 )
 
 // ReadPlanFile reads a plan JSON (the shape of `piccolo plan -o json`, or written
-// by hand) from path. See ReadPlan.
-func ReadPlanFile(path string) (*api.Plan, error) {
+// by hand) from path: `piccolo simulate --plan` and `piccolo gateway --plan`
+// read through it. Errors name the file (os.Open's error, or ReadPlan's).
+func ReadPlanFile(path string) (*Plan, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("plan: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	return ReadPlan(f, path)
@@ -26,14 +25,14 @@ func ReadPlanFile(path string) (*api.Plan, error) {
 // are errors (a misspelt "batch_size" must not silently read as batch 0), and so is
 // a plan with no session or a session whose module lacks a name or groups; the
 // numbers of each group are checked when the dispatcher is built.
-func ReadPlan(r io.Reader, name string) (*api.Plan, error) {
+func ReadPlan(r io.Reader, name string) (*Plan, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var p api.Plan
+	var p Plan
 	if err := dec.Decode(&p); err != nil {
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError

@@ -1,4 +1,4 @@
-package main
+package controlplane
 
 import (
 	"context"
@@ -22,8 +22,8 @@ const calibrationSaveEvery = 10 * time.Second
 // --calibration-file when it exists, else with --consul from every gateway's
 // calibration in the cluster's KV (its own first). A malformed file is an
 // error; a malformed KV value is logged and skipped (another gateway's).
-func newCalibration(ctx context.Context, o *gatewayOptions, log *zap.Logger, reg prometheus.Registerer) (*calibrate.Estimator, error) {
-	if !o.calibrate {
+func newCalibration(ctx context.Context, o ServeOptions, log *zap.Logger, reg prometheus.Registerer) (*calibrate.Estimator, error) {
+	if !o.Calibrate {
 		log.Info("calibration off: plans and admission use the offline profiles only")
 		return nil, nil
 	}
@@ -40,20 +40,20 @@ func newCalibration(ctx context.Context, o *gatewayOptions, log *zap.Logger, reg
 		return out
 	}))
 	switch {
-	case o.calFile != "":
-		found, err := est.Load(o.calFile)
+	case o.CalFile != "":
+		found, err := est.Load(o.CalFile)
 		if err != nil {
 			return nil, err
 		}
-		log.Info("calibration file", zap.String("file", o.calFile), zap.Bool("found", found), zap.Int("series", len(est.Snapshot())))
-	case o.consul != "":
-		kv, err := cluster.New(o.consul, cluster.Options{Prefix: o.clusterPrefix})
+		log.Info("calibration file", zap.String("file", o.CalFile), zap.Bool("found", found), zap.Int("series", len(est.Snapshot())))
+	case o.Consul != "":
+		kv, err := cluster.New(o.Consul, cluster.Options{Prefix: o.ClusterPrefix})
 		if err != nil {
 			return nil, err
 		}
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		all, err := kv.Calibrations(lctx, o.gatewayID)
+		all, err := kv.Calibrations(lctx, o.GatewayID)
 		if err != nil {
 			log.Warn("calibration not read from Consul; starting from the offline profiles", zap.Error(err))
 		}
@@ -69,21 +69,25 @@ func newCalibration(ctx context.Context, o *gatewayOptions, log *zap.Logger, reg
 
 // keepCalibration stores est every calibrationSaveEvery until ctx ends or
 // the returned stop is called, and once more then: to --calibration-file, or
-// with --consul (no file) under the cluster's KV key of gatewayID. Nothing
+// with --consul (no file) under the cluster's KV key of gatewayID (this
+// gateway's id in Consul), every cluster.CalibrationEvery (the elected
+// scheduler follows it). Nothing
 // (a no-op stop) when est is nil or neither is set.
-func keepCalibration(ctx context.Context, est *calibrate.Estimator, o *gatewayOptions, gatewayID string, log *zap.Logger) (stop func()) {
+func keepCalibration(ctx context.Context, est *calibrate.Estimator, o ServeOptions, gatewayID string, log *zap.Logger) (stop func()) {
 	var save func() error
+	every := calibrationSaveEvery
 	switch {
 	case est == nil:
 		return func() {}
-	case o.calFile != "":
-		save = func() error { return est.Save(o.calFile, time.Now()) }
-	case o.consul != "":
-		kv, err := cluster.New(o.consul, cluster.Options{Prefix: o.clusterPrefix})
+	case o.CalFile != "":
+		save = func() error { return est.Save(o.CalFile, time.Now()) }
+	case o.Consul != "":
+		kv, err := cluster.New(o.Consul, cluster.Options{Prefix: o.ClusterPrefix})
 		if err != nil {
 			log.Warn("calibration will not be kept in Consul", zap.Error(err))
 			return func() {}
 		}
+		every = cluster.CalibrationEvery
 		save = func() error {
 			data, err := est.Marshal(time.Now())
 			if err != nil {
@@ -105,7 +109,7 @@ func keepCalibration(ctx context.Context, est *calibrate.Estimator, o *gatewayOp
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(calibrationSaveEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {

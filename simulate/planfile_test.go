@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
 )
 
 const handJSON = `{"policy":"hand","sessions":[{"name":"s","slo_ms":500,
@@ -11,7 +13,7 @@ const handJSON = `{"policy":"hand","sessions":[{"name":"s","slo_ms":500,
             {"name":"b","after":["a"],"rate":20,"budget_ms":200,"configs":[{"batch":1,"duration_ms":20,"machines":0.5,"rate":20}]}]}]}`
 
 func TestReadPlan(t *testing.T) {
-	p, err := ReadPlan(strings.NewReader(handJSON), "hand.json")
+	p, err := api.ReadPlan(strings.NewReader(handJSON), "hand.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,13 +31,13 @@ func TestReadPlan(t *testing.T) {
 		{`{"sessions":[{"name":"s"}]} {}`, "more than one JSON value"},
 		{`{"sessions":[{"name":"s",`, "plan JSON"},
 	} {
-		if _, err := ReadPlan(strings.NewReader(tc.in), "hand.json"); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("ReadPlan(%s) = %v, want an error containing %q", tc.in, err, tc.want)
+		if _, err := api.ReadPlan(strings.NewReader(tc.in), "hand.json"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("api.ReadPlan(%s) = %v, want an error containing %q", tc.in, err, tc.want)
 		}
 	}
 	// A cycle and an unknown parent are named.
 	cyc := strings.Replace(handJSON, `{"name":"a",`, `{"name":"a","after":["b"],`, 1)
-	p, _ = ReadPlan(strings.NewReader(cyc), "c.json")
+	p, _ = api.ReadPlan(strings.NewReader(cyc), "c.json")
 	if _, err := Run(p, Options{Duration: time.Second}); err == nil || !strings.Contains(err.Error(), "a -> b -> a") && !strings.Contains(err.Error(), "b -> a -> b") {
 		t.Errorf("cycle: %v", err)
 	}
@@ -46,7 +48,7 @@ func FuzzReadPlan(f *testing.F) {
 	f.Add(handJSON)
 	f.Add(`{"sessions":[{"name":"s","modules":[{"name":"m","configs":[{"batch":1,"duration_ms":1e-9,"machines":1e4}]}]}]}`)
 	f.Fuzz(func(t *testing.T, in string) {
-		p, err := ReadPlan(strings.NewReader(in), "fuzz.json")
+		p, err := api.ReadPlan(strings.NewReader(in), "fuzz.json")
 		if err != nil {
 			return
 		}

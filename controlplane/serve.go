@@ -1,0 +1,332 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dataplane"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/internal/tlsfiles"
+	"github.com/piccolo-serving/piccolo/kserve"
+	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/simulate"
+	"github.com/piccolo-serving/piccolo/tracing"
+)
+
+// ServeOptions are `piccolo gateway`'s settings, one field per flag (named
+// in the comments); ServeGateway checks them. Errors name those flags.
+type ServeOptions struct {
+	Files      []string // -c: config files (merged)
+	Listen     string   // --listen: HTTP host:port (port 0: any free port)
+	GRPCListen string   // --grpc-listen: gRPC host:port (must differ from Listen)
+	NoFuse     bool     // --no-fusion: serve the modules as configured (docs/fusion.md)
+	Policy     string   // --policy: a name of scheduler.Policies
+	MaxUtil    float64  // --max-utilization, in (0,1]; 0: chosen by simulation
+	Burst      float64  // --burst-target: simulated share of requests within the SLO
+	Dispatch   string   // --dispatch: a dispatcher policy name
+	Flush      string   // --flush: a dispatcher flush name ("": idle)
+	MaxBody    int      // --max-body: largest request body or message, bytes, > 0
+	Slack      float64  // --slack: share of each module's budget kept free, in [0, 1)
+	Admission  bool     // --admission: refuse at each module what would finish too late
+	Hedge      float64  // --hedge-budget: share of batches sent twice, in [0, 1]
+	// ProbeEvery (--probe-interval) is how often a static backend is
+	// health-probed (0: 1 s).
+	ProbeEvery time.Duration
+	Spare      bool          // --spare: overflow onto the backends the plan leaves idle
+	Calibrate  bool          // --calibration: learn batch durations from the batches run
+	CalFile    string        // --calibration-file: where the calibration is kept
+	Drain      time.Duration // --drain: how long requests in flight may finish on shutdown
+	DrainDelay time.Duration // --drain-delay: serve this long while not ready, then drain
+	AdminToken string        // --admin-token (or $PICCOLO_ADMIN_TOKEN); "": admin API off
+	Watch      bool          // --watch: reload the -c files when they change
+
+	// With Consul (--consul, controlplane/cluster.go, scheduler/cluster).
+	Consul        string        // --consul: the agent's HTTP host:port; "": static membership
+	ClusterPrefix string        // --cluster-prefix: KV prefix of the cluster
+	Schedule      bool          // --schedule: run a re-planner candidate here
+	SchedulerID   string        // --scheduler-id: the candidate's id
+	SchedulerTTL  time.Duration // --scheduler-ttl: the candidate's heartbeat TTL
+	GatewayID     string        // --gateway-id: this gateway's id in Consul
+	ConfigWait    time.Duration // --config-wait: how long an admin change waits for its plan
+
+	// What the plan step plans for (docs/traffic.md): --trace and its flags,
+	// or --plan; --tune runs InferLine's tuner on the traced session.
+	Trace    simulate.Traffic // Source, Session, Duration, Target, Search
+	PlanFile string           // --plan: a plan JSON (piccolo plan --no-fusion -o json)
+	Tune     bool             // --tune
+
+	TLS        *tls.Config     // HTTPS and gRPC TLS to clients (--tls-*); nil: plain text
+	BackendTLS *tls.Config     // towards the backends that serve TLS (--backend-*); nil: defaults
+	Tracing    tracing.Options // --otlp-*, --trace-sampling (Service is set here)
+	// NewLogger makes the process's logger (--log); nil: zap.NewProduction.
+	NewLogger func() (*zap.Logger, error)
+	Version   string // what the servers report (GET /v2, ServerMetadata)
+
+	// Tests only: the control loop's options (Plan, Publish are set by the
+	// wiring) and a hook called with every plan made live.
+	Control replan.Options
+	Monitor replan.MonitorOptions
+	OnPlan  func(PlanEvent)
+}
+
+// ErrNoConsul is ServeGateway's answer to a config with membership: consul
+// and no Consul agent given.
+var ErrNoConsul = errors.New("membership consul needs --consul ADDR (the Consul agent's HTTP address host:port)")
+
+// ServeGateway runs a gateway as o says until ctx ends: it loads the config,
+// starts the control plane (StartGateway: the config pipeline's first plan
+// live on the backends), the admin API, the -c file watcher and the KServe v2
+// HTTP and gRPC servers, and calls ready, when set, with their bound
+// addresses once both accept connections. When ctx ends it reports not
+// ready, keeps serving for o.DrainDelay, drains for up to o.Drain, steps its
+// re-planner candidate down and returns nil. Errors, each naming its flag:
+// no -c files, an unknown dispatch or flush policy, a value out of range, a
+// TLS file that does not load, the same port for HTTP and gRPC, a config
+// with no sessions or (without Consul) no backends, a trace or plan file
+// that does not read or fit, a planner that makes no plan, a listener that
+// cannot bind, or a server failing.
+func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpcAddr string)) error {
+	if len(o.Files) == 0 {
+		return errors.New("no config given: pass -c FILE (repeatable) with hardware, profiles, sessions and backends")
+	}
+	pol, err := dispatcher.ParsePolicy(o.Dispatch)
+	if err != nil {
+		return fmt.Errorf("--dispatch: %w", err)
+	}
+	if o.Flush == "" {
+		o.Flush = dispatcher.FlushIdle.Name()
+	}
+	flush, err := dispatcher.ParseFlush(o.Flush)
+	if err != nil {
+		return fmt.Errorf("--flush: %w", err)
+	}
+	if o.MaxBody <= 0 {
+		return fmt.Errorf("--max-body %d: must be > 0 bytes", o.MaxBody)
+	}
+	if o.Slack < 0 || o.Slack >= 1 {
+		return fmt.Errorf("--slack %v: must be in [0, 1)", o.Slack)
+	}
+	if o.Hedge < 0 || o.Hedge > 1 || o.ProbeEvery < 0 {
+		return fmt.Errorf("--hedge-budget %v, --probe-interval %v: want a share in [0, 1] and an interval ≥ 0 (0: 1s)", o.Hedge, o.ProbeEvery)
+	}
+	if _, port, _ := net.SplitHostPort(o.Listen); o.Listen == o.GRPCListen && port != "0" {
+		return fmt.Errorf("--listen and --grpc-listen are both %s: HTTP and gRPC need their own ports", o.Listen)
+	}
+	cfg, err := api.Load(o.Files...)
+	if err != nil {
+		return err
+	}
+	if cfg.Membership == "consul" && o.Consul == "" {
+		return ErrNoConsul
+	}
+	if len(cfg.Sessions) == 0 {
+		return errors.New("the config has no sessions: nothing to serve")
+	}
+	if o.Consul == "" && len(cfg.Backends) == 0 {
+		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")
+	}
+	o.Tracing.Service = "piccolo-gateway"
+	log, stop, err := tracing.StartProcess(ctx, o.Tracing, o.NewLogger)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	reg := metrics.ProcessRegistry()
+	gm, err := metrics.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	slack := o.Slack
+	if slack == 0 {
+		slack = -1 // LiveOptions: negative means none
+	}
+	hedge := o.Hedge
+	if hedge == 0 {
+		hedge = -1 // LiveOptions: negative means none
+	}
+	est, err := newCalibration(ctx, o, log, reg)
+	if err != nil {
+		return fmt.Errorf("--calibration-file: %w", err)
+	}
+	if est != nil { // a nil *Estimator in the interface would not be nil
+		o.Control.Calibration = est
+	}
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS,
+		Calibration: est}
+	planOpts := scheduler.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}
+	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
+	if err != nil {
+		return err
+	}
+	gopts := GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
+		Planner: planner, Control: o.Control, Monitor: o.Monitor, OnPlan: o.OnPlan}
+	if gopts.Control.Covers == nil {
+		gopts.Control.Covers = covers
+	}
+	if o.Tune && gopts.Control.Hold == nil {
+		gopts.Control.Hold = tp.Hold
+	}
+	if o.Consul != "" {
+		gopts.Cluster = &ClusterOptions{Consul: o.Consul, Prefix: o.ClusterPrefix, Schedule: o.Schedule, SchedulerID: o.SchedulerID,
+			SchedulerTTL: o.SchedulerTTL, GatewayID: o.GatewayID, Listen: o.Listen, ConfigWait: o.ConfigWait}
+	}
+	g, err := StartGateway(ctx, cfg, gopts)
+	if errors.Is(err, ErrNoPlan) && o.Consul == "" {
+		return fmt.Errorf("--policy %s: %w", o.Policy, err)
+	} else if err != nil {
+		return err
+	}
+	ctl, sw, exec, store := g.Control, g.Switch, g.Runner, g.Store
+	defer sw.Close()
+	gatewayID := "" // the KV key of this gateway's calibration with --consul
+	if cc, ok := ctl.(*ConsulControl); ok {
+		gatewayID = cc.GatewayID()
+	}
+	defer keepCalibration(ctx, est, o, gatewayID, log)()
+	if o.Tune {
+		if err := ctl.(*EmbeddedControl).StartTuner(ctx, tp); err != nil {
+			return err
+		}
+	}
+	if cc, ok := ctl.(*ConsulControl); ok && cc.Replanner() != nil {
+		reg.MustRegister(metrics.LeaderGauge(cc.Replanner().Leading))
+	}
+	reg.MustRegister(sw)
+	plan := sw.Plan()
+	if est != nil {
+		reg.MustRegister(metrics.ColocationCollector(colocationSeries(est, sw.Plan)))
+	}
+	var admin fasthttp.RequestHandler // nil: the admin API is off
+	if o.AdminToken != "" {
+		a, err := NewAdmin(AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()})
+		if err != nil {
+			return err
+		}
+		admin = a.Handle
+	} else {
+		log.Info("admin API off: pass --admin-token or set PICCOLO_ADMIN_TOKEN to turn it on")
+	}
+	if o.Watch {
+		cw, err := StartConfigWatcher(ctx, store, o.Files, WatchOptions{Logger: log})
+		if err != nil {
+			return err
+		}
+		defer cw.Close()
+	}
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, Version: o.Version, Metrics: gm, Logger: log, Admin: admin})
+	if err != nil {
+		return err
+	}
+	hl, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", o.Listen, err)
+	}
+	hl = srv.WatchHangups(hl)
+	if o.TLS != nil {
+		hcfg := o.TLS.Clone() // gRPC's credentials add h2 to their own copy
+		hcfg.NextProtos = []string{"http/1.1"}
+		hl = tls.NewListener(hl, hcfg) // over the watched TCP connections
+	}
+	gl, err := net.Listen("tcp", o.GRPCListen)
+	if err != nil {
+		hl.Close()
+		return fmt.Errorf("--grpc-listen %s: %w", o.GRPCListen, err)
+	}
+	hs := srv.NewHTTPServer()
+	gs := srv.NewGRPCServer(append(tlsfiles.GRPCCreds(o.TLS), tracing.ServerOptions()...)...)
+	served := make(chan error, 2)
+	go func() { served <- hs.Serve(hl) }()
+	go func() { served <- gs.Serve(gl) }()
+	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()),
+		zap.String("policy", plan.Policy), zap.String("dispatch", pol.Name()), zap.String("flush", flush.Name()), zap.Float64("plan_cost", plan.TotalCost),
+		zap.Strings("sessions", exec.Sessions()))
+	if ready != nil {
+		ready(hl.Addr().String(), gl.Addr().String())
+	}
+
+	select {
+	case err := <-served:
+		hs.Shutdown()
+		gs.Stop()
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	srv.SetReady(false)
+	if o.DrainDelay > 0 {
+		log.Info("gateway not ready; serving until the drain", zap.Duration("drain_delay", o.DrainDelay))
+		time.Sleep(o.DrainDelay)
+	}
+	log.Info("gateway draining", zap.Duration("drain", o.Drain))
+	dctx, cancel := context.WithTimeout(context.Background(), o.Drain)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	if err := hs.ShutdownWithContext(dctx); err != nil {
+		log.Warn("HTTP drain timed out; requests in flight were cut off", zap.Error(err))
+	}
+	select {
+	case <-stopped:
+	case <-dctx.Done():
+		gs.Stop()
+		log.Warn("gRPC drain timed out; requests in flight were cut off")
+	}
+	ctl.StepDown(3 * time.Second)
+	log.Info("gateway stopped")
+	return nil
+}
+
+// planner returns the plan step the options ask for, the rates its plans
+// carry for the control loop's band (replan.Options.Covers; nil: the planned
+// rates), whether the fuse step runs, and the trace planner (nil without
+// --trace): with --trace, TracePlanner (the trace plan, re-planned for the
+// trace scaled to a measured rate; it carries the trace's envelope); with
+// --plan, FilePlanner over the file's plan (no fuse step: the plan is of the
+// config's modules as written); else PlanForServing. Errors name the flag:
+// --tune without --trace or with --consul, --trace with --plan, an
+// unreadable trace or plan, a plan that does not match the config. (The
+// command refuses --trace's own flags given without --trace before.)
+func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dispatcher.Flush, tables io.Writer) (Planner, func(map[replan.Key]float64) map[replan.Key]float64, bool, *TracePlanner, error) {
+	serving := func(c *api.Config) (*api.Plan, error) { return PlanForServing(c, opts, o.Burst) }
+	switch {
+	case o.Trace.File == "" && o.Tune:
+		return nil, nil, false, nil, errors.New("--tune needs --trace: the tuner compares the live arrivals with the trace the plan was made for")
+	case o.Trace.File != "" && o.Tune && o.Consul != "":
+		return nil, nil, false, nil, errors.New("--tune with --consul: the tuner runs in a gateway's own control loop only (without --consul)")
+	case o.Trace.File != "" && o.PlanFile != "":
+		return nil, nil, false, nil, errors.New("--trace and --plan both given: serve either a trace's plan (--trace) or a plan written before (--plan)")
+	case o.PlanFile != "":
+		plan, err := api.ReadPlanFile(o.PlanFile)
+		if err != nil {
+			return nil, nil, false, nil, fmt.Errorf("--plan: %w", err)
+		}
+		fp, err := NewFilePlanner(cfg, plan, serving)
+		if err != nil {
+			return nil, nil, false, nil, fmt.Errorf("--plan %s: %w", o.PlanFile, err)
+		}
+		return fp.Plan, nil, false, nil, nil
+	case o.Trace.File != "":
+		t, err := o.Trace.Read()
+		if err != nil {
+			return nil, nil, false, nil, fmt.Errorf("--trace: %w", err)
+		}
+		tp, err := NewTracePlanner(cfg, TracePlannerOptions{Trace: t, Search: o.Trace.Search, Target: o.Trace.Target,
+			Options: opts, Load: simulate.Options{Session: o.Trace.Session, Duration: o.Trace.Duration, Seed: 1, Flush: flush}, Tables: tables})
+		if err != nil {
+			return nil, nil, false, nil, fmt.Errorf("--trace %s: %w", o.Trace.File, err)
+		}
+		return tp.Plan, tp.Covers, !o.NoFuse, tp, nil
+	}
+	return serving, nil, !o.NoFuse, nil, nil
+}

@@ -1,0 +1,375 @@
+package evaluation
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/arrival"
+	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/placement"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/simulate"
+)
+
+// Tuning compares how three ways of following a changing rate serve the
+// same arrivals (issue 21, docs/traffic.md "The tuner, simulated"): InferLine's
+// Tuner (replan.Tuner, as `piccolo gateway --trace --tune` runs it), the
+// control loop's rate re-plan (replan.Controller with the trace planner, as
+// `piccolo gateway --trace` runs it, static timing) and coarse-grained
+// tuning (whole-pipeline replicas scaled on the measured rate, InferLine's
+// baseline after AutoScale), with the trace plan served unchanged beside
+// them.
+//
+// Every decision depends on the arrivals alone, not on how they were served,
+// so each is made first on the virtual clock from the arrivals' 100 ms
+// counts, and the plans it switches to are then simulated on the real
+// dispatcher (simulate.Options.Changes), each switch Delay after its decision.
+type TuningOptions struct {
+	// Config is the config; Session its traced session (default the first).
+	Config  *api.Config
+	Session string
+	// Sample is the planning trace; Plan the trace plan made for it
+	// (unplaced): the tuner's, the control loop's and "unchanged"'s first plan.
+	Sample *arrival.Trace
+	Plan   *api.Plan
+	// Coarse is the coarse-grained plan (simulate.PlanCoarse on Sample):
+	// coarse-grained tuning's first plan; its machines scale in whole
+	// pipeline replicas.
+	Coarse *api.Plan
+	// Replan is the control loop's planner (controlplane.TracePlanner.Plan),
+	// Covers its band (TracePlanner.Covers); Members the pool it places on.
+	Replan  func(*api.Config) (*api.Plan, error)
+	Covers  func(map[replan.Key]float64) map[replan.Key]float64
+	Members []placement.Member
+	// Arrivals are the requests served, from 0; Change the time the rate
+	// changes (a step's step, a ramp's start), for "first scale-up after".
+	Arrivals *arrival.Trace
+	Change   time.Duration
+	// Delay is from a decision to its machines serving (backends already
+	// running: placement and the plan switch).
+	Delay time.Duration
+	// Flush is the gateway's flush rule (dispatcher.FlushIdle); Admission
+	// as the gateway's.
+	Flush     dispatcher.Flush
+	Admission bool
+}
+
+// TuningRow is one way of following the rate on the arrivals.
+type TuningRow struct {
+	Name string
+	// Changes are the plan switches it made (when they serve); Planned counts
+	// the planner runs among them (the tuner and coarse-grained tuning run
+	// none).
+	Changes []simulate.PlanChange
+	Planned int
+	// FirstUp is the first switch to more machines after TuningOptions.Change,
+	// from it (serving); -1 when none.
+	FirstUp time.Duration
+	// Attainment is of all the requests; After of those arriving from Change on.
+	Attainment, After float64
+	// MachineSeconds is Σ machines × time served over the arrivals' span;
+	// MeanCost the plans' cost (cost units per hour) averaged over that span.
+	MachineSeconds, MeanCost float64
+	// Peak is the most machines it served with.
+	Peak float64
+}
+
+// Tuning runs the comparison of TuningOptions: rows unchanged, tuner,
+// control loop, coarse-grained. Errors: a missing option, a planner or
+// simulation error.
+func Tuning(o TuningOptions) ([]TuningRow, error) {
+	if o.Config == nil || o.Plan == nil || o.Coarse == nil || o.Sample == nil || o.Arrivals == nil || o.Replan == nil {
+		return nil, errors.New("tuning: Config, Plan, Coarse, Sample, Arrivals and Replan are required")
+	}
+	name, rate, err := simulate.SessionRate(o.Config, o.Session)
+	if err != nil {
+		return nil, err
+	}
+	o.Session = name
+	s, _ := o.Config.Session(name)
+	slo := time.Duration(s.SLO)
+	counts := bucketCounts(o.Arrivals)
+	rows := []TuningRow{{Name: "trace plan, unchanged"}}
+
+	tu, err := tunerChanges(o, slo, counts)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, tu)
+	cl, err := controlChanges(o, s, rate, counts)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, cl)
+	rows = append(rows, coarseChanges(o, counts))
+
+	span := o.Arrivals.Span()
+	for i := range rows {
+		r := &rows[i]
+		base := o.Plan
+		if i == len(rows)-1 {
+			base = o.Coarse
+		}
+		rep, err := simulate.Run(base, simulate.Options{Arrival: "trace", Trace: o.Arrivals, Session: name, Flush: o.Flush,
+			Admission: o.Admission, Seed: 1, Changes: r.Changes, PerSecond: true})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Name, err)
+		}
+		sr := rep.Sessions[0]
+		r.Attainment = sr.SLOAttainment
+		arrived, within := 0, 0
+		for k, sec := range sr.Seconds {
+			if time.Duration(k)*time.Second >= o.Change {
+				arrived += sec.Arrived
+				within += sec.Within
+			}
+		}
+		if arrived > 0 {
+			r.After = float64(within) / float64(arrived)
+		}
+		r.FirstUp = -1
+		prev := machines(base)
+		r.Peak = prev
+		at, cost := time.Duration(0), base.TotalCost
+		for _, c := range r.Changes {
+			m := machines(c.Plan)
+			if r.FirstUp < 0 && c.At >= o.Change && m > prev {
+				r.FirstUp = c.At - o.Change
+			}
+			if c.At < span {
+				r.MachineSeconds += prev * (c.At - at).Seconds()
+				r.MeanCost += cost * (c.At - at).Seconds()
+				at = c.At
+			}
+			prev, cost = m, c.Plan.TotalCost
+			r.Peak = max(r.Peak, m)
+		}
+		r.MachineSeconds += prev * (span - at).Seconds()
+		r.MeanCost += cost * (span - at).Seconds()
+		r.MeanCost /= span.Seconds()
+	}
+	return rows, nil
+}
+
+// bucketCounts is the arrivals per replan.TunerBucket, from 0.
+func bucketCounts(t *arrival.Trace) []int {
+	counts := make([]int, int(t.Span()/replan.TunerBucket)+1)
+	for _, at := range t.Offsets {
+		counts[int(at/replan.TunerBucket)]++
+	}
+	return counts
+}
+
+// machines is the plan's machines, all sessions.
+func machines(p *api.Plan) float64 {
+	n := 0.0
+	for _, sp := range p.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				n += g.Machines
+			}
+		}
+	}
+	return n
+}
+
+var tuningStart = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// tunerChanges runs replan.Tuner on the counts as StartTuner does: Observe
+// and Check every bucket, each decision the plan Tuned.
+func tunerChanges(o TuningOptions, slo time.Duration, counts []int) (TuningRow, error) {
+	row := TuningRow{Name: "tuner (InferLine §5)"}
+	tu, err := replan.NewTuner(o.Plan, o.Session, slo, o.Sample, tuningStart)
+	if err != nil {
+		return row, err
+	}
+	for b, n := range counts {
+		end := time.Duration(b+1) * replan.TunerBucket
+		tu.Observe(tuningStart.Add(end), n)
+		if _, ok := tu.Check(); ok {
+			row.Changes = append(row.Changes, simulate.PlanChange{At: end + o.Delay, Plan: tu.Tuned(o.Plan)})
+		}
+	}
+	return row, nil
+}
+
+// virtualClock is the control loop's clock here: Step is called with the
+// time, and Tick is never used.
+type virtualClock struct{ now *time.Time }
+
+func (c virtualClock) Now() time.Time { return *c.now }
+func (c virtualClock) Tick(time.Duration) (<-chan time.Time, func()) {
+	return nil, func() {}
+}
+
+// StaticTick and StaticSustainUp are the embedded gateway's control-loop
+// timing (controlplane.StaticTick, StaticSustainUp).
+const (
+	staticTick      = 100 * time.Millisecond
+	staticSustainUp = 500 * time.Millisecond
+)
+
+// controlChanges runs replan.Controller on the counts as the embedded
+// gateway does: every module of the session counted in the rate monitor, a
+// Step every tick, each published plan (its unplaced form) switched to.
+func controlChanges(o TuningOptions, s *api.Session, rate float64, counts []int) (TuningRow, error) {
+	row := TuningRow{Name: "control loop (rate re-plan)"}
+	now := tuningStart
+	mon, err := replan.NewRateMonitor(now, replan.MonitorOptions{Bucket: replan.TunerBucket})
+	if err != nil {
+		return row, err
+	}
+	type counter struct {
+		c     *replan.Counter
+		ratio float64
+		acc   float64
+	}
+	var ctrs []*counter
+	for _, m := range s.Modules {
+		ratio := 1.0
+		if rate > 0 {
+			ratio = m.Rate / rate
+		}
+		ctrs = append(ctrs, &counter{c: mon.Handle(s.Name, m.Name, replan.EnvelopeWindow(time.Duration(s.SLO), m.Rate)), ratio: ratio})
+	}
+	var published []*replan.Replan
+	members := o.Members
+	if len(members) == 0 {
+		members = poolFor(o.Plan, 4)
+	}
+	ctl, err := replan.New(o.Config, members, replan.Options{Plan: o.Replan, Covers: o.Covers, Clock: virtualClock{&now},
+		Tick: staticTick, SustainUp: staticSustainUp,
+		Publish: func(r *replan.Replan) error { published = append(published, r); return nil }})
+	if err != nil {
+		return row, err
+	}
+	ctl.Step(now)
+	if len(published) != 1 {
+		return row, errors.New("control loop: no initial plan")
+	}
+	every := int(staticTick / replan.TunerBucket)
+	for b, n := range counts {
+		for _, c := range ctrs {
+			c.acc += float64(n) * c.ratio
+			k := math.Floor(c.acc)
+			c.acc -= k
+			c.c.Add(int64(k))
+		}
+		now = tuningStart.Add(time.Duration(b+1) * replan.TunerBucket)
+		mon.Advance(now)
+		if (b+1)%every == 0 {
+			ctl.ObserveRates("gateway", mon.Snapshot(now))
+			ctl.Step(now)
+		}
+	}
+	for _, r := range published[1:] {
+		row.Changes = append(row.Changes, simulate.PlanChange{At: r.At.Sub(tuningStart) + o.Delay, Plan: r.Unplaced})
+		if r.Cause != replan.CauseTune {
+			row.Planned++
+		}
+	}
+	return row, nil
+}
+
+// poolFor is n times the devices plan needs of each hardware type, one
+// member each: a pool a re-plan can grow onto.
+func poolFor(plan *api.Plan, n int) []placement.Member {
+	need := map[string]float64{}
+	for _, sp := range plan.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				need[g.Hardware] += math.Ceil(g.Machines)
+			}
+		}
+	}
+	var out []placement.Member
+	for hw, k := range need {
+		for i := range int(k) * n {
+			out = append(out, placement.Member{ID: fmt.Sprintf("%s-%d", hw, i), Hardware: hw})
+		}
+	}
+	return out
+}
+
+// Coarse-grained tuning's rule (AutoScale as InferLine's baseline uses it,
+// §7): every coarseEvery the pipeline replicas follow the last
+// coarseWindow's rate at the rate per replica the coarse plan carries (the
+// sample's busiest coarseWindow / its replicas: it is not scaled for the
+// sample's own bursts); up at once, down after coarseSettle below.
+const (
+	coarseEvery  = time.Second
+	coarseWindow = 5 * time.Second
+	coarseSettle = 15 * time.Second
+)
+
+// coarseChanges scales the coarse plan's pipeline replicas on the counts.
+func coarseChanges(o TuningOptions, counts []int) TuningRow {
+	row := TuningRow{Name: "coarse-grained tuning (pipeline replicas)"}
+	replicas := 0.0
+	for _, sp := range o.Coarse.Sessions {
+		for _, mp := range sp.Modules {
+			n := 0.0
+			for _, g := range mp.Configs {
+				n += g.Machines
+			}
+			replicas = math.Max(replicas, n) // every module has the pipeline's replicas
+		}
+	}
+	sample, window := bucketCounts(o.Sample), int(coarseWindow/replan.TunerBucket)
+	busiest := 0
+	for b := range sample {
+		busiest = max(busiest, windowSum(sample, b, window))
+	}
+	perReplica := float64(busiest) / coarseWindow.Seconds() / replicas
+	n0, cur := int(math.Round(replicas)), int(math.Round(replicas))
+	var below time.Duration
+	every := int(coarseEvery / replan.TunerBucket)
+	for b := every - 1; b < len(counts); b += every {
+		r := float64(windowSum(counts, b, window)) / (float64(min(window, b+1)) * replan.TunerBucket.Seconds())
+		want := max(n0, int(math.Ceil(r/perReplica-1e-9)))
+		end := time.Duration(b+1) * replan.TunerBucket
+		switch {
+		case want > cur:
+			cur, below = want, 0
+		case want < cur:
+			if below += coarseEvery; below < coarseSettle {
+				continue
+			}
+			cur, below = want, 0
+		default:
+			below = 0
+			continue
+		}
+		row.Changes = append(row.Changes, simulate.PlanChange{At: end + o.Delay, Plan: replan.ScaleMachines(o.Coarse, o.Session, func(string) float64 { return float64(cur) / replicas })})
+	}
+	return row
+}
+
+// windowSum is the sum of counts over the window of n buckets ending at b.
+func windowSum(counts []int, b, n int) int {
+	sum := 0
+	for i := max(0, b-n+1); i <= b; i++ {
+		sum += counts[i]
+	}
+	return sum
+}
+
+// WriteTuning writes rows as the table of docs/traffic.md.
+func WriteTuning(w io.Writer, rows []TuningRow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tFIRST UP\tPLAN CHANGES (PLANNER RUNS)\tATTAINMENT ALL / AFTER\tMACHINE-S\tMEAN COST\tPEAK MACHINES")
+	for _, r := range rows {
+		up := "none"
+		if r.FirstUp >= 0 {
+			up = fmt.Sprintf("%.1f s", r.FirstUp.Seconds())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d (%d)\t%.2f%% / %.2f%%\t%.0f\t%.2f\t%.1f\n", r.Name, up, len(r.Changes), r.Planned,
+			100*r.Attainment, 100*r.After, r.MachineSeconds, r.MeanCost, r.Peak)
+	}
+	return tw.Flush()
+}
