@@ -747,6 +747,24 @@ func (g *group) pickMachine(now time.Time) *machine {
 	return best
 }
 
+// meeting returns m when a batch given to it now ends by dl (its expected
+// start and duration), else the machine of g that ends it first: a batch
+// the deadline flush timed for the machine Predict assumes does not go to
+// one slowed by its pace when another ends it sooner.
+// O(machines) only when m misses dl.
+func (g *group) meeting(m *machine, dl, now time.Time) *machine {
+	if !m.startAt(now).Add(m.duration()).After(dl) {
+		return m
+	}
+	best, bestEnd := m, m.startAt(now).Add(m.duration())
+	for _, o := range g.machines {
+		if end := o.startAt(now).Add(o.duration()); end.Before(bestEnd) {
+			best, bestEnd = o, end
+		}
+	}
+	return best
+}
+
 // startAt returns when a batch given to m now could start: when a lane of
 // its own frees (now if one is free and nothing is queued) and, with a
 // device, when the device's earliest lane frees; never before now.
@@ -1067,6 +1085,9 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	m := q.m
 	if m == nil {
 		m = b.g.pickMachine(now)
+		if !b.minDL.IsZero() {
+			m = b.g.meeting(m, b.minDL, now)
+		}
 	}
 	if m.health != nil {
 		m = d.reroute(b, m) // down or slow: another machine (health.go)

@@ -114,3 +114,48 @@ func TestMachineHealthPace(t *testing.T) {
 		t.Errorf("nil: %v; want 1", p)
 	}
 }
+
+// A batch given to a machine that would end it after its deadline (a free
+// machine slowed by its pace) goes to the machine that ends it first
+// instead, a busy one that runs as planned; one that meets the deadline
+// keeps its machine.
+func TestPaceMeetingDeadline(t *testing.T) {
+	g := gp(2, 100, 2, 10)
+	g.Backends = []string{"slow", "fast"}
+	mp := api.ModulePlan{Name: "m", BudgetMs: 1000, Configs: []api.GroupPlan{g}}
+	clock := NewVirtualClock(t0)
+	var held []*Batch
+	h := healthMap{}
+	h.Machine("slow").SetPace(1.6)
+	d, err := New(mp, Options{Clock: clock, Sender: senderFunc(func(b *Batch) { held = append(held, b) }), Health: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for range 2 {
+		if err := d.Submit(tr.item(clock.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(held) != 1 || held[0].Slot.Backend != "fast" {
+		t.Fatalf("first batch on %v; want the fast machine", held)
+	}
+	clock.Run(t0.Add(60 * time.Millisecond))
+	now := clock.Now()
+	d.mu.Lock()
+	grp := d.st.groups[0]
+	slow, fast := grp.machines[0], grp.machines[1]
+	// slow, free: ends at 60+160 = 220 ms; fast, busy to 100: ends at 200 ms.
+	got1 := grp.meeting(slow, t0.Add(210*time.Millisecond), now)
+	got2 := grp.meeting(slow, t0.Add(230*time.Millisecond), now)
+	d.mu.Unlock()
+	if got1 != fast {
+		t.Errorf("deadline 210 ms, slow ends at 220, fast at 200: gave %s; want fast", got1.slot.Backend)
+	}
+	if got2 != slow {
+		t.Errorf("deadline 230 ms, slow ends at 220: gave %s; want slow (it meets it)", got2.slot.Backend)
+	}
+	for _, b := range held {
+		b.Done(nil, nil)
+	}
+}

@@ -270,10 +270,8 @@ func (g *group) refresh() {
 // when one is idle). O(machines), once a batch (when its deadline is set).
 func (g *group) lead() time.Duration {
 	p := 1.0
-	for _, m := range g.machines {
-		if m.health != nil {
-			p = max(p, m.pace())
-		}
+	if m := g.first; m != nil && m.health != nil {
+		p = m.pace()
 	}
 	if p == 1 {
 		return g.duration
