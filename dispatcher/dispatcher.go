@@ -802,8 +802,8 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 		b.minDL = it.Deadline
 		// Deadline-aware flush: the latest send time that still meets the oldest
 		// deadline, given the group's batch duration as its machines run it
-		// (group.lead: the profile, or longer by the machines' measured compute
-		// pace; a lead scaled by a slowness that counted the queue sent
+		// (group.lead: the profile, or longer by the measured compute pace of
+		// the machine Predict assumes; a lead scaled by a slowness that counted the queue sent
 		// batches early and small under overload and made admitted items
 		// late at plan swaps: docs/calibration.md).
 		at := b.minDL.Add(-b.g.lead())

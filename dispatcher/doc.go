@@ -194,9 +194,11 @@
 // (MachineHealth.SetPace: compute time over the offline profile, set by the
 // data plane from its latest batches; as a ratio to the planned duration
 // through Options.Profiled) scales the machine's expected duration the same
-// way, the deadline flush's lead (the largest pace of the group's machines
-// that are not stragglers), and which free machine a full batch goes to
-// (one that runs it as planned before a slower one) and Predict assumes.
+// way, the deadline flush's lead (the pace of the machine Predict assumes),
+// which free machine a full batch goes to (one that runs it as planned
+// before a slower one) and Predict assumes, and, for a batch with a
+// deadline, a move to the machine that ends it first when the one picked
+// would end it late.
 // All are read with atomic loads under the lock, at dispatch and in Predict.
 //
 // # Concurrency and allocation
