@@ -68,18 +68,11 @@ func TestTracePlanHeldOut(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rep, err := Run(tp.Trace.Plan, Options{Flush: dispatcher.FlushIdle, Arrival: "trace", Trace: second, Admission: true})
-				if err != nil {
-					t.Fatal(err)
-				}
 				_, m2 := second.MeanRate(half)
-				peakRep, err := Run(tp.Peak.Plan, Options{Flush: dispatcher.FlushIdle, Arrival: "trace", Trace: second, Admission: true})
-				if err != nil {
-					t.Fatal(err)
-				}
+				got, peak := heldOutAttainment(t, tr, half, tp.Trace.Plan), heldOutAttainment(t, tr, half, tp.Peak.Plan)
 				fmt.Printf("HELDOUT %s | %s | seed %d | mean %.1f→%.1f | cost %.2f | first %.2f%% | second %.2f%% | peak %.2f, %.2f%% | %.1fs\n",
 					search, pr.name, seed, tp.MeanRate, m2, tp.Trace.Plan.TotalCost, 100*tp.Trace.Attainment,
-					100*rep.Sessions[0].SLOAttainment, tp.Peak.Plan.TotalCost, 100*peakRep.Sessions[0].SLOAttainment, time.Since(start).Seconds())
+					100*got, tp.Peak.Plan.TotalCost, 100*peak, time.Since(start).Seconds())
 			}
 		}
 	}
@@ -101,15 +94,7 @@ func TestTracePlanMeetsTheTargetOnTheHeldOutHalf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := tr.Window(half, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Run(tp.Trace.Plan, Options{Flush: dispatcher.FlushIdle, Arrival: "trace", Trace: second, Admission: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := rep.Sessions[0].SLOAttainment; got < 0.99 {
+	if got := heldOutAttainment(t, tr, half, tp.Trace.Plan); got < 0.99 {
 		t.Errorf("the first half's plan (cost %.4g, planned at %.4g req/s) meets the SLO for %.2f%% of the second half's requests, want ≥ 99%%",
 			tp.Trace.Plan.TotalCost, tp.Trace.RatePerSec, 100*got)
 	}
@@ -173,4 +158,19 @@ func TestHeldOutResamplesAreBlocksOfTheTrace(t *testing.T) {
 	if !differ {
 		t.Error("every resample is the trace itself")
 	}
+}
+
+// heldOutAttainment simulates p on tr after skip as the gateway serves it
+// (flush idle, admission) and returns the attainment of its first session.
+func heldOutAttainment(t *testing.T, tr *arrival.Trace, skip time.Duration, p *api.Plan) float64 {
+	t.Helper()
+	rest, err := tr.Window(skip, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(p, Options{Flush: dispatcher.FlushIdle, Arrival: "trace", Trace: rest, Admission: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.Sessions[0].SLOAttainment
 }
