@@ -3,7 +3,9 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -200,7 +202,7 @@ func planSingleHardware(cfg *api.Config, s *api.Session, pol policy) (api.Sessio
 	var best api.SessionPlan
 	var firstErr error
 	found := false
-	for _, hw := range sortedKeys(seen) {
+	for _, hw := range slices.Sorted(maps.Keys(seen)) {
 		p := pol
 		p.filter.hardware, p.singleHW = hw, false
 		sp, err := planSession(cfg, s, p)

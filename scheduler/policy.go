@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -347,13 +346,4 @@ var defaultPolicies = DefaultPolicies()
 
 func fmtSeconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -554,7 +555,7 @@ func (c *Controller) setMembers(members []placement.Member) {
 	for _, m := range c.members {
 		hw[m.Hardware] = true
 	}
-	c.hwSet = fmt.Sprint(sortedKeys(hw))
+	c.hwSet = fmt.Sprint(slices.Sorted(maps.Keys(hw)))
 }
 
 // rateOutOfBand reports whether some module's rate has stayed above or below
@@ -928,14 +929,5 @@ func Declared(cfg *api.Config) map[Key]float64 {
 			out[Key{s.Name, m.Name}] = m.Rate
 		}
 	}
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
