@@ -599,12 +599,7 @@ func TestPlanSwapKeepsArrivalGap(t *testing.T) {
 // after the last arrival, not at their deadline flush (910 ms).
 func TestIdleFlushAfterABurst(t *testing.T) {
 	mp := api.ModulePlan{Name: "m", Rate: 1000, BudgetMs: 1000, Configs: []api.GroupPlan{gp(8, 100, 1, 1000)}}
-	clock := NewVirtualClock(t0)
-	s := &vsender{clock: clock}
-	d, err := New(mp, Options{Flush: FlushIdle, Clock: clock, Sender: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, s, d := idleOnVirtualClock(t, mp)
 	tr := newTracker()
 	for _, ms := range []int{0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15} {
 		submitAt(t, clock, d, time.Duration(ms)*time.Millisecond, tr.item(time.Time{}), nil)
@@ -626,12 +621,7 @@ func TestIdleFlushAfterAQuietSpell(t *testing.T) {
 	// 4 machines of batch 8 in 100 ms at 200 req/s (a 5 ms gap): a batch of
 	// one passes the guard from a 31.25 ms gap.
 	mp := api.ModulePlan{Name: "m", Rate: 200, BudgetMs: 1000, Configs: []api.GroupPlan{gp(8, 100, 4, 200)}}
-	clock := NewVirtualClock(t0)
-	s := &vsender{clock: clock}
-	d, err := New(mp, Options{Flush: FlushIdle, Clock: clock, Sender: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, s, d := idleOnVirtualClock(t, mp)
 	tr := newTracker()
 	at := time.Duration(0)
 	for range 200 {
@@ -652,4 +642,17 @@ func TestIdleFlushAfterAQuietSpell(t *testing.T) {
 	if want := []int{8, 8, 8, 8}; !slices.Equal(sizes, want) {
 		t.Errorf("the burst's batches have %v items, want %v (batches of the whole run: %+v)", sizes, want, s.batches)
 	}
+}
+
+// idleOnVirtualClock makes a FlushIdle dispatcher of mp on a virtual clock
+// from t0, sending to a vsender that completes each batch after its duration.
+func idleOnVirtualClock(t *testing.T, mp api.ModulePlan) (*VirtualClock, *vsender, *Dispatcher) {
+	t.Helper()
+	clock := NewVirtualClock(t0)
+	s := &vsender{clock: clock}
+	d, err := New(mp, Options{Flush: FlushIdle, Clock: clock, Sender: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clock, s, d
 }
