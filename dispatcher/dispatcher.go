@@ -847,6 +847,16 @@ const gapWeight = 0.1
 func (d *Dispatcher) arrivedLocked(now time.Time) {
 	if !d.lastArrival.IsZero() {
 		g := max(now.Sub(d.lastArrival).Seconds(), 0)
+		if d.gap > 0 {
+			// A quiet spell enters the estimate as quietFactor gaps at most:
+			// gapEstimate already counts a quiet while it lasts, and taken
+			// whole (a tenth of 0.5 s) it raised the estimate above the gap
+			// a batch of one needs just as the next burst began, whose first
+			// items then took the idle machines as small batches (issue 21:
+			// every miss of the live burst test). A real fall in the rate
+			// still raises the estimate, ×1.2 an arrival.
+			g = min(g, quietFactor*d.gap)
+		}
 		if d.gap == 0 {
 			d.gap = g
 		} else {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -598,12 +599,7 @@ func TestPlanSwapKeepsArrivalGap(t *testing.T) {
 // after the last arrival, not at their deadline flush (910 ms).
 func TestIdleFlushAfterABurst(t *testing.T) {
 	mp := api.ModulePlan{Name: "m", Rate: 1000, BudgetMs: 1000, Configs: []api.GroupPlan{gp(8, 100, 1, 1000)}}
-	clock := NewVirtualClock(t0)
-	s := &vsender{clock: clock}
-	d, err := New(mp, Options{Flush: FlushIdle, Clock: clock, Sender: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clock, s, d := idleOnVirtualClock(t, mp)
 	tr := newTracker()
 	for _, ms := range []int{0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15} {
 		submitAt(t, clock, d, time.Duration(ms)*time.Millisecond, tr.item(time.Time{}), nil)
@@ -613,4 +609,50 @@ func TestIdleFlushAfterABurst(t *testing.T) {
 	if len(s.batches) != 2 || s.batches[0].at != want[0].at || s.batches[1].at != want[1].at || s.batches[1].items != 6 {
 		t.Errorf("batches %+v, want %+v", s.batches, want)
 	}
+}
+
+// TestIdleFlushAfterAQuietSpell: steady arrivals at the planned rate, 0.5 s of
+// quiet, then a burst. The burst's first items must wait for batch-mates, as
+// every burst item after them does: were they sent as batches of one to the
+// idle machines, the machines would be busy with them (100 ms each) while the
+// rest of the burst arrived (issue 21: the quiet, taken whole into the
+// arrival-gap estimate, raised it above the gap a batch of one needs).
+func TestIdleFlushAfterAQuietSpell(t *testing.T) {
+	// 4 machines of batch 8 in 100 ms at 200 req/s (a 5 ms gap): a batch of
+	// one passes the guard from a 31.25 ms gap.
+	mp := api.ModulePlan{Name: "m", Rate: 200, BudgetMs: 1000, Configs: []api.GroupPlan{gp(8, 100, 4, 200)}}
+	clock, s, d := idleOnVirtualClock(t, mp)
+	tr := newTracker()
+	at := time.Duration(0)
+	for range 200 {
+		submitAt(t, clock, d, at, tr.item(time.Time{}), nil)
+		at += 5 * time.Millisecond
+	}
+	burst := at - 5*time.Millisecond + 500*time.Millisecond
+	for i := range 32 {
+		submitAt(t, clock, d, burst+time.Duration(i)*time.Millisecond, tr.item(time.Time{}), nil)
+	}
+	clock.Run(t0.Add(5 * time.Second))
+	var sizes []int
+	for _, b := range s.batches {
+		if b.at >= burst {
+			sizes = append(sizes, b.items)
+		}
+	}
+	if want := []int{8, 8, 8, 8}; !slices.Equal(sizes, want) {
+		t.Errorf("the burst's batches have %v items, want %v (batches of the whole run: %+v)", sizes, want, s.batches)
+	}
+}
+
+// idleOnVirtualClock makes a FlushIdle dispatcher of mp on a virtual clock
+// from t0, sending to a vsender that completes each batch after its duration.
+func idleOnVirtualClock(t *testing.T, mp api.ModulePlan) (*VirtualClock, *vsender, *Dispatcher) {
+	t.Helper()
+	clock := NewVirtualClock(t0)
+	s := &vsender{clock: clock}
+	d, err := New(mp, Options{Flush: FlushIdle, Clock: clock, Sender: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clock, s, d
 }

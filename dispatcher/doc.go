@@ -55,8 +55,9 @@
 //     lane frees), but only while batches that small would keep every machine
 //     of the module at most 80% busy at the estimated arrival rate
 //     (worthFlushing has the formula). The gap it assumes (gapEstimate) is an
-//     exponentially weighted gap (weight 0.1) starting from Options.ArrivalGap
-//     or the planned rate; for its first 20 arrivals a fresh dispatcher also
+//     exponentially weighted gap (weight 0.1, each gap capped at 3 × the
+//     estimate, so a quiet spell does not linger in it into the next burst)
+//     starting from Options.ArrivalGap or the planned rate; for its first 20 arrivals a fresh dispatcher also
 //     takes the arrivals measured since it was made (over at least one batch
 //     duration), so a lone first request is not held for a planned load that
 //     has not come; the gap of the last 4 arrivals caps it, so a burst's first

@@ -38,7 +38,9 @@ type InferLineStats struct {
 // taking up to a batch from the module's queue whenever it is free — and
 // every candidate configuration is checked by simulating the trace on
 // Piccolo's dispatcher (the Estimator, §4.2), feasible when the simulated
-// session meets target (the share of its requests within the SLO).
+// session meets target (the share of its requests within the SLO) on the
+// trace and on each of 8 block-bootstrap resamples of it (heldOut: a margin
+// for traffic the trace does not hold, where the paper has none).
 //
 // Algorithm 1 (Initialize): batch 1 on each model's lowest-latency hardware,
 // one replica; infeasible when the longest path's service time reaches the
@@ -77,7 +79,7 @@ func PlanInferLine(cfg *api.Config, target float64, load Options) (PlanRun, Infe
 // PlanCoarse plans the traced session as whole-pipeline replicas (the
 // coarse-grained baseline InferLine compares with, §7): every module on its
 // lowest-latency hardware at batch 1, the same number of replicas for every
-// module, the fewest that make the trace's simulation meet target.
+// module, the fewest that meet target as PlanInferLine checks it (margin included).
 func PlanCoarse(cfg *api.Config, target float64, load Options) (PlanRun, InferLineStats, error) {
 	il, err := newInferLine(cfg, target, load)
 	if err != nil {
@@ -129,6 +131,7 @@ type inferLine struct {
 	load    Options
 	mean    float64
 	seen    map[string]bool // feasibility of simulated states
+	held    *heldOut        // the margin for traffic not in the trace
 	stats   InferLineStats
 }
 
@@ -139,7 +142,7 @@ func newInferLine(cfg *api.Config, target float64, load Options) (*inferLine, er
 	}
 	scaled := withSessionRate(cfg, si, mean)
 	s := scaled.Sessions[si]
-	il := &inferLine{session: s, slo: time.Duration(s.SLO), target: target, load: load, mean: mean, seen: map[string]bool{}}
+	il := &inferLine{session: s, slo: time.Duration(s.SLO), target: target, load: load, mean: mean, seen: map[string]bool{}, held: newHeldOut(load)}
 	for _, m := range s.Modules {
 		model := m.Model
 		if model == "" && len(m.Variants) > 0 {
@@ -372,8 +375,13 @@ func (il *inferLine) feasible(st []ilChoice) bool {
 	if ok, done := il.seen[key]; done {
 		return ok
 	}
-	rep, err := Run(il.plan(st), il.load)
+	p := il.plan(st)
+	rep, err := Run(p, il.load)
 	ok := err == nil && meets(rep, il.target)
+	if ok {
+		ok, err = il.held.meets(p, il.target)
+		ok = ok && err == nil
+	}
 	il.stats.Simulations++
 	il.seen[key] = ok
 	return ok

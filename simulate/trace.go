@@ -71,7 +71,9 @@ type PlanRun struct {
 // process, but as rate rather than utilisation: it plans the session at the
 // trace's mean rate, then at rates rateStep apart up to its peak rate (each at
 // opts' utilisation), and keeps the first plan whose simulation meets target for
-// every session. A plan for a higher rate may choose bigger batches, which
+// every session, on the trace and on each of 8 block-bootstrap resamples of it
+// (heldOut: the margin for traffic the trace does not hold; the peak rung,
+// the last, needs to meet it on the trace alone). A plan for a higher rate may choose bigger batches, which
 // carry a burst more cheaply than more machines of the mean-rate plan's small
 // batches; and the last rung is peak provisioning, so the plan found never
 // costs more than that. It also returns the mean-rate and peak plans with their
@@ -100,7 +102,7 @@ func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load 
 		}
 		return p, err
 	}
-	p, rep, i, passed, err := search(len(rates), func(i int) (*api.Plan, error) { return planAt(rates[i]) }, load, target)
+	p, rep, i, passed, err := search(len(rates), func(i int) (*api.Plan, error) { return planAt(rates[i]) }, load, target, newHeldOut(load))
 	if rep == nil {
 		return nil, err
 	}
