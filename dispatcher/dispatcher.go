@@ -174,6 +174,10 @@ type Dispatcher struct {
 	dummyEvery time.Duration
 	dummyNext  time.Time
 	dummyTimer Timer
+	// relaxTimer runs relaxStale while a group's slowness is above 1
+	// (relaxArmed: it is armed); made at the first rise.
+	relaxTimer Timer
+	relaxArmed bool
 
 	// Lag's snapshot, published under mu at each batch event (predict.go).
 	lagFree, lagDur atomic.Int64
@@ -230,6 +234,9 @@ type group struct {
 	// measured/expected, 1 until a batch finishes. Predict scales by it
 	// (predict.go).
 	slow float64
+	// seen is when slow last moved: a batch of the group ended, a dispatcher
+	// handed its slowness over, or admission relaxed it (group.relax).
+	seen time.Time
 }
 
 type machine struct {
@@ -1231,6 +1238,9 @@ func (d *Dispatcher) Close() error {
 	d.closed = true
 	if d.dummyTimer != nil {
 		d.dummyTimer.Stop()
+	}
+	if d.relaxTimer != nil {
+		d.relaxTimer.Stop()
 	}
 	items := d.drainLocked()
 	d.mu.Unlock()

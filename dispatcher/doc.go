@@ -88,7 +88,10 @@
 // that group's machines frees (now if one is idle), or on a spare machine if
 // that is earlier, and runs for the group's duration; the wait and the
 // duration are scaled by the group's slowness, an upper envelope of measured
-// over profiled batch durations (1 until a batch ends). The rule, with
+// over profiled batch durations (1 until a batch ends; while the group has an
+// idle machine and no batch has measured it for a second, its excess over 1
+// halves each second, group.relax, so a few stalled batches cannot lock
+// admission for good). The rule, with
 // Options.Admission, at Submit:
 //
 //	refuse with ErrOverloaded  ⇔  predicted completion > it.Due(d_g)

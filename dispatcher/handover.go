@@ -124,11 +124,13 @@ func (d *Dispatcher) slownessLocked() map[string]float64 {
 // replacing another does not admit as if its backends ran as profiled until
 // its own batches have ended.
 func (d *Dispatcher) inherit(slow map[string]float64) {
+	now := d.clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, m := range d.st.machines {
 		if s, ok := slow[m.slot.Backend]; ok && s > m.g.slow {
-			m.g.slow = s
+			m.g.slow, m.g.seen = s, now
+			d.armRelaxLocked()
 		}
 	}
 }

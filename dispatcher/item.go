@@ -154,7 +154,9 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 		m.dev.done(b.dev, now)
 		b.onDev = false
 	}
-	m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent))
+	if m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent), now) {
+		d.armRelaxLocked()
+	}
 	m.finished(b)
 	d.stats.Completed += n
 	if err != nil {

@@ -206,16 +206,85 @@ const (
 )
 
 // observe updates g's ratios with a batch that took took, expected to take
-// expect (Batch.end − Batch.Sent).
-func (g *group) observe(took, expect time.Duration) {
+// expect (Batch.end − Batch.Sent), ending at now; it reports whether slow
+// is above 1 after it.
+func (g *group) observe(took, expect time.Duration, now time.Time) bool {
 	if expect <= 0 {
-		return
+		return g.slow > 1
 	}
+	g.seen = now
 	r := min(max(float64(took)/float64(expect), minRatio), maxRatio)
 	if r > g.slow {
 		g.slow = min(g.slow+max(slowStep, slowUp*(r-g.slow)), r)
 	} else {
 		g.slow = max(g.slow-max(slowStep/99, slowDown*(g.slow-r)), r)
+	}
+	return g.slow > 1
+}
+
+// slowStale is how long a group's slowness stands with no batch measuring
+// it, on a group with an idle machine, before the dispatcher halves its
+// excess over 1 (group.relax, Dispatcher.relaxStale).
+const slowStale = time.Second
+
+// relax lowers g's slowness when it has gone stale: g has an idle machine
+// (freeAt zero) and no batch of g has measured it for slowStale. Without
+// this a few batches stalled by the host (a loaded machine starving a
+// backend's timers) could raise slow past due/duration and lock admission
+// for good: every item refused, here or upstream (Stage.Reserve reads Lag,
+// which slow scales), nothing sent, nothing measured, slow never lowered.
+// Each slowStale idle halves the excess (1.8 → 1.4 → 1.2 …, 1 once under
+// slowStep), so an idle group takes items again within seconds; a device
+// that is truly slow raises it again with its next batches (and its pace,
+// health.go, scales the expected duration beside it). Reports whether slow
+// moved. The dispatcher's lock must be held.
+func (g *group) relax(now time.Time) bool {
+	if g.slow <= 1 || !g.freeAt.IsZero() || now.Sub(g.seen) < slowStale {
+		return false
+	}
+	g.slow, g.seen = 1+(g.slow-1)/2, now
+	if g.slow-1 < slowStep {
+		g.slow = 1
+	}
+	return true
+}
+
+// armRelaxLocked arms the relax timer (relaxStale, every slowStale/4, so a
+// group relaxes within a quarter of slowStale of going stale) unless it is
+// armed: called when a group's slowness is above 1 after a batch, so the
+// timer runs only while one is. The dispatcher's lock must be held.
+func (d *Dispatcher) armRelaxLocked() {
+	if d.relaxArmed || d.closed {
+		return
+	}
+	d.relaxArmed = true
+	if d.relaxTimer == nil {
+		d.relaxTimer = d.clock.AfterFunc(slowStale/4, d.relaxStale)
+	} else {
+		d.relaxTimer.Reset(slowStale / 4)
+	}
+}
+
+// relaxStale is the relax timer: every slowStale/4 while a group's
+// slowness is above 1, it relaxes the stale ones (group.relax) and republishes Lag.
+func (d *Dispatcher) relaxStale() {
+	now := d.clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.relaxArmed = false
+	if d.closed {
+		return
+	}
+	moved, above := false, false
+	for _, g := range d.st.groups {
+		moved = g.relax(now) || moved
+		above = above || g.slow > 1
+	}
+	if moved {
+		d.publishLocked(now)
+	}
+	if above {
+		d.armRelaxLocked()
 	}
 }
 
