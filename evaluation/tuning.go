@@ -106,7 +106,11 @@ func Tuning(o TuningOptions) ([]TuningRow, error) {
 		return nil, err
 	}
 	rows = append(rows, cl)
-	rows = append(rows, coarseChanges(o, counts))
+	co, err := coarseChanges(o, counts)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, co)
 
 	span := o.Arrivals.Span()
 	for i := range rows {
@@ -296,67 +300,23 @@ func poolFor(plan *api.Plan, n int) []placement.Member {
 	return out
 }
 
-// Coarse-grained tuning's rule (AutoScale as InferLine's baseline uses it,
-// §7): every coarseEvery the pipeline replicas follow the last
-// coarseWindow's rate at the rate per replica the coarse plan carries (the
-// sample's busiest coarseWindow / its replicas: it is not scaled for the
-// sample's own bursts); up at once, down after coarseSettle below.
-const (
-	coarseEvery  = time.Second
-	coarseWindow = 5 * time.Second
-	coarseSettle = 15 * time.Second
-)
-
-// coarseChanges scales the coarse plan's pipeline replicas on the counts.
-func coarseChanges(o TuningOptions, counts []int) TuningRow {
+// coarseChanges runs coarse-grained tuning (replan.CoarseTuner, as
+// `piccolo gateway --tune --tune-scope pipeline` runs it) on the counts from
+// the coarse plan.
+func coarseChanges(o TuningOptions, counts []int) (TuningRow, error) {
 	row := TuningRow{Name: "coarse-grained tuning (pipeline replicas)"}
-	replicas := 0.0
-	for _, sp := range o.Coarse.Sessions {
-		for _, mp := range sp.Modules {
-			n := 0.0
-			for _, g := range mp.Configs {
-				n += g.Machines
-			}
-			replicas = math.Max(replicas, n) // every module has the pipeline's replicas
-		}
+	tu, err := replan.NewCoarseTuner(o.Coarse, o.Session, o.Sample)
+	if err != nil {
+		return row, err
 	}
-	sample, window := bucketCounts(o.Sample), int(coarseWindow/replan.TunerBucket)
-	busiest := 0
-	for b := range sample {
-		busiest = max(busiest, windowSum(sample, b, window))
-	}
-	perReplica := float64(busiest) / coarseWindow.Seconds() / replicas
-	n0, cur := int(math.Round(replicas)), int(math.Round(replicas))
-	var below time.Duration
-	every := int(coarseEvery / replan.TunerBucket)
-	for b := every - 1; b < len(counts); b += every {
-		r := float64(windowSum(counts, b, window)) / (float64(min(window, b+1)) * replan.TunerBucket.Seconds())
-		want := max(n0, int(math.Ceil(r/perReplica-1e-9)))
+	for b, n := range counts {
 		end := time.Duration(b+1) * replan.TunerBucket
-		switch {
-		case want > cur:
-			cur, below = want, 0
-		case want < cur:
-			if below += coarseEvery; below < coarseSettle {
-				continue
-			}
-			cur, below = want, 0
-		default:
-			below = 0
-			continue
+		tu.Observe(time.Time{}.Add(end), n)
+		if _, ok := tu.Check(); ok {
+			row.Changes = append(row.Changes, simulate.PlanChange{At: end + o.Delay, Plan: tu.Tuned(o.Coarse)})
 		}
-		row.Changes = append(row.Changes, simulate.PlanChange{At: end + o.Delay, Plan: replan.ScaleMachines(o.Coarse, o.Session, func(string) float64 { return float64(cur) / replicas })})
 	}
-	return row
-}
-
-// windowSum is the sum of counts over the window of n buckets ending at b.
-func windowSum(counts []int, b, n int) int {
-	sum := 0
-	for i := max(0, b-n+1); i <= b; i++ {
-		sum += counts[i]
-	}
-	return sum
+	return row, nil
 }
 
 // WriteTuning writes rows as the table of docs/traffic.md.
