@@ -61,10 +61,13 @@ type ServeOptions struct {
 	ConfigWait    time.Duration // --config-wait: how long an admin change waits for its plan
 
 	// What the plan step plans for (docs/traffic.md): --trace and its flags,
-	// or --plan; --tune runs InferLine's tuner on the traced session.
-	Trace    simulate.Traffic // Source, Session, Duration, Target, Search
-	PlanFile string           // --plan: a plan JSON (piccolo plan --no-fusion -o json)
-	Tune     bool             // --tune
+	// or --plan; --tune runs InferLine's tuner on the traced session, or
+	// with --tune-scope pipeline coarse-grained tuning (replan.TunerScopes;
+	// "": module).
+	Trace     simulate.Traffic // Source, Session, Duration, Target, Search
+	PlanFile  string           // --plan: a plan JSON (piccolo plan --no-fusion -o json)
+	Tune      bool             // --tune
+	TuneScope string           // --tune-scope
 
 	TLS        *tls.Config     // HTTPS and gRPC TLS to clients (--tls-*); nil: plain text
 	BackendTLS *tls.Config     // towards the backends that serve TLS (--backend-*); nil: defaults
@@ -294,7 +297,8 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 // trace scaled to a measured rate; it carries the trace's envelope); with
 // --plan, FilePlanner over the file's plan (no fuse step: the plan is of the
 // config's modules as written); else PlanForServing. Errors name the flag:
-// --tune without --trace or with --consul, --trace with --plan, an
+// --tune without --trace or with --consul, an unknown --tune-scope (naming
+// the allowed), --tune-scope pipeline without --tune, --trace with --plan, an
 // unreadable trace or plan, a plan that does not match the config. (The
 // command refuses --trace's own flags given without --trace before.)
 func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dispatcher.Flush, tables io.Writer) (Planner, func(map[replan.Key]float64) map[replan.Key]float64, bool, *TracePlanner, error) {
@@ -304,6 +308,10 @@ func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dis
 		return nil, nil, false, nil, errors.New("--tune needs --trace: the tuner compares the live arrivals with the trace the plan was made for")
 	case o.Trace.File != "" && o.Tune && o.Consul != "":
 		return nil, nil, false, nil, errors.New("--tune with --consul: the tuner runs in a gateway's own control loop only (without --consul)")
+	case o.TuneScope != "" && replan.CheckTunerScope(o.TuneScope) != nil:
+		return nil, nil, false, nil, fmt.Errorf("--tune-scope: %w", replan.CheckTunerScope(o.TuneScope))
+	case o.TuneScope == replan.ScopePipeline && !o.Tune:
+		return nil, nil, false, nil, errors.New("--tune-scope pipeline needs --tune: it chooses what the tuner scales")
 	case o.Trace.File != "" && o.PlanFile != "":
 		return nil, nil, false, nil, errors.New("--trace and --plan both given: serve either a trace's plan (--trace) or a plan written before (--plan)")
 	case o.PlanFile != "":
@@ -321,7 +329,11 @@ func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dis
 		if err != nil {
 			return nil, nil, false, nil, fmt.Errorf("--trace: %w", err)
 		}
-		tp, err := NewTracePlanner(cfg, TracePlannerOptions{Trace: t, Search: o.Trace.Search, Target: o.Trace.Target,
+		scope := replan.ScopeModule
+		if o.Tune && o.TuneScope != "" {
+			scope = o.TuneScope
+		}
+		tp, err := NewTracePlanner(cfg, TracePlannerOptions{Trace: t, Search: o.Trace.Search, Target: o.Trace.Target, Scope: scope,
 			Options: opts, Load: simulate.Options{Session: o.Trace.Session, Duration: o.Trace.Duration, Seed: 1, Flush: flush}, Tables: tables})
 		if err != nil {
 			return nil, nil, false, nil, fmt.Errorf("--trace %s: %w", o.Trace.File, err)

@@ -42,6 +42,7 @@ import (
 type TracePlanner struct {
 	trace    *arrival.Trace
 	search   string
+	scope    string // replan.TunerScopes: what the plan and the Tuner scale
 	target   float64
 	opts     scheduler.Options
 	load     simulate.Options
@@ -59,6 +60,12 @@ type TracePlannerOptions struct {
 	Trace *arrival.Trace
 	// Search is one of simulate.TraceSearches (default "ladder").
 	Search string
+	// Scope is the tuner's, one of replan.TunerScopes (default
+	// replan.ScopeModule): with replan.ScopePipeline (coarse-grained tuning,
+	// `--tune-scope pipeline`) Plan serves the coarse-grained plan
+	// (whole-pipeline replicas, simulate.PlanCoarse) instead of the search's,
+	// and StartTuner scales it in whole pipeline replicas.
+	Scope string
 	// Target is the share of the trace's requests that must meet the SLO in
 	// simulation, in (0, 1] (default 0.99).
 	Target float64
@@ -87,6 +94,12 @@ func NewTracePlanner(cfg *api.Config, o TracePlannerOptions) (*TracePlanner, err
 	if err := simulate.CheckTraceSearch(o.Search); err != nil {
 		return nil, err
 	}
+	if o.Scope == "" {
+		o.Scope = replan.ScopeModule
+	}
+	if err := replan.CheckTunerScope(o.Scope); err != nil {
+		return nil, err
+	}
 	if o.Target == 0 {
 		o.Target = 0.99
 	}
@@ -110,7 +123,7 @@ func NewTracePlanner(cfg *api.Config, o TracePlannerOptions) (*TracePlanner, err
 	}
 	o.Load.Session = name
 	peak := o.Trace.PeakRate(replan.EnvelopeWindow(time.Duration(s.SLO), declared), o.Load.Duration)
-	return &TracePlanner{trace: o.Trace, search: o.Search, target: o.Target, opts: o.Options, load: o.Load, session: name,
+	return &TracePlanner{trace: o.Trace, search: o.Search, scope: o.Scope, target: o.Target, opts: o.Options, load: o.Load, session: name,
 		declared: declared, mean: mean, envelope: max(peak, mean) / mean, source: source, tables: o.Tables}, nil
 }
 
@@ -155,7 +168,8 @@ func (tp *TracePlanner) Scale(rate float64) float64 {
 // type's doc), on the hardware cfg's backends have (as PlanForServing). When no
 // plan up to the trace's peak meets the target, the peak plan is returned
 // and the shortfall written to Tables: serving the best plan there is beats
-// serving none.
+// serving none. With Scope pipeline it returns the coarse-grained plan;
+// error: none meets the target.
 func (tp *TracePlanner) Plan(cfg *api.Config) (*api.Plan, error) {
 	cfg = replan.OnlyPresent(cfg, presentHardware(cfg.Backends))
 	_, rate, err := simulate.SessionRate(cfg, tp.session)
@@ -187,6 +201,12 @@ func (tp *TracePlanner) Plan(cfg *api.Config) (*api.Plan, error) {
 			fmt.Fprintf(&b, "serving the best plan found: %v\n", err)
 		}
 		_, _ = tp.tables.Write(b.Bytes())
+	}
+	if tp.scope == replan.ScopePipeline {
+		if res.Coarse.Plan == nil {
+			return nil, fmt.Errorf("coarse-grained plan (--tune-scope pipeline): no number of pipeline replicas meets the SLO for %.2f%% of session %q's trace", 100*tp.target, tp.session)
+		}
+		return res.Coarse.Plan, nil
 	}
 	return res.Trace.Plan, nil
 }

@@ -39,7 +39,8 @@ func (tp *TracePlanner) Sample(rate float64) (*arrival.Trace, error) {
 func (tp *TracePlanner) Hold(k replan.Key) bool { return k.Session == tp.session }
 
 // StartTuner runs InferLine's Tuner (replan.Tuner, docs/traffic.md "The
-// tuner") on the traced session of this gateway until ctx ends: every
+// tuner"), or with the trace planner's Scope pipeline coarse-grained tuning
+// (replan.CoarseTuner), on the traced session of this gateway until ctx ends: every
 // monitor bucket it reads the session's arrivals (the rate monitor's closed
 // buckets), checks them against the envelope of the trace the served plan was
 // made for, and hands the controller the served plan with the machines it
@@ -65,7 +66,7 @@ func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) erro
 		t := time.NewTicker(bucket)
 		defer t.Stop()
 		var (
-			tu   *replan.Tuner
+			tu   replan.Tuning
 			base *api.Plan
 			pos  int64 = -1
 			buf  []int64
@@ -82,7 +83,7 @@ func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) erro
 				if last.Cause != replan.CauseTune && last.Unplaced != base {
 					sample, err := tp.Sample(last.Rates[replan.Key{Session: tp.session, Module: tp.source}])
 					if err == nil {
-						tu, err = replan.NewTuner(last.Unplaced, tp.session, slo, sample, now)
+						tu, err = replan.NewScopedTuner(tp.scope, last.Unplaced, tp.session, slo, sample, now)
 					}
 					if err != nil {
 						c.log.Warn("tuner off for this plan", zap.Error(err))
@@ -98,7 +99,7 @@ func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) erro
 				for i, n := range buf {
 					tu.Observe(now.Add(-time.Duration(len(buf)-1-i)*bucket), int(n))
 					if d, ok := tu.Check(); ok {
-						c.log.Info("tuner scaled the plan", zap.Bool("up", d.Up), zap.Float64("rate", d.Rate), zap.Duration("window", d.Window),
+						c.log.Info("tuner scaled the plan", zap.String("scope", tp.scope), zap.Bool("up", d.Up), zap.Float64("rate", d.Rate), zap.Duration("window", d.Window),
 							zap.Any("machines", d.Machines))
 						c.ctl.Tune(tu.Tuned(base))
 					}

@@ -64,6 +64,7 @@ type gatewayOptions struct {
 	planFile   string
 	traceFlags *pflag.FlagSet // the command's flags, for which --trace flags were given; nil in tests
 	tune       bool           // --tune: InferLine's tuner on the traced session
+	tuneScope  string         // --tune-scope: module or pipeline
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
@@ -213,6 +214,6 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,
-		ConfigWait: o.configWait, Trace: o.trace, PlanFile: o.planFile, Tune: o.tune, TLS: tlsCfg, BackendTLS: backendTLS,
+		ConfigWait: o.configWait, Trace: o.trace, PlanFile: o.planFile, Tune: o.tune, TuneScope: o.tuneScope, TLS: tlsCfg, BackendTLS: backendTLS,
 		Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}, ready)
 }

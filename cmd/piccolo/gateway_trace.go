@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/piccolo-serving/piccolo/arrival"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -25,6 +26,7 @@ func addGatewayTraceFlags(f *pflag.FlagSet, o *gatewayOptions) {
 	f.StringVar(&o.trace.Search, "trace-search", "ladder", "with --trace: how the trace plan is searched: "+strings.Join(simulate.TraceSearches, ", ")+" (as piccolo plan --trace-search)")
 	f.StringVar(&o.planFile, "plan", "", "serve this plan JSON (written by piccolo plan --no-fusion -o json), checked against the config; re-plans at measured rates above the plan's use --policy (docs/traffic.md)")
 	f.BoolVar(&o.tune, "tune", false, "with --trace, without --consul: run InferLine's tuner on the traced session: scale its modules' machines within a 100 ms bucket when the live arrival envelope exceeds the trace's at any window from the SLO to 60 s, back after 15 s (docs/traffic.md, \"The tuner\"); its rate band is then the tuner's, not the control loop's")
+	f.StringVar(&o.tuneScope, "tune-scope", replan.ScopeModule, "with --tune: what the tuner scales: "+strings.Join(replan.TunerScopes, ", ")+"; pipeline serves the coarse-grained plan (whole-pipeline replicas) and scales every module together (InferLine's coarse-grained baseline, docs/traffic.md)")
 	o.traceFlags = f
 }
 

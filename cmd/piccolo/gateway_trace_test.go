@@ -85,6 +85,8 @@ func TestGatewayTraceFlagErrors(t *testing.T) {
 		{[]string{"--plan", trace}, "--plan: " + trace + ":1: plan JSON"},
 		{[]string{"--tune"}, "--tune needs --trace"},
 		{[]string{"--trace", trace, "--tune", "--consul", "127.0.0.1:1"}, "--tune with --consul"},
+		{[]string{"--trace", trace, "--tune", "--tune-scope", "session"}, `--tune-scope: tuner scope "session": must be one of module, pipeline`},
+		{[]string{"--trace", trace, "--tune-scope", "pipeline"}, "--tune-scope pipeline needs --tune"},
 	} {
 		err := runGatewayCmd(t, append([]string{"-c", cfg, "-c", be}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
