@@ -92,3 +92,56 @@ func TestTracePlannerReplanKeepsBursts(t *testing.T) {
 	}
 	t.Logf("trace plan %.4g; re-plan at 2× envelope (%.4g req/s): %.4g; mean-rate plan at 2× mean: %.4g", got.TotalCost, 2*env, replan.TotalCost, twice.Mean.Plan.TotalCost)
 }
+
+// TestTracePlannerPipelineScope: with Scope pipeline (`--tune-scope
+// pipeline`) the trace planner serves the coarse-grained plan, the same
+// whole number of replicas for every module, as simulate.PlanCoarse makes it;
+// an unknown scope is an error naming the allowed ones.
+func TestTracePlannerPipelineScope(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc, err := arrival.Spec{Kind: "gamma", Rate: 50, CV2: 16}.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := arrival.Record(proc, 60*time.Second, "gamma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := scheduler.Options{Policy: "piccolo"}
+	load := simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}
+	if _, err := NewTracePlanner(cfg, TracePlannerOptions{Trace: tr, Options: opts, Load: load, Scope: "modules"}); err == nil ||
+		!strings.Contains(err.Error(), `"modules"`) || !strings.Contains(err.Error(), "module, pipeline") {
+		t.Errorf("scope \"modules\": error %v; want one naming it and module, pipeline", err)
+	}
+	tp, err := NewTracePlanner(cfg, TracePlannerOptions{Trace: tr, Options: opts, Load: load, Scope: replan.ScopePipeline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tp.Plan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load.Trace = tr
+	want, _, err := simulate.PlanCoarse(cfg, 0.99, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TotalCost != want.Plan.TotalCost {
+		t.Errorf("pipeline scope: cost %.4g; want the coarse-grained plan's %.4g", got.TotalCost, want.Plan.TotalCost)
+	}
+	replicas := -1.0
+	for _, mp := range got.Sessions[0].Modules {
+		n := 0.0
+		for _, g := range mp.Configs {
+			n += g.Machines
+		}
+		if replicas >= 0 && n != replicas || n != float64(int(n)) {
+			t.Errorf("module %s on %.4g machines, another on %.4g; want the same whole number of pipeline replicas", mp.Name, n, replicas)
+		}
+		replicas = n
+		t.Logf("module %s: %.0f replicas on %s", mp.Name, n, mp.Configs[0].Hardware)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -300,12 +301,16 @@ func TestGatewayServesPlanFile(t *testing.T) {
 // replay is 20 s of the same process at 50 req/s, then 30 s at 100 req/s.
 // The gateway serves it twice: with --tune (the tuner scales the machines,
 // no re-plan), and without (today's control loop re-plans for the trace
-// scaled to the measured envelope). It logs the plans made live over time
-// and the attainment of each run; it asserts that the tuner scaled up within
-// 2 s of the step and that its run kept at least the control loop's
+// scaled to the measured envelope). It logs the plans made live over time,
+// the attainment of each run (all, and from the step on) and the
+// machine-seconds served over the replay; it asserts that the tuner scaled up
+// within 2 s of the step and that its run kept at least the control loop's
 // attainment minus a point (timing on a shared machine). About 2 minutes;
 // PICCOLO_TUNE_SHAPE=ramp replays TestTuningComparison's diurnal ramp
-// instead (about 5 minutes):
+// instead (about 5 minutes). PICCOLO_TUNE_SCOPE=pipeline runs coarse-grained
+// tuning instead (--tune --tune-scope pipeline: the coarse-grained plan
+// scaled in whole pipeline replicas, on a pool twice that plan's), one run,
+// asserting that it scaled up after the change:
 //
 //	PICCOLO_TUNE_LIVE=1 go test -count=1 -run TestGatewayTunerRateStepLive -v ./cmd/piccolo
 func TestGatewayTunerRateStepLive(t *testing.T) {
@@ -318,7 +323,8 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 	}
 	write := func(name string, offs []time.Duration) string { return writeOffsets(t, dir, name, offs) }
 	const before = 20 * time.Second
-	samplePath := write("sample.txt", record(50, 60*time.Second, 1).Offsets)
+	sample := record(50, 60*time.Second, 1)
+	samplePath := write("sample.txt", sample.Offsets)
 	step := append([]time.Duration(nil), record(50, before, 2).Offsets...)
 	for _, at := range record(100, 30*time.Second, 3).Offsets {
 		step = append(step, before+at)
@@ -338,31 +344,63 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 		step, change = w.Offsets, 0
 	}
 	stepPath := write("step.txt", step)
-	cfgPath, _, _ := writeDemo(t, dir)
+	span := step[len(step)-1]
+	cfgPath, _, cfg := writeDemo(t, dir)
+	type run struct {
+		name  string
+		tune  bool
+		scope string
+		pool  map[string]int
+	}
+	runs := []run{{name: "--tune", tune: true, scope: replan.ScopeModule}, {name: "without (control loop)"}}
+	pool := map[string]int{"v100": 24, "t4": 24}
+	if os.Getenv("PICCOLO_TUNE_SCOPE") == replan.ScopePipeline {
+		coarse, _, err := simulate.PlanCoarse(cfg, 0.99, simulate.Options{Trace: sample, Seed: 1, Flush: dispatcher.FlushIdle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		big := maps.Clone(pool)
+		for hw, n := range poolOf(coarse.Plan) {
+			big[hw] = max(2*n, pool[hw])
+		}
+		runs = []run{{name: "--tune --tune-scope pipeline", tune: true, scope: replan.ScopePipeline, pool: big}}
+		t.Logf("coarse-grained plan: cost %.4g, machines %v; pool %v", coarse.Plan.TotalCost, poolOf(coarse.Plan), big)
+	}
 	attained := map[bool]float64{}
-	for _, tune := range []bool{true, false} {
+	for _, ru := range runs {
 		ctx, cancel := context.WithCancel(context.Background())
-		bePath := startSimPool(t, ctx, dir, cfgPath, map[string]int{"v100": 24, "t4": 24})
+		if ru.pool == nil {
+			ru.pool = pool
+		}
+		bePath := startSimPool(t, ctx, dir, cfgPath, ru.pool)
 		var mu sync.Mutex
 		var events []string
 		var firstAfter time.Duration = -1
 		var start time.Time
+		type served struct {
+			at       time.Duration
+			machines float64
+		}
+		var plans []served // the machines served from each time on, from the replay's start
 		o := &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 			policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true,
-			logFmt: "json", drain: time.Second, tune: tune,
+			logFmt: "json", drain: time.Second, tune: ru.tune, tuneScope: ru.scope,
 			trace: simulate.Traffic{Source: arrival.Source{File: samplePath, Speed: 1}, Target: 0.99, Search: "ladder"},
 			onPlan: func(e controlplane.PlanEvent) {
 				mu.Lock()
 				defer mu.Unlock()
+				m := planMachines(e.Plan)
 				if start.IsZero() {
-					events = append(events, fmt.Sprintf("%s: cost %.4g", e.Cause, e.Plan.TotalCost))
+					plans = []served{{0, m}}
+					events = append(events, fmt.Sprintf("%s: cost %.4g, %.1f machines", e.Cause, e.Plan.TotalCost, m))
 					return
 				}
 				at := time.Since(start)
 				if firstAfter < 0 && at > change {
 					firstAfter = at - change
 				}
-				events = append(events, fmt.Sprintf("%.1fs %s: cost %.4g", at.Seconds(), e.Cause, e.Plan.TotalCost))
+				plans = append(plans, served{at, m})
+				events = append(events, fmt.Sprintf("%.1fs %s: cost %.4g, %.1f machines", at.Seconds(), e.Cause, e.Plan.TotalCost, m))
 			}}
 		url, _ := startGateway(t, ctx, o)
 		mu.Lock()
@@ -371,17 +409,51 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 		r := replayTrace(t, url, stepPath, 0)
 		cancel()
 		mu.Lock()
-		t.Logf("tune=%v: %d sent, errors %v, SLO attainment %.2f%%, p99 %.0f ms; first plan change %v after the change; plans: %s; seconds with a miss: %s",
-			tune, r.Sent, r.Errors, 100*r.SLOAttainment, r.P99Ms, firstAfter, strings.Join(events, "; "), r.misses())
-		if tune && change > 0 && (firstAfter < 0 || firstAfter > 2*time.Second) {
+		// Machine-seconds over the replay's span, and the share within the
+		// SLO of the requests sent from the change on.
+		machineS, peak := 0.0, 0.0
+		for i, p := range plans {
+			end := span
+			if i+1 < len(plans) {
+				end = min(plans[i+1].at, span)
+			}
+			machineS += p.machines * max(0, (end-min(p.at, span)).Seconds())
+			peak = max(peak, p.machines)
+		}
+		var sent, within int64
+		for k, sec := range r.Seconds {
+			if time.Duration(k)*time.Second >= change {
+				sent, within = sent+sec.Sent, within+sec.Within
+			}
+		}
+		t.Logf("%s: %d sent, errors %v, SLO attainment %.2f%% (from the change on %.2f%%), p99 %.0f ms; first plan change %v after the change; %.0f machine-seconds over %.1f s, most machines %.1f; plans: %s; seconds with a miss: %s",
+			ru.name, r.Sent, r.Errors, 100*r.SLOAttainment, 100*float64(within)/float64(max(sent, 1)), r.P99Ms, firstAfter, machineS, span.Seconds(), peak,
+			strings.Join(events, "; "), r.misses())
+		switch {
+		case ru.scope == replan.ScopeModule && change > 0 && (firstAfter < 0 || firstAfter > 2*time.Second):
 			t.Errorf("tuner: first plan change %v after the step; want within 2 s", firstAfter)
+		case ru.scope == replan.ScopePipeline && firstAfter < 0:
+			t.Errorf("coarse-grained tuning: no plan change after the change; want a scale-up")
 		}
 		mu.Unlock()
-		attained[tune] = r.SLOAttainment
+		attained[ru.tune] = r.SLOAttainment
 	}
-	if attained[true] < attained[false]-0.01 {
+	if len(runs) == 2 && attained[true] < attained[false]-0.01 {
 		t.Errorf("attainment with the tuner %.2f%%, without %.2f%%: want the tuner no worse", 100*attained[true], 100*attained[false])
 	}
+}
+
+// planMachines is the plan's machines, all sessions and modules.
+func planMachines(p *api.Plan) float64 {
+	n := 0.0
+	for _, sp := range p.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				n += g.Machines
+			}
+		}
+	}
+	return n
 }
 
 // startSimPool starts count sim backends of each hardware type (v100, t4:
