@@ -23,14 +23,7 @@ func TestTracePlannerReplanKeepsBursts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := arrival.Spec{Kind: "gamma", Rate: 50, CV2: 16}.New(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := arrival.Record(proc, 120*time.Second, "gamma")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := demoGamma(t, 120*time.Second)
 	opts := scheduler.Options{Policy: "piccolo"}
 	load := simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}
 	var tables strings.Builder
@@ -102,14 +95,7 @@ func TestTracePlannerPipelineScope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := arrival.Spec{Kind: "gamma", Rate: 50, CV2: 16}.New(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := arrival.Record(proc, 60*time.Second, "gamma")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := demoGamma(t, 60*time.Second)
 	opts := scheduler.Options{Policy: "piccolo"}
 	load := simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}
 	if _, err := NewTracePlanner(cfg, TracePlannerOptions{Trace: tr, Options: opts, Load: load, Scope: "modules"}); err == nil ||
@@ -144,4 +130,19 @@ func TestTracePlannerPipelineScope(t *testing.T) {
 		replicas = n
 		t.Logf("module %s: %.0f replicas on %s", mp.Name, n, mp.Configs[0].Hardware)
 	}
+}
+
+// demoGamma records d of gamma CV² 16 arrivals at the demo chain's 50
+// req/s (seed 1).
+func demoGamma(t *testing.T, d time.Duration) *arrival.Trace {
+	t.Helper()
+	proc, err := arrival.Spec{Kind: "gamma", Rate: 50, CV2: 16}.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := arrival.Record(proc, d, "gamma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }

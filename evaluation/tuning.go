@@ -137,11 +137,11 @@ func Tuning(o TuningOptions) ([]TuningRow, error) {
 			r.After = float64(within) / float64(arrived)
 		}
 		r.FirstUp = -1
-		prev := machines(base)
+		prev := PlanMachines(base)
 		r.Peak = prev
 		at, cost := time.Duration(0), base.TotalCost
 		for _, c := range r.Changes {
-			m := machines(c.Plan)
+			m := PlanMachines(c.Plan)
 			if r.FirstUp < 0 && c.At >= o.Change && m > prev {
 				r.FirstUp = c.At - o.Change
 			}
@@ -169,8 +169,9 @@ func bucketCounts(t *arrival.Trace) []int {
 	return counts
 }
 
-// machines is the plan's machines, all sessions.
-func machines(p *api.Plan) float64 {
+// PlanMachines is the plan's machines (Σ groups' Machines, fractional), all
+// sessions and modules.
+func PlanMachines(p *api.Plan) float64 {
 	n := 0.0
 	for _, sp := range p.Sessions {
 		for _, mp := range sp.Modules {

@@ -79,7 +79,7 @@ func TestTuningComparison(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("trace plan cost %.4g (%.1f machines), coarse-grained %.4g (%.1f machines)",
-		plan.TotalCost, machines(plan), coarse.Plan.TotalCost, machines(coarse.Plan))
+		plan.TotalCost, PlanMachines(plan), coarse.Plan.TotalCost, PlanMachines(coarse.Plan))
 
 	step := gammaTrace(t, 50, 20*time.Second, 2)
 	for _, at := range gammaTrace(t, 100, 40*time.Second, 3).Offsets {

@@ -18,6 +18,7 @@ import (
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
+	"github.com/piccolo-serving/piccolo/evaluation"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
@@ -389,7 +390,7 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 			onPlan: func(e controlplane.PlanEvent) {
 				mu.Lock()
 				defer mu.Unlock()
-				m := planMachines(e.Plan)
+				m := evaluation.PlanMachines(e.Plan)
 				if start.IsZero() {
 					plans = []served{{0, m}}
 					events = append(events, fmt.Sprintf("%s: cost %.4g, %.1f machines", e.Cause, e.Plan.TotalCost, m))
@@ -441,19 +442,6 @@ func TestGatewayTunerRateStepLive(t *testing.T) {
 	if len(runs) == 2 && attained[true] < attained[false]-0.01 {
 		t.Errorf("attainment with the tuner %.2f%%, without %.2f%%: want the tuner no worse", 100*attained[true], 100*attained[false])
 	}
-}
-
-// planMachines is the plan's machines, all sessions and modules.
-func planMachines(p *api.Plan) float64 {
-	n := 0.0
-	for _, sp := range p.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				n += g.Machines
-			}
-		}
-	}
-	return n
 }
 
 // startSimPool starts count sim backends of each hardware type (v100, t4:

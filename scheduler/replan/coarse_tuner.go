@@ -103,14 +103,9 @@ func NewCoarseTuner(plan *api.Plan, session string, sample *arrival.Trace) (*Coa
 	if !(busiest > 0) {
 		return nil, errors.New("coarse-grained tuner: the planning trace has no arrivals")
 	}
-	var sp *api.SessionPlan
-	for i := range plan.Sessions {
-		if plan.Sessions[i].Name == session {
-			sp = &plan.Sessions[i]
-		}
-	}
-	if sp == nil || sp.Error != "" {
-		return nil, fmt.Errorf("coarse-grained tuner: session %q is not planned in the plan", session)
+	sp, err := plannedSession(plan, session)
+	if err != nil {
+		return nil, fmt.Errorf("coarse-grained tuner: %w", err)
 	}
 	c := &CoarseTuner{session: session, planned: map[string]float64{}, window: make([]int, int(CoarseWindow/TunerBucket))}
 	for _, mp := range sp.Modules {

@@ -146,14 +146,9 @@ func NewTuner(plan *api.Plan, session string, slo time.Duration, sample *arrival
 	if !(lambda > 0) {
 		return nil, errors.New("tuner: the planning trace has fewer than two arrivals")
 	}
-	var sp *api.SessionPlan
-	for i := range plan.Sessions {
-		if plan.Sessions[i].Name == session {
-			sp = &plan.Sessions[i]
-		}
-	}
-	if sp == nil || sp.Error != "" {
-		return nil, fmt.Errorf("tuner: session %q is not planned in the plan", session)
+	sp, err := plannedSession(plan, session)
+	if err != nil {
+		return nil, fmt.Errorf("tuner: %w", err)
 	}
 	t := &Tuner{session: session, windows: TunerWindows(slo), sample: SampleEnvelope(sample, slo), lambda: lambda,
 		planned: map[string]float64{}, rho: map[string]float64{}, current: map[string]float64{}, rhoMin: math.Inf(1),
@@ -175,6 +170,16 @@ func NewTuner(plan *api.Plan, session string, slo time.Duration, sample *arrival
 		t.rhoMin = math.Min(t.rhoMin, t.rho[mp.Name])
 	}
 	return t, nil
+}
+
+// plannedSession is session's plan in plan. Error: not in it, or not planned.
+func plannedSession(plan *api.Plan, session string) (*api.SessionPlan, error) {
+	for i := range plan.Sessions {
+		if sp := &plan.Sessions[i]; sp.Name == session && sp.Error == "" {
+			return sp, nil
+		}
+	}
+	return nil, fmt.Errorf("session %q is not planned in the plan", session)
 }
 
 func sessionRate(sp *api.SessionPlan) float64 {
