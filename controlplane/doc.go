@@ -78,6 +78,8 @@
 // control loop's Options.Covers. FilePlanner (`--plan FILE`) serves a plan
 // JSON checked once against the config. Both are immutable after their
 // constructor and safe from any goroutine. EmbeddedControl.StartTuner
-// (tuning.go, `--tune`) runs replan.Tuner in its own goroutine, reading the
+// (tuning.go, `--tune`) runs replan.Tuner (or, with the trace planner's
+// Scope pipeline, `--tune-scope pipeline`, replan.CoarseTuner on the
+// coarse-grained plan) in its own goroutine, reading the
 // rate monitor's buckets and calling Controller.Tune (docs/traffic.md).
 package controlplane

@@ -93,5 +93,9 @@
 // without a planner run (cause "tune"). Options.Hold hands such modules' rate
 // band to the Tuner; Options.Covers says what rates a plan carries (a trace
 // plan: its trace's envelope). Counter.Closed reads a monitor counter's closed
-// buckets for it.
+// buckets for it. CoarseTuner (coarse_tuner.go) is coarse-grained tuning, the
+// baseline InferLine measures its Tuner against (§7, after AutoScale): the
+// same contract (the Tuning interface), whole-pipeline replicas scaled
+// together on the last 5 s's rate; NewScopedTuner picks one by scope
+// (TunerScopes: module, pipeline).
 package replan
