@@ -45,6 +45,11 @@ type Tuning interface {
 	Tuned(plan *api.Plan) *api.Plan
 }
 
+var (
+	_ Tuning = (*Tuner)(nil)
+	_ Tuning = (*CoarseTuner)(nil)
+)
+
 // NewScopedTuner returns the tuner of scope (one of TunerScopes) for session
 // in plan, planned for the trace sample: a Tuner for ScopeModule, a
 // CoarseTuner for ScopePipeline. Errors: an unknown scope (naming the
