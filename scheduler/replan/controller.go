@@ -575,7 +575,7 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 			delete(c.downFrom, k)
 			continue
 		}
-		check := func(out bool, since map[Key]time.Time, sustain time.Duration) {
+		check := func(out bool, since map[Key]time.Time, sustain time.Duration, dir string) {
 			if !out {
 				delete(since, k)
 				return
@@ -590,12 +590,15 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 					first = s
 				}
 				fired = true
+				c.o.Logger.Info("rate out of the plan's band", zap.String("session", k.Session), zap.String("module", k.Module),
+					zap.String("direction", dir), zap.Float64("planned_rps", planned), zap.Float64("current_rps", current[k]),
+					zap.Float64("envelope_rps", m), zap.Duration("for", now.Sub(s)))
 			}
 		}
-		check(current[k] > planned*(1+c.o.HysteresisUp), c.upSince, c.o.SustainUp)
+		check(current[k] > planned*(1+c.o.HysteresisUp), c.upSince, c.o.SustainUp, "up")
 		floor := c.floor(k)
 		// Below the band, unless already planned at the floor.
-		check(m < planned*(1-c.o.HysteresisDown) && planned > floor*(1+1e-9), c.downFrom, c.o.SustainDown)
+		check(m < planned*(1-c.o.HysteresisDown) && planned > floor*(1+1e-9), c.downFrom, c.o.SustainDown, "down")
 	}
 	return first, fired
 }
