@@ -244,10 +244,13 @@ type Controller struct {
 	rates  atomic.Pointer[rateState] // what PlanningRates reads; written by Run's goroutine
 
 	// Owned by Run's goroutine.
-	cfg      *api.Config
-	decl     map[Key]float64 // cfg's module rates
-	members  []placement.Member
-	hwSet    string // sorted hardware types present, joined
+	cfg     *api.Config
+	decl    map[Key]float64 // cfg's module rates
+	members []placement.Member
+	hwSet   string // sorted hardware types present, joined
+	// fitted: the planner's last plan missed devices of the pool and was
+	// fitted to it (fitPool); a membership change plans again while set.
+	fitted   bool
 	placed   *api.Plan
 	pubCfg   *api.Config // the config placed was published with
 	unplaced *api.Plan
@@ -492,7 +495,7 @@ func (c *Controller) step(now time.Time) {
 		old := c.hwSet
 		c.setMembers(in.members)
 		raise(CauseMembership, in.membersAt)
-		plan = plan || old != c.hwSet
+		plan = plan || old != c.hwSet || c.fitted
 	}
 	if in.manual {
 		raise(CauseManual, in.manualAt)

@@ -21,7 +21,13 @@ const fitTries = 6
 // devices and requests fail late (docs/calibration.md, "Pool-aware
 // planning"). Returns p itself when it fits or nothing fits better; the
 // plan's costs are its true costs (no price is changed).
+//
+// It records whether the planner's plan missed devices (Controller.fitted):
+// while it did, a membership change plans again, as the pool that grew may
+// now hold it (members join one by one, and the first join of a new type
+// would otherwise fix the plan for the pool as it was then).
 func (c *Controller) fitPool(cfg *api.Config, p *api.Plan, err error) (*api.Plan, error) {
+	c.fitted = false
 	if len(c.members) == 0 {
 		return p, err
 	}
@@ -29,6 +35,7 @@ func (c *Controller) fitPool(cfg *api.Config, p *api.Plan, err error) (*api.Plan
 	if missing == 0 {
 		return p, err
 	}
+	c.fitted = true
 	tries := 0
 	for missing > 0 && tries < fitTries {
 		short := c.shortTypes(p)

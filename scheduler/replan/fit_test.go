@@ -75,3 +75,29 @@ func TestFitPool(t *testing.T) {
 		t.Errorf("with 20 v100 the plan costs %.3f; want the cheapest plan's %.3f", pl.TotalCost, cheapest.TotalCost)
 	}
 }
+
+// TestFitPoolPlansAgainWhenThePoolGrows: a plan fitted to a short pool is
+// planned again when members of a type it was short of join, though the
+// pool's hardware types stay the same (members join one by one; the first
+// of a type would otherwise fix the plan for the pool as it was then).
+func TestFitPoolPlansAgainWhenThePoolGrows(t *testing.T) {
+	base, err := api.Load("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := slowed(base, 1.6)
+	cheapest, err := scheduler.Plan(cfg, scheduler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, cfg, members(map[string]int{"t4": 8, "v100": 6}), Options{})
+	if got := h.last().Unplaced.TotalCost; got == cheapest.TotalCost {
+		t.Fatalf("on 8 t4 and 6 v100 the plan costs %.3f, the cheapest plan's; want one fitted to the pool", got)
+	}
+	h.now = h.now.Add(time.Second)
+	h.c.SetMembers(members(map[string]int{"t4": 8, "v100": 20}))
+	h.c.step(h.now)
+	if got := h.last(); got.Cause != CauseMembership || got.Unplaced.TotalCost != cheapest.TotalCost {
+		t.Errorf("after 14 v100 joined: last plan %s at cost %.3f; want a membership re-plan to the cheapest plan's %.3f", got.Cause, got.Unplaced.TotalCost, cheapest.TotalCost)
+	}
+}
