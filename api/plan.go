@@ -113,6 +113,14 @@ func (p *Plan) Machines() iter.Seq[PlacedMachine] {
 	}
 }
 
+// Placed reports whether any machine of p names a backend (a placed plan).
+func (p *Plan) Placed() bool {
+	for range p.Machines() {
+		return true
+	}
+	return false
+}
+
 // Backends yields each backend id p is placed on once, in order of first use
 // (slices.Sorted(p.Backends()) for a sorted list).
 func (p *Plan) Backends() iter.Seq[string] {

@@ -16,7 +16,7 @@ import "github.com/piccolo-serving/piccolo/api"
 // Shared, the machines round-robin made share a backend, when it fell back.
 func placeStatic(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference) (*api.Plan, Shortfall, error) {
 	var short Shortfall
-	if plan != nil && !namesBackends(plan) {
+	if plan != nil && !plan.Placed() {
 		placed, s, err := pack(plan, members, prev, avoid)
 		if err == nil && s.Err() == nil {
 			return placed, s, nil
@@ -37,17 +37,4 @@ func Members(bs []api.Backend) []Member {
 		out[i] = Member{ID: b.ID, Hardware: b.Hardware}
 	}
 	return out
-}
-
-func namesBackends(plan *api.Plan) bool {
-	for _, sp := range plan.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				if len(g.Backends) > 0 {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }

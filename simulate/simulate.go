@@ -455,19 +455,7 @@ func (s *sim) run() {
 // checkChanges checks Options.Changes against plan: in time order, unplaced,
 // every planned session of plan in each change's plan with the same modules.
 func checkChanges(plan *api.Plan, changes []PlanChange) error {
-	placed := func(p *api.Plan) bool {
-		for _, sp := range p.Sessions {
-			for _, mp := range sp.Modules {
-				for _, g := range mp.Configs {
-					if len(g.Backends) > 0 {
-						return true
-					}
-				}
-			}
-		}
-		return false
-	}
-	if len(changes) > 0 && placed(plan) {
+	if len(changes) > 0 && plan.Placed() {
 		return errors.New("plan changes: the plan is placed (names backends); changes simulate unplaced plans (--place=false)")
 	}
 	for i, c := range changes {
@@ -476,7 +464,7 @@ func checkChanges(plan *api.Plan, changes []PlanChange) error {
 			return fmt.Errorf("plan change %d: no plan", i)
 		case c.At < 0 || (i > 0 && c.At < changes[i-1].At):
 			return fmt.Errorf("plan change %d at %v: times must be ≥ 0 and in order", i, c.At)
-		case placed(c.Plan):
+		case c.Plan.Placed():
 			return fmt.Errorf("plan change %d at %v: the plan is placed (names backends); changes simulate unplaced plans", i, c.At)
 		}
 		for _, sp := range plan.Sessions {
