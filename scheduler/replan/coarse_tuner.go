@@ -125,7 +125,7 @@ func NewCoarseTuner(plan *api.Plan, session string, sample *arrival.Trace) (*Coa
 		c.replicas = math.Max(c.replicas, n)
 	}
 	c.perReplica = busiest / c.replicas
-	c.n0 = int(math.Round(c.replicas))
+	c.n0 = max(1, int(math.Round(c.replicas)))
 	c.cur = c.n0
 	return c, nil
 }
@@ -172,8 +172,11 @@ func (c *CoarseTuner) Check() (TunerDecision, bool) {
 	return d, true
 }
 
-// factor is the pipeline's replicas now / the plan's: every module's.
-func (c *CoarseTuner) factor() float64 { return float64(c.cur) / c.replicas }
+// factor is the scale of the plan now: replicas now over the plan's whole
+// replicas (n0), so that back at n0 the tuned plan is the plan itself (with
+// the plan's fractional replicas, 2.5 say, cur/replicas at n0 = 3 left the
+// pipeline 20% over the plan for good).
+func (c *CoarseTuner) factor() float64 { return float64(c.cur) / float64(c.n0) }
 
 // Replicas returns the pipeline replicas now.
 func (c *CoarseTuner) Replicas() int { return c.cur }
