@@ -76,6 +76,7 @@ type Health struct {
 	wg       sync.WaitGroup
 
 	prior                          atomic.Uint64 // float64 bits: the pace of a backend not measured yet (spreadPrior)
+	unpaced                        atomic.Int64  // backends of byID not measured yet: spreadPrior runs while > 0
 	batches, hedgesWon, hedgesLost atomic.Uint64
 	hedgeNanos                     atomic.Int64
 	retries                        [numRetryReasons]atomic.Uint64
@@ -199,6 +200,7 @@ func (h *Health) entry(id string) *backendHealth {
 		bh = &backendHealth{id: id, models: map[string][2]int{}}
 		bh.SetPace(math.Float64frombits(h.prior.Load())) // not measured yet: the measured backends' pace
 		h.byID[id] = bh
+		h.unpaced.Add(1)
 	}
 	return bh
 }
@@ -548,9 +550,9 @@ type paceWindow struct {
 // slower than profiled is expected so from its next batch, before the
 // calibration trusts it (10 batches) and a plan is made from that
 // (docs/calibration.md, "Admission before calibration"); one stalled batch
-// does not outlast the next. Per batch: one lock, no allocation; then
-// spreadPrior.
-func (h *Health) paced(bh *backendHealth, ratio float64) {
+// does not outlast the next. Per batch, at now: the backend's lock, no
+// allocation; then, while a backend is not measured yet, spreadPrior.
+func (h *Health) paced(bh *backendHealth, ratio float64, now time.Time) {
 	if ratio <= 0 {
 		return
 	}
@@ -571,11 +573,14 @@ func (h *Health) paced(bh *backendHealth, ratio float64) {
 		second = first
 	}
 	bh.SetPace(second)
-	bh.paceMu.Unlock()
-	bh.paceRatio.Store(math.Float64bits(second))
-	now := time.Now()
+	if bh.paceRatio.Swap(math.Float64bits(second)) == 0 {
+		h.unpaced.Add(-1)
+	}
 	bh.pacedAt.Store(now.UnixNano())
-	h.spreadPrior(now)
+	bh.paceMu.Unlock()
+	if h.unpaced.Load() > 0 {
+		h.spreadPrior(now)
+	}
 }
 
 // priorWindow: the backends measured this recently make the prior (one the
@@ -587,7 +592,10 @@ const priorWindow = 2 * time.Second
 // with every device slower than profiled, the first batch
 // of each is expected so, not only its second; with one device slow, the
 // others are not taken for it. A backend measured since keeps its own.
-// Per batch: O(backends), under h.mu.
+// O(backends), under h.mu: paced calls it only while a backend of the pool
+// is not measured yet (h.unpaced), so once every backend has run a full
+// batch no batch takes the pool-wide lock; a backend that joins later gets
+// the last prior and turns the sweep on again until it is measured.
 func (h *Health) spreadPrior(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

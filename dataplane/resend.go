@@ -157,8 +157,8 @@ const failedRatio = 2.5
 // queue behind other dispatchers' batches on a shared backend is not slowness.
 // A batch of n items (dummies included) that succeeded is also the
 // calibration's sample (HealthOptions.Calibration; backendHealth.ran says
-// for how long it ran): one lock and a ring write a batch, nothing per
-// request.
+// for how long it ran) and, for a full batch, its backend's pace (Health.paced):
+// per batch, the estimator's lock and the backend's, nothing per request.
 func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.Duration, start time.Time, n int, err error) {
 	if bh == nil {
 		return
@@ -172,7 +172,7 @@ func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.D
 			if run, ok := bh.ran(start, now, s.Concurrency, wait); ok {
 				c.Observe(lm.model, s.Hardware, s.Backend, n, s.Concurrency, run, now)
 				if p := lm.profiledAt(s); p > 0 && n >= s.Batch {
-					lm.h.paced(bh, float64(run)/float64(p))
+					lm.h.paced(bh, float64(run)/float64(p), now)
 				}
 			}
 		}
