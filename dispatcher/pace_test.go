@@ -88,6 +88,9 @@ func TestPaceSteersToTheFasterMachine(t *testing.T) {
 		submitAt(t, clock, d, time.Duration(i)*200*time.Millisecond, tr.item(time.Time{}), nil)
 	}
 	clock.Run(t0.Add(time.Second))
+	if len(s.batches) != 3 {
+		t.Fatalf("%d batches sent; want 3", len(s.batches))
+	}
 	for _, b := range s.batches {
 		if b.slot != "m/g0m1(fast)" {
 			t.Errorf("batch at %v went to %s; want the fast machine while it is idle", b.at, b.slot)
