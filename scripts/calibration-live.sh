@@ -29,6 +29,10 @@ V100S=${V100S:-6}
 WARM=${WARM:-10}
 MEASURE=${MEASURE:-$([ "$MODE" = step ] && echo 70 || echo 40)}
 RATE=${RATE:-50}
+# PORTS: the first of the ports it takes (gateway PORTS and PORTS+1, backends
+# from PORTS+11, their metrics 1000 above), so that two runs can share a host.
+PORTS=${PORTS:-19290}
+GW=127.0.0.1:$PORTS
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -43,7 +47,7 @@ echo "uptime: $(uptime)"
 for cal in $CAL; do
   bpids=()
   echo "backends:" > "$work/backends.yaml"
-  port=19300
+  port=$((PORTS + 10))
   for hw in t4 v100; do
     n=$T4S; [ $hw = v100 ] && n=$V100S
     for i in $(seq 0 $((n - 1))); do
@@ -57,17 +61,17 @@ for cal in $CAL; do
     done
   done
   sleep 1
-  "$P" gateway -c $CFG -c "$work/backends.yaml" --listen 127.0.0.1:19290 --grpc-listen 127.0.0.1:19291 \
+  "$P" gateway -c $CFG -c "$work/backends.yaml" --listen $GW --grpc-listen 127.0.0.1:$((PORTS + 1)) \
     --calibration=$cal ${CALFILE:+$([ "$cal" = true ] && echo --calibration-file="$CALFILE")} --watch=false >"$work/g.log" 2>&1 &
   G=$!
   pids+=($G)
-  for _ in $(seq 50); do curl -sf 127.0.0.1:19290/v2/health/ready >/dev/null && break; sleep 0.2; done
+  for _ in $(seq 50); do curl -sf $GW/v2/health/ready >/dev/null && break; sleep 0.2; done
   echo "calibration=$cal MODE=$MODE SLOW=$SLOW"
   if [ "$MODE" = step ]; then
     (
       for k in 1.1 1.2 1.3 1.4 1.5 1.6; do
         f=$(python3 -c "print(min($k, $SLOW))")
-        for mport in 20301 $((20301 + T4S)); do # t4-0, v100-0
+        for mport in $((PORTS + 1011)) $((PORTS + 1011 + T4S)); do # t4-0, v100-0
           curl -s -X PUT -d "{\"slow\": $f}" 127.0.0.1:$mport/admin/faults >/dev/null
         done
         sleep 10
@@ -78,14 +82,14 @@ for cal in $CAL; do
   if [ -n "${TIMELINE:-}" ]; then
     ( t0=$(date +%s.%N); while kill -0 $G 2>/dev/null; do
         printf '%s %s\n' "$(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))")" \
-          "$(curl -s 127.0.0.1:19290/metrics | grep -E '^piccolo_gateway_requests_total\{.*code="(504|503|429)"' | sed -E 's/.*code="([0-9]+)".* ([0-9]+)$/\1=\2/' | tr '\n' ' ')"
+          "$(curl -s $GW/metrics | grep -E '^piccolo_gateway_requests_total\{.*code="(504|503|429)"' | sed -E 's/.*code="([0-9]+)".* ([0-9]+)$/\1=\2/' | tr '\n' ' ')"
         sleep 0.5; done >"$work/timeline.txt" 2>/dev/null ) &
     pids+=($!)
   fi
-  "$P" loadgen --target http://127.0.0.1:19290 --session paper-chain --rate $RATE --duration ${WARM}s --seed 1 -q -o json >"$work/warm.json" &
+  "$P" loadgen --target http://$GW --session paper-chain --rate $RATE --duration ${WARM}s --seed 1 -q -o json >"$work/warm.json" &
   L=$!
   sleep "$WARM"
-  "$P" loadgen --target http://127.0.0.1:19290 --session paper-chain --rate $RATE --duration ${MEASURE}s --seed 2 -q -o json >"$work/measure.json"
+  "$P" loadgen --target http://$GW --session paper-chain --rate $RATE --duration ${MEASURE}s --seed 2 -q -o json >"$work/measure.json"
   wait $L
   report "$work/warm.json" "0-${WARM}s"
   if [ -n "${TIMELINE:-}" ]; then # the seconds in which the 504 or refusal counts grew
@@ -93,9 +97,9 @@ for cal in $CAL; do
       if (k != last && n++ < 40) print "  t=" $1 "s" k; last = k}' "$work/timeline.txt"
   fi
   report "$work/measure.json" "then ${MEASURE}s"
-  curl -s 127.0.0.1:19290/metrics | grep -E '^piccolo_plan_replans_total\{.*\} [1-9]' | sed 's/^/  /' || true
+  curl -s $GW/metrics | grep -E '^piccolo_plan_replans_total\{.*\} [1-9]' | sed 's/^/  /' || true
   grep -o '"msg":"profiles drifting[^}]*' "$work/g.log" | head -3 | sed 's/^/  /' || true
-  "$P" status --target http://127.0.0.1:19290 2>/dev/null | sed -n '/^calibration/,/^$/p' | sed 's/^/  /' || true
+  "$P" status --target http://$GW 2>/dev/null | sed -n '/^calibration/,/^$/p' | sed 's/^/  /' || true
   kill $G; wait $G 2>/dev/null || true
   [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$work/g.log" "$KEEP/gateway-$MODE-$SLOW-$cal.log"
   for p in "${bpids[@]}"; do kill "$p" 2>/dev/null || true; done
