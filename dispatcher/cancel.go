@@ -38,14 +38,14 @@ func (d *Dispatcher) Sweep() int {
 				b.minDL = it.Deadline
 			}
 		}
-		switch at := b.minDL.Add(-b.g.lead()); {
+		switch at := q.sendBy(b.minDL, now); {
 		case len(b.Items) == 0 || b.minDL.IsZero():
 			if q.armed {
 				q.armed = false
 				q.timer.Stop()
 			}
 		case q.armed && at.After(now) && at.After(q.flushAt):
-			q.arm(at, now) // its oldest item left: the flush can wait longer
+			q.retime(at, now) // its oldest item left: the flush can wait longer
 		}
 	}
 	for _, ms := range [2][]*machine{d.st.machines, d.spare} {
@@ -68,7 +68,8 @@ func (d *Dispatcher) Sweep() int {
 				if d.admit {
 					m.resync(now)
 				}
-				m.g.refresh()
+				m.g.refresh(now)
+				d.retimeLocked(m, now)
 			}
 		}
 	}

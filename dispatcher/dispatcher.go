@@ -477,8 +477,9 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 			}
 		}
 	}
+	now := d.clock.Now()
 	for _, g := range st.groups {
-		g.refresh()
+		g.refresh(now)
 		g.share = g.weight / st.sumGroup
 		st.maxLoad = max(st.maxLoad, g.share*g.duration.Seconds()/g.occupancy)
 		st.maxDuration = max(st.maxDuration, g.duration)
@@ -706,70 +707,74 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 	return b
 }
 
-// pickMachine chooses the machine of g that receives a full batch: the next in
-// rotation that can start it now (a lane of its own free and, when other
-// dispatchers or peers send to its backend, the device's too), else the one
-// that can start it first. A machine whose own lane is free but whose device
-// is busy with another module's batches is not "free": the batch would wait
-// there while another machine of the group idles.
+// choose is the one rule for which machine of g a batch closed now goes to,
+// and when it would end there: its expected start (startAt, or with own
+// false the machine's own lanes only, its device left to group.earliest)
+// plus the machine's expected duration (the planned one times its pace or
+// straggler slowness, machine.duration). Scanning in rotation from g.next:
 //
-// Machines of a group share the planned duration but not the pace of their
-// devices (MachineHealth.Pace): a free machine that runs the batch as planned
-// is taken at once; a slower free one only when no free machine is faster,
-// and among busy machines the one that completes the batch first wins.
-func (g *group) pickMachine(now time.Time) *machine {
+//   - a free machine (nothing queued, a lane free) that runs the batch as
+//     planned is taken at once: nothing ends a batch sooner (O(1) while one
+//     is free);
+//   - else the free machine that ends it first, unless it would end after
+//     dl, the batch's oldest deadline (zero: none), while a busy machine
+//     ends it sooner: then that one (a batch the deadline flush timed does
+//     not go to a free machine slowed by its pace when another ends it in
+//     time, or less late);
+//   - with none free, the machine that ends it first.
+//
+// A free machine is preferred over a busy one that would end sooner when
+// both meet dl: the group's machines all work. With dl = now (every
+// machine "late"), choose returns the machine that ends a batch first:
+// what refresh keeps for Predict, the deadline flush and admission
+// (group.sendBy), so that the three read one rule. The dispatcher's lock
+// must be held; O(machines of g) at most, per batch.
+func (g *group) choose(now, dl time.Time, dev bool) (*machine, time.Time) {
 	n := len(g.machines)
 	var best, free *machine
-	var bestEnd time.Time
-	var freeDur time.Duration
+	var bestEnd, freeEnd time.Time
 	for k := 0; k < n; k++ {
 		i := g.next + k
 		if i >= n {
 			i -= n
 		}
 		m := g.machines[i]
-		at := m.startAt(now)
-		du := m.duration()
-		if !at.After(now) && m.pending.len() == 0 {
-			if du <= m.slot.Duration { // as planned: none is faster
-				free = m
-				break
-			}
-			if free == nil || du < freeDur {
-				free, freeDur = m, du
-			}
-			continue
+		at := maxTime(m.freeAt(), now)
+		if dev {
+			at = m.startAt(now)
 		}
-		if end := at.Add(du); best == nil || end.Before(bestEnd) {
+		du := m.duration()
+		end := at.Add(du)
+		if !at.After(now) && m.pending.len() == 0 {
+			if du <= m.slot.Duration { // as planned: none ends it sooner
+				return m, end
+			}
+			if free == nil || end.Before(freeEnd) {
+				free, freeEnd = m, end
+			}
+		}
+		if best == nil || end.Before(bestEnd) {
 			best, bestEnd = m, end
 		}
 	}
-	if free != nil {
-		best = free
+	if free != nil && (dl.IsZero() || !freeEnd.After(dl) || !bestEnd.Before(freeEnd)) {
+		return free, freeEnd
 	}
-	g.next = best.slot.Machine + 1
-	if g.next == n {
-		g.next = 0
-	}
-	return best
+	return best, bestEnd
 }
 
-// meeting returns m when a batch given to it now ends by dl (its expected
-// start and duration), else the machine of g that ends it first: a batch
-// the deadline flush timed for the machine Predict assumes does not go to
-// one slowed by its pace when another ends it sooner.
-// O(machines) only when m misses dl.
-func (g *group) meeting(m *machine, dl, now time.Time) *machine {
-	if !m.startAt(now).Add(m.duration()).After(dl) {
-		return m
+// pickMachine chooses the machine of g that receives a batch closed now
+// whose oldest deadline is dl (zero: none): choose's rule, the device
+// counted (a machine whose own lane is free but whose device is busy with
+// another module's batches is not free: the batch would wait there while
+// another machine of the group idles), and moves the rotation past it.
+func (g *group) pickMachine(now, dl time.Time) *machine {
+	m, _ := g.choose(now, dl, true)
+	g.next = m.slot.Machine + 1
+	if g.next == len(g.machines) {
+		g.next = 0
 	}
-	best, bestEnd := m, m.startAt(now).Add(m.duration())
-	for _, o := range g.machines {
-		if end := o.startAt(now).Add(o.duration()); end.Before(bestEnd) {
-			best, bestEnd = o, end
-		}
-	}
-	return best
+	return m
 }
 
 // startAt returns when a batch given to m now could start: when a lane of
@@ -807,13 +812,11 @@ func (d *Dispatcher) addToLocked(q *queue, it *Item, now time.Time, out *outList
 	d.classesSeen |= 1 << classOf(it.Class)
 	if !it.Deadline.IsZero() && (b.minDL.IsZero() || it.Deadline.Before(b.minDL)) {
 		b.minDL = it.Deadline
-		// Deadline-aware flush: the latest send time that still meets the oldest
-		// deadline, given the group's batch duration as its machines run it
-		// (group.lead: the profile, or longer by the measured compute pace of
-		// the machine Predict assumes; a lead scaled by a slowness that counted the queue sent
-		// batches early and small under overload and made admitted items
-		// late at plan swaps: docs/calibration.md).
-		at := b.minDL.Add(-b.g.lead())
+		// Deadline-aware flush: the latest send time at which the batch
+		// still ends by the oldest deadline on the machine that ends it
+		// first, its lanes and pace counted (queue.sendBy); retimed at each
+		// batch event of its machines (retimeLocked).
+		at := q.sendBy(b.minDL, now)
 		if !at.After(now) {
 			d.dispatchLocked(q, now, out, ClosedDeadline)
 			return
@@ -983,12 +986,7 @@ func (q *queue) idleMachine(g *group) bool {
 	if q.m != nil {
 		return q.m.idle()
 	}
-	for _, m := range g.machines {
-		if m.idle() {
-			return true
-		}
-	}
-	return false
+	return g.hasIdle()
 }
 
 func (m *machine) idle() bool { return m.hasLane() && m.pending.len() == 0 }
@@ -1019,6 +1017,21 @@ func (d *Dispatcher) idleFlushQueueLocked(q *queue, m *machine, now time.Time, o
 			d.recheckLocked(q, b, now)
 		}
 	}
+}
+
+// retime moves q's armed deadline flush to at (sooner or later): a recheck
+// due before at stays armed (fire resets the timer to flushAt when it finds
+// nothing to do); an at already passed fires at once.
+func (q *queue) retime(at, now time.Time) {
+	if at.Equal(q.flushAt) {
+		return
+	}
+	q.flushAt = at
+	if q.wakeAt.After(now) && q.wakeAt.Before(at) {
+		return // a recheck comes first
+	}
+	q.wakeAt = at
+	q.timer.Reset(max(at.Sub(now), 0))
 }
 
 func (q *queue) arm(at, now time.Time) {
@@ -1101,10 +1114,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	d.stats.Closed[why]++
 	m := q.m
 	if m == nil {
-		m = b.g.pickMachine(now)
-		if !b.minDL.IsZero() {
-			m = b.g.meeting(m, b.minDL, now)
-		}
+		m = b.g.pickMachine(now, b.minDL)
 	}
 	if m.health != nil {
 		m = d.reroute(b, m) // down or slow: another machine (health.go)
@@ -1121,7 +1131,8 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	} else {
 		m.pending.push(b)
 	}
-	m.g.refresh()
+	m.g.refresh(now)
+	d.retimeLocked(m, now)
 	d.publishLocked(now)
 }
 

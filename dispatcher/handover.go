@@ -101,11 +101,11 @@ func (d *Dispatcher) resyncLocked(now time.Time) {
 		m.resync(now)
 	}
 	for _, g := range d.st.groups {
-		g.refresh()
+		g.refresh(now)
 	}
 	for _, m := range d.spare {
 		m.resync(now)
-		m.g.refresh()
+		m.g.refresh(now)
 	}
 }
 

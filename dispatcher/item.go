@@ -180,7 +180,8 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 			if d.admit {
 				p.resync(now)
 			}
-			p.g.refresh()
+			p.g.refresh(now)
+			d.retimeLocked(p, now)
 		}
 	}
 	if d.admit {
@@ -188,7 +189,8 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 		// machine a queued batch picks, and the paper's rule is kept as it was.
 		m.resync(now)
 	}
-	m.g.refresh()
+	m.g.refresh(now)
+	d.retimeLocked(m, now)
 	d.publishLocked(now)
 	if d.early {
 		d.idleFlushLocked(m, now, &out)

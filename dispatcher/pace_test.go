@@ -149,8 +149,8 @@ func TestPaceMeetingDeadline(t *testing.T) {
 	grp := d.st.groups[0]
 	slow, fast := grp.machines[0], grp.machines[1]
 	// slow, free: ends at 60+160 = 220 ms; fast, busy to 100: ends at 200 ms.
-	got1 := grp.meeting(slow, t0.Add(210*time.Millisecond), now)
-	got2 := grp.meeting(slow, t0.Add(230*time.Millisecond), now)
+	got1, _ := grp.choose(now, t0.Add(210*time.Millisecond), true)
+	got2, _ := grp.choose(now, t0.Add(230*time.Millisecond), true)
 	d.mu.Unlock()
 	if got1 != fast {
 		t.Errorf("deadline 210 ms, slow ends at 220, fast at 200: gave %s; want fast", got1.slot.Backend)
@@ -160,5 +160,79 @@ func TestPaceMeetingDeadline(t *testing.T) {
 	}
 	for _, b := range held {
 		b.Done(nil, nil)
+	}
+}
+
+// stragglerSender runs each batch for its slot's duration, times factor on the
+// backend slow: a device as slow as its MachineHealth says.
+type stragglerSender struct {
+	clock  *VirtualClock
+	slow   string
+	factor float64
+	sent   []sentBatch
+	ended  map[*Item]time.Time
+}
+
+func (s *stragglerSender) Send(b *Batch) {
+	s.sent = append(s.sent, sentBatch{at: s.clock.Now().Sub(t0), slot: b.Slot.Backend, items: len(b.Items)})
+	du := b.Slot.Duration
+	if b.Slot.Backend == s.slow {
+		du = time.Duration(float64(du) * s.factor)
+	}
+	items := append([]*Item(nil), b.Items...)
+	s.clock.AfterFunc(du, func() {
+		for _, it := range items {
+			s.ended[it] = s.clock.Now()
+		}
+		b.Done(nil, nil)
+	})
+}
+
+// A group of a straggler (slowness 1.6, its pace unknown) and a fast machine,
+// the fast one busy: the deadline flush times a lone item's batch by the
+// machine that ends it first as the lanes stand (the straggler, free, 160
+// ms), so the batch ends by its deadline; before, the flush led by the
+// planned duration (a straggler's pace counted as 1), sent it at 80 ms,
+// found the straggler ending it at 240 ms and the fast machine, free at
+// 100 ms, at 200 ms: 20 ms late. Admission reads the same end: an item due
+// sooner than the straggler ends it is refused.
+func TestFlushTimesTheMachineThatEndsFirst(t *testing.T) {
+	g := gp(4, 100, 2, 10)
+	g.Backends = []string{"slow", "fast"}
+	mp := api.ModulePlan{Name: "m", BudgetMs: 1000, Configs: []api.GroupPlan{g}}
+	clock := NewVirtualClock(t0)
+	s := &stragglerSender{clock: clock, slow: "slow", factor: 1.6, ended: map[*Item]time.Time{}}
+	h := healthMap{}
+	h.Machine("slow").SetSlowness(1.6)
+	d, err := New(mp, Options{Clock: clock, Sender: s, Health: h, Admission: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for range 4 { // a full batch: the fast machine, busy to 100 ms
+		if err := d.Submit(tr.item(clock.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.sent) != 1 || s.sent[0].slot != "fast" {
+		t.Fatalf("full batch sent %+v; want it on the fast machine", s.sent)
+	}
+	late := tr.item(clock.Now())
+	late.Deadline = t0.Add(150 * time.Millisecond)
+	if err := d.Submit(late); !errors.Is(err, ErrOverloaded) {
+		t.Errorf("an item due at 150 ms (the straggler ends at 160, the fast machine at 200): %v; want refused", err)
+	}
+	x := tr.item(clock.Now())
+	x.Deadline = t0.Add(180 * time.Millisecond)
+	if err := d.Submit(x); err != nil {
+		t.Fatalf("an item due at 180 ms (the straggler, free, ends it at 160): %v; want admitted", err)
+	}
+	clock.Run(t0.Add(time.Second))
+	if len(s.sent) != 2 {
+		t.Fatalf("sent %+v; want the full batch and x's", s.sent)
+	}
+	end, ok := s.ended[x]
+	if !ok || end.After(x.Deadline) {
+		t.Errorf("x's batch %+v ended at %v; want by its deadline, 180ms", s.sent[1], end.Sub(t0))
 	}
 }

@@ -158,14 +158,14 @@ func predictAt(m *machine, g *group, now time.Time) time.Time {
 	return now.Add(time.Duration(float64(wait+m.duration()) * g.slow))
 }
 
-// earliest returns the machine of g that can start a batch first and when
-// (pickMachine's choice, but for the rotation): g.first, whose own lane
-// frees first, unless its device frees later than that, when every machine
-// is weighed with its device (a machine alone on an idle backend beats one
-// that shares a busy one). O(1) unless g.first's device is the later; then
-// one atomic load per machine on another device (machines stacked on
-// g.first's device, as a pool shorter than the plan stacks them, are
-// skipped: none can start earlier).
+// earliest returns the machine of g that ends a batch closed now first and
+// when the batch starts there (choose's rule, kept by refresh): g.first,
+// whose own lanes end it first, unless its device frees later than its
+// lane, when every machine is weighed with its device (a machine alone on
+// an idle backend beats one that shares a busy one). O(1) unless g.first's
+// device is the later; then one atomic load per machine on another device
+// (machines stacked on g.first's device, as a pool shorter than the plan
+// stacks them, are skipped: none can start earlier).
 func (g *group) earliest(now time.Time) (*machine, time.Time) {
 	m := g.first
 	start := maxTime(g.freeAt, now)
@@ -174,17 +174,63 @@ func (g *group) earliest(now time.Time) (*machine, time.Time) {
 	}
 	if at := m.startAt(now); at.After(start) {
 		start = at
+		end := at.Add(m.duration())
 		busy := m.dev // its machines can start no earlier than start: not read again
 		for _, o := range g.machines {
 			if o.dev == busy {
 				continue
 			}
-			if at := o.startAt(now); at.Before(start) {
-				m, start = o, at
+			at := o.startAt(now)
+			if e := at.Add(o.duration()); e.Before(end) {
+				m, start, end = o, at, e
 			}
 		}
 	}
 	return m, start
+}
+
+// sendBy returns when the deadline flush sends q's open batch, whose oldest
+// deadline is dl: the latest time at which it still ends by dl on the
+// machine that ends it first (q's own machine, else its group's:
+// group.earliest; when its lane frees, plus the planned duration times its
+// pace or slowness), dl less that machine's duration; and when even that
+// machine ends it after dl, the time its lane frees (closing the batch
+// sooner would not end it sooner, only smaller). Admission's Predict reads
+// the same machine and end (predictAt), so an item admitted is one the
+// flush sends in time, as the lanes stand. Before, the lead was the
+// duration of the machine Predict assumed as if it were free: a batch timed
+// for a fast machine busy past the send time went late, on it or on a slow
+// free one (docs/calibration.md, "The deadline flush"). O(1) as earliest,
+// once a batch and at each batch event of its machines (retimeLocked).
+func (q *queue) sendBy(dl, now time.Time) time.Time {
+	m := q.m
+	var start time.Time
+	if m != nil {
+		start = m.startAt(now)
+	} else {
+		m, start = q.open.g.earliest(now)
+	}
+	return maxTime(dl.Add(-time.Duration(float64(m.duration())*m.g.slow)), start)
+}
+
+// retimeLocked moves the deadline flush of the open batches m's lanes bear
+// on (its own stream's, and the shared streams' filled for its group) to
+// queue.sendBy as the lanes now stand: called after a batch is placed on m
+// or ends there, so a batch whose machine was taken or freed in the
+// meantime is sent when it still ends by its oldest deadline. O(streams),
+// per batch event, never per request.
+func (d *Dispatcher) retimeLocked(m *machine, now time.Time) {
+	if q := m.q; q != nil {
+		if q.open != nil && q.armed && !q.open.minDL.IsZero() {
+			q.retime(q.sendBy(q.open.minDL, now), now)
+		}
+		return
+	}
+	for _, q := range d.st.shared {
+		if b := q.open; b != nil && b.g == m.g && q.armed && !b.minDL.IsZero() {
+			q.retime(q.sendBy(b.minDL, now), now)
+		}
+	}
 }
 
 // The group's measured/expected ratio: slow tracks a high percentile of it.
@@ -227,8 +273,7 @@ func (g *group) observe(took, expect time.Duration, now time.Time) bool {
 // excess over 1 (group.relax, Dispatcher.relaxStale).
 const slowStale = time.Second
 
-// relax lowers g's slowness when it has gone stale: g has an idle machine
-// (freeAt zero) and no batch of g has measured it for slowStale. Without
+// relax lowers g's slowness when it has gone stale: g has an idle machine and no batch of g has measured it for slowStale. Without
 // this a few batches stalled by the host (a loaded machine starving a
 // backend's timers) could raise slow past due/duration and lock admission
 // for good: every item refused, here or upstream (Stage.Reserve reads Lag,
@@ -239,7 +284,7 @@ const slowStale = time.Second
 // health.go, scales the expected duration beside it). Reports whether slow
 // moved. The dispatcher's lock must be held.
 func (g *group) relax(now time.Time) bool {
-	if g.slow <= 1 || !g.freeAt.IsZero() || now.Sub(g.seen) < slowStale {
+	if g.slow <= 1 || now.Sub(g.seen) < slowStale || !g.hasIdle() {
 		return false
 	}
 	g.slow, g.seen = 1+(g.slow-1)/2, now
@@ -298,57 +343,25 @@ func (m *machine) freeAt() time.Time {
 	return m.est[m.earliestLane()]
 }
 
-// refresh recomputes g.freeAt; called whenever a machine of g starts,
-// queues or finishes a batch. An idle machine first: the first that runs a
-// batch as planned (O(1) as long as one does), else the idle one that runs
-// it fastest (a device slower than planned, by its pace, is not the one
-// Predict assumes while another is idle); with none idle, the machine that
-// completes a batch first.
-func (g *group) refresh() {
-	var at time.Time
-	var first, idle *machine
-	var idleDur time.Duration
-	for _, m := range g.machines {
-		t := m.freeAt()
-		du := m.duration()
-		if t.IsZero() {
-			if du <= m.slot.Duration {
-				g.freeAt, g.first = t, m
-				return
-			}
-			if idle == nil || du < idleDur {
-				idle, idleDur = m, du
-			}
-			continue
-		}
-		if idle == nil && (first == nil || t.Add(du).Before(at.Add(first.duration()))) {
-			at, first = t, m
-		}
-	}
-	if idle != nil {
-		g.freeAt, g.first = time.Time{}, idle
-		return
-	}
-	g.freeAt, g.first = at, first
+// refresh recomputes g.first, the machine that ends a batch closed now
+// first by its own lanes (choose with every machine late), and g.freeAt,
+// when its lane frees (zero when it is idle); called whenever a machine of
+// g starts, queues or finishes a batch, so that Predict and the deadline
+// flush are O(1) a group. O(1) while an idle machine runs as planned (none
+// ends a batch sooner), else O(machines).
+func (g *group) refresh(now time.Time) {
+	m, _ := g.choose(now, now, false)
+	g.first, g.freeAt = m, m.freeAt()
 }
 
-// lead is how long before its oldest deadline the deadline flush sends g's
-// open batch: the duration, times the pace of the machine Predict assumes
-// (g.first; MachineHealth.Pace: compute time only, so a queue under overload
-// does not lengthen it; 1 for a straggler). A batch that would then end late
-// on the machine picked goes to the one that ends it first (group.meeting).
-// The largest pace of the group's machines instead made every batch of a
-// group with one slow device go early and small: 83.5% within the SLO
-// against 99.2% (docs/calibration.md). O(1), once a batch.
-func (g *group) lead() time.Duration {
-	p := 1.0
-	if m := g.first; m != nil && m.health != nil {
-		p = m.pace()
+// hasIdle reports whether a machine of g is idle.
+func (g *group) hasIdle() bool {
+	for _, m := range g.machines {
+		if m.idle() {
+			return true
+		}
 	}
-	if p == 1 {
-		return g.duration
-	}
-	return time.Duration(float64(g.duration) * p)
+	return false
 }
 
 // finished takes b off m's running batches.

@@ -38,7 +38,7 @@ func (d *Dispatcher) SetSpare(slots []Slot) error {
 		m := newMachine(s, g)
 		d.attach(m)
 		g.machines = []*machine{m}
-		g.refresh()
+		g.refresh(d.clock.Now())
 		spare = append(spare, m)
 	}
 	var out outList
