@@ -45,7 +45,7 @@ func (d *Dispatcher) Sweep() int {
 				q.timer.Stop()
 			}
 		case q.armed && at.After(now) && at.After(q.flushAt):
-			q.retime(at, now) // its oldest item left: the flush can wait longer
+			q.arm(at, now) // its oldest item left: the flush can wait longer
 		}
 	}
 	for _, ms := range [2][]*machine{d.st.machines, d.spare} {

@@ -1019,16 +1019,16 @@ func (d *Dispatcher) idleFlushQueueLocked(q *queue, m *machine, now time.Time, o
 	}
 }
 
-// retime moves q's armed deadline flush to at (sooner or later): a recheck
-// due before at stays armed (fire resets the timer to flushAt when it finds
-// nothing to do); an at already passed fires at once.
-func (q *queue) retime(at, now time.Time) {
-	if at.Equal(q.flushAt) {
+// retimeSooner brings q's armed deadline flush forward to at, when at is
+// sooner: a recheck due before at stays armed; an at already passed fires
+// at once.
+func (q *queue) retimeSooner(at, now time.Time) {
+	if !at.Before(q.flushAt) {
 		return
 	}
 	q.flushAt = at
 	if q.wakeAt.After(now) && q.wakeAt.Before(at) {
-		return // a recheck comes first
+		return // a recheck comes first; fire then finds flushAt
 	}
 	q.wakeAt = at
 	q.timer.Reset(max(at.Sub(now), 0))

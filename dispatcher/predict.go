@@ -190,45 +190,50 @@ func (g *group) earliest(now time.Time) (*machine, time.Time) {
 }
 
 // sendBy returns when the deadline flush sends q's open batch, whose oldest
-// deadline is dl: the latest time at which it still ends by dl on the
-// machine that ends it first (q's own machine, else its group's:
-// group.earliest; when its lane frees, plus the planned duration times its
-// pace or slowness), dl less that machine's duration; and when even that
-// machine ends it after dl, the time its lane frees (closing the batch
-// sooner would not end it sooner, only smaller). Admission's Predict reads
-// the same machine and end (predictAt), so an item admitted is one the
-// flush sends in time, as the lanes stand. Before, the lead was the
-// duration of the machine Predict assumed as if it were free: a batch timed
-// for a fast machine busy past the send time went late, on it or on a slow
-// free one (docs/calibration.md, "The deadline flush"). O(1) as earliest,
-// once a batch and at each batch event of its machines (retimeLocked).
+// deadline is dl: the latest time at which the batch still ends by dl on
+// the machine that ends it first (q's own machine, else its group's,
+// group.earliest: the one whose lane frees and then runs the batch, its
+// pace or straggler slowness counted, soonest), that is dl less the
+// machine's expected duration scaled by the group's measured ratio, as
+// Predict scales it. Admission's Predict reads the same machine and end,
+// so an item admitted is one the flush sends in time, as the lanes stand.
+// Before, the lead was the planned duration times the pace of the machine
+// Predict assumed, a straggler's counted as 1 (docs/calibration.md, "The
+// deadline flush").
+//
+// When even that machine ends the batch after dl, the time returned is
+// before its lane frees, and the batch goes no later than then: closing it
+// when the lane frees would end it no later, but the items arriving
+// meanwhile would join a batch already late (tried: 15 504s against 2 with
+// one device slowing step by step). O(1) as earliest, once a batch and at
+// each batch event of its machines (retimeLocked).
 func (q *queue) sendBy(dl, now time.Time) time.Time {
 	m := q.m
-	var start time.Time
-	if m != nil {
-		start = m.startAt(now)
-	} else {
-		m, start = q.open.g.earliest(now)
+	if m == nil {
+		m, _ = q.open.g.earliest(now)
 	}
-	return maxTime(dl.Add(-time.Duration(float64(m.duration())*m.g.slow)), start)
+	return dl.Add(-time.Duration(float64(m.duration()) * m.g.slow))
 }
 
-// retimeLocked moves the deadline flush of the open batches m's lanes bear
-// on (its own stream's, and the shared streams' filled for its group) to
-// queue.sendBy as the lanes now stand: called after a batch is placed on m
-// or ends there, so a batch whose machine was taken or freed in the
-// meantime is sent when it still ends by its oldest deadline. O(streams),
-// per batch event, never per request.
+// retimeLocked brings the deadline flush of the open batches m's lanes
+// bear on (its own stream's, and the shared streams' filled for its group)
+// forward to queue.sendBy as the lanes now stand: called after a batch is
+// placed on m or ends there, so a batch whose machine was taken in the
+// meantime, or whose machine turned slower, is sent while it still ends by
+// its oldest deadline. Never later than armed: a flush moved later as a
+// machine freed filled batches to their deadline exactly, and every stall
+// of the host became a 504 (tried: one device slowing step by step, 15
+// 504s against 2). O(streams), per batch event, never per request.
 func (d *Dispatcher) retimeLocked(m *machine, now time.Time) {
 	if q := m.q; q != nil {
 		if q.open != nil && q.armed && !q.open.minDL.IsZero() {
-			q.retime(q.sendBy(q.open.minDL, now), now)
+			q.retimeSooner(q.sendBy(q.open.minDL, now), now)
 		}
 		return
 	}
 	for _, q := range d.st.shared {
 		if b := q.open; b != nil && b.g == m.g && q.armed && !b.minDL.IsZero() {
-			q.retime(q.sendBy(b.minDL, now), now)
+			q.retimeSooner(q.sendBy(b.minDL, now), now)
 		}
 	}
 }
