@@ -711,7 +711,10 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 // and when it would end there: its expected start (startAt, or with own
 // false the machine's own lanes only, its device left to group.earliest)
 // plus the machine's expected duration (the planned one times its pace or
-// straggler slowness, machine.duration). Scanning in rotation from g.next:
+// straggler slowness, machine.duration). Scanning in rotation from machine
+// from (g.next for a batch, 0 for refresh: the machines alone on their
+// device come first in the plan's order, so Predict's device check stays
+// O(1) when they are free):
 //
 //   - a free machine (nothing queued, a lane free) that runs the batch as
 //     planned is taken at once: nothing ends a batch sooner (O(1) while one
@@ -729,26 +732,28 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 // what refresh keeps for Predict, the deadline flush and admission
 // (group.sendBy), so that the three read one rule. The dispatcher's lock
 // must be held; O(machines of g) at most, per batch.
-func (g *group) choose(now, dl time.Time, dev bool) (*machine, time.Time) {
+func (g *group) choose(now, dl time.Time, dev bool, from int) (*machine, time.Time) {
 	n := len(g.machines)
 	var best, free *machine
 	var bestEnd, freeEnd time.Time
 	for k := 0; k < n; k++ {
-		i := g.next + k
+		i := from + k
 		if i >= n {
 			i -= n
 		}
 		m := g.machines[i]
-		at := maxTime(m.freeAt(), now)
+		var at time.Time
 		if dev {
 			at = m.startAt(now)
+		} else {
+			at = maxTime(m.freeAt(), now)
 		}
 		du := m.duration()
+		if !at.After(now) && m.pending.len() == 0 && du <= m.slot.Duration {
+			return m, now.Add(du) // free and as planned: none ends it sooner
+		}
 		end := at.Add(du)
 		if !at.After(now) && m.pending.len() == 0 {
-			if du <= m.slot.Duration { // as planned: none ends it sooner
-				return m, end
-			}
 			if free == nil || end.Before(freeEnd) {
 				free, freeEnd = m, end
 			}
@@ -769,7 +774,7 @@ func (g *group) choose(now, dl time.Time, dev bool) (*machine, time.Time) {
 // another module's batches is not free: the batch would wait there while
 // another machine of the group idles), and moves the rotation past it.
 func (g *group) pickMachine(now, dl time.Time) *machine {
-	m, _ := g.choose(now, dl, true)
+	m, _ := g.choose(now, dl, true, g.next)
 	g.next = m.slot.Machine + 1
 	if g.next == len(g.machines) {
 		g.next = 0

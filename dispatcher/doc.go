@@ -198,11 +198,15 @@
 // (MachineHealth.SetPace: compute time over the offline profile, set by the
 // data plane from its latest batches; as a ratio to the planned duration
 // through Options.Profiled) scales the machine's expected duration the same
-// way, the deadline flush's lead (the pace of the machine Predict assumes),
-// which free machine a full batch goes to (one that runs it as planned
-// before a slower one) and Predict assumes, and, for a batch with a
-// deadline, a move to the machine that ends it first when the one picked
-// would end it late.
+// way. One rule (group.choose) says which machine a batch goes to and when
+// it ends there (its lane free, then that duration): a free machine that
+// runs it as planned at once, else the free one that ends it first unless
+// it would end the batch after its oldest deadline while a busy one ends
+// it sooner. The machine that ends a batch first (refresh keeps it) is the
+// one Predict assumes and the deadline flush times the batch by
+// (queue.sendBy: the oldest deadline less that machine's duration times
+// the group's measured ratio, brought sooner at each batch event of the
+// group, never later).
 // All are read with atomic loads under the lock, at dispatch and in Predict.
 //
 // # Concurrency and allocation

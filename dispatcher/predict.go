@@ -355,7 +355,7 @@ func (m *machine) freeAt() time.Time {
 // flush are O(1) a group. O(1) while an idle machine runs as planned (none
 // ends a batch sooner), else O(machines).
 func (g *group) refresh(now time.Time) {
-	m, _ := g.choose(now, now, false)
+	m, _ := g.choose(now, now, false, 0)
 	g.first, g.freeAt = m, m.freeAt()
 }
 
