@@ -101,14 +101,21 @@ func (m *machine) paceRatio() float64 {
 	return max(p*m.paceScale, 1)
 }
 
-// pace is how much longer than planned m's batches run, compute only, for
-// the deadline flush's lead; 1 for a straggler, whose batches go to other
-// machines when one is idle.
-func (m *machine) pace() float64 {
-	if m.health.Slowness() >= slowThreshold {
-		return 1
+// flushDuration is m's expected duration as the deadline flush leads by it
+// (queue.sendBy): the planned duration times its pace (compute only) or,
+// for a straggler (slowness from slowThreshold), its slowness, the larger.
+// A slowness below that is left out: it is an EWMA of the whole call, the
+// wait at the backend included, and under load it lifts the lead of
+// machines that compute as planned.
+func (m *machine) flushDuration() time.Duration {
+	s := m.paceRatio()
+	if sl := m.health.Slowness(); sl >= slowThreshold {
+		s = max(s, sl)
 	}
-	return m.paceRatio()
+	if s == 1 {
+		return m.slot.Duration
+	}
+	return time.Duration(float64(m.slot.Duration) * s)
 }
 
 // reroute returns the machine that should run b in place of m: m itself

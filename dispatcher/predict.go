@@ -212,7 +212,7 @@ func (q *queue) sendBy(dl, now time.Time) time.Time {
 	if m == nil {
 		m, _ = q.open.g.earliest(now)
 	}
-	return dl.Add(-time.Duration(float64(m.duration()) * m.g.slow))
+	return dl.Add(-time.Duration(float64(m.flushDuration()) * m.g.slow))
 }
 
 // retimeLocked brings the deadline flush of the open batches m's lanes
