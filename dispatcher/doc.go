@@ -204,9 +204,9 @@
 // it would end the batch after its oldest deadline while a busy one ends
 // it sooner. The machine that ends a batch first (refresh keeps it) is the
 // one Predict assumes and the deadline flush times the batch by
-// (queue.sendBy: the oldest deadline less that machine's duration times
-// the group's measured ratio, brought sooner at each batch event of the
-// group, never later).
+// (queue.sendBy: the oldest deadline less that machine's duration by its
+// pace or straggler slowness, times the group's measured ratio, brought
+// sooner at each batch event of the group, never later).
 // All are read with atomic loads under the lock, at dispatch and in Predict.
 //
 // # Concurrency and allocation

@@ -194,8 +194,9 @@ func (g *group) earliest(now time.Time) (*machine, time.Time) {
 // the machine that ends it first (q's own machine, else its group's,
 // group.earliest: the one whose lane frees and then runs the batch, its
 // pace or straggler slowness counted, soonest), that is dl less the
-// machine's expected duration scaled by the group's measured ratio, as
-// Predict scales it. Admission's Predict reads the same machine and end,
+// machine's duration as the flush counts it (machine.flushDuration: its
+// pace, or a straggler's slowness) scaled by the group's measured ratio,
+// as Predict scales it. Admission's Predict reads the same machine and end,
 // so an item admitted is one the flush sends in time, as the lanes stand.
 // Before, the lead was the planned duration times the pace of the machine
 // Predict assumed, a straggler's counted as 1 (docs/calibration.md, "The
