@@ -991,7 +991,12 @@ func (q *queue) idleMachine(g *group) bool {
 	if q.m != nil {
 		return q.m.idle()
 	}
-	return g.hasIdle()
+	for _, m := range g.machines { // as group.hasIdle, inline: per request
+		if m.idle() {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *machine) idle() bool { return m.hasLane() && m.pending.len() == 0 }

@@ -108,6 +108,9 @@ func (m *machine) paceRatio() float64 {
 // wait at the backend included, and under load it lifts the lead of
 // machines that compute as planned.
 func (m *machine) flushDuration() time.Duration {
+	if m.health == nil {
+		return m.slot.Duration
+	}
 	s := m.paceRatio()
 	if sl := m.health.Slowness(); sl >= slowThreshold {
 		s = max(s, sl)

@@ -150,6 +150,10 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 		m.lanes.busy--
 	}
 	m.stats.Busy += now.Sub(b.Sent)
+	// A batch that ran past its expected end may leave the lanes later than
+	// counted, and raises the group's ratio: the open batches' deadline
+	// flush is retimed then (retimeLocked), not after every batch.
+	late := now.After(b.end)
 	if b.onDev {
 		m.dev.done(b.dev, now)
 		b.onDev = false
@@ -181,7 +185,9 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 				p.resync(now)
 			}
 			p.g.refresh(now)
-			d.retimeLocked(p, now)
+			if late {
+				d.retimeLocked(p, now)
+			}
 		}
 	}
 	if d.admit {
@@ -190,7 +196,9 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 		m.resync(now)
 	}
 	m.g.refresh(now)
-	d.retimeLocked(m, now)
+	if late {
+		d.retimeLocked(m, now)
+	}
 	d.publishLocked(now)
 	if d.early {
 		d.idleFlushLocked(m, now, &out)

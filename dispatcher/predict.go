@@ -211,9 +211,15 @@ func (g *group) earliest(now time.Time) (*machine, time.Time) {
 func (q *queue) sendBy(dl, now time.Time) time.Time {
 	m := q.m
 	if m == nil {
-		m, _ = q.open.g.earliest(now)
+		if m = q.open.g.first; m.dev != nil {
+			m, _ = q.open.g.earliest(now)
+		}
 	}
-	return dl.Add(-time.Duration(float64(m.flushDuration()) * m.g.slow))
+	du := m.flushDuration()
+	if s := m.g.slow; s != 1 {
+		du = time.Duration(float64(du) * s)
+	}
+	return dl.Add(-du)
 }
 
 // retimeLocked brings the deadline flush of the open batches m's lanes
