@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
@@ -90,11 +91,21 @@ func (p Pipeline) Plan(cfg *api.Config) (*api.Plan, error) {
 // burstTarget of requests (simulate.PlanForBursts), so the headroom follows the
 // plan's slack instead of a fixed guess. When the config lists backends, only
 // their hardware types are planned for: a catalog may name types the cluster
-// does not have (with Consul, the leader does the same with its members).
-// burstTarget 0 means DefaultBurstTarget. `piccolo gateway`, `piccolo scheduler`
+// does not have (with Consul, the leader does the same with its members), and
+// as many devices of each as listed (scheduler.Options.Pool, unless opts
+// sets one). burstTarget 0 means DefaultBurstTarget. `piccolo gateway`, `piccolo scheduler`
 // and the demo plan with it.
 func PlanForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64) (*api.Plan, error) {
 	cfg = replan.OnlyPresent(cfg, presentHardware(cfg.Backends))
+	if opts.Pool == nil && len(cfg.Backends) > 0 {
+		// Plan for the devices listed: a type the cheapest plan needs more of
+		// than the pool has gets a module split across types
+		// (docs/calibration.md, "Pool-aware planning").
+		opts.Pool = map[string]int{}
+		for _, b := range cfg.Backends {
+			opts.Pool[b.Hardware]++
+		}
+	}
 	if opts.MaxUtilization != 0 {
 		return scheduler.Plan(cfg, opts)
 	}
@@ -102,7 +113,32 @@ func PlanForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64
 		burstTarget = DefaultBurstTarget
 	}
 	plan, _, err := simulate.PlanForBursts(cfg, opts, burstTarget, 1)
+	if opts.Pool != nil && plan != nil && plan.MaxUtilization < simulate.Utilizations[0] && missing(plan, cfg.Backends) > 0 {
+		// The headroom the simulation asked for needs devices the pool does
+		// not have: a plan short of devices shares them and refuses (or
+		// fails late) far more requests than less headroom does. Take the
+		// most headroom that fits, if any does.
+		for i := len(simulate.Utilizations) - 1; i >= 0; i-- {
+			if simulate.Utilizations[i] <= plan.MaxUtilization {
+				continue
+			}
+			o := opts
+			o.MaxUtilization = simulate.Utilizations[i]
+			if q, qerr := scheduler.Plan(cfg, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, plan) {
+				return q, qerr
+			}
+		}
+	}
 	return plan, err
+}
+
+// missing is how many devices placing p on the backends bs misses.
+func missing(p *api.Plan, bs []api.Backend) int {
+	_, short, err := placement.Place(p, placement.Members(bs), nil, placement.Options{})
+	if err != nil {
+		return 1 << 30
+	}
+	return short.Missing()
 }
 
 // presentHardware is the set of hardware types bs have.

@@ -805,10 +805,19 @@ func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
 		}
 	}
 	present := map[string]bool{}
+	cfg := WithRates(c.cfg, rates)
+	if len(c.members) > 0 {
+		// The planner sees the pool as its backends: a planner that fits the
+		// plan to the devices per type (controlplane.PlanForServing) counts them.
+		cfg.Backends = make([]api.Backend, len(c.members))
+		for i, m := range c.members {
+			cfg.Backends[i] = api.Backend{ID: m.ID, Hardware: m.Hardware}
+		}
+	}
 	for _, m := range c.members {
 		present[m.Hardware] = true
 	}
-	return OnlyPresent(WithRates(c.cfg, rates), present), rates
+	return OnlyPresent(cfg, present), rates
 }
 
 // WithRates returns a copy of cfg whose modules run at rates (req/s) where

@@ -101,3 +101,41 @@ func TestFitPoolPlansAgainWhenThePoolGrows(t *testing.T) {
 		t.Errorf("after 14 v100 joined: last plan %s at cost %.3f; want a membership re-plan to the cheapest plan's %.3f", got.Cause, got.Unplaced.TotalCost, cheapest.TotalCost)
 	}
 }
+
+// TestPlannerSeesThePool: the controller hands its planner the members as
+// the config's backends, so a planner that fits the plan to the devices per
+// type (controlplane.PlanForServing, here scheduler.Options.Pool from them)
+// plans for the pool. The demo's paper-chain 1.6× slower on 8 t4 and 6
+// v100, the config listing no backends: the plan published misses no device.
+func TestPlannerSeesThePool(t *testing.T) {
+	base, err := api.Load("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := slowed(base, 1.6)
+	cfg.Backends = nil
+	small := members(map[string]int{"t4": 8, "v100": 6})
+	var published []*Replan
+	now := t0
+	c, err := New(cfg, small, Options{
+		Clock: fakeClock{&now},
+		Plan: func(c *api.Config) (*api.Plan, error) {
+			pool := map[string]int{}
+			for _, b := range c.Backends {
+				pool[b.Hardware]++
+			}
+			return scheduler.Plan(c, scheduler.Options{MaxUtilization: 0.8, Pool: pool})
+		},
+		Publish: func(r *Replan) error { published = append(published, r); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.step(now)
+	if len(published) != 1 {
+		t.Fatalf("published %d plans; want 1", len(published))
+	}
+	if m := published[0].Shortfall.Missing(); m != 0 {
+		t.Errorf("the plan published misses %d devices of the 8 t4 and 6 v100 (%v); want none", m, published[0].Shortfall.Hardware)
+	}
+}
