@@ -125,11 +125,53 @@ func PlanForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64
 			o := opts
 			o.MaxUtilization = simulate.Utilizations[i]
 			if q, qerr := scheduler.Plan(cfg, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, plan) {
-				return q, qerr
+				plan, err = q, qerr
+				break
 			}
 		}
 	}
+	if opts.Pool != nil && plan != nil && missing(plan, cfg.Backends) == 0 {
+		plan, err = poolHeadroom(cfg, opts, plan, err)
+	}
 	return plan, err
+}
+
+// poolRates are the scales of the module rates poolHeadroom tries.
+var poolRates = []float64{1.1, 1.2, 1.3, 1.4}
+
+// poolHeadroom returns, when the pool binds (the plan without it would
+// need devices the pool does not have), the plan that fits the pool with the
+// most capacity for p's rates: planned at a scale s of the module rates
+// (poolRates) and a utilisation u (simulate.Utilizations) with u/s at most
+// p's utilisation, the largest s/u that fits; else p. The pool's devices are
+// there whatever the plan costs; planned at a higher rate the modules take
+// larger batches and carry bursts the plan at the measured rate would refuse
+// (docs/calibration.md, "Pool-aware planning").
+func poolHeadroom(cfg *api.Config, opts scheduler.Options, p *api.Plan, err error) (*api.Plan, error) {
+	free := opts
+	free.Pool, free.MaxUtilization = nil, p.MaxUtilization
+	if q, _ := scheduler.Plan(cfg, free); q == nil || missing(q, cfg.Backends) == 0 {
+		return p, err
+	}
+	best, bestErr, bestCap := p, err, 1/p.MaxUtilization
+	for _, s := range poolRates {
+		rates := replan.Declared(cfg)
+		for k := range rates {
+			rates[k] *= s
+		}
+		scaled := replan.WithRates(cfg, rates)
+		for _, u := range simulate.Utilizations {
+			if u/s > p.MaxUtilization+1e-9 || s/u <= bestCap+1e-9 {
+				continue
+			}
+			o := opts
+			o.MaxUtilization = u
+			if q, qerr := scheduler.Plan(scaled, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, p) {
+				best, bestErr, bestCap = q, qerr, s/u
+			}
+		}
+	}
+	return best, bestErr
 }
 
 // missing is how many devices placing p on the backends bs misses.

@@ -571,6 +571,7 @@ func (c *Controller) setMembers(members []placement.Member) {
 func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]float64) (time.Time, bool) {
 	var first time.Time
 	fired := false
+	carried := c.carried()
 	for k, planned := range c.planned {
 		m, ok := measured[k]
 		if !ok || (c.o.Hold != nil && c.o.Hold(k)) {
@@ -598,12 +599,32 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 					zap.Float64("envelope_rps", m), zap.Duration("for", now.Sub(s)))
 			}
 		}
-		check(current[k] > planned*(1+c.o.HysteresisUp), c.upSince, c.o.SustainUp, "up")
+		check(current[k] > max(planned, carried[k])*(1+c.o.HysteresisUp), c.upSince, c.o.SustainUp, "up")
 		floor := c.floor(k)
 		// Below the band, unless already planned at the floor.
 		check(m < planned*(1-c.o.HysteresisDown) && planned > floor*(1+1e-9), c.downFrom, c.o.SustainDown, "down")
 	}
 	return first, fired
+}
+
+// carried returns the rate (req/s) each module of the current plan was
+// planned for, where it is above the rate the plan was made at: a planner
+// that fits a pool plans a binding pool at a higher rate for headroom
+// (controlplane.PlanForServing), and a rise up to that rate is carried
+// without a re-plan (a plan swap in a burst costs more than it gives:
+// docs/calibration.md, "Pool-aware planning"). Empty with Options.Covers
+// (the rates covered are then the covering planner's).
+func (c *Controller) carried() map[Key]float64 {
+	out := map[Key]float64{}
+	if c.unplaced == nil || c.o.Covers != nil {
+		return out
+	}
+	for _, sp := range c.unplaced.Sessions {
+		for _, mp := range sp.Modules {
+			out[Key{sp.Name, mp.Name}] = mp.Rate
+		}
+	}
+	return out
 }
 
 // drifted reports whether the calibrated durations of the current plan's
