@@ -1,12 +1,15 @@
 package controlplane
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // TestPlanForServingFitsListedBackends: the demo's paper-chain with every
@@ -16,7 +19,8 @@ import (
 // than listed; PlanForServing plans for the devices listed, splitting a
 // module across types and, where the simulation's headroom would need
 // devices the pool lacks, taking the most headroom that fits: the plan
-// places on the backends with none missing.
+// places on the backends with none missing, and, the pool binding, is made
+// for a higher rate than configured (poolHeadroom).
 func TestPlanForServingFitsListedBackends(t *testing.T) {
 	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
 	if err != nil {
@@ -41,7 +45,50 @@ func TestPlanForServingFitsListedBackends(t *testing.T) {
 	if m := missing(p, cfg.Backends); m != 0 {
 		t.Errorf("the plan misses %d devices of the 8 t4 and 6 v100 listed; want none", m)
 	}
-	if err := scheduler.Check(cfg, p); err != nil {
+	// Made for a higher rate than configured (below), the plan is checked
+	// at the rates it was made for.
+	rates := map[replan.Key]float64{}
+	for _, mp := range p.Sessions[0].Modules {
+		rates[replan.Key{Session: "paper-chain", Module: mp.Name}] = mp.Rate
+	}
+	if err := scheduler.Check(replan.WithRates(cfg, rates), p); err != nil {
 		t.Errorf("the plan fails the check: %v", err)
+	}
+	// The pool binds (the plan per type at its price needs more v100 than
+	// listed): its devices give headroom, the plan is made for a higher rate.
+	for _, mp := range p.Sessions[0].Modules {
+		if mp.Rate <= 50 {
+			t.Errorf("module %s planned for %.4g req/s; want above the 50 configured (headroom from the pool)", mp.Name, mp.Rate)
+		}
+	}
+}
+
+// TestPlanForServingUnchangedWhenThePoolHolds: the demo's paper-chain as
+// profiled, 8 t4 and 6 v100 listed: the plan the burst headroom search
+// makes without a pool holds on them, and PlanForServing returns it
+// unchanged (byte for byte, the planner's runtime aside).
+func TestPlanForServingUnchangedWhenThePoolHolds(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := simulate.PlanForBursts(cfg, scheduler.Options{}, DefaultBurstTarget, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for hw, n := range map[string]int{"t4": 8, "v100": 6} {
+		for i := range n {
+			cfg.Backends = append(cfg.Backends, api.Backend{ID: fmt.Sprintf("%s-%d", hw, i), Address: fmt.Sprintf("127.0.0.1:%d", 9000+len(cfg.Backends)), Hardware: hw})
+		}
+	}
+	got, err := PlanForServing(cfg, scheduler.Options{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.RuntimeMs, want.RuntimeMs = 0, 0
+	a, _ := json.Marshal(got)
+	b, _ := json.Marshal(want)
+	if string(a) != string(b) {
+		t.Errorf("with 8 t4 and 6 v100 listed the plan changed:\n%s\nwant\n%s", a, b)
 	}
 }
