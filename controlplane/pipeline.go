@@ -139,7 +139,8 @@ func PlanForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64
 // poolRates are the scales of the module rates poolHeadroom tries.
 var poolRates = []float64{1.1, 1.2, 1.3, 1.4}
 
-// poolHeadroom returns, when the pool binds (the plan without it would
+// poolHeadroom returns, when the pool binds within the headroom it gives
+// (the plan without it, for the largest of poolRates times the rates, would
 // need devices the pool does not have), the plan that fits the pool with the
 // most capacity for p's rates: planned at a scale s of the module rates
 // (poolRates) and a utilisation u (simulate.Utilizations) with u/s at most
@@ -148,18 +149,21 @@ var poolRates = []float64{1.1, 1.2, 1.3, 1.4}
 // larger batches and carry bursts the plan at the measured rate would refuse
 // (docs/calibration.md, "Pool-aware planning").
 func poolHeadroom(cfg *api.Config, opts scheduler.Options, p *api.Plan, err error) (*api.Plan, error) {
-	free := opts
-	free.Pool, free.MaxUtilization = nil, p.MaxUtilization
-	if q, _ := scheduler.Plan(cfg, free); q == nil || missing(q, cfg.Backends) == 0 {
-		return p, err
-	}
-	best, bestErr, bestCap := p, err, 1/p.MaxUtilization
-	for _, s := range poolRates {
+	scaled := func(s float64) *api.Config {
 		rates := replan.Declared(cfg)
 		for k := range rates {
 			rates[k] *= s
 		}
-		scaled := replan.WithRates(cfg, rates)
+		return replan.WithRates(cfg, rates)
+	}
+	free := opts
+	free.Pool, free.MaxUtilization = nil, p.MaxUtilization
+	if q, _ := scheduler.Plan(scaled(poolRates[len(poolRates)-1]), free); q == nil || missing(q, cfg.Backends) == 0 {
+		return p, err
+	}
+	best, bestErr, bestCap := p, err, 1/p.MaxUtilization
+	for _, s := range poolRates {
+		scaled := scaled(s)
 		for _, u := range simulate.Utilizations {
 			if u/s > p.MaxUtilization+1e-9 || s/u <= bestCap+1e-9 {
 				continue

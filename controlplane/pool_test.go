@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
@@ -22,22 +22,12 @@ import (
 // places on the backends with none missing, and, the pool binding, is made
 // for a higher rate than configured (poolHeadroom).
 func TestPlanForServingFitsListedBackends(t *testing.T) {
-	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	base, err := api.Load("../configs/demo/paper-gpus.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range cfg.Profiles {
-		p := &cfg.Profiles[i]
-		p.Entries = append([]api.ProfileEntry(nil), p.Entries...)
-		for j := range p.Entries {
-			p.Entries[j].Duration = api.Duration(time.Duration(1.62 * float64(p.Entries[j].Duration)))
-		}
-	}
-	for hw, n := range map[string]int{"t4": 8, "v100": 6} {
-		for i := range n {
-			cfg.Backends = append(cfg.Backends, api.Backend{ID: fmt.Sprintf("%s-%d", hw, i), Address: fmt.Sprintf("127.0.0.1:%d", 9000+len(cfg.Backends)), Hardware: hw})
-		}
-	}
+	cfg := testharness.Slowed(base, 1.62)
+	cfg.Backends = listed(map[string]int{"t4": 8, "v100": 6})
 	p, err := PlanForServing(cfg, scheduler.Options{}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -76,11 +66,7 @@ func TestPlanForServingUnchangedWhenThePoolHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for hw, n := range map[string]int{"t4": 8, "v100": 6} {
-		for i := range n {
-			cfg.Backends = append(cfg.Backends, api.Backend{ID: fmt.Sprintf("%s-%d", hw, i), Address: fmt.Sprintf("127.0.0.1:%d", 9000+len(cfg.Backends)), Hardware: hw})
-		}
-	}
+	cfg.Backends = listed(map[string]int{"t4": 8, "v100": 6})
 	got, err := PlanForServing(cfg, scheduler.Options{}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -91,4 +77,14 @@ func TestPlanForServingUnchangedWhenThePoolHolds(t *testing.T) {
 	if string(a) != string(b) {
 		t.Errorf("with 8 t4 and 6 v100 listed the plan changed:\n%s\nwant\n%s", a, b)
 	}
+}
+
+// listed returns n[hw] backends of each hardware type hw, on loopback
+// addresses nothing serves (the planner reads their types only).
+func listed(n map[string]int) []api.Backend {
+	var out []api.Backend
+	for _, m := range testharness.Members(n) {
+		out = append(out, api.Backend{ID: m.ID, Address: fmt.Sprintf("127.0.0.1:%d", 9000+len(out)), Hardware: m.Hardware})
+	}
+	return out
 }
