@@ -635,7 +635,14 @@ func (c *Controller) drifted(now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	r, at, ok := c.o.Calibration.Drift(c.cfg, c.unplaced, now)
-	if !ok || math.Abs(r-1) <= c.o.DriftThreshold {
+	if !ok {
+		// Nothing to judge at this tick (with every device 1.6× slower the
+		// estimator had none of the plan's entries to compare for a tick or
+		// two, 1–2 s after the first drift): the hold neither fires nor
+		// restarts; a drift measured back within the threshold resets it.
+		return time.Time{}, false
+	}
+	if math.Abs(r-1) <= c.o.DriftThreshold {
 		c.driftFrom = time.Time{}
 		return time.Time{}, false
 	}
