@@ -323,9 +323,11 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			}
 		}
 	}
+	var spares map[*liveModule][]dispatcher.Slot
 	if opts.Spare {
-		r.attachSpares(lctx, cfg, placed, opts.Logger)
+		spares = r.attachSpares(lctx, cfg, placed, opts.Logger)
 	}
+	r.warmUp(lctx, placed, spares, opts.Logger)
 	for _, mods := range r.sessions {
 		for _, lm := range mods {
 			if info, ok := meta[lm.model]; ok {
