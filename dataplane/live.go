@@ -327,7 +327,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	if opts.Spare {
 		spares = r.attachSpares(lctx, cfg, placed, opts.Logger)
 	}
-	r.warmUp(lctx, placed, spares, opts.Logger)
+	r.warmUp(lctx, placed, spares, prev, opts.Logger)
 	for _, mods := range r.sessions {
 		for _, lm := range mods {
 			if info, ok := meta[lm.model]; ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,5 +205,59 @@ func TestWarmUpFailureIsLoggedOnceAndLoses(t *testing.T) {
 	}
 	if n := logs.FilterMessageSnippet("warm-up batch failed").Len(); n != 1 {
 		t.Errorf("after a second Apply: %d warnings; want still 1", n)
+	}
+}
+
+// oneCore plays backends that share one host core: a batch runs only while
+// no other backend of the host runs one.
+type oneCore struct {
+	*backends.Server
+	core *sync.Mutex
+}
+
+func (b oneCore) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	b.core.Lock()
+	defer b.core.Unlock()
+	return b.Server.ModelInfer(ctx, req)
+}
+
+// Backends that share a host's cores slow each other in the first round,
+// which runs on every backend at once: a round that looks slow counts only
+// once measured again alone on the host, so three backends as fast as
+// profiled are not taken for 2–3× slower, and a slow one among them still
+// is.
+func TestWarmUpRechecksAloneOnTheHost(t *testing.T) {
+	var core sync.Mutex
+	shared := func(s *backends.Server) inference.GRPCInferenceServiceServer { return oneCore{s, &core} }
+	sw, logs := startWarmSwitch(t, []warmBackend{{wrap: shared}, {wrap: shared}, {slow: 1.6, wrap: shared}}, true)
+	for _, c := range []struct {
+		id       string
+		min, max float64
+	}{{"gpu-0", 0.95, 1.25}, {"gpu-1", 0.95, 1.25}, {"gpu-2", 1.5, 1.9}} {
+		if p := sw.Health().entry(c.id).Pace(); p < c.min || p > c.max {
+			t.Errorf("%s, one core shared by three: pace %.2f; want %.2f–%.2f (measured alone)", c.id, p, c.min, c.max)
+		}
+	}
+	if n := logs.FilterMessageSnippet("pace measured by warm-up").Len(); n != 1 {
+		t.Errorf("%d info lines for the warm-up; want 1", n)
+	}
+}
+
+// A plan change warms up no backend the running plan sends batches to,
+// spares included, even one with no pace of its own (a first round not
+// confirmed alone): a warm-up batch there would delay its traffic and the
+// new plan.
+func TestWarmUpSkipsBackendsInUse(t *testing.T) {
+	sw, logs := startWarmSwitch(t, []warmBackend{{}, {}, {}}, true)
+	for _, id := range []string{"gpu-0", "gpu-2"} { // a planned machine and the spare
+		bh := sw.Health().entry(id)
+		bh.paceRatio.Store(0)
+		sw.Health().unpaced.Add(1)
+	}
+	if err := sw.Apply(context.Background(), sw.Config(), sw.Plan()); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.FilterMessageSnippet("pace measured by warm-up").Len(); n != 1 {
+		t.Errorf("after a plan change over the same backends: %d warm-up info lines; want 1 (the start's)", n)
 	}
 }
