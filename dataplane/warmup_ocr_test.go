@@ -2,14 +2,11 @@ package dataplane
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
@@ -25,25 +22,7 @@ import (
 // runs faster than profiled, a pace below 1, which counts as 1.)
 func TestWarmUpOnOCRBackends(t *testing.T) {
 	ocrtest.RequireModels(t)
-	base, err := api.Load("../configs/ocr.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bl strings.Builder
-	bl.WriteString("backends:\n")
-	for _, hw := range base.Hardware {
-		threads := 1
-		if hw.Name == "cpu-2t" {
-			threads = 2
-		}
-		addr, _ := testharness.ServeBackend(t, testharness.OCRExecutor(t, threads))
-		fmt.Fprintf(&bl, "  - {id: %s-0, address: %q, hardware: %s}\n", hw.Name, addr, hw.Name)
-	}
-	cfg, err := api.Load("../configs/ocr.yaml", writeTemp(t, "backends.yaml", bl.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err = scheduler.Fuse(cfg, testharness.Planner)
+	cfg, _, err := scheduler.Fuse(ocrConfig(t), testharness.Planner)
 	if err != nil {
 		t.Fatal(err)
 	}

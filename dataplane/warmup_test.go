@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -79,20 +77,8 @@ func startWarmSwitch(t *testing.T, specs []warmBackend, calibration bool) (*Live
 			t.Fatal(err)
 		}
 		srv.Serve()
-		var g *grpc.Server
-		if spec.wrap != nil {
-			g = grpc.NewServer()
-			inference.RegisterGRPCInferenceServiceServer(g, spec.wrap(srv))
-		} else {
-			g = backends.NewGRPCServer(srv)
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go g.Serve(lis)
-		t.Cleanup(g.Stop)
-		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, lis.Addr().String())
+		addr, _ := serveGRPC(t, srv, spec.wrap)
+		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, addr)
 	}
 	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(warmConfig)}, api.NamedDoc{Name: "b.yaml", Data: []byte(bl.String())})
 	if err != nil {
@@ -117,6 +103,16 @@ func startWarmSwitch(t *testing.T, specs []warmBackend, calibration bool) (*Live
 	return sw, logs
 }
 
+// wantPaces checks each backend's pace against its range [min, max].
+func wantPaces(t *testing.T, sw *LiveSwitch, when string, want map[string][2]float64) {
+	t.Helper()
+	for id, r := range want {
+		if p := sw.Health().entry(id).Pace(); p < r[0] || p > r[1] {
+			t.Errorf("%s, %s: pace %.2f; want %.2f–%.2f (its warm-up)", id, when, p, r[0], r[1])
+		}
+	}
+}
+
 // The gateway measures every backend's pace with a warm-up batch before it
 // takes traffic, spares included: a device 1.6× slower than its profile is
 // expected so before any request, and the first full batch goes to the
@@ -132,14 +128,7 @@ func TestWarmUpMeasuresPaceBeforeTraffic(t *testing.T) {
 	if strings.Join(planned, ",") != "gpu-0,gpu-1" {
 		t.Fatalf("the plan's machines are %v; the test needs gpu-0 and gpu-1 (gpu-2 spare)", planned)
 	}
-	for _, c := range []struct {
-		id       string
-		min, max float64
-	}{{"gpu-0", 1.5, 1.9}, {"gpu-1", 0.95, 1.25}, {"gpu-2", 1.25, 1.55}} {
-		if p := sw.Health().entry(c.id).Pace(); p < c.min || p > c.max {
-			t.Errorf("%s before any request: pace %.2f; want %.2f–%.2f (its warm-up batch)", c.id, p, c.min, c.max)
-		}
-	}
+	wantPaces(t, sw, "before any request", map[string][2]float64{"gpu-0": {1.5, 1.9}, "gpu-1": {0.95, 1.25}, "gpu-2": {1.25, 1.55}})
 	if n := logs.FilterMessageSnippet("pace measured by warm-up").Len(); n != 1 {
 		t.Errorf("%d info lines for the warm-up; want 1", n)
 	}
@@ -230,14 +219,7 @@ func TestWarmUpRechecksAloneOnTheHost(t *testing.T) {
 	var core sync.Mutex
 	shared := func(s *backends.Server) inference.GRPCInferenceServiceServer { return oneCore{s, &core} }
 	sw, logs := startWarmSwitch(t, []warmBackend{{wrap: shared}, {wrap: shared}, {slow: 1.6, wrap: shared}}, true)
-	for _, c := range []struct {
-		id       string
-		min, max float64
-	}{{"gpu-0", 0.95, 1.25}, {"gpu-1", 0.95, 1.25}, {"gpu-2", 1.5, 1.9}} {
-		if p := sw.Health().entry(c.id).Pace(); p < c.min || p > c.max {
-			t.Errorf("%s, one core shared by three: pace %.2f; want %.2f–%.2f (measured alone)", c.id, p, c.min, c.max)
-		}
-	}
+	wantPaces(t, sw, "one core shared by three", map[string][2]float64{"gpu-0": {0.95, 1.25}, "gpu-1": {0.95, 1.25}, "gpu-2": {1.5, 1.9}})
 	if n := logs.FilterMessageSnippet("pace measured by warm-up").Len(); n != 1 {
 		t.Errorf("%d info lines for the warm-up; want 1", n)
 	}
