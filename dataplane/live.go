@@ -88,7 +88,8 @@ type LiveOptions struct {
 	// applied; dataplane/spare.go). `piccolo gateway` turns it on (--spare).
 	Spare bool
 	// Calibration, when set, receives every batch's measured duration
-	// (HealthOptions.Calibration).
+	// (HealthOptions.Calibration) and turns on the backends' pace, which a
+	// warm-up batch measures before a backend takes traffic (warmup.go).
 	Calibration *calibrate.Estimator
 	// BackendTLS is the TLS config of the calls to the backends whose entry
 	// (api.Backend.TLS, Consul meta "tls") says they serve TLS: the CA their
