@@ -91,13 +91,20 @@ func ServeBackend(t testing.TB, exec backends.Executor) (string, *grpc.Server) {
 		t.Fatal(err)
 	}
 	g := backends.NewGRPCServer(srv)
+	return ServeGRPC(t, g), g
+}
+
+// ServeGRPC serves g on a free loopback port until the test ends and
+// returns the address.
+func ServeGRPC(t testing.TB, g *grpc.Server) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
-	return lis.Addr().String(), g
+	return lis.Addr().String()
 }
 
 // HTTPDo sends one request and decodes the JSON answer; it fails the test
