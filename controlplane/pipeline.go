@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
@@ -90,11 +91,21 @@ func (p Pipeline) Plan(cfg *api.Config) (*api.Plan, error) {
 // burstTarget of requests (simulate.PlanForBursts), so the headroom follows the
 // plan's slack instead of a fixed guess. When the config lists backends, only
 // their hardware types are planned for: a catalog may name types the cluster
-// does not have (with Consul, the leader does the same with its members).
-// burstTarget 0 means DefaultBurstTarget. `piccolo gateway`, `piccolo scheduler`
+// does not have (with Consul, the leader does the same with its members), and
+// as many devices of each as listed (scheduler.Options.Pool, unless opts
+// sets one). burstTarget 0 means DefaultBurstTarget. `piccolo gateway`, `piccolo scheduler`
 // and the demo plan with it.
 func PlanForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64) (*api.Plan, error) {
 	cfg = replan.OnlyPresent(cfg, presentHardware(cfg.Backends))
+	if opts.Pool == nil && len(cfg.Backends) > 0 {
+		// Plan for the devices listed: a type the cheapest plan needs more of
+		// than the pool has gets a module split across types
+		// (docs/calibration.md, "Pool-aware planning").
+		opts.Pool = map[string]int{}
+		for _, b := range cfg.Backends {
+			opts.Pool[b.Hardware]++
+		}
+	}
 	if opts.MaxUtilization != 0 {
 		return scheduler.Plan(cfg, opts)
 	}
@@ -102,7 +113,78 @@ func PlanForServing(cfg *api.Config, opts scheduler.Options, burstTarget float64
 		burstTarget = DefaultBurstTarget
 	}
 	plan, _, err := simulate.PlanForBursts(cfg, opts, burstTarget, 1)
+	if opts.Pool != nil && plan != nil && plan.MaxUtilization < simulate.Utilizations[0] && missing(plan, cfg.Backends) > 0 {
+		// The headroom the simulation asked for needs devices the pool does
+		// not have: a plan short of devices shares them and refuses (or
+		// fails late) far more requests than less headroom does. Take the
+		// most headroom that fits, if any does.
+		for i := len(simulate.Utilizations) - 1; i >= 0; i-- {
+			if simulate.Utilizations[i] <= plan.MaxUtilization {
+				continue
+			}
+			o := opts
+			o.MaxUtilization = simulate.Utilizations[i]
+			if q, qerr := scheduler.Plan(cfg, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, plan) {
+				plan, err = q, qerr
+				break
+			}
+		}
+	}
+	if opts.Pool != nil && plan != nil && missing(plan, cfg.Backends) == 0 {
+		plan, err = poolHeadroom(cfg, opts, plan, err)
+	}
 	return plan, err
+}
+
+// poolRates are the scales of the module rates poolHeadroom tries.
+var poolRates = []float64{1.1, 1.2, 1.3, 1.4}
+
+// poolHeadroom returns, when the pool binds within the headroom it gives
+// (the plan without it, for the largest of poolRates times the rates, would
+// need devices the pool does not have), the plan that fits the pool with the
+// most capacity for p's rates: planned at a scale s of the module rates
+// (poolRates) and a utilisation u (simulate.Utilizations) with u/s at most
+// p's utilisation, the largest s/u that fits; else p. The pool's devices are
+// there whatever the plan costs; planned at a higher rate the modules take
+// larger batches and carry bursts the plan at the measured rate would refuse
+// (docs/calibration.md, "Pool-aware planning").
+func poolHeadroom(cfg *api.Config, opts scheduler.Options, p *api.Plan, err error) (*api.Plan, error) {
+	scaled := func(s float64) *api.Config {
+		rates := replan.Declared(cfg)
+		for k := range rates {
+			rates[k] *= s
+		}
+		return replan.WithRates(cfg, rates)
+	}
+	free := opts
+	free.Pool, free.MaxUtilization = nil, p.MaxUtilization
+	if q, _ := scheduler.Plan(scaled(poolRates[len(poolRates)-1]), free); q == nil || missing(q, cfg.Backends) == 0 {
+		return p, err
+	}
+	best, bestErr, bestCap := p, err, 1/p.MaxUtilization
+	for _, s := range poolRates {
+		scaled := scaled(s)
+		for _, u := range simulate.Utilizations {
+			if u/s > p.MaxUtilization+1e-9 || s/u <= bestCap+1e-9 {
+				continue
+			}
+			o := opts
+			o.MaxUtilization = u
+			if q, qerr := scheduler.Plan(scaled, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, p) {
+				best, bestErr, bestCap = q, qerr, s/u
+			}
+		}
+	}
+	return best, bestErr
+}
+
+// missing is how many devices placing p on the backends bs misses.
+func missing(p *api.Plan, bs []api.Backend) int {
+	_, short, err := placement.Place(p, placement.Members(bs), nil, placement.Options{})
+	if err != nil {
+		return 1 << 30
+	}
+	return short.Missing()
 }
 
 // presentHardware is the set of hardware types bs have.

@@ -91,7 +91,13 @@
 // also sets the backend's pace (Health.paced: second largest of the latest
 // 4; a backend not measured yet takes the measured ones' lower median),
 // which the dispatchers read as dispatcher.MachineHealth.Pace
-// (docs/calibration.md, "Admission before calibration"). A batch
+// (docs/calibration.md, "Admission before calibration"). Before a runner
+// takes traffic, each backend it sends batches to whose pace is not measured
+// yet and that the running plan does not use gets a warm-up batch of its
+// config with dummy inputs (warmup.go, on newLiveRunner's goroutine,
+// concurrent across backends, at most 5 s; a round that looks slow is run
+// again alone on its host), which sets its first pace sample; a failure is
+// logged once per model and fails nothing. A batch
 // still running at twice its profiled duration is hedged to another machine
 // within LiveOptions.HedgeBudget; the first answer wins, the other call is
 // cancelled, and the batch completes once both have returned. The static mode

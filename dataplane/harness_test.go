@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -55,6 +54,21 @@ type harnessBackend struct {
 	wrap     func(*backends.Server) inference.GRPCInferenceServiceServer
 }
 
+// serveGRPC serves srv over gRPC on a loopback port until the test ends,
+// through wrap when it is not nil (a misbehaving backend), and returns its
+// address and server.
+func serveGRPC(t testing.TB, srv *backends.Server, wrap func(*backends.Server) inference.GRPCInferenceServiceServer) (string, *grpc.Server) {
+	t.Helper()
+	var g *grpc.Server
+	if wrap != nil {
+		g = grpc.NewServer()
+		inference.RegisterGRPCInferenceServiceServer(g, wrap(srv))
+	} else {
+		g = backends.NewGRPCServer(srv)
+	}
+	return testharness.ServeGRPC(t, g), g
+}
+
 func startHarnessWith(t testing.TB, configText, policy string, specs []harnessBackend) *harness {
 	t.Helper()
 	var bl strings.Builder
@@ -73,21 +87,9 @@ func startHarnessWith(t testing.TB, configText, policy string, specs []harnessBa
 		if err != nil {
 			t.Fatal(err)
 		}
-		var g *grpc.Server
-		if spec.wrap != nil {
-			g = grpc.NewServer()
-			inference.RegisterGRPCInferenceServiceServer(g, spec.wrap(srv))
-		} else {
-			g = backends.NewGRPCServer(srv)
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go g.Serve(lis)
-		t.Cleanup(g.Stop)
+		addr, g := serveGRPC(t, srv, spec.wrap)
 		h.backends = append(h.backends, g)
-		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: %s}\n", i, lis.Addr().String(), spec.hardware)
+		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: %s}\n", i, addr, spec.hardware)
 	}
 	cfg, err := api.LoadBytes(api.NamedDoc{Name: "profiles.yaml", Data: []byte(configText)},
 		api.NamedDoc{Name: "backends.yaml", Data: []byte(bl.String())})

@@ -70,8 +70,10 @@ type Health struct {
 	onChange func(down []string) // opts.OnChange, or set by LiveSwitch.ReplaceOnEjection
 	disps    map[*dispatcher.Dispatcher]struct{}
 	closed   bool
-	probes   bool        // probeLoop started
-	static   atomic.Bool // startProbes was called: the static list, a backend that left the plan may be needed again
+	warned   map[string]bool // models whose warm-up failure was logged (warnWarmUpOnce)
+	noWarm   map[string]bool // models whose dummy inputs a backend rejected: not warmed up again
+	probes   bool            // probeLoop started
+	static   atomic.Bool     // startProbes was called: the static list, a backend that left the plan may be needed again
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
@@ -618,6 +620,36 @@ func (h *Health) spreadPrior(now time.Time) {
 			o.SetPace(prior)
 		}
 	}
+}
+
+// warnWarmUpOnce reports whether a warm-up failure of model is to be logged:
+// true the first time for each model. invalid (a backend rejected the dummy
+// inputs) also marks the model as one not to warm up again (warmsUp).
+func (h *Health) warnWarmUpOnce(model string, invalid bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if invalid {
+		if h.noWarm == nil {
+			h.noWarm = map[string]bool{}
+		}
+		h.noWarm[model] = true
+	}
+	if h.warned[model] {
+		return false
+	}
+	if h.warned == nil {
+		h.warned = map[string]bool{}
+	}
+	h.warned[model] = true
+	return true
+}
+
+// warmsUp reports whether model may be warmed up: false once a backend has
+// rejected its dummy inputs.
+func (h *Health) warmsUp(model string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.noWarm[model]
 }
 
 // allowHedge reports whether one more hedge stays within the budget (a share

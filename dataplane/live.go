@@ -88,7 +88,8 @@ type LiveOptions struct {
 	// applied; dataplane/spare.go). `piccolo gateway` turns it on (--spare).
 	Spare bool
 	// Calibration, when set, receives every batch's measured duration
-	// (HealthOptions.Calibration).
+	// (HealthOptions.Calibration) and turns on the backends' pace, which a
+	// warm-up batch measures before a backend takes traffic (warmup.go).
 	Calibration *calibrate.Estimator
 	// BackendTLS is the TLS config of the calls to the backends whose entry
 	// (api.Backend.TLS, Consul meta "tls") says they serve TLS: the CA their
@@ -323,9 +324,11 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			}
 		}
 	}
+	var spares map[*liveModule][]dispatcher.Slot
 	if opts.Spare {
-		r.attachSpares(lctx, cfg, placed, opts.Logger)
+		spares = r.attachSpares(lctx, cfg, placed, opts.Logger)
 	}
+	r.warmUp(lctx, placed, spares, prev, opts.Logger)
 	for _, mods := range r.sessions {
 		for _, lm := range mods {
 			if info, ok := meta[lm.model]; ok {

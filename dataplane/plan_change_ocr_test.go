@@ -21,23 +21,11 @@ import (
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
-// perBoxChain is the fused per-box chain of the OCR session (docs/fusion.md).
-const perBoxChain = "ocr-cls+ocr-rotate+ocr-rec+ocr-ctc"
-
-// TestFiftyPlanChangesUnderOCRLoad is make-before-break end to end on real
-// ONNX Runtime: one `piccolo backend --executor ocr` per hardware type of
-// configs/ocr.yaml (in-process, over loopback gRPC), a LiveSwitch serving
-// the OCR session fused (its per-box chain one model) and an unfused copy of
-// it side by side, and fifty plan changes while both get OCR images. Every
-// change reloads the ONNX models of the per-box modules with a new max batch
-// (alternating), so each backend replaces models that batches in flight, and
-// fused chains between steps, still use. No request may fail with a 5xx
-// other than a deadline (503 above all: the demo's "onnx model closed").
-func TestFiftyPlanChangesUnderOCRLoad(t *testing.T) {
-	ocrtest.RequireModels(t)
-	if testing.Short() {
-		t.Skip("-short: fifty plan changes on ONNX Runtime take about a minute")
-	}
+// ocrConfig is configs/ocr.yaml with one `piccolo backend --executor ocr`
+// per hardware type (in-process, over loopback gRPC) as its backends:
+// cpu-2t's with two ONNX Runtime threads, the others with one.
+func ocrConfig(t *testing.T) *api.Config {
+	t.Helper()
 	base, err := api.Load("../configs/ocr.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +44,27 @@ func TestFiftyPlanChangesUnderOCRLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// perBoxChain is the fused per-box chain of the OCR session (docs/fusion.md).
+const perBoxChain = "ocr-cls+ocr-rotate+ocr-rec+ocr-ctc"
+
+// TestFiftyPlanChangesUnderOCRLoad is make-before-break end to end on real
+// ONNX Runtime: one `piccolo backend --executor ocr` per hardware type of
+// configs/ocr.yaml (in-process, over loopback gRPC), a LiveSwitch serving
+// the OCR session fused (its per-box chain one model) and an unfused copy of
+// it side by side, and fifty plan changes while both get OCR images. Every
+// change reloads the ONNX models of the per-box modules with a new max batch
+// (alternating), so each backend replaces models that batches in flight, and
+// fused chains between steps, still use. No request may fail with a 5xx
+// other than a deadline (503 above all: the demo's "onnx model closed").
+func TestFiftyPlanChangesUnderOCRLoad(t *testing.T) {
+	ocrtest.RequireModels(t)
+	if testing.Short() {
+		t.Skip("-short: fifty plan changes on ONNX Runtime take about a minute")
+	}
+	cfg := ocrConfig(t)
 	unfused := cfg.Sessions[0]
 	unfused.Name = "ocr-unfused"
 	cfg, fusions, err := scheduler.Fuse(cfg, testharness.Planner)

@@ -125,8 +125,9 @@ func spareEntry(cfg *api.Config, model, hardware string, need int, budget time.D
 // because loading takes seconds and the first overflow must not wait for
 // it. A spare backend that cannot be reached or refuses the load is logged
 // and left out; the plan itself does not depend on it. Called by
-// newLiveRunner when LiveOptions.Spare is set, after the plan's own loads.
-func (r *LiveRunner) attachSpares(ctx context.Context, cfg *api.Config, placed *api.Plan, log *zap.Logger) {
+// newLiveRunner when LiveOptions.Spare is set, after the plan's own loads;
+// returns the slots given, by module (their backends are warmed up too).
+func (r *LiveRunner) attachSpares(ctx context.Context, cfg *api.Config, placed *api.Plan, log *zap.Logger) map[*liveModule][]dispatcher.Slot {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -151,8 +152,10 @@ func (r *LiveRunner) attachSpares(ctx context.Context, cfg *api.Config, placed *
 	for lm, slots := range bySlot {
 		if err := lm.disp.SetSpare(slots); err != nil {
 			log.Warn("spare backends left out", zap.String("session", lm.session), zap.String("module", lm.name), zap.Error(err))
+			delete(bySlot, lm)
 		}
 	}
+	return bySlot
 }
 
 // loadSpare makes a client for s's backend and loads s's model there with

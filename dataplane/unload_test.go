@@ -136,21 +136,20 @@ func ready(t *testing.T, addr, model string) bool {
 // unloads sent (they run under applyMu, which waitDrained takes last).
 func waitDrained(t *testing.T, sw *LiveSwitch) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second) // grace is 2 s; allow a loaded machine
-	for {
+	// Every drain goroutine, its unloads included, ends with wg.Done. Waiting
+	// only for drains to empty raced the unloads: the runner leaves drains,
+	// is closed, and only then takes applyMu to unload ("unloaded [],
+	// already gone []" once in a parallel run).
+	done := make(chan struct{})
+	go func() { sw.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // grace is 2 s; allow a loaded machine
 		sw.drainMu.Lock()
 		n := len(sw.drains)
 		sw.drainMu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d previous runners still draining after 30 s", n)
-		}
-		time.Sleep(20 * time.Millisecond)
+		t.Fatalf("drains not done after 30 s (%d previous runners still draining)", n)
 	}
-	sw.applyMu.Lock() // the last drain's unloads hold it until they are done
-	defer sw.applyMu.Unlock()
 }
 
 func newObservedSwitch(t *testing.T, cfg *api.Config, plan *api.Plan) (*LiveSwitch, *observer.ObservedLogs) {

@@ -32,6 +32,9 @@ func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 		}
 		out.TotalCost += sp.Cost
 		out.Sessions = append(out.Sessions, sp)
+		if pol.pool != nil {
+			pol.pool = lessPool(pol.pool, &sp)
+		}
 	}
 	out.RuntimeMs = float64(time.Since(start).Microseconds()) / 1000
 	return out, errors.Join(errs...)
@@ -89,6 +92,9 @@ func planSession(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, 
 				s.Name, ErrInfeasible, fmtSeconds(over+slo), fmtSeconds(slo))
 		}
 		reserve += over
+	}
+	if pol.pool != nil {
+		results = fitToPool(g, mods, results, slo, pol)
 	}
 	return sessionPlan(s, g, mods, results, slo, pol.model), nil
 }

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +55,14 @@ type Options struct {
 	// Strategies are the registries Model, Split and VariantSearch are
 	// looked up in; a nil field is the built-in registry.
 	Strategies Strategies
+	// Pool, when not nil, is how many devices each hardware type it names
+	// has (types it does not name are unbounded): a session whose plan
+	// needs more devices of a type than are left after the sessions before
+	// it has a module's group split across types, k whole machines on the
+	// short type and the rest of its rate on another, each group within the
+	// module's WCL (docs/calibration.md, "Pool-aware planning"). Not a
+	// paper feature; nil plans as the paper does. Counts must be ≥ 0.
+	Pool map[string]int
 }
 
 // Strategies are the registries of the planner's strategies, each chosen by
@@ -229,6 +239,7 @@ type policy struct {
 	reference  string
 	maxConfigs int
 	variants   VariantSearch
+	pool       map[string]int // devices per hardware type left (Options.Pool); nil: unbounded
 }
 
 // resolve turns Options into a policy, validating every field.
@@ -336,6 +347,14 @@ func resolve(o Options) (policy, error) {
 	if o.Hardware != "" {
 		p.filter.hardware = o.Hardware
 		p.singleHW = false
+	}
+	for _, hw := range slices.Sorted(maps.Keys(o.Pool)) {
+		if o.Pool[hw] < 0 {
+			return p, fmt.Errorf("pool: hardware %q has %d devices: must be ≥ 0", hw, o.Pool[hw])
+		}
+	}
+	if o.Pool != nil {
+		p.pool = maps.Clone(o.Pool)
 	}
 	return p, nil
 }

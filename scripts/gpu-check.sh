@@ -32,6 +32,8 @@
 #                                   the first one is served in step 5
 #   GPU_CHECK_BATCHES=1,2,4,8,16,32,64   GPU_CHECK_CONCURRENCY=1,2
 #   GPU_CHECK_PROFILE_DURATION=2s   measuring time per (batch, concurrency) point
+#   GPU_CHECK_CALL_TIMEOUT=180s     piccolo profile --timeout: one load (its warm-up
+#                                   of every batch size included) or one batch
 #   GPU_CHECK_IMAGE_SIZE=0          worker --image-size (0: each model's own)
 #   GPU_CHECK_HARDWARE=             hardware type (default: from nvidia-smi's
 #                                   name, e.g. h100; cpu without a GPU)
@@ -58,6 +60,7 @@ models=${GPU_CHECK_MODELS:-resnet50,mobilenet_v3_large,ssdlite320_mobilenet_v3_l
 batches=${GPU_CHECK_BATCHES:-1,2,4,8,16,32,64}
 concurrency=${GPU_CHECK_CONCURRENCY:-1,2}
 pdur=${GPU_CHECK_PROFILE_DURATION:-2s}
+call_timeout=${GPU_CHECK_CALL_TIMEOUT:-180s}
 image_size=${GPU_CHECK_IMAGE_SIZE:-0}
 load=${GPU_CHECK_LOAD:-0.5}
 slo_ms=${GPU_CHECK_SLO_MS:-0}
@@ -167,7 +170,7 @@ for m in "${model_list[@]}"; do
 	fi
 	phase "profile-$m"
 	"$piccolo" profile --target "$worker" --model "$m" --hardware "$hw" --batches "$batches" --concurrency "$concurrency" \
-		--duration "$pdur" --timeout 60s -q -o "$out/profile-$m.yaml" 2>"$out/profile-$m.txt" ||
+		--duration "$pdur" --timeout "$call_timeout" -q -o "$out/profile-$m.yaml" 2>"$out/profile-$m.txt" ||
 		die "piccolo profile $m failed: $(tail -3 "$out/profile-$m.txt")"
 	cat "$out/profile-$m.txt" >&2
 	sed -n '/^profiles:/,$p' "$out/profile-$m.yaml" | tail -n +2 >>"$out/profiles.yaml"

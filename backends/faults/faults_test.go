@@ -384,7 +384,11 @@ func TestSharedSlowsOnlyBesideAnotherModel(t *testing.T) {
 	time.Sleep(faults.SharedWindow + 100*time.Millisecond)
 	after := run(steady)
 	t.Logf("alone (another model loaded, idle) %v, beside another model's batch %v, %v after it %v", alone, beside, faults.SharedWindow, after)
-	if alone > 150*time.Millisecond || beside < 180*time.Millisecond || beside > 300*time.Millisecond || after > 150*time.Millisecond {
+	// A sim batch is a timer: never shorter than its duration, sometimes
+	// longer on a loaded host. So a doubled batch is >= 200 ms, and a batch
+	// at its profile is judged only by not reaching that (the upper bounds
+	// of 150 ms this test had failed under load).
+	if alone >= 195*time.Millisecond || beside < 195*time.Millisecond || after >= 195*time.Millisecond {
 		t.Errorf("shared=2: alone %v, beside another model %v, after it %v; want about 100ms, 200ms, 100ms", alone, beside, after)
 	}
 	if s, err := faults.Parse([]string{"shared=1.5"}); err != nil || s.Shared != 1.5 || s.String() != "shared=1.5" {

@@ -105,3 +105,49 @@ func TestPlanBadInput(t *testing.T) {
 		}
 	}
 }
+
+// The profile measured on a real H100 (configs/gpu/h100.yaml, docs/gpu.md)
+// shows the paper's premise: a loose SLO is served with large batches on a
+// fraction of one GPU, a tight one with small batches and more machines.
+func TestGPUProfilePlansBatchesBySLO(t *testing.T) {
+	machines := map[string]float64{}
+	for _, tc := range []struct {
+		slo                string
+		minBatch, maxBatch int
+	}{
+		{"478ms", 16, 64}, // the session gpu-check served: b32 c2 on 0.63 of the GPU
+		{"30ms", 1, 8},    // a batch's wait and run must fit 30 ms: b8 c1 on 1.18 GPUs
+	} {
+		t.Run(tc.slo, func(t *testing.T) {
+			session := filepath.Join(t.TempDir(), "session.yaml")
+			text := "sessions:\n  - name: gpu\n    slo: " + tc.slo + "\n    modules:\n      - {name: net, model: mobilenet_v3_large, rate: 550}\n"
+			if err := os.WriteFile(session, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := run(t, "plan", "-c", "../../configs/gpu/h100.yaml", "-c", session, "-o", "json")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			plan, err := api.ReadPlan(strings.NewReader(out), "plan -o json")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if len(plan.Sessions) != 1 || plan.Sessions[0].Error != "" || len(plan.Sessions[0].Modules) != 1 {
+				t.Fatalf("plan: %s", out)
+			}
+			m := plan.Sessions[0].Modules[0]
+			for _, g := range m.Configs {
+				machines[tc.slo] += g.Machines
+				if g.Hardware != "h100" || g.Batch < tc.minBatch || g.Batch > tc.maxBatch {
+					t.Errorf("group %s b%d c%d on %.2f machines; want h100 and a batch in %d..%d", g.Hardware, g.Batch, g.Concurrency, g.Machines, tc.minBatch, tc.maxBatch)
+				}
+			}
+			if m.WCLMs > plan.Sessions[0].SLOMs {
+				t.Errorf("WCL %.1f ms over the SLO %.0f ms", m.WCLMs, plan.Sessions[0].SLOMs)
+			}
+		})
+	}
+	if !(machines["478ms"] < 1 && machines["30ms"] > machines["478ms"]) {
+		t.Errorf("machines: %v; want under one GPU at 478 ms and more at 30 ms", machines)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/sim"
+	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc"
@@ -90,13 +91,20 @@ func ServeBackend(t testing.TB, exec backends.Executor) (string, *grpc.Server) {
 		t.Fatal(err)
 	}
 	g := backends.NewGRPCServer(srv)
+	return ServeGRPC(t, g), g
+}
+
+// ServeGRPC serves g on a free loopback port until the test ends and
+// returns the address.
+func ServeGRPC(t testing.TB, g *grpc.Server) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
-	return lis.Addr().String(), g
+	return lis.Addr().String()
 }
 
 // HTTPDo sends one request and decodes the JSON answer; it fails the test
@@ -175,3 +183,31 @@ func Hammer(b *testing.B, addr, path string, body []byte, n, conc int) float64 {
 // [1, 64], the request of the request-path benchmarks.
 var InferBody = []byte(`{"id":"42","inputs":[{"name":"x","shape":[1,64],"datatype":"FP32","data":[` +
 	strings.Repeat("0.25,", 63) + `1.5]}]}`)
+
+// Slowed returns a copy of cfg whose every profile entry is k× slower: the
+// profiles a calibration of devices all k× slower than profiled gives. cfg
+// is not modified.
+func Slowed(cfg *api.Config, k float64) *api.Config {
+	out := *cfg
+	out.Profiles = nil
+	for _, p := range cfg.Profiles {
+		p.Entries = append([]api.ProfileEntry(nil), p.Entries...)
+		for i := range p.Entries {
+			p.Entries[i].Duration = api.Duration(time.Duration(k * float64(p.Entries[i].Duration)))
+		}
+		out.Profiles = append(out.Profiles, p)
+	}
+	return &out
+}
+
+// Members returns n[hw] pool members of each hardware type hw, with ids
+// "hw-i" (the order is not fixed: placement sorts them).
+func Members(n map[string]int) []placement.Member {
+	var out []placement.Member
+	for hw, k := range n {
+		for i := range k {
+			out = append(out, placement.Member{ID: fmt.Sprintf("%s-%d", hw, i), Hardware: hw})
+		}
+	}
+	return out
+}

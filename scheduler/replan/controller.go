@@ -571,6 +571,7 @@ func (c *Controller) setMembers(members []placement.Member) {
 func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]float64) (time.Time, bool) {
 	var first time.Time
 	fired := false
+	carried := c.carried()
 	for k, planned := range c.planned {
 		m, ok := measured[k]
 		if !ok || (c.o.Hold != nil && c.o.Hold(k)) {
@@ -598,12 +599,32 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 					zap.Float64("envelope_rps", m), zap.Duration("for", now.Sub(s)))
 			}
 		}
-		check(current[k] > planned*(1+c.o.HysteresisUp), c.upSince, c.o.SustainUp, "up")
+		check(current[k] > max(planned, carried[k])*(1+c.o.HysteresisUp), c.upSince, c.o.SustainUp, "up")
 		floor := c.floor(k)
 		// Below the band, unless already planned at the floor.
 		check(m < planned*(1-c.o.HysteresisDown) && planned > floor*(1+1e-9), c.downFrom, c.o.SustainDown, "down")
 	}
 	return first, fired
+}
+
+// carried returns the rate (req/s) each module of the current plan was
+// planned for, where it is above the rate the plan was made at: a planner
+// that fits a pool plans a binding pool at a higher rate for headroom
+// (controlplane.PlanForServing), and a rise up to that rate is carried
+// without a re-plan (a plan swap in a burst costs more than it gives:
+// docs/calibration.md, "Pool-aware planning"). Empty with Options.Covers
+// (the rates covered are then the covering planner's).
+func (c *Controller) carried() map[Key]float64 {
+	out := map[Key]float64{}
+	if c.unplaced == nil || c.o.Covers != nil {
+		return out
+	}
+	for _, sp := range c.unplaced.Sessions {
+		for _, mp := range sp.Modules {
+			out[Key{sp.Name, mp.Name}] = mp.Rate
+		}
+	}
+	return out
 }
 
 // drifted reports whether the calibrated durations of the current plan's
@@ -614,7 +635,14 @@ func (c *Controller) drifted(now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	r, at, ok := c.o.Calibration.Drift(c.cfg, c.unplaced, now)
-	if !ok || math.Abs(r-1) <= c.o.DriftThreshold {
+	if !ok {
+		// Nothing to judge at this tick (with every device 1.6× slower the
+		// estimator had none of the plan's entries to compare for a tick or
+		// two, 1–2 s after the first drift): the hold neither fires nor
+		// restarts; a drift measured back within the threshold resets it.
+		return time.Time{}, false
+	}
+	if math.Abs(r-1) <= c.o.DriftThreshold {
 		c.driftFrom = time.Time{}
 		return time.Time{}, false
 	}
@@ -805,10 +833,19 @@ func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
 		}
 	}
 	present := map[string]bool{}
+	cfg := WithRates(c.cfg, rates)
+	if len(c.members) > 0 {
+		// The planner sees the pool as its backends: a planner that fits the
+		// plan to the devices per type (controlplane.PlanForServing) counts them.
+		cfg.Backends = make([]api.Backend, len(c.members))
+		for i, m := range c.members {
+			cfg.Backends[i] = api.Backend{ID: m.ID, Hardware: m.Hardware}
+		}
+	}
 	for _, m := range c.members {
 		present[m.Hardware] = true
 	}
-	return OnlyPresent(WithRates(c.cfg, rates), present), rates
+	return OnlyPresent(cfg, present), rates
 }
 
 // WithRates returns a copy of cfg whose modules run at rates (req/s) where

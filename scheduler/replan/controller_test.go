@@ -462,3 +462,33 @@ func pool(hw string, n int) []placement.Member {
 	}
 	return out
 }
+
+// TestControllerRiseWithinPlannedRateDoesNotReplan: a plan made for a higher
+// rate than measured (a planner that plans a binding pool for headroom,
+// controlplane.PlanForServing) carries a rise up to that rate: at 1.4× the
+// measured rate, with the plan made for 1.8×, no rate re-plan; at 2.5×, one.
+func TestControllerRiseWithinPlannedRateDoesNotReplan(t *testing.T) {
+	const R = 400
+	h := newHarness(t, controlConfig(R, 200*time.Millisecond), pool("v100", 10), Options{})
+	h.c.o.Plan = func(cfg *api.Config) (*api.Plan, error) {
+		rates := Declared(cfg)
+		for k := range rates {
+			rates[k] *= 1.8
+		}
+		return scheduler.Plan(WithRates(cfg, rates), scheduler.Options{})
+	}
+	h.run(10, noisy(R))
+	h.c.Replan()
+	h.run(1, noisy(R))
+	if n := len(h.published); n != 2 || h.last().Cause != CauseManual {
+		t.Fatalf("published %d plans %v; want the initial and a manual one", n, causes(h.published))
+	}
+	h.run(20, noisy(1.4*R))
+	if n := len(h.published) - 2; n != 0 {
+		t.Fatalf("a rise to 1.4× of a plan made for 1.8× re-planned: %v; want none", causes(h.published[2:]))
+	}
+	h.run(20, noisy(2.5*R))
+	if n := len(h.published) - 2; n != 1 || h.last().Cause != CauseRate {
+		t.Fatalf("a rise to 2.5× of a plan made for 1.8×: %d re-plans %v; want one with cause rate", n, causes(h.published[2:]))
+	}
+}

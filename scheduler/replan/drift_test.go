@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/placement"
 )
@@ -97,5 +98,45 @@ func TestControllerRateRiseBeyondPoolKeepsPlanThatFits(t *testing.T) {
 	h.run(1, noisy(300))
 	if len(h.published) != 2 || h.last().Cause != CauseConfig {
 		t.Errorf("published %v; want initial, config", causes(h.published))
+	}
+}
+
+// blinking is a Calibration whose Drift has nothing to judge while blind.
+type blinking struct {
+	Calibration
+	blind bool
+}
+
+func (b *blinking) Drift(offline *api.Config, plan *api.Plan, now time.Time) (float64, string, bool) {
+	if b.blind {
+		return 1, "", false
+	}
+	return b.Calibration.Drift(offline, plan, now)
+}
+
+// TestControllerDriftHoldSurvivesATickWithNothingMeasured: a tick at which
+// the calibration has none of the plan's entries to compare (Drift's ok
+// false) neither fires nor restarts the drift hold: the re-plan comes
+// DriftHold after the drift was first seen, as without the blind tick.
+func TestControllerDriftHoldSurvivesATickWithNothingMeasured(t *testing.T) {
+	est, err := calibrate.New(calibrate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := &blinking{Calibration: est}
+	cfg := controlConfig(4000, time.Second)
+	h := newHarness(t, cfg, []placement.Member{{ID: "gpu-0", Hardware: "v100"}}, Options{Calibration: cal, DriftHold: 3 * time.Second})
+	g := h.last().Plan.Sessions[0].Modules[0].Configs[0]
+	profiled := time.Duration(g.DurationMs * float64(time.Millisecond))
+	for range 10 {
+		est.Observe("m", "v100", "gpu-0", g.Batch, g.Concurrency, time.Duration(1.3*float64(profiled)), h.now)
+	}
+	h.run(1, noisy(4000)) // drift seen: the hold starts
+	cal.blind = true
+	h.run(1, noisy(4000))
+	cal.blind = false
+	h.run(2, noisy(4000))
+	if len(h.published) != 2 || h.last().Cause != CauseDrift {
+		t.Fatalf("3 s after the drift was seen, one blind tick among them: published %v; want the initial plan and a drift re-plan", causes(h.published))
 	}
 }

@@ -53,7 +53,7 @@ func (c *Controller) fitPool(cfg *api.Config, p *api.Plan, err error) (*api.Plan
 			}
 			tries++
 			q, qerr := c.o.Plan(cand)
-			if q == nil || failsMore(q, p) {
+			if q == nil || FailsMore(q, p) {
 				continue
 			}
 			m := c.missing(q)
@@ -137,8 +137,8 @@ func withoutProfile(cfg *api.Config, model, hardware string) *api.Config {
 	return &out
 }
 
-// failsMore reports whether q leaves a session unplanned that p planned.
-func failsMore(q, p *api.Plan) bool {
+// FailsMore reports whether q leaves a session unplanned that p planned.
+func FailsMore(q, p *api.Plan) bool {
 	ok := map[string]bool{}
 	for _, sp := range p.Sessions {
 		ok[sp.Name] = sp.Error == ""

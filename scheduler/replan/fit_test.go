@@ -1,39 +1,14 @@
 package replan
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
 )
-
-// slowed returns cfg with every profile entry k× slower (the profiles a
-// calibration of devices all k× slower gives).
-func slowed(cfg *api.Config, k float64) *api.Config {
-	out := *cfg
-	out.Profiles = nil
-	for _, p := range cfg.Profiles {
-		p.Entries = append([]api.ProfileEntry(nil), p.Entries...)
-		for i := range p.Entries {
-			p.Entries[i].Duration = api.Duration(time.Duration(k * float64(p.Entries[i].Duration)))
-		}
-		out.Profiles = append(out.Profiles, p)
-	}
-	return &out
-}
-
-func members(n map[string]int) []placement.Member {
-	var out []placement.Member
-	for hw, k := range n {
-		for i := range k {
-			out = append(out, placement.Member{ID: fmt.Sprintf("%s-%d", hw, i), Hardware: hw})
-		}
-	}
-	return out
-}
 
 // TestFitPool: the demo's paper-chain with every device 1.6× slower, on 8 t4
 // and 6 v100. The cheapest plan per type puts both modules on v100 and needs
@@ -46,8 +21,8 @@ func TestFitPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := slowed(base, 1.6)
-	small := members(map[string]int{"t4": 8, "v100": 6})
+	cfg := testharness.Slowed(base, 1.6)
+	small := testharness.Members(map[string]int{"t4": 8, "v100": 6})
 	missing := func(p *api.Plan) int {
 		_, short, err := placement.Place(p, small, nil, placement.Options{})
 		if err != nil {
@@ -69,7 +44,7 @@ func TestFitPool(t *testing.T) {
 			t.Fatalf("session %s not planned: %s", sp.Name, sp.Error)
 		}
 	}
-	large := members(map[string]int{"t4": 8, "v100": 20})
+	large := testharness.Members(map[string]int{"t4": 8, "v100": 20})
 	hl := newHarness(t, cfg, large, Options{})
 	if pl := hl.last().Unplaced; pl.TotalCost != cheapest.TotalCost {
 		t.Errorf("with 20 v100 the plan costs %.3f; want the cheapest plan's %.3f", pl.TotalCost, cheapest.TotalCost)
@@ -85,19 +60,57 @@ func TestFitPoolPlansAgainWhenThePoolGrows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := slowed(base, 1.6)
+	cfg := testharness.Slowed(base, 1.6)
 	cheapest, err := scheduler.Plan(cfg, scheduler.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, cfg, members(map[string]int{"t4": 8, "v100": 6}), Options{})
+	h := newHarness(t, cfg, testharness.Members(map[string]int{"t4": 8, "v100": 6}), Options{})
 	if got := h.last().Unplaced.TotalCost; got == cheapest.TotalCost {
 		t.Fatalf("on 8 t4 and 6 v100 the plan costs %.3f, the cheapest plan's; want one fitted to the pool", got)
 	}
 	h.now = h.now.Add(time.Second)
-	h.c.SetMembers(members(map[string]int{"t4": 8, "v100": 20}))
+	h.c.SetMembers(testharness.Members(map[string]int{"t4": 8, "v100": 20}))
 	h.c.step(h.now)
 	if got := h.last(); got.Cause != CauseMembership || got.Unplaced.TotalCost != cheapest.TotalCost {
 		t.Errorf("after 14 v100 joined: last plan %s at cost %.3f; want a membership re-plan to the cheapest plan's %.3f", got.Cause, got.Unplaced.TotalCost, cheapest.TotalCost)
+	}
+}
+
+// TestPlannerSeesThePool: the controller hands its planner the members as
+// the config's backends, so a planner that fits the plan to the devices per
+// type (controlplane.PlanForServing, here scheduler.Options.Pool from them)
+// plans for the pool. The demo's paper-chain 1.6× slower on 8 t4 and 6
+// v100, the config listing no backends: the plan published misses no device.
+func TestPlannerSeesThePool(t *testing.T) {
+	base, err := api.Load("../../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testharness.Slowed(base, 1.6)
+	cfg.Backends = nil
+	small := testharness.Members(map[string]int{"t4": 8, "v100": 6})
+	var published []*Replan
+	now := t0
+	c, err := New(cfg, small, Options{
+		Clock: fakeClock{&now},
+		Plan: func(c *api.Config) (*api.Plan, error) {
+			pool := map[string]int{}
+			for _, b := range c.Backends {
+				pool[b.Hardware]++
+			}
+			return scheduler.Plan(c, scheduler.Options{MaxUtilization: 0.8, Pool: pool})
+		},
+		Publish: func(r *Replan) error { published = append(published, r); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.step(now)
+	if len(published) != 1 {
+		t.Fatalf("published %d plans; want 1", len(published))
+	}
+	if m := published[0].Shortfall.Missing(); m != 0 {
+		t.Errorf("the plan published misses %d devices of the 8 t4 and 6 v100 (%v); want none", m, published[0].Shortfall.Hardware)
 	}
 }

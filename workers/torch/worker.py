@@ -25,9 +25,10 @@ It answers what a gateway and `piccolo profile` call on a `piccolo backend`
 
 Threads: gRPC runs each call on a pool thread. Loads and unloads take one lock
 and publish a new models dict (never mutated after); ModelInfer reads the dict
-without a lock, then waits for one of the model's lanes (a queue of CUDA streams,
-or of None on the CPU), so at most "concurrency" batches of a model run at once,
-as on a `piccolo backend`.
+without a lock, then waits for one of the model's lanes (zoo.Lane: a thread of
+its own with, on a GPU, a CUDA stream of its own) and runs the batch on the
+lane's thread, so at most "concurrency" batches of a model run at once, as on a
+`piccolo backend`, and a lane's warm-up holds for its batches (zoo's doc).
 
 Metrics (Prometheus text at /metrics on --metrics-listen) use the names
 `piccolo backend` uses: piccolo_backend_batches_total, _items_total,
@@ -188,11 +189,12 @@ class Worker(pb_grpc.GRPCInferenceServiceServicer):
     """The KServe v2 service over the models of zoo.MODELS on one device."""
 
     def __init__(self, device, image_size, fp16, default_batch, metrics, log):
-        self.device, self.image_size, self.fp16 = device, image_size, fp16
+        self.device, self.image_size, self.fp16 = device, image_size, fp16  # fp16: "auto", "on" or "off"
         self.default_batch = default_batch
         self.metrics, self.log = metrics, log
         self.models = {}  # name -> Loaded; replaced under load_lock, never mutated
         self.nets = {}  # name -> zoo.Net, kept across reloads (the weights are random anyway)
+        self.lanes = {}  # name -> [zoo.Lane], grown to the largest concurrency loaded, kept across reloads
         self.load_lock = threading.Lock()
         self.draining = False
 
@@ -206,22 +208,27 @@ class Worker(pb_grpc.GRPCInferenceServiceServicer):
         batch = batch or self.default_batch
         concurrency = concurrency or 1
         with self.load_lock:
+            lanes = self.lanes.setdefault(name, [])
+            while len(lanes) < concurrency:
+                lanes.append(zoo.Lane(self.device, "%s-lane-%d" % (name, len(lanes))))
+            lanes = lanes[:concurrency]
             net = self.nets.get(name)
             if net is None:
                 t0 = time.monotonic()
-                net, fp16_error = zoo.build(name, self.device, self.image_size, self.fp16)
+                half = self.fp16 == "on" or (self.fp16 == "auto" and self.device.type == "cuda" and zoo.half_by_default(name))
+                net, fp16_error = zoo.build(name, self.device, self.image_size, half, lanes[0])
                 if fp16_error is not None:
                     self.log("model %s: fp16 failed (%s); running it in fp32" % (name, fp16_error))
                 self.log("model %s built on %s (%s, input %s) in %.1fs"
                          % (name, self.device, "fp16" if net.fp16 else "fp32", net.inputs[0][2], time.monotonic() - t0))
                 self.nets[name] = net
-            lanes = [torch.cuda.Stream(self.device) if self.device.type == "cuda" else None for _ in range(concurrency)]
             if self.device.type == "cuda":
-                # Every batch size the gateway may send, once: CUDA's lazy set-up
-                # and kernel choice per shape happen here, not on a request.
+                # Every batch size the gateway may send, once on every lane:
+                # CUDA's lazy set-up and cuDNN's plan choice per shape and
+                # thread happen here, not on a request (zoo's doc).
                 t0 = time.monotonic()
-                net.warm(range(1, batch + 1), lanes[0])
-                self.log("model %s warmed at batches 1..%d in %.1fs" % (name, batch, time.monotonic() - t0))
+                net.warm(range(1, batch + 1), lanes)
+                self.log("model %s warmed at batches 1..%d on %d lanes in %.1fs" % (name, batch, concurrency, time.monotonic() - t0))
             nxt = dict(self.models)
             nxt[name] = Loaded(net, batch, concurrency, lanes)
             self.models = nxt
@@ -567,7 +574,7 @@ def main(argv=None):
     ap.add_argument("--hardware", required=True, help="hardware type this worker is, as the config's profiles name it (e.g. h100)")
     ap.add_argument("--models", default="", help="models to load at start, comma-separated (default batch, 1 lane)")
     ap.add_argument("--device", default="auto", help="auto (cuda when torch sees a GPU, else cpu), cpu or cuda")
-    ap.add_argument("--fp16", default="auto", help="auto (on with cuda), on or off: run the models in half precision")
+    ap.add_argument("--fp16", default="auto", help="auto (on with cuda for the models where it pays: resnet50), on or off: run the models in half precision")
     ap.add_argument("--image-size", type=int, default=0, help="H = W of every model's input (default: each model's own, 224 or 320)")
     ap.add_argument("--default-batch", type=int, default=8, help="max batch of a load that names none")
     ap.add_argument("--threads", type=int, default=0, help="CPU: torch intra-op threads (default: torch's own)")
@@ -590,8 +597,7 @@ def main(argv=None):
     if args.fp16 not in ("auto", "on", "off"):
         ap.error("--fp16 %r: allowed: auto, on, off" % args.fp16)
     device = pick_device(args.device)
-    fp16 = args.fp16 == "on" or (args.fp16 == "auto" and device.type == "cuda")
-    if fp16 and device.type != "cuda":
+    if args.fp16 == "on" and device.type != "cuda":
         ap.error("--fp16 on needs --device cuda (half precision on the CPU is slower, when it runs at all)")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -599,7 +605,7 @@ def main(argv=None):
         log("GPU %s, torch %s, CUDA %s" % (torch.cuda.get_device_name(device), torch.__version__, torch.version.cuda))
 
     metrics = Metrics()
-    worker = Worker(device, args.image_size, fp16, args.default_batch, metrics, log)
+    worker = Worker(device, args.image_size, args.fp16, args.default_batch, metrics, log)
     for m in models:
         worker.load(m, 0, 0)
 

@@ -1,0 +1,90 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/testharness"
+	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/simulate"
+)
+
+// TestPlanForServingFitsListedBackends: the demo's paper-chain with every
+// device 1.62× slower than profiled (the calibrated profiles of the live
+// case with every device 1.6×: the network and host add a little), 8 t4 and
+// 6 v100 listed. Planned per type at its price the chain needs more v100
+// than listed; PlanForServing plans for the devices listed, splitting a
+// module across types and, where the simulation's headroom would need
+// devices the pool lacks, taking the most headroom that fits: the plan
+// places on the backends with none missing, and, the pool binding, is made
+// for a higher rate than configured (poolHeadroom).
+func TestPlanForServingFitsListedBackends(t *testing.T) {
+	base, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testharness.Slowed(base, 1.62)
+	cfg.Backends = listed(map[string]int{"t4": 8, "v100": 6})
+	p, err := PlanForServing(cfg, scheduler.Options{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := missing(p, cfg.Backends); m != 0 {
+		t.Errorf("the plan misses %d devices of the 8 t4 and 6 v100 listed; want none", m)
+	}
+	// Made for a higher rate than configured (below), the plan is checked
+	// at the rates it was made for.
+	rates := map[replan.Key]float64{}
+	for _, mp := range p.Sessions[0].Modules {
+		rates[replan.Key{Session: "paper-chain", Module: mp.Name}] = mp.Rate
+	}
+	if err := scheduler.Check(replan.WithRates(cfg, rates), p); err != nil {
+		t.Errorf("the plan fails the check: %v", err)
+	}
+	// The pool binds (the plan per type at its price needs more v100 than
+	// listed): its devices give headroom, the plan is made for a higher rate.
+	for _, mp := range p.Sessions[0].Modules {
+		if mp.Rate <= 50 {
+			t.Errorf("module %s planned for %.4g req/s; want above the 50 configured (headroom from the pool)", mp.Name, mp.Rate)
+		}
+	}
+}
+
+// TestPlanForServingUnchangedWhenThePoolHolds: the demo's paper-chain as
+// profiled, 8 t4 and 6 v100 listed: the plan the burst headroom search
+// makes without a pool holds on them, and PlanForServing returns it
+// unchanged (byte for byte, the planner's runtime aside).
+func TestPlanForServingUnchangedWhenThePoolHolds(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := simulate.PlanForBursts(cfg, scheduler.Options{}, DefaultBurstTarget, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backends = listed(map[string]int{"t4": 8, "v100": 6})
+	got, err := PlanForServing(cfg, scheduler.Options{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.RuntimeMs, want.RuntimeMs = 0, 0
+	a, _ := json.Marshal(got)
+	b, _ := json.Marshal(want)
+	if string(a) != string(b) {
+		t.Errorf("with 8 t4 and 6 v100 listed the plan changed:\n%s\nwant\n%s", a, b)
+	}
+}
+
+// listed returns n[hw] backends of each hardware type hw, on loopback
+// addresses nothing serves (the planner reads their types only).
+func listed(n map[string]int) []api.Backend {
+	var out []api.Backend
+	for _, m := range testharness.Members(n) {
+		out = append(out, api.Backend{ID: m.ID, Address: fmt.Sprintf("127.0.0.1:%d", 9000+len(out)), Hardware: m.Hardware})
+	}
+	return out
+}
