@@ -206,7 +206,7 @@
 // one Predict assumes and the deadline flush times the batch by
 // (queue.sendBy: the oldest deadline less that machine's duration by its
 // pace or straggler slowness, times the group's measured ratio, brought
-// sooner at each batch event of the group, never later).
+// sooner when a batch of the group is placed or ends late, never later).
 // All are read with atomic loads under the lock, at dispatch and in Predict.
 //
 // # Concurrency and allocation

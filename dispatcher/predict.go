@@ -206,8 +206,8 @@ func (g *group) earliest(now time.Time) (*machine, time.Time) {
 // before its lane frees, and the batch goes no later than then: closing it
 // when the lane frees would end it no later, but the items arriving
 // meanwhile would join a batch already late (tried: 15 504s against 2 with
-// one device slowing step by step). O(1) as earliest, once a batch and at
-// each batch event of its machines (retimeLocked).
+// one device slowing step by step). O(1) as earliest, once a batch and
+// when retimeLocked retimes it.
 func (q *queue) sendBy(dl, now time.Time) time.Time {
 	m := q.m
 	if m == nil {
@@ -225,9 +225,11 @@ func (q *queue) sendBy(dl, now time.Time) time.Time {
 // retimeLocked brings the deadline flush of the open batches m's lanes
 // bear on (its own stream's, and the shared streams' filled for its group)
 // forward to queue.sendBy as the lanes now stand: called after a batch is
-// placed on m or ends there, so a batch whose machine was taken in the
-// meantime, or whose machine turned slower, is sent while it still ends by
-// its oldest deadline. Never later than armed: a flush moved later as a
+// placed on m, or ends there later than expected (the lanes may then free
+// later than counted, and the group's ratio rose; a batch on time leaves
+// them as counted), so a batch whose machine was taken in the meantime, or
+// turned slower, is sent while it still ends by its oldest deadline.
+// Never later than armed: a flush moved later as a
 // machine freed filled batches to their deadline exactly, and every stall
 // of the host became a 504 (tried: one device slowing step by step, 15
 // 504s against 2). O(streams), per batch event, never per request.
