@@ -82,6 +82,8 @@ type Health struct {
 	batches, hedgesWon, hedgesLost atomic.Uint64
 	hedgeNanos                     atomic.Int64
 	retries                        [numRetryReasons]atomic.Uint64
+	lateLogged                     atomic.Int64  // unix ns of the last late-batch line (noteLate)
+	lateLeftOut                    atomic.Uint64 // late batches not logged since it
 }
 
 var (

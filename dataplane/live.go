@@ -608,10 +608,15 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 		b.Done(nil, fmt.Errorf("%w: module %q: slot %s has no backend client", gateway.ErrUnavailable, lm.name, b.Slot))
 		return
 	}
-	var latest time.Time
+	var latest, oldest time.Time
+	var first *dispatcher.Item // the item of the oldest request deadline
 	for _, it := range b.Items {
-		if dl := it.Tag.(*liveItem).deadline; dl.After(latest) {
+		dl := it.Tag.(*liveItem).deadline
+		if dl.After(latest) {
 			latest = dl
+		}
+		if !dl.IsZero() && (oldest.IsZero() || dl.Before(oldest)) {
+			oldest, first = dl, it
 		}
 	}
 	if latest.IsZero() {
@@ -627,7 +632,13 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 	for i, it := range b.Items {
 		items[i] = it.Inputs
 	}
+	start := time.Now()
 	out, errs, err := lm.run(ctx, b.Slot, c, items, b.Dummies, latest, b.Wait())
+	if first != nil {
+		if end := time.Now(); end.After(oldest) {
+			lm.noteLate(b, first, start, end, oldest)
+		}
+	}
 	if span != nil {
 		tracing.EndBatch(span, err)
 	}
