@@ -22,8 +22,9 @@ const fitTries = 6
 // planning"). Returns p itself when it fits or nothing fits better; the
 // plan's costs are its true costs (no price is changed).
 //
-// It records whether the planner's plan missed devices (Controller.fitted):
-// while it did, a membership change plans again, as the pool that grew may
+// It records whether the planner's plan missed devices, or used every
+// device of a type (Controller.fitted): while it did, a membership change
+// plans again, as the pool that grew may
 // now hold it (members join one by one, and the first join of a new type
 // would otherwise fix the plan for the pool as it was then).
 func (c *Controller) fitPool(cfg *api.Config, p *api.Plan, err error) (*api.Plan, error) {
@@ -31,8 +32,13 @@ func (c *Controller) fitPool(cfg *api.Config, p *api.Plan, err error) (*api.Plan
 	if len(c.members) == 0 {
 		return p, err
 	}
-	missing := c.missing(p)
+	missing, binds := c.placedShort(p)
 	if missing == 0 {
+		// A plan the planner fitted to the pool itself (Options.Pool, as
+		// PlanForServing plans) misses nothing but uses every device of a
+		// type: a pool that grows may hold a cheaper plan, so a membership
+		// change plans again too.
+		c.fitted = binds
 		return p, err
 	}
 	c.fitted = true
@@ -73,11 +79,23 @@ func (c *Controller) fitPool(cfg *api.Config, p *api.Plan, err error) (*api.Plan
 // placement: the count of devices each type needs does not depend on the
 // placement options, and Options.Place stays called once a decision).
 func (c *Controller) missing(p *api.Plan) int {
+	m, _ := c.placedShort(p)
+	return m
+}
+
+// placedShort is missing, and whether p uses every device of a type it
+// runs on (the pool binds it).
+func (c *Controller) placedShort(p *api.Plan) (missing int, binds bool) {
 	_, short, err := placement.Place(p, c.members, nil, placement.Options{})
 	if err != nil {
-		return 1 << 30
+		return 1 << 30, false
 	}
-	return short.Missing()
+	for _, h := range short.Hardware {
+		if h.Needed > 0 && h.Needed >= h.Present {
+			binds = true
+		}
+	}
+	return short.Missing(), binds
 }
 
 // shortTypes returns the hardware types p needs more devices of than the
