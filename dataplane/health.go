@@ -79,6 +79,7 @@ type Health struct {
 
 	prior                          atomic.Uint64 // float64 bits: the pace of a backend not measured yet (spreadPrior)
 	unpaced                        atomic.Int64  // backends of byID not measured yet: spreadPrior runs while > 0
+	priorAt                        atomic.Int64  // unix ns of the last spreadPrior (at most one each priorEvery)
 	batches, hedgesWon, hedgesLost atomic.Uint64
 	hedgeNanos                     atomic.Int64
 	retries                        [numRetryReasons]atomic.Uint64
@@ -583,9 +584,19 @@ func (h *Health) paced(bh *backendHealth, ratio float64, now time.Time) {
 	bh.pacedAt.Store(now.UnixNano())
 	bh.paceMu.Unlock()
 	if h.unpaced.Load() > 0 {
-		h.spreadPrior(now)
+		// At most once each priorEvery: a backend that is never measured
+		// (ejected at load, no profile entry, a multi-lane one whose batches
+		// always queue) would otherwise put the pool-wide lock on every
+		// full batch of every backend for good.
+		if last := h.priorAt.Load(); now.UnixNano()-last >= int64(priorEvery) && h.priorAt.CompareAndSwap(last, now.UnixNano()) {
+			h.spreadPrior(now)
+		}
 	}
 }
+
+// priorEvery bounds spreadPrior to one sweep a period: a backend not
+// measured yet takes the prior at most this much later.
+const priorEvery = 100 * time.Millisecond
 
 // priorWindow: the backends measured this recently make the prior (one the
 // plan no longer uses keeps its last pace).
@@ -597,8 +608,9 @@ const priorWindow = 2 * time.Second
 // of each is expected so, not only its second; with one device slow, the
 // others are not taken for it. A backend measured since keeps its own.
 // O(backends), under h.mu: paced calls it only while a backend of the pool
-// is not measured yet (h.unpaced), so once every backend has run a full
-// batch no batch takes the pool-wide lock; a backend that joins later gets
+// is not measured yet (h.unpaced), and at most once each priorEvery, so
+// once every backend has run a full batch no batch takes the pool-wide
+// lock; a backend that joins later gets
 // the last prior and turns the sweep on again until it is measured.
 func (h *Health) spreadPrior(now time.Time) {
 	h.mu.Lock()
@@ -618,9 +630,11 @@ func (h *Health) spreadPrior(now time.Time) {
 	prior := rs[(len(rs)-1)/2]
 	h.prior.Store(math.Float64bits(prior))
 	for _, o := range h.byID {
+		o.paceMu.Lock() // as paced: a pace measured meanwhile is not overwritten by the prior
 		if o.paceRatio.Load() == 0 {
 			o.SetPace(prior)
 		}
+		o.paceMu.Unlock()
 	}
 }
 
