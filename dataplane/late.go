@@ -21,10 +21,12 @@ const lateEvery = time.Second
 // how much of its module budget was left when the batch was sent, what the
 // dispatcher expected of the machine it chose and what the machine did, so
 // that a 504 can be traced to its batch. The backend is the one the batch
-// was sent to first (a retry may have moved it). Called from
+// was sent to first (a retry may have moved it); err is the call's error, if
+// any. Times run from b.Sent, when the dispatcher handed the batch over. Called from
 // the batch's goroutine (liveModule.send); per late batch, one CAS and at
 // most one line a second.
-func (lm *liveModule) noteLate(b *dispatcher.Batch, first *dispatcher.Item, start, end, oldest time.Time) {
+func (lm *liveModule) noteLate(b *dispatcher.Batch, first *dispatcher.Item, end, oldest time.Time, err error) {
+	start := b.Sent
 	h := lm.h
 	if h == nil {
 		return
@@ -41,6 +43,7 @@ func (lm *liveModule) noteLate(b *dispatcher.Batch, first *dispatcher.Item, star
 		zap.Duration("took", end.Sub(start)), zap.Duration("slack_at_send", oldest.Sub(start)),
 		zap.Duration("waited_in_module", start.Sub(first.Arrival)), zap.Duration("module_deadline_at_send", first.Deadline.Sub(start)),
 		zap.Duration("late_by", end.Sub(oldest)), zap.Uint64("left_out_before", h.lateLeftOut.Swap(0)),
+		zap.Error(err), // a batch cut at its last request's deadline ends late too
 	}
 	if bh := lm.health[b.Slot.Backend]; bh != nil {
 		fields = append(fields, zap.Float64("pace", math.Float64frombits(bh.paceRatio.Load())),

@@ -632,11 +632,10 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 	for i, it := range b.Items {
 		items[i] = it.Inputs
 	}
-	start := time.Now()
 	out, errs, err := lm.run(ctx, b.Slot, c, items, b.Dummies, latest, b.Wait())
 	if first != nil {
 		if end := time.Now(); end.After(oldest) {
-			lm.noteLate(b, first, start, end, oldest)
+			lm.noteLate(b, first, end, oldest, err)
 		}
 	}
 	if span != nil {
