@@ -248,8 +248,9 @@ type Controller struct {
 	decl    map[Key]float64 // cfg's module rates
 	members []placement.Member
 	hwSet   string // sorted hardware types present, joined
-	// fitted: the planner's last plan missed devices of the pool and was
-	// fitted to it (fitPool); a membership change plans again while set.
+	// fitted: the planner's last plan missed devices of the pool, or used
+	// every device of a type (fitPool); a membership change plans again
+	// while set.
 	fitted   bool
 	placed   *api.Plan
 	pubCfg   *api.Config // the config placed was published with

@@ -113,4 +113,13 @@ func TestPlannerSeesThePool(t *testing.T) {
 	if m := published[0].Shortfall.Missing(); m != 0 {
 		t.Errorf("the plan published misses %d devices of the 8 t4 and 6 v100 (%v); want none", m, published[0].Shortfall.Hardware)
 	}
+	// The plan fits by using every t4; v100s join: a cheaper plan fits now.
+	c.SetMembers(testharness.Members(map[string]int{"t4": 8, "v100": 20}))
+	c.step(now)
+	if len(published) != 2 {
+		t.Fatalf("after 14 more v100 joined a pool the plan used every t4 of: %d plans published; want a second", len(published))
+	}
+	if a, b := published[0].Plan.TotalCost, published[1].Plan.TotalCost; b >= a {
+		t.Errorf("cost %.2f with 20 v100, %.2f with 6; want it lower", b, a)
+	}
 }
