@@ -31,10 +31,10 @@ and a warm-up on one thread did not help the others. A lane's thread runs
 every batch of that lane, so a warm-up on it holds.
 """
 
+import queue
 import threading
 import warnings
 from concurrent.futures import Future
-import queue
 
 import torch
 import torchvision
