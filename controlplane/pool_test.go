@@ -46,6 +46,9 @@ func TestPlanForServingFitsListedBackends(t *testing.T) {
 	}
 	// The pool binds (the plan per type at its price needs more v100 than
 	// listed): its devices give headroom, the plan is made for a higher rate.
+	if n := len(p.Sessions[0].Modules); n != 2 {
+		t.Fatalf("the paper-chain plan has %d modules; want m2 and m3", n)
+	}
 	for _, mp := range p.Sessions[0].Modules {
 		if mp.Rate <= 50 {
 			t.Errorf("module %s planned for %.4g req/s; want above the 50 configured (headroom from the pool)", mp.Name, mp.Rate)

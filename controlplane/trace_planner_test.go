@@ -118,6 +118,9 @@ func TestTracePlannerPipelineScope(t *testing.T) {
 	if got.TotalCost != want.Plan.TotalCost {
 		t.Errorf("pipeline scope: cost %.4g; want the coarse-grained plan's %.4g", got.TotalCost, want.Plan.TotalCost)
 	}
+	if n := len(got.Sessions[0].Modules); n < 2 {
+		t.Fatalf("pipeline scope: %d modules; the check below needs two or more", n)
+	}
 	replicas := -1.0
 	for _, mp := range got.Sessions[0].Modules {
 		n := 0.0

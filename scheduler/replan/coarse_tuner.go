@@ -89,7 +89,6 @@ const (
 type CoarseTuner struct {
 	session    string
 	planned    map[string]float64 // module → the plan's machines
-	replicas   float64            // the plan's pipeline replicas
 	perReplica float64            // req/s one pipeline replica carries
 	n0, cur    int                // pipeline replicas: planned, now
 	window     []int              // ring of the last CoarseWindow's buckets
@@ -113,6 +112,7 @@ func NewCoarseTuner(plan *api.Plan, session string, sample *arrival.Trace) (*Coa
 		return nil, fmt.Errorf("coarse-grained tuner: %w", err)
 	}
 	c := &CoarseTuner{session: session, planned: map[string]float64{}, window: make([]int, int(CoarseWindow/TunerBucket))}
+	replicas := 0.0 // the plan's pipeline replicas: its most machines of a module
 	for _, mp := range sp.Modules {
 		n := 0.0
 		for _, g := range mp.Configs {
@@ -122,10 +122,10 @@ func NewCoarseTuner(plan *api.Plan, session string, sample *arrival.Trace) (*Coa
 			return nil, fmt.Errorf("coarse-grained tuner: session %q module %q has no machines", session, mp.Name)
 		}
 		c.planned[mp.Name] = n
-		c.replicas = math.Max(c.replicas, n)
+		replicas = math.Max(replicas, n)
 	}
-	c.perReplica = busiest / c.replicas
-	c.n0 = max(1, int(math.Round(c.replicas)))
+	c.perReplica = busiest / replicas
+	c.n0 = max(1, int(math.Round(replicas)))
 	c.cur = c.n0
 	return c, nil
 }
@@ -177,9 +177,6 @@ func (c *CoarseTuner) Check() (TunerDecision, bool) {
 // the plan's fractional replicas, 2.5 say, cur/replicas at n0 = 3 left the
 // pipeline 20% over the plan for good).
 func (c *CoarseTuner) factor() float64 { return float64(c.cur) / float64(c.n0) }
-
-// Replicas returns the pipeline replicas now.
-func (c *CoarseTuner) Replicas() int { return c.cur }
 
 // Tuned returns a copy of plan (unplaced) with every module of the session
 // scaled by the same factor, the pipeline's replicas now / the plan's

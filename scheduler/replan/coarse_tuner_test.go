@@ -122,7 +122,11 @@ func TestCoarseTunerAtThePlanIsThePlan(t *testing.T) {
 	plan := &api.Plan{Sessions: []api.SessionPlan{{Name: "s", Modules: []api.ModulePlan{
 		{Name: "a", Rate: 10, Configs: []api.GroupPlan{{Hardware: "v100", Batch: 1, Concurrency: 1, DurationMs: 100, Machines: 2.5, Rate: 10}}},
 	}}}}
-	c := &CoarseTuner{session: "s", planned: map[string]float64{"a": 2.5}, replicas: 2.5, n0: 3, cur: 3}
+	_, tr := poissonBuckets(t, 10, 10*time.Second, 1)
+	c, err := NewCoarseTuner(plan, "s", tr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tuned := c.Tuned(plan)
 	if got := tuned.Sessions[0].Modules[0].Configs[0].Machines; got != 2.5 {
 		t.Errorf("at the plan's replicas the tuned module has %v machines; want the plan's 2.5", got)
