@@ -1124,7 +1124,10 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	if m.health != nil {
 		m = d.reroute(b, m) // down or slow: another machine (health.go)
 	}
-	if len(d.spare) > 0 && !m.idle() {
+	// A spare machine takes the batch its machine would end late: one busy,
+	// or idle but slower than planned (its pace or straggler slowness; an
+	// idle slow machine late by 6 ms beside three idle spares was 504s).
+	if len(d.spare) > 0 && (!m.idle() || m.duration() > m.slot.Duration) {
 		if s := d.overflowLocked(b, m, now); s != nil {
 			m = s
 			d.stats.Overflow++

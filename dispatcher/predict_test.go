@@ -116,3 +116,39 @@ func TestSpareTakesTheOverflow(t *testing.T) {
 		}
 	}
 }
+
+// A batch whose machine is idle but slower than planned by its pace goes
+// to a spare machine that ends it in time: the planned machine's 160 ms
+// (100 ms × 1.6) misses the item's 120 ms budget, the spare's 100 ms meets
+// it. Before, only a busy machine's batch overflowed, and the idle slow
+// machine's answer came 40 ms late.
+func TestSpareTakesTheSlowIdleMachinesBatch(t *testing.T) {
+	g := gp(1, 100, 1, 10)
+	g.Backends = []string{"slow"}
+	mp := api.ModulePlan{Name: "m", BudgetMs: 120, Configs: []api.GroupPlan{g}}
+	clock := NewVirtualClock(t0)
+	s := &vsender{clock: clock}
+	h := healthMap{}
+	h.Machine("slow").SetPace(1.6)
+	d, err := New(mp, Options{Clock: clock, Sender: s, Health: h, Admission: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetSpare([]Slot{{Module: "m", Backend: "spare", Batch: 1, Concurrency: 1, Duration: 100 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	if err := d.Submit(tr.item(time.Time{})); err != nil {
+		t.Fatalf("Submit: %v; want it admitted (the spare ends it in 100 ms)", err)
+	}
+	clock.Run(t0.Add(time.Second))
+	if len(s.batches) != 1 || !strings.Contains(s.batches[0].slot, "spare") {
+		t.Fatalf("batches sent %+v; want one, to the spare", s.batches)
+	}
+	if tr.errs["ok"] != 1 || len(tr.times) != 1 || tr.times[0].Sub(t0) > 120*time.Millisecond {
+		t.Errorf("completions %v at %v; want one ok by its 120 ms deadline", tr.errs, tr.times)
+	}
+	if st := d.Stats(); st.Overflow != 1 {
+		t.Errorf("overflow %d; want 1", st.Overflow)
+	}
+}

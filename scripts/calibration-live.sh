@@ -15,10 +15,11 @@
 # each part and the share of all the second part's requests within the SLO,
 # then the gateway's re-plans and calibration. Loopback only; every process it
 # starts is stopped at the end; KEEP=DIR keeps the gateway logs there.
+# PICCOLO=BINARY runs that binary instead of building the working tree.
 # CALFILE=FILE passes --calibration-file FILE to the calibrated gateway: run
 # twice, the second run starts from what the first learned. TIMELINE=1 also
 # prints when the 504s and refusals came (the gateway's counters, scraped
-# every 0.5 s: second → count). `uptime` is printed: the figures depend on
+# every 0.5 s: second → count; m:refused=N, the refusals of module m since its plan went live). `uptime` is printed: the figures depend on
 # the host's load.
 set -euo pipefail
 SLOW=${SLOW:-$([ "${MODE:-all}" = step ] && echo 1.6 || echo 1.3)}
@@ -37,8 +38,12 @@ work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
-go build -o "$work/piccolo" ./cmd/piccolo
-P=$work/piccolo
+if [ -n "${PICCOLO:-}" ]; then # a binary built elsewhere (an A/B of two commits)
+  P=$(realpath "$PICCOLO")
+else
+  go build -o "$work/piccolo" ./cmd/piccolo
+  P=$work/piccolo
+fi
 CFG=configs/demo/paper-gpus.yaml
 
 report() { python3 scripts/loadgen-report.py "$@"; } # $1 json, $2 label
@@ -81,8 +86,10 @@ for cal in $CAL; do
   fi
   if [ -n "${TIMELINE:-}" ]; then
     ( t0=$(date +%s.%N); while kill -0 $G 2>/dev/null; do
-        printf '%s %s\n' "$(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))")" \
-          "$(curl -s $GW/metrics | grep -E '^piccolo_gateway_requests_total\{.*code="(504|503|429)"' | sed -E 's/.*code="([0-9]+)".* ([0-9]+)$/\1=\2/' | tr '\n' ' ')"
+        curl -s $GW/metrics >"$work/m.prom"
+        printf '%s %s %s\n' "$(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))")" \
+          "$(grep -E '^piccolo_gateway_requests_total\{.*code="(504|503|429)"' "$work/m.prom" | sed -E 's/.*code="([0-9]+)".* ([0-9]+)$/\1=\2/' | tr '\n' ' ')" \
+          "$(grep -E '^piccolo_dispatcher_class_items_total\{.*outcome="overloaded"' "$work/m.prom" | sed -E 's/.*module="([^"]+)".* ([0-9]+)$/\1:refused=\2/' | tr '\n' ' ')"
         sleep 0.5; done >"$work/timeline.txt" 2>/dev/null ) &
     pids+=($!)
   fi
@@ -98,6 +105,8 @@ for cal in $CAL; do
   fi
   report "$work/measure.json" "then ${MEASURE}s"
   curl -s $GW/metrics | grep -E '^piccolo_plan_replans_total\{.*\} [1-9]' | sed 's/^/  /' || true
+  # where admission refused (per module) and how many batches went to spares
+  curl -s $GW/metrics | grep -E '^(piccolo_gateway_admission_rejections_total|piccolo_dispatcher_overflow_batches_total)\{.*\} [1-9]' | sed 's/^/  /' || true
   grep -o '"msg":"profiles drifting[^}]*' "$work/g.log" | head -3 | sed 's/^/  /' || true
   "$P" status --target http://$GW 2>/dev/null | sed -n '/^calibration/,/^$/p' | sed 's/^/  /' || true
   kill $G; wait $G 2>/dev/null || true
