@@ -708,7 +708,7 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 }
 
 // choose is the one rule for which machine of g a batch closed now goes to,
-// and when it would end there: its expected start (startAt, or with own
+// by when it would end there: its expected start (startAt, or with dev
 // false the machine's own lanes only, its device left to group.earliest)
 // plus the machine's expected duration (the planned one times its pace or
 // straggler slowness, machine.duration). Scanning in rotation from machine
@@ -732,10 +732,13 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 // what refresh keeps for Predict, the deadline flush and admission
 // (group.sendBy), so that the three read one rule. The dispatcher's lock
 // must be held; O(machines of g) at most, per batch.
-func (g *group) choose(now, dl time.Time, dev bool, from int) (*machine, time.Time) {
+func (g *group) choose(now, dl time.Time, dev bool, from int) *machine {
+	// Ends are kept as durations from now: a machine free now costs no time
+	// arithmetic, and the deadline is subtracted once, when it matters
+	// (BenchmarkSubmit's idle cases choose once a request).
 	n := len(g.machines)
 	var best, free *machine
-	var bestEnd, freeEnd time.Time
+	var bestEnd, freeEnd time.Duration
 	for k := 0; k < n; k++ {
 		i := from + k
 		if i >= n {
@@ -746,26 +749,28 @@ func (g *group) choose(now, dl time.Time, dev bool, from int) (*machine, time.Ti
 		if dev {
 			at = m.startAt(now)
 		} else {
-			at = maxTime(m.freeAt(), now)
+			at = m.freeAt()
 		}
 		du := m.duration()
-		if !at.After(now) && m.pending.len() == 0 && du <= m.slot.Duration {
-			return m, now.Add(du) // free and as planned: none ends it sooner
-		}
-		end := at.Add(du)
-		if !at.After(now) && m.pending.len() == 0 {
-			if free == nil || end.Before(freeEnd) {
-				free, freeEnd = m, end
+		var wait time.Duration
+		if at.After(now) {
+			wait = at.Sub(now)
+		} else if m.pending.len() == 0 {
+			if du <= m.slot.Duration {
+				return m // free and as planned: none ends it sooner
+			}
+			if free == nil || du < freeEnd {
+				free, freeEnd = m, du
 			}
 		}
-		if best == nil || end.Before(bestEnd) {
+		if end := wait + du; best == nil || end < bestEnd {
 			best, bestEnd = m, end
 		}
 	}
-	if free != nil && (dl.IsZero() || !freeEnd.After(dl) || !bestEnd.Before(freeEnd)) {
-		return free, freeEnd
+	if free != nil && (dl.IsZero() || freeEnd <= dl.Sub(now) || bestEnd >= freeEnd) {
+		return free
 	}
-	return best, bestEnd
+	return best
 }
 
 // pickMachine chooses the machine of g that receives a batch closed now
@@ -774,7 +779,7 @@ func (g *group) choose(now, dl time.Time, dev bool, from int) (*machine, time.Ti
 // another module's batches is not free: the batch would wait there while
 // another machine of the group idles), and moves the rotation past it.
 func (g *group) pickMachine(now, dl time.Time) *machine {
-	m, _ := g.choose(now, dl, true, g.next)
+	m := g.choose(now, dl, true, g.next)
 	g.next = m.slot.Machine + 1
 	if g.next == len(g.machines) {
 		g.next = 0
@@ -1125,9 +1130,14 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 		m = d.reroute(b, m) // down or slow: another machine (health.go)
 	}
 	// A spare machine takes the batch its machine would end late: one busy,
-	// or idle but slower than planned (its pace or straggler slowness; an
-	// idle slow machine late by 6 ms beside three idle spares was 504s).
-	if len(d.spare) > 0 && (!m.idle() || m.duration() > m.slot.Duration) {
+	// or one idle but slower than planned (its pace or straggler slowness)
+	// while another machine of its group is faster by a tenth (an idle slow
+	// v100 ending m3's batches 6 ms late beside three idle spares was the
+	// one-device case's 504s). When every machine of the group is slow, the
+	// plan is short and the spares are kept for the batches its busy
+	// machines cannot take (every device 1.6x: overflowing the idle ones'
+	// too refused 338 requests in the first 10 s, against 178).
+	if len(d.spare) > 0 && (!m.idle() || m.duration() > m.slot.Duration && m.g.hasFasterPeer(m)) {
 		if s := d.overflowLocked(b, m, now); s != nil {
 			m = s
 			d.stats.Overflow++

@@ -9,9 +9,10 @@ import (
 // plan leaves idle, each with this module's profile on its hardware (Batch,
 // Concurrency, Duration; Group and Machine are ignored, Module must be the
 // module's). A closed batch overflows to a spare machine when every machine
-// of its group is busy, or the one its group chose is slower than planned
-// (its pace or straggler slowness), and it would complete after its earliest
-// item is due there, but in time on the spare (issue 11: overflow before refusal);
+// of its group is busy, or the one its group chose is idle but slower than
+// planned (its pace or straggler slowness) while another of the group is
+// faster by more than a tenth, and it would complete after its earliest item is due there, but in
+// time on the spare (issue 11: overflow before refusal);
 // admission (Predict) counts the spare machines too. Stats.Overflow counts
 // the batches sent so; Stats.Spare the spare machines' work. SetSpare
 // replaces the previous spare machines (nil: none); batches queued on those

@@ -19,7 +19,7 @@
 # CALFILE=FILE passes --calibration-file FILE to the calibrated gateway: run
 # twice, the second run starts from what the first learned. TIMELINE=1 also
 # prints when the 504s and refusals came (the gateway's counters, scraped
-# every 0.5 s: second → count; m:refused=N, the refusals of module m since its plan went live). `uptime` is printed: the figures depend on
+# every 0.5 s: second → count; m:refused=N and m:overflow=N, module m's refusals and batches sent to spares since its plan went live). `uptime` is printed: the figures depend on
 # the host's load.
 set -euo pipefail
 SLOW=${SLOW:-$([ "${MODE:-all}" = step ] && echo 1.6 || echo 1.3)}
@@ -87,9 +87,10 @@ for cal in $CAL; do
   if [ -n "${TIMELINE:-}" ]; then
     ( t0=$(date +%s.%N); while kill -0 $G 2>/dev/null; do
         curl -s $GW/metrics >"$work/m.prom"
-        printf '%s %s %s\n' "$(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))")" \
+        printf '%s %s %s %s\n' "$(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))")" \
           "$(grep -E '^piccolo_gateway_requests_total\{.*code="(504|503|429)"' "$work/m.prom" | sed -E 's/.*code="([0-9]+)".* ([0-9]+)$/\1=\2/' | tr '\n' ' ')" \
-          "$(grep -E '^piccolo_dispatcher_class_items_total\{.*outcome="overloaded"' "$work/m.prom" | sed -E 's/.*module="([^"]+)".* ([0-9]+)$/\1:refused=\2/' | tr '\n' ' ')"
+          "$(grep -E '^piccolo_dispatcher_class_items_total\{.*outcome="overloaded"' "$work/m.prom" | sed -E 's/.*module="([^"]+)".* ([0-9]+)$/\1:refused=\2/' | tr '\n' ' ')" \
+          "$(grep -E '^piccolo_dispatcher_overflow_batches_total\{' "$work/m.prom" | sed -E 's/.*module="([^"]+)".* ([0-9]+)$/\1:overflow=\2/' | tr '\n' ' ')"
         sleep 0.5; done >"$work/timeline.txt" 2>/dev/null ) &
     pids+=($!)
   fi
