@@ -70,26 +70,35 @@ func (d *Dispatcher) Lag(now time.Time) time.Duration {
 }
 
 // publishLocked stores Lag's snapshot: of the groups, the one whose batch
-// closed now would complete first.
+// closed now would complete first. Ends are kept as durations from now and
+// the arrival gap is estimated once, not per group: it runs at every batch
+// event, which BenchmarkSubmit's idle cases make one a request.
 func (d *Dispatcher) publishLocked(now time.Time) {
-	var bestEnd time.Time
+	gap := d.gap
+	if d.early {
+		gap = d.gapEstimate(now)
+	}
+	best := time.Duration(-1)
 	var free, dur time.Duration
 	// consider a batch that starts on m at start, filled in fill.
 	consider := func(m *machine, slow float64, start time.Time, fill time.Duration, capFill bool) time.Duration {
 		du := time.Duration(float64(m.duration()) * slow)
-		wait := time.Duration(float64(start.Sub(now)) * slow)
+		var wait time.Duration
+		if start.After(now) {
+			wait = time.Duration(float64(start.Sub(now)) * slow)
+		}
 		if capFill && d.st.budget > du {
 			fill = min(fill, d.st.budget-du)
 		}
-		if end := now.Add(wait + du + fill); bestEnd.IsZero() || end.Before(bestEnd) {
-			bestEnd, free, dur = end, wait, du+fill
+		if end := wait + du + fill; best < 0 || end < best {
+			best, free, dur = end, wait, du+fill
 		}
 		return fill
 	}
 	minFill := time.Duration(math.MaxInt64)
 	for _, g := range d.st.groups {
 		m, start := g.earliest(now)
-		minFill = min(minFill, consider(m, g.slow, start, d.fillLocked(g, now), true))
+		minFill = min(minFill, consider(m, g.slow, start, d.fillLocked(g, gap), true))
 	}
 	// A spare machine takes a batch the plan's machines would finish too
 	// late (overflowLocked): the modules before this one reserve for it too,
@@ -97,23 +106,20 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 	for _, m := range d.spare {
 		consider(m, m.g.slow, m.startAt(now), minFill, false)
 	}
-	d.lagFree.Store(now.Add(free).UnixNano())
+	d.lagFree.Store(now.UnixNano() + int64(free))
 	d.lagDur.Store(int64(dur))
 }
 
 // fillLocked returns how long an item arriving now waits for batch-mates
-// in g's batch at the arrival gap the dispatcher measures: (k−1) gaps, k
-// the batch size FlushIdle's guard would let go at that gap (1 at low load:
-// a lone item goes at once to an idle machine; g's batch at the planned
-// rate), or g's batch under FlushDeadline (at the plan's gap).
-func (d *Dispatcher) fillLocked(g *group, now time.Time) time.Duration {
-	gap := d.gap
+// in g's batch at gap, the arrival gap (s) the dispatcher measures
+// (gapEstimate; under FlushDeadline the plan's): (k−1) gaps, k the batch
+// size FlushIdle's guard would let go at that gap (1 at low load: a lone
+// item goes at once to an idle machine; g's batch at the planned rate), or
+// g's batch under FlushDeadline.
+func (d *Dispatcher) fillLocked(g *group, gap float64) time.Duration {
 	k := float64(g.batch)
-	if d.early {
-		gap = d.gapEstimate(now)
-		if gap > 0 {
-			k = min(k, math.Ceil(d.st.maxLoad/(idleFlushUtilization*gap)))
-		}
+	if d.early && gap > 0 {
+		k = min(k, math.Ceil(d.st.maxLoad/(idleFlushUtilization*gap)))
 	}
 	if gap <= 0 || k <= 1 {
 		return 0
