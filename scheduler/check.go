@@ -174,8 +174,5 @@ func Burst(mp api.ModulePlan) float64 {
 		bMax = max(bMax, gp.Batch)
 		dMin, dMax = math.Min(dMin, gp.DurationMs/1000), math.Max(dMax, gp.DurationMs/1000)
 	}
-	if W <= 0 {
-		return 0
-	}
-	return float64(bMax)/W + dMax - dMin
+	return burst(W, bMax, dMin, dMax)
 }

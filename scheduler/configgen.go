@@ -123,6 +123,13 @@ func burstOf(groups []group) float64 {
 		bMax = max(bMax, g.c.Batch)
 		dMin, dMax = math.Min(dMin, g.c.Duration), math.Max(dMax, g.c.Duration)
 	}
+	return burst(W, bMax, dMin, dMax)
+}
+
+// burst is the bound burstOf and Burst compute from a module's groups: their
+// summed rate W (req/s), largest batch bMax and shortest and longest batch
+// durations (s): bMax/W + dMax − dMin; 0 when W is not positive.
+func burst(W float64, bMax int, dMin, dMax float64) float64 {
 	if W <= 0 {
 		return 0
 	}
