@@ -158,7 +158,7 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 		m.dev.done(b.dev, now)
 		b.onDev = false
 	}
-	if m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent), now) {
+	if m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent), now, len(b.Items)+b.Dummies >= m.slot.Batch) {
 		d.armRelaxLocked()
 	}
 	m.finished(b)

@@ -172,3 +172,41 @@ func TestSpareTakesTheSlowIdleMachinesBatch(t *testing.T) {
 		})
 	}
 }
+
+// bySizeSender runs a batch in a time that grows with its size, as a real
+// backend (and the sim executor, from the profile) does: 130 ms for one
+// item, 320 ms for eight, linear between.
+type bySizeSender struct{ clock *VirtualClock }
+
+func (s bySizeSender) Send(b *Batch) {
+	n := time.Duration(len(b.Items) + b.Dummies)
+	s.clock.AfterFunc(130*time.Millisecond+(n-1)*(190*time.Millisecond)/7, func() { b.Done(nil, nil) })
+}
+
+// A partial batch ends sooner than the full batch the machine expects, and
+// says nothing of how long a full one takes: it must not lower the group's
+// ratio. Under FlushIdle at low load every item goes alone to the idle
+// machine (130 ms against the 320 ms planned for 8); after 300 of them,
+// Predict on the idle machine is still the full batch's 320 ms. Before, the
+// ratio sank towards 0.5 and Predict with it (about 270 ms here), so a
+// burst after a quiet spell was admitted and flushed as if a full batch
+// took that long (the one-device case's late m3 batches: 5–48 ms late).
+func TestPartialBatchesKeepTheRatio(t *testing.T) {
+	mp := api.ModulePlan{Name: "m", Rate: 20, BudgetMs: 1000, Configs: []api.GroupPlan{gp(8, 320, 1, 20)}}
+	clock := NewVirtualClock(t0)
+	d, err := New(mp, Options{Clock: clock, Sender: bySizeSender{clock}, Flush: FlushIdle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	for i := range 300 {
+		submitAt(t, clock, d, time.Duration(i)*400*time.Millisecond, tr.item(time.Time{}), nil)
+	}
+	clock.Run(t0.Add(121 * time.Second))
+	if tr.errs["ok"] != 300 {
+		t.Fatalf("completions %v; want 300 ok", tr.errs)
+	}
+	if got := d.Predict(clock.Now()); got < 320*time.Millisecond {
+		t.Errorf("Predict after 300 batches of one = %v; want the full batch's 320ms (a partial batch's speed is not the machine's)", got)
+	}
+}
