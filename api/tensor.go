@@ -90,3 +90,38 @@ func (t *Tensor) Validate() error {
 	}
 	return nil
 }
+
+// ZeroTensor returns a tensor of zeros for a declared input (name, datatype
+// and shape as a model's metadata gives them, -1 for a variable dimension):
+// dimension 0 set to rows (a declared scalar becomes [rows]), every other
+// variable dimension set to 1; a BYTES element is an empty string (a zero
+// length prefix), a BOOL one false. limit, when positive, bounds its
+// elements. Errors name the input: an unknown datatype (with the allowed
+// ones), a shape that overflows, or one over limit. The load generator's
+// and profiler's default inputs and the gateway's warm-up batches are built
+// with it.
+func ZeroTensor(name, datatype string, shape []int64, rows int, limit int64) (Tensor, error) {
+	size := ElementSize(datatype)
+	if size < 0 {
+		return Tensor{}, fmt.Errorf("input %q: unknown datatype %q; allowed: %s", name, datatype, Datatypes)
+	}
+	s := make([]int64, max(len(shape), 1))
+	copy(s, shape)
+	s[0] = int64(rows)
+	for j := 1; j < len(s); j++ {
+		if s[j] < 0 {
+			s[j] = 1
+		}
+	}
+	n, err := NumElements(s)
+	if err != nil {
+		return Tensor{}, fmt.Errorf("input %q: %w", name, err)
+	}
+	if limit > 0 && n > limit {
+		return Tensor{}, fmt.Errorf("input %q: shape %v is %d elements, over %d", name, s, n, limit)
+	}
+	if size == 0 { // BYTES: each element a 4-byte zero length
+		size = 4
+	}
+	return Tensor{Name: name, Datatype: datatype, Shape: s, Data: make([]byte, n*int64(size))}, nil
+}

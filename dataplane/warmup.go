@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -279,10 +278,9 @@ func warmRound(ctx context.Context, t warmTarget, item []api.Tensor) (float64, e
 }
 
 // warmItem builds the warm-up batch of t: one item of t.batch rows of zeros
-// for every input the model's metadata names on t's backend, of its
-// datatype, each variable dimension after the batch 1 (an executor that
-// fixes its input shape, as the ONNX one does, reports it; BYTES elements
-// are empty).
+// for every input the model's metadata names on t's backend
+// (api.ZeroTensor: each variable dimension after the batch 1, as an executor
+// that fixes its input shape, as the ONNX one does, reports it).
 func warmItem(ctx context.Context, t warmTarget) ([]api.Tensor, error) {
 	info, err := t.client.Metadata(ctx, t.model)
 	if err != nil {
@@ -293,20 +291,9 @@ func warmItem(ctx context.Context, t warmTarget) ([]api.Tensor, error) {
 	}
 	item := make([]api.Tensor, len(info.Inputs))
 	for i, in := range info.Inputs {
-		size := api.ElementSize(in.Datatype)
-		if size < 0 {
-			return nil, fmt.Errorf("model %q input %q: unknown datatype %q", t.model, in.Name, in.Datatype)
+		if item[i], err = api.ZeroTensor(in.Name, in.Datatype, in.Shape, t.batch, 0); err != nil {
+			return nil, fmt.Errorf("model %q: %w", t.model, err)
 		}
-		shape := append([]int64{int64(t.batch)}, in.Shape[min(1, len(in.Shape)):]...)
-		n := int64(1)
-		for j := 1; j < len(shape); j++ {
-			if shape[j] < 0 {
-				shape[j] = 1
-			}
-			n *= shape[j]
-		}
-		n *= int64(t.batch)
-		item[i] = api.Tensor{Name: in.Name, Datatype: in.Datatype, Shape: shape, Data: make([]byte, n*int64(cmp.Or(size, 4)))}
 	}
 	return item, nil
 }

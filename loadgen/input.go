@@ -316,38 +316,17 @@ func ZeroPayload(specs []TensorSpec) (Payload, error) {
 	js.WriteString(`"inputs":[`)
 	var pl Payload
 	for i, s := range specs {
-		size := api.ElementSize(s.Datatype)
-		if size < 0 {
-			return Payload{}, fmt.Errorf("%w: input %q: unknown datatype %q; allowed: %s", ErrBadInput, s.Name, s.Datatype, api.Datatypes)
-		}
-		shape := slices.Clone(s.Shape)
-		if len(shape) == 0 {
-			shape = []int64{1}
-		}
-		shape[0] = 1
-		for j, d := range shape {
-			if d < 0 {
-				shape[j] = 1
-			}
-		}
-		n, err := api.NumElements(shape)
+		t, err := api.ZeroTensor(s.Name, s.Datatype, s.Shape, 1, 1<<26)
 		if err != nil {
-			return Payload{}, fmt.Errorf("%w: input %q: %w", ErrBadInput, s.Name, err)
+			return Payload{}, fmt.Errorf("%w: %w; give an input file instead", ErrBadInput, err)
 		}
-		if n > 1<<26 {
-			return Payload{}, fmt.Errorf("%w: input %q: shape %v is %d elements; give an input file instead", ErrBadInput, s.Name, shape, n)
-		}
+		n, _ := api.NumElements(t.Shape) // ZeroTensor checked it
 		zero := "0"
-		t := api.Tensor{Name: s.Name, Datatype: s.Datatype, Shape: shape}
-		switch {
-		case s.Datatype == "BOOL":
+		switch s.Datatype {
+		case "BOOL":
 			zero = "false"
-			t.Data = make([]byte, n)
-		case size == 0: // BYTES: each element a zero length prefix
+		case "BYTES":
 			zero = `""`
-			t.Data = make([]byte, 4*n)
-		default:
-			t.Data = make([]byte, n*int64(size))
 		}
 		pl.Tensors = append(pl.Tensors, t)
 		if i > 0 {
@@ -357,7 +336,7 @@ func ZeroPayload(specs []TensorSpec) (Payload, error) {
 			Name     string  `json:"name"`
 			Shape    []int64 `json:"shape"`
 			Datatype string  `json:"datatype"`
-		}{s.Name, shape, s.Datatype})
+		}{s.Name, t.Shape, s.Datatype})
 		js.Write(head[:len(head)-1])
 		js.WriteString(`,"data":[`)
 		for k := int64(0); k < n; k++ {
