@@ -83,7 +83,11 @@ func (m *machine) isDown() bool { return m.health.Down() }
 // duration is the machine's expected batch duration: its planned duration
 // times its measured slowness or its pace, the larger.
 func (m *machine) duration() time.Duration {
-	s := max(m.health.Slowness(), m.paceRatio())
+	return m.scaled(max(m.health.Slowness(), m.paceRatio()))
+}
+
+// scaled is m's planned duration times s (≥ 1), exactly the planned one at 1.
+func (m *machine) scaled(s float64) time.Duration {
 	if s == 1 {
 		return m.slot.Duration
 	}
@@ -108,17 +112,11 @@ func (m *machine) paceRatio() float64 {
 // wait at the backend included, and under load it lifts the lead of
 // machines that compute as planned.
 func (m *machine) flushDuration() time.Duration {
-	if m.health == nil {
-		return m.slot.Duration
-	}
 	s := m.paceRatio()
 	if sl := m.health.Slowness(); sl >= slowThreshold {
 		s = max(s, sl)
 	}
-	if s == 1 {
-		return m.slot.Duration
-	}
-	return time.Duration(float64(m.slot.Duration) * s)
+	return m.scaled(s)
 }
 
 // reroute returns the machine that should run b in place of m: m itself
