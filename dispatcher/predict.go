@@ -300,8 +300,8 @@ func (g *group) observe(took, expect time.Duration, now time.Time, full bool) bo
 // excess over 1 (group.relax, Dispatcher.relaxStale).
 const slowStale = time.Second
 
-// relax lowers g's slowness when it has gone stale: g has an idle machine and no batch of g has measured it for slowStale. Without
-// this a few batches stalled by the host (a loaded machine starving a
+// relax lowers g's slowness when it has gone stale: g has an idle machine
+// and no batch of g has measured it for slowStale. Without this a few batches stalled by the host (a loaded machine starving a
 // backend's timers) could raise slow past due/duration and lock admission
 // for good: every item refused, here or upstream (Stage.Reserve reads Lag,
 // which slow scales), nothing sent, nothing measured, slow never lowered.
