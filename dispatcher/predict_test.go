@@ -173,6 +173,52 @@ func TestSpareTakesTheSlowIdleMachinesBatch(t *testing.T) {
 	}
 }
 
+// A batch that no machine ends in time goes to the spare that ends it
+// first, when that is before its own machine would. Live (one device 1.6x,
+// seed 6), a deadline flush fired a millisecond after the time it was set
+// for, the group's machine had been taken meanwhile, and three idle spares
+// would have ended the batch a millisecond after its due: the strict rule
+// queued it behind the busy machine's batch instead, 21 ms late, 3 504s. A
+// spare that would end it after the busy machine does not take it.
+func TestLateBatchTakesTheSpareThatEndsFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		spare    time.Duration
+		wantSlot string
+		wantEnd  time.Duration // when the second item completes, since t0
+	}{
+		{"spare a millisecond short", 101 * time.Millisecond, "m/g-1m0(spare)", 151 * time.Millisecond},
+		{"spare later than the busy machine", 300 * time.Millisecond, "m/g0m0(a)", 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gp(1, 100, 1, 10)
+			g.Backends = []string{"a"}
+			mp := api.ModulePlan{Name: "m", BudgetMs: 1000, Configs: []api.GroupPlan{g}}
+			clock := NewVirtualClock(t0)
+			s := &vsender{clock: clock}
+			d, err := New(mp, Options{Clock: clock, Sender: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.SetSpare([]Slot{{Module: "m", Backend: "spare", Batch: 1, Concurrency: 1, Duration: tc.spare}}); err != nil {
+				t.Fatal(err)
+			}
+			tr := newTracker()
+			submitAt(t, clock, d, 0, tr.item(time.Time{}), nil) // on a from 0 to 100 ms
+			late := tr.item(time.Time{})
+			late.Deadline = t0.Add(150 * time.Millisecond) // a: 100–200 ms; the spare: 50 ms + its duration
+			submitAt(t, clock, d, 50*time.Millisecond, late, nil)
+			clock.Run(t0.Add(time.Second))
+			if len(s.batches) != 2 || s.batches[1].slot != tc.wantSlot {
+				t.Fatalf("batches %+v; want the second on %s", s.batches, tc.wantSlot)
+			}
+			if len(tr.times) != 2 || tr.times[1].Sub(t0) != tc.wantEnd {
+				t.Errorf("completions at %v; want the second at %v", tr.times, tc.wantEnd)
+			}
+		})
+	}
+}
+
 // bySizeSender runs a batch in a time that grows with its size, as a real
 // backend (and the sim executor, from the profile) does: 130 ms for one
 // item, 320 ms for eight, linear between.
