@@ -93,7 +93,7 @@ func Tuning(o TuningOptions) ([]TuningRow, error) {
 	o.Session = name
 	s, _ := o.Config.Session(name)
 	slo := time.Duration(s.SLO)
-	counts := bucketCounts(o.Arrivals)
+	counts := replan.BucketCounts(o.Arrivals)
 	rows := []TuningRow{{Name: "trace plan, unchanged"}}
 
 	tu, err := tunerChanges(o, slo, counts)
@@ -160,15 +160,6 @@ func Tuning(o TuningOptions) ([]TuningRow, error) {
 	return rows, nil
 }
 
-// bucketCounts is the arrivals per replan.TunerBucket, from 0.
-func bucketCounts(t *arrival.Trace) []int {
-	counts := make([]int, int(t.Span()/replan.TunerBucket)+1)
-	for _, at := range t.Offsets {
-		counts[int(at/replan.TunerBucket)]++
-	}
-	return counts
-}
-
 // PlanMachines is the plan's machines (Σ groups' Machines, fractional), all
 // sessions and modules.
 func PlanMachines(p *api.Plan) float64 {
@@ -188,19 +179,28 @@ var tuningStart = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // tunerChanges runs replan.Tuner on the counts as StartTuner does: Observe
 // and Check every bucket, each decision the plan Tuned.
 func tunerChanges(o TuningOptions, slo time.Duration, counts []int) (TuningRow, error) {
-	row := TuningRow{Name: "tuner (InferLine §5)"}
+	const name = "tuner (InferLine §5)"
 	tu, err := replan.NewTuner(o.Plan, o.Session, slo, o.Sample, tuningStart)
 	if err != nil {
-		return row, err
+		return TuningRow{Name: name}, err
 	}
+	return tunedChanges(name, tu, o.Plan, o.Delay, counts), nil
+}
+
+// tunedChanges drives tu over the counts as controlplane.StartTuner drives
+// it (Observe and Check each bucket, oldest first) and returns the row of
+// the plans it makes live: Tuned(base) at each decision, o.Delay after the
+// bucket that made it. One loop for the module tuner and the coarse one.
+func tunedChanges(name string, tu replan.Tuning, base *api.Plan, delay time.Duration, counts []int) TuningRow {
+	row := TuningRow{Name: name}
 	for b, n := range counts {
 		end := time.Duration(b+1) * replan.TunerBucket
 		tu.Observe(tuningStart.Add(end), n)
 		if _, ok := tu.Check(); ok {
-			row.Changes = append(row.Changes, simulate.PlanChange{At: end + o.Delay, Plan: tu.Tuned(o.Plan)})
+			row.Changes = append(row.Changes, simulate.PlanChange{At: end + delay, Plan: tu.Tuned(base)})
 		}
 	}
-	return row, nil
+	return row
 }
 
 // virtualClock is the control loop's clock here: Step is called with the
@@ -305,19 +305,12 @@ func poolFor(plan *api.Plan, n int) []placement.Member {
 // `piccolo gateway --tune --tune-scope pipeline` runs it) on the counts from
 // the coarse plan.
 func coarseChanges(o TuningOptions, counts []int) (TuningRow, error) {
-	row := TuningRow{Name: "coarse-grained tuning (pipeline replicas)"}
+	const name = "coarse-grained tuning (pipeline replicas)"
 	tu, err := replan.NewCoarseTuner(o.Coarse, o.Session, o.Sample)
 	if err != nil {
-		return row, err
+		return TuningRow{Name: name}, err
 	}
-	for b, n := range counts {
-		end := time.Duration(b+1) * replan.TunerBucket
-		tu.Observe(time.Time{}.Add(end), n)
-		if _, ok := tu.Check(); ok {
-			row.Changes = append(row.Changes, simulate.PlanChange{At: end + o.Delay, Plan: tu.Tuned(o.Coarse)})
-		}
-	}
-	return row, nil
+	return tunedChanges(name, tu, o.Coarse, o.Delay, counts), nil
 }
 
 // WriteTuning writes rows as the table of docs/traffic.md.

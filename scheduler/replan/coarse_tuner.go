@@ -103,7 +103,7 @@ type CoarseTuner struct {
 // not in the plan or not planned, a module with no machines, a sample with no
 // arrivals.
 func NewCoarseTuner(plan *api.Plan, session string, sample *arrival.Trace) (*CoarseTuner, error) {
-	busiest := maxWindowRate(bucketCounts(sample), int(CoarseWindow/TunerBucket))
+	busiest := maxWindowRate(BucketCounts(sample), int(CoarseWindow/TunerBucket))
 	if !(busiest > 0) {
 		return nil, errors.New("coarse-grained tuner: the planning trace has no arrivals")
 	}

@@ -70,7 +70,7 @@ func TunerWindows(slo time.Duration) []time.Duration {
 // a TunerBucket at a time, as a rate (req/s). Windows longer than the trace
 // get its mean rate over the whole trace.
 func SampleEnvelope(t *arrival.Trace, slo time.Duration) []float64 {
-	counts := bucketCounts(t)
+	counts := BucketCounts(t)
 	ws := TunerWindows(slo)
 	out := make([]float64, len(ws))
 	for i, w := range ws {
@@ -79,7 +79,10 @@ func SampleEnvelope(t *arrival.Trace, slo time.Duration) []float64 {
 	return out
 }
 
-func bucketCounts(t *arrival.Trace) []int {
+// BucketCounts returns t's arrivals per TunerBucket, from offset 0 (the
+// last bucket holds the trace's last arrival; nil for an empty trace): what
+// a tuner Observes bucket by bucket, here and in the evaluation's replay.
+func BucketCounts(t *arrival.Trace) []int {
 	if len(t.Offsets) == 0 {
 		return nil
 	}
@@ -153,7 +156,7 @@ func NewTuner(plan *api.Plan, session string, slo time.Duration, sample *arrival
 	t := &Tuner{session: session, windows: TunerWindows(slo), sample: SampleEnvelope(sample, slo), lambda: lambda,
 		planned: map[string]float64{}, rho: map[string]float64{}, current: map[string]float64{}, rhoMin: math.Inf(1),
 		counts: make([]int, int(tunerSpan/TunerBucket)), now: now, lastMove: now,
-		sample5: maxWindowRate(bucketCounts(sample), int(tunerDownWindow/TunerBucket))}
+		sample5: maxWindowRate(BucketCounts(sample), int(tunerDownWindow/TunerBucket))}
 	for _, mp := range sp.Modules {
 		var machines, capacity float64
 		for _, g := range mp.Configs {
