@@ -16,6 +16,8 @@
 # then the gateway's re-plans and calibration. Loopback only; every process it
 # starts is stopped at the end; KEEP=DIR keeps the gateway logs there.
 # PICCOLO=BINARY runs that binary instead of building the working tree.
+# SEED=N gives the second load generator another Poisson trace (default 2;
+# seed 6 has a clump that fills m3's machines in about one run of three).
 # CALFILE=FILE passes --calibration-file FILE to the calibrated gateway: run
 # twice, the second run starts from what the first learned. TIMELINE=1 also
 # prints when the 504s and refusals came (the gateway's counters, scraped
@@ -30,6 +32,7 @@ V100S=${V100S:-6}
 WARM=${WARM:-10}
 MEASURE=${MEASURE:-$([ "$MODE" = step ] && echo 70 || echo 40)}
 RATE=${RATE:-50}
+SEED=${SEED:-2} # the second load generator's trace (the first is seed 1)
 # PORTS: the first of the ports it takes (gateway PORTS and PORTS+1, backends
 # from PORTS+11, their metrics 1000 above), so that two runs can share a host.
 PORTS=${PORTS:-19290}
@@ -97,7 +100,7 @@ for cal in $CAL; do
   "$P" loadgen --target http://$GW --session paper-chain --rate $RATE --duration ${WARM}s --seed 1 -q -o json >"$work/warm.json" &
   L=$!
   sleep "$WARM"
-  "$P" loadgen --target http://$GW --session paper-chain --rate $RATE --duration ${MEASURE}s --seed 2 -q -o json >"$work/measure.json"
+  "$P" loadgen --target http://$GW --session paper-chain --rate $RATE --duration ${MEASURE}s --seed "$SEED" -q -o json >"$work/measure.json"
   wait $L
   report "$work/warm.json" "0-${WARM}s"
   if [ -n "${TIMELINE:-}" ]; then # the seconds in which the 504 or refusal counts grew
