@@ -172,5 +172,11 @@ func (r *LiveRunner) loadSpare(ctx context.Context, s spareBackend) error {
 	}
 	r.loaded[modelAt{s.addr, s.lm.model}] = true
 	s.lm.clients[s.slot.Backend] = c
+	// The spare's batches feed its backend's health as the plan's do (pace,
+	// straggler EWMA, calibration samples, ejection on a transport failure,
+	// and the model reloaded when an ejected backend comes back): without
+	// the entry a spare that slowed was trusted at its warm-up pace for good,
+	// and one that died kept taking overflow batches that failed.
+	s.lm.health[s.slot.Backend] = r.health.track(s.slot.Backend, r.pool, s.addr, s.lm.model, s.slot.Batch, s.slot.Concurrency)
 	return nil
 }

@@ -104,6 +104,9 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 	// late (overflowLocked): the modules before this one reserve for it too,
 	// with the fill of the batch it would take.
 	for _, m := range d.spare {
+		if m.isDown() {
+			continue
+		}
 		consider(m, m.g.slow, m.startAt(now), minFill, false)
 	}
 	d.lagFree.Store(now.UnixNano() + int64(free))
@@ -136,7 +139,7 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 		return true
 	}
 	for _, s := range d.spare {
-		if s.slot.Batch > b.Size() && !predictAt(s, s.g, now).After(d.dueFor(it, s.g.duration, now)) {
+		if s.slot.Batch > b.Size() && !s.isDown() && !predictAt(s, s.g, now).After(d.dueFor(it, s.g.duration, now)) {
 			return true
 		}
 	}

@@ -179,16 +179,19 @@ func TestSpareTakesTheSlowIdleMachinesBatch(t *testing.T) {
 // for, the group's machine had been taken meanwhile, and three idle spares
 // would have ended the batch a millisecond after its due: the strict rule
 // queued it behind the busy machine's batch instead, 21 ms late, 3 504s. A
-// spare that would end it after the busy machine does not take it.
+// spare that would end it after the busy machine does not take it, nor
+// one whose backend is down (ejected).
 func TestLateBatchTakesTheSpareThatEndsFirst(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		spare    time.Duration
+		down     bool
 		wantSlot string
 		wantEnd  time.Duration // when the second item completes, since t0
 	}{
-		{"spare a millisecond short", 101 * time.Millisecond, "m/g-1m0(spare)", 151 * time.Millisecond},
-		{"spare later than the busy machine", 300 * time.Millisecond, "m/g0m0(a)", 200 * time.Millisecond},
+		{"spare a millisecond short", 101 * time.Millisecond, false, "m/g-1m0(spare)", 151 * time.Millisecond},
+		{"spare later than the busy machine", 300 * time.Millisecond, false, "m/g0m0(a)", 200 * time.Millisecond},
+		{"spare down", 50 * time.Millisecond, true, "m/g0m0(a)", 200 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gp(1, 100, 1, 10)
@@ -196,7 +199,9 @@ func TestLateBatchTakesTheSpareThatEndsFirst(t *testing.T) {
 			mp := api.ModulePlan{Name: "m", BudgetMs: 1000, Configs: []api.GroupPlan{g}}
 			clock := NewVirtualClock(t0)
 			s := &vsender{clock: clock}
-			d, err := New(mp, Options{Clock: clock, Sender: s})
+			h := healthMap{}
+			h.Machine("spare").SetDown(tc.down)
+			d, err := New(mp, Options{Clock: clock, Sender: s, Health: h})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,9 @@ import (
 // item is due there: to the spare that completes it first in time, or,
 // with none in time, sooner than its machine would (overflowLocked; issue
 // 11: overflow before refusal);
-// admission (Predict) counts the spare machines too. Stats.Overflow counts
+// admission (Predict) counts the spare machines too. A spare whose backend
+// is down (MachineHealth.Down: ejected) takes no batch and admits nothing.
+// Stats.Overflow counts
 // the batches sent so; Stats.Spare the spare machines' work. SetSpare
 // replaces the previous spare machines (nil: none); batches queued on those
 // move to the current plan's machines. A plan swap keeps them. Errors name
@@ -82,7 +84,7 @@ func (d *Dispatcher) overflowLocked(b *Batch, m *machine, now time.Time) *machin
 	var bestEnd time.Time
 	bestInTime := false
 	for _, s := range d.spare {
-		if s.slot.Batch < b.Size() {
+		if s.slot.Batch < b.Size() || s.isDown() {
 			continue
 		}
 		e := predictAt(s, s.g, now)
@@ -110,10 +112,13 @@ func (b *Batch) due(dur time.Duration) time.Time {
 }
 
 // spareAt returns when an item submitted now would complete at the earliest
-// on a spare machine (zero: none).
+// on a spare machine that is up (zero: none).
 func (d *Dispatcher) spareAt(now time.Time) time.Time {
 	var at time.Time
 	for _, s := range d.spare {
+		if s.isDown() {
+			continue
+		}
 		if t := predictAt(s, s.g, now); at.IsZero() || t.Before(at) {
 			at = t
 		}
