@@ -303,16 +303,17 @@ func (g *group) observe(took, expect time.Duration, now time.Time, full bool) bo
 // excess over 1 (group.relax, Dispatcher.relaxStale).
 const slowStale = time.Second
 
-// relax lowers g's slowness when it has gone stale: g has an idle machine
-// and no batch of g has measured it for slowStale. Without this a few batches stalled by the host (a loaded machine starving a
-// backend's timers) could raise slow past due/duration and lock admission
-// for good: every item refused, here or upstream (Stage.Reserve reads Lag,
-// which slow scales), nothing sent, nothing measured, slow never lowered.
-// Each slowStale idle halves the excess (1.8 → 1.4 → 1.2 …, 1 once under
-// slowStep), so an idle group takes items again within seconds; a device
-// that is truly slow raises it again with its next batches (and its pace,
-// health.go, scales the expected duration beside it). Reports whether slow
-// moved. The dispatcher's lock must be held.
+// relax lowers g's slowness when it has gone stale: g has an idle machine and
+// no batch of g has measured it for slowStale. Without this a few batches
+// stalled by the host (a loaded machine starving a backend's timers) could
+// raise slow past due/duration and lock admission for good: every item
+// refused, here or upstream (Stage.Reserve reads Lag, which slow scales),
+// nothing sent, nothing measured, slow never lowered. Each slowStale idle
+// halves the excess (1.8 → 1.4 → 1.2 …, 1 once under slowStep), so an idle
+// group takes items again within seconds; a device that is truly slow raises
+// it again with its next batches (and its pace, health.go, scales the expected
+// duration beside it). Reports whether slow moved. The dispatcher's lock must
+// be held.
 func (g *group) relax(now time.Time) bool {
 	if g.slow <= 1 || now.Sub(g.seen) < slowStale || !g.hasIdle() {
 		return false

@@ -8,21 +8,19 @@ import (
 // SetSpare gives the dispatcher spare machines: machines of the pool that the
 // plan leaves idle, each with this module's profile on its hardware (Batch,
 // Concurrency, Duration; Group and Machine are ignored, Module must be the
-// module's). A closed batch overflows to a spare machine when every machine
-// of its group is busy, or the one its group chose is idle but slower than
+// module's). A closed batch overflows to a spare machine when every machine of
+// its group is busy, or the one its group chose is idle but slower than
 // planned (its pace or straggler slowness) while another of the group is
-// faster by more than a tenth, and it would complete after its earliest
-// item is due there: to the spare that completes it first in time, or,
-// with none in time, sooner than its machine would (overflowLocked; issue
-// 11: overflow before refusal);
-// admission (Predict) counts the spare machines too. A spare whose backend
-// is down (MachineHealth.Down: ejected) takes no batch and admits nothing.
-// Stats.Overflow counts
-// the batches sent so; Stats.Spare the spare machines' work. SetSpare
-// replaces the previous spare machines (nil: none); batches queued on those
-// move to the current plan's machines. A plan swap keeps them. Errors name
-// the bad slot; on error nothing changes. Any goroutine; not on the request
-// path.
+// faster by more than a tenth, and it would complete after its earliest item
+// is due there: to the spare that completes it first in time, or, with none in
+// time, sooner than its machine would (overflowLocked; issue 11: overflow
+// before refusal); admission (Predict) counts the spare machines too. A spare
+// whose backend is down (MachineHealth.Down: ejected) takes no batch and
+// admits nothing. Stats.Overflow counts the batches sent so; Stats.Spare the
+// spare machines' work. SetSpare replaces the previous spare machines (nil:
+// none); batches queued on those move to the current plan's machines. A plan
+// swap keeps them. Errors name the bad slot; on error nothing changes. Any
+// goroutine; not on the request path.
 func (d *Dispatcher) SetSpare(slots []Slot) error {
 	spare := make([]*machine, 0, len(slots))
 	for i, s := range slots {

@@ -189,7 +189,7 @@ func tunerChanges(o TuningOptions, slo time.Duration, counts []int) (TuningRow, 
 
 // tunedChanges drives tu over the counts as controlplane.StartTuner drives
 // it (Observe and Check each bucket, oldest first) and returns the row of
-// the plans it makes live: Tuned(base) at each decision, o.Delay after the
+// the plans it makes live: Tuned(base) at each decision, delay after the
 // bucket that made it. One loop for the module tuner and the coarse one.
 func tunedChanges(name string, tu replan.Tuning, base *api.Plan, delay time.Duration, counts []int) TuningRow {
 	row := TuningRow{Name: name}

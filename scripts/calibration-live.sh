@@ -17,7 +17,8 @@
 # starts is stopped at the end; KEEP=DIR keeps the gateway logs there.
 # PICCOLO=BINARY runs that binary instead of building the working tree.
 # SEED=N gives the second load generator another Poisson trace (default 2;
-# seed 6 has a clump that fills m3's machines in about one run of three).
+# seed 6 has a clump that late-filled m3's machines in 4 runs of 14 before
+# the overflow rule of docs/calibration.md).
 # CALFILE=FILE passes --calibration-file FILE to the calibrated gateway: run
 # twice, the second run starts from what the first learned. TIMELINE=1 also
 # prints when the 504s and refusals came (the gateway's counters, scraped
