@@ -45,6 +45,9 @@ func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 		grpc.MaxRecvMsgSize(s.opts.MaxBodyBytes),
 		grpc.MaxSendMsgSize(max(s.opts.MaxBodyBytes, 256<<20)),
 	}, extra...)
+	if s.door != nil {
+		opts = append(opts, grpc.InTapHandle(s.door.tap)) // overload.go
+	}
 	g := grpc.NewServer(opts...)
 	inference.RegisterGRPCInferenceServiceServer(g, s.GRPCService())
 	healthpb.RegisterHealthServer(g, s.health)
@@ -108,6 +111,10 @@ func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetad
 // double parameters. The client's deadline, if earlier than the SLO, is the
 // request's deadline.
 func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	if d := g.s.door; d != nil { // the tap refused it at the door when full (overload.go)
+		d.count()
+		defer d.exit()
+	}
 	start := time.Now()
 	var span trace.Span
 	if tracing.Enabled() {

@@ -51,6 +51,9 @@ type ServerOptions struct {
 	// (controlplane.Admin.Handle); without it /admin/ answers 404 saying the API
 	// is off.
 	Admin fasthttp.RequestHandler
+	// Overload configures the door, the gateway's own overload control
+	// (overload.go): on unless Overload.Off.
+	Overload OverloadOptions
 }
 
 // Server serves the DAGRunner's sessions as KServe v2 models over HTTP (fasthttp)
@@ -66,6 +69,7 @@ type Server struct {
 	health   *health.Server // grpc.health.v1, services "" and HealthService
 	bufs     sync.Pool      // *[]byte response buffers
 	stats    stats          // the statistics extension's counters (stats.go)
+	door     *door          // nil: overload control off (overload.go)
 }
 
 // HealthService is the service name, besides the overall "", whose status the
@@ -91,6 +95,13 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 		opts.Version = "dev"
 	}
 	s := &Server{exec: exec, opts: opts, health: health.NewServer(), idPrefix: fmt.Sprintf("piccolo-%08x-", rand.Uint32())}
+	if !opts.Overload.Off {
+		o, err := opts.Overload.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		s.door = newDoor(o, newSchedDelay())
+	}
 	s.SetReady(true)
 	if opts.Metrics != nil {
 		opts.Metrics.SetDAGRunner(exec)
@@ -177,6 +188,13 @@ var (
 // statistics of all (as in Triton).
 func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
+	if s.door != nil && ctx.IsPost() && bytes.HasPrefix(path, prefModels) { // infer: the door (overload.go)
+		if !s.door.enter(ctx.Time().UnixNano()) {
+			s.door.shedHTTP(ctx)
+			return
+		}
+		defer s.door.exit()
+	}
 	switch {
 	case string(path) == "/v2/models/stats":
 		if s.method(ctx, "GET") {

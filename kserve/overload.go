@@ -1,0 +1,305 @@
+package kserve
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// OverloadOptions configures the door: the gateway's own overload control
+// (docs/traffic.md, "Overload control"). Infer requests beyond an adaptive
+// limit on the requests in flight are refused before their body is decoded:
+// HTTP 429 with Retry-After, gRPC RESOURCE_EXHAUSTED with a RetryInfo detail.
+// The limit follows the gateway's scheduling delay — how long its goroutines
+// wait for a CPU (the Go runtime's /sched/latencies:seconds, p90 over each
+// interval) — shrinking when that delay is over TargetDelay and growing back
+// when it is under. Zero fields take the defaults below.
+type OverloadOptions struct {
+	// Off turns the door off: every request goes on to decoding and admission.
+	Off bool
+	// TargetDelay is the scheduling delay (p90 over one interval) the door
+	// holds the gateway to. Default DefaultOverloadTargetDelay.
+	TargetDelay time.Duration
+	// Interval is how often the limit is revised, at most (a revision happens
+	// on the first request after it has passed). Default 20 ms.
+	Interval time.Duration
+	// MinLimit and MaxLimit bound the limit on infer requests in flight; a
+	// request that finds fewer than MinLimit in flight is always let in.
+	// Defaults 16 and 8192.
+	MinLimit, MaxLimit int
+	// RetryAfter is what a refused request is told to wait: HTTP Retry-After
+	// (whole seconds, at least 1) and gRPC's RetryInfo. Default 1 s.
+	RetryAfter time.Duration
+}
+
+// DefaultOverloadTargetDelay is the default scheduling delay the door holds:
+// far below any SLO a session has (tens of ms and more), far above what an
+// unsaturated host shows (tens of µs).
+const DefaultOverloadTargetDelay = 2 * time.Millisecond
+
+func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
+	if o.TargetDelay == 0 {
+		o.TargetDelay = DefaultOverloadTargetDelay
+	}
+	if o.Interval == 0 {
+		o.Interval = 20 * time.Millisecond
+	}
+	if o.MinLimit == 0 {
+		o.MinLimit = 16
+	}
+	if o.MaxLimit == 0 {
+		o.MaxLimit = 8192
+	}
+	if o.RetryAfter == 0 {
+		o.RetryAfter = time.Second
+	}
+	switch {
+	case o.TargetDelay < 0, o.Interval < 0, o.RetryAfter < 0:
+		return o, fmt.Errorf("kserve: overload: target delay %v, interval %v and retry-after %v must not be negative", o.TargetDelay, o.Interval, o.RetryAfter)
+	case o.MinLimit < 1 || o.MaxLimit < o.MinLimit:
+		return o, fmt.Errorf("kserve: overload: limits %d..%d: want 1 ≤ min ≤ max", o.MinLimit, o.MaxLimit)
+	}
+	return o, nil
+}
+
+// OverloadStats is the door's state: the limit on infer requests in flight,
+// those in flight now, the requests it refused since the start, and the
+// latest scheduling delay it measured (p90 over the latest interval that had
+// samples).
+type OverloadStats struct {
+	Limit, InFlight int64
+	Shed            uint64
+	Delay           time.Duration
+}
+
+// door is the request path's side of the overload control: one atomic add
+// when a request enters and one when it leaves, a load of the limit and of
+// the next revision time. The revision itself (reading the runtime's
+// histogram, the AIMD step) runs at most once an interval, on the request
+// that finds the interval over and wins the TryLock; the others do not wait.
+// There is no goroutine of its own, so a Server needs no Close.
+//
+// Why our own code: the libraries that do this (Netflix's concurrency-limits,
+// Envoy's adaptive concurrency filter) are Java and C++; the Go ports are
+// RTT-driven limiters, and RTT here is mostly batching and the backends,
+// which say nothing about the gateway's own CPU.
+type door struct {
+	inflight atomic.Int64
+	limit    atomic.Int64
+	next     atomic.Int64 // unix ns of the next revision
+	shed     atomic.Uint64
+	delay    atomic.Int64 // ns, the latest measured
+
+	mu  sync.Mutex // the revision; TryLock only
+	ctl limitController
+	sig delaySignal
+
+	interval    int64 // ns
+	httpBody    []byte
+	retryHeader string
+	grpcErr     error
+}
+
+// delaySignal reads the scheduling delay since its last read: a quantile
+// and the number of samples it is over.
+type delaySignal interface {
+	read() (time.Duration, uint64)
+}
+
+func newDoor(o OverloadOptions, sig delaySignal) *door {
+	d := &door{
+		ctl:      limitController{target: o.TargetDelay, min: float64(o.MinLimit), max: float64(o.MaxLimit), limit: float64(o.MaxLimit)},
+		sig:      sig,
+		interval: int64(o.Interval),
+	}
+	d.limit.Store(int64(o.MaxLimit))
+	secs := max(1, int64(math.Ceil(o.RetryAfter.Seconds())))
+	d.retryHeader = fmt.Sprint(secs)
+	d.httpBody = fmt.Appendf(nil, `{"error":"overloaded: the gateway is at its limit of requests in flight, its CPU saturated; retry after %d s"}`, secs)
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("overloaded: the gateway is at its limit of requests in flight, its CPU saturated; retry after %d s", secs))
+	if ds, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(o.RetryAfter)}); err == nil {
+		st = ds
+	}
+	d.grpcErr = st.Err()
+	return d
+}
+
+// enter counts a request in, at now (unix ns), unless the limit is reached:
+// then it counts it as shed and returns false.
+func (d *door) enter(now int64) bool {
+	n := d.inflight.Add(1)
+	if now >= d.next.Load() {
+		d.revise(now)
+	}
+	if n > d.limit.Load() {
+		d.inflight.Add(-1)
+		d.shed.Add(1)
+		return false
+	}
+	return true
+}
+
+// full reports whether a request arriving at now would be over the limit,
+// counting nothing: the gRPC tap, which sees a call before its message is
+// read, and ModelInfer counts it in (count) once decoded.
+func (d *door) full(now int64) bool {
+	if now >= d.next.Load() {
+		d.revise(now)
+	}
+	if d.inflight.Load() >= d.limit.Load() {
+		d.shed.Add(1)
+		return true
+	}
+	return false
+}
+
+func (d *door) count() { d.inflight.Add(1) }
+func (d *door) exit()  { d.inflight.Add(-1) }
+
+func (d *door) revise(now int64) {
+	if !d.mu.TryLock() {
+		return
+	}
+	defer d.mu.Unlock()
+	if now < d.next.Load() {
+		return
+	}
+	delay, n := d.sig.read()
+	if n >= minDelaySamples {
+		d.delay.Store(int64(delay))
+	}
+	d.limit.Store(int64(d.ctl.update(delay, n, d.inflight.Load())))
+	d.next.Store(now + d.interval)
+}
+
+func (d *door) stats() OverloadStats {
+	return OverloadStats{Limit: d.limit.Load(), InFlight: d.inflight.Load(), Shed: d.shed.Load(), Delay: time.Duration(d.delay.Load())}
+}
+
+// shedHTTP answers a refused HTTP request: 429, Retry-After, a JSON error.
+// Nothing of it allocates.
+func (d *door) shedHTTP(ctx *fasthttp.RequestCtx) {
+	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+	ctx.SetContentTypeBytes(jsonType)
+	ctx.Response.Header.Set("Retry-After", d.retryHeader)
+	ctx.SetBody(d.httpBody)
+}
+
+// tap is the gRPC server's InTapHandle: it refuses ModelInfer calls while the
+// door is full, before their message is read (grpc-go answers the call with
+// the status, RetryInfo in grpc-status-details-bin).
+func (d *door) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName != modelInferMethod || !d.full(time.Now().UnixNano()) {
+		return ctx, nil
+	}
+	return nil, d.grpcErr
+}
+
+const modelInferMethod = "/inference.GRPCInferenceService/ModelInfer"
+
+// minDelaySamples is the fewest scheduling samples an interval needs for
+// its quantile to count; with fewer (an idle gateway) the limit stays.
+const minDelaySamples = 8
+
+// limitController is the AIMD rule on the limit, as Breakwater's credit
+// pool (Cho et al., OSDI '20) and DAGOR (Zhou et al., SoCC '18) drive theirs
+// from queueing delay rather than from latency: over the target, the limit
+// drops to what is in flight times target/delay (at most halved an
+// interval, as Netflix's Gradient2 clamps its gradient at 0.5); under it,
+// and with the limit in use (at least half of it in flight), it grows by
+// √limit (Gradient2's queue allowance), up to max. Not safe for concurrent
+// use: the door's revision holds its lock.
+type limitController struct {
+	target   time.Duration
+	min, max float64
+	limit    float64
+}
+
+func (c *limitController) update(delay time.Duration, samples uint64, inflight int64) float64 {
+	switch {
+	case samples < minDelaySamples:
+	case delay > c.target:
+		g := max(0.5, float64(c.target)/float64(delay))
+		c.limit = max(c.min, min(c.limit, float64(inflight))*g)
+	case float64(inflight)*2 >= c.limit:
+		c.limit = min(c.max, c.limit+math.Sqrt(c.limit))
+	}
+	return c.limit
+}
+
+// schedDelay is the production delaySignal: the p90 of the Go runtime's
+// scheduling latencies (time goroutines spent runnable, waiting for a P)
+// recorded since the previous read. It keeps the previous counts; read is
+// called under the door's lock.
+type schedDelay struct {
+	sample []metrics.Sample
+	prev   []uint64
+	delta  []uint64
+}
+
+const schedLatencies = "/sched/latencies:seconds"
+
+func newSchedDelay() *schedDelay {
+	s := &schedDelay{sample: []metrics.Sample{{Name: schedLatencies}}}
+	s.read() // the baseline
+	return s
+}
+
+func (s *schedDelay) read() (time.Duration, uint64) {
+	metrics.Read(s.sample)
+	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0, 0 // not in this runtime: no signal, the limit stays at its max
+	}
+	h := s.sample[0].Value.Float64Histogram()
+	if len(s.prev) != len(h.Counts) {
+		s.prev = make([]uint64, len(h.Counts))
+		s.delta = make([]uint64, len(h.Counts))
+	}
+	var n uint64
+	for i, c := range h.Counts {
+		s.delta[i] = c - s.prev[i]
+		s.prev[i] = c
+		n += s.delta[i]
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return time.Duration(quantile(h.Buckets, s.delta, n, 0.9) * float64(time.Second)), n
+}
+
+// quantile returns the q-quantile of a histogram (counts[i] in
+// [buckets[i], buckets[i+1]), n their sum): the lower bound of the bucket it
+// falls in (the upper one for the first, whose lower bound may be -Inf).
+func quantile(buckets []float64, counts []uint64, n uint64, q float64) float64 {
+	want := uint64(math.Ceil(q * float64(n)))
+	var acc uint64
+	for i, c := range counts {
+		acc += c
+		if acc >= want {
+			if lo := buckets[i]; !math.IsInf(lo, -1) {
+				return lo
+			}
+			return buckets[i+1]
+		}
+	}
+	return buckets[len(buckets)-2]
+}
+
+// OverloadStats returns the door's state; zero when it is off.
+func (s *Server) OverloadStats() OverloadStats {
+	if s.door == nil {
+		return OverloadStats{}
+	}
+	return s.door.stats()
+}
