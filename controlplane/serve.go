@@ -232,6 +232,10 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(metrics.DoorCollector(func() metrics.DoorStats {
+		d := srv.OverloadStats()
+		return metrics.DoorStats{Limit: d.Limit, InFlight: d.InFlight, Shed: d.Shed, DelaySeconds: d.Delay.Seconds()}
+	}))
 	hl, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.Listen, err)

@@ -10,6 +10,15 @@ const (
 	GatewaySLOViolationsTotal       = "piccolo_gateway_slo_violations_total"
 	GatewayAdmissionRejectionsTotal = "piccolo_gateway_admission_rejections_total"
 
+	// The door, the gateway's own overload control (kserve.OverloadStats,
+	// collected at scrape time): infer requests refused before decoding, the
+	// limit on those in flight, those in flight, the scheduling delay it
+	// measured.
+	GatewayDoorShedTotal    = "piccolo_gateway_door_shed_total"
+	GatewayDoorLimit        = "piccolo_gateway_door_limit"
+	GatewayDoorInFlight     = "piccolo_gateway_door_in_flight"
+	GatewayDoorDelaySeconds = "piccolo_gateway_door_delay_seconds"
+
 	// Per module item and batch (dataplane):
 	GatewayModuleQueueSeconds   = "piccolo_gateway_module_queue_seconds"
 	GatewayModuleComputeSeconds = "piccolo_gateway_module_compute_seconds"

@@ -1,0 +1,39 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// DoorStats is what DoorCollector reads at each scrape: kserve's
+// OverloadStats in this package's terms (metrics does not import kserve).
+type DoorStats struct {
+	Limit, InFlight int64
+	Shed            uint64
+	DelaySeconds    float64
+}
+
+var (
+	descDoorShed     = prometheus.NewDesc(GatewayDoorShedTotal, "Infer requests the gateway's door refused before decoding them (HTTP 429, gRPC RESOURCE_EXHAUSTED): its own CPU saturated.", nil, nil)
+	descDoorLimit    = prometheus.NewDesc(GatewayDoorLimit, "The door's limit on infer requests in flight (adaptive, docs/traffic.md \"Overload control\").", nil, nil)
+	descDoorInFlight = prometheus.NewDesc(GatewayDoorInFlight, "Infer requests in flight past the door.", nil, nil)
+	descDoorDelay    = prometheus.NewDesc(GatewayDoorDelaySeconds, "The gateway's scheduling delay the door last measured: p90 of the time its goroutines waited for a CPU over one interval, in seconds.", nil, nil)
+)
+
+// DoorCollector serves the door's metrics (piccolo_gateway_door_*) from
+// stats, called at each scrape.
+func DoorCollector(stats func() DoorStats) prometheus.Collector { return doorCollector{stats} }
+
+type doorCollector struct{ stats func() DoorStats }
+
+func (c doorCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descDoorShed
+	ch <- descDoorLimit
+	ch <- descDoorInFlight
+	ch <- descDoorDelay
+}
+
+func (c doorCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	ch <- prometheus.MustNewConstMetric(descDoorShed, prometheus.CounterValue, float64(s.Shed))
+	ch <- prometheus.MustNewConstMetric(descDoorLimit, prometheus.GaugeValue, float64(s.Limit))
+	ch <- prometheus.MustNewConstMetric(descDoorInFlight, prometheus.GaugeValue, float64(s.InFlight))
+	ch <- prometheus.MustNewConstMetric(descDoorDelay, prometheus.GaugeValue, s.DelaySeconds)
+}
