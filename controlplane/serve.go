@@ -37,6 +37,7 @@ type ServeOptions struct {
 	Dispatch   string   // --dispatch: a dispatcher policy name
 	Flush      string   // --flush: a dispatcher flush name ("": idle)
 	MaxBody    int      // --max-body: largest request body or message, bytes, > 0
+	NoDoor     bool     // --overload-control=false: no door, the gateway's own overload control (kserve.OverloadOptions)
 	Slack      float64  // --slack: share of each module's budget kept free, in [0, 1)
 	Admission  bool     // --admission: refuse at each module what would finish too late
 	Hedge      float64  // --hedge-budget: share of batches sent twice, in [0, 1]
@@ -228,7 +229,8 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		}
 		defer cw.Close()
 	}
-	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, Version: o.Version, Metrics: gm, Logger: log, Admin: admin})
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, Version: o.Version, Metrics: gm, Logger: log, Admin: admin,
+		Overload: kserve.OverloadOptions{Off: o.NoDoor}})
 	if err != nil {
 		return err
 	}
