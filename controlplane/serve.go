@@ -37,7 +37,7 @@ type ServeOptions struct {
 	Dispatch   string   // --dispatch: a dispatcher policy name
 	Flush      string   // --flush: a dispatcher flush name ("": idle)
 	MaxBody    int      // --max-body: largest request body or message, bytes, > 0
-	NoDoor     bool     // --overload-control=false: no door, the gateway's own overload control (kserve.OverloadOptions)
+	Door       bool     // --overload-control: the door, the gateway's own overload control (kserve.OverloadOptions)
 	Slack      float64  // --slack: share of each module's budget kept free, in [0, 1)
 	Admission  bool     // --admission: refuse at each module what would finish too late
 	Hedge      float64  // --hedge-budget: share of batches sent twice, in [0, 1]
@@ -230,7 +230,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		defer cw.Close()
 	}
 	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, Version: o.Version, Metrics: gm, Logger: log, Admin: admin,
-		Overload: kserve.OverloadOptions{Off: o.NoDoor}})
+		Overload: o.door()})
 	if err != nil {
 		return err
 	}
@@ -347,4 +347,12 @@ func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dis
 		return tp.Plan, tp.Covers, !o.NoFuse, tp, nil
 	}
 	return serving, nil, !o.NoFuse, nil, nil
+}
+
+// door returns the door's options: the defaults with Door, nil without.
+func (o ServeOptions) door() *kserve.OverloadOptions {
+	if !o.Door {
+		return nil
+	}
+	return &kserve.OverloadOptions{}
 }

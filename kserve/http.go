@@ -51,9 +51,12 @@ type ServerOptions struct {
 	// (controlplane.Admin.Handle); without it /admin/ answers 404 saying the API
 	// is off.
 	Admin fasthttp.RequestHandler
-	// Overload configures the door, the gateway's own overload control
-	// (overload.go): on unless Overload.Off.
-	Overload OverloadOptions
+	// Overload, when set, turns on the door, the gateway's own overload
+	// control (overload.go); nil: off, every request goes on to decoding and
+	// admission. It reads the whole process's scheduler, so it belongs in a
+	// process that serves the gateway alone (not one that also runs the
+	// load or the backends, as piccolo demo and tests do).
+	Overload *OverloadOptions
 }
 
 // Server serves the DAGRunner's sessions as KServe v2 models over HTTP (fasthttp)
@@ -95,7 +98,7 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 		opts.Version = "dev"
 	}
 	s := &Server{exec: exec, opts: opts, health: health.NewServer(), idPrefix: fmt.Sprintf("piccolo-%08x-", rand.Uint32())}
-	if !opts.Overload.Off {
+	if opts.Overload != nil {
 		o, err := opts.Overload.withDefaults()
 		if err != nil {
 			return nil, err

@@ -23,11 +23,13 @@ import (
 // HTTP 429 with Retry-After, gRPC RESOURCE_EXHAUSTED with a RetryInfo detail.
 // The limit follows the gateway's scheduling delay — how long its goroutines
 // wait for a CPU (the Go runtime's /sched/latencies:seconds, p90 over each
-// interval) — shrinking when that delay is over TargetDelay and growing back
-// when it is under. Zero fields take the defaults below.
+// interval) — shrinking when that delay is over TargetDelay while the
+// gateway's own goroutines queue for its Ps (at least GOMAXPROCS runnable:
+// the gateway is the one short of CPU, not another process on the host),
+// and growing back otherwise. Requests that wait without a CPU (a batch
+// filling, a backend computing) cost nothing here: they raise neither
+// signal. Zero fields take the defaults below.
 type OverloadOptions struct {
-	// Off turns the door off: every request goes on to decoding and admission.
-	Off bool
 	// TargetDelay is the scheduling delay (p90 over one interval) the door
 	// holds the gateway to. Default DefaultOverloadTargetDelay.
 	TargetDelay time.Duration
@@ -111,10 +113,18 @@ type door struct {
 	grpcErr     error
 }
 
-// delaySignal reads the scheduling delay since its last read: a quantile
-// and the number of samples it is over.
+// delaySignal reads the scheduling delay since its last read.
 type delaySignal interface {
-	read() (time.Duration, uint64)
+	read() schedSample
+}
+
+// schedSample is one read of the scheduler: the delay quantile over the
+// samples recorded since the previous read, and whether the process's
+// goroutines queue for its Ps now (runnable ≥ GOMAXPROCS).
+type schedSample struct {
+	delay   time.Duration
+	samples uint64
+	queued  bool
 }
 
 func newDoor(o OverloadOptions, sig delaySignal) *door {
@@ -175,11 +185,11 @@ func (d *door) revise(now int64) {
 	if now < d.next.Load() {
 		return
 	}
-	delay, n := d.sig.read()
-	if n >= minDelaySamples {
-		d.delay.Store(int64(delay))
+	s := d.sig.read()
+	if s.samples >= minDelaySamples {
+		d.delay.Store(int64(s.delay))
 	}
-	d.limit.Store(int64(d.ctl.update(delay, n, d.inflight.Load())))
+	d.limit.Store(int64(d.ctl.update(s, d.inflight.Load())))
 	d.next.Store(now + d.interval)
 }
 
@@ -212,25 +222,27 @@ const modelInferMethod = "/inference.GRPCInferenceService/ModelInfer"
 // its quantile to count; with fewer (an idle gateway) the limit stays.
 const minDelaySamples = 8
 
-// limitController is the AIMD rule on the limit, as Breakwater's credit
-// pool (Cho et al., OSDI '20) and DAGOR (Zhou et al., SoCC '18) drive theirs
-// from queueing delay rather than from latency: over the target, the limit
-// drops to what is in flight times target/delay (at most halved an
-// interval, as Netflix's Gradient2 clamps its gradient at 0.5); under it,
-// and with the limit in use (at least half of it in flight), it grows by
-// √limit (Gradient2's queue allowance), up to max. Not safe for concurrent
-// use: the door's revision holds its lock.
+// limitController is the rule on the limit, as Breakwater's credit pool
+// (Cho et al., OSDI '20) and DAGOR (Zhou et al., SoCC '18) drive theirs from
+// queueing delay rather than from latency: over the target with the
+// gateway's goroutines queued, the limit drops to what is in flight times
+// target/delay (at most halved an interval, as Netflix's Gradient2 clamps
+// its gradient at 0.5), not below min; otherwise, with the limit in use (at
+// least half of it in flight), it grows by √limit (Gradient2's queue
+// allowance), up to max. An interval with fewer than minDelaySamples samples
+// leaves it. Not safe for concurrent use: the door's revision holds its
+// lock.
 type limitController struct {
 	target   time.Duration
 	min, max float64
 	limit    float64
 }
 
-func (c *limitController) update(delay time.Duration, samples uint64, inflight int64) float64 {
+func (c *limitController) update(s schedSample, inflight int64) float64 {
 	switch {
-	case samples < minDelaySamples:
-	case delay > c.target:
-		g := max(0.5, float64(c.target)/float64(delay))
+	case s.samples < minDelaySamples:
+	case s.delay > c.target && s.queued:
+		g := max(0.5, float64(c.target)/float64(s.delay))
 		c.limit = max(c.min, min(c.limit, float64(inflight))*g)
 	case float64(inflight)*2 >= c.limit:
 		c.limit = min(c.max, c.limit+math.Sqrt(c.limit))
@@ -240,27 +252,30 @@ func (c *limitController) update(delay time.Duration, samples uint64, inflight i
 
 // schedDelay is the production delaySignal: the p90 of the Go runtime's
 // scheduling latencies (time goroutines spent runnable, waiting for a P)
-// recorded since the previous read. It keeps the previous counts; read is
-// called under the door's lock.
+// recorded since the previous read, and the runnable goroutines against
+// GOMAXPROCS now. It keeps the previous counts; read is called under the
+// door's lock.
 type schedDelay struct {
-	sample []metrics.Sample
+	sample []metrics.Sample // latencies, runnable, gomaxprocs
 	prev   []uint64
 	delta  []uint64
 }
 
-const schedLatencies = "/sched/latencies:seconds"
-
 func newSchedDelay() *schedDelay {
-	s := &schedDelay{sample: []metrics.Sample{{Name: schedLatencies}}}
+	s := &schedDelay{sample: []metrics.Sample{{Name: "/sched/latencies:seconds"},
+		{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/gomaxprocs:threads"}}}
 	s.read() // the baseline
 	return s
 }
 
-func (s *schedDelay) read() (time.Duration, uint64) {
+func (s *schedDelay) read() schedSample {
 	metrics.Read(s.sample)
 	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return 0, 0 // not in this runtime: no signal, the limit stays at its max
+		return schedSample{} // not in this runtime: no signal, the limit stays at its max
 	}
+	// Without the runnable count (a runtime before Go 1.26), the delay alone.
+	queued := s.sample[1].Value.Kind() != metrics.KindUint64 || s.sample[2].Value.Kind() != metrics.KindUint64 ||
+		s.sample[1].Value.Uint64() >= s.sample[2].Value.Uint64()
 	h := s.sample[0].Value.Float64Histogram()
 	if len(s.prev) != len(h.Counts) {
 		s.prev = make([]uint64, len(h.Counts))
@@ -273,9 +288,9 @@ func (s *schedDelay) read() (time.Duration, uint64) {
 		n += s.delta[i]
 	}
 	if n == 0 {
-		return 0, 0
+		return schedSample{queued: queued}
 	}
-	return time.Duration(quantile(h.Buckets, s.delta, n, 0.9) * float64(time.Second)), n
+	return schedSample{delay: time.Duration(quantile(h.Buckets, s.delta, n, 0.9) * float64(time.Second)), samples: n, queued: queued}
 }
 
 // quantile returns the q-quantile of a histogram (counts[i] in
