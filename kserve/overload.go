@@ -227,9 +227,10 @@ const minDelaySamples = 8
 // queueing delay rather than from latency: over the target with the
 // gateway's goroutines queued, the limit drops to what is in flight times
 // target/delay (at most halved an interval, as Netflix's Gradient2 clamps
-// its gradient at 0.5), not below min; otherwise, with the limit in use (at
-// least half of it in flight), it grows by √limit (Gradient2's queue
-// allowance), up to max. An interval with fewer than minDelaySamples samples
+// its gradient at 0.5), not below min; over the target without them queued
+// (another process's load), it stays; under the target, with the limit in
+// use (at least half of it in flight), it grows by √limit (Gradient2's
+// queue allowance), up to max. An interval with fewer than minDelaySamples samples
 // leaves it. Not safe for concurrent use: the door's revision holds its
 // lock.
 type limitController struct {
@@ -241,9 +242,11 @@ type limitController struct {
 func (c *limitController) update(s schedSample, inflight int64) float64 {
 	switch {
 	case s.samples < minDelaySamples:
-	case s.delay > c.target && s.queued:
-		g := max(0.5, float64(c.target)/float64(s.delay))
-		c.limit = max(c.min, min(c.limit, float64(inflight))*g)
+	case s.delay > c.target:
+		if s.queued {
+			g := max(0.5, float64(c.target)/float64(s.delay))
+			c.limit = max(c.min, min(c.limit, float64(inflight))*g)
+		}
 	case float64(inflight)*2 >= c.limit:
 		c.limit = min(c.max, c.limit+math.Sqrt(c.limit))
 	}

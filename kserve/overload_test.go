@@ -1,0 +1,302 @@
+package kserve
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/api/inference"
+	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
+)
+
+// busy is a scheduler read of a saturated gateway: p90 delay d, its
+// goroutines queued for its Ps.
+func busy(d time.Duration) schedSample { return schedSample{delay: d, samples: 100, queued: true} }
+
+func TestLimitController(t *testing.T) {
+	const target = 2 * time.Millisecond
+	newCtl := func() *limitController {
+		return &limitController{target: target, min: 16, max: 1024, limit: 1024}
+	}
+	t.Run("shrinks under queueing delay, to min", func(t *testing.T) {
+		c := newCtl()
+		inflight := int64(512)
+		prev := c.update(busy(10*time.Millisecond), inflight)
+		if prev != 256 { // min(1024, 512) × max(0.5, 2/10)
+			t.Fatalf("first revision at 512 in flight, delay 5× target: limit %v, want 256", prev)
+		}
+		for i := 0; i < 20; i++ {
+			l := c.update(busy(10*time.Millisecond), int64(prev))
+			if l > prev {
+				t.Fatalf("revision %d: limit grew from %v to %v under delay", i, prev, l)
+			}
+			prev = l
+		}
+		if prev != 16 {
+			t.Fatalf("after 20 revisions under delay: limit %v, want the min 16", prev)
+		}
+	})
+	t.Run("shrinks gently just over the target", func(t *testing.T) {
+		c := newCtl()
+		l := c.update(busy(target*5/4), 1000)
+		if want := 1000.0 * 0.8; l != want {
+			t.Fatalf("delay 1.25× target: limit %v, want %v", l, want)
+		}
+	})
+	t.Run("grows back when the delay clears", func(t *testing.T) {
+		c := newCtl()
+		c.limit = 16
+		prev, steps := 16.0, 0
+		for prev < 1024 {
+			l := c.update(busy(100*time.Microsecond), int64(prev)) // the limit in use
+			if l <= prev {
+				t.Fatalf("step %d: limit %v did not grow from %v with the delay under the target", steps, l, prev)
+			}
+			prev, steps = l, steps+1
+			if steps > 100 {
+				t.Fatalf("limit %v after 100 clear revisions, want the max 1024", prev)
+			}
+		}
+		if prev != 1024 {
+			t.Fatalf("limit %v, want it capped at the max 1024", prev)
+		}
+		t.Logf("16 → 1024 in %d revisions", steps)
+	})
+	for _, tc := range []struct {
+		name     string
+		s        schedSample
+		inflight int64
+	}{
+		{"another process's load: delay without our goroutines queued", schedSample{delay: 50 * time.Millisecond, samples: 100}, 512},
+		{"too few samples to tell", schedSample{delay: 50 * time.Millisecond, samples: minDelaySamples - 1, queued: true}, 512},
+		{"clear but the limit unused", busy(100 * time.Microsecond), 100},
+	} {
+		t.Run("holds: "+tc.name, func(t *testing.T) {
+			c := newCtl()
+			c.limit = 300
+			if l := c.update(tc.s, tc.inflight); l != 300 {
+				t.Fatalf("limit %v, want it held at 300", l)
+			}
+		})
+	}
+}
+
+// scripted is a delaySignal that returns what the test set.
+type scripted struct{ s schedSample }
+
+func (f *scripted) read() schedSample { return f.s }
+
+func TestDoorShedsAndRecovers(t *testing.T) {
+	sig := &scripted{}
+	o, err := (&OverloadOptions{Interval: 10 * time.Millisecond, MinLimit: 4, MaxLimit: 8}).withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDoor(o, sig)
+	ms := int64(time.Millisecond)
+	now := int64(1000 * ms) // a fake clock, in unix ns
+	for i := 0; i < 8; i++ {
+		if !d.enter(now) {
+			t.Fatalf("request %d refused under the limit 8", i+1)
+		}
+	}
+	if d.enter(now) {
+		t.Fatal("9th request in flight admitted over the limit 8")
+	}
+	// The gateway saturates: the next revision halves the limit.
+	sig.s = busy(20 * time.Millisecond)
+	now += 10 * ms
+	if d.enter(now) {
+		t.Fatal("request admitted with 8 in flight after the limit shrank")
+	}
+	if st := d.stats(); st.Limit != 4 || st.InFlight != 8 || st.Shed != 2 || st.Delay != 20*time.Millisecond {
+		t.Fatalf("stats %+v, want limit 4, 8 in flight, 2 shed, delay 20ms", st)
+	}
+	for i := 0; i < 5; i++ {
+		d.exit()
+	}
+	// 3 in flight under the limit 4: one more goes in, and the tap agrees.
+	now += ms // within the interval: no revision
+	if !d.enter(now) {
+		t.Fatal("request refused with 3 in flight under the limit 4")
+	}
+	if !d.full(now) {
+		t.Fatal("tap: not full with 4 in flight at the limit 4")
+	}
+	// The delay clears; the limit is in use, so it grows back to the max.
+	sig.s = busy(50 * time.Microsecond)
+	for i := 0; i < 10; i++ {
+		now += 10 * ms
+		d.full(now)
+	}
+	if st := d.stats(); st.Limit != 8 {
+		t.Fatalf("limit %d after the delay cleared, want the max 8", st.Limit)
+	}
+	if d.full(now) {
+		t.Fatal("tap: full with 4 in flight under the limit 8")
+	}
+}
+
+func TestOverloadOptionsRefused(t *testing.T) {
+	for _, o := range []OverloadOptions{{MinLimit: 10, MaxLimit: 5}, {TargetDelay: -time.Second}, {MinLimit: -1}} {
+		if _, err := o.withDefaults(); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// TestDoorLive holds 8 infer requests in flight over HTTP (the door's limit,
+// its signal scripted so that the host's load cannot move it), floods the
+// HTTP and gRPC servers with 64 more at once, and checks that every one of
+// those is shed before decoding — 429 with Retry-After and the JSON error,
+// gRPC RESOURCE_EXHAUSTED with RetryInfo — that the 8 are answered 200 once
+// released, and that a lone request after the flood is answered 200 on both.
+func TestDoorLive(t *testing.T) {
+	gate := make(chan struct{})
+	f := gatewaytest.NewFakeRunner()
+	f.Fn["e"] = func(in []api.Tensor) ([]api.Tensor, error) { <-gate; return in, nil }
+	exec, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, serverSessions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 8
+	srv, err := NewServer(exec, ServerOptions{Overload: &OverloadOptions{MinLimit: limit, MaxLimit: limit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.door.sig = &scripted{} // no samples: the limit stays at 8
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.NewHTTPServer()
+	go hs.Serve(hl)
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := srv.NewGRPCServer()
+	go gs.Serve(gl)
+	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(gate)
+		}
+		conn.Close()
+		gs.Stop()
+		hs.Shutdown()
+	})
+	url := "http://" + hl.Addr().String() + "/v2/models/echo/infer"
+	client := &fasthttp.Client{MaxConnsPerHost: 256}
+	post := func() (int, string, string, error) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(url)
+		req.Header.SetMethod("POST")
+		req.Header.SetContentType("application/json")
+		req.SetBodyString(goodBody)
+		if err := client.DoTimeout(req, resp, 30*time.Second); err != nil {
+			return 0, "", "", err
+		}
+		return resp.StatusCode(), string(resp.Header.Peek("Retry-After")), string(resp.Body()), nil
+	}
+	gc := inference.NewGRPCInferenceServiceClient(conn)
+	call := func() error {
+		_, err := gc.ModelInfer(context.Background(), &inference.ModelInferRequest{ModelName: "echo",
+			Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 1}}},
+			RawInputContents: [][]byte{gatewaytest.FP32(1)}})
+		return err
+	}
+
+	held := make(chan int, limit)
+	for i := 0; i < limit; i++ {
+		go func() {
+			code, _, _, err := post()
+			if err != nil {
+				code = -1
+			}
+			held <- code
+		}()
+	}
+	for deadline := time.Now().Add(30 * time.Second); srv.OverloadStats().InFlight < limit; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("door %+v: the %d held requests did not all get in", srv.OverloadStats(), limit)
+		}
+	}
+
+	const flood = 64
+	var mu sync.Mutex
+	var bad []string
+	var wg sync.WaitGroup
+	for i := 0; i < flood; i++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			code, retry, body, err := post()
+			if err != nil || code != 429 || retry != "1" || !strings.Contains(body, `{"error":"overloaded`) {
+				mu.Lock()
+				bad = append(bad, fmt.Sprintf("HTTP %d, Retry-After %q, body %s, error %v", code, retry, body, err))
+				mu.Unlock()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			err := call()
+			if st := status.Convert(err); st.Code() != codes.ResourceExhausted || retryDelay(st) != time.Second {
+				mu.Lock()
+				bad = append(bad, fmt.Sprintf("gRPC %v", err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(bad) > 0 {
+		t.Fatalf("%d of %d requests over the limit not shed as 429 + Retry-After 1 or RESOURCE_EXHAUSTED + RetryInfo 1s, e.g. %s", len(bad), 2*flood, bad[0])
+	}
+	if st := srv.OverloadStats(); st.Shed != 2*flood || st.InFlight != limit {
+		t.Fatalf("door %+v: want %d shed, %d in flight", st, 2*flood, limit)
+	}
+	close(gate)
+	released = true
+	for i := 0; i < limit; i++ {
+		if code := <-held; code != 200 {
+			t.Fatalf("a held request answered %d once released, want 200", code)
+		}
+	}
+	if code, _, body, err := post(); err != nil || code != 200 {
+		t.Fatalf("lone HTTP request after the flood: %d %s %v, want 200", code, body, err)
+	}
+	if err := call(); err != nil {
+		t.Fatalf("lone gRPC call after the flood: %v", err)
+	}
+	if st := srv.OverloadStats(); st.InFlight != 0 {
+		t.Fatalf("door %+v after every answer: want 0 in flight", st)
+	}
+}
+
+func retryDelay(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return -1
+}
