@@ -15,6 +15,8 @@
 #
 # Usage: scripts/burst-live.sh [seconds per phase, default 5]
 #   CONNS="128 512"  the connection counts, in order (the ratio is last/first)
+#   GATEWAY_FLAGS="..." more flags for piccolo gateway, e.g.
+#                    --overload-control=false (no door) or --calibration=false
 #   KEEP=1           keep the work directory (logs, config) and print its path
 # Loopback only; every process it starts is stopped at the end. On a shared
 # host the figures move with the others' load: compare within one run.
@@ -62,7 +64,7 @@ open(sys.argv[1], "w").write('{"id":"42","inputs":[{"name":"x","shape":[1,64],"d
 PY
 "$P" backend -c "$work/burst.yaml" --executor sim --hardware fast --listen "127.0.0.1:$bport" --metrics-listen off >"$work/backend.log" 2>&1 &
 pids+=($!)
-"$P" gateway -c "$work/burst.yaml" -c "$work/backends.yaml" --listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" >"$work/gateway.log" 2>&1 &
+"$P" gateway -c "$work/burst.yaml" -c "$work/backends.yaml" --listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" ${GATEWAY_FLAGS:-} >"$work/gateway.log" 2>&1 &
 pids+=($!)
 url=http://127.0.0.1:$hport
 for _ in $(seq 600); do
