@@ -37,7 +37,6 @@ type ServeOptions struct {
 	Dispatch   string   // --dispatch: a dispatcher policy name
 	Flush      string   // --flush: a dispatcher flush name ("": idle)
 	MaxBody    int      // --max-body: largest request body or message, bytes, > 0
-	Door       bool     // --overload-control: the door, the gateway's own overload control (kserve.OverloadOptions)
 	Slack      float64  // --slack: share of each module's budget kept free, in [0, 1)
 	Admission  bool     // --admission: refuse at each module what would finish too late
 	Hedge      float64  // --hedge-budget: share of batches sent twice, in [0, 1]
@@ -76,6 +75,12 @@ type ServeOptions struct {
 	// NewLogger makes the process's logger (--log); nil: zap.NewProduction.
 	NewLogger func() (*zap.Logger, error)
 	Version   string // what the servers report (GET /v2, ServerMetadata)
+
+	// Door (--overload-control) turns on the door, the gateway's own overload
+	// control, with DoorOpts (--overload-delay, --overload-min-limit; zero
+	// fields: kserve's defaults).
+	Door     bool
+	DoorOpts kserve.OverloadOptions
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
@@ -117,6 +122,9 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	}
 	if o.MaxBody <= 0 {
 		return fmt.Errorf("--max-body %d: must be > 0 bytes", o.MaxBody)
+	}
+	if o.Door && (o.DoorOpts.TargetDelay < 0 || o.DoorOpts.MinLimit < 0) {
+		return fmt.Errorf("--overload-delay %v, --overload-min-limit %d: want a delay > 0 and a limit ≥ 1", o.DoorOpts.TargetDelay, o.DoorOpts.MinLimit)
 	}
 	if o.Slack < 0 || o.Slack >= 1 {
 		return fmt.Errorf("--slack %v: must be in [0, 1)", o.Slack)
@@ -354,5 +362,6 @@ func (o ServeOptions) door() *kserve.OverloadOptions {
 	if !o.Door {
 		return nil
 	}
-	return &kserve.OverloadOptions{}
+	d := o.DoorOpts
+	return &d
 }

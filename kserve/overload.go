@@ -38,7 +38,7 @@ type OverloadOptions struct {
 	Interval time.Duration
 	// MinLimit and MaxLimit bound the limit on infer requests in flight; a
 	// request that finds fewer than MinLimit in flight is always let in.
-	// Defaults 16 and 8192.
+	// Defaults DefaultOverloadMinLimit and 8192.
 	MinLimit, MaxLimit int
 	// RetryAfter is what a refused request is told to wait: HTTP Retry-After
 	// (whole seconds, at least 1) and gRPC's RetryInfo. Default 1 s.
@@ -50,6 +50,9 @@ type OverloadOptions struct {
 // unsaturated host shows (tens of µs).
 const DefaultOverloadTargetDelay = 2 * time.Millisecond
 
+// DefaultOverloadMinLimit is the default floor of the door's limit.
+const DefaultOverloadMinLimit = 16
+
 func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
 	if o.TargetDelay == 0 {
 		o.TargetDelay = DefaultOverloadTargetDelay
@@ -58,7 +61,7 @@ func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
 		o.Interval = 20 * time.Millisecond
 	}
 	if o.MinLimit == 0 {
-		o.MinLimit = 16
+		o.MinLimit = DefaultOverloadMinLimit
 	}
 	if o.MaxLimit == 0 {
 		o.MaxLimit = 8192

@@ -35,6 +35,7 @@ type gatewayOptions struct {
 	flush                   string
 	maxBody                 int
 	door                    bool // --overload-control
+	doorOpts                kserve.OverloadOptions
 	slack                   float64
 	admission               bool
 	hedge                   float64       // --hedge-budget
@@ -167,6 +168,8 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.flush, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes, after decompression too")
 	f.BoolVar(&o.door, "overload-control", true, "refuse infer requests at the door, before decoding them (429 with Retry-After, gRPC RESOURCE_EXHAUSTED), beyond an adaptive limit on those in flight that shrinks while the gateway's goroutines wait for a CPU over 2 ms (p90) and grows back when they do not (docs/traffic.md, \"Overload control\"); false: no limit")
+	f.DurationVar(&o.doorOpts.TargetDelay, "overload-delay", kserve.DefaultOverloadTargetDelay, "with --overload-control: the scheduling delay (p90 of the time the gateway's goroutines wait for a CPU) over which the door shrinks its limit")
+	f.IntVar(&o.doorOpts.MinLimit, "overload-min-limit", kserve.DefaultOverloadMinLimit, "with --overload-control: the door's limit never goes below this many infer requests in flight")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
@@ -212,7 +215,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	return controlplane.ServeGateway(ctx, controlplane.ServeOptions{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
-		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, Door: o.door, Slack: o.slack,
+		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,
