@@ -17,7 +17,8 @@
 #   CONNS="128 512"  the connection counts, in order (the ratio is last/first)
 #   GATEWAY_FLAGS="..." more flags for piccolo gateway, e.g.
 #                    --overload-control=false (no door) or --calibration=false
-#   KEEP=1           keep the work directory (logs, config) and print its path
+#   KEEP=1           keep the work directory (logs, config, the gateway's
+#                    /metrics after each phase) and print its path
 # Loopback only; every process it starts is stopped at the end. On a shared
 # host the figures move with the others' load: compare within one run.
 set -euo pipefail
@@ -100,6 +101,7 @@ first="" last=""
 door() { curl -s "$url/metrics" | grep -E '^piccolo_gateway_(door_(shed_total|limit|delay_seconds)|admission_rejections_total)' | tr '\n' ' '; echo; }
 for c in $CONNS; do
 	phase "$c"
+	curl -s "$url/metrics" >"$work/metrics.$c" || true
 	echo "     after it (totals since the start): $(door)"
 	[ -n "$first" ] || first=$c
 	last=$c
