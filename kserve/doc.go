@@ -37,6 +37,15 @@
 // accumulated in its one pass (num in jsonscan.go, number.go), rounded once
 // to the element type.
 //
+// The door (overload.go, ServerOptions.Overload; docs/traffic.md, "Overload
+// control"): with it on, an infer request beyond an adaptive limit on those
+// in flight is refused before its body is decoded — HTTP 429 with
+// Retry-After at the top of HandleHTTP, gRPC RESOURCE_EXHAUSTED with a
+// RetryInfo detail from the server's InTapHandle, before the message is
+// read. The limit shrinks while the gateway's goroutines wait for a CPU
+// longer than the target and grows back when they do not; a request costs
+// the door one atomic add in and one out.
+//
 // Statistics (stats.go): each session's successes, failures, queue and
 // compute time are atomic counters in a copy-on-write table, added to by the
 // handlers after each request without a lock.

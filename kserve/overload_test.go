@@ -300,3 +300,28 @@ func retryDelay(st *status.Status) time.Duration {
 	}
 	return -1
 }
+
+// BenchmarkHandleHTTPDoor is BenchmarkHandleHTTP with the door on (its
+// defaults, the runtime's scheduler as its signal): the door's cost per
+// request is the difference.
+func BenchmarkHandleHTTPDoor(b *testing.B) {
+	srv := echoServer(b)
+	o, err := (&OverloadOptions{}).withDefaults()
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.door = newDoor(o, newSchedDelay())
+	var ctx fasthttp.RequestCtx
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		ctx.Request.SetRequestURI("/v2/models/echo/infer")
+		ctx.Request.Header.SetMethod("POST")
+		ctx.Request.SetBody(benchBody)
+		srv.HandleHTTP(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+}
