@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/piccolo-serving/piccolo/kserve"
 )
 
 // detGatewayConfig is one v100 model, det (30 ms at batch 1, 40 ms at batch 4),
@@ -52,7 +54,7 @@ func TestGatewayServesAndDrains(t *testing.T) {
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()
 	o := &gatewayOptions{files: []string{profiles, backendsFile}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
-		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second}
+		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second, door: true}
 	url, gdone := startGateway(t, gctx, o)
 	body := `{"inputs":[{"name":"input0","shape":[1,2],"datatype":"FP32","data":[1,2]}]}`
 	post := func() (int, string) {
@@ -94,6 +96,7 @@ func TestGatewayServesAndDrains(t *testing.T) {
 			{gatewayOptions{}, "no config given"},
 			{gatewayOptions{files: []string{profiles}, dispatch: "fifo", maxBody: 1, logFmt: "json"}, `unknown dispatch policy "fifo"`},
 			{gatewayOptions{files: []string{profiles}, dispatch: "tc", maxBody: 0, logFmt: "json"}, "--max-body 0"},
+			{gatewayOptions{files: []string{profiles}, dispatch: "tc", maxBody: 1, logFmt: "json", door: true, doorOpts: kserve.OverloadOptions{TargetDelay: -time.Millisecond}}, "--overload-delay -1ms"},
 			{gatewayOptions{files: []string{profiles}, dispatch: "tc", maxBody: 1, logFmt: "json", listen: ":1", grpcListen: ":1"}, "need their own ports"},
 			{gatewayOptions{files: []string{profiles}, dispatch: "tc", maxBody: 1, logFmt: "json", listen: ":1", grpcListen: ":2"}, "no backends"},
 		} {
