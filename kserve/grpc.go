@@ -38,8 +38,10 @@ func (s *Server) GRPCService() inference.GRPCInferenceServiceServer { return &gr
 // health service (grpc.health.v1, following SetReady: what Kubernetes' gRPC
 // probe asks) and server reflection (so that `grpcurl -plaintext ADDR list`
 // needs no .proto) registered, and the message limit set to MaxBodyBytes (over
-// it grpc-go answers RESOURCE_EXHAUSTED). A Health/Watch stream left open holds
-// GracefulStop until its caller closes it or the drain times out.
+// it grpc-go answers RESOURCE_EXHAUSTED). With the door on
+// (ServerOptions.Overload) it sets the server's InTapHandle, so extra must not
+// set another. A Health/Watch stream left open holds GracefulStop until its
+// caller closes it or the drain times out.
 func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxBodyBytes),
