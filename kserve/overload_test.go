@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,5 +325,61 @@ func BenchmarkHandleHTTPDoor(b *testing.B) {
 		if ctx.Response.StatusCode() != 200 {
 			b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 		}
+	}
+}
+
+// TestSchedDelaySignal reads the production signal while 2×GOMAXPROCS
+// goroutines spin and 32 sleep in short steps: the runtime reports goroutines
+// queued for the Ps and a p90 scheduling delay over the default target (a
+// woken sleeper waits out a spinner's time slice), and the door's limit
+// drops to its floor at its next revision.
+func TestSchedDelaySignal(t *testing.T) {
+	sig := newSchedDelay()
+	// Intervals of 500 ms: the sleepers' samples come slowly (a gateway's
+	// requests make many more).
+	o, err := (&OverloadOptions{Interval: 500 * time.Millisecond}).withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDoor(o, sig)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for i := 0; i < 2*runtime.GOMAXPROCS(0); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := 0; !stop.Load(); x++ {
+			}
+		}()
+	}
+	// Goroutines woken by timers: each wake-up is a scheduling sample, and
+	// each waits for a spinner's time slice to end.
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	var last schedSample
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(o.Interval) {
+		if time.Now().After(deadline) {
+			t.Fatalf("spinning goroutines: last read %+v; want ≥ %d samples, delay over %v, queued", last, minDelaySamples, o.TargetDelay)
+		}
+		if last = sig.read(); last.samples >= minDelaySamples && last.delay > o.TargetDelay && last.queued {
+			break
+		}
+	}
+	t.Logf("spinning: %+v", last)
+	sig.read() // start the door's next interval from here
+	for deadline := time.Now().Add(20 * time.Second); d.stats().Limit != int64(o.MinLimit); time.Sleep(o.Interval / 5) {
+		if time.Now().After(deadline) {
+			t.Fatalf("door %+v under spinning goroutines: want the limit at its floor %d", d.stats(), o.MinLimit)
+		}
+		d.enter(time.Now().UnixNano())
+		d.exit()
 	}
 }
