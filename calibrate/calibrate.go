@@ -41,10 +41,11 @@ func (e *Estimator) table(ix index, now time.Time) table {
 	pooled, big := map[devKey][]sample{}, map[devKey]int{}
 	buf := make([]time.Duration, 0, e.o.Window)
 	e.mu.Lock()
+	e.forgetLocked(now)
 	for k, s := range e.series {
 		mk := [2]string{k.Model, k.Hardware}
+		buf = s.counted(buf[:0], e.o.MinSamples, e.o.MaxAge)
 		if len(s.d) >= e.o.MinSamples {
-			buf = append(buf[:0], s.d...)
 			ek := entryKey{k.Model, k.Hardware, k.Batch, k.Concurrency}
 			ests[ek] = append(ests[ek], quantile(buf, e.o.Quantile))
 		}
@@ -57,7 +58,7 @@ func (e *Estimator) table(ix index, now time.Time) table {
 		}
 		dk := devKey{k.Model, k.Hardware, k.Device}
 		big[dk] = max(big[dk], k.Batch)
-		for _, d := range s.d {
+		for _, d := range buf {
 			pooled[dk] = append(pooled[dk], sample{k.Batch, float64(d) / float64(en.Duration)})
 		}
 	}
