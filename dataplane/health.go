@@ -104,8 +104,8 @@ type backendHealth struct {
 	refs    atomic.Int32  // runners open that use the backend
 	ratio   atomic.Uint64 // float64 bits: EWMA of measured/profiled batch duration (0: no sample)
 	slow    atomic.Bool
-	seenAt  atomic.Int64  // unix ns: the latest sample of ratio (Health.forget)
-	host    atomic.Int64  // ns: EWMA of the network-and-host share of its batches (Health.hostShare)
+	seenAt  atomic.Int64 // unix ns: the latest sample of ratio (Health.forget)
+	host    atomic.Int64 // ns: EWMA of the network-and-host share of its batches (Health.hostShare)
 
 	lastEnd    atomic.Int64 // unix ns: the latest end of a batch on the backend (backendHealth.ran)
 	paceMu     sync.Mutex
@@ -772,10 +772,10 @@ func (h *Health) allowHedge() bool {
 
 // BackendHealth is one backend as Health sees it.
 type BackendHealth struct {
-	ID        string
-	Up        bool
-	Slowness  float64 // EWMA of measured/profiled batch durations (0: no batch yet, or forgotten)
-	Slow      bool
+	ID       string
+	Up       bool
+	Slowness float64 // EWMA of measured/profiled batch durations (0: no batch yet, or forgotten)
+	Slow     bool
 	// Pace is the backend's pace (MachineHealth.Pace: 1 when not set);
 	// HostShare the EWMA of its batches' network-and-host share (0: none
 	// reported).
