@@ -44,13 +44,17 @@ type Options struct {
 	// trusted (default 10), in [1, Window].
 	MinSamples int
 	// Recent is how old a series' last batch may be for Drift to count it
-	// and for the Estimator to keep it at all (default 10s): a device the
-	// plan no longer uses does not re-plan, and a slowdown no longer
-	// measured (a batch size only a burst filled, a device left idle) is
-	// forgotten, its entries back to the other measurements' or the
-	// profile's (docs/calibration.md, "Forgetting"). A series only loaded
-	// (Unmarshal) has no time and is kept until measured.
+	// (default 2s, under the control loop's drift hold): a device the plan
+	// no longer uses does not re-plan, and a drift must be measured anew
+	// through a hold, not read again from a window a burst left.
 	Recent time.Duration
+	// Forget is how old a series' last batch may be for the Estimator to
+	// keep it at all (default 10s): a slowdown no longer measured (a batch
+	// size only a burst filled, a device left idle) is forgotten, its
+	// entries back to the other measurements' or the profile's
+	// (docs/calibration.md, "Forgetting"). A series only loaded (Unmarshal)
+	// has no time and is kept until measured.
+	Forget time.Duration
 	// MaxAge is how much older than its series' latest batch a sample may
 	// be and still count, while at least MinSamples samples are newer
 	// (default 5s): at a few batches a second the estimate is what the
@@ -65,7 +69,8 @@ const (
 	DefaultWindow     = 64
 	DefaultQuantile   = 0.9
 	DefaultMinSamples = 10
-	DefaultRecent     = 10 * time.Second
+	DefaultRecent     = 2 * time.Second
+	DefaultForget     = 10 * time.Second
 	DefaultMaxAge     = 5 * time.Second
 )
 
@@ -85,9 +90,12 @@ func (o *Options) defaults() error {
 	if o.MaxAge == 0 {
 		o.MaxAge = DefaultMaxAge
 	}
-	if o.Window < 1 || o.Window > 1<<16 || !(o.Quantile > 0 && o.Quantile <= 1) || o.MinSamples < 1 || o.MinSamples > o.Window || o.Recent < 0 || o.MaxAge < 0 {
-		return fmt.Errorf("calibrate: window %d, quantile %v, min samples %d, recent %v, max age %v: want 1 ≤ window ≤ 65536, 0 < quantile ≤ 1, 1 ≤ min samples ≤ window, recent ≥ 0, max age ≥ 0",
-			o.Window, o.Quantile, o.MinSamples, o.Recent, o.MaxAge)
+	if o.Forget == 0 {
+		o.Forget = max(DefaultForget, o.Recent)
+	}
+	if o.Window < 1 || o.Window > 1<<16 || !(o.Quantile > 0 && o.Quantile <= 1) || o.MinSamples < 1 || o.MinSamples > o.Window || o.Recent < 0 || o.MaxAge < 0 || o.Forget < o.Recent {
+		return fmt.Errorf("calibrate: window %d, quantile %v, min samples %d, recent %v, max age %v, forget %v: want 1 ≤ window ≤ 65536, 0 < quantile ≤ 1, 1 ≤ min samples ≤ window, recent ≥ 0, max age ≥ 0, forget ≥ recent",
+			o.Window, o.Quantile, o.MinSamples, o.Recent, o.MaxAge, o.Forget)
 	}
 	return nil
 }
@@ -244,11 +252,11 @@ func (s *series) counted(buf []time.Duration, minSamples int, maxAge time.Durati
 	return buf
 }
 
-// forgetLocked drops the series whose latest batch is more than Recent
+// forgetLocked drops the series whose latest batch is more than Forget
 // before now (series only loaded stay). The caller holds the lock.
 func (e *Estimator) forgetLocked(now time.Time) {
 	for k, s := range e.series {
-		if !s.last.IsZero() && now.Sub(s.last) > e.o.Recent {
+		if !s.last.IsZero() && now.Sub(s.last) > e.o.Forget {
 			delete(e.series, k)
 		}
 	}
@@ -284,7 +292,7 @@ type Measured struct {
 }
 
 // Snapshot returns every series, sorted by key, after forgetting those not
-// observed within Recent of the newest batch the Estimator has seen.
+// observed within Forget of the newest batch the Estimator has seen.
 // O(series × Window log Window); the control path's.
 func (e *Estimator) Snapshot() []Measured {
 	ix := e.offline.Load()

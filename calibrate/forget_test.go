@@ -70,7 +70,7 @@ func TestForgetUnmeasured(t *testing.T) {
 		t.Fatalf("during the burst: calibrated b8 %v; want 560ms", got)
 	}
 	burstEnd := now
-	for now.Sub(burstEnd) <= DefaultRecent+time.Second {
+	for now.Sub(burstEnd) <= DefaultForget+time.Second {
 		e.Observe("m2", "v100", "gpu-0", 4, 1, 160*ms, now)
 		now = now.Add(100 * time.Millisecond)
 	}
@@ -108,7 +108,7 @@ func TestForgetColocation(t *testing.T) {
 		t.Fatalf("while shared: %+v; want m2 on gpu-1 1.5×", got)
 	}
 	last := now
-	for now.Sub(last) <= DefaultRecent+time.Second {
+	for now.Sub(last) <= DefaultForget+time.Second {
 		e.Observe("m2", "v100", "gpu-0", 4, 1, 160*ms, now)
 		now = now.Add(100 * time.Millisecond)
 	}
