@@ -127,7 +127,8 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 // settle records a hedged attempt decided by win: the hedge's outcome and
 // machine time, and the winner's duration in its backend's EWMA (the loser's
 // elapsed time counts too, as a lower bound: a straggler whose batches are
-// always hedged must still look slow).
+// always hedged must still look slow; less the network-and-host share the
+// winner's reported time shows).
 func (lm *liveModule) settle(bh, abh *backendHealth, from, alt *dispatcher.Slot, wait time.Duration, start, hstart time.Time, n int, win callResult) {
 	h := lm.h
 	h.hedgeNanos.Add(int64(time.Since(hstart)))
@@ -135,7 +136,11 @@ func (lm *liveModule) settle(bh, abh *backendHealth, from, alt *dispatcher.Slot,
 		h.hedgesWon.Add(1)
 		lm.observe(abh, alt, 0, hstart, n, win.tm, win.err)
 		if win.err == nil && bh != nil {
-			h.observe(bh, time.Since(start), wait+from.Duration)
+			lower := time.Since(start)
+			if win.tm.Reported() { // less the host share the winner's answer shows: a saturated gateway is not the loser's device
+				lower -= max(time.Since(hstart)-win.tm.Queue-win.tm.Compute, 0)
+			}
+			h.observe(bh, lower, wait+from.Duration)
 		}
 		return
 	}
