@@ -162,22 +162,30 @@ func (c *Client) Unload(ctx context.Context, model string) error {
 // ErrBackendOverloaded, ErrBackendBadResponse (outputs missing, of the wrong
 // size, or not splittable), ErrBackendFailed, or ctx's error.
 func (c *Client) Infer(ctx context.Context, model string, items [][]api.Tensor) ([][]api.Tensor, error) {
+	out, _, err := c.InferTimed(ctx, model, items)
+	return out, err
+}
+
+// InferTimed is Infer that also returns how the batch's time at the backend
+// split (the response's ParamQueueNanos and ParamComputeNanos; a zero
+// Timing from a backend that does not report them).
+func (c *Client) InferTimed(ctx context.Context, model string, items [][]api.Tensor) ([][]api.Tensor, Timing, error) {
 	req, rows, err := stackItems(model, items)
 	if err != nil {
-		return nil, fmt.Errorf("backend %s: model %q: %w: %v", c.addr, model, ErrInvalidInput, err)
+		return nil, Timing{}, fmt.Errorf("backend %s: model %q: %w: %v", c.addr, model, ErrInvalidInput, err)
 	}
 	resp, err := c.stub.ModelInfer(ctx, req)
 	if err != nil {
-		return nil, fromStatus(ctx, c.addr, fmt.Sprintf("model %q", model), err)
+		return nil, Timing{}, fromStatus(ctx, c.addr, fmt.Sprintf("model %q", model), err)
 	}
 	if len(rows) == 1 && resp.GetParameters()[ParamFanOut].GetBoolParam() {
 		rows[0] = -1 // a fan-out model: the one item gets every row
 	}
 	out, err := splitOutputs(resp, rows)
 	if err != nil {
-		return nil, fmt.Errorf("backend %s: model %q: %w: %v", c.addr, model, ErrBackendBadResponse, err)
+		return nil, Timing{}, fmt.Errorf("backend %s: model %q: %w: %v", c.addr, model, ErrBackendBadResponse, err)
 	}
-	return out, nil
+	return out, responseTiming(resp), nil
 }
 
 // stackItems builds one ModelInferRequest from items and returns each item's

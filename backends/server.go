@@ -443,7 +443,8 @@ func (s *Server) RepositoryModelUnload(_ context.Context, req *inference.Reposit
 }
 
 // ModelInfer validates the request against the loaded model, runs one batch and
-// answers with raw_output_contents. Codes: NOT_FOUND (unknown model),
+// answers with raw_output_contents, and with the batch's Timing as the
+// parameters ParamQueueNanos and ParamComputeNanos (RunTimed). Codes: NOT_FOUND (unknown model),
 // FAILED_PRECONDITION (not loaded), INVALID_ARGUMENT (bad tensor or batch larger
 // than the loaded max batch, naming the tensor), DEADLINE_EXCEEDED/CANCELLED,
 // INTERNAL (executor failure or panic).
@@ -471,12 +472,13 @@ func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferReques
 		return nil, toStatus(fmt.Errorf("model %q: %w: %v", info.Name, ErrInvalidInput, err))
 	}
 	start := time.Now()
-	outputs, err := m.model.Run(ctx, inputs, n)
+	outputs, timing, err := RunTimed(ctx, m.model, inputs, n)
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("model %q: batch of %d: %w", info.Name, n, err))
 	}
 	resp, err = inferResponse(req, info, outputs, n)
 	if err == nil {
+		resp.Parameters = timingParams(timing, info.FanOut)
 		m.metrics.ok(n, time.Since(start).Seconds(), req.GetRawInputContents(), resp.RawOutputContents)
 	}
 	return resp, err

@@ -27,10 +27,11 @@ type table struct {
 	est    map[entryKey]time.Duration
 	ratio  map[[2]string]float64
 	recent map[[2]string]bool
+	fresh  map[entryKey]bool // entries some device measured within Recent
 }
 
 func (e *Estimator) table(ix index, now time.Time) table {
-	t := table{est: map[entryKey]time.Duration{}, ratio: map[[2]string]float64{}, recent: map[[2]string]bool{}}
+	t := table{est: map[entryKey]time.Duration{}, ratio: map[[2]string]float64{}, recent: map[[2]string]bool{}, fresh: map[entryKey]bool{}}
 	ests := map[entryKey][]time.Duration{}
 	ratios := map[[2]string][]float64{}
 	type devKey struct{ model, hardware, device string }
@@ -41,15 +42,17 @@ func (e *Estimator) table(ix index, now time.Time) table {
 	pooled, big := map[devKey][]sample{}, map[devKey]int{}
 	buf := make([]time.Duration, 0, e.o.Window)
 	e.mu.Lock()
+	e.forgetLocked(now)
 	for k, s := range e.series {
 		mk := [2]string{k.Model, k.Hardware}
+		buf = s.counted(buf[:0], e.o.MinSamples, e.o.MaxAge)
 		if len(s.d) >= e.o.MinSamples {
-			buf = append(buf[:0], s.d...)
 			ek := entryKey{k.Model, k.Hardware, k.Batch, k.Concurrency}
 			ests[ek] = append(ests[ek], quantile(buf, e.o.Quantile))
 		}
 		if !s.last.IsZero() && now.Sub(s.last) <= e.o.Recent {
 			t.recent[mk] = true
+			t.fresh[entryKey{k.Model, k.Hardware, k.Batch, k.Concurrency}] = true
 		}
 		en, ok := ix.entry(k.Model, k.Hardware, k.Batch, k.Concurrency)
 		if !ok || en.Batch != k.Batch || en.Duration <= 0 {
@@ -57,7 +60,7 @@ func (e *Estimator) table(ix index, now time.Time) table {
 		}
 		dk := devKey{k.Model, k.Hardware, k.Device}
 		big[dk] = max(big[dk], k.Batch)
-		for _, d := range s.d {
+		for _, d := range buf {
 			pooled[dk] = append(pooled[dk], sample{k.Batch, float64(d) / float64(en.Duration)})
 		}
 	}
@@ -175,7 +178,8 @@ const DriftFloor = 0.05
 
 // Drift compares the calibrated profiles now (Calibrate(offline)) with what
 // plan assumed: over plan's groups whose model some device of the group's
-// hardware measured within Options.Recent, it returns the group's entry whose
+// hardware measured within Options.Recent (and whose entry, when its own
+// trusted series set it, one of them did), it returns the group's entry whose
 // calibrated/planned duration ratio is farthest from 1 (on a log scale, so
 // 1.25 and 0.8 weigh the same), and that ratio; ok is false (ratio 1) when no
 // group counts; at names the entry ("m2@t4 b4c1"). Only the entries the plan runs count: a partial batch's
@@ -197,6 +201,9 @@ func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (w
 				c, found := cal.entry(mp.Model, g.Hardware, g.Batch, g.Concurrency)
 				if !found || c.Batch != g.Batch {
 					continue
+				}
+				if ek := (entryKey{mp.Model, g.Hardware, c.Batch, conc(g.Concurrency)}); t.est[ek] > 0 && !t.fresh[ek] {
+					continue // its own series say it, and none measured it lately: a window a burst left is not read again
 				}
 				measured := c.Duration.D().Seconds() * 1000
 				if change := math.Abs(measured - g.DurationMs); change < DriftFloor*mp.BudgetMs && change/g.DurationMs*g.Machines < DriftFloor {

@@ -186,7 +186,7 @@ func TestPersistRoundTrip(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	for _, o := range []Options{{Quantile: 1.5}, {Window: 4, MinSamples: 5}, {Window: -1}} {
+	for _, o := range []Options{{Quantile: 1.5}, {Window: 4, MinSamples: 5}, {Window: -1}, {Recent: 20 * time.Second, Forget: 5 * time.Second}, {MaxAge: -1}} {
 		if _, err := New(o); err == nil || !strings.Contains(err.Error(), "want") {
 			t.Errorf("New(%+v) = %v, want an error saying what is allowed", o, err)
 		}

@@ -5,8 +5,12 @@
 // An Estimator keeps one series per Key (model, hardware, batch, concurrency,
 // device): the durations of the last Options.Window batches (default 64) of
 // that model at that profiled batch size on that backend. A series' estimate
-// is a high quantile of its window (Options.Quantile, default 0.9), trusted
-// once it holds Options.MinSamples (default 16). A batch of n items is counted
+// is a high quantile (Options.Quantile, default 0.9) of its window's batches
+// within Options.MaxAge (5s) of its latest when they are at least
+// MinSamples, else of its latest MinSamples, trusted once the window holds
+// Options.MinSamples (default 10). A series not observed for Options.Forget
+// (10s) is dropped (a series only loaded is kept); Drift counts only what was
+// measured within Options.Recent (2s) (docs/calibration.md, "Forgetting"). A batch of n items is counted
 // at the profile entry that covers it (the smallest profiled batch ≥ n at its
 // concurrency, as the sim backend runs it), so the series line up with the
 // profile's entries.
@@ -29,7 +33,8 @@
 //
 // Contract: Observe is called by the data plane once per batch (dataplane's
 // liveModule.observe), from the batch's goroutine, with how long the batch
-// ran on its device (not counting a wait behind another batch there); it
+// ran on its device (the compute time the backend reported, else the call
+// less a wait behind another batch there); it
 // takes the Estimator's lock for a map lookup and a ring write, and
 // allocates only when a series is new (BenchmarkObserve: about 80 ns, no
 // allocation). Everything else (SetOffline, Calibrate, Drift, Colocations,

@@ -44,8 +44,24 @@ type Options struct {
 	// trusted (default 10), in [1, Window].
 	MinSamples int
 	// Recent is how old a series' last batch may be for Drift to count it
-	// (default 30s): a device the plan no longer uses does not re-plan.
+	// (default 2s, under the control loop's drift hold): a device the plan
+	// no longer uses does not re-plan, and a drift must be measured anew
+	// through a hold, not read again from a window a burst left.
 	Recent time.Duration
+	// Forget is how old a series' last batch may be for the Estimator to
+	// keep it at all (default 10s): a slowdown no longer measured (a batch
+	// size only a burst filled, a device left idle) is forgotten, its
+	// entries back to the other measurements' or the profile's
+	// (docs/calibration.md, "Forgetting"). A series only loaded (Unmarshal)
+	// has no time and is kept until measured.
+	Forget time.Duration
+	// MaxAge is how much older than its series' latest batch a sample may
+	// be and still count, while at least MinSamples samples are newer
+	// (default 5s): at a few batches a second the estimate is what the
+	// device does now, not a slowdown of a minute ago that the window
+	// still holds; a series with fewer newer samples takes its latest
+	// MinSamples.
+	MaxAge time.Duration
 }
 
 // Defaults of Options.
@@ -53,7 +69,9 @@ const (
 	DefaultWindow     = 64
 	DefaultQuantile   = 0.9
 	DefaultMinSamples = 10
-	DefaultRecent     = 30 * time.Second
+	DefaultRecent     = 2 * time.Second
+	DefaultForget     = 10 * time.Second
+	DefaultMaxAge     = 5 * time.Second
 )
 
 func (o *Options) defaults() error {
@@ -69,9 +87,15 @@ func (o *Options) defaults() error {
 	if o.Recent == 0 {
 		o.Recent = DefaultRecent
 	}
-	if o.Window < 1 || o.Window > 1<<16 || !(o.Quantile > 0 && o.Quantile <= 1) || o.MinSamples < 1 || o.MinSamples > o.Window || o.Recent < 0 {
-		return fmt.Errorf("calibrate: window %d, quantile %v, min samples %d, recent %v: want 1 ≤ window ≤ 65536, 0 < quantile ≤ 1, 1 ≤ min samples ≤ window, recent ≥ 0",
-			o.Window, o.Quantile, o.MinSamples, o.Recent)
+	if o.MaxAge == 0 {
+		o.MaxAge = DefaultMaxAge
+	}
+	if o.Forget == 0 {
+		o.Forget = max(DefaultForget, o.Recent)
+	}
+	if o.Window < 1 || o.Window > 1<<16 || !(o.Quantile > 0 && o.Quantile <= 1) || o.MinSamples < 1 || o.MinSamples > o.Window || o.Recent < 0 || o.MaxAge < 0 || o.Forget < o.Recent {
+		return fmt.Errorf("calibrate: window %d, quantile %v, min samples %d, recent %v, max age %v, forget %v: want 1 ≤ window ≤ 65536, 0 < quantile ≤ 1, 1 ≤ min samples ≤ window, recent ≥ 0, max age ≥ 0, forget ≥ recent",
+			o.Window, o.Quantile, o.MinSamples, o.Recent, o.MaxAge, o.Forget)
 	}
 	return nil
 }
@@ -82,6 +106,7 @@ type Estimator struct {
 
 	mu     sync.Mutex
 	series map[Key]*series
+	latest time.Time // the newest Observe's time: Snapshot's now
 
 	offline atomic.Pointer[index]
 }
@@ -89,6 +114,7 @@ type Estimator struct {
 // series is one Key's window: a ring of the latest durations.
 type series struct {
 	d     []time.Duration // len ≤ Window; ring once full
+	at    []int64         // unix ns each sample of d was observed (0: loaded)
 	next  int             // where the next sample goes once full
 	total uint64          // batches ever observed (persisted ones included)
 	last  time.Time       // the latest Observe (zero for a series only loaded)
@@ -169,22 +195,71 @@ func (e *Estimator) Observe(model, hardware, device string, n, c int, took time.
 	e.mu.Lock()
 	s := e.series[k]
 	if s == nil {
-		s = &series{d: make([]time.Duration, 0, e.o.Window)}
+		s = newSeries(e.o.Window)
 		e.series[k] = s
 	}
-	s.add(took, e.o.Window)
+	s.add(took, at.UnixNano(), e.o.Window)
 	s.last = at
+	if at.After(e.latest) {
+		e.latest = at
+	}
 	e.mu.Unlock()
 }
 
-func (s *series) add(d time.Duration, window int) {
+func newSeries(window int) *series {
+	return &series{d: make([]time.Duration, 0, window), at: make([]int64, 0, window)}
+}
+
+func (s *series) add(d time.Duration, at int64, window int) {
 	s.total++
 	if len(s.d) < window {
 		s.d = append(s.d, d)
+		s.at = append(s.at, at)
 		return
 	}
 	s.d[s.next] = d
+	s.at[s.next] = at
 	s.next = (s.next + 1) % len(s.d)
+}
+
+// counted appends to buf the samples of s that its estimate reads: those
+// observed within maxAge of its latest batch when there are at least
+// minSamples of them, else its latest minSamples (every sample of a series
+// only loaded). O(Window); the caller holds the Estimator's lock.
+func (s *series) counted(buf []time.Duration, minSamples int, maxAge time.Duration) []time.Duration {
+	n := len(s.d)
+	if s.last.IsZero() || n <= minSamples {
+		return append(buf, s.d...)
+	}
+	from := s.last.UnixNano() - int64(maxAge)
+	fresh := 0
+	for _, at := range s.at {
+		if at >= from {
+			fresh++
+		}
+	}
+	if fresh >= minSamples {
+		for i, at := range s.at {
+			if at >= from {
+				buf = append(buf, s.d[i])
+			}
+		}
+		return buf
+	}
+	for i := range minSamples { // the newest: just before next on a full ring, the end of a filling one
+		buf = append(buf, s.d[((s.next-1-i)%n+n)%n])
+	}
+	return buf
+}
+
+// forgetLocked drops the series whose latest batch is more than Forget
+// before now (series only loaded stay). The caller holds the lock.
+func (e *Estimator) forgetLocked(now time.Time) {
+	for k, s := range e.series {
+		if !s.last.IsZero() && now.Sub(s.last) > e.o.Forget {
+			delete(e.series, k)
+		}
+	}
 }
 
 // quantile returns the q-quantile of ds (nearest rank, the sample at
@@ -201,7 +276,8 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // Measured is one series as the Estimator sees it now.
 type Measured struct {
 	Key
-	// Estimate is the window's quantile; Samples how many batches the window
+	// Estimate is the quantile of the window's samples that count (those
+	// within MaxAge of its latest batch, or its latest MinSamples); Samples how many batches the window
 	// holds (Total: ever observed); Trusted whether Samples ≥ MinSamples.
 	Estimate time.Duration
 	Samples  int
@@ -215,15 +291,17 @@ type Measured struct {
 	Last time.Time
 }
 
-// Snapshot returns every series, sorted by key. O(series × Window log
-// Window); the control path's.
+// Snapshot returns every series, sorted by key, after forgetting those not
+// observed within Forget of the newest batch the Estimator has seen.
+// O(series × Window log Window); the control path's.
 func (e *Estimator) Snapshot() []Measured {
 	ix := e.offline.Load()
 	e.mu.Lock()
+	e.forgetLocked(e.latest)
 	out := make([]Measured, 0, len(e.series))
 	buf := make([]time.Duration, 0, e.o.Window)
 	for k, s := range e.series {
-		buf = append(buf[:0], s.d...)
+		buf = s.counted(buf[:0], e.o.MinSamples, e.o.MaxAge)
 		m := Measured{Key: k, Estimate: quantile(buf, e.o.Quantile), Samples: len(s.d), Total: s.total, Last: s.last}
 		m.Trusted = m.Samples >= e.o.MinSamples
 		if ix != nil {

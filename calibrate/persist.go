@@ -85,12 +85,19 @@ func (e *Estimator) decode(data []byte) (map[Key]*series, error) {
 		if fs.Model == "" || fs.Hardware == "" || fs.Batch < 1 || fs.Concurrency < 1 {
 			return nil, fmt.Errorf("calibrate: series %d (%s): want a model, a hardware type, batch ≥ 1 and concurrency ≥ 1", i, fs.Key)
 		}
-		s := &series{d: make([]time.Duration, 0, e.o.Window), last: fs.Last}
+		s := newSeries(e.o.Window)
+		s.last = fs.Last
+		// The file keeps no sample's own time: each counts as of the
+		// series' latest batch (a merged series' window is as fresh as it).
+		var stamp int64
+		if !fs.Last.IsZero() {
+			stamp = fs.Last.UnixNano()
+		}
 		for _, us := range fs.Micros {
 			if us <= 0 {
 				return nil, fmt.Errorf("calibrate: series %d (%s): duration %dµs: want > 0", i, fs.Key, us)
 			}
-			s.add(time.Duration(us)*time.Microsecond, e.o.Window)
+			s.add(time.Duration(us)*time.Microsecond, stamp, e.o.Window)
 		}
 		s.total = max(fs.Total, uint64(len(fs.Micros)))
 		loaded[fs.Key] = s

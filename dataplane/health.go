@@ -76,6 +76,7 @@ type Health struct {
 	static   atomic.Bool     // startProbes was called: the static list, a backend that left the plan may be needed again
 	stop     chan struct{}
 	wg       sync.WaitGroup
+	forgets  bool // forgetLoop started
 
 	prior                          atomic.Uint64 // float64 bits: the pace of a backend not measured yet (spreadPrior)
 	unpaced                        atomic.Int64  // backends of byID not measured yet: spreadPrior runs while > 0
@@ -103,6 +104,8 @@ type backendHealth struct {
 	refs    atomic.Int32  // runners open that use the backend
 	ratio   atomic.Uint64 // float64 bits: EWMA of measured/profiled batch duration (0: no sample)
 	slow    atomic.Bool
+	seenAt  atomic.Int64 // unix ns: the latest sample of ratio (Health.forget)
+	host    atomic.Int64 // ns: EWMA of the network-and-host share of its batches (Health.hostShare)
 
 	lastEnd    atomic.Int64 // unix ns: the latest end of a batch on the backend (backendHealth.ran)
 	paceMu     sync.Mutex
@@ -253,6 +256,11 @@ func (h *Health) track(id string, pool *backends.Pool, addr, model string, batch
 func (h *Health) attach(d *dispatcher.Dispatcher) {
 	h.mu.Lock()
 	h.disps[d] = struct{}{}
+	if !h.forgets && !h.closed {
+		h.forgets = true
+		h.wg.Add(1)
+		go h.forgetLoop()
+	}
 	h.mu.Unlock()
 }
 
@@ -479,6 +487,7 @@ func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 		return
 	}
 	x := float64(elapsed) / float64(profiled)
+	bh.seenAt.Store(time.Now().UnixNano())
 	var r float64
 	for {
 		old := bh.ratio.Load()
@@ -512,6 +521,89 @@ func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 		bh.SetSlowness(r)
 	case r < slowScaleExit:
 		bh.SetSlowness(1)
+	}
+}
+
+// Forgetting (docs/calibration.md, "Forgetting"): what a backend's batches
+// taught, its straggler EWMA, its pace and its host share, is dropped once
+// no batch has measured it for forgetAfter, checked every forgetEvery: a
+// device slowed by a burst, or left idle since, is expected as profiled
+// again within seconds, and its next batch measures it anew (the EWMA and
+// the pace start from that batch's own ratio). While batches run the two
+// follow them (the EWMA's weight, the pace's latest paceSamples full
+// batches); a pace a warm-up measured waits for the backend's first batch.
+const (
+	forgetAfter = 2 * time.Second
+	forgetEvery = 250 * time.Millisecond
+)
+
+// forgetLoop runs forget every forgetEvery until Close (started by the
+// first attach).
+func (h *Health) forgetLoop() {
+	defer h.wg.Done()
+	t := time.NewTicker(forgetEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case now := <-t.C:
+			h.forget(now)
+		}
+	}
+}
+
+// forget drops, on every backend whose latest batch ended before now −
+// forgetAfter, its straggler EWMA (slow no more: one log line), its pace
+// (SetPace(1)) and its host share. O(backends); the control path's.
+func (h *Health) forget(now time.Time) {
+	before := now.Add(-forgetAfter).UnixNano()
+	h.mu.Lock()
+	all := make([]*backendHealth, 0, len(h.byID))
+	for _, bh := range h.byID {
+		all = append(all, bh)
+	}
+	h.mu.Unlock()
+	changed := false
+	for _, bh := range all {
+		if seen := bh.seenAt.Load(); seen == 0 || seen >= before {
+			continue // measured lately, or not since the last forget (a warm-up's pace waits for traffic)
+		}
+		bh.ratio.Store(0)
+		bh.seenAt.Store(0)
+		bh.host.Store(0)
+		bh.SetHostShare(0)
+		if bh.slow.CompareAndSwap(true, false) {
+			h.log.Info("backend no longer slow: no batch has measured it", zap.String("backend", bh.id), zap.Duration("for", forgetAfter))
+			changed = true
+		}
+		bh.SetSlowness(1)
+		bh.paceMu.Lock()
+		bh.paces = paceWindow{}
+		bh.SetPace(1)
+		bh.paceMu.Unlock()
+	}
+	if changed {
+		h.changed()
+	}
+}
+
+// hostShare adds one batch's network-and-host share (the round trip less
+// the queue and compute time the backend reported) to bh's EWMA, which the
+// dispatcher may read (MachineHealth.HostShare) and /metrics shows
+// (piccolo_gateway_backend_host_seconds). Per batch: atomics only.
+func (h *Health) hostShare(bh *backendHealth, d time.Duration) {
+	d = max(d, 0)
+	for {
+		old := bh.host.Load()
+		r := int64(d)
+		if old != 0 {
+			r = old + int64(ratioWeight*float64(int64(d)-old))
+		}
+		if bh.host.CompareAndSwap(old, max(r, 1)) {
+			bh.SetHostShare(time.Duration(r))
+			return
+		}
 	}
 }
 
@@ -680,10 +772,15 @@ func (h *Health) allowHedge() bool {
 
 // BackendHealth is one backend as Health sees it.
 type BackendHealth struct {
-	ID        string
-	Up        bool
-	Slowness  float64 // EWMA of measured/profiled batch durations (0: no batch yet)
-	Slow      bool
+	ID       string
+	Up       bool
+	Slowness float64 // EWMA of measured/profiled batch durations (0: no batch yet, or forgotten)
+	Slow     bool
+	// Pace is the backend's pace (MachineHealth.Pace: 1 when not set);
+	// HostShare the EWMA of its batches' network-and-host share (0: none
+	// reported).
+	Pace      float64
+	HostShare time.Duration
 	Ejections uint64
 	// LastEjection is how long the last ejection took from the end of the
 	// failed call (or probe) to the backend's leaving the table.
@@ -697,6 +794,7 @@ func (h *Health) Backends() []BackendHealth {
 	out := make([]BackendHealth, 0, len(h.byID))
 	for id, bh := range h.byID {
 		out = append(out, BackendHealth{ID: id, Up: !bh.Down(), Slowness: math.Float64frombits(bh.ratio.Load()), Slow: bh.slow.Load(),
+			Pace: bh.Pace(), HostShare: time.Duration(bh.host.Load()),
 			Ejections: bh.ejections.Load(), LastEjection: time.Duration(bh.ejectNanos.Load())})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -724,7 +822,7 @@ func (h *Health) Stats() FaultStats {
 // Describe implements prometheus.Collector.
 func (h *Health) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{metrics.DescRetries, metrics.DescHedges, metrics.DescHedgeSeconds, metrics.DescBatchesSent,
-		metrics.DescBackendUp, metrics.DescBackendSlowness, metrics.DescBackendEjections} {
+		metrics.DescBackendUp, metrics.DescBackendSlowness, metrics.DescBackendEjections, metrics.DescBackendHostSeconds} {
 		ch <- d
 	}
 }
@@ -746,6 +844,7 @@ func (h *Health) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(metrics.DescBackendUp, prometheus.GaugeValue, up, b.ID)
 		ch <- prometheus.MustNewConstMetric(metrics.DescBackendSlowness, prometheus.GaugeValue, cmp.Or(b.Slowness, 1), b.ID)
 		ch <- prometheus.MustNewConstMetric(metrics.DescBackendEjections, prometheus.CounterValue, float64(b.Ejections), b.ID)
+		ch <- prometheus.MustNewConstMetric(metrics.DescBackendHostSeconds, prometheus.GaugeValue, b.HostShare.Seconds(), b.ID)
 	}
 }
 

@@ -674,22 +674,24 @@ func (lm *liveModule) startBatch(ctx context.Context, b *dispatcher.Batch, backe
 
 // infer runs items (plus dummies) in as few ModelInfer calls as stacking allows.
 // err is set when the whole batch failed; otherwise errs[i] (when errs is not nil)
-// is item i's own failure.
-func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, err error) {
+// is item i's own failure. tm is the backend's Timing of the one call a batch
+// that stacks makes (zero, not reported, for a batch split into calls).
+func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, tm backends.Timing, err error) {
 	groups := stackGroups(items)
 	if len(groups) == 1 {
 		all := items
 		for range dummies {
 			all = append(all, items[0])
 		}
-		out, err := c.Infer(ctx, lm.model, all)
+		out, tm, err := c.InferTimed(ctx, lm.model, all)
 		if err != nil && len(items) > 1 && errors.Is(err, backends.ErrInvalidInput) {
-			return lm.inferEach(ctx, c, items)
+			out, errs, err := lm.inferEach(ctx, c, items)
+			return out, errs, backends.Timing{}, err
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, backends.Timing{}, err
 		}
-		return out[:len(items)], nil, nil
+		return out[:len(items)], nil, tm, nil
 	}
 	out = make([][]api.Tensor, len(items))
 	errs = make([]error, len(items))
@@ -702,7 +704,7 @@ func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]a
 			for i, idx := range g {
 				sub[i] = items[idx]
 			}
-			res, subErrs, err := lm.infer(ctx, c, sub, 0)
+			res, subErrs, _, err := lm.infer(ctx, c, sub, 0)
 			for i, idx := range g {
 				switch {
 				case err != nil:
@@ -716,7 +718,7 @@ func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]a
 		}()
 	}
 	wg.Wait()
-	return out, errs, nil
+	return out, errs, backends.Timing{}, nil
 }
 
 // inferEach runs every item alone, so that one item the backend rejects does not

@@ -51,6 +51,7 @@ func (lm *liveModule) run(ctx context.Context, from *dispatcher.Slot, c *backend
 type callResult struct {
 	out   [][]api.Tensor
 	errs  []error
+	tm    backends.Timing
 	err   error
 	hedge bool
 }
@@ -69,22 +70,22 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	h.batches.Add(1)
 	start := time.Now()
 	if h.opts.HedgeBudget <= 0 || from.Duration <= 0 || len(lm.clients) < 2 { // no hedge possible: no timer, no goroutine
-		out, errs, err := lm.infer(ctx, c, items, dummies)
-		lm.observe(bh, from, wait, start, len(items)+dummies, err)
+		out, errs, tm, err := lm.infer(ctx, c, items, dummies)
+		lm.observe(bh, from, wait, start, len(items)+dummies, tm, err)
 		return out, errs, err
 	}
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	ch := make(chan callResult, 2)
 	go func() {
-		out, errs, err := lm.infer(pctx, c, items, dummies)
-		ch <- callResult{out: out, errs: errs, err: err}
+		out, errs, tm, err := lm.infer(pctx, c, items, dummies)
+		ch <- callResult{out: out, errs: errs, tm: tm, err: err}
 	}()
 	timer := time.NewTimer(wait + hedgeAfter*from.Duration)
 	defer timer.Stop()
 	select {
 	case r := <-ch:
-		lm.observe(bh, from, wait, start, len(items)+dummies, r.err)
+		lm.observe(bh, from, wait, start, len(items)+dummies, r.tm, r.err)
 		return r.out, r.errs, r.err
 	case <-timer.C:
 	}
@@ -95,7 +96,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	}
 	if dl, has := ctx.Deadline(); hc == nil || has && time.Now().Add(alt.Duration).After(dl) || !h.allowHedge() {
 		r := <-ch
-		lm.observe(bh, from, wait, start, len(items)+dummies, r.err)
+		lm.observe(bh, from, wait, start, len(items)+dummies, r.tm, r.err)
 		return r.out, r.errs, r.err
 	}
 	hctx, hcancel := context.WithCancel(ctx)
@@ -103,8 +104,8 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	hstart := time.Now()
 	abh := lm.health[alt.Backend]
 	go func() {
-		out, errs, err := lm.infer(hctx, hc, items, dummies)
-		ch <- callResult{out: out, errs: errs, err: err, hedge: true}
+		out, errs, tm, err := lm.infer(hctx, hc, items, dummies)
+		ch <- callResult{out: out, errs: errs, tm: tm, err: err, hedge: true}
 	}()
 	first := <-ch
 	if first.err != nil { // the other call may still answer
@@ -126,20 +127,25 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 // settle records a hedged attempt decided by win: the hedge's outcome and
 // machine time, and the winner's duration in its backend's EWMA (the loser's
 // elapsed time counts too, as a lower bound: a straggler whose batches are
-// always hedged must still look slow).
+// always hedged must still look slow; less the network-and-host share the
+// winner's reported time shows).
 func (lm *liveModule) settle(bh, abh *backendHealth, from, alt *dispatcher.Slot, wait time.Duration, start, hstart time.Time, n int, win callResult) {
 	h := lm.h
 	h.hedgeNanos.Add(int64(time.Since(hstart)))
 	if win.hedge {
 		h.hedgesWon.Add(1)
-		lm.observe(abh, alt, 0, hstart, n, win.err)
+		lm.observe(abh, alt, 0, hstart, n, win.tm, win.err)
 		if win.err == nil && bh != nil {
-			h.observe(bh, time.Since(start), wait+from.Duration)
+			lower := time.Since(start)
+			if win.tm.Reported() { // less the host share the winner's answer shows: a saturated gateway is not the loser's device
+				lower -= max(time.Since(hstart)-win.tm.Queue-win.tm.Compute, 0)
+			}
+			h.observe(bh, lower, wait+from.Duration)
 		}
 		return
 	}
 	h.hedgesLost.Add(1)
-	lm.observe(bh, from, wait, start, n, win.err)
+	lm.observe(bh, from, wait, start, n, win.tm, win.err)
 }
 
 // failedRatio is what a batch the backend answered with an error (INTERNAL, a
@@ -153,13 +159,21 @@ const failedRatio = 2.5
 // observe feeds one call's outcome to its backend's health: its duration to
 // the straggler EWMA when it succeeded or ran out of time, failedRatio when
 // the backend answered an error, an ejection when it failed at the transport.
-// A call is measured against wait + the profile: the time it was expected to
-// queue behind other dispatchers' batches on a shared backend is not slowness.
 // A batch of n items (dummies included) that succeeded is also the
-// calibration's sample (HealthOptions.Calibration; backendHealth.ran says
-// for how long it ran) and, for a full batch, its backend's pace (Health.paced):
-// per batch, the estimator's lock and the backend's, nothing per request.
-func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.Duration, start time.Time, n int, err error) {
+// calibration's sample (HealthOptions.Calibration) and, for a full batch,
+// its backend's pace (Health.paced): per batch, the estimator's lock and the
+// backend's, nothing per request.
+//
+// The duration is the device's own when the backend reported it (tm, the
+// answer's compute time: docs/calibration.md, "Device time"), measured
+// against the slot's profile; the rest of the round trip, less the
+// backend's queue, is the network-and-host share (Health.hostShare), kept
+// apart so that a gateway whose own CPU is saturated does not take its
+// devices for slow. A backend that reports no time is measured as before by
+// the round trip: against wait + the profile (the time it was expected to
+// queue behind other dispatchers' batches on a shared backend is not
+// slowness), and backendHealth.ran says how long it ran for the calibration.
+func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.Duration, start time.Time, n int, tm backends.Timing, err error) {
 	if bh == nil {
 		return
 	}
@@ -168,13 +182,15 @@ func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.D
 	case err == nil:
 		now := time.Now()
 		took := now.Sub(start)
-		if c := lm.h.opts.Calibration; c != nil {
-			if run, ok := bh.ran(start, now, s.Concurrency, wait); ok {
-				c.Observe(lm.model, s.Hardware, s.Backend, n, s.Concurrency, run, now)
-				if p := lm.profiledAt(s); p > 0 && n >= s.Batch {
-					lm.h.paced(bh, float64(run)/float64(p), now)
-				}
-			}
+		if tm.Reported() {
+			bh.ran(start, now, s.Concurrency, wait) // keeps the backend's last end for a batch that reports none
+			lm.h.hostShare(bh, took-tm.Queue-tm.Compute)
+			lm.learn(bh, s, n, tm.Compute, now)
+			lm.h.observe(bh, tm.Compute, s.Duration)
+			return
+		}
+		if run, ok := bh.ran(start, now, s.Concurrency, wait); ok {
+			lm.learn(bh, s, n, run, now)
 		}
 		lm.h.observe(bh, took, expect)
 	case ejects(err):
@@ -183,5 +199,18 @@ func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.D
 		lm.h.observe(bh, time.Duration(failedRatio*float64(s.Duration))+wait, expect)
 	case errors.Is(err, context.DeadlineExceeded):
 		lm.h.observe(bh, time.Since(start), expect) // at least this slow: a hanging backend
+	}
+}
+
+// learn hands a batch of n items that ran run on bh's device to the
+// calibration and, for a full batch, to the backend's pace.
+func (lm *liveModule) learn(bh *backendHealth, s *dispatcher.Slot, n int, run time.Duration, now time.Time) {
+	c := lm.h.opts.Calibration
+	if c == nil {
+		return
+	}
+	c.Observe(lm.model, s.Hardware, s.Backend, n, s.Concurrency, run, now)
+	if p := lm.profiledAt(s); p > 0 && n >= s.Batch {
+		lm.h.paced(bh, float64(run)/float64(p), now)
 	}
 }

@@ -246,7 +246,8 @@ func (res *warmResult) String() string {
 // warmRound runs t.concurrency batches of item (t.batch dummy rows) on t's
 // backend at once (the plan's config: a device of several lanes is
 // profiled with its lanes busy) and returns how long the slowest took over
-// t's profiled duration. A round still running at warmBound × the profile
+// t's profiled duration (the device time the backend reports, else the
+// round trip). A round still running at warmBound × the profile
 // (at least warmMinRound) is cut and counts as that bound: the device is at
 // least that slow. The first call after a load pays for nothing the
 // backend's own warm-up did not (the ONNX executor runs every lane at the
@@ -263,8 +264,12 @@ func warmRound(ctx context.Context, t warmTarget, item []api.Tensor) (float64, e
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			_, errs[i] = t.client.Infer(rctx, t.model, [][]api.Tensor{item})
+			var tm backends.Timing
+			_, tm, errs[i] = t.client.InferTimed(rctx, t.model, [][]api.Tensor{item})
 			took[i] = time.Since(start)
+			if tm.Reported() {
+				took[i] = tm.Compute // the device's own time (docs/calibration.md, "Device time")
+			}
 		}()
 	}
 	wg.Wait()

@@ -19,6 +19,23 @@ type MachineHealth struct {
 	down     atomic.Bool
 	slowness atomic.Uint64 // float64 bits; 0 means 1
 	pace     atomic.Uint64 // float64 bits: SetPace's ratio; 0 means 1
+	host     atomic.Int64  // ns: SetHostShare's
+}
+
+// SetHostShare sets the backend's network-and-host share: how much longer
+// than the time the backend itself reports (its queue and compute) the
+// gateway's round trip of its batches takes, an EWMA the data plane keeps
+// (docs/calibration.md, "Device time"). Durations and the pace are the
+// device's own and leave it out; a prediction of when a batch's answer is
+// back at the gateway adds it (HostShare).
+func (h *MachineHealth) SetHostShare(d time.Duration) { h.host.Store(int64(max(d, 0))) }
+
+// HostShare returns SetHostShare's duration; 0 when not set or unknown.
+func (h *MachineHealth) HostShare() time.Duration {
+	if h == nil {
+		return 0
+	}
+	return time.Duration(h.host.Load())
 }
 
 // Down reports whether the backend is ejected.
@@ -50,8 +67,8 @@ func ratioAbove1(v *atomic.Uint64) float64 {
 func (h *MachineHealth) SetSlowness(s float64) { h.slowness.Store(math.Float64bits(s)) }
 
 // SetPace sets the backend's pace: how much longer than profiled offline
-// its latest batches ran, compute only (not the wait behind other batches),
-// bounded to 10. The data plane sets it after each batch
+// its latest batches ran, compute only (not the wait behind other batches;
+// the device's own time when the backend reports it), bounded to 10. The data plane sets it after each batch
 // (docs/calibration.md, "Admission before calibration"); a machine there
 // expects its batches to take its slot's profiled duration
 // (Options.Profiled) times the pace, or the planned duration if longer: a

@@ -484,6 +484,9 @@ var (
 		[]string{"backend"}, nil)
 	DescBackendEjections = prometheus.NewDesc(GatewayBackendEjectionsTotal,
 		"Times the backend was taken out of the dispatch table.", []string{"backend"}, nil)
+	DescBackendHostSeconds = prometheus.NewDesc(GatewayBackendHostSeconds,
+		"Exponentially weighted mean of the network-and-host share of the backend's batches: the gateway's round trip less the queue and compute time the backend reported with the answer (0: the backend reports none). Calibration, pace and stragglers learn from the backend's time, not from this.",
+		[]string{"backend"}, nil)
 )
 
 // LeaderGauge is piccolo_scheduler_leader: 1 while leading() (the cluster's

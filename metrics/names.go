@@ -52,6 +52,9 @@ const (
 	GatewayBackendUp             = "piccolo_gateway_backend_up"
 	GatewayBackendSlowness       = "piccolo_gateway_backend_slowness"
 	GatewayBackendEjectionsTotal = "piccolo_gateway_backend_ejections_total"
+	// The network-and-host share of a backend's batches: the gateway's round
+	// trip less the time the backend reported (queue and compute).
+	GatewayBackendHostSeconds = "piccolo_gateway_backend_host_seconds"
 
 	// Per calibration series (model, hardware, device, batch, concurrency;
 	// calibrate.Estimator, collected at scrape time, docs/calibration.md):

@@ -398,3 +398,44 @@ func TestSharedSlowsOnlyBesideAnotherModel(t *testing.T) {
 		t.Errorf("Set(shared 0.5) = %v; want an error naming it", err)
 	}
 }
+
+// TestSlowLandsInReportedCompute: a backend run with --fault slow reports
+// the slowed device time as the batch's Compute (the gateway learns its
+// devices from it, docs/calibration.md, "Device time"), not as Queue, and a
+// batch waiting behind a slowed one reports the wait as Queue.
+func TestSlowLandsInReportedCompute(t *testing.T) {
+	f := start(t)
+	infer := func() backends.Timing {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, tm, err := f.client.InferTimed(ctx, "steady", oneItem())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	base := infer()
+	if !base.Reported() || base.Compute != 100*time.Millisecond {
+		t.Fatalf("unslowed batch reported %+v; want Compute 100ms, the sim's emulated device time", base)
+	}
+	f.set(t, faults.Set{Slow: 1.6})
+	slow := infer()
+	if want := 160 * time.Millisecond; slow.Compute != want {
+		t.Errorf("slow=1.6 batch reported %+v; want Compute %v (the profile's 100ms × 1.6)", slow, want)
+	}
+	var wg sync.WaitGroup
+	tms := make([]backends.Timing, 2)
+	for i := range tms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tms[i] = infer()
+		}()
+	}
+	wg.Wait()
+	queued := max(tms[0].Queue, tms[1].Queue)
+	if tms[0].Compute != 160*time.Millisecond || tms[1].Compute != 160*time.Millisecond || queued < 120*time.Millisecond {
+		t.Errorf("two slowed batches on one lane reported %+v and %+v; want Compute 160ms each and one queued about 160ms", tms[0], tms[1])
+	}
+}

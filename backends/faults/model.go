@@ -81,57 +81,74 @@ var _ backends.Model = (*model)(nil)
 
 // Run runs the batch, applying the active faults; with none, one atomic load.
 func (m *model) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error) {
+	out, _, err := m.RunTimed(ctx, inputs, n)
+	return out, err
+}
+
+var _ backends.TimedModel = (*model)(nil)
+
+// RunTimed is Run with the batch's Timing: a slowed batch's extra time is
+// device time (Compute: the inner model's times k, as the device of a
+// backend run with --fault slow would report it), its wait for a lane of
+// the slowed model is Queue, and so is a hang.
+func (m *model) RunTimed(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, backends.Timing, error) {
 	a := m.j.cur.Load()
 	if a == nil {
-		return m.Model.Run(ctx, inputs, n)
+		return backends.RunTimed(ctx, m.Model, inputs, n)
 	}
 	return m.runFaulty(ctx, a, inputs, n)
 }
 
-func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n int) ([]api.Tensor, error) {
+func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n int) ([]api.Tensor, backends.Timing, error) {
+	start := time.Now()
 	for a != nil && a.set.Hang {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, backends.Timing{}, ctx.Err()
 		case <-a.changed: // faults changed: look again
 			a = m.j.cur.Load()
 		}
 	}
 	if a == nil {
-		return m.Model.Run(ctx, inputs, n)
+		out, tm, err := backends.RunTimed(ctx, m.Model, inputs, n)
+		if err == nil {
+			tm.Queue = max(time.Since(start)-tm.Compute, tm.Queue) // the hang waited
+		}
+		return out, tm, err
 	}
 	s := a.set
 	if s.Fail > 0 && m.j.failNow(s.Fail) {
-		return nil, fmt.Errorf("%w: fail (a share %g of calls fails)", ErrInjected, s.Fail)
+		return nil, backends.Timing{}, fmt.Errorf("%w: fail (a share %g of calls fails)", ErrInjected, s.Fail)
 	}
 	k := max(s.Slow, 1)
 	if s.Shared > 1 && m.x.others(m.name, time.Now()) {
 		k *= s.Shared
 	}
 	if k <= 1 {
-		return m.Model.Run(ctx, inputs, n)
+		return backends.RunTimed(ctx, m.Model, inputs, n)
 	}
 	select {
 	case m.lanes <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, backends.Timing{}, ctx.Err()
 	}
 	defer func() { <-m.lanes }()
-	start := time.Now()
-	out, err := m.Model.Run(ctx, inputs, n)
+	queued := time.Since(start)
+	out, tm, err := backends.RunTimed(ctx, m.Model, inputs, n)
 	if err != nil {
-		return nil, err
+		return nil, backends.Timing{}, err
 	}
-	d := time.Since(start)
+	d := tm.Compute
 	if m.profiled != nil {
 		d = m.profiled.Duration(n)
 	}
-	t := time.NewTimer(time.Duration(float64(d) * (k - 1)))
+	extra := time.Duration(float64(d) * (k - 1))
+	t := time.NewTimer(extra)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return out, nil
+		return out, backends.Timing{Queue: queued + tm.Queue, Compute: tm.Compute + extra}, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, backends.Timing{}, ctx.Err()
 	}
 }

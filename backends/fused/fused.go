@@ -157,18 +157,30 @@ func (m *Model) Info() backends.ModelInfo { return m.info }
 // next one's inputs, and returns the last step's outputs. A step's error is
 // returned naming the step.
 func (m *Model) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error) {
+	out, _, err := m.RunTimed(ctx, inputs, n)
+	return out, err
+}
+
+var _ backends.TimedModel = (*Model)(nil)
+
+// RunTimed is Run with the chain's Timing: the sums of its steps' (each
+// step's own when it reports one, else its wall time as Compute).
+func (m *Model) RunTimed(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, backends.Timing, error) {
 	t := inputs
+	var sum backends.Timing
 	for _, s := range m.steps {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, backends.Timing{}, err
 		}
-		out, err := s.Run(ctx, t, n)
+		out, tm, err := backends.RunTimed(ctx, s, t, n)
 		if err != nil {
-			return nil, fmt.Errorf("step %s: %w", s.Info().Name, err)
+			return nil, backends.Timing{}, fmt.Errorf("step %s: %w", s.Info().Name, err)
 		}
+		sum.Queue += tm.Queue
+		sum.Compute += tm.Compute
 		t = out
 	}
-	return t, nil
+	return t, sum, nil
 }
 
 // Close closes every step; it returns their errors joined.

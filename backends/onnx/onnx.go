@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -442,32 +443,44 @@ func (m *onnxModel) destroyLanes() {
 
 // Run runs the batch of n items as one ONNX Runtime call on a free lane.
 func (m *onnxModel) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error) {
+	out, _, err := m.RunTimed(ctx, inputs, n)
+	return out, err
+}
+
+var _ backends.TimedModel = (*onnxModel)(nil)
+
+// RunTimed is Run with its Timing: Queue, the wait for a lane of the model
+// and of the device (Options.DeviceLanes); Compute, the ONNX Runtime call.
+func (m *onnxModel) RunTimed(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, backends.Timing, error) {
 	if n < 1 || n > m.info.MaxBatch {
-		return nil, fmt.Errorf("%w: batch of %d items; the loaded max batch is %d", backends.ErrInvalidInput, n, m.info.MaxBatch)
+		return nil, backends.Timing{}, fmt.Errorf("%w: batch of %d items; the loaded max batch is %d", backends.ErrInvalidInput, n, m.info.MaxBatch)
 	}
+	start := time.Now()
 	var l *lane
 	select {
 	case l = <-m.lanes:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, backends.Timing{}, ctx.Err()
 	case <-m.closed:
-		return nil, fmt.Errorf("%w (%w)", ErrClosed, backends.ErrModelNotLoaded)
+		return nil, backends.Timing{}, fmt.Errorf("%w (%w)", ErrClosed, backends.ErrModelNotLoaded)
 	}
 	defer func() { m.lanes <- l }()
 	select {
 	case <-m.closed:
-		return nil, fmt.Errorf("%w (%w)", ErrClosed, backends.ErrModelNotLoaded)
+		return nil, backends.Timing{}, fmt.Errorf("%w (%w)", ErrClosed, backends.ErrModelNotLoaded)
 	default:
 	}
 	if m.device != nil {
 		select {
 		case m.device <- struct{}{}:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, backends.Timing{}, ctx.Err()
 		}
 		defer func() { <-m.device }()
 	}
-	return m.runOn(ctx, l, inputs, n)
+	ran := time.Now()
+	out, err := m.runOn(ctx, l, inputs, n)
+	return out, backends.Timing{Queue: ran.Sub(start), Compute: max(time.Since(ran), 1)}, err
 }
 
 func (m *onnxModel) runOn(ctx context.Context, l *lane, inputs []api.Tensor, n int) ([]api.Tensor, error) {

@@ -238,31 +238,45 @@ func (m *simModel) Duration(n int) time.Duration { return m.durations[n] }
 // device, then holds both for the profiled duration of n items (times the
 // jitter factor) or until ctx ends.
 func (m *simModel) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error) {
+	out, _, err := m.RunTimed(ctx, inputs, n)
+	return out, err
+}
+
+var _ backends.TimedModel = (*simModel)(nil)
+
+// RunTimed is Run with its Timing: Queue, the wait for the model's lane and
+// the device's; Compute, the emulated device time (the profiled duration
+// times the jitter), not the timer's wall time: the emulated device is as
+// fast as its profile however late a loaded host wakes the timer, as a
+// real device's own time does not count its host's scheduling.
+func (m *simModel) RunTimed(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, backends.Timing, error) {
 	if n < 1 || n >= len(m.durations) {
-		return nil, fmt.Errorf("%w: batch of %d items; the loaded max batch is %d", backends.ErrInvalidInput, n, m.info.MaxBatch)
+		return nil, backends.Timing{}, fmt.Errorf("%w: batch of %d items; the loaded max batch is %d", backends.ErrInvalidInput, n, m.info.MaxBatch)
 	}
 	out := api.Tensor{Name: OutputName, Datatype: "FP32", Shape: []int64{int64(n), 1}, Data: make([]byte, 4*n)}
 	if err := checksums(inputs, n, out.Data); err != nil {
-		return nil, fmt.Errorf("%w: %v", backends.ErrInvalidInput, err)
+		return nil, backends.Timing{}, fmt.Errorf("%w: %v", backends.ErrInvalidInput, err)
 	}
 	d := m.jittered(n)
+	start := time.Now()
 	select {
 	case m.lanes <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, backends.Timing{}, ctx.Err()
 	}
 	defer func() { <-m.lanes }()
 	if err := m.dev.acquire(ctx); err != nil {
-		return nil, err
+		return nil, backends.Timing{}, err
 	}
 	defer m.dev.release()
+	tm := backends.Timing{Queue: time.Since(start), Compute: max(d, 1)}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return []api.Tensor{out}, nil
+		return []api.Tensor{out}, tm, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, backends.Timing{}, ctx.Err()
 	}
 }
 

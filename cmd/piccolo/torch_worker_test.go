@@ -188,9 +188,12 @@ func TestTorchWorkerProtocol(t *testing.T) {
 	}
 
 	// Two items of 1 and 2 rows: one batch of 3, split back 1 and 2.
-	out, err := c.Infer(ctx, torchModel, [][]api.Tensor{{zeroImages(1)}, {zeroImages(2)}})
+	out, tm, err := c.InferTimed(ctx, torchModel, [][]api.Tensor{{zeroImages(1)}, {zeroImages(2)}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !tm.Reported() || tm.Queue < 0 {
+		t.Errorf("timing %+v; want the batch's queue and compute time reported, as a piccolo backend does", tm)
 	}
 	for i, rows := range []int64{1, 2} {
 		o := out[i][0]

@@ -129,7 +129,8 @@ type Options struct {
 	// for DriftHold (default 3s: a start's first batches, queued behind
 	// each other, read up to 2× slow for a second) re-plans with cause "drift".
 	// Its co-location slowdowns (Colocations of the placed plan) are kept
-	// and handed to every placement (placement.Options.Slowdowns, with
+	// while measured and for slowdownMemory (30s) after, and handed to
+	// every placement (placement.Options.Slowdowns, with
 	// DriftThreshold as the tolerance); a pair the current placement
 	// shares a device with that slows beyond DriftThreshold for DriftHold,
 	// unknown when it was placed, re-plans with cause "colocation".
@@ -265,14 +266,17 @@ type Controller struct {
 	same     int
 	short    placement.Shortfall // placement's shortfall of placed
 	// driftFrom is when the calibrated profiles first left the threshold
-	// around the current plan's durations.
-	driftFrom time.Time
+	// around the current plan's durations; driftSeen when they were last
+	// measured beyond it.
+	driftFrom, driftSeen time.Time
 	// slowdowns are the co-location slowdowns learned so far (the latest
 	// measured per pair; a pair kept apart is not measured again and keeps
-	// its last); placedWith those the current placement was made with;
+	// its last for slowdownMemory after slowSeen); placedWith those the
+	// current placement was made with;
 	// colocFrom is when a pair the placement did not know of first showed
 	// beyond the threshold; shares whether the placement shares a device.
 	slowdowns  placement.Slowdowns
+	slowSeen   map[placement.Pair]time.Time
 	placedWith placement.Slowdowns
 	colocFrom  time.Time
 	shares     bool
@@ -640,13 +644,20 @@ func (c *Controller) drifted(now time.Time) (time.Time, bool) {
 		// Nothing to judge at this tick (with every device 1.6× slower the
 		// estimator had none of the plan's entries to compare for a tick or
 		// two, 1–2 s after the first drift): the hold neither fires nor
-		// restarts; a drift measured back within the threshold resets it.
+		// restarts; a drift measured back within the threshold resets it,
+		// and so does one measured no more for a hold (the estimator has
+		// forgotten it: docs/calibration.md, "Forgetting"), so that a drift
+		// of a burst does not fire the next one measured at once.
+		if !c.driftFrom.IsZero() && now.Sub(c.driftSeen) > c.o.DriftHold {
+			c.driftFrom = time.Time{}
+		}
 		return time.Time{}, false
 	}
 	if math.Abs(r-1) <= c.o.DriftThreshold {
 		c.driftFrom = time.Time{}
 		return time.Time{}, false
 	}
+	c.driftSeen = now
 	if c.driftFrom.IsZero() {
 		c.driftFrom = now
 		c.o.Logger.Info("profiles drifting from the plan's", zap.String("entry", at), zap.Float64("measured_over_planned", r))
@@ -659,6 +670,12 @@ func (c *Controller) drifted(now time.Time) (time.Time, bool) {
 // DriftThreshold, not known to when it was placed, for DriftHold, and since
 // when (Options.Calibration; calibrate.Estimator.Colocations).
 func (c *Controller) colocated(now time.Time) (time.Time, bool) {
+	for p, at := range c.slowSeen {
+		if now.Sub(at) > slowdownMemory {
+			delete(c.slowdowns, p)
+			delete(c.slowSeen, p)
+		}
+	}
 	if c.o.Calibration == nil || !c.shares {
 		c.colocFrom = time.Time{}
 		return time.Time{}, false
@@ -674,9 +691,9 @@ func (c *Controller) colocated(now time.Time) (time.Time, bool) {
 	var news []placement.Pair
 	for p, s := range measured {
 		if c.slowdowns == nil {
-			c.slowdowns = placement.Slowdowns{}
+			c.slowdowns, c.slowSeen = placement.Slowdowns{}, map[placement.Pair]time.Time{}
 		}
-		c.slowdowns[p] = s
+		c.slowdowns[p], c.slowSeen[p] = s, now
 		if s > limit && c.placedWith[p] <= limit {
 			news = append(news, p)
 		}
@@ -695,6 +712,14 @@ func (c *Controller) colocated(now time.Time) (time.Time, bool) {
 	}
 	return c.colocFrom, now.Sub(c.colocFrom) >= c.o.DriftHold
 }
+
+// slowdownMemory is how long a co-location slowdown is kept once no longer
+// measured (the pair apart, or its series forgotten by the estimator):
+// long enough that the placements right after the one that separated a
+// pair keep it apart, short enough that a slowdown measured during a
+// burst does not keep devices apart for good (docs/calibration.md,
+// "Forgetting"). A pair measured again takes its new measure at once.
+const slowdownMemory = 30 * time.Second
 
 // placeOptions are the options of every placement: the co-location
 // slowdowns learned so far, the drift threshold as their tolerance.

@@ -51,7 +51,10 @@ func TestControllerDriftReplans(t *testing.T) {
 			if len(h.published) != 1 {
 				t.Fatalf("re-planned before the hold: %v", causes(h.published))
 			}
-			h.run(3, noisy(4000))
+			for range 3 { // measured through the hold (calibrate.Options.Recent)
+				batch()
+				h.run(1, noisy(4000))
+			}
 			if !c.replan {
 				if len(h.published) != 1 {
 					t.Fatalf("re-planned on a drift within the threshold: %v", causes(h.published))
@@ -131,11 +134,18 @@ func TestControllerDriftHoldSurvivesATickWithNothingMeasured(t *testing.T) {
 	for range 10 {
 		est.Observe("m", "v100", "gpu-0", g.Batch, g.Concurrency, time.Duration(1.3*float64(profiled)), h.now)
 	}
+	batch := func() {
+		est.Observe("m", "v100", "gpu-0", g.Batch, g.Concurrency, time.Duration(1.3*float64(profiled)), h.now)
+	}
 	h.run(1, noisy(4000)) // drift seen: the hold starts
 	cal.blind = true
+	batch()
 	h.run(1, noisy(4000))
 	cal.blind = false
-	h.run(2, noisy(4000))
+	for range 2 {
+		batch()
+		h.run(1, noisy(4000))
+	}
 	if len(h.published) != 2 || h.last().Cause != CauseDrift {
 		t.Fatalf("3 s after the drift was seen, one blind tick among them: published %v; want the initial plan and a drift re-plan", causes(h.published))
 	}

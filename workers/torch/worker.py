@@ -17,8 +17,11 @@ It answers what a gateway and `piccolo profile` call on a `piccolo backend`
   RepositoryModelUnload      NOT_FOUND when the model is unknown
   ModelInfer                 one batch, stacked on dimension 0, as
                              raw_input_contents (or fp32_contents); answers
-                             raw_output_contents. INVALID_ARGUMENT names the bad
-                             tensor, or a batch over the loaded max batch
+                             raw_output_contents and the parameters
+                             piccolo_queue_ns (the wait for a lane) and
+                             piccolo_compute_ns (the model's run), int64 ns.
+                             INVALID_ARGUMENT names the bad tensor, or a batch
+                             over the loaded max batch
   grpc.health.v1.Health      services "" and inference.GRPCInferenceService:
                              NOT_SERVING until the --models are loaded, SERVING,
                              NOT_SERVING from the drain on
@@ -104,6 +107,8 @@ HEALTH_SERVICE = "inference.GRPCInferenceService"  # backends.HealthService
 SERVICE_NAME = "piccolo-backend"  # membership.ServiceName
 METRICS_PORT_OFFSET = 1000  # as `piccolo backend --metrics-listen auto`: 9101 -> 10101
 MAX_INT32 = 2**31 - 1
+PARAM_QUEUE_NS = "piccolo_queue_ns"  # backends.ParamQueueNanos
+PARAM_COMPUTE_NS = "piccolo_compute_ns"  # backends.ParamComputeNanos
 
 
 class RequestError(Exception):
@@ -335,11 +340,13 @@ class Worker(pb_grpc.GRPCInferenceServiceServicer):
                                        % (model, w, ", ".join(names)))
             start = time.monotonic()
             lane = m.lanes.get()
+            ran = time.monotonic()
             try:
                 outputs = m.net.run(raw, n, lane)
             finally:
                 m.lanes.put(lane)
-            seconds = time.monotonic() - start
+            end = time.monotonic()
+            seconds = end - start
         except RequestError as e:
             if model in self.models:
                 self.metrics.failed(model, code_name(e.code))
@@ -348,6 +355,11 @@ class Worker(pb_grpc.GRPCInferenceServiceServicer):
             self.metrics.failed(model, "Internal")
             context.abort(grpc.StatusCode.INTERNAL, "model %r: batch of %d: %s: %s" % (model, n, type(e).__name__, e))
         resp = pb.ModelInferResponse(model_name=model, model_version="1", id=request.id)
+        # The batch's time here, as the Go backend reports it (backends/timing.go):
+        # the wait for a lane apart from the model's run, so the gateway learns the
+        # device from the device and not from its own round trip.
+        resp.parameters[PARAM_QUEUE_NS].int64_param = max(int((ran - start) * 1e9), 0)
+        resp.parameters[PARAM_COMPUTE_NS].int64_param = max(int((end - ran) * 1e9), 1)
         for name, dt, shape, data in outputs:
             if want and name not in want:
                 continue
