@@ -611,7 +611,7 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 // carried returns the rate (req/s) each module of the current plan was
 // planned for, where it is above the rate the plan was made at: a planner
 // that fits a pool plans a binding pool at a higher rate for headroom
-// (controlplane.PlanForServing), and a rise up to that rate is carried
+// (serving.Plan), and a rise up to that rate is carried
 // without a re-plan (a plan swap in a burst costs more than it gives:
 // docs/calibration.md, "Pool-aware planning"). Empty with Options.Covers
 // (the rates covered are then the covering planner's).
@@ -745,7 +745,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		}
 		c.driftFrom = time.Time{}
 		p, err = c.fallBack(p, err, rates)
-		p, err = c.fitPool(cfg, p, err)
+		p, err = c.fitPool(p, err)
 		r.PlanTook = took + time.Since(start)
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
 	}
@@ -837,7 +837,7 @@ func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
 	cfg := WithRates(c.cfg, rates)
 	if len(c.members) > 0 {
 		// The planner sees the pool as its backends: a planner that fits the
-		// plan to the devices per type (controlplane.PlanForServing) counts them.
+		// plan to the devices per type (serving.Plan) counts them.
 		cfg.Backends = make([]api.Backend, len(c.members))
 		for i, m := range c.members {
 			cfg.Backends[i] = api.Backend{ID: m.ID, Hardware: m.Hardware}
