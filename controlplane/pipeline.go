@@ -54,4 +54,3 @@ func (p Pipeline) Plan(cfg *api.Config) (*api.Plan, error) {
 	}
 	return plan, err
 }
-

@@ -140,7 +140,7 @@ type Options struct {
 	// the rates it carries as the rate monitor measures them: the band a rate
 	// re-plan is judged against (default: the rates themselves). A trace plan
 	// carries its trace's busiest window, not the configured mean
-	// (controlplane.TracePlanner.Covers). Called from Run's goroutine.
+	// (serving.TracePlanner.Covers). Called from Run's goroutine.
 	Covers func(rates map[Key]float64) map[Key]float64
 	// Hold, when set, names the modules whose rate band the controller does
 	// not judge: a Tuner scales them (Tune), and only a config change, a
