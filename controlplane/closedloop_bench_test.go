@@ -24,6 +24,7 @@ import (
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/kserve"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // closedLoopConfig is one module on sim backends whose batches take 1–2 ms
@@ -87,7 +88,7 @@ func BenchmarkClosedLoop(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	planner := func(c *api.Config) (*api.Plan, error) {
-		return PlanForServing(c, scheduler.Options{Policy: "piccolo"}, 0)
+		return serving.Plan(c, serving.Options{Scheduler: scheduler.Options{Policy: "piccolo"}})
 	}
 	ec, err := StartEmbedded(ctx, cfg, EmbeddedOptions{Planner: planner,
 		Live: dataplane.LiveOptions{Policy: dispatcher.TC{}, Flush: dispatcher.FlushIdle, Admission: true}})

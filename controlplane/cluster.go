@@ -21,6 +21,7 @@ import (
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // ConsulControl is the control plane of `piccolo gateway --consul`
@@ -335,7 +336,7 @@ func (cc *ConsulControl) Apply(ctx context.Context, cfg *api.Config, cause strin
 	if plan == nil {
 		return fmt.Errorf("plan: %w", planErr)
 	}
-	if err := Check(plan, cfg, prev, prevCfg); err != nil {
+	if err := serving.Check(plan, cfg, prev, prevCfg); err != nil {
 		return err
 	}
 	// The checked plan goes to Consul with the config: the leader places it

@@ -21,6 +21,7 @@ import (
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // TestConsulControlServesAndChangesTheClusterPlan runs the cluster control as
@@ -56,7 +57,7 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 	var plans atomic.Int32
 	planner := func(c *api.Config) (*api.Plan, error) {
 		plans.Add(1)
-		return PlanForServing(c, scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8}, 0)
+		return serving.Plan(c, serving.Options{Scheduler: scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8}})
 	}
 	m, err := metrics.NewMetrics(prometheus.NewRegistry())
 	if err != nil {

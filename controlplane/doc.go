@@ -1,10 +1,10 @@
 // Package controlplane makes a gateway's config and plan live: the versioned
-// config store, the file watcher, the admin API, the serving planner and the
-// two Control implementations (embedded scheduler, Consul cluster).
+// config store, the file watcher, the admin API and the two Control
+// implementations (embedded scheduler, Consul cluster).
 //
 // Who calls what: `piccolo gateway` (cmd/piccolo, its flags only) calls
 // ServeGateway (serve.go), the gateway process: it loads the config, picks
-// the plan step (--trace, --plan, else PlanForServing) and the calibration
+// the plan step (--trace, --plan, else serving.Plan) and the calibration
 // (calibration.go), calls StartGateway, which starts the Control its options
 // pick, builds the DAGRunner and the ConfigStore over it and attaches them
 // (Control's doc gives the order), then builds the admin API, the file
@@ -66,17 +66,11 @@
 //
 // # Planning for serving
 //
-// PlanForServing is the planner `piccolo gateway`, `piccolo scheduler` and the
-// demo use: with a utilisation given, scheduler.Plan as asked; without, the
-// cheapest plan whose simulation under Poisson arrivals meets the SLO for
-// DefaultBurstTarget (99.9%) of requests, planned only for the hardware types
-// the backends have.
-//
-// TracePlanner (trace_planner.go, `piccolo gateway --trace`) is a Planner
-// strategy for recorded arrivals: the trace plan (simulate.PlanForTraceWith),
-// re-planned for the trace scaled to a measured envelope; its Covers is the
-// control loop's Options.Covers. FilePlanner (`--plan FILE`) serves a plan
-// JSON checked once against the config. Both are immutable after their
+// Which plan is served is package serving's: serving.Plan (headroom, the
+// pool, fitting to it), serving.Fuse, serving.Check, and its TracePlanner
+// and FilePlanner. This package only picks the plan step the flags ask for
+// (serve.go) and runs the config route through it (Pipeline). Both planners
+// are immutable after their
 // constructor and safe from any goroutine. EmbeddedControl.StartTuner
 // (tuning.go, `--tune`) runs replan.Tuner (or, with the trace planner's
 // Scope pipeline, `--tune-scope pipeline`, replan.CoarseTuner on the

@@ -21,6 +21,7 @@ import (
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // Static mode's control loop timing (docs/control-plane.md, "Re-planning
@@ -386,14 +387,14 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 // as the controller's fall-back would plan it; that plan is then handed over
 // at the config's rates and the controller plans at its own.
 func (c *EmbeddedControl) planChange(cfg, prev *api.Config) (*replan.Planned, error) {
-	present := presentHardware(cfg.Backends)
+	present := serving.Hardware(cfg.Backends)
 	try := func(rates map[replan.Key]float64) (*replan.Planned, error) {
 		start := time.Now()
 		plan, err := c.pipe.Plan(replan.OnlyPresent(replan.WithRates(cfg, rates), present))
 		if plan == nil {
 			return nil, fmt.Errorf("plan: %w", err)
 		}
-		if err := Check(plan, cfg, c.sw.Plan(), prev); err != nil {
+		if err := serving.Check(plan, cfg, c.sw.Plan(), prev); err != nil {
 			return nil, err
 		}
 		return &replan.Planned{Plan: plan, Err: err, Rates: rates, Took: time.Since(start)}, nil

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
+	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
 // A change that passes the planning check but cannot go live (its only
@@ -60,13 +60,10 @@ func TestEmbeddedChangeThatCannotGoLiveRollsBack(t *testing.T) {
 
 // An admin change is planned once: the config pipeline plans and checks it,
 // and the control loop places and applies that plan instead of planning again
-// (fusion is off here, so the fuse step plans nothing).
+// (fusion is off here, so the fuse step plans nothing). Counted at the
+// planner itself (scheduler.Runs), so a run anywhere on the route counts,
+// not only the plan step's calls.
 func TestEmbeddedChangeIsPlannedOnce(t *testing.T) {
-	var calls atomic.Int32
-	counting := func(cfg *api.Config) (*api.Plan, error) {
-		calls.Add(1)
-		return testPlanner(cfg)
-	}
 	base, err := api.LoadBytes(api.NamedDoc{Name: "profiles.yaml", Data: []byte(adminConfig)})
 	if err != nil {
 		t.Fatal(err)
@@ -76,8 +73,8 @@ func TestEmbeddedChangeIsPlannedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := bootAdminWith(t, cfg, counting)
-	before := calls.Load()
+	h := bootAdminWith(t, cfg, testPlanner)
+	before := scheduler.Runs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := h.store.Update(ctx, "manual", 0, func(cur *api.Config) (*api.Config, error) {
@@ -91,7 +88,7 @@ func TestEmbeddedChangeIsPlannedOnce(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n := calls.Load() - before; n != 1 {
+	if n := scheduler.Runs() - before; n != 1 {
 		t.Errorf("one config change ran the planner %d times; want 1", n)
 	}
 }

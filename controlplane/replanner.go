@@ -17,6 +17,7 @@ import (
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // ReplannerOptions are `piccolo scheduler`'s settings, one field per flag
@@ -39,7 +40,7 @@ type ReplannerOptions struct {
 
 // RunReplanner runs a standalone re-planner candidate of a Consul cluster
 // (`piccolo scheduler`, cluster.Replanner: the elected one plans with
-// PlanForServing, places and publishes) until ctx ends, then returns its
+// serving.Plan, places and publishes) until ctx ends, then returns its
 // result (nil once it has stepped down). ready, when set, is called with the
 // metrics address ("" without o.Listen) once it campaigns. Errors, each
 // naming its flag: no --consul or -c, a TTL under 1 s, a config with no
@@ -79,7 +80,7 @@ func RunReplanner(ctx context.Context, o ReplannerOptions, ready func(metricsAdd
 	}
 	planOpts := scheduler.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}
 	sched, err := cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, TTL: o.TTL, Logger: log, Control: o.Control,
-		Plan: func(c *api.Config) (*api.Plan, error) { return PlanForServing(c, planOpts, o.Burst) }})
+		Plan: serving.Options{Scheduler: planOpts, BurstTarget: o.Burst}.Planner()})
 	if err != nil {
 		return err
 	}

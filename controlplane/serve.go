@@ -20,6 +20,7 @@ import (
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
 	"github.com/piccolo-serving/piccolo/tracing"
 )
@@ -177,7 +178,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS,
 		Calibration: est}
-	planOpts := scheduler.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}
+	planOpts := serving.Options{Scheduler: scheduler.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}, BurstTarget: o.Burst}
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
 	if err != nil {
 		return err
@@ -310,13 +311,13 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 // --trace): with --trace, TracePlanner (the trace plan, re-planned for the
 // trace scaled to a measured rate; it carries the trace's envelope); with
 // --plan, FilePlanner over the file's plan (no fuse step: the plan is of the
-// config's modules as written); else PlanForServing. Errors name the flag:
+// config's modules as written); else serving.Plan with opts. Errors name the flag:
 // --tune without --trace or with --consul, an unknown --tune-scope (naming
 // the allowed), --tune-scope pipeline without --tune, --trace with --plan, an
 // unreadable trace or plan, a plan that does not match the config. (The
 // command refuses --trace's own flags given without --trace before.)
-func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dispatcher.Flush, tables io.Writer) (Planner, func(map[replan.Key]float64) map[replan.Key]float64, bool, *TracePlanner, error) {
-	serving := func(c *api.Config) (*api.Plan, error) { return PlanForServing(c, opts, o.Burst) }
+func (o ServeOptions) planner(cfg *api.Config, opts serving.Options, flush dispatcher.Flush, tables io.Writer) (Planner, func(map[replan.Key]float64) map[replan.Key]float64, bool, *serving.TracePlanner, error) {
+	plan := opts.Planner()
 	switch {
 	case o.Trace.File == "" && o.Tune:
 		return nil, nil, false, nil, errors.New("--tune needs --trace: the tuner compares the live arrivals with the trace the plan was made for")
@@ -329,11 +330,11 @@ func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dis
 	case o.Trace.File != "" && o.PlanFile != "":
 		return nil, nil, false, nil, errors.New("--trace and --plan both given: serve either a trace's plan (--trace) or a plan written before (--plan)")
 	case o.PlanFile != "":
-		plan, err := api.ReadPlanFile(o.PlanFile)
+		file, err := api.ReadPlanFile(o.PlanFile)
 		if err != nil {
 			return nil, nil, false, nil, fmt.Errorf("--plan: %w", err)
 		}
-		fp, err := NewFilePlanner(cfg, plan, serving)
+		fp, err := serving.NewFilePlanner(cfg, file, plan)
 		if err != nil {
 			return nil, nil, false, nil, fmt.Errorf("--plan %s: %w", o.PlanFile, err)
 		}
@@ -347,14 +348,14 @@ func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dis
 		if o.Tune && o.TuneScope != "" {
 			scope = o.TuneScope
 		}
-		tp, err := NewTracePlanner(cfg, TracePlannerOptions{Trace: t, Search: o.Trace.Search, Target: o.Trace.Target, Scope: scope,
-			Options: opts, Load: simulate.Options{Session: o.Trace.Session, Duration: o.Trace.Duration, Seed: 1, Flush: flush}, Tables: tables})
+		tp, err := serving.NewTracePlanner(cfg, serving.TracePlannerOptions{Trace: t, Search: o.Trace.Search, Target: o.Trace.Target, Scope: scope,
+			Options: opts.Scheduler, Load: simulate.Options{Session: o.Trace.Session, Duration: o.Trace.Duration, Seed: 1, Flush: flush}, Tables: tables})
 		if err != nil {
 			return nil, nil, false, nil, fmt.Errorf("--trace %s: %w", o.Trace.File, err)
 		}
 		return tp.Plan, tp.Covers, !o.NoFuse, tp, nil
 	}
-	return serving, nil, !o.NoFuse, nil, nil
+	return plan, nil, !o.NoFuse, nil, nil
 }
 
 // door returns the door's options: the defaults with Door, nil without.

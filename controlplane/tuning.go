@@ -8,35 +8,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/serving"
 )
-
-// Sample is the trace the plan for the traced session at rate req/s was
-// made for: the planned stretch, scaled as Plan scales it. The Tuner
-// compares the live envelope with this trace's.
-func (tp *TracePlanner) Sample(rate float64) (*arrival.Trace, error) {
-	t := tp.trace
-	if s := tp.Scale(rate); s != 1 {
-		var err error
-		if t, err = t.Window(0, s); err != nil {
-			return nil, err
-		}
-	}
-	if d := tp.load.Duration; d > 0 {
-		cut := time.Duration(float64(d) / tp.Scale(rate))
-		n := 0
-		for n < len(t.Offsets) && t.Offsets[n] < cut {
-			n++
-		}
-		t = &arrival.Trace{Name: t.Name, Offsets: t.Offsets[:n]}
-	}
-	return t, nil
-}
-
-// Hold is the control loop's Options.Hold when the Tuner runs: the traced
-// session's modules, whose rate band the Tuner judges instead.
-func (tp *TracePlanner) Hold(k replan.Key) bool { return k.Session == tp.session }
 
 // StartTuner runs InferLine's Tuner (replan.Tuner, docs/traffic.md "The
 // tuner"), or with the trace planner's Scope pipeline coarse-grained tuning
@@ -49,17 +23,17 @@ func (tp *TracePlanner) Hold(k replan.Key) bool { return k.Session == tp.session
 // re-plan) becomes the Tuner's new base, with the trace scaled as it was
 // planned. The control loop must hold the session's rate band (Options.Hold =
 // tp.Hold). Errors: the session has no arrival counter.
-func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) error {
+func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *serving.TracePlanner) error {
 	var counter *replan.Counter
-	for _, ctr := range (*c.rates.table.Load())[tp.session] {
-		if ctr.Key().Module == tp.source {
+	for _, ctr := range (*c.rates.table.Load())[tp.Session()] {
+		if ctr.Key().Module == tp.Source() {
 			counter = ctr
 		}
 	}
 	if counter == nil {
 		return errors.New("tuner: the traced session has no arrival counter")
 	}
-	s, _ := c.served.Load().Session(tp.session)
+	s, _ := c.served.Load().Session(tp.Session())
 	slo := time.Duration(s.SLO)
 	bucket := c.rates.mon.Bucket()
 	go func() {
@@ -81,9 +55,9 @@ func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) erro
 					continue
 				}
 				if last.Cause != replan.CauseTune && last.Unplaced != base {
-					sample, err := tp.Sample(last.Rates[replan.Key{Session: tp.session, Module: tp.source}])
+					sample, err := tp.Sample(last.Rates[replan.Key{Session: tp.Session(), Module: tp.Source()}])
 					if err == nil {
-						tu, err = replan.NewScopedTuner(tp.scope, last.Unplaced, tp.session, slo, sample, now)
+						tu, err = replan.NewScopedTuner(tp.Scope(), last.Unplaced, tp.Session(), slo, sample, now)
 					}
 					if err != nil {
 						c.log.Warn("tuner off for this plan", zap.Error(err))
@@ -99,7 +73,7 @@ func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *TracePlanner) erro
 				for i, n := range buf {
 					tu.Observe(now.Add(-time.Duration(len(buf)-1-i)*bucket), int(n))
 					if d, ok := tu.Check(); ok {
-						c.log.Info("tuner scaled the plan", zap.String("scope", tp.scope), zap.Bool("up", d.Up), zap.Float64("rate", d.Rate), zap.Duration("window", d.Window),
+						c.log.Info("tuner scaled the plan", zap.String("scope", tp.Scope()), zap.Bool("up", d.Up), zap.Float64("rate", d.Rate), zap.Duration("window", d.Window),
 							zap.Any("machines", d.Machines))
 						c.ctl.Tune(tu.Tuned(base))
 					}

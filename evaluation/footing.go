@@ -5,25 +5,26 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/configs"
-	"github.com/piccolo-serving/piccolo/simulate"
+	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // ServingOptions is the headroom rule the gateway and the demo plan with
-// (simulate.PlanForBursts: caps simulate.Utilizations, 99.9% of 60 s of Poisson
-// requests, seed 1); Footing and Baseline hold every policy to it.
-var ServingOptions = Options{Utilizations: simulate.Utilizations, Target: 0.999, SimDuration: 60 * time.Second, Seed: 1}
+// (serving.DefaultHeadroom: the caps, 99.9% of Poisson requests over 60 s or
+// simulate.BurstItems items, seed 1), taken from the serving package so the
+// two cannot drift apart; Footing and Baseline hold every policy to it.
+var ServingOptions = Options{Utilizations: serving.DefaultHeadroom.Utilizations, Target: serving.DefaultHeadroom.Target,
+	SimDuration: serving.DefaultHeadroom.Duration, SimItems: serving.DefaultHeadroom.Items, Seed: serving.DefaultHeadroom.Seed}
 
 // ServingFrom is ServingOptions from the cap u down: the caps of
-// simulate.Utilizations at or below u, or u alone when none is. A baseline
+// ServingOptions.Utilizations at or below u, or u alone when none is. A baseline
 // compared with a plan made at cap u starts where the plan ended.
 func ServingFrom(u float64) Options {
 	o := ServingOptions
 	o.Utilizations = nil
-	for _, c := range simulate.Utilizations {
+	for _, c := range ServingOptions.Utilizations {
 		if c <= u+1e-9 {
 			o.Utilizations = append(o.Utilizations, c)
 		}

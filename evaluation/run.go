@@ -30,6 +30,10 @@ type Options struct {
 	// SimDuration is the virtual time of each plan's simulation (Poisson
 	// arrivals at the planned rates).
 	SimDuration time.Duration
+	// SimItems, when > 0, bounds each simulation to about that many module
+	// items (simulate.Options.MaxItems): a plan at a high rate simulates a
+	// shorter stretch than SimDuration. 0: no bound.
+	SimItems int
 	// Seed seeds the simulations (workload i uses Seed + i).
 	Seed uint64
 }
@@ -230,7 +234,7 @@ func planAndSimulate(wl Workload, v Variant, o Options, seed uint64) (Outcome, *
 	if v.RoundRobin {
 		pol = dispatcher.RR{}
 	}
-	rep, err := simulate.Run(p, simulate.Options{Policy: pol, Arrival: "poisson", Duration: o.SimDuration, Seed: seed})
+	rep, err := simulate.Run(p, simulate.Options{Policy: pol, Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed})
 	if err != nil {
 		return out, nil, fmt.Errorf("simulating: %w", err)
 	}

@@ -41,7 +41,7 @@ type TuningOptions struct {
 	// coarse-grained tuning's first plan; its machines scale in whole
 	// pipeline replicas.
 	Coarse *api.Plan
-	// Replan is the control loop's planner (controlplane.TracePlanner.Plan),
+	// Replan is the control loop's planner (serving.TracePlanner.Plan),
 	// Covers its band (TracePlanner.Covers); Members the pool it places on.
 	Replan  func(*api.Config) (*api.Plan, error)
 	Covers  func(map[replan.Key]float64) map[replan.Key]float64

@@ -8,9 +8,9 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
-	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -63,7 +63,7 @@ func TestTuningComparison(t *testing.T) {
 	}
 	sample := gammaTrace(t, 50, 60*time.Second, 1)
 	load := simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}
-	tp, err := controlplane.NewTracePlanner(cfg, controlplane.TracePlannerOptions{Trace: sample,
+	tp, err := serving.NewTracePlanner(cfg, serving.TracePlannerOptions{Trace: sample,
 		Options: scheduler.Options{Policy: "piccolo"}, Load: load})
 	if err != nil {
 		t.Fatal(err)

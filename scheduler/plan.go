@@ -6,10 +6,21 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 )
+
+// runs counts Plan's calls since the process started (Runs).
+var runs atomic.Int64
+
+// Runs returns how many times Plan has run in this process, from any
+// goroutine: the planner's own count, so a caller measures the planner runs
+// one config change, membership change or re-plan costs as the difference
+// of two readings (docs/planner.md, "Planner runs per change"). One atomic
+// add per Plan call.
+func Runs() int64 { return runs.Load() }
 
 // Plan plans every session of cfg with the policy and options in o and returns the
 // plan (api.Plan: per session, per module, per config group). A session that
@@ -17,6 +28,7 @@ import (
 // and its SLO (wrapping ErrInfeasible); the other sessions are still planned, and the returned error
 // joins the sessions' errors. Invalid options return a nil plan and an error.
 func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
+	runs.Add(1)
 	pol, err := resolve(o)
 	if err != nil {
 		return nil, err

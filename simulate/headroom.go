@@ -13,9 +13,38 @@ import (
 // Utilizations are the maximum utilisations PlanForBursts tries, in order.
 var Utilizations = []float64{0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5}
 
+// The burst check's simulation: at most BurstDuration of virtual time and at
+// most BurstItems module items (Options.MaxItems), whichever is shorter, so
+// its work is bounded by items, not by seconds of arrivals at the planned
+// rate (docs/traffic.md, "Planning time and the rate").
+const (
+	BurstDuration = 60 * time.Second
+	BurstItems    = 20000
+)
+
+// BurstWindow is how long arrivals at p's planned module rates take to make
+// items module items (a request through k modules makes k): items / Σ the
+// planned sessions' module rates, at least a millisecond; an hour when
+// nothing is planned to arrive.
+func BurstWindow(p *api.Plan, items int) time.Duration {
+	rate := 0.0
+	for _, sp := range p.Sessions {
+		if sp.Error != "" {
+			continue
+		}
+		for _, mp := range sp.Modules {
+			rate += mp.Rate
+		}
+	}
+	if !(rate > 0) {
+		return time.Hour
+	}
+	return max(time.Millisecond, time.Duration(float64(items)/rate*float64(time.Second)))
+}
+
 // PlanForBursts plans cfg with opts at decreasing maximum utilisation (Utilizations)
 // until a simulation of the plan under Poisson arrivals at the planned rates (60 s
-// of virtual time, the given seed, TC dispatch) meets every session's SLO for at
+// of virtual time or BurstItems items, whichever is shorter; the given seed, TC dispatch) meets every session's SLO for at
 // least target of its requests — the burstiness check InferLine makes by
 // simulation. Planning at 100% of the profiled throughput leaves queues to grow
 // without bound under random arrivals; a fixed headroom is either wasteful or too
@@ -28,7 +57,7 @@ func PlanForBursts(cfg *api.Config, opts scheduler.Options, target float64, seed
 	if !(target > 0 && target <= 1) {
 		return nil, nil, fmt.Errorf("burst target %v: must be in (0, 1]", target)
 	}
-	load := Options{Policy: dispatcher.TC{}, Arrival: "poisson", Duration: 60 * time.Second, Seed: seed}
+	load := Options{Policy: dispatcher.TC{}, Arrival: "poisson", Duration: BurstDuration, MaxItems: BurstItems, Seed: seed}
 	plan, rep, _, passed, err := search(len(Utilizations), func(i int) (*api.Plan, error) {
 		opts.MaxUtilization = Utilizations[i]
 		return scheduler.Plan(cfg, opts)

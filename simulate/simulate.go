@@ -43,6 +43,12 @@ type Options struct {
 	// Duration is how long requests arrive (virtual time). Required, except with
 	// a trace, whose whole span it then is.
 	Duration time.Duration
+	// MaxItems, when > 0, bounds the work: Duration is shortened so that the
+	// arrivals at the plan's module rates are at most MaxItems module items
+	// (BurstWindow), so a plan at 150,000 req/s simulates as many items as
+	// one at 50 req/s does in a tenth of the time, not 3,000× more. Not with
+	// a trace, whose arrivals are given.
+	MaxItems int
 	// Seed seeds the arrival processes and the jitter.
 	Seed uint64
 	// Jitter, in [0, 1), makes each batch last its profiled duration × (1 ± Jitter),
@@ -127,6 +133,12 @@ func Run(plan *api.Plan, o Options) (*Report, error) {
 	}
 	if o.Duration <= 0 {
 		return nil, fmt.Errorf("duration %v: must be > 0", o.Duration)
+	}
+	if o.MaxItems < 0 {
+		return nil, fmt.Errorf("max items %d: must be ≥ 0 (0: no bound)", o.MaxItems)
+	}
+	if o.MaxItems > 0 && o.Arrival != "trace" {
+		o.Duration = min(o.Duration, BurstWindow(plan, o.MaxItems))
 	}
 	if o.RatePerSec < 0 || math.IsNaN(o.RatePerSec) || math.IsInf(o.RatePerSec, 0) {
 		return nil, fmt.Errorf("rate %v req/s: must be a finite number ≥ 0 (0: the plan's rates)", o.RatePerSec)

@@ -17,6 +17,7 @@ import (
 	"github.com/piccolo-serving/piccolo/internal/consultest"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -39,7 +40,7 @@ func TestGatewayConsulServesTracePlan(t *testing.T) {
 	tr := gammaRecord(t, 50, 16, 60*time.Second, 1)
 	tracePath := writeOffsets(t, dir, "gamma16.txt", tr.Offsets)
 	// What the gateway's trace planner plans with v100 only, and with both.
-	tp, err := controlplane.NewTracePlanner(cfg, controlplane.TracePlannerOptions{Trace: tr,
+	tp, err := serving.NewTracePlanner(cfg, serving.TracePlannerOptions{Trace: tr,
 		Options: scheduler.Options{Policy: "piccolo"}, Load: simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -18,6 +18,7 @@ func newPlanCmd() *cobra.Command {
 	var (
 		files  []string
 		opts   scheduler.Options
+		burst  float64
 		output string
 		tf     simulate.Traffic
 		noFuse bool
@@ -25,8 +26,9 @@ func newPlanCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan -c FILE...",
 		Short: "Plan sessions at minimum cost within their SLOs and print the plan",
-		Long: `plan reads the config files (hardware, profiles, sessions), plans every session
-with the chosen policy and prints the plan: a table by default, the plan JSON (api.Plan)
+		Long: `plan reads the config files (hardware, profiles, sessions, backends), plans every
+session with the chosen policy as ` + "`piccolo gateway`" + ` would serve it on the same files
+(the burst check's headroom, the backends listed as the pool) and prints the plan: a table by default, the plan JSON (api.Plan)
 with -o json. A session that cannot meet its SLO is reported on stderr
 with the fastest latency it could reach; the others are still planned, and the
 command exits 1.
@@ -52,16 +54,22 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 			if err != nil {
 				return err
 			}
-			planner := scheduler.Plan
+			var plan *api.Plan
+			var planErr error
 			if tf.Planning() {
-				planner = tf.Planner(cmd.ErrOrStderr())
-			}
-			if !noFuse {
-				if cfg, err = controlplane.FuseConfig(cfg, func(c *api.Config) (*api.Plan, error) { return planner(c, opts) }, cmd.ErrOrStderr()); err != nil {
-					return err
+				planner := tf.Planner(cmd.ErrOrStderr())
+				pl := func(c *api.Config) (*api.Plan, error) { return planner(c, opts) }
+				if !noFuse {
+					if cfg, err = serving.Fuse(cfg, pl, cmd.ErrOrStderr()); err != nil {
+						return err
+					}
 				}
+				plan, planErr = pl(cfg)
+			} else {
+				// The plan a gateway started on the same files serves
+				// (serving.Served; TestPlanIsServed).
+				_, plan, planErr = serving.Served(cfg, serving.Options{Scheduler: opts, BurstTarget: burst}, noFuse, cmd.ErrOrStderr())
 			}
-			plan, planErr := planner(cfg, opts)
 			if plan == nil {
 				return planErr
 			}
@@ -88,7 +96,8 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 	f.BoolVar(&opts.NoReassign, "no-reassign", false, "do not reassign the remaining latency budget (§III-C)")
 	f.BoolVar(&opts.ReassignOnce, "reassign-once", false, "reassign the remaining budget to one module only (Picc-1re)")
 	f.IntVar(&opts.MaxConfigs, "max-configs", 0, "at most N distinct configs per module (0: the policy's own bound)")
-	f.Float64Var(&opts.MaxUtilization, "max-utilization", 0, "size machines to run at most this share of their throughput, in (0,1] (0: policy default, 0.8 for piccolo, 1 otherwise)")
+	f.Float64Var(&opts.MaxUtilization, "max-utilization", 0, "size machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, as the gateway does, see --burst-target)")
+	f.Float64Var(&burst, "burst-target", serving.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&opts.Model, "model", "", "override the latency model: "+scheduler.DefaultModels().String())
 	f.StringVar(&opts.Split, "split", "", "override the latency split: "+scheduler.DefaultSplits().String())
 	f.DurationVar(&opts.Quantum, "quantum", 0, "step of a quantized split (default 10ms)")

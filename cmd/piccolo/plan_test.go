@@ -37,9 +37,12 @@ func TestPlanTableGolden(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"paper-no-dummy", []string{"--policy", "paper", "--no-dummy"}},
-		{"paper", []string{"--policy", "paper"}},
-		{"piccolo", nil},
+		// Each policy at its own utilisation (scheduler.Options'
+		// default for it): the planner alone, without the burst check
+		// `piccolo plan` makes by default as the gateway does.
+		{"paper-no-dummy", []string{"--policy", "paper", "--no-dummy", "--max-utilization", "1"}},
+		{"paper", []string{"--policy", "paper", "--max-utilization", "1"}},
+		{"piccolo", []string{"--max-utilization", "0.8"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := run(t, append(append([]string{"plan"}, paperConfigs...), tc.args...)...)
@@ -71,7 +74,11 @@ func TestPlanJSONRechecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, policy := range scheduler.Policies {
-		out, err := run(t, append(append([]string{"plan"}, paperConfigs...), "--policy", policy, "-o", "json")...)
+		util := "1" // each policy at its own utilisation, as TestPlanTableGolden
+		if policy == "piccolo" {
+			util = "0.8"
+		}
+		out, err := run(t, append(append([]string{"plan"}, paperConfigs...), "--policy", policy, "--max-utilization", util, "-o", "json")...)
 		if err != nil {
 			t.Fatalf("%s: %v", policy, err)
 		}

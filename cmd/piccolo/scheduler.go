@@ -15,6 +15,7 @@ import (
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // schedulerOptions are the flags of `piccolo scheduler`.
@@ -71,7 +72,7 @@ GET /healthz are served there.`,
 	f.DurationVar(&o.ttl, "ttl", cluster.DefaultTTL, "how long the leader may miss heartbeats before a standby takes over (>= 1s)")
 	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
-	f.Float64Var(&o.burst, "burst-target", controlplane.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
+	f.Float64Var(&o.burst, "burst-target", serving.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
 	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.StringVar(&o.listen, "listen", "", "serve /metrics and /healthz on this host:port; off (or empty, the default): none")
 	f.BoolVar(&o.follow, "calibration", true, "while leading, plan and re-plan (drift, co-location) from every gateway's calibration in Consul KV, merged (docs/calibration.md, \"Cluster\"); false: the offline profiles only")

@@ -39,11 +39,11 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/configs"
-	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/evaluation"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // Options configure a demo run.
@@ -158,7 +158,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// Without a utilisation, the headroom that meets the SLO for
 	// DefaultBurstTarget of simulated Poisson requests, as the gateway plans.
 	planner := func(c *api.Config) (*api.Plan, error) {
-		return controlplane.PlanForServing(c, scheduler.Options{MaxUtilization: o.MaxUtilization}, controlplane.DefaultBurstTarget)
+		return serving.Plan(c, serving.Options{Scheduler: scheduler.Options{MaxUtilization: o.MaxUtilization}})
 	}
 	if !o.NoFusion { // as the gateway will: its plan is this one
 		var fusions []scheduler.Fusion

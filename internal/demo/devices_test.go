@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -60,7 +59,7 @@ func TestDemoFractionalPlanOnPlacedDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := controlplane.PlanForServing(cfg, scheduler.Options{}, controlplane.DefaultBurstTarget)
+	plan, err := serving.Plan(cfg, serving.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ type Options struct {
 	// the rates it carries as the rate monitor measures them: the band a rate
 	// re-plan is judged against (default: the rates themselves). A trace plan
 	// carries its trace's busiest window, not the configured mean
-	// (controlplane.TracePlanner.Covers). Called from Run's goroutine.
+	// (serving.TracePlanner.Covers). Called from Run's goroutine.
 	Covers func(rates map[Key]float64) map[Key]float64
 	// Hold, when set, names the modules whose rate band the controller does
 	// not judge: a Tuner scales them (Tune), and only a config change, a
@@ -615,7 +615,7 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 // carried returns the rate (req/s) each module of the current plan was
 // planned for, where it is above the rate the plan was made at: a planner
 // that fits a pool plans a binding pool at a higher rate for headroom
-// (controlplane.PlanForServing), and a rise up to that rate is carried
+// (serving.Plan), and a rise up to that rate is carried
 // without a re-plan (a plan swap in a burst costs more than it gives:
 // docs/calibration.md, "Pool-aware planning"). Empty with Options.Covers
 // (the rates covered are then the covering planner's).
@@ -770,7 +770,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		}
 		c.driftFrom = time.Time{}
 		p, err = c.fallBack(p, err, rates)
-		p, err = c.fitPool(cfg, p, err)
+		p, err = c.fitPool(p, err)
 		r.PlanTook = took + time.Since(start)
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
 	}
@@ -862,7 +862,7 @@ func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
 	cfg := WithRates(c.cfg, rates)
 	if len(c.members) > 0 {
 		// The planner sees the pool as its backends: a planner that fits the
-		// plan to the devices per type (controlplane.PlanForServing) counts them.
+		// plan to the devices per type (serving.Plan) counts them.
 		cfg.Backends = make([]api.Backend, len(c.members))
 		for i, m := range c.members {
 			cfg.Backends[i] = api.Backend{ID: m.ID, Hardware: m.Hardware}

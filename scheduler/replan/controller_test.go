@@ -465,7 +465,7 @@ func pool(hw string, n int) []placement.Member {
 
 // TestControllerRiseWithinPlannedRateDoesNotReplan: a plan made for a higher
 // rate than measured (a planner that plans a binding pool for headroom,
-// controlplane.PlanForServing) carries a rise up to that rate: at 1.4× the
+// serving.Plan) carries a rise up to that rate: at 1.4× the
 // measured rate, with the plan made for 1.8×, no rate re-plan; at 2.5×, one.
 func TestControllerRiseWithinPlannedRateDoesNotReplan(t *testing.T) {
 	const R = 400

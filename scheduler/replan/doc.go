@@ -50,9 +50,9 @@
 // "colocation": the learned slowdowns go to every placement as
 // placement.Options.Slowdowns, so the pair is kept apart). A rate rise whose plan the pool cannot hold while
 // the current plan fits is not published (admission refuses the excess).
-// Each decision runs the injected planner (again without a hardware type
-// for one model at a time while the plan needs more devices of that type
-// than the members have: fit.go, fitPool), places the result on the members
+// Each decision runs the injected planner once (serving.Plan, which fits the
+// plan to the members it is handed as the config's backends; the planner is
+// not run again here), places the result on the members
 // and calls the injected Publish with a *Replan (placed plan, cause,
 // shortfall, the rates planned for, how long planning and placement took). A
 // plan identical to the published one is not published again. Status()

@@ -1,4 +1,4 @@
-package controlplane
+package serving
 
 import (
 	"encoding/json"
@@ -12,23 +12,23 @@ import (
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
-// TestPlanForServingFitsListedBackends: the demo's paper-chain with every
+// TestPlanFitsListedBackends: the demo's paper-chain with every
 // device 1.62× slower than profiled (the calibrated profiles of the live
 // case with every device 1.6×: the network and host add a little), 8 t4 and
 // 6 v100 listed. Planned per type at its price the chain needs more v100
-// than listed; PlanForServing plans for the devices listed, splitting a
+// than listed; Plan plans for the devices listed, splitting a
 // module across types and, where the simulation's headroom would need
 // devices the pool lacks, taking the most headroom that fits: the plan
 // places on the backends with none missing, and, the pool binding, is made
 // for a higher rate than configured (poolHeadroom).
-func TestPlanForServingFitsListedBackends(t *testing.T) {
+func TestPlanFitsListedBackends(t *testing.T) {
 	base, err := api.Load("../configs/demo/paper-gpus.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := testharness.Slowed(base, 1.62)
 	cfg.Backends = listed(map[string]int{"t4": 8, "v100": 6})
-	p, err := PlanForServing(cfg, scheduler.Options{}, 0)
+	p, err := Plan(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +56,11 @@ func TestPlanForServingFitsListedBackends(t *testing.T) {
 	}
 }
 
-// TestPlanForServingUnchangedWhenThePoolHolds: the demo's paper-chain as
+// TestPlanUnchangedWhenThePoolHolds: the demo's paper-chain as
 // profiled, 8 t4 and 6 v100 listed: the plan the burst headroom search
-// makes without a pool holds on them, and PlanForServing returns it
+// makes without a pool holds on them, and Plan returns it
 // unchanged (byte for byte, the planner's runtime aside).
-func TestPlanForServingUnchangedWhenThePoolHolds(t *testing.T) {
+func TestPlanUnchangedWhenThePoolHolds(t *testing.T) {
 	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func TestPlanForServingUnchangedWhenThePoolHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Backends = listed(map[string]int{"t4": 8, "v100": 6})
-	got, err := PlanForServing(cfg, scheduler.Options{}, 0)
+	got, err := Plan(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

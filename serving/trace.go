@@ -1,4 +1,4 @@
-package controlplane
+package serving
 
 import (
 	"bytes"
@@ -171,7 +171,7 @@ func (tp *TracePlanner) Scale(rate float64) float64 {
 // serving none. With Scope pipeline it returns the coarse-grained plan;
 // error: none meets the target.
 func (tp *TracePlanner) Plan(cfg *api.Config) (*api.Plan, error) {
-	cfg = replan.OnlyPresent(cfg, presentHardware(cfg.Backends))
+	cfg = replan.OnlyPresent(cfg, Hardware(cfg.Backends))
 	_, rate, err := simulate.SessionRate(cfg, tp.session)
 	if err != nil {
 		return nil, err
@@ -210,6 +210,42 @@ func (tp *TracePlanner) Plan(cfg *api.Config) (*api.Plan, error) {
 	}
 	return res.Trace.Plan, nil
 }
+
+// Sample is the trace the plan for the traced session at rate req/s was
+// made for: the planned stretch, scaled as Plan scales it. The Tuner
+// compares the live envelope with this trace's.
+func (tp *TracePlanner) Sample(rate float64) (*arrival.Trace, error) {
+	t := tp.trace
+	if s := tp.Scale(rate); s != 1 {
+		var err error
+		if t, err = t.Window(0, s); err != nil {
+			return nil, err
+		}
+	}
+	if d := tp.load.Duration; d > 0 {
+		cut := time.Duration(float64(d) / tp.Scale(rate))
+		n := 0
+		for n < len(t.Offsets) && t.Offsets[n] < cut {
+			n++
+		}
+		t = &arrival.Trace{Name: t.Name, Offsets: t.Offsets[:n]}
+	}
+	return t, nil
+}
+
+// Hold is the control loop's Options.Hold when the Tuner runs: the traced
+// session's modules, whose rate band the Tuner judges instead.
+func (tp *TracePlanner) Hold(k replan.Key) bool { return k.Session == tp.session }
+
+// Session is the traced session's name.
+func (tp *TracePlanner) Session() string { return tp.session }
+
+// Source is the traced session's source module of the highest rate: the
+// module whose arrivals the Tuner reads.
+func (tp *TracePlanner) Source() string { return tp.source }
+
+// Scope is what the plan and the Tuner scale: one of replan.TunerScopes.
+func (tp *TracePlanner) Scope() string { return tp.scope }
 
 // FilePlanner is the plan step of `piccolo gateway --plan FILE`: it serves a
 // plan written by `piccolo plan -o json` (docs/traffic.md "Serving a trace

@@ -1,0 +1,354 @@
+package serving
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/placement"
+	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/simulate"
+)
+
+// DefaultBurstTarget is the share of simulated Poisson requests that must meet
+// the SLO when the utilisation is not given (--burst-target).
+const DefaultBurstTarget = 0.999
+
+// Planner makes a plan for a config: Options.Planner (Plan with the serving
+// options), a TracePlanner's or a FilePlanner's Plan. A plan may carry
+// per-session errors (sessions it could not plan); err is for a config it
+// could not plan at all. Called from the config store's goroutine (checking
+// a change) and from the control loop's, one call at a time on each.
+type Planner func(cfg *api.Config) (*api.Plan, error)
+
+// Options are what shapes the served plan besides the config: the planner's
+// options (--policy, --max-utilization and the rest) and the burst target.
+// The zero value is `piccolo gateway`'s and `piccolo plan`'s default.
+type Options struct {
+	// Scheduler are the planner's options. MaxUtilization 0 chooses the
+	// utilisation by simulation (the burst check); Pool nil plans for the
+	// devices cfg.Backends lists.
+	Scheduler scheduler.Options
+	// BurstTarget is the share of simulated Poisson requests that must meet
+	// the SLO (--burst-target), in (0, 1]; 0 means DefaultBurstTarget.
+	BurstTarget float64
+}
+
+// Planner returns Plan with o as a Planner.
+func (o Options) Planner() Planner {
+	return func(cfg *api.Config) (*api.Plan, error) { return Plan(cfg, o) }
+}
+
+// Headroom is the burst check's rule: the utilisation caps tried in order,
+// the share of simulated Poisson requests that must meet the SLO, the
+// simulation's length and its bound in items, and the seed. Plan applies
+// DefaultHeadroom (with Options.BurstTarget); the evaluation holds every
+// policy to it (evaluation.ServingOptions).
+type Headroom struct {
+	Utilizations []float64
+	Target       float64
+	// Duration is the longest virtual time simulated; Items bounds the items
+	// (module executions) simulated, so a plan at a high rate simulates a
+	// shorter stretch (simulate.BurstWindow).
+	Duration time.Duration
+	Items    int
+	Seed     uint64
+}
+
+// DefaultHeadroom is the gateway's burst check (simulate.PlanForBursts).
+var DefaultHeadroom = Headroom{Utilizations: simulate.Utilizations, Target: DefaultBurstTarget,
+	Duration: simulate.BurstDuration, Items: simulate.BurstItems, Seed: 1}
+
+// Plan is the plan a gateway serves for cfg (the config at the rates to plan
+// for, its backends the pool), the one answer every caller asks: the
+// gateway's config pipeline, its control loop (config changes, membership
+// changes, rate and drift re-plans), the cluster's re-planner, `piccolo
+// plan`, the demo and the evaluation's serving rule.
+//
+//   - Headroom: with o.Scheduler.MaxUtilization given, scheduler.Plan as
+//     asked; without, the cheapest plan whose simulation under Poisson
+//     arrivals meets the SLO for the burst target of requests
+//     (simulate.PlanForBursts, bounded in items so its work does not grow
+//     with the rate), so the headroom follows the plan's slack.
+//   - Pool: when cfg lists backends, only their hardware types are planned
+//     for (a catalog may name types the cluster does not have), and the
+//     planner is told how many devices of each (scheduler.Options.Pool): a
+//     type the cheapest plan needs more of than the pool has gets a module
+//     split across types. Where the simulation's headroom needs devices the
+//     pool lacks, the most headroom that fits is taken; where the pool
+//     binds within the headroom, the plan is made for a higher rate
+//     (poolHeadroom).
+//   - Fit: a plan that still needs more devices than the pool has (a drift
+//     re-plan whose calibrated profiles are 2× the profiled ones, a rate
+//     the pool cannot carry) is planned again for the rate the pool can
+//     carry (fitRate): the modules' planned rates lowered in proportion, at
+//     most fitRateTries planner runs. The plan's module rates say what it
+//     carries; admission refuses the rest. A plan of 61 machines on a pool
+//     of one is never returned while a smaller rate fits.
+//
+// Errors: the planner's (per-session errors with a plan; none without).
+func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
+	opts := o.Scheduler
+	cfg = replan.OnlyPresent(cfg, Hardware(cfg.Backends))
+	if opts.Pool == nil && len(cfg.Backends) > 0 {
+		opts.Pool = map[string]int{}
+		for _, b := range cfg.Backends {
+			opts.Pool[b.Hardware]++
+		}
+	}
+	if opts.MaxUtilization != 0 {
+		p, err := scheduler.Plan(cfg, opts)
+		if opts.Pool != nil && p != nil && missing(p, cfg.Backends) > 0 {
+			p, err = fitRate(cfg, opts, p, err)
+		}
+		return p, err
+	}
+	target := o.BurstTarget
+	if target == 0 {
+		target = DefaultBurstTarget
+	}
+	plan, _, err := simulate.PlanForBursts(cfg, opts, target, DefaultHeadroom.Seed)
+	if opts.Pool == nil || plan == nil {
+		return plan, err
+	}
+	if plan.MaxUtilization < simulate.Utilizations[0] && missing(plan, cfg.Backends) > 0 {
+		// The headroom the simulation asked for needs devices the pool does
+		// not have: a plan short of devices shares them and refuses (or
+		// fails late) far more requests than less headroom does. Take the
+		// most headroom that fits, if any does.
+		for i := len(simulate.Utilizations) - 1; i >= 0; i-- {
+			if simulate.Utilizations[i] <= plan.MaxUtilization {
+				continue
+			}
+			o := opts
+			o.MaxUtilization = simulate.Utilizations[i]
+			if q, qerr := scheduler.Plan(cfg, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, plan) {
+				plan, err = q, qerr
+				break
+			}
+		}
+	}
+	if missing(plan, cfg.Backends) > 0 {
+		return fitRate(cfg, opts, plan, err)
+	}
+	return poolHeadroom(cfg, opts, plan, err)
+}
+
+// fitRateTries bounds the planner runs fitRate makes.
+const fitRateTries = 4
+
+// fitRate returns, for a plan p of cfg that needs more devices than the
+// pool (cfg.Backends) has, a plan of cfg at lower module rates that fits
+// it: every module's rate scaled by s, s the smallest present/needed ratio
+// over the types short (machines grow about linearly with the rate), and
+// again by the next plan's ratio while it still misses, at most
+// fitRateTries planner runs, at p's utilisation. The plan kept is the first
+// that fits, else the one missing the fewest devices; a candidate that
+// leaves a session unplanned that p planned is not taken. p when nothing
+// fits better.
+func fitRate(cfg *api.Config, opts scheduler.Options, p *api.Plan, err error) (*api.Plan, error) {
+	opts.MaxUtilization = p.MaxUtilization
+	best, bestErr, bestMissing := p, err, missing(p, cfg.Backends)
+	decl := replan.Declared(cfg)
+	s := 1.0
+	cur := p
+	for range fitRateTries {
+		ratio := shortRatio(cur, cfg.Backends)
+		if ratio >= 1 {
+			break
+		}
+		s *= ratio
+		rates := make(map[replan.Key]float64, len(decl))
+		for k, r := range decl {
+			rates[k] = r * s
+		}
+		q, qerr := scheduler.Plan(replan.WithRates(cfg, rates), opts)
+		if q == nil || replan.FailsMore(q, p) {
+			break
+		}
+		m := missing(q, cfg.Backends)
+		if m < bestMissing {
+			best, bestErr, bestMissing = q, qerr, m
+		}
+		if m == 0 {
+			break
+		}
+		cur = q
+	}
+	return best, bestErr
+}
+
+// shortRatio is the smallest present/needed device ratio over the hardware
+// types placing p on bs is short of (1 when none is), a little below it so
+// that rounding up machines does not leave the next plan one device short.
+func shortRatio(p *api.Plan, bs []api.Backend) float64 {
+	_, short, err := placement.Place(p, placement.Members(bs), nil, placement.Options{})
+	if err != nil {
+		return 1
+	}
+	r := 1.0
+	for _, h := range short.Hardware {
+		if h.Needed > h.Present {
+			r = math.Min(r, 0.95*float64(h.Present)/float64(h.Needed))
+		}
+	}
+	return r
+}
+
+// poolRates are the scales of the module rates poolHeadroom tries.
+var poolRates = []float64{1.1, 1.2, 1.3, 1.4}
+
+// poolHeadroom returns, when the pool binds within the headroom it gives
+// (the plan without it, for the largest of poolRates times the rates, would
+// need devices the pool does not have), the plan that fits the pool with the
+// most capacity for p's rates: planned at a scale s of the module rates
+// (poolRates) and a utilisation u (simulate.Utilizations) with u/s at most
+// p's utilisation, the largest s/u that fits; else p. The pool's devices are
+// there whatever the plan costs; planned at a higher rate the modules take
+// larger batches and carry bursts the plan at the measured rate would refuse
+// (docs/calibration.md, "Pool-aware planning").
+func poolHeadroom(cfg *api.Config, opts scheduler.Options, p *api.Plan, err error) (*api.Plan, error) {
+	scaled := func(s float64) *api.Config {
+		rates := replan.Declared(cfg)
+		for k := range rates {
+			rates[k] *= s
+		}
+		return replan.WithRates(cfg, rates)
+	}
+	free := opts
+	free.Pool, free.MaxUtilization = nil, p.MaxUtilization
+	if q, _ := scheduler.Plan(scaled(poolRates[len(poolRates)-1]), free); q == nil || missing(q, cfg.Backends) == 0 {
+		return p, err
+	}
+	best, bestErr, bestCap := p, err, 1/p.MaxUtilization
+	for _, s := range poolRates {
+		scaled := scaled(s)
+		for _, u := range simulate.Utilizations {
+			if u/s > p.MaxUtilization+1e-9 || s/u <= bestCap+1e-9 {
+				continue
+			}
+			o := opts
+			o.MaxUtilization = u
+			if q, qerr := scheduler.Plan(scaled, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, p) {
+				best, bestErr, bestCap = q, qerr, s/u
+			}
+		}
+	}
+	return best, bestErr
+}
+
+// missing is how many devices placing p on the backends bs misses.
+func missing(p *api.Plan, bs []api.Backend) int {
+	_, short, err := placement.Place(p, placement.Members(bs), nil, placement.Options{})
+	if err != nil {
+		return 1 << 30
+	}
+	return short.Missing()
+}
+
+// Hardware is the set of hardware types bs have.
+func Hardware(bs []api.Backend) map[string]bool {
+	present := map[string]bool{}
+	for _, b := range bs {
+		present[b.Hardware] = true
+	}
+	return present
+}
+
+// Fuse is the fuse step: cfg with the planner's fusion decision applied
+// (scheduler.Fuse, docs/fusion.md), each fusion made named on w, one line
+// each. The gateway's config pipeline and `piccolo plan` fuse with it.
+// Errors only when plan makes no plan at all.
+func Fuse(cfg *api.Config, plan Planner, w io.Writer) (*api.Config, error) {
+	out, fusions, err := scheduler.Fuse(cfg, plan)
+	if err != nil {
+		return nil, err
+	}
+	if w == nil {
+		w = io.Discard
+	}
+	for _, f := range fusions {
+		fmt.Fprintln(w, f)
+	}
+	return out, nil
+}
+
+// Served returns what a gateway started on cfg serves first: cfg fused
+// (unless noFuse), each fusion named on fusions, and Plan's plan of it with
+// o, unplaced. `piccolo plan` prints it; StartGateway's first plan is the
+// same (TestPlanIsServed). A nil plan comes with the planner's error; a plan
+// whose sessions partly failed with their errors.
+func Served(cfg *api.Config, o Options, noFuse bool, fusions io.Writer) (*api.Config, *api.Plan, error) {
+	planner := o.Planner()
+	if !noFuse {
+		var err error
+		if cfg, err = Fuse(cfg, planner, fusions); err != nil {
+			return nil, nil, err
+		}
+	}
+	p, err := planner(cfg)
+	return cfg, p, err
+}
+
+// Check is the check step, the rule a change must pass before it goes live:
+// in plan, the plan of cfg (a change of the config prevCfg served by the plan
+// prev), every session that the change adds or modifies, or that was planned
+// before, must be planned; a session that failed before and is untouched does
+// not refuse the change. The error names every refused session and why (the
+// admin API answers 422). prev and prevCfg may be nil (nothing served yet).
+func Check(plan *api.Plan, cfg *api.Config, prev *api.Plan, prevCfg *api.Config) error {
+	var bad []string
+	for _, sp := range plan.Sessions {
+		if sp.Error == "" {
+			continue
+		}
+		if prev != nil && prevCfg != nil && wasFailing(prev, sp.Name) && !changed(prevCfg, cfg, sp.Name) {
+			continue // failing before and untouched: not this change's fault
+		}
+		bad = append(bad, fmt.Sprintf("session %q cannot be planned: %s", sp.Name, sp.Error))
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+func wasFailing(p *api.Plan, session string) bool {
+	for _, sp := range p.Sessions {
+		if sp.Name == session {
+			return sp.Error != ""
+		}
+	}
+	return false
+}
+
+// changed reports whether session differs between a and b (or is new in b).
+// Sources (file and line) do not count.
+func changed(a, b *api.Config, session string) bool {
+	sa, okA := a.Session(session)
+	sb, okB := b.Session(session)
+	if !okA || !okB {
+		return true
+	}
+	if sa.Name != sb.Name || sa.SLO != sb.SLO || len(sa.Modules) != len(sb.Modules) ||
+		(sa.Accuracy == nil) != (sb.Accuracy == nil) || (sa.Accuracy != nil && *sa.Accuracy != *sb.Accuracy) {
+		return true
+	}
+	sameVariant := func(x, y api.Variant) bool { return x.Model == y.Model && x.Accuracy == y.Accuracy }
+	for i := range sa.Modules {
+		ma, mb := sa.Modules[i], sb.Modules[i]
+		if ma.Name != mb.Name || ma.Model != mb.Model || ma.Rate != mb.Rate || strings.Join(ma.After, ",") != strings.Join(mb.After, ",") ||
+			!slices.EqualFunc(ma.Variants, mb.Variants, sameVariant) {
+			return true
+		}
+	}
+	return false
+}
