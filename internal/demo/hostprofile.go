@@ -1,0 +1,387 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/calibrate"
+	"github.com/piccolo-serving/piccolo/loadgen"
+	"github.com/piccolo-serving/piccolo/profiler"
+)
+
+// The demo plans on this host (docs/ocr.md, "The demo plans on this host"):
+// the CPU models' profiles in configs/ocr.yaml were taken on another machine,
+// and a newcomer's CPU runs them 0.5–3× as long. Before the load the demo
+// either measures every CPU model its plan runs, on the backends it started
+// (profileHost: the profiler package, seconds), or starts from the
+// calibration a previous demo's gateway kept for this host
+// (--calibration-file, calibrate's file format); hostConfig makes the config
+// whose CPU profiles are those measurements, which the demo plans from and
+// hands the gateway. Emulated (sim) types keep their profiles: the sim
+// backends run them as written.
+
+// HostModel is one CPU model entry of the demo's plan: its profile from the
+// config (another machine's) beside what the demo measured on this host, the
+// duration the plan uses (Result.HostModels, the table before the load).
+type HostModel struct {
+	Model, Hardware    string
+	Batch, Concurrency int
+	// Profiled is the config's duration at this entry; Measured the host
+	// config's (hostConfig), which the plan uses.
+	Profiled, Measured time.Duration
+	// Source says where Measured comes from: SourceProfiled (Samples calls of
+	// the profile just run), SourceFile (Samples batches of the calibration
+	// file) or SourceScaled (no trusted measurement of the entry: scaled by
+	// its model's or its type's measured ratio, calibrate.Estimator.Calibrate).
+	Source  string
+	Samples int
+}
+
+// Sources of HostModel.Measured.
+const (
+	SourceProfiled = "profiled here"
+	SourceFile     = "calibration file"
+	SourceScaled   = "scaled"
+)
+
+// Ratio is Measured/Profiled (0 without a profile).
+func (h HostModel) Ratio() float64 {
+	if h.Profiled <= 0 {
+		return 0
+	}
+	return float64(h.Measured) / float64(h.Profiled)
+}
+
+// hostEntry is a profile entry on a CPU type that a plan runs.
+type hostEntry struct {
+	model, hardware string
+	batch, conc     int
+}
+
+func (e hostEntry) String() string {
+	return fmt.Sprintf("%s@%s b%d", e.model, e.hardware, e.batch)
+}
+
+// cpuEntries returns the entries plan's groups run on CPU hardware types
+// (coresPerMachine > 0), each once, sorted by hardware, model and batch.
+func cpuEntries(plan *api.Plan) []hostEntry {
+	seen := map[hostEntry]bool{}
+	var out []hostEntry
+	for _, sp := range plan.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				e := hostEntry{model: mp.Model, hardware: g.Hardware, batch: g.Batch, conc: max(g.Concurrency, 1)}
+				if coresPerMachine(g.Hardware) == 0 || mp.Model == "" || seen[e] {
+					continue
+				}
+				seen[e] = true
+				out = append(out, e)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b hostEntry) int {
+		return cmpOr(strings.Compare(a.hardware, b.hardware), strings.Compare(a.model, b.model), a.batch-b.batch, a.conc-b.conc)
+	})
+	return out
+}
+
+func cmpOr(cs ...int) int {
+	for _, c := range cs {
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// profileInputs returns the requests a profile of model is made of and
+// whether the demo can profile it: the sample images for ocr-pre and the
+// chains that start with it (which decode an image), zeros at the served
+// shapes (the profiler's default: nil) for the ONNX models and the per-box
+// steps, whose durations depend on the shapes only. ocr-boxes is not
+// profiled: its duration depends on the text its probability map shows,
+// which zeros do not (a map of zeros finds no box); calibrate scales it by
+// its type's measured ratio.
+func profileInputs(model string, images []loadgen.Payload) ([]loadgen.Payload, bool) {
+	first, _, _ := strings.Cut(model, "+")
+	switch first {
+	case "ocr-pre":
+		return images, len(images) > 0
+	case "ocr-boxes":
+		return nil, false
+	}
+	return nil, true
+}
+
+// Bounds of one entry's profile (pointDuration): long enough for
+// calibrate's MinSamples calls where the host runs the model up to 1.5× its
+// profile, short enough that the whole step takes seconds (maxProfileTime).
+const (
+	minPoint       = time.Second
+	maxPoint       = 4 * time.Second
+	pointCalls     = 24 // calls of the profiled duration a point lasts
+	maxProfileTime = 15 * time.Second
+	profileWarmup  = 2 // unrecorded calls before each point
+)
+
+// pointDuration is how long the demo measures an entry profiled at d:
+// pointCalls × d within [minPoint, maxPoint].
+func pointDuration(d time.Duration) time.Duration {
+	return min(max(time.Duration(pointCalls)*d, minPoint), maxPoint)
+}
+
+// hostTarget is the backend the demo profiles a hardware type on: its gRPC
+// address and its id (the calibration's device).
+type hostTarget struct{ addr, id string }
+
+// profileHost measures each entry of entries that profileInputs allows on
+// targets[entry's hardware] with the profiler (one point: the entry's batch
+// and concurrency, pointDuration long, profileWarmup calls first, the
+// points one after the other so that each has its device to itself, as the
+// config's profiles were taken) and observes every measured call in est
+// (device: the target's id). offline is the config whose durations the
+// progress lines compare with. It returns the calls measured per entry; an
+// entry that fails is logged and left out (calibrate then scales it), and
+// only ctx's end is an error.
+func profileHost(ctx context.Context, est *calibrate.Estimator, offline *api.Config, entries []hostEntry, targets map[string]hostTarget, images []loadgen.Payload, log io.Writer) (map[hostEntry]int, error) {
+	type job struct {
+		e      hostEntry
+		inputs []loadgen.Payload
+		d      time.Duration
+	}
+	var jobs []job
+	var total time.Duration
+	for _, e := range entries {
+		inputs, ok := profileInputs(e.model, images)
+		if _, there := targets[e.hardware]; !ok || !there {
+			continue
+		}
+		d := pointDuration(profiledAt(offline, e))
+		jobs = append(jobs, job{e, inputs, d})
+		total += d
+	}
+	// Within the step's bound, whatever the entries: shorter points.
+	if total > maxProfileTime {
+		for i := range jobs {
+			jobs[i].d = max(jobs[i].d*maxProfileTime/total, minPoint/2)
+		}
+		total = maxProfileTime
+	}
+	calls := map[hostEntry]int{}
+	if len(jobs) == 0 {
+		return calls, nil
+	}
+	logf(log, "profiling %d CPU model entries on this host's backends (about %.0f s; --no-host-profile plans from the config's profiles instead)", len(jobs), (total + time.Duration(len(jobs))*time.Second/2).Seconds())
+	for i, j := range jobs {
+		t := targets[j.e.hardware]
+		res, err := profiler.Run(ctx, profiler.Options{
+			Target: t.addr, Model: j.e.model, Hardware: j.e.hardware,
+			Batches: []int{j.e.batch}, Concurrencies: []int{j.e.conc},
+			Duration: j.d, Warmup: profileWarmup, WarmupTime: time.Second, Inputs: j.inputs,
+		})
+		if ctx.Err() != nil {
+			return calls, ctx.Err()
+		}
+		if err != nil || len(res.Points) == 0 {
+			logf(log, "[%d/%d] %s: not profiled (%v); calibrate scales it by its type's measured ratio", i+1, len(jobs), j.e, err)
+			continue
+		}
+		p := res.Points[0]
+		now := time.Now()
+		for _, d := range p.Latencies {
+			est.Observe(j.e.model, j.e.hardware, t.id, j.e.batch, j.e.conc, d, now)
+		}
+		calls[j.e] = p.Calls
+		prof := profiledAt(offline, j.e)
+		logf(log, "[%d/%d] %s: p90 %s over %d calls (profiled %s: ×%.2f)", i+1, len(jobs), j.e, roundMs(p.Duration), p.Calls, roundMs(prof), float64(p.Duration)/float64(max(prof, 1)))
+	}
+	return calls, nil
+}
+
+// profiledAt returns cfg's duration for e's model and hardware at the
+// smallest batch ≥ e.batch at its concurrency (0: none).
+func profiledAt(cfg *api.Config, e hostEntry) time.Duration {
+	best := api.ProfileEntry{}
+	for _, p := range cfg.Profiles {
+		if p.Model != e.model || p.Hardware != e.hardware {
+			continue
+		}
+		for _, en := range p.Entries {
+			if max(en.Concurrency, 1) == e.conc && en.Batch >= e.batch && (best.Batch == 0 || en.Batch < best.Batch) {
+				best = en
+			}
+		}
+	}
+	return best.Duration.D()
+}
+
+// hostConfig returns a copy of offline whose profiles on CPU hardware types
+// (coresPerMachine > 0) are est's calibrated ones (calibrate.Estimator.
+// Calibrate: a measured entry its estimate, the others scaled by their
+// model's or type's measured ratio); the emulated types keep offline's.
+func hostConfig(offline *api.Config, est *calibrate.Estimator, now time.Time) *api.Config {
+	cal := est.Calibrate(offline, now)
+	out := *offline
+	out.Profiles = slices.Clone(offline.Profiles)
+	for i, p := range offline.Profiles {
+		if coresPerMachine(p.Hardware) > 0 && i < len(cal.Profiles) && cal.Profiles[i].Model == p.Model && cal.Profiles[i].Hardware == p.Hardware {
+			out.Profiles[i] = cal.Profiles[i]
+		}
+	}
+	return &out
+}
+
+// hostModels returns the table's rows: every entry of entries (the plan's
+// CPU entries and those profiled), its profile in offline, its duration in
+// host, and where that comes from: calls (profileHost's) or est's trusted
+// series (a calibration file), else scaled.
+func hostModels(offline, host *api.Config, entries []hostEntry, calls map[hostEntry]int, est *calibrate.Estimator) []HostModel {
+	batches := map[hostEntry]int{}
+	for _, m := range est.Snapshot() {
+		if m.Trusted {
+			batches[hostEntry{m.Model, m.Hardware, m.Batch, m.Concurrency}] += m.Samples
+		}
+	}
+	minSamples := est.Options().MinSamples
+	out := make([]HostModel, 0, len(entries))
+	for _, e := range entries {
+		h := HostModel{Model: e.model, Hardware: e.hardware, Batch: e.batch, Concurrency: e.conc,
+			Profiled: profiledAt(offline, e), Measured: profiledAt(host, e), Source: SourceScaled}
+		switch {
+		case calls[e] >= minSamples:
+			h.Source, h.Samples = SourceProfiled, calls[e]
+		case calls[e] == 0 && batches[e] > 0:
+			h.Source, h.Samples = SourceFile, batches[e]
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// writeHostModels prints the table of rows: per CPU model entry, the
+// config's profile, the duration measured on this host that the plan uses,
+// their ratio and its source.
+func writeHostModels(w io.Writer, rows []HostModel) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "CPU models: profiled (the config, another machine) vs measured on this host (what the plan uses):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  MODEL\tHARDWARE\tBATCH\tPROFILED\tMEASURED\tRATIO\tSOURCE")
+	for _, r := range rows {
+		src := r.Source
+		if r.Samples > 0 {
+			unit := "calls"
+			if r.Source == SourceFile {
+				unit = "batches"
+			}
+			src = fmt.Sprintf("%s (%d %s)", r.Source, r.Samples, unit)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t×%.2f\t%s\n", r.Model, r.Hardware, r.Batch, roundMs(r.Profiled), roundMs(r.Measured), r.Ratio(), src)
+	}
+	tw.Flush()
+}
+
+func roundMs(d time.Duration) time.Duration {
+	if d >= 10*time.Millisecond {
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(10 * time.Microsecond)
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// defaultCalibrationFile is where the demo keeps this host's calibration
+// when --calibration-file is not given: in outDir, named for the host, so
+// that a copied out directory does not plan another machine from it.
+func defaultCalibrationFile(outDir string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return filepath.Join(outDir, "calibration-"+unsafeName.ReplaceAllString(host, "_")+".json")
+}
+
+// loadHostCalibration reads path into a new Estimator and reports whether
+// it holds a trusted series of every model and hardware type of entries (the
+// plan's CPU models): only then does the demo start from it instead of
+// profiling. A missing file is (nil, false, nil); a malformed one an error
+// naming it.
+func loadHostCalibration(path string, offline *api.Config, entries []hostEntry) (est *calibrate.Estimator, covers bool, saved time.Time, err error) {
+	est, err = calibrate.New(calibrate.Options{})
+	if err != nil {
+		return nil, false, saved, err
+	}
+	est.SetOffline(offline)
+	found, err := est.Load(path)
+	if err != nil {
+		return nil, false, saved, err
+	}
+	if !found {
+		return nil, false, saved, nil
+	}
+	if fi, err := os.Stat(path); err == nil {
+		saved = fi.ModTime()
+	}
+	trusted := map[[2]string]bool{}
+	for _, m := range est.Snapshot() {
+		if m.Trusted {
+			trusted[[2]string{m.Model, m.Hardware}] = true
+		}
+	}
+	covers = len(entries) > 0
+	for _, e := range entries {
+		if _, ok := profileInputs(e.model, []loadgen.Payload{{}}); ok && !trusted[[2]string{e.model, e.hardware}] {
+			covers = false
+		}
+	}
+	return est, covers, saved, nil
+}
+
+// forget removes the calibration file at path (a missing one is no error):
+// the gateway would otherwise start from its series, not the profile the
+// demo just took.
+func forget(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("demo: removing the old calibration %s: %w", path, err)
+	}
+	return nil
+}
+
+// profileImages is the request the demo profiles ocr-pre with: of the OCR
+// test images (ocrSet's), the largest file (the longest decode).
+func profileImages() ([]loadgen.Payload, error) {
+	_, samples := ocrSet(&api.Session{})
+	all, err := ocrImages(samples)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	size := func(p loadgen.Payload) int {
+		n := 0
+		for _, t := range p.Tensors {
+			n += len(t.Data)
+		}
+		return n
+	}
+	best := all[0]
+	for _, p := range all[1:] {
+		if size(p) > size(best) {
+			best = p
+		}
+	}
+	return []loadgen.Payload{best}, nil
+}
