@@ -132,10 +132,10 @@ func profileInputs(model string, images []loadgen.Payload) ([]loadgen.Payload, b
 const (
 	minPoint       = time.Second
 	maxPoint       = 4 * time.Second
-	pointCalls     = 24 // calls of the profiled duration a point lasts
+	pointCalls     = 24               // calls of the profiled duration a point lasts
 	maxProfileTime = 15 * time.Second // the points' own durations
 	maxProfileStep = 20 * time.Second // with the top-ups of slow points
-	profileWarmup  = 2 // unrecorded calls before each point
+	profileWarmup  = 2                // unrecorded calls before each point
 )
 
 // pointDuration is how long the demo measures an entry profiled at d:
