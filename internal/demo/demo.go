@@ -233,17 +233,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			calFile = defaultCalibrationFile(o.OutDir)
 		}
 		entries := cpuEntries(plan)
-		est, covers, saved, err := loadHostCalibration(calFile, offline, entries)
+		est, saved, err := loadHostCalibration(calFile, offline)
+		useFile := false
+		if est != nil && !o.Reprofile {
+			// The file must hold every CPU model of the plan made from it.
+			_, p, perr := fuseAndPlan(hostConfig(offline, est, time.Now()), o, true)
+			useFile = perr == nil && covers(est, cpuEntries(p))
+		}
 		switch {
 		case err != nil:
 			logf(o.Log, "warning: %v; profiling the CPU models again", err)
-		case est != nil && covers && !o.Reprofile:
+		case useFile:
 			logf(o.Log, "planning the CPU models from %s (kept %s ago by the last demo's gateway; --reprofile measures them again)", calFile, time.Since(saved).Round(time.Second))
 		case est != nil && !o.Reprofile:
-			logf(o.Log, "%s does not hold every CPU model of the plan; profiling them", calFile)
+			logf(o.Log, "%s does not hold every CPU model of the plan made from it; profiling them", calFile)
 		}
 		var calls map[hostEntry]int
-		if err != nil || !covers || o.Reprofile {
+		if !useFile {
 			// The gateway starts from the file when there is one: not
 			// from what the profile below measures.
 			if err := forget(calFile); err != nil {

@@ -373,40 +373,42 @@ func defaultCalibrationFile(outDir string) string {
 	return filepath.Join(outDir, "calibration-"+unsafeName.ReplaceAllString(host, "_")+".json")
 }
 
-// loadHostCalibration reads path into a new Estimator and reports whether
-// it holds a trusted series of every model and hardware type of entries (the
-// plan's CPU models): only then does the demo start from it instead of
-// profiling. A missing file is (nil, false, nil); a malformed one an error
-// naming it.
-func loadHostCalibration(path string, offline *api.Config, entries []hostEntry) (est *calibrate.Estimator, covers bool, saved time.Time, err error) {
+// loadHostCalibration reads path into a new Estimator (offline set: the
+// config's profiles) and returns it with the file's time; a missing file is
+// (nil, zero, nil), a malformed one an error naming it.
+func loadHostCalibration(path string, offline *api.Config) (est *calibrate.Estimator, saved time.Time, err error) {
 	est, err = calibrate.New(calibrate.Options{})
 	if err != nil {
-		return nil, false, saved, err
+		return nil, saved, err
 	}
 	est.SetOffline(offline)
 	found, err := est.Load(path)
-	if err != nil {
-		return nil, false, saved, err
-	}
-	if !found {
-		return nil, false, saved, nil
+	if err != nil || !found {
+		return nil, saved, err
 	}
 	if fi, err := os.Stat(path); err == nil {
 		saved = fi.ModTime()
 	}
+	return est, saved, nil
+}
+
+// covers reports whether est holds a trusted series of the model and
+// hardware type of every entry of entries (the CPU models of the plan made
+// from it) that the demo would profile (profileInputs): only then does the
+// demo start from a calibration file instead of profiling.
+func covers(est *calibrate.Estimator, entries []hostEntry) bool {
 	trusted := map[[2]string]bool{}
 	for _, m := range est.Snapshot() {
 		if m.Trusted {
 			trusted[[2]string{m.Model, m.Hardware}] = true
 		}
 	}
-	covers = len(entries) > 0
 	for _, e := range entries {
 		if _, ok := profileInputs(e.model, []loadgen.Payload{{}}); ok && !trusted[[2]string{e.model, e.hardware}] {
-			covers = false
+			return false
 		}
 	}
-	return est, covers, saved, nil
+	return len(entries) > 0
 }
 
 // forget removes the calibration file at path (a missing one is no error):

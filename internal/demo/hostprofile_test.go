@@ -330,9 +330,9 @@ func TestHostCalibrationFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	m2 := []hostEntry{{"m", "cpu-1t", 2, 1}}
-	loaded, covers, _, err := loadHostCalibration(path, cfg, m2)
-	if err != nil || !covers {
-		t.Fatalf("loadHostCalibration: covers %v, %v; want the file to cover m", covers, err)
+	loaded, _, err := loadHostCalibration(path, cfg)
+	if err != nil || loaded == nil || !covers(loaded, m2) {
+		t.Fatalf("loadHostCalibration: %v, %v; want the file, covering m", loaded, err)
 	}
 	want, got := hostConfig(cfg, est, now), hostConfig(cfg, loaded, now)
 	for _, b := range []int{1, 2, 4} {
@@ -345,17 +345,20 @@ func TestHostCalibrationFile(t *testing.T) {
 	if len(rows) != 1 || rows[0].Source != SourceFile || rows[0].Samples != 20 {
 		t.Errorf("rows %+v; want m b2 from the %s (20 batches)", rows, SourceFile)
 	}
-	if _, covers, _, err := loadHostCalibration(path, cfg, append(m2, hostEntry{"other", "cpu-1t", 1, 1})); err != nil || covers {
-		t.Errorf("a file without a model of the plan: covers %v, %v; want false", covers, err)
+	if covers(loaded, append(m2, hostEntry{"other", "cpu-1t", 1, 1})) {
+		t.Error("a file without a model of the plan covers it; want not")
 	}
-	if est, _, _, err := loadHostCalibration(filepath.Join(t.TempDir(), "none.json"), cfg, m2); est != nil || err != nil {
+	if !covers(loaded, append(m2, hostEntry{"ocr-boxes", "cpu-builtin", 1, 1})) {
+		t.Error("a file without ocr-boxes (never profiled) does not cover the plan; want it to")
+	}
+	if est, _, err := loadHostCalibration(filepath.Join(t.TempDir(), "none.json"), cfg); est != nil || err != nil {
 		t.Errorf("a missing file: %v, %v; want nothing", est, err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"version": 99}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := loadHostCalibration(bad, cfg, m2); err == nil || !strings.Contains(err.Error(), bad) {
+	if _, _, err := loadHostCalibration(bad, cfg); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("a malformed file: %v; want an error naming %s", err, bad)
 	}
 	if err := forget(bad); err != nil {
