@@ -56,8 +56,25 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 	if !strings.Contains(out.String(), "% simulated)") {
 		t.Error("the report's baseline column does not give the baseline's simulated attainment")
 	}
+	// The CPU models as this host runs them: a row per CPU model of the
+	// plan, printed before the load.
+	if len(res.HostModels) == 0 || !strings.Contains(out.String(), "measured on this host") {
+		t.Error("the report has no table of the CPU models profiled vs measured on this host")
+	}
+	slowest := 0.0
+	for _, h := range res.HostModels {
+		slowest = max(slowest, h.Ratio())
+	}
 	for _, s := range res.Sessions {
 		if s.Report == nil {
+			// A host that runs the CPU models several times slower than
+			// their profiles (a 2-core machine shared by a dozen builds
+			// measured ×7) cannot meet an OCR session's 3 s bound: the
+			// plan says so instead of admitting what it cannot serve.
+			if slowest >= 3 && strings.Contains(s.NotPlannedError, "infeasible") && strings.HasPrefix(s.Name, "ocr") {
+				t.Logf("session %s not planned on a host that runs its CPU models up to ×%.1f their profiles: %s", s.Name, slowest, s.NotPlannedError)
+				continue
+			}
 			t.Errorf("session %s was not loaded: %s", s.Name, s.NotPlannedError)
 			continue
 		}
@@ -86,7 +103,7 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 			t.Errorf("session %s read %.1f%% of the %s set's words; want the hard set, at least its target %v", s.Name, 100*got, s.OCR.Set, s.AccuracyTarget)
 		}
 	}
-	if !variants {
+	if !variants && slowest < 3 {
 		t.Error("no OCR session with variants in the embedded default")
 	}
 	if !strings.Contains(log.String(), "stopped") {
