@@ -236,9 +236,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		est, saved, err := loadHostCalibration(calFile, offline)
 		useFile := false
 		if est != nil && !o.Reprofile {
-			// The file must hold every CPU model of the plan made from it.
-			_, p, perr := fuseAndPlan(hostConfig(offline, est, time.Now()), o, true)
-			useFile = perr == nil && covers(est, cpuEntries(p))
+			// The file must hold every CPU model of the plan made from it,
+			// and the calibration must have taken it (a calibration that
+			// ignores series no batch measured lately would not).
+			hc := hostConfig(offline, est, time.Now())
+			_, p, perr := fuseAndPlan(hc, o, true)
+			useFile = perr == nil && covers(est, cpuEntries(p)) && !sameCPUProfiles(offline, hc)
 		}
 		switch {
 		case err != nil:
@@ -246,7 +249,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		case useFile:
 			logf(o.Log, "planning the CPU models from %s (kept %s ago by the last demo's gateway; --reprofile measures them again)", calFile, time.Since(saved).Round(time.Second))
 		case est != nil && !o.Reprofile:
-			logf(o.Log, "%s does not hold every CPU model of the plan made from it; profiling them", calFile)
+			logf(o.Log, "%s does not hold every CPU model of the plan made from it (10 batches of each, applied by calibration); profiling them", calFile)
 		}
 		var calls map[hostEntry]int
 		if !useFile {

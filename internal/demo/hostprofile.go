@@ -411,6 +411,20 @@ func covers(est *calibrate.Estimator, entries []hostEntry) bool {
 	return len(entries) > 0
 }
 
+// sameCPUProfiles reports whether host's profiles on the CPU types are
+// offline's, entry for entry: nothing of this host was applied.
+func sameCPUProfiles(offline, host *api.Config) bool {
+	for i, p := range offline.Profiles {
+		if coresPerMachine(p.Hardware) == 0 || i >= len(host.Profiles) {
+			continue
+		}
+		if !slices.Equal(p.Entries, host.Profiles[i].Entries) {
+			return false
+		}
+	}
+	return true
+}
+
 // forget removes the calibration file at path (a missing one is no error):
 // the gateway would otherwise start from its series, not the profile the
 // demo just took.

@@ -341,6 +341,9 @@ func TestHostCalibrationFile(t *testing.T) {
 			t.Errorf("%s from the file: %v; want the calibration's %v (profile %v)", e, profiledAt(got, e), profiledAt(want, e), profiledAt(cfg, e))
 		}
 	}
+	if sameCPUProfiles(cfg, got) || !sameCPUProfiles(cfg, cfg) {
+		t.Error("sameCPUProfiles: the file's calibration is taken for the config's profiles, or a config for another")
+	}
 	rows := hostModels(cfg, got, m2, nil, loaded)
 	if len(rows) != 1 || rows[0].Source != SourceFile || rows[0].Samples != 20 {
 		t.Errorf("rows %+v; want m b2 from the %s (20 batches)", rows, SourceFile)
