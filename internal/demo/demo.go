@@ -239,9 +239,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			// The file must hold every CPU model of the plan made from it,
 			// and the calibration must have taken it (a calibration that
 			// ignores series no batch measured lately would not).
-			hc := hostConfig(offline, est, time.Now())
-			_, p, perr := fuseAndPlan(hc, o, true)
-			useFile = perr == nil && covers(est, cpuEntries(p)) && !sameCPUProfiles(offline, hc)
+			fromFile := hostConfig(offline, est, time.Now())
+			_, p, perr := fuseAndPlan(fromFile, o, true)
+			useFile = perr == nil && covers(est, cpuEntries(p)) && !sameCPUProfiles(offline, fromFile)
 		}
 		switch {
 		case err != nil:
