@@ -251,14 +251,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		case est != nil && !o.Reprofile:
 			logf(o.Log, "%s does not hold every CPU model of the plan made from it (10 batches of each, applied by calibration); profiling them", calFile)
 		}
-		var calls map[hostEntry]int
+		var calls map[hostEntry][]time.Duration
 		if !useFile {
 			// The gateway starts from the file when there is one: not
 			// from what the profile below measures.
 			if err := forget(calFile); err != nil {
 				return nil, err
 			}
-			if est, err = calibrate.New(calibrate.Options{}); err != nil {
+			if est, err = calibrate.New(calibrate.Options{Window: profileWindow}); err != nil {
 				return nil, err
 			}
 			est.SetOffline(offline)

@@ -91,7 +91,7 @@ func TestHostProfilePlansFromMeasuredDurations(t *testing.T) {
 	if len(entries) != 1 || entries[0].model != "m" || entries[0].hardware != "cpu-1t" {
 		t.Fatalf("CPU entries of the plan: %v; want one of m on cpu-1t (g is emulated)", entries)
 	}
-	est, err := calibrate.New(calibrate.Options{})
+	est, err := calibrate.New(calibrate.Options{Window: profileWindow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestHostProfilePlansFromMeasuredDurations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := calls[entries[0]]; n < est.Options().MinSamples {
+	if n := len(calls[entries[0]]); n < est.Options().MinSamples {
 		t.Fatalf("%s: %d calls measured; want ≥ %d (calibrate's MinSamples)", entries[0], n, est.Options().MinSamples)
 	}
 	host := hostConfig(cfg, est, time.Now())
@@ -222,7 +222,7 @@ func TestHostProfileOCR(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries := cpuEntries(offlinePlan)
-	est, err := calibrate.New(calibrate.Options{})
+	est, err := calibrate.New(calibrate.Options{Window: profileWindow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,10 +246,10 @@ func TestHostProfileOCR(t *testing.T) {
 	for _, e := range entries {
 		_, can := profileInputs(e.model, images)
 		serves := !strings.Contains(e.model, "-480")
-		if can && serves && calls[e] == 0 {
+		if can && serves && len(calls[e]) == 0 {
 			t.Errorf("%s was not profiled", e)
 		}
-		if !can && calls[e] != 0 {
+		if !can && len(calls[e]) != 0 {
 			t.Errorf("%s was profiled with inputs that do not stand for it", e)
 		}
 	}
@@ -286,6 +286,18 @@ func TestHostProfileOCR(t *testing.T) {
 			if math.Abs(d-ms(r.Measured)) > 1e-6 {
 				t.Errorf("the plan runs %s at %.3f ms; want the measured %.3f ms (%s)", e, d, ms(r.Measured), r.Source)
 			}
+		}
+	}
+	// A profiled entry's duration is the p90 of all its calls (nearest
+	// rank, either side of its rounding), not of the latest few.
+	for e, lat := range calls {
+		r := byEntry[e]
+		if r.Source != SourceProfiled {
+			continue
+		}
+		k := int(math.Ceil(0.9*float64(len(lat)))) - 1
+		if r.Measured != lat[k] && r.Measured != lat[max(k-1, 0)] && r.Measured != lat[min(k+1, len(lat)-1)] {
+			t.Errorf("%s: measured %v; want the p90 of its %d calls, %v", e, r.Measured, len(lat), lat[k])
 		}
 	}
 	pre, boxes := byEntry[hostEntry{"ocr-pre", "cpu-builtin", 1, 1}], byEntry[hostEntry{"ocr-boxes", "cpu-builtin", 1, 1}]
