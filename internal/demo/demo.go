@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/configs"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/evaluation"
@@ -258,10 +257,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if err := forget(calFile); err != nil {
 				return nil, err
 			}
-			if est, err = calibrate.New(calibrate.Options{Window: profileWindow}); err != nil {
+			if est, err = newProfileEstimator(offline); err != nil {
 				return nil, err
 			}
-			est.SetOffline(offline)
 			targets := map[string]hostTarget{}
 			for _, e := range entries {
 				if _, ok := targets[e.hardware]; ok {

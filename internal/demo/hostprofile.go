@@ -126,7 +126,7 @@ func profileInputs(model string, images []loadgen.Payload) ([]loadgen.Payload, b
 }
 
 // Bounds of one entry's profile (pointDuration): long enough for
-// calibrate's MinSamples calls where the host runs the model up to 1.5× its
+// profileMinSamples calls where the host runs the model up to 3× its
 // profile (a point with fewer is topped up at the pace it measured, within
 // maxProfileStep), short enough that the whole step takes seconds.
 const (
@@ -145,6 +145,24 @@ const (
 // was estimated from its point's last 0.1 s: ocr-ctc's p90 of 1,598 calls
 // 0.97 ms, its estimate 8.3 ms on a loaded host.
 const profileWindow = 1 << 14
+
+// profileMinSamples is how many calls of an entry the profile's estimator
+// trusts (calibration's MinSamples there; the gateway's is 10). A point is
+// seconds long: det on a host 2.5× slower than its profile made 9–10 calls
+// in its 3.2 s, and below 10 was scaled by another model's ratio rather than
+// its own p90 (with fewer than 10 calls, their maximum: on the safe side).
+const profileMinSamples = 8
+
+// newProfileEstimator is the Estimator profileHost observes into, offline
+// its config: profileWindow, profileMinSamples, calibration's defaults else.
+func newProfileEstimator(offline *api.Config) (*calibrate.Estimator, error) {
+	est, err := calibrate.New(calibrate.Options{Window: profileWindow, MinSamples: profileMinSamples})
+	if err != nil {
+		return nil, err
+	}
+	est.SetOffline(offline)
+	return est, nil
+}
 
 // pointDuration is how long the demo measures an entry profiled at d:
 // pointCalls × d within [minPoint, maxPoint].
@@ -307,7 +325,7 @@ func hostConfig(offline *api.Config, est *calibrate.Estimator, now time.Time) *a
 // calibrate applies to an unmeasured entry.
 const (
 	minHostRatio = 0.5
-	maxHostRatio = 10
+	maxHostRatio = 10.0
 )
 
 // hostModels returns the table's rows: every entry of entries (the plan's
