@@ -283,6 +283,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 		host := hostConfig(offline, est, time.Now())
+		configured := plan
 		if cfg, plan, err = fuseAndPlan(host, o, false); err != nil {
 			return nil, err
 		}
@@ -293,6 +294,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		hostRows = hostModels(offline, host, entries, calls, est)
 		writeHostModels(o.Out, hostRows)
+		warnUnplanned(o.Log, configured, plan, hostRows)
 		data, err := api.EncodeYAML(host)
 		if err != nil {
 			return nil, fmt.Errorf("demo: %w", err)

@@ -437,6 +437,25 @@ func covers(est *calibrate.Estimator, entries []hostEntry) bool {
 	return len(entries) > 0
 }
 
+// warnUnplanned logs each session that planned from the config's profiles
+// (configured) but not from this host's (host): at the durations measured
+// here (rows) it cannot meet its SLO, and the demo does not load it.
+func warnUnplanned(log io.Writer, configured, host *api.Plan, rows []HostModel) {
+	ok := map[string]bool{}
+	for _, sp := range configured.Sessions {
+		ok[sp.Name] = sp.Error == ""
+	}
+	slowest := 0.0
+	for _, r := range rows {
+		slowest = max(slowest, r.Ratio())
+	}
+	for _, sp := range host.Sessions {
+		if sp.Error != "" && ok[sp.Name] {
+			logf(log, "warning: session %s plans from the configured profiles but not from this host's (its CPU models run up to ×%.1f their profiles here): %s. It is not loaded; on a quieter host it plans, and --no-host-profile plans it from the configured profiles (admission then refuses what this host cannot serve in time)", sp.Name, slowest, sp.Error)
+		}
+	}
+}
+
 // sameCPUProfiles reports whether host's profiles on the CPU types are
 // offline's, entry for entry: nothing of this host was applied.
 func sameCPUProfiles(offline, host *api.Config) bool {

@@ -385,3 +385,18 @@ func TestHostCalibrationFile(t *testing.T) {
 		t.Errorf("forgetting a missing file: %v; want no error", err)
 	}
 }
+
+// TestWarnUnplanned: a session that plans from the configured profiles but
+// not from this host's is named with the host's slowest ratio; one that
+// plans from both, or from neither, is not.
+func TestWarnUnplanned(t *testing.T) {
+	configured := &api.Plan{Sessions: []api.SessionPlan{{Name: "a"}, {Name: "b"}, {Name: "c", Error: "infeasible"}}}
+	host := &api.Plan{Sessions: []api.SessionPlan{{Name: "a", Error: "infeasible: the fastest latency it can reach is 4s"}, {Name: "b"}, {Name: "c", Error: "infeasible"}}}
+	rows := []HostModel{{Profiled: 10 * time.Millisecond, Measured: 72 * time.Millisecond}, {Profiled: 10 * time.Millisecond, Measured: 20 * time.Millisecond}}
+	var log bytes.Buffer
+	warnUnplanned(&log, configured, host, rows)
+	got := log.String()
+	if strings.Count(got, "warning: session") != 1 || !strings.Contains(got, "session a ") || !strings.Contains(got, "×7.2") || !strings.Contains(got, "fastest latency") {
+		t.Errorf("warnings:\n%s\nwant one, of session a, with ×7.2 and the planner's reason", got)
+	}
+}
