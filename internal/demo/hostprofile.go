@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,8 @@ import (
 
 // The demo plans on this host (docs/ocr.md, "The demo plans on this host"):
 // the CPU models' profiles in configs/ocr.yaml were taken on another machine,
-// and a newcomer's CPU runs them 0.5–3× as long. Before the load the demo
+// and a newcomer's runs them otherwise (a fresh machine of the same kind
+// measured 1.4–2.5× under the demo's load). Before the load the demo
 // either measures every CPU model its plan runs, on the backends it started
 // (profileHost: the profiler package, seconds), or starts from the
 // calibration a previous demo's gateway kept for this host
@@ -92,18 +94,9 @@ func cpuEntries(plan *api.Plan) []hostEntry {
 		}
 	}
 	slices.SortFunc(out, func(a, b hostEntry) int {
-		return cmpOr(strings.Compare(a.hardware, b.hardware), strings.Compare(a.model, b.model), a.batch-b.batch, a.conc-b.conc)
+		return cmp.Or(strings.Compare(a.hardware, b.hardware), strings.Compare(a.model, b.model), cmp.Compare(a.batch, b.batch), cmp.Compare(a.conc, b.conc))
 	})
 	return out
-}
-
-func cmpOr(cs ...int) int {
-	for _, c := range cs {
-		if c != 0 {
-			return c
-		}
-	}
-	return 0
 }
 
 // profileInputs returns the requests a profile of model is made of and
