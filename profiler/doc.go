@@ -24,8 +24,8 @@
 // The point's duration d, the one the profile entry gets, is the
 // Options.Percentile-th percentile (nearest rank, default 90) of those
 // latencies; see DefaultPercentile for why p90. The point also records p50, p99,
-// max, the calls made, the profile throughput c·b/d and the measured items/s
-// (calls × b over the measurement's wall time).
+// max, the calls made, each call's latency, the profile throughput c·b/d and
+// the measured items/s (calls × b over the measurement's wall time).
 //
 // When Run loaded a model that was not loaded before, it unloads it at the end;
 // a model that was already loaded is left loaded with the last concurrency.

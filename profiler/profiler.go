@@ -93,6 +93,10 @@ type Point struct {
 	ItemsPerSec float64
 	// Elapsed is the wall time of the measurement (warm-up excluded).
 	Elapsed time.Duration
+	// Latencies are the measured calls' latencies, sorted ascending (len
+	// Calls): what a caller that keeps its own estimate (`piccolo demo`
+	// feeding calibrate.Estimator.Observe) counts one by one.
+	Latencies []time.Duration
 }
 
 // Result is the outcome of Run: the points in the order of measurement
@@ -345,7 +349,7 @@ func measure(ctx context.Context, client *backends.Client, o Options, b, c int, 
 		Batch: b, Concurrency: c, Calls: len(lat),
 		P50: loadgen.Percentile(lat, 50), P90: loadgen.Percentile(lat, 90), P99: loadgen.Percentile(lat, 99), Max: lat[len(lat)-1],
 		Duration: loadgen.Percentile(lat, o.Percentile),
-		Elapsed:  last.Sub(start),
+		Elapsed:  last.Sub(start), Latencies: lat,
 	}
 	p.Throughput = float64(c*b) / p.Duration.Seconds()
 	p.ItemsPerSec = float64(p.Calls*b) / p.Elapsed.Seconds()

@@ -23,7 +23,13 @@ child processes on loopback, sends Poisson load at each session's planned rate f
 --duration, and prints per session the throughput, p50/p99 latency, SLO attainment,
 the plan's cost and the round-robin baseline's. Latency plots and the processes'
 logs go to --out. With --serve it keeps everything running and prints the URLs and
-a request to paste.`,
+a request to paste.
+
+The CPU models are planned as this host runs them, not as the config's profiles
+(taken on another machine) say: before the load the demo profiles each CPU model
+its plan runs on the backends it started (seconds), or starts from the
+calibration its last run's gateway kept (--calibration-file), and prints the
+profiled and measured durations side by side (docs/ocr.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -41,6 +47,9 @@ a request to paste.`,
 	f.Float64Var(&o.MaxUtilization, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: the highest whose simulation meets the SLO for 99.9% of Poisson requests)")
 	addFusionFlag(f, &o.NoFusion)
 	f.IntVar(&o.MaxBackendsPerType, "max-backends", 6, "at most this many backend processes per hardware type")
+	f.BoolVar(&o.NoHostProfile, "no-host-profile", false, "plan the CPU models from the config's profiles as written: no profile on this host, no calibration file")
+	f.BoolVar(&o.Reprofile, "reprofile", false, "profile the CPU models on this host even when --calibration-file holds them (the file is forgotten)")
+	f.StringVar(&o.CalibrationFile, "calibration-file", "", "this host's calibration: read at the start (used when it holds every CPU model of the plan), kept by the gateway for the next run (default <out>/calibration-<hostname>.json)")
 	f.BoolVar(&o.NoSpares, "no-spares", false, "start only the planned devices: no idle spare backends of the emulated (sim) types for the gateway's re-plans")
 	cmd.SetContext(context.Background())
 	return cmd

@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +71,18 @@ type Options struct {
 	// --no-fusion); by default chains with a cheaper fused profile are fused
 	// (scheduler.Fuse, docs/fusion.md).
 	NoFusion bool
+	// NoHostProfile plans from the config's profiles as written; by default
+	// the CPU models' profiles are this host's (hostprofile.go): measured by
+	// a profile of seconds on the backends the demo starts, or read from
+	// CalibrationFile when it holds every CPU model of the plan.
+	NoHostProfile bool
+	// Reprofile profiles the CPU models even when CalibrationFile holds
+	// them (and forgets the file).
+	Reprofile bool
+	// CalibrationFile is this host's calibration: read at the start, and the
+	// gateway's --calibration-file, which it writes every 10 s and on
+	// shutdown (default <OutDir>/calibration-<hostname>.json).
+	CalibrationFile string
 	// Out receives the report; Log receives progress lines.
 	Out, Log io.Writer
 }
@@ -87,6 +100,12 @@ type Result struct {
 	// Host is the accounting of the host's cores: what the plan's CPU
 	// backends and the demo need, what was free, what each process used.
 	Host *HostCPU
+	// HostModels are the plan's CPU model entries, profiled (the config's)
+	// and measured on this host (what the plan used); none with
+	// NoHostProfile. CalibrationFile is where the gateway kept what it
+	// learned, for the next run ("" with NoHostProfile).
+	HostModels      []HostModel
+	CalibrationFile string
 }
 
 // SessionResult is one session's figures.
@@ -155,23 +174,139 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Without a utilisation, the headroom that meets the SLO for
-	// DefaultBurstTarget of simulated Poisson requests, as the gateway plans.
-	planner := func(c *api.Config) (*api.Plan, error) {
-		return serving.Plan(c, serving.Options{Scheduler: scheduler.Options{MaxUtilization: o.MaxUtilization}})
+	offline := cfg // as loaded: unfused, the config's own profiles
+	cfg, plan, err := fuseAndPlan(offline, o, !o.NoHostProfile)
+	if err != nil {
+		return nil, err
 	}
-	if !o.NoFusion { // as the gateway will: its plan is this one
-		var fusions []scheduler.Fusion
-		if cfg, fusions, err = scheduler.Fuse(cfg, planner); err != nil {
+	// The CPU backends all run on this host: one capacity of cores, measured
+	// free before the demo starts anything.
+	hc := measureHost(time.Second)
+	procs := &processes{}
+	defer procs.stop(o.Log)
+	type backend struct {
+		id, hw string
+		c      *child
+	}
+	var backends []backend
+	var members []placement.Member
+	started := map[string]int{} // backends started, by hardware type
+	startBackend := func(hw string) (backend, error) {
+		id := fmt.Sprintf("%s-%d", hw, started[hw])
+		extra := []string{"--executor", "sim"}
+		switch m := cpuThreads.FindStringSubmatch(hw); {
+		case m != nil:
+			// One device of N cores: one batch at a time across its models
+			// (docs/ocr.md, "CPU backends share the host's cores").
+			extra = []string{"--executor", "ocr", "--intra-op-threads", m[1], "--device-lanes", "1"}
+		case strings.HasPrefix(hw, "cpu-"):
+			extra = []string{"--executor", "ocr"}
+		}
+		// Two ports: gRPC and /metrics. The backend's default metrics port
+		// (gRPC + 1000) lands in the ephemeral range, where another
+		// process's socket may hold it, so the demo picks it too.
+		c, err := procs.start(o.Binary, 2, func(addrs []string) []string {
+			args := []string{"backend", "--listen", addrs[0], "--metrics-listen", addrs[1], "--hardware", hw, "--log", "console"}
+			for _, f := range files {
+				args = append(args, "-c", f)
+			}
+			return append(args, extra...)
+		}, filepath.Join(logs, id+".log"))
+		if err != nil {
+			return backend{}, err
+		}
+		b := backend{id: id, hw: hw, c: c}
+		backends = append(backends, b)
+		members = append(members, placement.Member{ID: id, Hardware: hw})
+		started[hw]++
+		return b, nil
+	}
+	// The plan fits this host: the CPU models as measured here (a profile
+	// on the backends just started, or the calibration kept from the last
+	// run), not as the config's profiles (another machine's) say.
+	var hostRows []HostModel
+	gatewayFiles, calFile := files, ""
+	if !o.NoHostProfile {
+		calFile = o.CalibrationFile
+		if calFile == "" {
+			calFile = defaultCalibrationFile(o.OutDir)
+		}
+		entries := cpuEntries(plan)
+		est, saved, err := loadHostCalibration(calFile, offline)
+		useFile := false
+		if est != nil && !o.Reprofile {
+			// The file must hold every CPU model of the plan made from it,
+			// and the calibration must have taken it (a calibration that
+			// ignores series no batch measured lately would not).
+			fromFile := hostConfig(offline, est, time.Now())
+			_, p, perr := fuseAndPlan(fromFile, o, true)
+			useFile = perr == nil && covers(est, cpuEntries(p)) && !sameCPUProfiles(offline, fromFile)
+		}
+		switch {
+		case err != nil:
+			logf(o.Log, "warning: %v; profiling the CPU models again", err)
+		case useFile:
+			logf(o.Log, "planning the CPU models from %s (kept %s ago by the last demo's gateway; --reprofile measures them again)", calFile, time.Since(saved).Round(time.Second))
+		case est != nil && !o.Reprofile:
+			logf(o.Log, "%s does not hold every CPU model of the plan made from it (10 batches of each, applied by calibration); profiling them", calFile)
+		}
+		var calls map[hostEntry][]time.Duration
+		if !useFile {
+			// The gateway starts from the file when there is one: not
+			// from what the profile below measures.
+			if err := forget(calFile); err != nil {
+				return nil, err
+			}
+			if est, err = newProfileEstimator(offline); err != nil {
+				return nil, err
+			}
+			targets := map[string]hostTarget{}
+			for _, e := range entries {
+				if _, ok := targets[e.hardware]; ok {
+					continue
+				}
+				b, err := startBackend(e.hardware)
+				if err != nil {
+					return nil, err
+				}
+				if err := waitListening(ctx, b.c, 90*time.Second, procs); err != nil {
+					return nil, fmt.Errorf("demo: backend %s did not start (logs in %s): %w", b.id, logs, err)
+				}
+				targets[e.hardware] = hostTarget{addr: b.c.addr(0), id: b.id}
+			}
+			images, err := profileImages()
+			if err != nil {
+				return nil, err
+			}
+			if calls, err = profileHost(ctx, est, offline, entries, targets, images, o.Log); err != nil {
+				return nil, err
+			}
+		}
+		host := hostConfig(offline, est, time.Now())
+		configured := plan
+		if cfg, plan, err = fuseAndPlan(host, o, false); err != nil {
 			return nil, err
 		}
-		for _, f := range fusions {
-			logf(o.Log, "%s", f)
+		for _, e := range cpuEntries(plan) {
+			if !slices.Contains(entries, e) {
+				entries = append(entries, e)
+			}
 		}
-	}
-	plan, planErr := planner(cfg)
-	if plan == nil {
-		return nil, planErr
+		hostRows = hostModels(offline, host, entries, calls, est)
+		writeHostModels(o.Out, hostRows)
+		warnUnplanned(o.Log, configured, plan, hostRows)
+		data, err := api.EncodeYAML(host)
+		if err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		hostFile := filepath.Join(o.OutDir, "config", "host.yaml")
+		if err := os.MkdirAll(filepath.Dir(hostFile), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(hostFile, data, 0o644); err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		gatewayFiles = []string{hostFile}
 	}
 	logf(o.Log, "planned %d session(s) with policy piccolo at utilisation %.2f: total cost %.3g", len(plan.Sessions), plan.MaxUtilization, plan.TotalCost)
 
@@ -185,20 +320,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	need := placement.DevicesByHardware(placed)
 	logf(o.Log, "placed on %d device(s) for a plan of cost %.3g: %s", devices, plan.TotalCost, needString(need))
-	// The CPU backends all run on this host: one capacity of cores.
-	hc := measureHost(time.Second)
 	host := &HostCPU{Cores: hc.Cores, Free: hc.Free, Planned: planCores(placed), Reserve: demoReserveCores}
 	if err := host.fitError(); err != nil {
 		logf(o.Log, "warning: %v", err)
 	}
-	procs := &processes{}
-	defer procs.stop(o.Log)
-	type backend struct {
-		id, hw string
-		c      *child
-	}
-	var backends []backend
-	var members []placement.Member
 	spares := 0
 	for _, hw := range sortedKeys(need) {
 		n := min(need[hw], o.MaxBackendsPerType)
@@ -206,34 +331,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			k := simSpares(n)
 			n, spares = n+k, spares+k
 		}
-		for i := 0; i < n; i++ {
-			id := fmt.Sprintf("%s-%d", hw, i)
-			extra := []string{"--executor", "sim"}
-			switch m := cpuThreads.FindStringSubmatch(hw); {
-			case m != nil:
-				// One device of N cores: one batch at a time across its models
-				// (docs/ocr.md, "CPU backends share the host's cores").
-				extra = []string{"--executor", "ocr", "--intra-op-threads", m[1], "--device-lanes", "1"}
-			case strings.HasPrefix(hw, "cpu-"):
-				extra = []string{"--executor", "ocr"}
-			}
-			// Two ports: gRPC and /metrics. The backend's default metrics port
-			// (gRPC + 1000) lands in the ephemeral range, where another
-			// process's socket may hold it, so the demo picks it too.
-			c, err := procs.start(o.Binary, 2, func(addrs []string) []string {
-				args := []string{"backend", "--listen", addrs[0], "--metrics-listen", addrs[1], "--hardware", hw, "--log", "console"}
-				for _, f := range files {
-					args = append(args, "-c", f)
-				}
-				return append(args, extra...)
-			}, filepath.Join(logs, id+".log"))
-			if err != nil {
+		have := started[hw]
+		for i := have; i < n; i++ {
+			if _, err := startBackend(hw); err != nil {
 				return nil, err
 			}
-			backends = append(backends, backend{id: id, hw: hw, c: c})
-			members = append(members, placement.Member{ID: id, Hardware: hw})
 		}
-		logf(o.Log, "started %d %s backend(s)", n, hw)
+		logf(o.Log, "started %d %s backend(s)", max(n, have), hw)
 	}
 	if spares > 0 {
 		logf(o.Log, "%d of the emulated backends are idle spares: the gateway re-plans onto them when the measured rate stays above the plan", spares)
@@ -262,7 +366,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if o.NoFusion {
 			args = append(args, "--no-fusion")
 		}
-		for _, f := range files {
+		if calFile != "" { // it keeps what it learns for the next demo
+			args = append(args, "--calibration-file", calFile)
+		}
+		for _, f := range gatewayFiles {
 			args = append(args, "-c", f)
 		}
 		return args
@@ -277,7 +384,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	url := "http://" + httpAddr
 	logf(o.Log, "gateway ready: HTTP %s, gRPC %s; loading every session for %s", url, grpcAddr, o.Duration)
 
-	res := &Result{PlanCost: plan.TotalCost, Devices: devices, Backends: len(backends), Spares: spares, Host: host}
+	res := &Result{PlanCost: plan.TotalCost, Devices: devices, Backends: len(backends), Spares: spares, Host: host,
+		HostModels: hostRows, CalibrationFile: calFile}
 	// The CPU each process uses over the load; the sim backends as one.
 	names, pids := []string{"gateway", "load generator"}, []int{gw.cmd.Process.Pid, os.Getpid()}
 	for _, b := range backends {
@@ -398,6 +506,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		<-ctx.Done()
 	}
 	return res, nil
+}
+
+// fuseAndPlan fuses c as the gateway will (its plan is this one; not with
+// o.NoFusion), logging the fusions to o.Log unless quiet, and plans it at
+// o.MaxUtilization, or without one at the headroom that meets the SLO for
+// DefaultBurstTarget of simulated Poisson requests, as the gateway plans. It
+// returns the fused config and the plan (sessions that could not plan are
+// named in it), or the error when nothing planned.
+func fuseAndPlan(c *api.Config, o Options, quiet bool) (*api.Config, *api.Plan, error) {
+	planner := func(c *api.Config) (*api.Plan, error) {
+		return serving.Plan(c, serving.Options{Scheduler: scheduler.Options{MaxUtilization: o.MaxUtilization}})
+	}
+	if !o.NoFusion {
+		fc, fusions, err := scheduler.Fuse(c, planner)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, f := range fusions {
+			if !quiet && o.Log != nil {
+				logf(o.Log, "%s", f)
+			}
+		}
+		c = fc
+	}
+	plan, err := planner(c)
+	if plan == nil {
+		return nil, nil, err
+	}
+	return c, plan, nil
 }
 
 func needString(need map[string]int) string {

@@ -50,10 +50,12 @@ func ocrSet(s *api.Session) (name string, samples []ocrtest.Sample) {
 	return "test", ocrtest.Samples()
 }
 
-// isOCR reports whether a session takes images: a source module runs ocr-pre.
+// isOCR reports whether a session takes images: a source module runs
+// ocr-pre, alone or as the first step of a fused chain (ocr-pre+ocr-det...:
+// the session as the planner fused it, scheduler.Fuse).
 func isOCR(s *api.Session) bool {
 	for _, i := range s.Sources() {
-		if s.Modules[i].Model == "ocr-pre" {
+		if first, _, _ := strings.Cut(s.Modules[i].Model, "+"); first == "ocr-pre" {
 			return true
 		}
 	}
