@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"gopkg.in/yaml.v3"
 
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/backends"
