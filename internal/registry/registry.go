@@ -1,9 +1,11 @@
 // Package registry is the one shape of Piccolo's strategy registries: the
-// dispatch policies (dispatcher.Registry), flush rules, latency models,
-// latency splits, variant searches (scheduler), arrival processes (arrival)
-// and log formats. A strategy is a value with a Name; a Registry maps names to
-// strategies of one kind, in the order given (the default first, by
-// convention), and says which names it has when asked for one it has not.
+// dispatch policies (dispatcher.Registry), flush rules, planning policies
+// (scheduler.PolicyRegistry), latency models, latency splits, variant searches
+// (scheduler), arrival processes (arrival), backend executors
+// (process.ExecutorRegistry) and log formats. A strategy is a value with a
+// Name; a Registry maps names to strategies of one kind, in the order given
+// (the default first, by convention), and says which names it has when asked
+// for one it has not.
 //
 // A Registry is built whole by New (or With, which adds to a copy) and is
 // immutable after, so any goroutine may read it. Packages offer a Builtin or
