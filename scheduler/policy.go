@@ -43,7 +43,7 @@ type Options struct {
 	// Reference, for policy "optimal", names the policy whose latency model and
 	// config-set form the exhaustive search uses (default "piccolo").
 	Reference string
-	// Registry is where Policy and Reference are looked up (nil: DefaultPolicies).
+	// Registry is where Policy and Reference are looked up (nil: BuiltinPolicies).
 	Registry *PolicyRegistry
 	// VariantSearch chooses how the variants of a session are searched
 	// (docs/variants.md): "climb" (the default: JellyBean's beam, then single
@@ -65,9 +65,9 @@ type Options struct {
 }
 
 // Strategies are the registries of the planner's strategies, each chosen by
-// name: latency models (Options.Model; DefaultModels), latency splits
-// (Options.Split; DefaultSplits) and variant searches
-// (Options.VariantSearch; DefaultVariantSearches). main builds them; a nil
+// name: latency models (Options.Model; BuiltinModels), latency splits
+// (Options.Split; BuiltinSplits) and variant searches
+// (Options.VariantSearch; BuiltinVariantSearches). main builds them; a nil
 // field means the built-in registry. Immutable registries: share freely.
 type Strategies struct {
 	Models          *registry.Registry[LatencyModel]
@@ -89,9 +89,9 @@ func (st Strategies) orDefault() Strategies {
 	return st
 }
 
-// Policies lists the policy names Plan accepts by default (DefaultPolicies), in the
+// Policies lists the policy names Plan accepts by default (BuiltinPolicies), in the
 // order the paper's Table III lists the systems, then the brute force.
-var Policies = DefaultPolicies().Names()
+var Policies = BuiltinPolicies().Names()
 
 // PolicySpec is a planning policy: every knob the planner reads. A new baseline is
 // a PolicySpec made a PlanningPolicy by name (NewPlanningPolicy) and added to a
@@ -168,7 +168,7 @@ func NewPlanningPolicy(name string, s PolicySpec) (PlanningPolicy, error) {
 
 // PolicyRegistry holds the planning policies Options.Policy may name: a
 // registry.Registry, the one shape of every strategy registry. Build one with
-// NewPolicyRegistry or DefaultPolicies().With; it is immutable after, so any
+// NewPolicyRegistry or BuiltinPolicies().With; it is immutable after, so any
 // goroutine may plan with it.
 type PolicyRegistry = registry.Registry[PlanningPolicy]
 
@@ -179,9 +179,9 @@ func NewPolicyRegistry(policies ...PlanningPolicy) (*PolicyRegistry, error) {
 	return registry.New("policy", "policies", policies...)
 }
 
-// DefaultPolicies returns a registry holding Piccolo, the paper's Piccolo, the
+// BuiltinPolicies returns a registry holding Piccolo, the paper's Piccolo, the
 // four systems of the paper's Table III and the exhaustive optimum.
-func DefaultPolicies() *PolicyRegistry {
+func BuiltinPolicies() *PolicyRegistry {
 	var ps []PlanningPolicy
 	for _, e := range []struct {
 		name string
@@ -353,7 +353,7 @@ func resolve(o Options) (policy, error) {
 }
 
 // defaultPolicies is the registry Plan uses when Options.Registry is nil.
-var defaultPolicies = DefaultPolicies()
+var defaultPolicies = BuiltinPolicies()
 
 func fmtSeconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()

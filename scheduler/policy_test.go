@@ -14,7 +14,7 @@ func TestPolicyRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := DefaultPolicies().With(even)
+	reg, err := BuiltinPolicies().With(even)
 	if err != nil {
 		t.Fatal(err)
 	}
