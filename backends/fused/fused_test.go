@@ -227,7 +227,9 @@ func TestFusedChainReloadUnderLoad(t *testing.T) {
 	}
 	const reloads = 10
 	for i := range reloads {
-		time.Sleep(50 * time.Millisecond) // batches in every step
+		for b := batches.Load(); batches.Load() == b; { // a batch in every step
+			time.Sleep(time.Millisecond)
+		}
 		if err := c.Load(ctx, perBox, 8, 1+(i+1)%2); err != nil {
 			t.Fatalf("reload %d: %v", i, err)
 		}
