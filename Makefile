@@ -40,9 +40,14 @@ eval: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# lint: gofmt, vet, go.mod and go.sum exactly as `go mod tidy` leaves them (in
+# both modules: deploy/check has its own; a require tidy would add, drop, or
+# mark direct or indirect fails here), staticcheck.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum differ from what go mod tidy writes; run go mod tidy"; exit 1; }
+	@cd deploy/check && $(GO) mod tidy -diff || { echo "deploy/check: go.mod/go.sum differ from what go mod tidy writes; run go mod tidy there"; exit 1; }
 	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -version >/dev/null 2>&1; then \
 		$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...; \
 	else echo "staticcheck did not install; skipped"; fi

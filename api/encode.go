@@ -1,7 +1,7 @@
 package api
 
 import (
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // EncodeYAML writes cfg in the config file format, so that LoadBytes reads it

@@ -16,7 +16,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/gateway"

@@ -51,10 +51,15 @@ func TestEmbeddedChangeThatCannotGoLiveRollsBack(t *testing.T) {
 		t.Errorf("infer after the refused change: %d %v", status, m)
 	}
 	// The controller went back to the served config: its next decision is
-	// not a retry of the refused one.
-	time.Sleep(300 * time.Millisecond)
-	if st := h.control.Controller().Status(); st.Err != "" {
-		t.Errorf("controller still failing after the rollback: %s", st.Err)
+	// not a retry of the refused one. Waited for (a loaded host may take its
+	// time over that decision), not slept on.
+	deadline := time.Now().Add(10 * time.Second)
+	for st := h.control.Controller().Status(); st.Err != ""; st = h.control.Controller().Status() {
+		if time.Now().After(deadline) {
+			t.Errorf("controller still failing 10 s after the rollback: %s", st.Err)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/builtin"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -217,8 +218,8 @@ func usesModel(s api.Session, model string) bool {
 func ocrImages(t *testing.T) []api.Tensor {
 	t.Helper()
 	var out []api.Tensor
-	for _, s := range ocrtest.Samples() {
-		png, err := ocrtest.EncodePNG(s)
+	for _, s := range ocrsamples.Samples() {
+		png, err := ocrsamples.EncodePNG(s)
 		if err != nil {
 			t.Fatal(err)
 		}

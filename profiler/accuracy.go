@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"gopkg.in/yaml.v3"
 
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/backends"
@@ -22,7 +22,7 @@ import (
 // LabelsFile is the labels file of a labelled set (docs/variants.md): in the
 // set's directory, one line per image, `<file name>\t<text>`, the text's lines
 // joined by one space. Blank lines and lines starting with # are skipped.
-// (internal/ocrtest.WriteSet writes one for the test images.)
+// (internal/ocrsamples.WriteSet writes one for the test images.)
 const LabelsFile = "labels.tsv"
 
 // Labelled is one image of a labelled set and the text it shows.

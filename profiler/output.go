@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/piccolo-serving/piccolo/api"
 )

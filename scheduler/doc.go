@@ -19,7 +19,8 @@
 //   - reassignment of the remaining latency budget (plan.go, Reassign): §III-C;
 //   - the exhaustive optimum and the quantized split's search (search.go), and an
 //     independent plan checker (check.go, Check);
-//   - the policies (policy.go): PolicySpecs in a PolicyRegistry; DefaultPolicies
+//   - the policies (policy.go): PolicySpecs made PlanningPolicies in a
+//     PolicyRegistry (internal/registry's shape); BuiltinPolicies
 //     holds piccolo, paper, the four baselines of Table III and optimal;
 //   - operator fusion (fusion.go, Fuse): a config transformation that fuses a
 //     chain of modules into one stage where its fused profile plans cheaper
@@ -36,15 +37,15 @@
 //
 // Plan is a pure function of its inputs: it starts no goroutines, keeps no state
 // between calls and may be called from any goroutine. Policies are chosen by name
-// from Options.Registry (DefaultPolicies when nil; Policies lists its names);
+// from Options.Registry (BuiltinPolicies when nil; Policies lists its names);
 // options switch individual features off for the ablations of §IV-C. A
-// PolicyRegistry is read-only once planning starts.
+// PolicyRegistry is immutable, like every registry.
 //
 // The strategies a policy combines are chosen by name from registries too
-// (internal/registry): latency models (DefaultModels: tc-exact, tc-theorem1,
-// rr-2d, local), latency splits (DefaultSplits: lc, throughput, cost, even,
+// (internal/registry): latency models (BuiltinModels: tc-exact, tc-theorem1,
+// rr-2d, local), latency splits (BuiltinSplits: lc, throughput, cost, even,
 // quantized; the optimum's exhaustive search is the split of policy
-// optimal) and variant searches (DefaultVariantSearches: climb, beam, all).
+// optimal) and variant searches (BuiltinVariantSearches: climb, beam, all).
 // Options.Strategies offers others beside them; a greedy Split only ranks
 // moves (Score), so Algorithm 2's loop is written once.
 package scheduler

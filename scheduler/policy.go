@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/internal/registry"
@@ -44,7 +43,7 @@ type Options struct {
 	// Reference, for policy "optimal", names the policy whose latency model and
 	// config-set form the exhaustive search uses (default "piccolo").
 	Reference string
-	// Registry is where Policy and Reference are looked up (nil: DefaultPolicies).
+	// Registry is where Policy and Reference are looked up (nil: BuiltinPolicies).
 	Registry *PolicyRegistry
 	// VariantSearch chooses how the variants of a session are searched
 	// (docs/variants.md): "climb" (the default: JellyBean's beam, then single
@@ -66,9 +65,9 @@ type Options struct {
 }
 
 // Strategies are the registries of the planner's strategies, each chosen by
-// name: latency models (Options.Model; DefaultModels), latency splits
-// (Options.Split; DefaultSplits) and variant searches
-// (Options.VariantSearch; DefaultVariantSearches). main builds them; a nil
+// name: latency models (Options.Model; BuiltinModels), latency splits
+// (Options.Split; BuiltinSplits) and variant searches
+// (Options.VariantSearch; BuiltinVariantSearches). main builds them; a nil
 // field means the built-in registry. Immutable registries: share freely.
 type Strategies struct {
 	Models          *registry.Registry[LatencyModel]
@@ -90,13 +89,13 @@ func (st Strategies) orDefault() Strategies {
 	return st
 }
 
-// Policies lists the policy names Plan accepts by default (DefaultPolicies), in the
+// Policies lists the policy names Plan accepts by default (BuiltinPolicies), in the
 // order the paper's Table III lists the systems, then the brute force.
-var Policies = DefaultPolicies().Names()
+var Policies = BuiltinPolicies().Names()
 
 // PolicySpec is a planning policy: every knob the planner reads. A new baseline is
-// a PolicySpec registered by name in a PolicyRegistry; the planner's core does not
-// change.
+// a PolicySpec made a PlanningPolicy by name (NewPlanningPolicy) and added to a
+// PolicyRegistry (With); the planner's core does not change.
 type PolicySpec struct {
 	// Model is the latency model the config generator and split use (nil: TCExact).
 	Model LatencyModel
@@ -125,28 +124,18 @@ type PolicySpec struct {
 	Optimal bool
 }
 
-// PolicyRegistry maps policy names to specs. Build it with NewPolicyRegistry or
-// DefaultPolicies and Register; it is not safe for concurrent Register calls, and
-// read-only once planning starts.
-type PolicyRegistry struct {
-	names []string
-	specs map[string]policy
-}
+// PlanningPolicy is a policy a PolicyRegistry holds: a PolicySpec checked and
+// resolved under its name (NewPlanningPolicy). Immutable.
+type PlanningPolicy struct{ p policy }
 
-// NewPolicyRegistry returns an empty registry.
-func NewPolicyRegistry() *PolicyRegistry {
-	return &PolicyRegistry{specs: map[string]policy{}}
-}
+// Name is the policy's name, as Options.Policy chooses it.
+func (p PlanningPolicy) Name() string { return p.p.name }
 
-// Register adds a policy under name. It returns an error, and registers nothing,
-// when name is empty or taken or a knob is out of range.
-func (r *PolicyRegistry) Register(name string, s PolicySpec) error {
-	if name == "" {
-		return fmt.Errorf("policy name is empty")
-	}
-	if _, ok := r.specs[name]; ok {
-		return fmt.Errorf("policy %q is already registered", name)
-	}
+// NewPlanningPolicy returns the policy s under name, for NewPolicyRegistry or
+// PolicyRegistry.With. Errors name the policy and the knob: an unknown split,
+// max configs < 0, a quantum < 0, max utilization outside (0, 1], reassign < −1.
+// (An empty name is the registry's error.)
+func NewPlanningPolicy(name string, s PolicySpec) (PlanningPolicy, error) {
 	p := policy{name: name, model: s.Model, gen: genParams{grouped: s.Grouped},
 		quantum: s.Quantum.Seconds(), dummy: s.Dummy, reassign: s.Reassign, defaultU: s.MaxUtilization,
 		filter: filter{noMultiplexing: s.NoMultiplexing}, singleHW: s.SingleHardware, optimal: s.Optimal, maxConfigs: s.MaxConfigs}
@@ -157,7 +146,7 @@ func (r *PolicyRegistry) Register(name string, s PolicySpec) error {
 	if s.Split != "" {
 		sp, err := defaultSplits.Lookup(s.Split)
 		if err != nil {
-			return fmt.Errorf("policy %q: %w", name, err)
+			return PlanningPolicy{}, fmt.Errorf("policy %q: %w", name, err)
 		}
 		p.split = sp
 	}
@@ -166,34 +155,34 @@ func (r *PolicyRegistry) Register(name string, s PolicySpec) error {
 	}
 	switch {
 	case s.MaxConfigs < 0:
-		return fmt.Errorf("policy %q: max configs %d: must be ≥ 0 (0 = no bound)", name, s.MaxConfigs)
+		return PlanningPolicy{}, fmt.Errorf("policy %q: max configs %d: must be ≥ 0 (0 = no bound)", name, s.MaxConfigs)
 	case s.Quantum < 0:
-		return fmt.Errorf("policy %q: quantum %v: must be > 0", name, s.Quantum)
+		return PlanningPolicy{}, fmt.Errorf("policy %q: quantum %v: must be > 0", name, s.Quantum)
 	case p.defaultU < 0 || p.defaultU > 1 || p.defaultU != p.defaultU:
-		return fmt.Errorf("policy %q: max utilization %v: must be in (0, 1]", name, s.MaxUtilization)
+		return PlanningPolicy{}, fmt.Errorf("policy %q: max utilization %v: must be in (0, 1]", name, s.MaxUtilization)
 	case s.Reassign < -1:
-		return fmt.Errorf("policy %q: reassign %d: must be ≥ −1 (−1 = until nothing improves)", name, s.Reassign)
+		return PlanningPolicy{}, fmt.Errorf("policy %q: reassign %d: must be ≥ −1 (−1 = until nothing improves)", name, s.Reassign)
 	}
-	r.names = append(r.names, name)
-	r.specs[name] = p
-	return nil
+	return PlanningPolicy{p}, nil
 }
 
-// Names returns the registered names in registration order.
-func (r *PolicyRegistry) Names() []string { return append([]string(nil), r.names...) }
+// PolicyRegistry holds the planning policies Options.Policy may name: a
+// registry.Registry, the one shape of every strategy registry. Build one with
+// NewPolicyRegistry or BuiltinPolicies().With; it is immutable after, so any
+// goroutine may plan with it.
+type PolicyRegistry = registry.Registry[PlanningPolicy]
 
-func (r *PolicyRegistry) lookup(name string) (policy, error) {
-	p, ok := r.specs[name]
-	if !ok {
-		return policy{}, fmt.Errorf("unknown policy %q; allowed: %s", name, strings.Join(r.names, ", "))
-	}
-	return p, nil
+// NewPolicyRegistry returns a registry of policies, listed (Names, error
+// messages) in the order given. An empty name or two policies of one name is
+// an error naming it.
+func NewPolicyRegistry(policies ...PlanningPolicy) (*PolicyRegistry, error) {
+	return registry.New("policy", "policies", policies...)
 }
 
-// DefaultPolicies returns a new registry holding Piccolo, the paper's Piccolo, the
+// BuiltinPolicies returns a registry holding Piccolo, the paper's Piccolo, the
 // four systems of the paper's Table III and the exhaustive optimum.
-func DefaultPolicies() *PolicyRegistry {
-	r := NewPolicyRegistry()
+func BuiltinPolicies() *PolicyRegistry {
+	var ps []PlanningPolicy
 	for _, e := range []struct {
 		name string
 		spec PolicySpec
@@ -216,11 +205,13 @@ func DefaultPolicies() *PolicyRegistry {
 		{"clipper", PolicySpec{Model: RoundRobin, MaxConfigs: 1, Split: SplitEven.Name(), NoMultiplexing: true, SingleHardware: true}},
 		{"optimal", PolicySpec{Optimal: true}},
 	} {
-		if err := r.Register(e.name, e.spec); err != nil {
+		p, err := NewPlanningPolicy(e.name, e.spec)
+		if err != nil {
 			panic(err) // a typo in the table above, caught by every test
 		}
+		ps = append(ps, p)
 	}
-	return r
+	return registry.Must(NewPolicyRegistry(ps...)) // constant, distinct names (TestPolicyRegistry)
 }
 
 // policy is a resolved policy: every knob the planner reads.
@@ -252,19 +243,21 @@ func resolve(o Options) (policy, error) {
 	if name == "" {
 		name = "piccolo"
 	}
-	p, err := reg.lookup(name)
+	pp, err := reg.Lookup(name)
 	if err != nil {
-		return p, err
+		return policy{}, err
 	}
+	p := pp.p
 	if p.optimal {
 		ref := o.Reference
 		if ref == "" {
 			ref = "piccolo"
 		}
-		rp, err := reg.lookup(ref)
+		rpp, err := reg.Lookup(ref)
 		if err != nil {
 			return p, fmt.Errorf("optimal reference: %w", err)
 		}
+		rp := rpp.p
 		if rp.optimal {
 			return p, fmt.Errorf("optimal's reference policy must be another policy, not %q", ref)
 		}
@@ -359,9 +352,8 @@ func resolve(o Options) (policy, error) {
 	return p, nil
 }
 
-// defaultPolicies is the registry Plan uses when Options.Registry is nil; it is
-// never registered into.
-var defaultPolicies = DefaultPolicies()
+// defaultPolicies is the registry Plan uses when Options.Registry is nil.
+var defaultPolicies = BuiltinPolicies()
 
 func fmtSeconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()

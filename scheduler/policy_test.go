@@ -6,12 +6,16 @@ import (
 	"time"
 )
 
-// TestPolicyRegistry adds a baseline by registering it, plans with it, and checks
-// the registry's errors: an unknown name lists the allowed ones, a taken name or a
-// bad knob registers nothing.
+// TestPolicyRegistry adds a baseline to the built-in policies, plans with it,
+// and checks the errors: an unknown name lists the allowed ones, a taken name or
+// a bad knob is refused.
 func TestPolicyRegistry(t *testing.T) {
-	reg := DefaultPolicies()
-	if err := reg.Register("even-2d", PolicySpec{Model: RoundRobin, Split: "even", MaxConfigs: 1}); err != nil {
+	even, err := NewPlanningPolicy("even-2d", PolicySpec{Model: RoundRobin, Split: "even", MaxConfigs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := BuiltinPolicies().With(even)
+	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := withSessions(tableI(), m1Session(285, 2*time.Second))
@@ -36,17 +40,22 @@ func TestPolicyRegistry(t *testing.T) {
 		spec PolicySpec
 		want string
 	}{
-		{"piccolo", PolicySpec{}, "already registered"},
-		{"", PolicySpec{}, "empty"},
+		{"piccolo", PolicySpec{}, `two policies are called "piccolo"`},
+		{"", PolicySpec{}, "empty name"},
 		{"x", PolicySpec{Split: "fastest"}, "allowed: lc, throughput"},
 		{"x", PolicySpec{MaxConfigs: -1}, "max configs"},
 		{"x", PolicySpec{MaxUtilization: 2}, "max utilization"},
+		{"x", PolicySpec{Reassign: -2}, "reassign"},
 	} {
-		if err := reg.Register(tc.name, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Register(%q, %+v): %v, want an error containing %q", tc.name, tc.spec, err, tc.want)
+		p, err := NewPlanningPolicy(tc.name, tc.spec)
+		if err == nil {
+			_, err = reg.With(p)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("policy %q %+v: %v, want an error containing %q", tc.name, tc.spec, err, tc.want)
 		}
 	}
 	if got := len(reg.Names()); got != len(Policies)+1 {
-		t.Errorf("%d names after the bad registrations, want %d", got, len(Policies)+1)
+		t.Errorf("%d names after the refused policies, want %d", got, len(Policies)+1)
 	}
 }

@@ -11,7 +11,7 @@ import (
 // Split is a latency split (§III-C): how a session's SLO is divided into
 // module budgets. The splits Algorithm 2's greedy loop runs differ only in how
 // they rank a move (Score); a Split is an immutable value chosen by name from
-// a registry (PolicySpec.Split, Options.Split, --split): DefaultSplits holds
+// a registry (PolicySpec.Split, Options.Split, --split): BuiltinSplits holds
 // the built-in ones, and Options.Strategies.Splits may offer more.
 //
 // The loop starts every module at its fastest config and, while some move to
@@ -29,7 +29,7 @@ type Split interface {
 	Score(c Candidate, save, dl float64) float64
 }
 
-// The built-in splits (DefaultSplits).
+// The built-in splits (BuiltinSplits).
 var (
 	// SplitLC is Algorithm 2: the move with the highest latency-cost
 	// efficiency save/dl (line 11); a move that adds no latency first.
@@ -46,13 +46,13 @@ var (
 	SplitQuantized Split = quantizedSplit{}
 )
 
-// DefaultSplits returns a registry of the built-in splits.
-func DefaultSplits() *registry.Registry[Split] {
+// BuiltinSplits returns a registry of the built-in splits.
+func BuiltinSplits() *registry.Registry[Split] {
 	return registry.Must(registry.New("split", "splits", SplitLC, SplitThroughput, SplitCost, SplitEven, SplitQuantized))
 }
 
 // defaultSplits is the registry used when Options.Strategies.Splits is nil.
-var defaultSplits = DefaultSplits()
+var defaultSplits = BuiltinSplits()
 
 type lcSplit struct{}
 
@@ -130,7 +130,7 @@ func (quantizedSplit) planModules(g *graph, mods []moduleInput, slo float64, pol
 
 // optimalSplit is policy optimal's: the exhaustive search under the
 // reference policy's latency model and config-set form. Not in
-// DefaultSplits: resolve sets it for a policy with PolicySpec.Optimal.
+// BuiltinSplits: resolve sets it for a policy with PolicySpec.Optimal.
 type optimalSplit struct{}
 
 func (optimalSplit) Name() string                              { return "optimal" }

@@ -48,15 +48,15 @@ func (mostAccurateSearch) Combinations(v *VariantSpace) []Combination {
 // registered ones.
 func TestOutsideStrategies(t *testing.T) {
 	var scored atomic.Int64
-	models, err := DefaultModels().With(pessimistic{})
+	models, err := BuiltinModels().With(pessimistic{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	splits, err := DefaultSplits().With(countingSplit{&scored})
+	splits, err := BuiltinSplits().With(countingSplit{&scored})
 	if err != nil {
 		t.Fatal(err)
 	}
-	searches, err := DefaultVariantSearches().With(mostAccurateSearch{})
+	searches, err := BuiltinVariantSearches().With(mostAccurateSearch{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func (c Combination) Accuracy() float64 { return c.accuracy }
 
 // VariantSearch chooses which variant combinations of a session are planned
 // (docs/variants.md). It is an immutable value chosen by name from a
-// registry (Options.VariantSearch, --variant-search): DefaultVariantSearches
+// registry (Options.VariantSearch, --variant-search): BuiltinVariantSearches
 // holds climb (the default), beam and all; Options.Strategies.VariantSearches
 // may offer more. Every combination returned is planned in full and the
 // cheapest plan wins (ties: the more accurate).
@@ -128,7 +128,7 @@ func (v *VariantSpace) Beam(width int) []Combination {
 	return beamCombos(v.cfg, v.s, v.choices, v.target, width, v.pol)
 }
 
-// The built-in variant searches (DefaultVariantSearches).
+// The built-in variant searches (BuiltinVariantSearches).
 var (
 	// VariantClimb, the default: every combination when at most
 	// MaxCombinations reach the target; beyond, the beam, then the climb.
@@ -140,14 +140,14 @@ var (
 	VariantAll VariantSearch = allSearch{}
 )
 
-// DefaultVariantSearches returns a registry of the built-in variant searches.
-func DefaultVariantSearches() *registry.Registry[VariantSearch] {
+// BuiltinVariantSearches returns a registry of the built-in variant searches.
+func BuiltinVariantSearches() *registry.Registry[VariantSearch] {
 	return registry.Must(registry.New("variant search", "variant searches", VariantClimb, VariantBeam, VariantAll))
 }
 
 // defaultVariantSearches is the registry used when
 // Options.Strategies.VariantSearches is nil.
-var defaultVariantSearches = DefaultVariantSearches()
+var defaultVariantSearches = BuiltinVariantSearches()
 
 type climbSearch struct{}
 

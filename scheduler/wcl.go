@@ -72,17 +72,17 @@ func withDummies(m LatencyModel) LatencyModel {
 	return m
 }
 
-// DefaultModels returns a registry of the built-in latency models, by the
+// BuiltinModels returns a registry of the built-in latency models, by the
 // names plans record in LatencyModel.
-func DefaultModels() *registry.Registry[LatencyModel] {
+func BuiltinModels() *registry.Registry[LatencyModel] {
 	return registry.Must(registry.New("latency model", "latency models", TCExact, TheoremOne, RoundRobin, LocalThroughput))
 }
 
 // defaultModels is the registry used when Options.Strategies.Models is nil.
-var defaultModels = DefaultModels()
+var defaultModels = BuiltinModels()
 
 // ModelByName returns the built-in latency model a plan names
-// (DefaultModels().Lookup).
+// (BuiltinModels().Lookup).
 func ModelByName(name string) (LatencyModel, error) { return defaultModels.Lookup(name) }
 
 type theorem1 struct{}

@@ -12,6 +12,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/builtin"
 	"github.com/piccolo-serving/piccolo/backends/onnx"
+	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 	"github.com/piccolo-serving/piccolo/profiler"
 )
@@ -144,11 +145,11 @@ func strs(t *api.Tensor) []string {
 // the Go processing steps and checks the exact-match word accuracy (≥ 90%).
 func TestOCREndToEnd(t *testing.T) {
 	p := newPipeline(t, 2)
-	samples := ocrtest.Samples()
+	samples := ocrsamples.Samples()
 	total, matched, exactImages := 0, 0, 0
 	flips := 0
 	for _, s := range samples {
-		png, err := ocrtest.EncodePNG(s)
+		png, err := ocrsamples.EncodePNG(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +191,7 @@ func BenchmarkOCR(b *testing.B) {
 	for _, threads := range []int{1, 2} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
 			p := newPipeline(b, threads)
-			png, err := ocrtest.EncodePNG(ocrtest.Samples()[8])
+			png, err := ocrsamples.EncodePNG(ocrsamples.Samples()[8])
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -43,7 +43,7 @@ type OCR struct {
 // CropHeight is the height of cls and rec crops, pixels (the models' input height).
 const CropHeight = 48
 
-// DefaultOCR returns the settings that read the test set (internal/ocrtest).
+// DefaultOCR returns the settings that read the test set (internal/ocrsamples).
 func DefaultOCR() OCR {
 	return OCR{
 		DetSize: 640, ClsWidth: 192, RecWidth: 320,

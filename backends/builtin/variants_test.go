@@ -12,6 +12,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/builtin"
 	"github.com/piccolo-serving/piccolo/backends/onnx"
+	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 	"github.com/piccolo-serving/piccolo/profiler"
 	"github.com/piccolo-serving/piccolo/scheduler"
@@ -21,7 +22,7 @@ import (
 const hardSetWords = 170
 
 // TestOCRVariantsHardSet measures every (det, rec) variant combination's
-// exact-match word accuracy on the hard set (ocrtest.HardSamples) with real
+// exact-match word accuracy on the hard set (ocrsamples.HardSamples) with real
 // ONNX Runtime, the figures of docs/variants.md. It checks what the planner
 // relies on: the full-width recognizer is the most accurate behind every
 // detector, and the smallest detector loses to the full-size one.
@@ -139,7 +140,7 @@ func measureHardSet(t *testing.T, combos [][2]string) map[[2]string]int {
 			recModels[c[1]] = load(x, c[1], 8)
 		}
 	}
-	samples := ocrtest.HardSamples()
+	samples := ocrsamples.HardSamples()
 	ctx := context.Background()
 	matched := map[[2]string]int{}
 	for _, d := range dets {
@@ -147,7 +148,7 @@ func measureHardSet(t *testing.T, combos [][2]string) map[[2]string]int {
 		// The crops each image's boxes give, turned upright: rec's inputs.
 		crops := make([][]api.Tensor, len(samples))
 		for i, s := range samples {
-			png, err := ocrtest.EncodePNG(s)
+			png, err := ocrsamples.EncodePNG(s)
 			if err != nil {
 				t.Fatal(err)
 			}

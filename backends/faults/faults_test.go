@@ -6,14 +6,15 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"gopkg.in/yaml.v3"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
@@ -353,9 +354,13 @@ func TestSetNeedsListenerForSocketFaults(t *testing.T) {
 // TestSharedSlowsOnlyBesideAnotherModel: shared=2 leaves a model alone on
 // the backend at its profile, doubles its batches while another model runs
 // batches there, and stops SharedWindow after that one's last batch, loaded
-// or not (co-location interference, to rehearse placement's avoidance).
+// or not (co-location interference, to rehearse placement's avoidance). The
+// window is read on a fake clock the test moves, so a slow host neither
+// stretches "beside" past the window nor needs a real wait for "after".
 func TestSharedSlowsOnlyBesideAnotherModel(t *testing.T) {
-	inj, err := faults.New(faults.Options{})
+	var now atomic.Int64 // fake time, ns since the Unix epoch
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	inj, err := faults.New(faults.Options{Now: func() time.Time { return time.Unix(0, now.Load()) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,8 +385,9 @@ func TestSharedSlowsOnlyBesideAnotherModel(t *testing.T) {
 	}
 	alone := run(steady) // quick loaded, never run
 	run(quick)
+	now.Add(int64(faults.SharedWindow)) // quick's batch is exactly SharedWindow ago: still beside
 	beside := run(steady)
-	time.Sleep(faults.SharedWindow + 100*time.Millisecond)
+	now.Add(1) // a nanosecond past the window
 	after := run(steady)
 	t.Logf("alone (another model loaded, idle) %v, beside another model's batch %v, %v after it %v", alone, beside, faults.SharedWindow, after)
 	// A sim batch is a timer: never shorter than its duration, sometimes

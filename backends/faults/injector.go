@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -23,6 +24,10 @@ type Options struct {
 	Logger *zap.Logger
 	// Registerer, when set, gets the gauge piccolo_backend_fault{kind}.
 	Registerer prometheus.Registerer
+	// Now is the time fault shared reads when a batch starts, to tell
+	// whether another model ran within SharedWindow (nil: time.Now; tests
+	// pass a fake one). Batch durations are real time either way.
+	Now func() time.Time
 }
 
 // Injector holds one backend's active faults and applies them through the
@@ -31,6 +36,7 @@ type Injector struct {
 	seed  uint64
 	log   *zap.Logger
 	gauge *prometheus.GaugeVec
+	now   func() time.Time
 
 	mu  sync.Mutex // serializes Set; guards lis
 	lis *listener  // nil until Listener
@@ -49,9 +55,12 @@ type active struct {
 
 // New returns an Injector with no fault active.
 func New(opts Options) (*Injector, error) {
-	j := &Injector{seed: opts.Seed, log: opts.Logger}
+	j := &Injector{seed: opts.Seed, log: opts.Logger, now: opts.Now}
 	if j.log == nil {
 		j.log = zap.NewNop()
+	}
+	if j.now == nil {
+		j.now = time.Now
 	}
 	if opts.Registerer != nil {
 		j.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_backend_fault",

@@ -121,7 +121,7 @@ func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n
 		return nil, backends.Timing{}, fmt.Errorf("%w: fail (a share %g of calls fails)", ErrInjected, s.Fail)
 	}
 	k := max(s.Slow, 1)
-	if s.Shared > 1 && m.x.others(m.name, time.Now()) {
+	if s.Shared > 1 && m.x.others(m.name, m.j.now()) {
 		k *= s.Shared
 	}
 	if k <= 1 {

@@ -16,6 +16,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/builtin"
 	"github.com/piccolo-serving/piccolo/backends/fused"
+	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 )
@@ -85,8 +86,8 @@ func equalShape(a, b []int64) bool {
 // wants the same tensors, byte for byte, and the right text.
 func TestFusedOCRSameOutputs(t *testing.T) {
 	e := ocrExecutor(t)
-	s := ocrtest.Samples()[0]
-	png, err := ocrtest.EncodePNG(s)
+	s := ocrsamples.Samples()[0]
+	png, err := ocrsamples.EncodePNG(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +169,8 @@ func TestWriteOCRImages(t *testing.T) {
 	if dir == "" {
 		t.Skip("PICCOLO_OCR_IMAGES not set: no directory to write the OCR test images to")
 	}
-	for _, s := range ocrtest.Samples() {
-		png, err := ocrtest.EncodePNG(s)
+	for _, s := range ocrsamples.Samples() {
+		png, err := ocrsamples.EncodePNG(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +227,9 @@ func TestFusedChainReloadUnderLoad(t *testing.T) {
 	}
 	const reloads = 10
 	for i := range reloads {
-		time.Sleep(50 * time.Millisecond) // batches in every step
+		for b := batches.Load(); batches.Load() == b; { // a batch in every step
+			time.Sleep(time.Millisecond)
+		}
 		if err := c.Load(ctx, perBox, 8, 1+(i+1)%2); err != nil {
 			t.Fatalf("reload %d: %v", i, err)
 		}
@@ -243,7 +246,7 @@ func TestFusedChainReloadUnderLoad(t *testing.T) {
 // what ocr-pre+ocr-det+ocr-boxes makes of it (k ≤ 8 rows).
 func sampleBoxes(t *testing.T, e *fused.Executor) []api.Tensor {
 	t.Helper()
-	png, err := ocrtest.EncodePNG(ocrtest.Samples()[0])
+	png, err := ocrsamples.EncodePNG(ocrsamples.Samples()[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,9 +30,18 @@ func TestStatic(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var got []Snapshot
+	called := make(chan struct{}, 1)
 	done := make(chan error)
-	go func() { done <- s.Watch(ctx, func(s Snapshot) { got = append(got, s) }) }()
-	time.Sleep(20 * time.Millisecond)
+	go func() {
+		done <- s.Watch(ctx, func(s Snapshot) {
+			got = append(got, s)
+			select {
+			case called <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	<-called // the first call; a second would be a bug the count below catches
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Watch: %v; want nil when ctx ends", err)

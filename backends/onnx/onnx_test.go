@@ -39,6 +39,19 @@ func load(tb testing.TB, e *onnx.Executor, model string, batch, concurrency int)
 	return m
 }
 
+// waitFor polls cond until it holds, failing tb after 10 s: how a test waits
+// for another goroutine's batch to have started (never a sleep).
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // input returns an FP32 tensor "x" of shape [n, item...] whose values depend on
 // the item index, so that items are told apart.
 func input(n int, item ...int64) api.Tensor {
@@ -283,15 +296,12 @@ func TestCancelAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := input(1, 3, 960, 960) // a few hundred ms on one thread
-	started := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		close(started)
 		_, err := m.Run(context.Background(), []api.Tensor{big}, 1)
 		done <- err
 	}()
-	<-started
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, "the big batch to take the lane", func() bool { return onnx.LanesFree(m) == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
 	if _, err := m.Run(ctx, []api.Tensor{input(1, 3, 32, 32)}, 1); !errors.Is(err, context.DeadlineExceeded) {
@@ -374,7 +384,7 @@ func TestDeviceLanesAcrossModels(t *testing.T) {
 		_, err := det.Run(context.Background(), []api.Tensor{input(8, 3, 640, 640)}, 8) // about a second
 		detDone <- err
 	}()
-	time.Sleep(150 * time.Millisecond) // det holds the device
+	waitFor(t, "det to hold the device", func() bool { return onnx.DevicesBusy(e) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := cls.Run(ctx, []api.Tensor{input(1, 3, 48, 192)}, 1)

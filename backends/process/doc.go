@@ -1,5 +1,5 @@
 // Package process is the `piccolo backend` process: Run builds the executor a
-// name asks for (Executors: sim, onnx, builtin, ocr), wraps it in the fault
+// name asks for (BuiltinExecutors: sim, onnx, builtin, ocr), wraps it in the fault
 // injector (backends/faults), serves it with backends.Server over KServe v2
 // gRPC, serves its Prometheus metrics (and the fault admin API) on a port of
 // its own, registers with Consul when asked, and drains on shutdown.

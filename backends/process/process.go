@@ -25,7 +25,7 @@ type Options struct {
 	Listen   string        // --listen: gRPC host:port (port 0: any free port)
 	Hardware string        // --hardware: the hardware type ("": named from the first GPU)
 	Files    []string      // -c: config files with the hardware's profiles (merged)
-	Executor string        // --executor: a name of Executors
+	Executor string        // --executor: a name in Executors
 	Jitter   float64       // --jitter (sim): batch durations vary by ±this fraction, in [0,1)
 	Seed     uint64        // --seed (sim): jitter seed
 	Models   []string      // --models: loaded at start with their largest profiled entry
@@ -52,6 +52,9 @@ type Options struct {
 	NewLogger func() (*zap.Logger, error)
 	// Version is what the server reports in ServerMetadata.
 	Version string
+	// Executors are the kinds Executor is looked up in (nil:
+	// BuiltinExecutors()).
+	Executors *ExecutorRegistry
 }
 
 // Run serves a backend as o says until ctx ends, then reports not ready,
@@ -71,9 +74,13 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 	if len(o.Files) == 0 && o.Executor == "sim" {
 		return errors.New("no config given: pass -c FILE (repeatable) with the profiles of the hardware")
 	}
-	build, ok := Executors[o.Executor]
-	if !ok {
-		return fmt.Errorf("--executor %q: allowed: %s", o.Executor, ExecutorNames())
+	kinds := o.Executors
+	if kinds == nil {
+		kinds = BuiltinExecutors()
+	}
+	kind, err := kinds.Lookup(o.Executor)
+	if err != nil {
+		return fmt.Errorf("--executor: %w", err)
 	}
 	if o.ID != "" && o.Consul == "" {
 		return errors.New("--id is only used with --consul: it names the Consul registration")
@@ -100,7 +107,7 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 			return fmt.Errorf("--hardware %q is not in the config's hardware catalog: %s", o.Hardware, strings.Join(names, ", "))
 		}
 	}
-	exec, err := build(o, cfg)
+	exec, err := kind.Build(o, cfg)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
@@ -252,7 +252,12 @@ func TestDeviceLanesGrowAndCancel(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() { got <- d.acquire(context.Background()) }()
-	time.Sleep(10 * time.Millisecond)
+	for waiting := 0; waiting == 0; { // the waiter is queued: grow must hand it the lane
+		time.Sleep(time.Millisecond)
+		d.mu.Lock()
+		waiting = len(d.waiting)
+		d.mu.Unlock()
+	}
 	d.grow(2) // the waiter gets the new lane
 	select {
 	case err := <-got:

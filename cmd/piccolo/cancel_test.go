@@ -38,9 +38,10 @@ sessions:
 
 const cancelBody = `{"inputs":[{"name":"input0","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}`
 
-// hangUpAfter sends one infer request over a raw connection to addr and
-// closes the connection after wait, without reading the answer.
-func hangUpAfter(t *testing.T, addr string, wait time.Duration) {
+// hangUpWhen sends one infer request over a raw connection to addr and
+// closes the connection once ready reports true (waited for up to 20 s),
+// without reading the answer.
+func hangUpWhen(t *testing.T, addr, what string, ready func() bool) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -48,11 +49,11 @@ func hangUpAfter(t *testing.T, addr string, wait time.Duration) {
 	}
 	fmt.Fprintf(c, "POST /v2/models/one/infer HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		addr, len(cancelBody), cancelBody)
-	time.Sleep(wait)
+	waitFor(t, 20*time.Second, what, ready)
 	c.Close()
 }
 
-// TestClientGoneItemNeverComputed: clients that go away 10 ms after sending
+// TestClientGoneItemNeverComputed: clients that go away once they have sent
 // (an HTTP client closing its connection, a gRPC client cancelling its
 // call) while their item waits in the gateway's queue behind a running
 // batch: the backend never computes it (its item counter), the gateway
@@ -79,19 +80,43 @@ func TestClientGoneItemNeverComputed(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	hangUpAfter(t, httpAddr, 10*time.Millisecond) // A: sent at once, running when its client goes
-	hangUpAfter(t, httpAddr, 10*time.Millisecond) // B: queued behind A
+	// Each client goes once the gateway holds its item, an event read from
+	// the gateway's metrics rather than a sleep, which a loaded host outran.
+	outstanding := func() float64 { return scrape(t, g.url, metrics.GatewayModuleOutstanding, `module="m"`) }
+	cancelledNow := func() float64 { return scrape(t, g.url, metrics.DispatcherItemsTotal, `outcome="cancelled"`) }
+	hangUpWhen(t, httpAddr, "A sent to the backend", func() bool { // A: running when its client goes
+		return scrape(t, g.url, metrics.DispatcherSlotItemsTotal, `module="m"`) >= 1
+	})
+	hangUpWhen(t, httpAddr, "B queued behind A", func() bool { return outstanding() >= 2 }) // B: queued behind A
+	waitFor(t, 20*time.Second, "B cancelled", func() bool { return cancelledNow() >= 1 })
+	held := outstanding() // A, and B unless its cancel is still being counted
 	cctx, ccancel := context.WithCancel(ctx)
-	time.AfterFunc(10*time.Millisecond, ccancel)
+	go func() {
+		defer ccancel()
+		for outstanding() <= held { // C queued behind A
+			select {
+			case <-cctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
 	_, err = client.ModelInfer(cctx, &inference.ModelInferRequest{ModelName: "one", Inputs: []*inference.ModelInferRequest_InferInputTensor{{
 		Name: "input0", Datatype: "FP32", Shape: []int64{1, 4},
 		Contents: &inference.InferTensorContents{Fp32Contents: []float32{1, 2, 3, 4}}}}}) // C: queued behind A
 	ccancel()
 	if status.Code(err) != codes.Canceled {
-		t.Fatalf("gRPC call cut at 10 ms: %v", err)
+		t.Fatalf("gRPC call cut once queued: %v", err)
 	}
-	// Had B and C run, the backend would have finished them by 3 s.
-	time.Sleep(3300 * time.Millisecond)
+	// A's batch ends and its result is dropped; B and C left the queue before
+	// it did, so nothing else can run.
+	waitFor(t, 20*time.Second, "A's result dropped", func() bool {
+		return scrape(t, g.url, metrics.DispatcherItemsTotal, `outcome="dropped"`) >= 1
+	})
+	// Had B or C been sent after A, the backend would have finished it 1 s
+	// later (a window for what must not happen, not an ordering: load only
+	// makes it less likely to be seen, never a false failure).
+	time.Sleep(1300 * time.Millisecond)
 
 	computed := scrape(t, "http://"+backendMetrics, "piccolo_backend_items_total", `model="m"`) -
 		scrape(t, g.url, metrics.DispatcherSlotDummiesTotal, `module="m"`)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 )
 
@@ -140,7 +141,7 @@ func TestLoadgenBinaryImagesServedByGateway(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	httpAddr, _, _ := startInteropGateway(t, ctx, ctx, 0)
-	img, err := ocrtest.EncodePNG(ocrtest.Samples()[1])
+	img, err := ocrsamples.EncodePNG(ocrsamples.Samples()[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +283,8 @@ func TestOCRInteropClients(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	httpAddr, grpcAddr, sess := startOCRGateway(t, ctx)
-	sample := ocrtest.Samples()[1]
-	img, err := ocrtest.EncodePNG(sample)
+	sample := ocrsamples.Samples()[1]
+	img, err := ocrsamples.EncodePNG(sample)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/kserve"
+	"github.com/piccolo-serving/piccolo/metrics"
 )
 
 // detGatewayConfig is one v100 model, det (30 ms at batch 1, 40 ms at batch 4),
@@ -74,7 +75,21 @@ func TestGatewayServesAndDrains(t *testing.T) {
 		status, b := post()
 		inflight <- fmt.Sprint(status, " ", b)
 	}()
-	time.Sleep(100 * time.Millisecond) // the request is queued in the dispatcher
+	// Stop once the gateway holds the request (an item outstanding in its
+	// module), not after a sleep: on a loaded host the request could still
+	// be unsent, and the closed listener would refuse it. A request already
+	// answered by then leaves the drain untested this run, and says so.
+	deadline := time.Now().Add(10 * time.Second)
+	for scrape(t, url, metrics.GatewayModuleOutstanding, `module="d"`) < 1 {
+		if len(inflight) > 0 {
+			t.Log("the request was answered before the gateway was seen holding it; the drain is not exercised this run")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway never held the request")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	stop()
 	select {
 	case err := <-gdone:

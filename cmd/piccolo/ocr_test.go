@@ -15,6 +15,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 	"github.com/piccolo-serving/piccolo/profiler"
 )
@@ -40,7 +41,7 @@ func TestOCRThroughGateway(t *testing.T) {
 	if rate <= 0 || slo <= 0 {
 		t.Fatalf("%s: session %q has rate %v and SLO %v; want both > 0", ocrConfig, sess.Name, rate, slo)
 	}
-	r := sendOCR(t, ctx, grpcAddr, sess.Name, rate, slo, ocrtest.Samples(), ocrSendFor)
+	r := sendOCR(t, ctx, grpcAddr, sess.Name, rate, slo, ocrsamples.Samples(), ocrSendFor)
 	if acc := r.accuracy(); acc < 0.9 {
 		t.Errorf("word accuracy %.1f%%, want ≥ 90%%", 100*acc)
 	}
@@ -66,7 +67,7 @@ func (r ocrLoad) attainment() float64 { return float64(r.within) / float64(r.n) 
 // BYTES images, and logs and returns the exact-match word accuracy and the
 // requests answered within slo (measured at the client). A failed request is
 // a test error.
-func sendOCR(t *testing.T, ctx context.Context, addr, session string, rate float64, slo time.Duration, samples []ocrtest.Sample, sendFor time.Duration) ocrLoad {
+func sendOCR(t *testing.T, ctx context.Context, addr, session string, rate float64, slo time.Duration, samples []ocrsamples.Sample, sendFor time.Duration) ocrLoad {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(backends.MaxMessageBytes)))
@@ -78,7 +79,7 @@ func sendOCR(t *testing.T, ctx context.Context, addr, session string, rate float
 
 	images := make([][]byte, len(samples))
 	for i, s := range samples {
-		png, err := ocrtest.EncodePNG(s)
+		png, err := ocrsamples.EncodePNG(s)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 )
 
@@ -54,7 +55,7 @@ func TestOCRVariantsThroughGateway(t *testing.T) {
 	if err := os.Mkdir(set, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := ocrtest.WriteSet(set, ocrtest.HardSamples()); err != nil {
+	if err := ocrsamples.WriteSet(set, ocrsamples.HardSamples()); err != nil {
 		t.Fatal(err)
 	}
 	profiles := filepath.Join(tmp, "ocr.yaml")
@@ -96,7 +97,7 @@ func TestOCRVariantsThroughGateway(t *testing.T) {
 	// Under load: the hard set at the session's 2 images/s, open loop, through
 	// the variants the plan chose.
 	sess, _ := cfg.Session("ocr-variants")
-	r := sendOCR(t, ctx, addr, sess.Name, sess.Modules[0].Rate, sess.SLO.D(), ocrtest.HardSamples(), ocrVariantsSendFor)
+	r := sendOCR(t, ctx, addr, sess.Name, sess.Modules[0].Rate, sess.SLO.D(), ocrsamples.HardSamples(), ocrVariantsSendFor)
 	if acc := r.accuracy(); acc < 0.93 {
 		t.Errorf("word accuracy under load %.1f%%; want about 96.5%%, as one image at a time", 100*acc)
 	}

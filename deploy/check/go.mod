@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	github.com/moby/buildkit v0.34.2
-	gopkg.in/yaml.v3 v3.0.1
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (

@@ -8,7 +8,7 @@
 // Hardware types named cpu-... run real backends (executor "ocr": ONNX Runtime and
 // the Go processing modules; cpu-<N>t with N intra-op threads); every other type
 // runs the "sim" executor, which emulates the type from its profiles. A session
-// whose source module runs ocr-pre is sent the OCR test images (internal/ocrtest)
+// whose source module runs ocr-pre is sent the OCR test images (internal/ocrsamples)
 // over gRPC, and the demo reports its word accuracy; a session with model
 // variants (docs/variants.md) is sent the hard set instead, on which its
 // accuracy target is defined, and the demo prints the variants the plan chose

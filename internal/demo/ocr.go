@@ -14,14 +14,14 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
-	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/profiler"
 )
 
 // OCRAccuracy is what the OCR session read from its test images, each sent once.
 type OCRAccuracy struct {
-	Set                 string // "test" (ocrtest.Samples) or "hard" (ocrtest.HardSamples)
+	Set                 string // "test" (ocrsamples.Samples) or "hard" (ocrsamples.HardSamples)
 	Images, ImagesExact int
 	Words, WordsRead    int // words in the images; words read exactly
 	// Refused is the images admission still refused after accuracyTries
@@ -38,16 +38,16 @@ const (
 )
 
 // ocrSet is the test set an OCR session is sent: the hard set
-// (ocrtest.HardSamples) for a session with model variants, whose accuracies
+// (ocrsamples.HardSamples) for a session with model variants, whose accuracies
 // and target are word accuracies on that set (docs/variants.md), else the test
-// images (ocrtest.Samples).
-func ocrSet(s *api.Session) (name string, samples []ocrtest.Sample) {
+// images (ocrsamples.Samples).
+func ocrSet(s *api.Session) (name string, samples []ocrsamples.Sample) {
 	for i := range s.Modules {
 		if len(s.Modules[i].Variants) > 0 {
-			return "hard", ocrtest.HardSamples()
+			return "hard", ocrsamples.HardSamples()
 		}
 	}
-	return "test", ocrtest.Samples()
+	return "test", ocrsamples.Samples()
 }
 
 // isOCR reports whether a session takes images: a source module runs
@@ -63,10 +63,10 @@ func isOCR(s *api.Session) bool {
 }
 
 // ocrImages renders samples as loadgen payloads (BYTES "image").
-func ocrImages(samples []ocrtest.Sample) ([]loadgen.Payload, error) {
+func ocrImages(samples []ocrsamples.Sample) ([]loadgen.Payload, error) {
 	var out []loadgen.Payload
 	for _, s := range samples {
-		png, err := ocrtest.EncodePNG(s)
+		png, err := ocrsamples.EncodePNG(s)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +93,7 @@ func ocrAccuracy(ctx context.Context, addr string, session *api.Session) (*OCRAc
 	set, samples := ocrSet(session)
 	acc := &OCRAccuracy{Set: set}
 	for _, s := range samples {
-		png, err := ocrtest.EncodePNG(s)
+		png, err := ocrsamples.EncodePNG(s)
 		if err != nil {
 			return nil, err
 		}

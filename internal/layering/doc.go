@@ -12,7 +12,8 @@
 //	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/replan, status
 //	4 sessions:    gateway (DAG execution and admission), evaluation (the paper's
 //	               evaluation: plans refereed by the simulator), scheduler/cluster
-//	               (the elected re-planner), internal/ocrtest, backends/process
+//	               (the elected re-planner), internal/ocrtest, internal/ocrsamples
+//	               (the OCR images tests and `piccolo demo` read), backends/process
 //	               (the `piccolo backend` process: executor, server, metrics,
 //	               faults, Consul registration)
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
@@ -25,9 +26,9 @@
 // client of a running gateway like loadgen and profiler, below controlplane
 // (the /admin/backends body is api.BackendView). Test helpers
 // (internal/consultest, internal/ocrtest, internal/testharness,
-// gateway/gatewaytest, kserve/kservetest) are imported only by tests, other
-// helpers, internal/demo and cmd/piccolo: production code never depends on a
-// fixture.
+// gateway/gatewaytest, kserve/kservetest) are imported only by tests and other
+// helpers: production code never depends on a fixture, and the piccolo binary
+// does not link testing (TestBinaryLinksNoTesting).
 //
 // So the request path goes down the layers (kserve → gateway; dataplane →
 // dispatcher, backends) and the control path too (controlplane → dataplane,

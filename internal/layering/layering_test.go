@@ -18,32 +18,28 @@ var layers = [][]string{
 	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles"},
 	{"dispatcher", "scheduler", "placement", "backends", "backends/membership", "loadgen", "metrics", "calibrate"},
 	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/replan", "status"},
-	{"gateway", "serving", "scheduler/cluster", "internal/ocrtest", "backends/process"},
+	{"gateway", "serving", "scheduler/cluster", "internal/ocrtest", "internal/ocrsamples", "backends/process"},
 	{"dataplane", "kserve", "evaluation"},
 	{"controlplane"},
 	{"internal/demo", "internal/testharness", "gateway/gatewaytest", "kserve/kservetest", "internal/layering"},
 	{"cmd/piccolo", "deploy"},
 }
 
-// testHelpers are the packages that exist for tests. Only tests, other
-// helpers and the tools in helperUsers may import them: production code does
-// not depend on test fixtures (issue 19: the profiler measured accuracy with
-// internal/ocrtest's functions).
+// testHelpers are the packages that exist for tests. Only tests and other
+// helpers may import them: production code does not depend on test fixtures
+// (issue 19: the profiler measured accuracy with internal/ocrtest's
+// functions), and the binary does not link testing (TestBinaryLinksNoTesting;
+// `piccolo demo` renders its OCR images with internal/ocrsamples).
 var testHelpers = []string{"internal/consultest", "internal/ocrtest", "internal/testharness", "gateway/gatewaytest", "kserve/kservetest"}
 
-// helperUsers may import test helpers: `piccolo demo` renders the OCR test
-// images (internal/demo) and cmd/piccolo serves it.
-var helperUsers = []string{"internal/demo", "cmd/piccolo"}
-
 // allowed reports whether package p may import q: q is of a lower layer or
-// a parent directory of p, and a test helper only from a helper or a
-// helperUser.
+// a parent directory of p, and a test helper only from another helper.
 func allowed(p, q string) bool {
 	lp, lq := layerOf(p), layerOf(q)
 	if !isAncestor(q, p) && (lq < 0 || lq >= lp) {
 		return false
 	}
-	return !slices.Contains(testHelpers, q) || slices.Contains(testHelpers, p) || slices.Contains(helperUsers, p)
+	return !slices.Contains(testHelpers, q) || slices.Contains(testHelpers, p)
 }
 
 // layerOf is p's layer, or that of its nearest listed parent directory; -1: none.
@@ -97,7 +93,7 @@ func TestImportsGoDown(t *testing.T) {
 				continue
 			}
 			if slices.Contains(testHelpers, q) {
-				t.Errorf("%s imports the test helper %s: only tests, test helpers and %s may (internal/layering/doc.go)", p, q, strings.Join(helperUsers, ", "))
+				t.Errorf("%s imports the test helper %s: only tests and test helpers may (internal/layering/doc.go)", p, q)
 				continue
 			}
 			t.Errorf("%s (layer %d) imports %s (layer %d): imports must go to a lower layer (internal/layering/doc.go)", p, lp, q, layerOf(q))
@@ -115,17 +111,42 @@ func TestImportsGoDown(t *testing.T) {
 func TestLayeringCatchesAnUpwardImport(t *testing.T) {
 	for _, c := range [][2]string{{"dispatcher", "gateway"}, {"gateway", "kserve"}, {"gateway", "dataplane"},
 		{"kserve", "dataplane"}, {"dataplane", "kserve"}, {"dataplane", "controlplane"}, {"metrics", "dataplane"},
-		{"metrics", "gateway"}, {"status", "controlplane"}, {"profiler", "internal/ocrtest"}, {"loadgen", "internal/consultest"}} {
+		{"metrics", "gateway"}, {"status", "controlplane"}, {"profiler", "internal/ocrtest"}, {"loadgen", "internal/consultest"},
+		{"internal/demo", "internal/ocrtest"}, {"cmd/piccolo", "internal/testharness"}} {
 		if allowed(c[0], c[1]) {
 			t.Errorf("%s (layer %d) may import %s (layer %d); the layering must forbid it", c[0], layerOf(c[0]), c[1], layerOf(c[1]))
 		}
 	}
-	for _, c := range [][2]string{{"gateway", "metrics"}, {"internal/demo", "internal/ocrtest"}, {"backends/sim", "backends"}} {
+	for _, c := range [][2]string{{"gateway", "metrics"}, {"internal/demo", "internal/ocrsamples"}, {"backends/sim", "backends"}} {
 		if !allowed(c[0], c[1]) {
 			t.Errorf("%s may not import %s; the layering must allow it", c[0], c[1])
 		}
 	}
 	if layerOf("backends/sim/x") != layerOf("backends/sim") || !isAncestor("backends", "backends/sim") {
 		t.Error("an unlisted subpackage must take its parent's layer")
+	}
+}
+
+// TestBinaryLinksNoTesting fails when the piccolo binary links the testing
+// package: a production package that imports a test helper, or testing
+// itself, would put the test flags and the test runtime into the binary
+// (internal/demo did, through internal/ocrtest, until internal/ocrsamples).
+func TestBinaryLinksNoTesting(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/cmd/piccolo")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 10 {
+		t.Fatalf("go list listed %d packages; want cmd/piccolo's dependencies", len(lines))
+	}
+	for _, l := range lines {
+		pkg, imports, _ := strings.Cut(l, " ")
+		if slices.Contains(strings.Fields(imports), "testing") {
+			t.Errorf("cmd/piccolo links testing: %s imports it", pkg)
+		}
 	}
 }

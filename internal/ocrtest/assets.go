@@ -1,3 +1,7 @@
+// Package ocrtest is the test helper of the OCR tests: it knows where `make
+// models` (scripts/fetch-models.sh) puts ONNX Runtime and the PaddleOCR v4
+// models, and skips or fails a test when they are missing (RequireModels). The
+// images of known text the tests read are internal/ocrsamples'.
 package ocrtest
 
 import (

@@ -1,4 +1,4 @@
-package ocrtest
+package ocrsamples
 
 import (
 	"fmt"

@@ -1,18 +1,18 @@
-// Package ocrtest is the OCR test set of Piccolo: images of known text rendered
-// with the Go fonts (golang.org/x/image/font/gofont) at several sizes, slight
-// rotations (and two upside down) and several backgrounds, made at test time so
-// that nothing binary is committed. The same Samples always render to the same
-// pixels, so accuracy figures are reproducible. HardSamples is a harder set
-// (small fonts, blur, noise, low contrast, long lines) on which the OCR model
-// variants differ (docs/variants.md); WriteSet writes a set as a labelled
-// directory for `piccolo profile --accuracy`.
+// Package ocrsamples is the OCR sample set of Piccolo: images of known text
+// rendered with the Go fonts (golang.org/x/image/font/gofont) at several sizes,
+// slight rotations (and two upside down) and several backgrounds, made when
+// asked so that nothing binary is committed. The same Samples always render to
+// the same pixels, so accuracy figures are reproducible. HardSamples is a
+// harder set (small fonts, blur, noise, low contrast, long lines) on which the
+// OCR model variants differ (docs/variants.md); WriteSet writes a set as a
+// labelled directory for `piccolo profile --accuracy`.
 //
-// It also knows where `make models` (scripts/fetch-models.sh) puts ONNX Runtime
-// and the PaddleOCR v4 models, and skips or fails a test when they are missing
-// (RequireModels).
+// Tests read them, and so does `piccolo demo` (internal/demo): this package is
+// not a test helper, it imports no testing, and the binary links it without
+// linking testing (internal/ocrtest keeps what only tests use).
 //
 // Everything here is a pure function of its arguments and safe for concurrent use.
-package ocrtest
+package ocrsamples
 
 import (
 	"bytes"
