@@ -602,9 +602,22 @@ func (r *LiveRunner) ModuleMetadata(session, module string) (inputs, outputs []g
 func (lm *liveModule) Send(b *dispatcher.Batch) { go lm.send(b) }
 
 func (lm *liveModule) send(b *dispatcher.Batch) {
+	// A panic while the batch is sent fails its items with ErrInternal
+	// (api.Recovered), once: a panic in b.Done itself (the requests' own
+	// callbacks) is reported but not answered again.
+	doneCalled := false
+	defer func() {
+		if v := recover(); v != nil {
+			err := api.Recovered("batch", v)
+			if !doneCalled {
+				b.Done(nil, err)
+			}
+		}
+	}()
 	lm.metrics.Batch(len(b.Items) + b.Dummies)
 	c := lm.clients[b.Slot.Backend]
 	if c == nil {
+		doneCalled = true
 		b.Done(nil, fmt.Errorf("%w: module %q: slot %s has no backend client", gateway.ErrUnavailable, lm.name, b.Slot))
 		return
 	}
@@ -648,7 +661,19 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 			}
 		}
 	}
+	doneCalled = true
 	b.Done(out, err)
+}
+
+// inferRecovered is infer on a goroutine of its own: a panic in it becomes
+// the whole call's error (api.Recovered) instead of ending the process.
+func (lm *liveModule) inferRecovered(ctx context.Context, c *backends.Client, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, errs, err = nil, nil, api.Recovered("batch", v)
+		}
+	}()
+	return lm.infer(ctx, c, items, dummies)
 }
 
 // startBatch starts the batch's span, linked to the module spans of its traced
@@ -702,7 +727,7 @@ func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]a
 			for i, idx := range g {
 				sub[i] = items[idx]
 			}
-			res, subErrs, err := lm.infer(ctx, c, sub, 0)
+			res, subErrs, err := lm.inferRecovered(ctx, c, sub, 0)
 			for i, idx := range g {
 				switch {
 				case err != nil:
@@ -729,6 +754,11 @@ func (lm *liveModule) inferEach(ctx context.Context, c *backends.Client, items [
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if v := recover(); v != nil {
+					errs[i] = api.Recovered("batch", v)
+				}
+			}()
 			res, err := c.Infer(ctx, lm.model, items[i:i+1])
 			if err != nil {
 				errs[i] = err

@@ -77,7 +77,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	defer pcancel()
 	ch := make(chan callResult, 2)
 	go func() {
-		out, errs, err := lm.infer(pctx, c, items, dummies)
+		out, errs, err := lm.inferRecovered(pctx, c, items, dummies)
 		ch <- callResult{out: out, errs: errs, err: err}
 	}()
 	timer := time.NewTimer(wait + hedgeAfter*from.Duration)
@@ -103,7 +103,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	hstart := time.Now()
 	abh := lm.health[alt.Backend]
 	go func() {
-		out, errs, err := lm.infer(hctx, hc, items, dummies)
+		out, errs, err := lm.inferRecovered(hctx, hc, items, dummies)
 		ch <- callResult{out: out, errs: errs, err: err, hedge: true}
 	}()
 	first := <-ch

@@ -44,12 +44,36 @@ func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxBodyBytes),
 		grpc.MaxSendMsgSize(max(s.opts.MaxBodyBytes, 256<<20)),
+		grpc.ChainUnaryInterceptor(s.recoverUnary),
+		grpc.ChainStreamInterceptor(s.recoverStream),
 	}, extra...)
 	g := grpc.NewServer(opts...)
 	inference.RegisterGRPCInferenceServiceServer(g, s.GRPCService())
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	return g
+}
+
+// recoverUnary answers a panic in a unary method INTERNAL with a request id
+// (ModelInfer recovers itself first, with the request's own id), counted and
+// logged by api.Recovered; the server goes on serving.
+func (s *Server) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, s.grpcFail("", "", api.Recovered("grpc", v))
+		}
+	}()
+	return h(ctx, req)
+}
+
+// recoverStream is recoverUnary for streams (the health service's Watch).
+func (s *Server) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = s.grpcFail("", "", api.Recovered("grpc", v))
+		}
+	}()
+	return h(srv, ss)
 }
 
 // grpcFail is fail's gRPC twin: a status with the code GRPCCode maps err to
@@ -120,7 +144,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 		}
 	}
 	var gresp gateway.InferResponse
-	resp, err := g.modelInfer(ctx, req, &gresp)
+	resp, err := g.modelInferRecovered(ctx, req, &gresp)
 	status := http.StatusOK
 	if err != nil {
 		status = HTTPStatus(err)
@@ -135,6 +159,17 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 		return nil, g.s.grpcFail(req.GetModelName(), req.GetId(), err)
 	}
 	return resp, nil
+}
+
+// modelInferRecovered is modelInfer with a panic turned into ErrInternal
+// (api.Recovered), which ModelInfer answers with the request's id.
+func (g *grpcService) modelInferRecovered(ctx context.Context, req *inference.ModelInferRequest, gresp *gateway.InferResponse) (resp *inference.ModelInferResponse, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, api.Recovered("grpc", v)
+		}
+	}()
+	return g.modelInfer(ctx, req, gresp)
 }
 
 // modelInfer answers ModelInfer; errors are the gateway's, not yet statuses.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
@@ -91,6 +92,7 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 		opts.Version = "dev"
 	}
 	s := &Server{exec: exec, opts: opts, health: health.NewServer(), idPrefix: fmt.Sprintf("piccolo-%08x-", rand.Uint32())}
+	api.ReportPanics(reportPanic(opts.Metrics, opts.Logger))
 	s.SetReady(true)
 	if opts.Metrics != nil {
 		opts.Metrics.SetDAGRunner(exec)
@@ -121,7 +123,7 @@ func (s *Server) SetReady(ready bool) {
 // (requestBody).
 func (s *Server) NewHTTPServer() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:               fasthttp.CompressHandlerLevel(s.HandleHTTP, fasthttp.CompressBestSpeed),
+		Handler:               fasthttp.CompressHandlerLevel(s.recoverHTTP, fasthttp.CompressBestSpeed),
 		Name:                  "piccolo",
 		MaxRequestBodySize:    s.opts.MaxBodyBytes,
 		NoDefaultServerHeader: true,
@@ -155,6 +157,20 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 			writeError(ctx, gateway.BadInput("malformed HTTP request: %v", err))
 		},
 	}
+}
+
+// recoverHTTP is HandleHTTP with a recover: a panic on a route other than
+// infer (which recovers itself, with the request's id) is answered 500 with
+// an id made here, counted and logged (api.Recovered), and the connection
+// goes on serving.
+func (s *Server) recoverHTTP(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if v := recover(); v != nil {
+			ctx.Response.Reset()
+			s.fail(ctx, "", "", api.Recovered("http", v))
+		}
+	}()
+	s.HandleHTTP(ctx)
 }
 
 var (
@@ -373,11 +389,20 @@ func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 
 // inferHTTP answers one infer request into resp and returns the status it
 // answered with. rctx is the request's context (carrying its span when traced).
-func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string, resp *gateway.InferResponse) int {
+//
+// A panic while it serves (decoding, the DAG, encoding) is answered 500 with
+// the request's id (api.Recovered: counted, its stack logged once per cause).
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string, resp *gateway.InferResponse) (status int) {
+	var req gateway.InferRequest
+	defer func() {
+		if v := recover(); v != nil {
+			ctx.Response.Reset()
+			status = s.fail(ctx, name, req.ID, api.Recovered("http", v))
+		}
+	}()
 	if err := s.exec.CheckSession(name); err != nil {
 		return s.fail(ctx, name, "", err)
 	}
-	var req gateway.InferRequest
 	var ext binaryExt // the binary tensor data extension, if the request uses it
 	body, err := requestBody(ctx, s.opts.MaxBodyBytes)
 	if err != nil {
@@ -537,5 +562,23 @@ func (s *Server) logFailure(session, requestID string, err error) {
 	}
 	if ce := s.opts.Logger.Check(level, "request failed"); ce != nil {
 		ce.Write(zap.String("session", session), zap.String("request_id", requestID), zap.Int("status", status), zap.Error(err))
+	}
+}
+
+// reportPanic is the process's panic reporter (api.ReportPanics): it counts
+// each recovered panic in m and logs it at error, with its stack the first
+// time its cause is seen. The request it failed is logged under its id by
+// logFailure.
+func reportPanic(m *metrics.Metrics, log *zap.Logger) api.PanicReporter {
+	return func(where, cause string, stack []byte) {
+		m.Panic(where)
+		if log == nil {
+			return
+		}
+		if stack != nil {
+			log.Error("panic recovered", zap.String("where", where), zap.String("cause", cause), zap.ByteString("stack", stack))
+			return
+		}
+		log.Error("panic recovered (stack logged at its first occurrence)", zap.String("where", where), zap.String("cause", cause))
 	}
 }
