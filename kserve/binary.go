@@ -23,6 +23,15 @@ type binaryExt struct {
 	allOut   bool    // request parameter "binary_data_output": every output binary by default
 	outBin   []int8  // per requested output (req.Outputs): 1 binary, -1 JSON, 0 the default; nil: none said
 	outNames []string
+	h        *hold // the request's hold of the in-flight budget; nil: none
+}
+
+// hold returns the request's hold of the in-flight budget, nil without one.
+func (e *binaryExt) hold() *hold {
+	if e == nil {
+		return nil
+	}
+	return e.h
 }
 
 // binaryOutput reports whether the response output named name goes in binary.
@@ -101,6 +110,9 @@ func decodeBinary(body []byte, headerLen int, req *gateway.InferRequest, ext *bi
 	}
 	// One copy for all inputs: the body is the server's buffer, reused after
 	// the handler returns. Full slice expressions keep each input's cap its own.
+	if err := ext.h.take(len(tail)); err != nil {
+		return err
+	}
 	data := make([]byte, len(tail))
 	copy(data, tail)
 	off := int64(0)

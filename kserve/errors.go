@@ -21,6 +21,8 @@ func HTTPStatus(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, gateway.ErrInternal):
 		return http.StatusInternalServerError
+	case errors.Is(err, errBusy):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, gateway.ErrUnknownSession), errors.Is(err, errUnknownVersion):
 		return http.StatusNotFound
 	case errors.Is(err, gateway.ErrTooLarge):
@@ -48,7 +50,7 @@ func GRPCCode(err error) codes.Code {
 		return codes.Internal
 	case errors.Is(err, gateway.ErrUnknownSession), errors.Is(err, errUnknownVersion):
 		return codes.NotFound
-	case errors.Is(err, gateway.ErrTooLarge), errors.Is(err, gateway.ErrOverloaded):
+	case errors.Is(err, gateway.ErrTooLarge), errors.Is(err, gateway.ErrOverloaded), errors.Is(err, errBusy):
 		return codes.ResourceExhausted
 	case errors.Is(err, gateway.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded

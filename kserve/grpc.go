@@ -181,17 +181,48 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 	if err := g.s.exec.CheckSession(session); err != nil {
 		return nil, err
 	}
-	inputs, err := grpcInputs(req)
+	// The message is already in memory (grpc-go holds it to MaxRecvMsgSize);
+	// its tensors' bytes, and the raw bytes typed contents convert to, are
+	// the request's share of the in-flight budget until it is answered.
+	h := hold{b: g.s.budget}
+	defer h.release()
+	n := 0
+	for _, r := range req.GetRawInputContents() {
+		n += len(r)
+	}
+	if err := h.take(n); err != nil {
+		return nil, err
+	}
+	inputs, err := grpcInputs(req, &h)
 	if err != nil {
 		return nil, err
 	}
+	if len(req.GetId()) > MaxNameBytes {
+		return nil, gateway.BadInput("id of %d bytes is over the limit of %d", len(req.GetId()), MaxNameBytes)
+	}
 	r := gateway.InferRequest{ID: req.GetId(), Inputs: inputs}
+	if len(req.GetParameters()) > MaxParameters {
+		return nil, gateway.BadInput("parameters: more than %d keys", MaxParameters)
+	}
 	if err := grpcSchedule(req.GetParameters(), &r); err != nil {
 		return nil, err
 	}
-	for _, o := range req.GetOutputs() {
+	if len(req.GetOutputs()) > MaxOutputs {
+		return nil, gateway.BadInput("outputs: %d requested outputs, more than %d", len(req.GetOutputs()), MaxOutputs)
+	}
+	var names nameSet
+	for i, o := range req.GetOutputs() {
 		if o.GetName() == "" {
 			return nil, gateway.BadInput("outputs: an output without a name")
+		}
+		if err := checkName("outputs", i, o.GetName()); err != nil {
+			return nil, err
+		}
+		if len(o.GetParameters()) > MaxParameters {
+			return nil, gateway.BadInput("outputs[%d]: parameters: more than %d keys", i, MaxParameters)
+		}
+		if !names.add(o.GetName()) {
+			return nil, gateway.BadInput("outputs[%d]: output %q is asked for twice", i, o.GetName())
 		}
 		r.Outputs = append(r.Outputs, o.GetName())
 	}
@@ -267,25 +298,33 @@ func grpcSchedule(params map[string]*inference.InferParameter, r *gateway.InferR
 }
 
 // grpcInputs converts and validates a request's inputs.
-func grpcInputs(req *inference.ModelInferRequest) ([]api.Tensor, error) {
+func grpcInputs(req *inference.ModelInferRequest, h *hold) ([]api.Tensor, error) {
 	ins := req.GetInputs()
 	raw := req.GetRawInputContents()
 	if len(ins) == 0 {
 		return nil, gateway.BadInput("missing inputs: the request has no inputs")
 	}
+	if len(ins) > MaxInputs {
+		return nil, gateway.BadInput("inputs: %d inputs, more than %d", len(ins), MaxInputs)
+	}
 	if len(raw) > 0 && len(raw) != len(ins) {
 		return nil, gateway.BadInput("raw_input_contents has %d entries for %d inputs; want one per input, in order", len(raw), len(ins))
 	}
 	out := make([]api.Tensor, len(ins))
+	var names nameSet
 	for i, in := range ins {
 		t := api.Tensor{Name: in.GetName(), Datatype: in.GetDatatype(), Shape: in.GetShape()}
 		if t.Name == "" {
 			return nil, gateway.BadInput("inputs[%d]: missing name", i)
 		}
-		for j := range i {
-			if out[j].Name == t.Name {
-				return nil, gateway.BadInput("inputs[%d]: input %q appears twice", i, t.Name)
-			}
+		if err := checkName("inputs", i, t.Name); err != nil {
+			return nil, err
+		}
+		if len(in.GetParameters()) > MaxParameters {
+			return nil, gateway.BadInput("inputs[%d]: parameters: more than %d keys", i, MaxParameters)
+		}
+		if !names.add(t.Name) {
+			return nil, gateway.BadInput("inputs[%d]: input %q appears twice", i, t.Name)
 		}
 		dt := dtypeOf(t.Datatype)
 		if dt == dtInvalid {
@@ -306,6 +345,9 @@ func grpcInputs(req *inference.ModelInferRequest) ([]api.Tensor, error) {
 			var err error
 			if t.Data, err = typedToRaw(dt, in.GetContents()); err != nil {
 				return nil, gateway.BadInput("input %q: %v", t.Name, err)
+			}
+			if err := h.take(len(t.Data)); err != nil {
+				return nil, err
 			}
 		}
 		if err := t.Validate(); err != nil {

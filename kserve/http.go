@@ -48,6 +48,13 @@ type ServerOptions struct {
 	// debug for the client's (4xx). Nothing is logged for a request that
 	// succeeds. Nil logs nothing.
 	Logger *zap.Logger
+	// MaxInflightBytes is the in-flight bytes budget: the request bytes
+	// (bodies, decompressed bodies, decoded tensors) all requests being
+	// served may hold together; a request that would go past it is refused
+	// 503 with Retry-After (gRPC RESOURCE_EXHAUSTED) and counted in
+	// piccolo_gateway_inflight_refused_total. 0 means DefaultInflightBytes
+	// (a quarter of the cgroup memory limit); < 0 turns the budget off.
+	MaxInflightBytes int64
 	// Admin, when set, serves the admin API under /admin/ on the HTTP port
 	// (controlplane.Admin.Handle); without it /admin/ answers 404 saying the API
 	// is off.
@@ -64,9 +71,10 @@ type Server struct {
 	// idPrefix and idSeq make the ids of failed requests that came without one.
 	idPrefix string
 	idSeq    atomic.Uint64
-	health   *health.Server // grpc.health.v1, services "" and HealthService
-	bufs     sync.Pool      // *[]byte response buffers
-	stats    stats          // the statistics extension's counters (stats.go)
+	health   *health.Server  // grpc.health.v1, services "" and HealthService
+	bufs     sync.Pool       // *[]byte response buffers
+	stats    stats           // the statistics extension's counters (stats.go)
+	budget   *inflightBudget // nil: no in-flight budget
 }
 
 // HealthService is the service name, besides the overall "", whose status the
@@ -91,8 +99,14 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	if opts.MaxInflightBytes == 0 {
+		opts.MaxInflightBytes = DefaultInflightBytes(opts.MaxBodyBytes)
+	}
 	s := &Server{exec: exec, opts: opts, health: health.NewServer(), idPrefix: fmt.Sprintf("piccolo-%08x-", rand.Uint32())}
 	api.ReportPanics(reportPanic(opts.Metrics, opts.Logger))
+	if opts.MaxInflightBytes > 0 {
+		s.budget = &inflightBudget{limit: opts.MaxInflightBytes, m: opts.Metrics}
+	}
 	s.SetReady(true)
 	if opts.Metrics != nil {
 		opts.Metrics.SetDAGRunner(exec)
@@ -394,17 +408,25 @@ func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 // the request's id (api.Recovered: counted, its stack logged once per cause).
 func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string, resp *gateway.InferResponse) (status int) {
 	var req gateway.InferRequest
+	var ext binaryExt // the binary tensor data extension, if the request uses it
+	h := hold{b: s.budget}
+	ext.h = &h
 	defer func() {
 		if v := recover(); v != nil {
 			ctx.Response.Reset()
 			status = s.fail(ctx, name, req.ID, api.Recovered("http", v))
 		}
+		h.release()
 	}()
 	if err := s.exec.CheckSession(name); err != nil {
 		return s.fail(ctx, name, "", err)
 	}
-	var ext binaryExt // the binary tensor data extension, if the request uses it
-	body, err := requestBody(ctx, s.opts.MaxBodyBytes)
+	// The body as received, then what it decompresses and decodes to, are
+	// the request's share of the in-flight budget until it is answered.
+	if err := h.take(len(ctx.PostBody())); err != nil {
+		return s.fail(ctx, name, "", err)
+	}
+	body, err := requestBody(ctx, s.opts.MaxBodyBytes, &h)
 	if err != nil {
 		return s.fail(ctx, name, "", err)
 	}
@@ -536,7 +558,7 @@ func writeErrorMessage(ctx *fasthttp.RequestCtx, err error, msg string) int {
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(jsonType)
-	if status == fasthttp.StatusTooManyRequests {
+	if status == fasthttp.StatusTooManyRequests || errors.Is(err, errBusy) {
 		ctx.Response.Header.Set("Retry-After", "1")
 	}
 	b := append(make([]byte, 0, 128), `{"error":`...)

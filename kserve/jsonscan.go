@@ -20,6 +20,7 @@ type scanner struct {
 	i       int
 	scratch []byte // unescaped strings that had escapes
 	escaped bool   // the last str had escapes: its bytes are in scratch, valid until the next str
+	hold    *hold  // the request's hold of the in-flight budget, which decoded data take from; nil: none
 }
 
 // maxDepth bounds nesting (objects and arrays) so hostile input cannot exhaust the stack.

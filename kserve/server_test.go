@@ -58,6 +58,12 @@ type testServers struct {
 // runner; everything stops in t.Cleanup.
 func startServers(t testing.TB, maxBody int) *testServers {
 	t.Helper()
+	return startServersWith(t, ServerOptions{MaxBodyBytes: maxBody, Version: "test"})
+}
+
+// startServersWith is startServers with the server's options given whole.
+func startServersWith(t testing.TB, opts ServerOptions) *testServers {
+	t.Helper()
 	f := gatewaytest.NewFakeRunner()
 	f.Hang["stuck"] = true
 	f.Fn["gone"] = func([]api.Tensor) ([]api.Tensor, error) {
@@ -70,7 +76,7 @@ func startServers(t testing.TB, maxBody int) *testServers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(exec, ServerOptions{MaxBodyBytes: maxBody, Version: "test"})
+	srv, err := NewServer(exec, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
