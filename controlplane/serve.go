@@ -37,6 +37,13 @@ type ServeOptions struct {
 	Dispatch   string   // --dispatch: a dispatcher policy name
 	Flush      string   // --flush: a dispatcher flush name ("": idle)
 	MaxBody    int      // --max-body: largest request body or message, bytes, > 0
+	// MaxInflight (--max-inflight-bytes) is the in-flight bytes budget (0:
+	// a quarter of the cgroup memory limit; < 0: off); HeaderTimeout
+	// (--header-timeout) and MaxConnsPerIP (--max-conns-per-ip) bound the
+	// HTTP connections (0: kserve's defaults). docs/security.md.
+	MaxInflight   int64
+	HeaderTimeout time.Duration
+	MaxConnsPerIP int
 	Slack      float64  // --slack: share of each module's budget kept free, in [0, 1)
 	Admission  bool     // --admission: refuse at each module what would finish too late
 	Hedge      float64  // --hedge-budget: share of batches sent twice, in [0, 1]
@@ -228,7 +235,8 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		}
 		defer cw.Close()
 	}
-	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, Version: o.Version, Metrics: gm, Logger: log, Admin: admin})
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, MaxInflightBytes: o.MaxInflight,
+		HeaderTimeout: o.HeaderTimeout, MaxConnsPerIP: o.MaxConnsPerIP, Version: o.Version, Metrics: gm, Logger: log, Admin: admin})
 	if err != nil {
 		return err
 	}

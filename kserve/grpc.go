@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/encoding/gzip" // clients may send gzip messages; MaxRecvMsgSize holds after decompression
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
@@ -39,11 +40,18 @@ func (s *Server) GRPCService() inference.GRPCInferenceServiceServer { return &gr
 // probe asks) and server reflection (so that `grpcurl -plaintext ADDR list`
 // needs no .proto) registered, and the message limit set to MaxBodyBytes (over
 // it grpc-go answers RESOURCE_EXHAUSTED). A Health/Watch stream left open holds
-// GracefulStop until its caller closes it or the drain times out.
+// GracefulStop until its caller closes it or the drain times out. Its
+// connections are bounded: DefaultMaxConcurrentStreams calls each,
+// keepalive pings no closer than DefaultKeepaliveMinTime, and a GOAWAY
+// after DefaultMaxConnectionAge (calls in flight get the grace to finish);
+// extra options come after these and may override them.
 func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxBodyBytes),
 		grpc.MaxSendMsgSize(max(s.opts.MaxBodyBytes, 256<<20)),
+		grpc.MaxConcurrentStreams(DefaultMaxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: DefaultKeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: DefaultMaxConnectionAge, MaxConnectionAgeGrace: DefaultMaxConnectionAgeGrace}),
 		grpc.ChainUnaryInterceptor(s.recoverUnary),
 		grpc.ChainStreamInterceptor(s.recoverStream),
 	}, extra...)

@@ -33,6 +33,39 @@ const ExtensionBinaryData = "binary_tensor_data"
 // DefaultMaxBodyBytes is the default limit of an HTTP request body or gRPC message.
 const DefaultMaxBodyBytes = 64 << 20
 
+// The connection limits' defaults (ServerOptions; docs/security.md).
+const (
+	// DefaultHeaderTimeout bounds how long a client may take to send a
+	// request's headers: a connection holding a half-sent request is
+	// closed after it (408), whatever the body timeout.
+	DefaultHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout bounds how long a client may take to send a
+	// request's body once its headers are in.
+	DefaultBodyTimeout = time.Minute
+	// DefaultWriteTimeout bounds how long writing a response may take (a
+	// client that does not read its answer).
+	DefaultWriteTimeout = time.Minute
+	// DefaultIdleTimeout closes keep-alive connections idle longer.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxConnsPerIP caps the open HTTP connections of one client
+	// address; more are refused at once. High, because clients behind one
+	// NAT or load balancer share an address.
+	DefaultMaxConnsPerIP = 4096
+	// DefaultMaxConcurrentStreams caps the concurrent calls of one gRPC
+	// connection.
+	DefaultMaxConcurrentStreams = 1024
+	// DefaultMaxConnectionAge is how long a gRPC connection lives before
+	// the server asks its client to reconnect (GOAWAY), so that clients
+	// spread over gateways again; calls in flight get
+	// DefaultMaxConnectionAgeGrace to finish.
+	DefaultMaxConnectionAge      = 30 * time.Minute
+	DefaultMaxConnectionAgeGrace = time.Minute
+	// DefaultKeepaliveMinTime is the shortest interval between a gRPC
+	// client's keepalive pings the server accepts; a client pinging more
+	// often is sent GOAWAY (too_many_pings).
+	DefaultKeepaliveMinTime = 10 * time.Second
+)
+
 // ServerOptions configures the client-facing servers.
 type ServerOptions struct {
 	// MaxBodyBytes limits a request body (HTTP) or message (gRPC), compressed
@@ -48,6 +81,13 @@ type ServerOptions struct {
 	// debug for the client's (4xx). Nothing is logged for a request that
 	// succeeds. Nil logs nothing.
 	Logger *zap.Logger
+	// HeaderTimeout, BodyTimeout, WriteTimeout and IdleTimeout bound the
+	// HTTP connections (0: DefaultHeaderTimeout, DefaultBodyTimeout,
+	// DefaultWriteTimeout, DefaultIdleTimeout).
+	HeaderTimeout, BodyTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConnsPerIP caps one client address's open HTTP connections (0:
+	// DefaultMaxConnsPerIP; < 0: no cap).
+	MaxConnsPerIP int
 	// MaxInflightBytes is the in-flight bytes budget: the request bytes
 	// (bodies, decompressed bodies, decoded tensors) all requests being
 	// served may hold together; a request that would go past it is refused
@@ -75,6 +115,8 @@ type Server struct {
 	bufs     sync.Pool       // *[]byte response buffers
 	stats    stats           // the statistics extension's counters (stats.go)
 	budget   *inflightBudget // nil: no in-flight budget
+	// bodyConfig is what HeaderReceived answers: the body's read timeout.
+	bodyConfig fasthttp.RequestConfig
 }
 
 // HealthService is the service name, besides the overall "", whose status the
@@ -99,11 +141,26 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&opts.HeaderTimeout, DefaultHeaderTimeout}, {&opts.BodyTimeout, DefaultBodyTimeout}, {&opts.WriteTimeout, DefaultWriteTimeout}, {&opts.IdleTimeout, DefaultIdleTimeout}} {
+		if *d.v < 0 {
+			return nil, fmt.Errorf("kserve: timeout %v is negative", *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if opts.MaxConnsPerIP == 0 {
+		opts.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
 	if opts.MaxInflightBytes == 0 {
 		opts.MaxInflightBytes = DefaultInflightBytes(opts.MaxBodyBytes)
 	}
 	s := &Server{exec: exec, opts: opts, health: health.NewServer(), idPrefix: fmt.Sprintf("piccolo-%08x-", rand.Uint32())}
 	api.ReportPanics(reportPanic(opts.Metrics, opts.Logger))
+	s.bodyConfig.ReadTimeout = opts.BodyTimeout
 	if opts.MaxInflightBytes > 0 {
 		s.budget = &inflightBudget{limit: opts.MaxInflightBytes, m: opts.Metrics}
 	}
@@ -142,9 +199,15 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 		MaxRequestBodySize:    s.opts.MaxBodyBytes,
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
-		ReadTimeout:           time.Minute,     // a client must send its request within this
-		IdleTimeout:           2 * time.Minute, // keep-alive connections idle longer are closed
-		Logger:                discardLogger{}, // connection errors are answered, not logged per request
+		// The read timeout covers the headers; once they are in, the body
+		// gets its own (HeaderReceived), so a half-sent request holds its
+		// connection for HeaderTimeout, not the body's minute.
+		ReadTimeout:    s.opts.HeaderTimeout,
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig { return s.bodyConfig },
+		WriteTimeout:   s.opts.WriteTimeout,
+		IdleTimeout:    s.opts.IdleTimeout, // keep-alive connections idle longer are closed
+		MaxConnsPerIP:  max(s.opts.MaxConnsPerIP, 0),
+		Logger:         discardLogger{}, // connection errors are answered, not logged per request
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				// Nothing was read before the read timeout: a connection a

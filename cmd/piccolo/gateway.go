@@ -34,6 +34,9 @@ type gatewayOptions struct {
 	dispatch                string
 	flush                   string
 	maxBody                 int
+	maxInflight             int64
+	headerTimeout           time.Duration
+	maxConnsPerIP           int
 	slack                   float64
 	admission               bool
 	hedge                   float64       // --hedge-budget
@@ -165,6 +168,9 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&o.flush, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes, after decompression too")
+	f.Int64Var(&o.maxInflight, "max-inflight-bytes", 0, "request bytes all requests in flight may hold together (bodies, decompressed, decoded); past it 503 + Retry-After (0: a quarter of the cgroup memory limit, else 4 x --max-body; < 0: off; docs/security.md)")
+	f.DurationVar(&o.headerTimeout, "header-timeout", kserve.DefaultHeaderTimeout, "how long a client may take to send a request's headers; a half-sent request's connection is closed after it")
+	f.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", kserve.DefaultMaxConnsPerIP, "open HTTP connections one client address may hold (< 0: no cap)")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
@@ -210,7 +216,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	return controlplane.ServeGateway(ctx, controlplane.ServeOptions{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
-		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, Slack: o.slack,
+		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Slack: o.slack,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,
