@@ -44,9 +44,9 @@ type ServeOptions struct {
 	MaxInflight   int64
 	HeaderTimeout time.Duration
 	MaxConnsPerIP int
-	Slack      float64  // --slack: share of each module's budget kept free, in [0, 1)
-	Admission  bool     // --admission: refuse at each module what would finish too late
-	Hedge      float64  // --hedge-budget: share of batches sent twice, in [0, 1]
+	Slack         float64 // --slack: share of each module's budget kept free, in [0, 1)
+	Admission     bool    // --admission: refuse at each module what would finish too late
+	Hedge         float64 // --hedge-budget: share of batches sent twice, in [0, 1]
 	// ProbeEvery (--probe-interval) is how often a static backend is
 	// health-probed (0: 1 s).
 	ProbeEvery time.Duration

@@ -34,7 +34,7 @@ func TestHalfSentRequestsAreClosedAfterTheHeaderTimeout(t *testing.T) {
 	}
 	for i, c := range conns {
 		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second)) // the body timeout is a minute
-		b, _ := io.ReadAll(c)                                  // until the server closes it
+		b, _ := io.ReadAll(c)                                   // until the server closes it
 		if len(b) > 0 && !strings.HasPrefix(string(b), "HTTP/1.1 408") {
 			t.Fatalf("half-sent connection %d answered %q; want 408 or a close", i, b)
 		}
