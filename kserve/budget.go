@@ -68,7 +68,7 @@ type limitWriter struct {
 	max   int
 	h     *hold
 	over  bool // max reached
-	taken int  // bytes of cap taken from h
+	taken int  // bytes taken from h: every buffer allocated
 }
 
 func (w *limitWriter) Write(p []byte) (int, error) {
@@ -77,11 +77,13 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 		return 0, gateway.ErrTooLarge
 	}
 	if need := len(w.buf) + len(p); need > cap(w.buf) {
+		// The new buffer is taken whole: the old one is garbage, but it is
+		// memory until the collector runs, so the budget counts it too.
 		c := min(max(2*cap(w.buf), need, 32<<10), w.max)
-		if err := w.h.take(c - w.taken); err != nil {
+		if err := w.h.take(c); err != nil {
 			return 0, err
 		}
-		w.taken = c
+		w.taken += c
 		nb := make([]byte, len(w.buf), c)
 		copy(nb, w.buf)
 		w.buf = nb

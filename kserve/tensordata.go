@@ -71,13 +71,15 @@ type dataDecoder struct {
 const firstDataCap = 4 << 10
 
 // grow makes room for one more fixed-size element: twice the capacity, at
-// most the shape's bytes, taken from the request's hold.
+// most the shape's bytes, the new array taken from the request's hold (the
+// old one stays taken: it is garbage the collector has not yet freed).
 func (d *dataDecoder) grow() error {
 	c := int(min(max(2*int64(cap(d.t.Data)), firstDataCap), d.want))
 	if c < len(d.t.Data)+d.size {
 		c = len(d.t.Data) + d.size
 	}
-	if err := d.s.hold.take(c - d.taken); err != nil {
+	// Taken whole: the old array is garbage, memory until the collector runs.
+	if err := d.s.hold.take(c); err != nil {
 		return err
 	}
 	d.taken = c
