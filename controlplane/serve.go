@@ -41,7 +41,12 @@ type ServeOptions struct {
 	// a quarter of the cgroup memory limit; < 0: off); HeaderTimeout
 	// (--header-timeout) and MaxConnsPerIP (--max-conns-per-ip) bound the
 	// HTTP connections (0: kserve's defaults). docs/security.md.
-	MaxInflight   int64
+	MaxInflight int64
+	// AdminListen (--admin-listen) is where the admin API, /metrics and
+	// pprof listen, apart from the client port; "": on the client port
+	// (in-process tests, a gateway on loopback), with a warning when
+	// --listen is not a loopback address. docs/security.md.
+	AdminListen   string
 	HeaderTimeout time.Duration
 	MaxConnsPerIP int
 	Slack         float64 // --slack: share of each module's budget kept free, in [0, 1)
@@ -236,7 +241,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		defer cw.Close()
 	}
 	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, MaxInflightBytes: o.MaxInflight,
-		HeaderTimeout: o.HeaderTimeout, MaxConnsPerIP: o.MaxConnsPerIP, Version: o.Version, Metrics: gm, Logger: log, Admin: admin})
+		HeaderTimeout: o.HeaderTimeout, MaxConnsPerIP: o.MaxConnsPerIP, AdminApart: o.AdminListen != "", Version: o.Version, Metrics: gm, Logger: log, Admin: admin})
 	if err != nil {
 		return err
 	}
@@ -257,10 +262,31 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	}
 	hs := srv.NewHTTPServer()
 	gs := srv.NewGRPCServer(append(tlsfiles.GRPCCreds(o.TLS), tracing.ServerOptions()...)...)
-	served := make(chan error, 2)
+	served := make(chan error, 3)
+	adminAt := "the client port"
+	if o.AdminListen != "" {
+		al, err := net.Listen("tcp", o.AdminListen)
+		if err != nil {
+			hl.Close()
+			gl.Close()
+			return fmt.Errorf("--admin-listen %s: %w", o.AdminListen, err)
+		}
+		if o.TLS != nil {
+			acfg := o.TLS.Clone()
+			acfg.NextProtos = []string{"http/1.1"}
+			al = tls.NewListener(al, acfg)
+		}
+		as := srv.NewAdminHTTPServer()
+		defer as.Shutdown()
+		go func() { served <- as.Serve(al) }()
+		adminAt = al.Addr().String()
+	} else if !loopback(hl.Addr()) {
+		log.Warn("the admin API and /metrics are served on the client port, which listens beyond loopback: pass --admin-listen to serve them apart (docs/security.md)",
+			zap.String("http", hl.Addr().String()))
+	}
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()
-	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()),
+	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()), zap.String("admin", adminAt),
 		zap.String("policy", plan.Policy), zap.String("dispatch", pol.Name()), zap.String("flush", flush.Name()), zap.Float64("plan_cost", plan.TotalCost),
 		zap.Strings("sessions", exec.Sessions()))
 	if ready != nil {
@@ -349,4 +375,10 @@ func (o ServeOptions) planner(cfg *api.Config, opts scheduler.Options, flush dis
 		return tp.Plan, tp.Covers, !o.NoFuse, tp, nil
 	}
 	return serving, nil, !o.NoFuse, nil, nil
+}
+
+// loopback reports whether addr is a loopback address (127.0.0.0/8, ::1).
+func loopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

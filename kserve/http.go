@@ -23,6 +23,7 @@ import (
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/tracing"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/pprofhandler"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -95,6 +96,12 @@ type ServerOptions struct {
 	// piccolo_gateway_inflight_refused_total. 0 means DefaultInflightBytes
 	// (a quarter of the cgroup memory limit); < 0 turns the budget off.
 	MaxInflightBytes int64
+	// AdminApart serves the admin API, /metrics and pprof on the admin
+	// listener only (NewAdminHTTPServer, HandleAdminHTTP): the client port
+	// serves inference, health and metadata, and answers 404 for the rest.
+	// Without it the client port serves /admin/ and /metrics too (one port:
+	// tests, and a gateway that listens on loopback only).
+	AdminApart bool
 	// Admin, when set, serves the admin API under /admin/ on the HTTP port
 	// (controlplane.Admin.Handle); without it /admin/ answers 404 saying the API
 	// is off.
@@ -206,7 +213,7 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig { return s.bodyConfig },
 		WriteTimeout:   s.opts.WriteTimeout,
 		IdleTimeout:    s.opts.IdleTimeout, // keep-alive connections idle longer are closed
-		MaxConnsPerIP:  max(s.opts.MaxConnsPerIP, 0),
+		ConnState:      s.connState(),
 		Logger:         discardLogger{}, // connection errors are answered, not logged per request
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
@@ -233,6 +240,65 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 			}
 			writeError(ctx, gateway.BadInput("malformed HTTP request: %v", err))
 		},
+	}
+}
+
+// connState is the client port's ConnState hook: the per-address cap
+// (ipConns), nil without one.
+func (s *Server) connState() func(net.Conn, fasthttp.ConnState) {
+	if s.opts.MaxConnsPerIP <= 0 {
+		return nil
+	}
+	return newIPConns(s.opts.MaxConnsPerIP).state
+}
+
+// NewAdminHTTPServer returns the admin listener's server (with
+// ServerOptions.AdminApart): HandleAdminHTTP under a recover, with the
+// client port's timeouts.
+func (s *Server) NewAdminHTTPServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			defer func() {
+				if v := recover(); v != nil {
+					ctx.Response.Reset()
+					s.fail(ctx, "", "", api.Recovered("http", v))
+				}
+			}()
+			s.HandleAdminHTTP(ctx)
+		},
+		Name:                  "piccolo-admin",
+		MaxRequestBodySize:    s.opts.MaxBodyBytes,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+		ReadTimeout:           s.opts.BodyTimeout,
+		WriteTimeout:          10 * time.Minute, // a CPU profile takes its ?seconds= to write
+		IdleTimeout:           s.opts.IdleTimeout,
+		Logger:                discardLogger{},
+	}
+}
+
+var prefPprof = []byte("/debug/pprof/")
+
+// HandleAdminHTTP routes one request of the admin listener:
+//
+//	/admin/...        the admin API (ServerOptions.Admin; 404 when off)
+//	GET /metrics      Prometheus metrics (ServerOptions.Metrics)
+//	/debug/pprof/NAME Go's profiles: heap, goroutine, profile, trace, ... (fasthttp's pprofhandler)
+func (s *Server) HandleAdminHTTP(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	switch {
+	case bytes.HasPrefix(path, prefAdmin):
+		if s.opts.Admin == nil {
+			writeError(ctx, gateway.Public(errNoRoute, "%v: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
+			return
+		}
+		s.opts.Admin(ctx)
+	case string(path) == "/metrics" && s.opts.Metrics != nil:
+		s.opts.Metrics.Handler(ctx)
+	case bytes.HasPrefix(path, prefPprof):
+		pprofhandler.PprofHandler(ctx)
+	default:
+		writeError(ctx, gateway.Public(errNoRoute, "%v: no endpoint %s on the admin listener; endpoints: /admin/..., /metrics, /debug/pprof/", errNoRoute, strconv.Quote(string(path))))
 	}
 }
 
@@ -293,6 +359,8 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 				writeJSON(ctx, 503, `{"ready":false}`)
 			}
 		}
+	case s.opts.AdminApart && (bytes.HasPrefix(path, prefAdmin) || string(path) == "/metrics"):
+		writeError(ctx, gateway.Public(errNoRoute, "%v: no endpoint %s on the client port", errNoRoute, strconv.Quote(string(path))))
 	case bytes.HasPrefix(path, prefAdmin):
 		if s.opts.Admin == nil {
 			writeError(ctx, gateway.Public(errNoRoute, "%v: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))

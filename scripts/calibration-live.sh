@@ -70,7 +70,7 @@ for cal in $CAL; do
     done
   done
   sleep 1
-  "$P" gateway -c $CFG -c "$work/backends.yaml" --listen $GW --grpc-listen 127.0.0.1:$((PORTS + 1)) \
+  "$P" gateway --admin-listen same -c $CFG -c "$work/backends.yaml" --listen $GW --grpc-listen 127.0.0.1:$((PORTS + 1)) \
     --calibration=$cal ${CALFILE:+$([ "$cal" = true ] && echo --calibration-file="$CALFILE")} --watch=false >"$work/g.log" 2>&1 &
   G=$!
   pids+=($G)
