@@ -261,7 +261,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		return fmt.Errorf("--grpc-listen %s: %w", o.GRPCListen, err)
 	}
 	hs := srv.NewHTTPServer()
-	gs := srv.NewGRPCServer(append(tlsfiles.GRPCCreds(o.TLS), tracing.ServerOptions()...)...)
+	gs := srv.NewGRPCServer(append(tlsfiles.GRPCCreds(o.TLS), tracing.EdgeServerOptions()...)...)
 	served := make(chan error, 3)
 	adminAt := "the client port"
 	if o.AdminListen != "" {
