@@ -107,8 +107,10 @@ whose deadline (arrival + SLO) cannot be met given the current queues is rejecte
 at once (HTTP 429, gRPC RESOURCE_EXHAUSTED). Responses carry per-module queue,
 compute and total milliseconds as parameters "piccolo.<module>.queue_ms" etc.
 
-Admin API (only with --admin-token or PICCOLO_ADMIN_TOKEN; every request must
-send "Authorization: Bearer <token>", else 401):
+Admin API, on the admin listener (--admin-listen, with /metrics and
+/debug/pprof/; the client port answers 404 for them; docs/security.md), only
+with --admin-token or PICCOLO_ADMIN_TOKEN; every request must send
+"Authorization: Bearer <token>", else 401:
   GET /admin/sessions, GET|PUT|DELETE /admin/sessions/{name},
   GET /admin/plan, GET /admin/backends          (docs/control-plane.md)
 A session PUT or DELETE is validated with the rest of the running config,
