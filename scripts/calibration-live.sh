@@ -63,7 +63,7 @@ for cal in $CAL; do
       port=$((port + 1))
       fault=()
       if [ "$MODE" = all ] || { [ "$MODE" = one ] && [ "$i" = 0 ]; }; then fault=(--fault "slow=$SLOW"); fi
-      "$P" backend -c $CFG --executor sim --hardware $hw --listen 127.0.0.1:$port --metrics-listen 127.0.0.1:$((port + 1000)) \
+      "$P" backend --fault-injection -c $CFG --executor sim --hardware $hw --listen 127.0.0.1:$port --metrics-listen 127.0.0.1:$((port + 1000)) \
         "${fault[@]}" >"$work/b-$hw-$i.log" 2>&1 &
       pids+=($!); bpids+=($!)
       echo "  - {id: $hw-$i, address: \"127.0.0.1:$port\", hardware: $hw}" >> "$work/backends.yaml"

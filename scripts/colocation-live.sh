@@ -56,7 +56,7 @@ for cal in $CAL; do
   echo "backends:" > "$work/backends.yaml"
   for i in $(seq 0 $((BACKENDS - 1))); do
     port=$((19401 + i))
-    "$P" backend -c "$CFG" --executor sim --hardware v100 --listen 127.0.0.1:$port --metrics-listen 127.0.0.1:$((port + 1000)) \
+    "$P" backend --fault-injection -c "$CFG" --executor sim --hardware v100 --listen 127.0.0.1:$port --metrics-listen 127.0.0.1:$((port + 1000)) \
       --fault "shared=$SHARED" ${CONSUL:+--consul 127.0.0.1:19500 --id v100-$i} >"$work/b-$i.log" 2>&1 &
     pids+=($!); bpids+=($!)
     echo "  - {id: v100-$i, address: \"127.0.0.1:$port\", hardware: v100}" >> "$work/backends.yaml"

@@ -37,6 +37,7 @@ type backendOptions struct {
 
 	faults    []string // --fault words (docs/faults.md)
 	faultSeed uint64   // seed of the fail share's draws
+	faultOn   bool     // --fault-injection: allow --fault and /admin/faults
 	tls       tlsFlags // --tls-cert, --tls-key, --tls-client-ca of the gRPC listener
 }
 
@@ -86,7 +87,7 @@ second, so gateways see it join, and drop it within about a second of dying. It
 re-registers if the agent restarts, and deregisters on SIGINT or SIGTERM before
 draining.
 
-With --fault it misbehaves on purpose, to rehearse failures: refuse (connections
+With --fault-injection and --fault it misbehaves on purpose, to rehearse failures: refuse (connections
 refused), reset (calls cut), hang, slow=K (batches K times as long), fail=P (a
 share P of calls answer INTERNAL), malformed (outputs of the wrong shape or
 size), shared=K (batches K times as long while another model runs batches there). GET/PUT/DELETE ` + process.FaultsPath + ` on the metrics port reads and changes them
@@ -121,6 +122,7 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.StringVar(&o.id, "id", "", "with --consul: the registration id (default <hardware>-<host>-<port>)")
 	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed, shared=K; change at run time with "+process.FaultsPath+" on the metrics port")
 	f.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of which calls fail=P fails")
+	f.BoolVar(&o.faultOn, "fault-injection", false, "allow fault injection: --fault and "+process.FaultsPath+" on the metrics port (off: --fault is refused and "+process.FaultsPath+" is 404; on: logged at warn; never in production)")
 	o.tls.register(f, "serve gRPC")
 	return cmd
 }
@@ -134,7 +136,7 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	}
 	return process.Run(ctx, process.Options{Listen: o.listen, Hardware: o.hardware, Files: o.files, Executor: o.executor, Jitter: o.jitter,
 		Seed: o.seed, Models: o.models, Drain: o.drain, MetricsListen: o.metrics, GPUTelemetry: o.gpu, ORTLib: o.ortLib, ModelDir: o.modelDir,
-		IntraOpThreads: o.threads, DeviceLanes: o.devLanes, Consul: o.consul, ID: o.id, Faults: o.faults, FaultSeed: o.faultSeed,
+		IntraOpThreads: o.threads, DeviceLanes: o.devLanes, Consul: o.consul, ID: o.id, Faults: o.faults, FaultSeed: o.faultSeed, FaultInjection: o.faultOn,
 		TLS: tlsCfg, Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version}, ready)
 }
 

@@ -27,7 +27,7 @@ func TestBackendFaults(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	metricsAddr := freeAddr(t)
-	o := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
+	o := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim", faultOn: true,
 		models: []string{"m"}, logFmt: "json", drain: 5 * time.Second, metrics: metricsAddr, faults: []string{"fail=1"}}
 	addr, done := startBackend(t, ctx, o)
 	c, err := backends.NewClient(addr, backends.ClientOptions{})
@@ -81,11 +81,42 @@ func TestBackendFaultFlagErrors(t *testing.T) {
 		{"fail=2", "want a share 0 ≤ p ≤ 1"},
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
-			o := &backendOptions{hardware: "t4", files: []string{cfgPath}, executor: "sim", logFmt: "json", listen: "127.0.0.1:0", faults: []string{tc.fault}}
+			o := &backendOptions{hardware: "t4", files: []string{cfgPath}, executor: "sim", logFmt: "json", listen: "127.0.0.1:0", faultOn: true, faults: []string{tc.fault}}
 			err := runBackend(context.Background(), o, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}
 		})
+	}
+}
+
+// TestFaultInjectionIsOffByDefault: a backend started without
+// --fault-injection refuses --fault, naming the flag, and does not serve
+// /admin/faults (404), so nobody who reaches it can make it misbehave.
+func TestFaultInjectionIsOffByDefault(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "profiles.yaml")
+	if err := os.WriteFile(cfgPath, []byte("hardware: [{name: v100, price: 3}]\nprofiles: [{model: m, hardware: v100, entries: [{batch: 2, concurrency: 1, duration: 2ms}]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	refused := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim", logFmt: "json", faults: []string{"hang"}}
+	if err := runBackend(ctx, refused, nil); err == nil || !strings.Contains(err.Error(), "--fault-injection") {
+		t.Fatalf("--fault without --fault-injection: %v; want an error naming --fault-injection", err)
+	}
+	metricsAddr := freeAddr(t)
+	o := &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
+		models: []string{"m"}, logFmt: "json", drain: time.Second, metrics: metricsAddr}
+	startBackend(t, ctx, o)
+	for _, method := range []string{"GET", "PUT"} {
+		req, _ := http.NewRequest(method, "http://"+metricsAddr+process.FaultsPath, strings.NewReader(`{"hang": true}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("%s %s without --fault-injection: %d; want 404", method, process.FaultsPath, resp.StatusCode)
+		}
 	}
 }
