@@ -81,9 +81,12 @@ type ServeOptions struct {
 	Tune      bool             // --tune
 	TuneScope string           // --tune-scope
 
-	TLS        *tls.Config     // HTTPS and gRPC TLS to clients (--tls-*); nil: plain text
-	BackendTLS *tls.Config     // towards the backends that serve TLS (--backend-*); nil: defaults
-	Tracing    tracing.Options // --otlp-*, --trace-sampling (Service is set here)
+	TLS        *tls.Config // HTTPS and gRPC TLS to clients (--tls-*); nil: plain text
+	BackendTLS *tls.Config // towards the backends that serve TLS (--backend-*); nil: defaults
+	// BackendTLSMode (--backend-tls): required, preferred ("": the
+	// backend's entry decides) or off (dataplane.LiveOptions.BackendTLSMode).
+	BackendTLSMode string
+	Tracing        tracing.Options // --otlp-*, --trace-sampling (Service is set here)
 	// NewLogger makes the process's logger (--log); nil: zap.NewProduction.
 	NewLogger func() (*zap.Logger, error)
 	Version   string // what the servers report (GET /v2, ServerMetadata)
@@ -125,6 +128,9 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	flush, err := dispatcher.ParseFlush(o.Flush)
 	if err != nil {
 		return fmt.Errorf("--flush: %w", err)
+	}
+	if err := dataplane.CheckBackendTLSMode(o.BackendTLSMode); err != nil {
+		return fmt.Errorf("--backend-tls: %w", err)
 	}
 	if o.MaxBody <= 0 {
 		return fmt.Errorf("--max-body %d: must be > 0 bytes", o.MaxBody)
@@ -178,7 +184,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	if est != nil { // a nil *Estimator in the interface would not be nil
 		o.Control.Calibration = est
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS,
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
 		Calibration: est}
 	planOpts := scheduler.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())

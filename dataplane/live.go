@@ -96,6 +96,29 @@ type LiveOptions struct {
 	// certificates are verified with (`piccolo gateway --backend-ca`). Nil:
 	// the system's roots.
 	BackendTLS *tls.Config
+	// BackendTLSMode is who decides whether a backend is called over TLS
+	// (`piccolo gateway --backend-tls`): BackendTLSRequired, every backend
+	// whatever its entry says (one that serves plain text cannot be
+	// reached); BackendTLSOff, none; BackendTLSPreferred or "", the
+	// backend's entry (api.Backend.TLS, Consul meta "tls"), as a backend
+	// registering itself may claim.
+	BackendTLSMode string
+}
+
+// The values of LiveOptions.BackendTLSMode.
+const (
+	BackendTLSRequired  = "required"
+	BackendTLSPreferred = "preferred"
+	BackendTLSOff       = "off"
+)
+
+// CheckBackendTLSMode refuses a BackendTLSMode other than the three, naming them.
+func CheckBackendTLSMode(mode string) error {
+	switch mode {
+	case "", BackendTLSRequired, BackendTLSPreferred, BackendTLSOff:
+		return nil
+	}
+	return fmt.Errorf("backend TLS %q: want %s, %s or %s", mode, BackendTLSRequired, BackendTLSPreferred, BackendTLSOff)
 }
 
 // healthOptions are the HealthOptions o asks for.
@@ -195,7 +218,9 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		r.pool.SetTLS(opts.BackendTLS)
 	}
 	for _, b := range cfg.Backends {
-		if b.TLS {
+		// The gateway decides (BackendTLSMode); the backend's entry only
+		// when it prefers to leave it to the backend.
+		if opts.BackendTLSMode == BackendTLSRequired || (b.TLS && opts.BackendTLSMode != BackendTLSOff) {
 			r.pool.UseTLS(b.Address) // before any client of it is made below
 		}
 	}
