@@ -86,6 +86,10 @@ type ServeOptions struct {
 	// BackendTLSMode (--backend-tls): required, preferred ("": the
 	// backend's entry decides) or off (dataplane.LiveOptions.BackendTLSMode).
 	BackendTLSMode string
+	// BackendToken (--backend-token, $PICCOLO_BACKEND_TOKEN) is sent to the
+	// backends on every call: the credential a backend started with
+	// --admin-token asks of model load and unload. "": none.
+	BackendToken string
 	Tracing        tracing.Options // --otlp-*, --trace-sampling (Service is set here)
 	// NewLogger makes the process's logger (--log); nil: zap.NewProduction.
 	NewLogger func() (*zap.Logger, error)
@@ -190,6 +194,11 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
 	if err != nil {
 		return err
+	}
+	if o.BackendToken != "" {
+		pool := dataplane.NewTokenPool(o.BackendToken)
+		defer pool.Close()
+		liveOpts.Clients = pool
 	}
 	gopts := GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
 		Planner: planner, Control: o.Control, Monitor: o.Monitor, OnPlan: o.OnPlan}

@@ -48,6 +48,11 @@ type Options struct {
 	// who reaches it can make it hang, slow down or fail; with it the
 	// backend says so at warn level when it starts (docs/security.md).
 	FaultInjection bool
+	// AdminToken (--admin-token, $PICCOLO_BACKEND_TOKEN) is the gateway's
+	// credential: with one, model load and unload (gRPC) and /admin/faults
+	// need "authorization: Bearer <token>" (backends.RequireToken); "": no
+	// credential asked (a warning at start).
+	AdminToken string
 	// TLS is the gRPC listener's TLS (--tls-cert, --tls-key,
 	// --tls-client-ca); nil: plain text.
 	TLS *tls.Config
@@ -138,7 +143,7 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 	}
 	faultsAPI := map[string]http.HandlerFunc{}
 	if o.FaultInjection {
-		faultsAPI[FaultsPath] = inj.Handler().ServeHTTP
+		faultsAPI[FaultsPath] = backends.RequireTokenHTTP(o.AdminToken, inj.Handler().ServeHTTP)
 		log.Warn("FAULT INJECTION ON: this backend misbehaves on purpose when told to (--fault, "+FaultsPath+" on the metrics port, no credential); never in production",
 			zap.Strings("faults", o.Faults))
 	}
@@ -175,7 +180,13 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 		defer metrics.Serve(mlis, reg, faultsAPI).Close()
 		log.Info("metrics serving", zap.String("address", mlis.Addr().String()))
 	}
-	g := backends.NewGRPCServer(srv, append(append(tlsfiles.GRPCCreds(o.TLS), tracing.ServerOptions()...), inj.ServerOption())...)
+	gopts := append(append(tlsfiles.GRPCCreds(o.TLS), tracing.ServerOptions()...), inj.ServerOption())
+	if so := backends.RequireToken(o.AdminToken); so != nil {
+		gopts = append(gopts, so)
+	} else {
+		log.Warn("no admin token: anyone who reaches this backend may load and unload its models; pass --admin-token or set PICCOLO_BACKEND_TOKEN (docs/security.md)")
+	}
+	g := backends.NewGRPCServer(srv, gopts...)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	addr := lis.Addr().String()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -118,5 +119,59 @@ func TestFaultInjectionIsOffByDefault(t *testing.T) {
 		if resp.StatusCode != 404 {
 			t.Errorf("%s %s without --fault-injection: %d; want 404", method, process.FaultsPath, resp.StatusCode)
 		}
+	}
+}
+
+// TestBackendTokenGuardsAdminCalls: a backend started with --admin-token
+// loads and unloads models and serves /admin/faults only for a caller that
+// sends the token; a gateway with --backend-token (the same) loads its plan's
+// models there and serves.
+func TestBackendTokenGuardsAdminCalls(t *testing.T) {
+	const token = "gw-secret"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(cancelConfig, "duration: 1s", "duration: 5ms")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
+		logFmt: "json", drain: time.Second, metrics: metricsAddr, faultOn: true, token: token})
+	anon, err := backends.NewClient(addr, backends.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	if err := anon.Load(ctx, "m", 0, 0); err == nil || !strings.Contains(err.Error(), "token") {
+		t.Errorf("load without the token: %v; want UNAUTHENTICATED", err)
+	}
+	for _, auth := range []string{"", "Bearer nope", "bearer " + token} {
+		req, _ := http.NewRequest("GET", "http://"+metricsAddr+process.FaultsPath, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: 200, false: 401}[auth == "bearer "+token]; resp.StatusCode != want {
+			t.Errorf("GET %s with %q: %d; want %d", process.FaultsPath, auth, resp.StatusCode, want)
+		}
+	}
+	bePath := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(bePath, fmt.Appendf(nil, "backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", addr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr, _, _ := startGatewayAddrs(t, ctx, &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, backendToken: token})
+	resp, err := http.Post("http://"+httpAddr+"/v2/models/one/infer", "application/json", strings.NewReader(cancelBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("infer through a gateway with --backend-token: %d; want 200", resp.StatusCode)
 	}
 }
