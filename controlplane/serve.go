@@ -37,21 +37,9 @@ type ServeOptions struct {
 	Dispatch   string   // --dispatch: a dispatcher policy name
 	Flush      string   // --flush: a dispatcher flush name ("": idle)
 	MaxBody    int      // --max-body: largest request body or message, bytes, > 0
-	// MaxInflight (--max-inflight-bytes) is the in-flight bytes budget (0:
-	// a quarter of the cgroup memory limit; < 0: off); HeaderTimeout
-	// (--header-timeout) and MaxConnsPerIP (--max-conns-per-ip) bound the
-	// HTTP connections (0: kserve's defaults). docs/security.md.
-	MaxInflight int64
-	// AdminListen (--admin-listen) is where the admin API, /metrics and
-	// pprof listen, apart from the client port; "": on the client port
-	// (in-process tests, a gateway on loopback), with a warning when
-	// --listen is not a loopback address. docs/security.md.
-	AdminListen   string
-	HeaderTimeout time.Duration
-	MaxConnsPerIP int
-	Slack         float64 // --slack: share of each module's budget kept free, in [0, 1)
-	Admission     bool    // --admission: refuse at each module what would finish too late
-	Hedge         float64 // --hedge-budget: share of batches sent twice, in [0, 1]
+	Slack      float64  // --slack: share of each module's budget kept free, in [0, 1)
+	Admission  bool     // --admission: refuse at each module what would finish too late
+	Hedge      float64  // --hedge-budget: share of batches sent twice, in [0, 1]
 	// ProbeEvery (--probe-interval) is how often a static backend is
 	// health-probed (0: 1 s).
 	ProbeEvery time.Duration
@@ -81,8 +69,25 @@ type ServeOptions struct {
 	Tune      bool             // --tune
 	TuneScope string           // --tune-scope
 
-	TLS        *tls.Config // HTTPS and gRPC TLS to clients (--tls-*); nil: plain text
-	BackendTLS *tls.Config // towards the backends that serve TLS (--backend-*); nil: defaults
+	TLS        *tls.Config     // HTTPS and gRPC TLS to clients (--tls-*); nil: plain text
+	BackendTLS *tls.Config     // towards the backends that serve TLS (--backend-*); nil: defaults
+	Tracing    tracing.Options // --otlp-*, --trace-sampling (Service is set here)
+	// NewLogger makes the process's logger (--log); nil: zap.NewProduction.
+	NewLogger func() (*zap.Logger, error)
+	Version   string // what the servers report (GET /v2, ServerMetadata)
+
+	// MaxInflight (--max-inflight-bytes) is the in-flight bytes budget (0:
+	// a quarter of the cgroup memory limit; < 0: off); HeaderTimeout
+	// (--header-timeout) and MaxConnsPerIP (--max-conns-per-ip) bound the
+	// HTTP connections (0: kserve's defaults). docs/security.md.
+	MaxInflight   int64
+	HeaderTimeout time.Duration
+	MaxConnsPerIP int
+	// AdminListen (--admin-listen) is where the admin API, /metrics and
+	// pprof listen, apart from the client port; "": on the client port
+	// (in-process tests, a gateway on loopback), with a warning when
+	// --listen is not a loopback address. docs/security.md.
+	AdminListen string
 	// BackendTLSMode (--backend-tls): required, preferred ("": the
 	// backend's entry decides) or off (dataplane.LiveOptions.BackendTLSMode).
 	BackendTLSMode string
@@ -90,10 +95,6 @@ type ServeOptions struct {
 	// backends on every call: the credential a backend started with
 	// --admin-token asks of model load and unload. "": none.
 	BackendToken string
-	Tracing        tracing.Options // --otlp-*, --trace-sampling (Service is set here)
-	// NewLogger makes the process's logger (--log); nil: zap.NewProduction.
-	NewLogger func() (*zap.Logger, error)
-	Version   string // what the servers report (GET /v2, ServerMetadata)
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.

@@ -118,10 +118,12 @@ type Server struct {
 	// idPrefix and idSeq make the ids of failed requests that came without one.
 	idPrefix string
 	idSeq    atomic.Uint64
-	health   *health.Server  // grpc.health.v1, services "" and HealthService
-	bufs     sync.Pool       // *[]byte response buffers
-	stats    stats           // the statistics extension's counters (stats.go)
-	budget   *inflightBudget // nil: no in-flight budget
+	health   *health.Server // grpc.health.v1, services "" and HealthService
+	bufs     sync.Pool      // *[]byte response buffers
+	stats    stats          // the statistics extension's counters (stats.go)
+
+	// budget is the in-flight bytes budget (budget.go); nil: none.
+	budget *inflightBudget
 	// bodyConfig is what HeaderReceived answers: the body's read timeout.
 	bodyConfig fasthttp.RequestConfig
 }
