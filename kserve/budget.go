@@ -39,16 +39,27 @@ type hold struct {
 // take adds n bytes to the request's share, or refuses with errBusy (the
 // share unchanged) when the budget cannot give them.
 func (h *hold) take(n int) error {
-	if h == nil || h.b == nil || n <= 0 {
+	if h == nil {
 		return nil
 	}
-	b := h.b
+	if err := h.b.take(n); err != nil {
+		return err
+	}
+	h.n += int64(max(n, 0))
+	return nil
+}
+
+// take takes n bytes from the budget, or refuses with errBusy; a nil budget
+// takes everything.
+func (b *inflightBudget) take(n int) error {
+	if b == nil || n <= 0 {
+		return nil
+	}
 	if used := b.used.Add(int64(n)); used > b.limit {
 		b.used.Add(-int64(n))
 		b.m.InflightRefused()
 		return gateway.Public(errBusy, "%v: requests in flight hold the gateway's in-flight budget of %d bytes (--max-inflight-bytes); retry later", errBusy, b.limit)
 	}
-	h.n += int64(n)
 	return nil
 }
 
@@ -61,14 +72,16 @@ func (h *hold) release() {
 }
 
 // limitWriter collects a decompressed body: at most max bytes, each chunk
-// taken from the request's hold before it is kept, so a compressed body
-// takes memory as it inflates and stops when the budget or --max-body says.
+// taken from the budget before it is kept, so a compressed body takes
+// memory as it inflates and stops when the budget or --max-body says. The
+// caller adds taken to the request's hold (the writer escapes to the heap
+// as an io.Writer; the hold, on the request's stack, must not).
 type limitWriter struct {
 	buf   []byte
 	max   int
-	h     *hold
+	b     *inflightBudget
 	over  bool // max reached
-	taken int  // bytes taken from h: every buffer allocated
+	taken int  // bytes taken from b: every buffer allocated
 }
 
 func (w *limitWriter) Write(p []byte) (int, error) {
@@ -80,7 +93,7 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 		// The new buffer is taken whole: the old one is garbage, but it is
 		// memory until the collector runs, so the budget counts it too.
 		c := min(max(2*cap(w.buf), need, 32<<10), w.max)
-		if err := w.h.take(c); err != nil {
+		if err := w.b.take(c); err != nil {
 			return 0, err
 		}
 		w.taken += c

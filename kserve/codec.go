@@ -74,7 +74,10 @@ func DecodeInferRequest(body []byte, req *gateway.InferRequest) error {
 // refused or ignored as DecodeInferRequest says.
 func decodeRequest(body []byte, req *gateway.InferRequest, ext *binaryExt) error {
 	*req = gateway.InferRequest{}
-	s := scanner{b: body, hold: ext.hold()}
+	s := scanner{b: body, budget: ext.budgetOf()}
+	if ext != nil {
+		defer func() { ext.held += int64(s.held) }() // taken, given back by the caller, error or not
+	}
 	if s.peek() != '{' {
 		if s.i >= len(s.b) {
 			return gateway.BadInput("empty request body: want a JSON object with \"inputs\"")
@@ -465,8 +468,10 @@ func decodeInput(s *scanner, idx int, binaryIn bool) (t api.Tensor, size int64, 
 		return t, size, gateway.BadInput("input %q: missing \"data\": give it as JSON \"data\" or, with the binary tensor data extension, \"parameters\": {\"binary_data_size\": N}", name)
 	}
 	if !decoded {
-		sub := scanner{b: s.b[:dataEnd], i: dataStart, hold: s.hold}
-		if err := decodeData(&sub, &t, dt); err != nil {
+		sub := scanner{b: s.b[:dataEnd], i: dataStart, budget: s.budget}
+		err := decodeData(&sub, &t, dt)
+		s.held += sub.held
+		if err != nil {
 			return t, size, err
 		}
 	}

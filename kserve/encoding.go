@@ -28,7 +28,10 @@ func requestBody(ctx *fasthttp.RequestCtx, max int, h *hold) ([]byte, error) {
 	if len(enc) == 0 || string(enc) == "identity" {
 		return ctx.PostBody(), nil
 	}
-	w := limitWriter{max: max, h: h}
+	w := limitWriter{max: max}
+	if h != nil {
+		w.b = h.b
+	}
 	var err error
 	switch body := ctx.PostBody(); string(enc) {
 	case "gzip":
@@ -41,6 +44,9 @@ func requestBody(ctx *fasthttp.RequestCtx, max int, h *hold) ([]byte, error) {
 		_, err = fasthttp.WriteUnzstd(&w, body)
 	default:
 		return nil, gateway.Public(errUnsupportedEncoding, "%v %q: send the body as is, or with Content-Encoding gzip, deflate, br or zstd", errUnsupportedEncoding, enc)
+	}
+	if h != nil {
+		h.n += int64(w.taken) // given back when the request is answered, whatever happened
 	}
 	switch {
 	case err == nil:

@@ -42,7 +42,9 @@ func FuzzGzipBody(f *testing.F) {
 		plain, err := requestBody(&ctx, 128<<10, &h)
 		if err == nil {
 			var req gateway.InferRequest
-			err = decodeRequest(plain, &req, &binaryExt{h: &h})
+			ext := binaryExt{budget: b}
+			err = decodeRequest(plain, &req, &ext)
+			h.n += ext.held
 		}
 		h.release()
 		if err != nil && !errors.Is(err, gateway.ErrBadInput) && !errors.Is(err, gateway.ErrTooLarge) && !errors.Is(err, errBusy) {

@@ -543,12 +543,13 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name 
 	var req gateway.InferRequest
 	var ext binaryExt // the binary tensor data extension, if the request uses it
 	h := hold{b: s.budget}
-	ext.h = &h
+	ext.budget = s.budget
 	defer func() {
 		if v := recover(); v != nil {
 			ctx.Response.Reset()
 			status = s.fail(ctx, name, req.ID, api.Recovered("http", v))
 		}
+		h.n += ext.held
 		h.release()
 	}()
 	if err := s.exec.CheckSession(name); err != nil {

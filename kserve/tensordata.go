@@ -31,7 +31,7 @@ func decodeData(s *scanner, t *api.Tensor, dt dtype) error {
 	if size == 0 {
 		first = min(n*8, firstDataCap)
 	}
-	if err := s.hold.take(int(first)); err != nil {
+	if err := s.take(int(first)); err != nil {
 		return err
 	}
 	t.Data = make([]byte, 0, first)
@@ -79,7 +79,7 @@ func (d *dataDecoder) grow() error {
 		c = len(d.t.Data) + d.size
 	}
 	// Taken whole: the old array is garbage, memory until the collector runs.
-	if err := d.s.hold.take(c); err != nil {
+	if err := d.s.take(c); err != nil {
 		return err
 	}
 	d.taken = c
@@ -191,7 +191,7 @@ func (d *dataDecoder) leaves(max int64, depth int) (int64, error) {
 			return got, gateway.BadInput("input %q: data element %d: %v", d.t.Name, d.count, err)
 		}
 		if c := cap(d.t.Data); c > d.taken { // BYTES grown by append
-			if err := s.hold.take(c - d.taken); err != nil {
+			if err := s.take(c - d.taken); err != nil {
 				return got, err
 			}
 			d.taken = c
