@@ -77,7 +77,7 @@ type ServeOptions struct {
 	Version   string // what the servers report (GET /v2, ServerMetadata)
 
 	// MaxInflight (--max-inflight-bytes) is the in-flight bytes budget (0:
-	// a quarter of the cgroup memory limit; < 0: off); HeaderTimeout
+	// a fifth of the cgroup memory limit; < 0: off); HeaderTimeout
 	// (--header-timeout) and MaxConnsPerIP (--max-conns-per-ip) bound the
 	// HTTP connections (0: kserve's defaults). docs/security.md.
 	MaxInflight   int64

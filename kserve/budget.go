@@ -107,12 +107,15 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 
 // DefaultInflightFraction is the share of the container's memory limit
 // (cgroup v2 memory.max, or v1 memory.limit_in_bytes) the in-flight budget
-// gets by default.
-const DefaultInflightFraction = 4 // a quarter
+// gets by default: a fifth, so that the budget plus the collector's lag
+// (the heap grows past what is live before a collection frees it; about 20%
+// over the budget under eight gzip bombs, docs/security.md) stays well
+// inside the limit.
+const DefaultInflightFraction = 5
 
-// DefaultInflightBytes returns the default in-flight budget: a quarter of the
-// cgroup memory limit when the process has one, else 4 × maxBody (maxBody 0:
-// DefaultMaxBodyBytes).
+// DefaultInflightBytes returns the default in-flight budget: a fifth of the
+// cgroup memory limit when the process has one, else 3 × maxBody (maxBody 0:
+// DefaultMaxBodyBytes): room for a few requests at the body limit.
 func DefaultInflightBytes(maxBody int) int64 {
 	if limit := cgroupMemoryLimit(); limit > 0 {
 		return limit / DefaultInflightFraction
@@ -120,7 +123,7 @@ func DefaultInflightBytes(maxBody int) int64 {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
 	}
-	return 4 * int64(maxBody)
+	return 3 * int64(maxBody)
 }
 
 // cgroupMemoryLimit reads the process's cgroup memory limit in bytes; 0

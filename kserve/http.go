@@ -94,7 +94,7 @@ type ServerOptions struct {
 	// served may hold together; a request that would go past it is refused
 	// 503 with Retry-After (gRPC RESOURCE_EXHAUSTED) and counted in
 	// piccolo_gateway_inflight_refused_total. 0 means DefaultInflightBytes
-	// (a quarter of the cgroup memory limit); < 0 turns the budget off.
+	// (a fifth of the cgroup memory limit); < 0 turns the budget off.
 	MaxInflightBytes int64
 	// AdminApart serves the admin API, /metrics and pprof on the admin
 	// listener only (NewAdminHTTPServer, HandleAdminHTTP): the client port

@@ -18,8 +18,8 @@ import (
 type scanner struct {
 	b       []byte
 	i       int
-	scratch []byte // unescaped strings that had escapes
-	escaped bool   // the last str had escapes: its bytes are in scratch, valid until the next str
+	scratch []byte          // unescaped strings that had escapes
+	escaped bool            // the last str had escapes: its bytes are in scratch, valid until the next str
 	budget  *inflightBudget // the in-flight budget decoded data take from; nil: none
 	held    int             // bytes taken from budget (the caller adds them to the request's hold)
 }

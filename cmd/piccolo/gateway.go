@@ -173,7 +173,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&o.flush, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.IntVar(&o.maxBody, "max-body", kserve.DefaultMaxBodyBytes, "largest request body (HTTP) or message (gRPC), bytes, after decompression too")
-	f.Int64Var(&o.maxInflight, "max-inflight-bytes", 0, "request bytes all requests in flight may hold together (bodies, decompressed, decoded); past it 503 + Retry-After (0: a quarter of the cgroup memory limit, else 4 x --max-body; < 0: off; docs/security.md)")
+	f.Int64Var(&o.maxInflight, "max-inflight-bytes", 0, "request bytes all requests in flight may hold together (bodies, decompressed, decoded); past it 503 + Retry-After (0: a fifth of the cgroup memory limit, else 3 x --max-body; < 0: off; docs/security.md)")
 	f.DurationVar(&o.headerTimeout, "header-timeout", kserve.DefaultHeaderTimeout, "how long a client may take to send a request's headers; a half-sent request's connection is closed after it")
 	f.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:8002", "host:port of the admin listener: the admin API, /metrics and /debug/pprof/, apart from the client port (\"same\": on the client port, as before; docs/security.md)")
 	f.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", kserve.DefaultMaxConnsPerIP, "open HTTP connections one client address may hold (< 0: no cap)")
