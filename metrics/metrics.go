@@ -62,31 +62,33 @@ type Metrics struct {
 	table      atomic.Pointer[map[string]*sessionMetrics]
 	handler    fasthttp.RequestHandler
 
-	planMu          sync.Mutex
-	planCost        prometheus.Gauge
-	planTimestamp   prometheus.Gauge
-	planAt          atomic.Int64 // unix ns of the last SetPlan; 0: none
-	planRuntime     prometheus.Histogram
-	replans         *prometheus.CounterVec
-	sessionCost     *prometheus.GaugeVec
-	sessionSLO      *prometheus.GaugeVec
-	moduleBudget    *prometheus.GaugeVec
-	moduleWCL       *prometheus.GaugeVec
-	moduleRate      *prometheus.GaugeVec
-	machines        *prometheus.GaugeVec
-	membership      *prometheus.GaugeVec
-	membershipSeen  map[string]bool
-	desired         *prometheus.GaugeVec
-	available       *prometheus.GaugeVec
-	capacitySeen    map[string]bool
-	desiredBy       map[string]int // the last SetCapacity's
-	availableBy     map[string]int // the last SetMembership's counts
-	stale           prometheus.Gauge
+	planMu         sync.Mutex
+	planCost       prometheus.Gauge
+	planTimestamp  prometheus.Gauge
+	planAt         atomic.Int64 // unix ns of the last SetPlan; 0: none
+	planRuntime    prometheus.Histogram
+	replans        *prometheus.CounterVec
+	sessionCost    *prometheus.GaugeVec
+	sessionSLO     *prometheus.GaugeVec
+	moduleBudget   *prometheus.GaugeVec
+	moduleWCL      *prometheus.GaugeVec
+	moduleRate     *prometheus.GaugeVec
+	machines       *prometheus.GaugeVec
+	membership     *prometheus.GaugeVec
+	membershipSeen map[string]bool
+	desired        *prometheus.GaugeVec
+	available      *prometheus.GaugeVec
+	capacitySeen   map[string]bool
+	desiredBy      map[string]int // the last SetCapacity's
+	availableBy    map[string]int // the last SetMembership's counts
+	stale          prometheus.Gauge
+	planVersion    *prometheus.GaugeVec // no labels: absent until SetPlanSource
+	planScheduler  *prometheus.GaugeVec
+
+	// Per request, apart (kserve's recovers and in-flight budget).
 	panics          *prometheus.CounterVec
 	inflightBytes   prometheus.Gauge
 	inflightRefused prometheus.Counter
-	planVersion     *prometheus.GaugeVec // no labels: absent until SetPlanSource
-	planScheduler   *prometheus.GaugeVec
 }
 
 type sessionMetrics struct {
