@@ -53,10 +53,11 @@ type Options struct {
 var (
 	enabled  atomic.Bool
 	provider atomic.Pointer[sdktrace.TracerProvider]
-	// trustClients is Options.TrustClientSampling of the last Setup.
-	trustClients atomic.Bool
-	tracer       atomic.Pointer[tracerBox]
+	tracer   atomic.Pointer[tracerBox]
 )
+
+// trustClients is Options.TrustClientSampling of the last Setup.
+var trustClients atomic.Bool
 
 type tracerBox struct{ t trace.Tracer }
 
