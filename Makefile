@@ -15,7 +15,7 @@ PICCOLO_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/piccolo
 BIN         := bin/piccolo
 TEST_FLAGS  ?= -count=1 -timeout 30m
 
-.PHONY: all build test bench eval lint demo clean proto models consul tools deploy-check
+.PHONY: all build test bench eval lint demo clean proto models consul tools deploy-check fuzz
 
 all: build
 
@@ -80,6 +80,26 @@ consul:
 # wrk and hey, once; it says which it could not install and why.
 tools:
 	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/tools.sh
+
+# fuzz runs every fuzz target of the decoders of outside input for FUZZTIME
+# each (not in CI; docs/security.md): the KServe JSON codec, its numbers,
+# the binary extension, gzip/deflate bodies, the gRPC conversion, the config
+# loader, the admin API's session body, the fault-injection payloads, plans,
+# traces and load-generator requests. Each target's corpus is its package's
+# testdata/fuzz/<Target>; a crash's input is written there, to be kept as a
+# regression case once fixed. `make fuzz FUZZTIME=30s` for a quick pass.
+FUZZTIME ?= 10m
+FUZZ_TARGETS := \
+	kserve:FuzzDecodeInferRequest kserve:FuzzNumber kserve:FuzzDecodeBinaryInferRequest \
+	kserve:FuzzGzipBody kserve:FuzzGRPCInputs api:FuzzLoadBytes controlplane:FuzzAdminSessionBody \
+	backends/faults:FuzzDecodeSet backends/faults:FuzzParse backends:FuzzSplitOutputs \
+	simulate:FuzzReadPlan arrival:FuzzReadTrace loadgen:FuzzParseRequest
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "== $$name (./$$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$pkg; \
+	done
 
 # deploy-check renders deploy/ with kustomize and validates every manifest
 # with kubeconform against Kubernetes JSON schemas made offline from the

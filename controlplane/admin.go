@@ -105,7 +105,8 @@ func (e *adminError) Error() string { return e.msg }
 // token's length does not leak either).
 func (a *Admin) authorized(ctx *fasthttp.RequestCtx) bool {
 	h := ctx.Request.Header.Peek("Authorization")
-	if !bytes.HasPrefix(h, bearerPrefix) {
+	// The scheme is case-insensitive (RFC 7235 §2.1): "bearer TOKEN" too.
+	if len(h) < len(bearerPrefix) || !bytes.EqualFold(h[:len(bearerPrefix)], bearerPrefix) {
 		return false
 	}
 	got := sha256.Sum256(bytes.TrimSpace(h[len(bearerPrefix):]))

@@ -172,6 +172,8 @@ func TestAdminAuth(t *testing.T) {
 		{"not bearer", "GET", "/admin/plan", "Basic " + adminToken, 401},
 		{"no token on a change", "DELETE", "/admin/sessions/solo", "", 401},
 		{"right token", "GET", "/admin/plan", "Bearer " + adminToken, 200},
+		{"scheme in lower case (RFC 7235: case-insensitive)", "GET", "/admin/plan", "bearer " + adminToken, 200},
+		{"scheme in upper case", "GET", "/admin/plan", "BEARER " + adminToken, 200},
 		{"unknown endpoint", "GET", "/admin/nope", "Bearer " + adminToken, 404},
 		{"wrong method", "POST", "/admin/plan", "Bearer " + adminToken, 405},
 	} {

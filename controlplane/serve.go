@@ -82,6 +82,25 @@ type ServeOptions struct {
 	// fields: kserve's defaults).
 	Door     bool
 	DoorOpts kserve.OverloadOptions
+	// MaxInflight (--max-inflight-bytes) is the in-flight bytes budget (0:
+	// a fifth of the cgroup memory limit; < 0: off); HeaderTimeout
+	// (--header-timeout) and MaxConnsPerIP (--max-conns-per-ip) bound the
+	// HTTP connections (0: kserve's defaults). docs/security.md.
+	MaxInflight   int64
+	HeaderTimeout time.Duration
+	MaxConnsPerIP int
+	// AdminListen (--admin-listen) is where the admin API, /metrics and
+	// pprof listen, apart from the client port; "": on the client port
+	// (in-process tests, a gateway on loopback), with a warning when
+	// --listen is not a loopback address. docs/security.md.
+	AdminListen string
+	// BackendTLSMode (--backend-tls): required, preferred ("": the
+	// backend's entry decides) or off (dataplane.LiveOptions.BackendTLSMode).
+	BackendTLSMode string
+	// BackendToken (--backend-token, $PICCOLO_BACKEND_TOKEN) is sent to the
+	// backends on every call: the credential a backend started with
+	// --admin-token asks of model load and unload. "": none.
+	BackendToken string
 
 	// Tests only: the control loop's options (Plan, Publish are set by the
 	// wiring) and a hook called with every plan made live.
@@ -120,6 +139,9 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	flush, err := dispatcher.ParseFlush(o.Flush)
 	if err != nil {
 		return fmt.Errorf("--flush: %w", err)
+	}
+	if err := dataplane.CheckBackendTLSMode(o.BackendTLSMode); err != nil {
+		return fmt.Errorf("--backend-tls: %w", err)
 	}
 	if o.MaxBody <= 0 {
 		return fmt.Errorf("--max-body %d: must be > 0 bytes", o.MaxBody)
@@ -176,12 +198,17 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	if est != nil { // a nil *Estimator in the interface would not be nil
 		o.Control.Calibration = est
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS,
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
 		Calibration: est}
 	planOpts := serving.Options{Scheduler: scheduler.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}, BurstTarget: o.Burst}
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
 	if err != nil {
 		return err
+	}
+	if o.BackendToken != "" {
+		pool := dataplane.NewTokenPool(o.BackendToken)
+		defer pool.Close()
+		liveOpts.Clients = pool
 	}
 	gopts := GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
 		Planner: planner, Control: o.Control, Monitor: o.Monitor, OnPlan: o.OnPlan}
@@ -238,7 +265,8 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		}
 		defer cw.Close()
 	}
-	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, Version: o.Version, Metrics: gm, Logger: log, Admin: admin,
+	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, MaxInflightBytes: o.MaxInflight,
+		HeaderTimeout: o.HeaderTimeout, MaxConnsPerIP: o.MaxConnsPerIP, AdminApart: o.AdminListen != "", Version: o.Version, Metrics: gm, Logger: log, Admin: admin,
 		Overload: o.door()})
 	if err != nil {
 		return err
@@ -263,11 +291,32 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		return fmt.Errorf("--grpc-listen %s: %w", o.GRPCListen, err)
 	}
 	hs := srv.NewHTTPServer()
-	gs := srv.NewGRPCServer(append(tlsfiles.GRPCCreds(o.TLS), tracing.ServerOptions()...)...)
-	served := make(chan error, 2)
+	gs := srv.NewGRPCServer(append(tlsfiles.GRPCCreds(o.TLS), tracing.EdgeServerOptions()...)...)
+	served := make(chan error, 3)
+	adminAt := "the client port"
+	if o.AdminListen != "" {
+		al, err := net.Listen("tcp", o.AdminListen)
+		if err != nil {
+			hl.Close()
+			gl.Close()
+			return fmt.Errorf("--admin-listen %s: %w", o.AdminListen, err)
+		}
+		if o.TLS != nil {
+			acfg := o.TLS.Clone()
+			acfg.NextProtos = []string{"http/1.1"}
+			al = tls.NewListener(al, acfg)
+		}
+		as := srv.NewAdminHTTPServer()
+		defer as.Shutdown()
+		go func() { served <- as.Serve(al) }()
+		adminAt = al.Addr().String()
+	} else if !loopback(hl.Addr()) {
+		log.Warn("the admin API and /metrics are served on the client port, which listens beyond loopback: pass --admin-listen to serve them apart (docs/security.md)",
+			zap.String("http", hl.Addr().String()))
+	}
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()
-	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()),
+	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()), zap.String("admin", adminAt),
 		zap.String("policy", plan.Policy), zap.String("dispatch", pol.Name()), zap.String("flush", flush.Name()), zap.Float64("plan_cost", plan.TotalCost),
 		zap.Strings("sessions", exec.Sessions()))
 	if ready != nil {
@@ -365,4 +414,10 @@ func (o ServeOptions) door() *kserve.OverloadOptions {
 	}
 	d := o.DoorOpts
 	return &d
+}
+
+// loopback reports whether addr is a loopback address (127.0.0.0/8, ::1).
+func loopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

@@ -855,10 +855,22 @@ func (h *Health) Collect(ch chan<- prometheus.Metric) {
 // wait for (backends.Client.Check). With tracing on (package tracing, set up
 // before the pool is made), each backend call is a client span whose
 // traceparent the backend receives.
-func NewPool() *backends.Pool {
+func NewPool() *backends.Pool { return newPool() }
+
+// NewTokenPool is NewPool whose clients send token, the gateway's
+// credential, on every call (backends.TokenDialOption): a backend started
+// with --admin-token loads and unloads models only for it.
+func NewTokenPool(token string) *backends.Pool {
+	if o := backends.TokenDialOption(token); o != nil {
+		return newPool(o)
+	}
+	return newPool()
+}
+
+func newPool(extra ...grpc.DialOption) *backends.Pool {
 	dial := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 		MinConnectTimeout: time.Second,
 	})}, tracing.DialOptions()...)
-	return backends.NewPool(backends.ClientOptions{DialOptions: dial})
+	return backends.NewPool(backends.ClientOptions{DialOptions: append(dial, extra...)})
 }

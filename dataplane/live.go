@@ -96,6 +96,29 @@ type LiveOptions struct {
 	// certificates are verified with (`piccolo gateway --backend-ca`). Nil:
 	// the system's roots.
 	BackendTLS *tls.Config
+	// BackendTLSMode is who decides whether a backend is called over TLS
+	// (`piccolo gateway --backend-tls`): BackendTLSRequired, every backend
+	// whatever its entry says (one that serves plain text cannot be
+	// reached); BackendTLSOff, none; BackendTLSPreferred or "", the
+	// backend's entry (api.Backend.TLS, Consul meta "tls"), as a backend
+	// registering itself may claim.
+	BackendTLSMode string
+}
+
+// The values of LiveOptions.BackendTLSMode.
+const (
+	BackendTLSRequired  = "required"
+	BackendTLSPreferred = "preferred"
+	BackendTLSOff       = "off"
+)
+
+// CheckBackendTLSMode refuses a BackendTLSMode other than the three, naming them.
+func CheckBackendTLSMode(mode string) error {
+	switch mode {
+	case "", BackendTLSRequired, BackendTLSPreferred, BackendTLSOff:
+		return nil
+	}
+	return fmt.Errorf("backend TLS %q: want %s, %s or %s", mode, BackendTLSRequired, BackendTLSPreferred, BackendTLSOff)
 }
 
 // healthOptions are the HealthOptions o asks for.
@@ -195,7 +218,9 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		r.pool.SetTLS(opts.BackendTLS)
 	}
 	for _, b := range cfg.Backends {
-		if b.TLS {
+		// The gateway decides (BackendTLSMode); the backend's entry only
+		// when it prefers to leave it to the backend.
+		if opts.BackendTLSMode == BackendTLSRequired || (b.TLS && opts.BackendTLSMode != BackendTLSOff) {
 			r.pool.UseTLS(b.Address) // before any client of it is made below
 		}
 	}
@@ -602,9 +627,22 @@ func (r *LiveRunner) ModuleMetadata(session, module string) (inputs, outputs []g
 func (lm *liveModule) Send(b *dispatcher.Batch) { go lm.send(b) }
 
 func (lm *liveModule) send(b *dispatcher.Batch) {
+	// A panic while the batch is sent fails its items with ErrInternal
+	// (api.Recovered), once: a panic in b.Done itself (the requests' own
+	// callbacks) is reported but not answered again.
+	doneCalled := false
+	defer func() {
+		if v := recover(); v != nil {
+			err := api.Recovered("batch", v)
+			if !doneCalled {
+				b.Done(nil, err)
+			}
+		}
+	}()
 	lm.metrics.Batch(len(b.Items) + b.Dummies)
 	c := lm.clients[b.Slot.Backend]
 	if c == nil {
+		doneCalled = true
 		b.Done(nil, fmt.Errorf("%w: module %q: slot %s has no backend client", gateway.ErrUnavailable, lm.name, b.Slot))
 		return
 	}
@@ -648,7 +686,19 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 			}
 		}
 	}
+	doneCalled = true
 	b.Done(out, err)
+}
+
+// inferRecovered is infer on a goroutine of its own: a panic in it becomes
+// the whole call's error (api.Recovered) instead of ending the process.
+func (lm *liveModule) inferRecovered(ctx context.Context, c *backends.Client, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, tm backends.Timing, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			out, errs, tm, err = nil, nil, backends.Timing{}, api.Recovered("batch", v)
+		}
+	}()
+	return lm.infer(ctx, c, items, dummies)
 }
 
 // startBatch starts the batch's span, linked to the module spans of its traced
@@ -704,7 +754,7 @@ func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]a
 			for i, idx := range g {
 				sub[i] = items[idx]
 			}
-			res, subErrs, _, err := lm.infer(ctx, c, sub, 0)
+			res, subErrs, _, err := lm.inferRecovered(ctx, c, sub, 0)
 			for i, idx := range g {
 				switch {
 				case err != nil:
@@ -731,6 +781,11 @@ func (lm *liveModule) inferEach(ctx context.Context, c *backends.Client, items [
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if v := recover(); v != nil {
+					errs[i] = api.Recovered("batch", v)
+				}
+			}()
 			res, err := c.Infer(ctx, lm.model, items[i:i+1])
 			if err != nil {
 				errs[i] = err

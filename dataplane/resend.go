@@ -78,7 +78,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	defer pcancel()
 	ch := make(chan callResult, 2)
 	go func() {
-		out, errs, tm, err := lm.infer(pctx, c, items, dummies)
+		out, errs, tm, err := lm.inferRecovered(pctx, c, items, dummies)
 		ch <- callResult{out: out, errs: errs, tm: tm, err: err}
 	}()
 	timer := time.NewTimer(wait + hedgeAfter*from.Duration)
@@ -104,7 +104,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	hstart := time.Now()
 	abh := lm.health[alt.Backend]
 	go func() {
-		out, errs, tm, err := lm.infer(hctx, hc, items, dummies)
+		out, errs, tm, err := lm.inferRecovered(hctx, hc, items, dummies)
 		ch <- callResult{out: out, errs: errs, tm: tm, err: err, hedge: true}
 	}()
 	first := <-ch

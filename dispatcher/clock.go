@@ -2,6 +2,8 @@ package dispatcher
 
 import (
 	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
 )
 
 // Clock is the dispatcher's only source of time: the live gateway passes
@@ -43,8 +45,19 @@ var _ Clock = SystemClock{}
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
 
-// AfterFunc returns time.AfterFunc(d, f).
-func (SystemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// AfterFunc returns time.AfterFunc(d, f), f run under a recover: a panic in a
+// dispatcher's timer (a flush, a dummy, a relax) is reported (api.Recovered)
+// instead of ending the process and every request in flight.
+func (SystemClock) AfterFunc(d time.Duration, f func()) Timer {
+	return time.AfterFunc(d, func() {
+		defer func() {
+			if v := recover(); v != nil {
+				_ = api.Recovered("timer", v)
+			}
+		}()
+		f()
+	})
+}
 
 var _ Timer = (*time.Timer)(nil)
 

@@ -401,9 +401,22 @@ func (r *run) start(m int) {
 		r.startFanout(m, inputs)
 		return
 	}
-	r.e.runner.Run(r.ctx, r.d.name, n.name, inputs, &r.call, func(out []api.Tensor, t Timing, err error) {
+	r.runModule(n.name, inputs, func(out []api.Tensor, t Timing, err error) {
 		r.finished(m, out, t, err)
 	})
+}
+
+// runModule calls the runner's Run for one item of module. A panic in it, or
+// in a done it calls on this goroutine (a child module started from there),
+// fails the request with ErrInternal (api.Recovered) instead of ending the
+// process and every request in flight with it.
+func (r *run) runModule(module string, inputs []api.Tensor, done func([]api.Tensor, Timing, error)) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.fail(api.Recovered("module", v))
+		}
+	}()
+	r.e.runner.Run(r.ctx, r.d.name, module, inputs, &r.call, done)
 }
 
 // inputsOf returns module m's inputs: the request's for a source, else the outputs
@@ -590,7 +603,7 @@ func (r *run) startFanout(m int, inputs []api.Tensor) {
 	mr.itemTimes = make([]Timing, len(items))
 	mr.itemsLeft.Store(int32(len(items)))
 	for i := range items {
-		r.e.runner.Run(r.ctx, r.d.name, n.name, items[i], &r.call, func(out []api.Tensor, t Timing, err error) {
+		r.runModule(n.name, items[i], func(out []api.Tensor, t Timing, err error) {
 			r.itemDone(m, i, out, t, err)
 		})
 	}

@@ -38,6 +38,10 @@ var (
 	// context.Canceled). It is api.ErrCancelled, which
 	// dispatcher.ErrCancelled wraps.
 	ErrCancelled = api.ErrCancelled
+	// ErrInternal: a panic was recovered while serving the request, a bug in
+	// the gateway (HTTP 500, gRPC INTERNAL). It is api.ErrInternal, which
+	// api.Recovered returns.
+	ErrInternal = api.ErrInternal
 )
 
 // publicError matches one sentinel and has a message written for the client:

@@ -23,6 +23,31 @@ type binaryExt struct {
 	allOut   bool    // request parameter "binary_data_output": every output binary by default
 	outBin   []int8  // per requested output (req.Outputs): 1 binary, -1 JSON, 0 the default; nil: none said
 	outNames []string
+	// budget is the in-flight budget the request's decoded bytes are taken
+	// from (nil: none), held the bytes taken, which the caller gives back.
+	// A count, not a pointer to the request's hold: that would move the
+	// hold to the heap, one allocation per request.
+	budget *inflightBudget
+	held   int64
+}
+
+// budgetOf returns the request's in-flight budget, nil without one.
+func (e *binaryExt) budgetOf() *inflightBudget {
+	if e == nil {
+		return nil
+	}
+	return e.budget
+}
+
+// take takes n bytes from the budget for the request (held).
+func (e *binaryExt) take(n int) error {
+	if err := e.budget.take(n); err != nil {
+		return err
+	}
+	if e.budget != nil && n > 0 {
+		e.held += int64(n)
+	}
+	return nil
 }
 
 // binaryOutput reports whether the response output named name goes in binary.
@@ -101,6 +126,9 @@ func decodeBinary(body []byte, headerLen int, req *gateway.InferRequest, ext *bi
 	}
 	// One copy for all inputs: the body is the server's buffer, reused after
 	// the handler returns. Full slice expressions keep each input's cap its own.
+	if err := ext.take(len(tail)); err != nil {
+		return err
+	}
 	data := make([]byte, len(tail))
 	copy(data, tail)
 	off := int64(0)

@@ -74,7 +74,10 @@ func DecodeInferRequest(body []byte, req *gateway.InferRequest) error {
 // refused or ignored as DecodeInferRequest says.
 func decodeRequest(body []byte, req *gateway.InferRequest, ext *binaryExt) error {
 	*req = gateway.InferRequest{}
-	s := scanner{b: body}
+	s := scanner{b: body, budget: ext.budgetOf()}
+	if ext != nil {
+		defer func() { ext.held += int64(s.held) }() // taken, given back by the caller, error or not
+	}
 	if s.peek() != '{' {
 		if s.i >= len(s.b) {
 			return gateway.BadInput("empty request body: want a JSON object with \"inputs\"")
@@ -107,6 +110,9 @@ func decodeRequest(body []byte, req *gateway.InferRequest, ext *binaryExt) error
 			v, err := s.str()
 			if err != nil {
 				return err
+			}
+			if len(v) > MaxNameBytes {
+				return gateway.BadInput("\"id\" of %d bytes is over the limit of %d", len(v), MaxNameBytes)
 			}
 			req.ID = string(v)
 		case "inputs":
@@ -157,6 +163,9 @@ func decodeRequestParameters(s *scanner, req *gateway.InferRequest, ext *binaryE
 		k, err := s.key(&seen)
 		if err != nil {
 			return err
+		}
+		if seen.n > MaxParameters {
+			return gateway.BadInput("parameters: more than %d keys", MaxParameters)
 		}
 		if s.null() {
 			continue // null is absent
@@ -218,10 +227,14 @@ func decodeOutputs(s *scanner, req *gateway.InferRequest, ext *binaryExt) error 
 	if err := s.expect('['); err != nil {
 		return gateway.BadInput("\"outputs\" must be an array of {\"name\": ...}: %v", err)
 	}
+	var names nameSet
 	for first := true; ; first = false {
 		ok, err := s.more(']', first)
 		if err != nil || !ok {
 			return err
+		}
+		if len(req.Outputs) == MaxOutputs {
+			return gateway.BadInput("outputs: more than %d requested outputs", MaxOutputs)
 		}
 		if err := s.expect('{'); err != nil {
 			return err
@@ -264,6 +277,12 @@ func decodeOutputs(s *scanner, req *gateway.InferRequest, ext *binaryExt) error 
 		if name == "" {
 			return gateway.BadInput("outputs[%d]: missing \"name\"", len(req.Outputs))
 		}
+		if err := checkName("outputs", len(req.Outputs), name); err != nil {
+			return err
+		}
+		if !names.add(name) {
+			return gateway.BadInput("outputs[%d]: output %q is asked for twice", len(req.Outputs), name)
+		}
 		if ext != nil && (binary != 0 || ext.outBin != nil) {
 			if ext.outBin == nil {
 				ext.outBin = make([]int8, len(req.Outputs), len(req.Outputs)+4)
@@ -292,6 +311,9 @@ func outputParameters(s *scanner, idx int) (int8, error) {
 		if err != nil {
 			return 0, err
 		}
+		if seen.n > MaxParameters {
+			return 0, gateway.BadInput("outputs[%d]: \"parameters\" has more than %d keys", idx, MaxParameters)
+		}
 		if s.null() {
 			continue // null is absent
 		}
@@ -317,19 +339,21 @@ func decodeInputs(s *scanner, req *gateway.InferRequest, ext *binaryExt) error {
 		return s.errf("\"inputs\" must be an array")
 	}
 	s.i++
+	var names nameSet
 	for first := true; ; first = false {
 		ok, err := s.more(']', first)
 		if err != nil || !ok {
 			return err
 		}
+		if len(req.Inputs) == MaxInputs {
+			return gateway.BadInput("inputs: more than %d inputs", MaxInputs)
+		}
 		t, size, err := decodeInput(s, len(req.Inputs), ext != nil && ext.binaryIn)
 		if err != nil {
 			return err
 		}
-		for i := range req.Inputs {
-			if req.Inputs[i].Name == t.Name {
-				return gateway.BadInput("inputs[%d]: input %q appears twice", len(req.Inputs), t.Name)
-			}
+		if !names.add(t.Name) {
+			return gateway.BadInput("inputs[%d]: input %q appears twice", len(req.Inputs), t.Name)
 		}
 		if size >= 0 || (ext != nil && ext.sizes != nil) {
 			if ext.sizes == nil {
@@ -378,6 +402,9 @@ func decodeInput(s *scanner, idx int, binaryIn bool) (t api.Tensor, size int64, 
 		case "name":
 			v, err := s.str()
 			if err != nil {
+				return t, size, err
+			}
+			if err := checkName("inputs", idx, string(v)); err != nil {
 				return t, size, err
 			}
 			t.Name = string(v)
@@ -441,8 +468,10 @@ func decodeInput(s *scanner, idx int, binaryIn bool) (t api.Tensor, size int64, 
 		return t, size, gateway.BadInput("input %q: missing \"data\": give it as JSON \"data\" or, with the binary tensor data extension, \"parameters\": {\"binary_data_size\": N}", name)
 	}
 	if !decoded {
-		sub := scanner{b: s.b[:dataEnd], i: dataStart}
-		if err := decodeData(&sub, &t, dt); err != nil {
+		sub := scanner{b: s.b[:dataEnd], i: dataStart, budget: s.budget}
+		err := decodeData(&sub, &t, dt)
+		s.held += sub.held
+		if err != nil {
 			return t, size, err
 		}
 	}
@@ -499,6 +528,9 @@ func inputParameters(s *scanner, idx int) (int64, error) {
 		k, err := s.key(&seen)
 		if err != nil {
 			return -1, err
+		}
+		if seen.n > MaxParameters {
+			return -1, gateway.BadInput("inputs[%d]: \"parameters\" has more than %d keys", idx, MaxParameters)
 		}
 		if s.null() {
 			continue // null is absent

@@ -21,9 +21,22 @@
 //	HTTP: GET /v2, /v2/health/live, /v2/health/ready,
 //	      /v2/models/{session}[/versions/1], .../ready, .../stats, /v2/models/stats;
 //	      POST /v2/models/{session}[/versions/1]/infer, /v2/repository/index;
-//	      GET /metrics (ServerOptions.Metrics); /admin/ (ServerOptions.Admin)
+//	      GET /metrics (ServerOptions.Metrics); /admin/ (ServerOptions.Admin),
+//	      unless ServerOptions.AdminApart: then those two and
+//	      /debug/pprof/NAME are on the admin listener only
+//	      (NewAdminHTTPServer, HandleAdminHTTP) and 404 here
 //	gRPC: inference.GRPCInferenceService (with ModelStatistics and
 //	      RepositoryIndex), grpc.health.v1.Health, server reflection
+//
+// Hostile clients (docs/security.md): a panic while serving is answered 500
+// / INTERNAL with the request's id (api.Recovered); the request bytes in
+// flight are bounded by a budget taken from as they arrive (budget.go:
+// bodies, decompressed bodies, decoded tensors, which grow as elements are
+// read and are never allocated from a declared shape); inputs, outputs,
+// parameters and names are capped (limits.go) and duplicate names refused
+// in linear time; HTTP connections have a header timeout apart from the
+// body's and a cap per client address (conns.go); gRPC connections a cap
+// on streams, keepalive enforcement and a maximum age.
 //
 // A session has one version, SessionVersion ("1"); any other is 404 /
 // NOT_FOUND. A request body may be compressed (Content-Encoding gzip, deflate,

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/piccolo-serving/piccolo/gateway"
 )
 
-// HTTPStatus returns the HTTP status for err: 400, 404, 413, 429, 504, 503 or 502
+// HTTPStatus returns the HTTP status for err: 400, 404, 413, 429, 500, 504, 503 or 502
 // (502 for anything not recognised: a failure somewhere behind the gateway).
 func HTTPStatus(err error) int {
 	switch {
@@ -20,6 +19,10 @@ func HTTPStatus(err error) int {
 		return http.StatusOK
 	case errors.Is(err, gateway.ErrBadInput):
 		return http.StatusBadRequest
+	case errors.Is(err, gateway.ErrInternal):
+		return http.StatusInternalServerError
+	case errors.Is(err, errBusy):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, gateway.ErrUnknownSession), errors.Is(err, errUnknownVersion):
 		return http.StatusNotFound
 	case errors.Is(err, gateway.ErrTooLarge):
@@ -43,9 +46,11 @@ func GRPCCode(err error) codes.Code {
 		return codes.OK
 	case errors.Is(err, gateway.ErrBadInput):
 		return codes.InvalidArgument
+	case errors.Is(err, gateway.ErrInternal):
+		return codes.Internal
 	case errors.Is(err, gateway.ErrUnknownSession), errors.Is(err, errUnknownVersion):
 		return codes.NotFound
-	case errors.Is(err, gateway.ErrTooLarge), errors.Is(err, gateway.ErrOverloaded):
+	case errors.Is(err, gateway.ErrTooLarge), errors.Is(err, gateway.ErrOverloaded), errors.Is(err, errBusy):
 		return codes.ResourceExhausted
 	case errors.Is(err, gateway.ErrDeadline), errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
@@ -69,7 +74,11 @@ func (s *Server) publicMessage(err error, session string) string {
 	q := strconv.Quote(session)
 	switch {
 	case errors.Is(err, gateway.ErrUnknownSession):
-		return "unknown session " + q + "; known sessions: " + strings.Join(s.exec.Sessions(), ", ")
+		// No other session's name: a client learns only what it asked for
+		// (the repository index lists what it may see).
+		return "unknown session " + q
+	case errors.Is(err, gateway.ErrInternal):
+		return "internal error: the gateway failed while serving a request to session " + q + "; it is logged under the request id"
 	case errors.Is(err, gateway.ErrBadInput):
 		return "bad input: a model of session " + q + " refused the request's inputs"
 	case errors.Is(err, gateway.ErrTooLarge):

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/encoding/gzip" // clients may send gzip messages; MaxRecvMsgSize holds after decompression
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
@@ -38,14 +39,23 @@ func (s *Server) GRPCService() inference.GRPCInferenceServiceServer { return &gr
 // health service (grpc.health.v1, following SetReady: what Kubernetes' gRPC
 // probe asks) and server reflection (so that `grpcurl -plaintext ADDR list`
 // needs no .proto) registered, and the message limit set to MaxBodyBytes (over
-// it grpc-go answers RESOURCE_EXHAUSTED). With the door on
+// it grpc-go answers RESOURCE_EXHAUSTED). A Health/Watch stream left open holds
+// GracefulStop until its caller closes it or the drain times out. Its
+// connections are bounded: DefaultMaxConcurrentStreams calls each,
+// keepalive pings no closer than DefaultKeepaliveMinTime, and a GOAWAY
+// after DefaultMaxConnectionAge (calls in flight get the grace to finish);
+// extra options come after these and may override them. With the door on
 // (ServerOptions.Overload) it sets the server's InTapHandle, so extra must not
-// set another. A Health/Watch stream left open holds GracefulStop until its
-// caller closes it or the drain times out.
+// set another.
 func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.opts.MaxBodyBytes),
 		grpc.MaxSendMsgSize(max(s.opts.MaxBodyBytes, 256<<20)),
+		grpc.MaxConcurrentStreams(DefaultMaxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: DefaultKeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: DefaultMaxConnectionAge, MaxConnectionAgeGrace: DefaultMaxConnectionAgeGrace}),
+		grpc.ChainUnaryInterceptor(s.recoverUnary),
+		grpc.ChainStreamInterceptor(s.recoverStream),
 	}, extra...)
 	if s.door != nil {
 		opts = append(opts, grpc.InTapHandle(s.door.tap)) // overload.go
@@ -55,6 +65,28 @@ func (s *Server) NewGRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
 	return g
+}
+
+// recoverUnary answers a panic in a unary method INTERNAL with a request id
+// (ModelInfer recovers itself first, with the request's own id), counted and
+// logged by api.Recovered; the server goes on serving.
+func (s *Server) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, s.grpcFail("", "", api.Recovered("grpc", v))
+		}
+	}()
+	return h(ctx, req)
+}
+
+// recoverStream is recoverUnary for streams (the health service's Watch).
+func (s *Server) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = s.grpcFail("", "", api.Recovered("grpc", v))
+		}
+	}()
+	return h(srv, ss)
 }
 
 // grpcFail is fail's gRPC twin: a status with the code GRPCCode maps err to
@@ -129,7 +161,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 		}
 	}
 	var gresp gateway.InferResponse
-	resp, err := g.modelInfer(ctx, req, &gresp)
+	resp, err := g.modelInferRecovered(ctx, req, &gresp)
 	status := http.StatusOK
 	if err != nil {
 		status = HTTPStatus(err)
@@ -146,6 +178,17 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 	return resp, nil
 }
 
+// modelInferRecovered is modelInfer with a panic turned into ErrInternal
+// (api.Recovered), which ModelInfer answers with the request's id.
+func (g *grpcService) modelInferRecovered(ctx context.Context, req *inference.ModelInferRequest, gresp *gateway.InferResponse) (resp *inference.ModelInferResponse, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, api.Recovered("grpc", v)
+		}
+	}()
+	return g.modelInfer(ctx, req, gresp)
+}
+
 // modelInfer answers ModelInfer; errors are the gateway's, not yet statuses.
 func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest, gresp *gateway.InferResponse) (*inference.ModelInferResponse, error) {
 	session := req.GetModelName()
@@ -155,17 +198,48 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 	if err := g.s.exec.CheckSession(session); err != nil {
 		return nil, err
 	}
-	inputs, err := grpcInputs(req)
+	// The message is already in memory (grpc-go holds it to MaxRecvMsgSize);
+	// its tensors' bytes, and the raw bytes typed contents convert to, are
+	// the request's share of the in-flight budget until it is answered.
+	h := hold{b: g.s.budget}
+	defer h.release()
+	n := 0
+	for _, r := range req.GetRawInputContents() {
+		n += len(r)
+	}
+	if err := h.take(n); err != nil {
+		return nil, err
+	}
+	inputs, err := grpcInputs(req, &h)
 	if err != nil {
 		return nil, err
 	}
+	if len(req.GetId()) > MaxNameBytes {
+		return nil, gateway.BadInput("id of %d bytes is over the limit of %d", len(req.GetId()), MaxNameBytes)
+	}
 	r := gateway.InferRequest{ID: req.GetId(), Inputs: inputs}
+	if len(req.GetParameters()) > MaxParameters {
+		return nil, gateway.BadInput("parameters: more than %d keys", MaxParameters)
+	}
 	if err := grpcSchedule(req.GetParameters(), &r); err != nil {
 		return nil, err
 	}
-	for _, o := range req.GetOutputs() {
+	if len(req.GetOutputs()) > MaxOutputs {
+		return nil, gateway.BadInput("outputs: %d requested outputs, more than %d", len(req.GetOutputs()), MaxOutputs)
+	}
+	var names nameSet
+	for i, o := range req.GetOutputs() {
 		if o.GetName() == "" {
 			return nil, gateway.BadInput("outputs: an output without a name")
+		}
+		if err := checkName("outputs", i, o.GetName()); err != nil {
+			return nil, err
+		}
+		if len(o.GetParameters()) > MaxParameters {
+			return nil, gateway.BadInput("outputs[%d]: parameters: more than %d keys", i, MaxParameters)
+		}
+		if !names.add(o.GetName()) {
+			return nil, gateway.BadInput("outputs[%d]: output %q is asked for twice", i, o.GetName())
 		}
 		r.Outputs = append(r.Outputs, o.GetName())
 	}
@@ -241,25 +315,33 @@ func grpcSchedule(params map[string]*inference.InferParameter, r *gateway.InferR
 }
 
 // grpcInputs converts and validates a request's inputs.
-func grpcInputs(req *inference.ModelInferRequest) ([]api.Tensor, error) {
+func grpcInputs(req *inference.ModelInferRequest, h *hold) ([]api.Tensor, error) {
 	ins := req.GetInputs()
 	raw := req.GetRawInputContents()
 	if len(ins) == 0 {
 		return nil, gateway.BadInput("missing inputs: the request has no inputs")
 	}
+	if len(ins) > MaxInputs {
+		return nil, gateway.BadInput("inputs: %d inputs, more than %d", len(ins), MaxInputs)
+	}
 	if len(raw) > 0 && len(raw) != len(ins) {
 		return nil, gateway.BadInput("raw_input_contents has %d entries for %d inputs; want one per input, in order", len(raw), len(ins))
 	}
 	out := make([]api.Tensor, len(ins))
+	var names nameSet
 	for i, in := range ins {
 		t := api.Tensor{Name: in.GetName(), Datatype: in.GetDatatype(), Shape: in.GetShape()}
 		if t.Name == "" {
 			return nil, gateway.BadInput("inputs[%d]: missing name", i)
 		}
-		for j := range i {
-			if out[j].Name == t.Name {
-				return nil, gateway.BadInput("inputs[%d]: input %q appears twice", i, t.Name)
-			}
+		if err := checkName("inputs", i, t.Name); err != nil {
+			return nil, err
+		}
+		if len(in.GetParameters()) > MaxParameters {
+			return nil, gateway.BadInput("inputs[%d]: parameters: more than %d keys", i, MaxParameters)
+		}
+		if !names.add(t.Name) {
+			return nil, gateway.BadInput("inputs[%d]: input %q appears twice", i, t.Name)
 		}
 		dt := dtypeOf(t.Datatype)
 		if dt == dtInvalid {
@@ -280,6 +362,9 @@ func grpcInputs(req *inference.ModelInferRequest) ([]api.Tensor, error) {
 			var err error
 			if t.Data, err = typedToRaw(dt, in.GetContents()); err != nil {
 				return nil, gateway.BadInput("input %q: %v", t.Name, err)
+			}
+			if err := h.take(len(t.Data)); err != nil {
+				return nil, err
 			}
 		}
 		if err := t.Validate(); err != nil {

@@ -34,7 +34,7 @@ func FuzzGRPCInputs(f *testing.F) {
 		if proto.Unmarshal(wire, &req) != nil {
 			return // grpc-go refuses these before the handler
 		}
-		ts, err := grpcInputs(&req)
+		ts, err := grpcInputs(&req, nil)
 		if err != nil {
 			if !errors.Is(err, gateway.ErrBadInput) {
 				t.Fatalf("error %v does not match ErrBadInput", err)

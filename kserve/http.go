@@ -17,11 +17,13 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/tracing"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/pprofhandler"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -31,6 +33,39 @@ const ExtensionBinaryData = "binary_tensor_data"
 
 // DefaultMaxBodyBytes is the default limit of an HTTP request body or gRPC message.
 const DefaultMaxBodyBytes = 64 << 20
+
+// The connection limits' defaults (ServerOptions; docs/security.md).
+const (
+	// DefaultHeaderTimeout bounds how long a client may take to send a
+	// request's headers: a connection holding a half-sent request is
+	// closed after it (408), whatever the body timeout.
+	DefaultHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout bounds how long a client may take to send a
+	// request's body once its headers are in.
+	DefaultBodyTimeout = time.Minute
+	// DefaultWriteTimeout bounds how long writing a response may take (a
+	// client that does not read its answer).
+	DefaultWriteTimeout = time.Minute
+	// DefaultIdleTimeout closes keep-alive connections idle longer.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxConnsPerIP caps the open HTTP connections of one client
+	// address; more are refused at once. High, because clients behind one
+	// NAT or load balancer share an address.
+	DefaultMaxConnsPerIP = 4096
+	// DefaultMaxConcurrentStreams caps the concurrent calls of one gRPC
+	// connection.
+	DefaultMaxConcurrentStreams = 1024
+	// DefaultMaxConnectionAge is how long a gRPC connection lives before
+	// the server asks its client to reconnect (GOAWAY), so that clients
+	// spread over gateways again; calls in flight get
+	// DefaultMaxConnectionAgeGrace to finish.
+	DefaultMaxConnectionAge      = 30 * time.Minute
+	DefaultMaxConnectionAgeGrace = time.Minute
+	// DefaultKeepaliveMinTime is the shortest interval between a gRPC
+	// client's keepalive pings the server accepts; a client pinging more
+	// often is sent GOAWAY (too_many_pings).
+	DefaultKeepaliveMinTime = 10 * time.Second
+)
 
 // ServerOptions configures the client-facing servers.
 type ServerOptions struct {
@@ -47,6 +82,26 @@ type ServerOptions struct {
 	// debug for the client's (4xx). Nothing is logged for a request that
 	// succeeds. Nil logs nothing.
 	Logger *zap.Logger
+	// HeaderTimeout, BodyTimeout, WriteTimeout and IdleTimeout bound the
+	// HTTP connections (0: DefaultHeaderTimeout, DefaultBodyTimeout,
+	// DefaultWriteTimeout, DefaultIdleTimeout).
+	HeaderTimeout, BodyTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConnsPerIP caps one client address's open HTTP connections (0:
+	// DefaultMaxConnsPerIP; < 0: no cap).
+	MaxConnsPerIP int
+	// MaxInflightBytes is the in-flight bytes budget: the request bytes
+	// (bodies, decompressed bodies, decoded tensors) all requests being
+	// served may hold together; a request that would go past it is refused
+	// 503 with Retry-After (gRPC RESOURCE_EXHAUSTED) and counted in
+	// piccolo_gateway_inflight_refused_total. 0 means DefaultInflightBytes
+	// (a fifth of the cgroup memory limit); < 0 turns the budget off.
+	MaxInflightBytes int64
+	// AdminApart serves the admin API, /metrics and pprof on the admin
+	// listener only (NewAdminHTTPServer, HandleAdminHTTP): the client port
+	// serves inference, health and metadata, and answers 404 for the rest.
+	// Without it the client port serves /admin/ and /metrics too (one port:
+	// tests, and a gateway that listens on loopback only).
+	AdminApart bool
 	// Admin, when set, serves the admin API under /admin/ on the HTTP port
 	// (controlplane.Admin.Handle); without it /admin/ answers 404 saying the API
 	// is off.
@@ -73,6 +128,11 @@ type Server struct {
 	bufs     sync.Pool      // *[]byte response buffers
 	stats    stats          // the statistics extension's counters (stats.go)
 	door     *door          // nil: overload control off (overload.go)
+
+	// budget is the in-flight bytes budget (budget.go); nil: none.
+	budget *inflightBudget
+	// bodyConfig is what HeaderReceived answers: the body's read timeout.
+	bodyConfig fasthttp.RequestConfig
 }
 
 // HealthService is the service name, besides the overall "", whose status the
@@ -97,6 +157,23 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&opts.HeaderTimeout, DefaultHeaderTimeout}, {&opts.BodyTimeout, DefaultBodyTimeout}, {&opts.WriteTimeout, DefaultWriteTimeout}, {&opts.IdleTimeout, DefaultIdleTimeout}} {
+		if *d.v < 0 {
+			return nil, fmt.Errorf("kserve: timeout %v is negative", *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if opts.MaxConnsPerIP == 0 {
+		opts.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if opts.MaxInflightBytes == 0 {
+		opts.MaxInflightBytes = DefaultInflightBytes(opts.MaxBodyBytes)
+	}
 	s := &Server{exec: exec, opts: opts, health: health.NewServer(), idPrefix: fmt.Sprintf("piccolo-%08x-", rand.Uint32())}
 	if opts.Overload != nil {
 		o, err := opts.Overload.withDefaults()
@@ -104,6 +181,11 @@ func NewServer(exec *gateway.DAGRunner, opts ServerOptions) (*Server, error) {
 			return nil, err
 		}
 		s.door = newDoor(o, newSchedDelay())
+	}
+	api.ReportPanics(reportPanic(opts.Metrics, opts.Logger))
+	s.bodyConfig.ReadTimeout = opts.BodyTimeout
+	if opts.MaxInflightBytes > 0 {
+		s.budget = &inflightBudget{limit: opts.MaxInflightBytes, m: opts.Metrics}
 	}
 	s.SetReady(true)
 	if opts.Metrics != nil {
@@ -135,14 +217,20 @@ func (s *Server) SetReady(ready bool) {
 // (requestBody).
 func (s *Server) NewHTTPServer() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:               fasthttp.CompressHandlerLevel(s.HandleHTTP, fasthttp.CompressBestSpeed),
+		Handler:               fasthttp.CompressHandlerLevel(s.recoverHTTP, fasthttp.CompressBestSpeed),
 		Name:                  "piccolo",
 		MaxRequestBodySize:    s.opts.MaxBodyBytes,
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
-		ReadTimeout:           time.Minute,     // a client must send its request within this
-		IdleTimeout:           2 * time.Minute, // keep-alive connections idle longer are closed
-		Logger:                discardLogger{}, // connection errors are answered, not logged per request
+		// The read timeout covers the headers; once they are in, the body
+		// gets its own (HeaderReceived), so a half-sent request holds its
+		// connection for HeaderTimeout, not the body's minute.
+		ReadTimeout:    s.opts.HeaderTimeout,
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig { return s.bodyConfig },
+		WriteTimeout:   s.opts.WriteTimeout,
+		IdleTimeout:    s.opts.IdleTimeout, // keep-alive connections idle longer are closed
+		ConnState:      s.connState(),
+		Logger:         discardLogger{}, // connection errors are answered, not logged per request
 		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				// Nothing was read before the read timeout: a connection a
@@ -169,6 +257,79 @@ func (s *Server) NewHTTPServer() *fasthttp.Server {
 			writeError(ctx, gateway.BadInput("malformed HTTP request: %v", err))
 		},
 	}
+}
+
+// connState is the client port's ConnState hook: the per-address cap
+// (ipConns), nil without one.
+func (s *Server) connState() func(net.Conn, fasthttp.ConnState) {
+	if s.opts.MaxConnsPerIP <= 0 {
+		return nil
+	}
+	return newIPConns(s.opts.MaxConnsPerIP).state
+}
+
+// NewAdminHTTPServer returns the admin listener's server (with
+// ServerOptions.AdminApart): HandleAdminHTTP under a recover, with the
+// client port's timeouts.
+func (s *Server) NewAdminHTTPServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			defer func() {
+				if v := recover(); v != nil {
+					ctx.Response.Reset()
+					s.fail(ctx, "", "", api.Recovered("http", v))
+				}
+			}()
+			s.HandleAdminHTTP(ctx)
+		},
+		Name:                  "piccolo-admin",
+		MaxRequestBodySize:    s.opts.MaxBodyBytes,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+		ReadTimeout:           s.opts.BodyTimeout,
+		WriteTimeout:          10 * time.Minute, // a CPU profile takes its ?seconds= to write
+		IdleTimeout:           s.opts.IdleTimeout,
+		Logger:                discardLogger{},
+	}
+}
+
+var prefPprof = []byte("/debug/pprof/")
+
+// HandleAdminHTTP routes one request of the admin listener:
+//
+//	/admin/...        the admin API (ServerOptions.Admin; 404 when off)
+//	GET /metrics      Prometheus metrics (ServerOptions.Metrics)
+//	/debug/pprof/NAME Go's profiles: heap, goroutine, profile, trace, ... (fasthttp's pprofhandler)
+func (s *Server) HandleAdminHTTP(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	switch {
+	case bytes.HasPrefix(path, prefAdmin):
+		if s.opts.Admin == nil {
+			writeError(ctx, gateway.Public(errNoRoute, "%v: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
+			return
+		}
+		s.opts.Admin(ctx)
+	case string(path) == "/metrics" && s.opts.Metrics != nil:
+		s.opts.Metrics.Handler(ctx)
+	case bytes.HasPrefix(path, prefPprof):
+		pprofhandler.PprofHandler(ctx)
+	default:
+		writeError(ctx, gateway.Public(errNoRoute, "%v: no endpoint %s on the admin listener; endpoints: /admin/..., /metrics, /debug/pprof/", errNoRoute, strconv.Quote(string(path))))
+	}
+}
+
+// recoverHTTP is HandleHTTP with a recover: a panic on a route other than
+// infer (which recovers itself, with the request's id) is answered 500 with
+// an id made here, counted and logged (api.Recovered), and the connection
+// goes on serving.
+func (s *Server) recoverHTTP(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if v := recover(); v != nil {
+			ctx.Response.Reset()
+			s.fail(ctx, "", "", api.Recovered("http", v))
+		}
+	}()
+	s.HandleHTTP(ctx)
 }
 
 var (
@@ -221,6 +382,8 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 				writeJSON(ctx, 503, `{"ready":false}`)
 			}
 		}
+	case s.opts.AdminApart && (bytes.HasPrefix(path, prefAdmin) || string(path) == "/metrics"):
+		writeError(ctx, gateway.Public(errNoRoute, "%v: no endpoint %s on the client port", errNoRoute, strconv.Quote(string(path))))
 	case bytes.HasPrefix(path, prefAdmin):
 		if s.opts.Admin == nil {
 			writeError(ctx, gateway.Public(errNoRoute, "%v: the admin API is off: start the gateway with --admin-token or PICCOLO_ADMIN_TOKEN", errNoRoute))
@@ -394,13 +557,31 @@ func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 
 // inferHTTP answers one infer request into resp and returns the status it
 // answered with. rctx is the request's context (carrying its span when traced).
-func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string, resp *gateway.InferResponse) int {
+//
+// A panic while it serves (decoding, the DAG, encoding) is answered 500 with
+// the request's id (api.Recovered: counted, its stack logged once per cause).
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string, resp *gateway.InferResponse) (status int) {
+	var req gateway.InferRequest
+	var ext binaryExt // the binary tensor data extension, if the request uses it
+	h := hold{b: s.budget}
+	ext.budget = s.budget
+	defer func() {
+		if v := recover(); v != nil {
+			ctx.Response.Reset()
+			status = s.fail(ctx, name, req.ID, api.Recovered("http", v))
+		}
+		h.n += ext.held
+		h.release()
+	}()
 	if err := s.exec.CheckSession(name); err != nil {
 		return s.fail(ctx, name, "", err)
 	}
-	var req gateway.InferRequest
-	var ext binaryExt // the binary tensor data extension, if the request uses it
-	body, err := requestBody(ctx, s.opts.MaxBodyBytes)
+	// The body as received, then what it decompresses and decodes to, are
+	// the request's share of the in-flight budget until it is answered.
+	if err := h.take(len(ctx.PostBody())); err != nil {
+		return s.fail(ctx, name, "", err)
+	}
+	body, err := requestBody(ctx, s.opts.MaxBodyBytes, &h)
 	if err != nil {
 		return s.fail(ctx, name, "", err)
 	}
@@ -532,7 +713,7 @@ func writeErrorMessage(ctx *fasthttp.RequestCtx, err error, msg string) int {
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(jsonType)
-	if status == fasthttp.StatusTooManyRequests {
+	if status == fasthttp.StatusTooManyRequests || errors.Is(err, errBusy) {
 		ctx.Response.Header.Set("Retry-After", "1")
 	}
 	b := append(make([]byte, 0, 128), `{"error":`...)
@@ -558,5 +739,23 @@ func (s *Server) logFailure(session, requestID string, err error) {
 	}
 	if ce := s.opts.Logger.Check(level, "request failed"); ce != nil {
 		ce.Write(zap.String("session", session), zap.String("request_id", requestID), zap.Int("status", status), zap.Error(err))
+	}
+}
+
+// reportPanic is the process's panic reporter (api.ReportPanics): it counts
+// each recovered panic in m and logs it at error, with its stack the first
+// time its cause is seen. The request it failed is logged under its id by
+// logFailure.
+func reportPanic(m *metrics.Metrics, log *zap.Logger) api.PanicReporter {
+	return func(where, cause string, stack []byte) {
+		m.Panic(where)
+		if log == nil {
+			return
+		}
+		if stack != nil {
+			log.Error("panic recovered", zap.String("where", where), zap.String("cause", cause), zap.ByteString("stack", stack))
+			return
+		}
+		log.Error("panic recovered (stack logged at its first occurrence)", zap.String("where", where), zap.String("cause", cause))
 	}
 }

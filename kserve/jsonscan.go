@@ -18,8 +18,21 @@ import (
 type scanner struct {
 	b       []byte
 	i       int
-	scratch []byte // unescaped strings that had escapes
-	escaped bool   // the last str had escapes: its bytes are in scratch, valid until the next str
+	scratch []byte          // unescaped strings that had escapes
+	escaped bool            // the last str had escapes: its bytes are in scratch, valid until the next str
+	budget  *inflightBudget // the in-flight budget decoded data take from; nil: none
+	held    int             // bytes taken from budget (the caller adds them to the request's hold)
+}
+
+// take takes n bytes from the in-flight budget for the decoded data (held).
+func (s *scanner) take(n int) error {
+	if err := s.budget.take(n); err != nil {
+		return err
+	}
+	if s.budget != nil && n > 0 {
+		s.held += n
+	}
+	return nil
 }
 
 // maxDepth bounds nesting (objects and arrays) so hostile input cannot exhaust the stack.

@@ -58,6 +58,12 @@ type testServers struct {
 // runner; everything stops in t.Cleanup.
 func startServers(t testing.TB, maxBody int) *testServers {
 	t.Helper()
+	return startServersWith(t, ServerOptions{MaxBodyBytes: maxBody, Version: "test"})
+}
+
+// startServersWith is startServers with the server's options given whole.
+func startServersWith(t testing.TB, opts ServerOptions) *testServers {
+	t.Helper()
 	f := gatewaytest.NewFakeRunner()
 	f.Hang["stuck"] = true
 	f.Fn["gone"] = func([]api.Tensor) ([]api.Tensor, error) {
@@ -70,7 +76,7 @@ func startServers(t testing.TB, maxBody int) *testServers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(exec, ServerOptions{MaxBodyBytes: maxBody, Version: "test"})
+	srv, err := NewServer(exec, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +126,9 @@ func TestHTTPEndpoints(t *testing.T) {
 		{"wrong datatype", "POST", "/v2/models/chain/infer", `{"inputs":[{"name":"x","shape":[1],"datatype":"FLOAT32","data":[1]}]}`, 400, `unknown datatype "FLOAT32"`},
 		{"shape mismatch", "POST", "/v2/models/chain/infer", `{"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1]}]}`, 400, "needs 2 elements, data has 1"},
 		{"missing inputs", "POST", "/v2/models/chain/infer", `{"id":"x"}`, 400, "missing inputs"},
-		{"unknown session infer", "POST", "/v2/models/nope/infer", goodBody, 404, `unknown session "nope"; known sessions: chain, down, echo, garbage, slow`},
-		{"unknown session metadata", "GET", "/v2/models/nope", "", 404, "known sessions"},
-		{"unknown session ready", "GET", "/v2/models/nope/ready", "", 404, "known sessions"},
+		{"unknown session infer", "POST", "/v2/models/nope/infer", goodBody, 404, `unknown session "nope" (request id`}, // no other session named
+		{"unknown session metadata", "GET", "/v2/models/nope", "", 404, `unknown session "nope" (request id`},
+		{"unknown session ready", "GET", "/v2/models/nope/ready", "", 404, `unknown session "nope" (request id`},
 		{"oversized", "POST", "/v2/models/chain/infer", `{"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":["` + strings.Repeat("a", 5000) + `"]}]}`, 413, "over the limit of 4096 bytes"},
 		{"deadline", "POST", "/v2/models/slow/infer", goodBody, 504, `deadline exceeded: session "slow" did not answer within the request's deadline (request id q7)`},
 		{"backend down", "POST", "/v2/models/down/infer", goodBody, 503, `unavailable: session "down" cannot be served now; retry later (request id q7)`},
@@ -291,7 +297,7 @@ func TestGRPC(t *testing.T) {
 		code codes.Code
 		has  string
 	}{
-		{"unknown session", withModel("nope"), codes.NotFound, "known sessions: chain"},
+		{"unknown session", withModel("nope"), codes.NotFound, `unknown session "nope" (request id`},
 		{"deadline", withModel("slow"), codes.DeadlineExceeded, `deadline exceeded: session "slow" did not answer within the request's deadline (request id `},
 		{"unavailable", withModel("down"), codes.Unavailable, `unavailable: session "down" cannot be served now; retry later (request id `},
 		{"garbage from backend", withModel("garbage"), codes.Unavailable, `backend error: a backend of session "garbage" failed`},

@@ -9,9 +9,12 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway"
 )
 
-// decodeData reads an input's "data" into t.Data, which it allocates at the
-// size the shape promises, and checks it against t.Shape before anything is
-// queued. The data are either flat (one array of every element, row-major) or
+// decodeData reads an input's "data" into t.Data, which grows as elements
+// are read (doubling, up to the size the shape promises, each growth taken
+// from the request's hold of the in-flight budget): never allocated from the
+// declared shape before the bytes are there, so a body declaring a huge
+// tensor it does not hold costs what it holds. It checks the data against
+// t.Shape before anything is queued. The data are either flat (one array of every element, row-major) or
 // nested exactly as the shape: an array of shape[0] arrays of shape[1] ...
 // of scalars. Anything else (a nesting the shape does not have, arrays of
 // unequal lengths, scalars beside arrays) is refused as ragged, naming where.
@@ -23,16 +26,20 @@ func decodeData(s *scanner, t *api.Tensor, dt dtype) error {
 	if limit := int64(len(s.b)-s.i) / 2; n > limit {
 		return gateway.BadInput("input %q: shape %v needs %d elements, more than the request body holds", t.Name, t.Shape, n)
 	}
-	if size > 0 {
-		t.Data = make([]byte, 0, n*int64(size))
-	} else {
-		t.Data = make([]byte, 0, n*8)
+	want := n * int64(size) // the shape's bytes; BYTES: unknown (0), grown by append
+	first := min(want, firstDataCap)
+	if size == 0 {
+		first = min(n*8, firstDataCap)
 	}
+	if err := s.take(int(first)); err != nil {
+		return err
+	}
+	t.Data = make([]byte, 0, first)
 	if s.peek() != '[' {
 		return gateway.BadInput("input %q: \"data\" must be an array", t.Name)
 	}
 	s.i++
-	d := dataDecoder{s: s, t: t, dt: dt}
+	d := dataDecoder{s: s, t: t, dt: dt, size: size, want: want, taken: int(first)}
 	if len(t.Shape) > 1 && s.peek() == '[' {
 		return d.nested(0)
 	}
@@ -54,6 +61,32 @@ type dataDecoder struct {
 	dt    dtype
 	count int64 // elements read so far, row-major
 	path  [maxDepth]int64
+	size  int   // bytes of an element; 0: BYTES (variable)
+	want  int64 // bytes the shape promises; 0 for BYTES
+	taken int   // cap of t.Data taken from the hold
+}
+
+// firstDataCap is the most t.Data is allocated with before its elements are
+// read; it grows from there as they arrive.
+const firstDataCap = 4 << 10
+
+// grow makes room for one more fixed-size element: twice the capacity, at
+// most the shape's bytes, the new array taken from the request's hold (the
+// old one stays taken: it is garbage the collector has not yet freed).
+func (d *dataDecoder) grow() error {
+	c := int(min(max(2*int64(cap(d.t.Data)), firstDataCap), d.want))
+	if c < len(d.t.Data)+d.size {
+		c = len(d.t.Data) + d.size
+	}
+	// Taken whole: the old array is garbage, memory until the collector runs.
+	if err := d.s.take(c); err != nil {
+		return err
+	}
+	d.taken = c
+	nb := make([]byte, len(d.t.Data), c)
+	copy(nb, d.t.Data)
+	d.t.Data = nb
+	return nil
 }
 
 // nested reads the array at depth (its '[' consumed), which must have
@@ -148,9 +181,20 @@ func (d *dataDecoder) leaves(max int64, depth int) (int64, error) {
 			}
 			return got, gateway.BadInput("input %q: ragged data: %s[%d] is an array; shape %v has scalars at depth %d", d.t.Name, d.where(depth), got, d.t.Shape, depth+1)
 		}
+		if d.size > 0 && len(d.t.Data)+d.size > cap(d.t.Data) {
+			if err := d.grow(); err != nil {
+				return got, err
+			}
+		}
 		var err error
 		if d.t.Data, err = appendElement(s, d.t.Data, d.dt, c); err != nil {
 			return got, gateway.BadInput("input %q: data element %d: %v", d.t.Name, d.count, err)
+		}
+		if c := cap(d.t.Data); c > d.taken { // BYTES grown by append
+			if err := s.take(c - d.taken); err != nil {
+				return got, err
+			}
+			d.taken = c
 		}
 		d.count++
 		got++

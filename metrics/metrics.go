@@ -84,6 +84,11 @@ type Metrics struct {
 	stale          prometheus.Gauge
 	planVersion    *prometheus.GaugeVec // no labels: absent until SetPlanSource
 	planScheduler  *prometheus.GaugeVec
+
+	// Per request, apart (kserve's recovers and in-flight budget).
+	panics          *prometheus.CounterVec
+	inflightBytes   prometheus.Gauge
+	inflightRefused prometheus.Counter
 }
 
 type sessionMetrics struct {
@@ -95,7 +100,10 @@ type sessionMetrics struct {
 }
 
 // metricCodes are the statuses the gateway answers with.
-var metricCodes = []int{200, 400, 404, 405, 413, 429, 499, 502, 503, 504}
+var metricCodes = []int{200, 400, 404, 405, 413, 429, 499, 500, 502, 503, 504}
+
+// PanicPlaces are the values of piccolo_gateway_panics_total's where label.
+var PanicPlaces = []string{"http", "grpc", "module", "batch", "timer", "goroutine"}
 
 // ReplanCauses are the values of piccolo_plan_replans_total's cause label:
 // the first plan, a change of measured rates, of membership, of the config, an
@@ -167,6 +175,12 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 			Help: "Version of the cluster plan served (Consul KV record; absent without Consul)."}, nil),
 		planScheduler: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: PlanSchedulerInfo,
 			Help: "1 for the scheduler that published the cluster plan served (absent without Consul)."}, []string{"scheduler"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: GatewayPanicsTotal,
+			Help: "Panics recovered while serving requests, by where they were recovered; each request answered 500 (gRPC INTERNAL)."}, []string{"where"}),
+		inflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: GatewayInflightBytes,
+			Help: "Request body bytes held by the requests in flight (the in-flight budget, --max-inflight-bytes)."}),
+		inflightRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: GatewayInflightRefusedTotal,
+			Help: "Requests refused because the in-flight bytes budget was full (HTTP 503 with Retry-After, gRPC RESOURCE_EXHAUSTED)."}),
 		stale: prometheus.NewGauge(prometheus.GaugeOpts{Name: MembershipStale,
 			Help: "1 while the membership source (Consul) is unreachable and the gateway serves the last members it saw, else 0."}),
 	}
@@ -180,13 +194,16 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	})
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.violations, m.rejections, m.queue, m.compute, m.batchSize,
 		m.planCost, m.planTimestamp, m.planRuntime, m.replans, m.sessionCost, m.sessionSLO, m.moduleBudget, m.moduleWCL,
-		m.moduleRate, m.machines, m.membership, m.desired, m.available, m.stale, m.planVersion, m.planScheduler, age} {
+		m.moduleRate, m.machines, m.membership, m.desired, m.available, m.stale, m.planVersion, m.planScheduler, m.panics, m.inflightBytes, m.inflightRefused, age} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
 	for _, c := range ReplanCauses {
 		m.replans.WithLabelValues(c)
+	}
+	for _, w := range PanicPlaces {
+		m.panics.WithLabelValues(w)
 	}
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	m.setSessions(nil, nil)
@@ -234,6 +251,31 @@ func (m *Metrics) setSessions(names []string, slos map[string]time.Duration) {
 		t[n] = sm
 	}
 	m.table.Store(&t)
+}
+
+// Panic counts one panic recovered at where (one of PanicPlaces; another
+// value gets its own series). Not on the success path.
+func (m *Metrics) Panic(where string) {
+	if m == nil {
+		return
+	}
+	m.panics.WithLabelValues(where).Inc()
+}
+
+// InflightBytes sets the bytes the requests in flight hold; refused counts a
+// request the budget refused. Both are nil-safe.
+func (m *Metrics) InflightBytes(n int64) {
+	if m != nil {
+		m.inflightBytes.Set(float64(n))
+	}
+}
+
+// InflightRefused counts one request refused because the in-flight budget
+// was full.
+func (m *Metrics) InflightRefused() {
+	if m != nil {
+		m.inflightRefused.Inc()
+	}
 }
 
 // Observe counts one answered request; grpc selects the protocol label.

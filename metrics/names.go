@@ -9,6 +9,15 @@ const (
 	GatewayRequestSeconds           = "piccolo_gateway_request_seconds"
 	GatewaySLOViolationsTotal       = "piccolo_gateway_slo_violations_total"
 	GatewayAdmissionRejectionsTotal = "piccolo_gateway_admission_rejections_total"
+	// GatewayPanicsTotal counts panics recovered while serving requests, by
+	// where they were recovered (http, grpc, module, batch, timer, goroutine):
+	// each answered 500 / INTERNAL with its request id (api.Recovered).
+	GatewayPanicsTotal = "piccolo_gateway_panics_total"
+	// GatewayInflightBytes is the request bytes held by requests in flight
+	// (kserve's in-flight budget, --max-inflight-bytes); GatewayInflightRefusedTotal
+	// counts the requests refused because the budget was full (503 + Retry-After).
+	GatewayInflightBytes        = "piccolo_gateway_inflight_bytes"
+	GatewayInflightRefusedTotal = "piccolo_gateway_inflight_refused_total"
 
 	// The door, the gateway's own overload control (kserve.OverloadStats,
 	// collected at scrape time): infer requests refused before decoding, the

@@ -65,7 +65,7 @@ open(sys.argv[1], "w").write('{"id":"42","inputs":[{"name":"x","shape":[1,64],"d
 PY
 "$P" backend -c "$work/burst.yaml" --executor sim --hardware fast --listen "127.0.0.1:$bport" --metrics-listen off >"$work/backend.log" 2>&1 &
 pids+=($!)
-"$P" gateway -c "$work/burst.yaml" -c "$work/backends.yaml" --listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" ${GATEWAY_FLAGS:-} >"$work/gateway.log" 2>&1 &
+"$P" gateway --admin-listen same -c "$work/burst.yaml" -c "$work/backends.yaml" --listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" ${GATEWAY_FLAGS:-} >"$work/gateway.log" 2>&1 &
 pids+=($!)
 url=http://127.0.0.1:$hport
 for _ in $(seq 600); do

@@ -63,14 +63,14 @@ for cal in $CAL; do
       port=$((port + 1))
       fault=()
       if [ "$MODE" = all ] || { [ "$MODE" = one ] && [ "$i" = 0 ]; }; then fault=(--fault "slow=$SLOW"); fi
-      "$P" backend -c $CFG --executor sim --hardware $hw --listen 127.0.0.1:$port --metrics-listen 127.0.0.1:$((port + 1000)) \
+      "$P" backend --fault-injection -c $CFG --executor sim --hardware $hw --listen 127.0.0.1:$port --metrics-listen 127.0.0.1:$((port + 1000)) \
         "${fault[@]}" >"$work/b-$hw-$i.log" 2>&1 &
       pids+=($!); bpids+=($!)
       echo "  - {id: $hw-$i, address: \"127.0.0.1:$port\", hardware: $hw}" >> "$work/backends.yaml"
     done
   done
   sleep 1
-  "$P" gateway -c $CFG -c "$work/backends.yaml" --listen $GW --grpc-listen 127.0.0.1:$((PORTS + 1)) \
+  "$P" gateway --admin-listen same -c $CFG -c "$work/backends.yaml" --listen $GW --grpc-listen 127.0.0.1:$((PORTS + 1)) \
     --calibration=$cal ${CALFILE:+$([ "$cal" = true ] && echo --calibration-file="$CALFILE")} --watch=false >"$work/g.log" 2>&1 &
   G=$!
   pids+=($G)

@@ -56,7 +56,7 @@ for cal in $CAL; do
   echo "backends:" > "$work/backends.yaml"
   for i in $(seq 0 $((BACKENDS - 1))); do
     port=$((19401 + i))
-    "$P" backend -c "$CFG" --executor sim --hardware v100 --listen 127.0.0.1:$port --metrics-listen 127.0.0.1:$((port + 1000)) \
+    "$P" backend --fault-injection -c "$CFG" --executor sim --hardware v100 --listen 127.0.0.1:$port --metrics-listen 127.0.0.1:$((port + 1000)) \
       --fault "shared=$SHARED" ${CONSUL:+--consul 127.0.0.1:19500 --id v100-$i} >"$work/b-$i.log" 2>&1 &
     pids+=($!); bpids+=($!)
     echo "  - {id: v100-$i, address: \"127.0.0.1:$port\", hardware: v100}" >> "$work/backends.yaml"
@@ -64,14 +64,14 @@ for cal in $CAL; do
   sleep 1
   backends=(-c "$work/backends.yaml")
   [ -n "$CONSUL" ] && backends=()
-  PICCOLO_ADMIN_TOKEN=coloc "$P" gateway -c "$CFG" "${backends[@]}" "${cluster[@]}" --listen 127.0.0.1:19390 --grpc-listen 127.0.0.1:19391 \
+  PICCOLO_ADMIN_TOKEN=coloc "$P" gateway --admin-listen same -c "$CFG" "${backends[@]}" "${cluster[@]}" --listen 127.0.0.1:19390 --grpc-listen 127.0.0.1:19391 \
     --calibration=$cal --watch=false >"$work/g.log" 2>&1 &
   G=$!
   pids+=($G)
   for _ in $(seq 150); do curl -sf 127.0.0.1:19390/v2/health/ready >/dev/null && break; sleep 0.2; done
   T=127.0.0.1:19390 # the gateway the requests go to
   if [ "$CONSUL" = 2 ]; then
-    "$P" gateway -c "$CFG" "${cluster[@]}" --schedule=false --listen 127.0.0.1:19392 --grpc-listen 127.0.0.1:19393 \
+    "$P" gateway --admin-listen same -c "$CFG" "${cluster[@]}" --schedule=false --listen 127.0.0.1:19392 --grpc-listen 127.0.0.1:19393 \
       --calibration=$cal --watch=false >"$work/g2.log" 2>&1 &
     pids+=($!)
     G2=$!

@@ -53,7 +53,7 @@ for mode in ${MODES:-fused no-fusion all-fused}; do
 	"$bin" backend --executor ocr --hardware cpu-1t --listen 127.0.0.1:9402 >"$tmp/b2.log" 2>&1 & pids="$pids $!"
 	"$bin" backend --executor ocr --hardware cpu-2t --intra-op-threads 2 --listen 127.0.0.1:9403 >"$tmp/b3.log" 2>&1 & pids="$pids $!"
 	sleep 2
-	"$bin" gateway -c "$cfg" -c "$tmp/backends.yaml" $flag --listen 127.0.0.1:9481 --grpc-listen 127.0.0.1:9482 \
+	"$bin" gateway --admin-listen same -c "$cfg" -c "$tmp/backends.yaml" $flag --listen 127.0.0.1:9481 --grpc-listen 127.0.0.1:9482 \
 		--max-body 67108864 --log console >"$tmp/gw.log" 2>&1 & gw=$!
 	pids="$pids $gw"
 	i=0

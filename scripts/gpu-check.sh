@@ -191,7 +191,7 @@ cat "$out/plan.txt" >&2
 phase serve
 hport=$("$py" "$helper" free-port)
 gport=$("$py" "$helper" free-port)
-"$piccolo" gateway -c "$out/profiles.yaml" -c "$out/session.yaml" -c "$out/backends.yaml" --watch=false \
+"$piccolo" gateway --admin-listen same -c "$out/profiles.yaml" -c "$out/session.yaml" -c "$out/backends.yaml" --watch=false \
 	--listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" >"$out/gateway.out" 2>"$out/gateway.log" &
 pids+=($!)
 "$py" "$helper" wait-line "$out/gateway.out" "piccolo gateway: HTTP on" 180 >/dev/null || die "the gateway did not start: $(tail -5 "$out/gateway.log")"

@@ -42,7 +42,7 @@ for i in 0 $([ "${SPARE:-0}" = 1 ] && echo 1); do
   echo "  - {id: gpu-$i, address: \"127.0.0.1:$port\", hardware: v100}" >> "$work/backends.yaml"
 done
 sleep 1
-"$P" gateway -c "$work/ov10.yaml" -c "$work/backends.yaml" --listen 127.0.0.1:19000 --grpc-listen 127.0.0.1:19001 \
+"$P" gateway --admin-listen same -c "$work/ov10.yaml" -c "$work/backends.yaml" --listen 127.0.0.1:19000 --grpc-listen 127.0.0.1:19001 \
   --max-utilization 0.8 ${GATEWAY_FLAGS:-} >"$work/g.log" 2>&1 &
 G=$!
 pids+=($G)

@@ -49,7 +49,7 @@ for _ in $(seq "$runs"); do
 	until grep -q '"backend serving"' "$dir/backend.log"; do sleep 0.02; done
 	printf 'backends:\n  - {id: b1, address: "127.0.0.1:%d", hardware: %s}\n' "$bport" "$hw" >"$dir/backends.yaml"
 	t0=$(date +%s.%N)
-	"$dir/piccolo" gateway -c "$dir/cfg.yaml" -c "$dir/backends.yaml" --listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" --watch=false >"$dir/gateway.log" 2>&1 &
+	"$dir/piccolo" gateway --admin-listen same -c "$dir/cfg.yaml" -c "$dir/backends.yaml" --listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" --watch=false >"$dir/gateway.log" 2>&1 &
 	gpid=$!
 	until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$hport/v2/health/ready")" = 200 ]; do
 		kill -0 "$gpid" 2>/dev/null || { cat "$dir/gateway.log" >&2; exit 1; }

@@ -37,7 +37,7 @@ for target in ${TARGETS:-0.80 0.90 0.95 best}; do
 	"$bin" backend --executor ocr --hardware cpu-1t --listen 127.0.0.1:9502 --metrics-listen 127.0.0.1:10502 >"$tmp/b2.log" 2>&1 & pids="$pids $!"
 	"$bin" backend --executor ocr --hardware cpu-2t --intra-op-threads 2 --listen 127.0.0.1:9503 --metrics-listen 127.0.0.1:10503 >"$tmp/b3.log" 2>&1 & pids="$pids $!"
 	sleep 2
-	"$bin" gateway -c configs/ocr.yaml -c "$tmp/variants.yaml" -c "$tmp/backends.yaml" --listen 127.0.0.1:9581 \
+	"$bin" gateway --admin-listen same -c configs/ocr.yaml -c "$tmp/variants.yaml" -c "$tmp/backends.yaml" --listen 127.0.0.1:9581 \
 		--grpc-listen 127.0.0.1:9582 --max-body 67108864 --log console >"$tmp/gw.log" 2>&1 & gw=$!
 	pids="$pids $gw"
 	i=0

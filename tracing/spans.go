@@ -48,7 +48,7 @@ func (c headerCarrier) Keys() []string { return []string{"traceparent", "tracest
 // the traceparent the client sent (a new trace when it sent none). Call it
 // only when Enabled.
 func StartRequest(ctx context.Context, h *fasthttp.RequestHeader, session string) (context.Context, trace.Span) {
-	ctx = Propagator.Extract(ctx, headerCarrier{req: h})
+	ctx = clientParent(Propagator.Extract(ctx, headerCarrier{req: h}))
 	return Tracer().Start(ctx, "infer "+session, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(AttrSession.String(session)))
 }

@@ -33,10 +33,16 @@ type Options struct {
 	// Insecure sends to Endpoint without TLS (a collector on loopback or a
 	// sidecar).
 	Insecure bool
-	// SampleRatio is the fraction of new traces recorded, in [0, 1]: a request
-	// that arrives with a sampled traceparent is always recorded (parent-based
-	// sampling), one without is recorded with this probability.
+	// SampleRatio is the fraction of traces recorded, in [0, 1], decided on
+	// the trace id: a request from a client (StartRequest,
+	// EdgeServerOptions) is recorded with this probability whatever its
+	// traceparent's sampled flag says, unless TrustClientSampling; a
+	// process's own callers (the gateway calling a backend) are followed.
 	SampleRatio float64
+	// TrustClientSampling lets a client's traceparent sampled flag decide
+	// (parent-based sampling at the edge too): only for clients that are
+	// trusted not to have every request traced (a trace store's load).
+	TrustClientSampling bool
 	// Service is the service.name resource attribute ("piccolo-gateway").
 	Service string
 	// Exporter, when set, replaces the OTLP exporter (tests use the SDK's
@@ -49,6 +55,9 @@ var (
 	provider atomic.Pointer[sdktrace.TracerProvider]
 	tracer   atomic.Pointer[tracerBox]
 )
+
+// trustClients is Options.TrustClientSampling of the last Setup.
+var trustClients atomic.Bool
 
 type tracerBox struct{ t trace.Tracer }
 
@@ -84,7 +93,9 @@ func Setup(ctx context.Context, opts Options) (shutdown func(context.Context) er
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(spanOpt, sdktrace.WithResource(res),
-		sdktrace.WithSampler(linkedSampler{sdktrace.ParentBased(sdktrace.TraceIDRatioBased(opts.SampleRatio))}))
+		sdktrace.WithSampler(linkedSampler{sdktrace.ParentBased(sdktrace.TraceIDRatioBased(opts.SampleRatio),
+			sdktrace.WithRemoteParentNotSampled(sdktrace.TraceIDRatioBased(opts.SampleRatio)))}))
+	trustClients.Store(opts.TrustClientSampling)
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	provider.Store(tp)
@@ -142,6 +153,41 @@ func ServerOptions() []grpc.ServerOption {
 	}
 	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(Propagator), otelgrpc.WithFilter(inferenceOnly)))}
+}
+
+// EdgeServerOptions is ServerOptions for the gateway's client-facing gRPC
+// server: a client's traceparent gives the trace and parent ids, but its
+// sampled flag is dropped (the ratio decides) unless
+// Options.TrustClientSampling, so that a client cannot have every request
+// traced.
+func EdgeServerOptions() []grpc.ServerOption {
+	tp := provider.Load()
+	if tp == nil || !Enabled() {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
+		otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(edgePropagator{Propagator}), otelgrpc.WithFilter(inferenceOnly)))}
+}
+
+// edgePropagator extracts as its propagator does, then drops the remote
+// parent's sampled flag unless clients are trusted (clientParent).
+type edgePropagator struct{ propagation.TextMapPropagator }
+
+func (p edgePropagator) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
+	return clientParent(p.TextMapPropagator.Extract(ctx, c))
+}
+
+// clientParent drops the sampled flag of ctx's remote span context, a
+// client's, unless Options.TrustClientSampling.
+func clientParent(ctx context.Context) context.Context {
+	if trustClients.Load() {
+		return ctx
+	}
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsSampled() {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc.WithTraceFlags(sc.TraceFlags().WithSampled(false)))
 }
 
 // DialOptions returns the grpc.DialOption that records a client span for each

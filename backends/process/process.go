@@ -42,6 +42,17 @@ type Options struct {
 	ID             string   // --id: the Consul registration id ("": <hardware>-<host>-<port>)
 	Faults         []string // --fault: faults to inject (docs/faults.md)
 	FaultSeed      uint64   // --fault-seed: seed of the fail share's draws
+	// FaultInjection (--fault-injection) allows faults at all: --fault and
+	// /admin/faults on the metrics port. Off by default: a backend without
+	// it refuses --fault and does not serve /admin/faults (404), so nobody
+	// who reaches it can make it hang, slow down or fail; with it the
+	// backend says so at warn level when it starts (docs/security.md).
+	FaultInjection bool
+	// AdminToken (--admin-token, $PICCOLO_BACKEND_TOKEN) is the gateway's
+	// credential: with one, model load and unload (gRPC) and /admin/faults
+	// need "authorization: Bearer <token>" (backends.RequireToken); "": no
+	// credential asked (a warning at start).
+	AdminToken string
 	// TLS is the gRPC listener's TLS (--tls-cert, --tls-key,
 	// --tls-client-ca); nil: plain text.
 	TLS *tls.Config
@@ -130,9 +141,18 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 	} else if o.GPUTelemetry {
 		log.Info("no GPU telemetry", zap.Error(gpuErr))
 	}
+	if len(o.Faults) > 0 && !o.FaultInjection {
+		return fmt.Errorf("--fault %s: fault injection is off; start the backend with --fault-injection to rehearse failures (never in production)", strings.Join(o.Faults, ","))
+	}
 	inj, initialFaults, err := newFaults(o, log, reg)
 	if err != nil {
 		return err
+	}
+	faultsAPI := map[string]http.HandlerFunc{}
+	if o.FaultInjection {
+		faultsAPI[FaultsPath] = backends.RequireTokenHTTP(o.AdminToken, inj.Handler().ServeHTTP)
+		log.Warn("FAULT INJECTION ON: this backend misbehaves on purpose when told to (--fault, "+FaultsPath+" on the metrics port, no credential); never in production",
+			zap.Strings("faults", o.Faults))
 	}
 	exec = inj.Executor(exec)
 	srv, err := backends.NewServer(exec, backends.ServerOptions{Version: o.Version, Logger: log, Metrics: bm})
@@ -164,10 +184,16 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 			lis.Close()
 			return fmt.Errorf("--metrics-listen %s (%s): %w", o.MetricsListen, maddr, err)
 		}
-		defer metrics.Serve(mlis, reg, map[string]http.HandlerFunc{FaultsPath: inj.Handler().ServeHTTP}).Close()
+		defer metrics.Serve(mlis, reg, faultsAPI).Close()
 		log.Info("metrics serving", zap.String("address", mlis.Addr().String()))
 	}
-	g := backends.NewGRPCServer(srv, append(append(tlsfiles.GRPCCreds(o.TLS), tracing.ServerOptions()...), inj.ServerOption())...)
+	gopts := append(append(tlsfiles.GRPCCreds(o.TLS), tracing.ServerOptions()...), inj.ServerOption())
+	if so := backends.RequireToken(o.AdminToken); so != nil {
+		gopts = append(gopts, so)
+	} else {
+		log.Warn("no admin token: anyone who reaches this backend may load and unload its models; pass --admin-token or set PICCOLO_BACKEND_TOKEN (docs/security.md)")
+	}
+	g := backends.NewGRPCServer(srv, gopts...)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	addr := lis.Addr().String()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -37,6 +38,8 @@ type backendOptions struct {
 
 	faults    []string // --fault words (docs/faults.md)
 	faultSeed uint64   // seed of the fail share's draws
+	faultOn   bool     // --fault-injection: allow --fault and /admin/faults
+	token     string   // --admin-token: the gateway's credential ("": $PICCOLO_BACKEND_TOKEN)
 	tls       tlsFlags // --tls-cert, --tls-key, --tls-client-ca of the gRPC listener
 }
 
@@ -86,7 +89,7 @@ second, so gateways see it join, and drop it within about a second of dying. It
 re-registers if the agent restarts, and deregisters on SIGINT or SIGTERM before
 draining.
 
-With --fault it misbehaves on purpose, to rehearse failures: refuse (connections
+With --fault-injection and --fault it misbehaves on purpose, to rehearse failures: refuse (connections
 refused), reset (calls cut), hang, slow=K (batches K times as long), fail=P (a
 share P of calls answer INTERNAL), malformed (outputs of the wrong shape or
 size), shared=K (batches K times as long while another model runs batches there). GET/PUT/DELETE ` + process.FaultsPath + ` on the metrics port reads and changes them
@@ -121,6 +124,8 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.StringVar(&o.id, "id", "", "with --consul: the registration id (default <hardware>-<host>-<port>)")
 	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed, shared=K; change at run time with "+process.FaultsPath+" on the metrics port")
 	f.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of which calls fail=P fails")
+	f.StringVar(&o.token, "admin-token", "", "the gateway's credential: model load/unload and "+process.FaultsPath+" need Authorization: Bearer <token> (default: $"+backendTokenEnv+"; empty: none asked, a warning at start)")
+	f.BoolVar(&o.faultOn, "fault-injection", false, "allow fault injection: --fault and "+process.FaultsPath+" on the metrics port (off: --fault is refused and "+process.FaultsPath+" is 404; on: logged at warn; never in production)")
 	o.tls.register(f, "serve gRPC")
 	return cmd
 }
@@ -134,9 +139,21 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	}
 	return process.Run(ctx, process.Options{Listen: o.listen, Hardware: o.hardware, Files: o.files, Executor: o.executor, Jitter: o.jitter,
 		Seed: o.seed, Models: o.models, Drain: o.drain, MetricsListen: o.metrics, GPUTelemetry: o.gpu, ORTLib: o.ortLib, ModelDir: o.modelDir,
-		IntraOpThreads: o.threads, DeviceLanes: o.devLanes, Consul: o.consul, ID: o.id, Faults: o.faults, FaultSeed: o.faultSeed,
+		IntraOpThreads: o.threads, DeviceLanes: o.devLanes, Consul: o.consul, ID: o.id, Faults: o.faults, FaultSeed: o.faultSeed, FaultInjection: o.faultOn, AdminToken: backendToken(o.token),
 		TLS: tlsCfg, Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version}, ready)
 }
 
 // modelCache is where `make models` fetches into (onnx.Cache).
 var modelCache = onnx.Cache
+
+// backendTokenEnv is where the backend's admin token and the gateway's
+// --backend-token are read from when their flags are empty.
+const backendTokenEnv = "PICCOLO_BACKEND_TOKEN"
+
+// backendToken is flag, else $PICCOLO_BACKEND_TOKEN.
+func backendToken(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv(backendTokenEnv)
+}

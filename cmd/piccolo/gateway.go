@@ -37,6 +37,12 @@ type gatewayOptions struct {
 	maxBody                 int
 	door                    bool // --overload-control
 	doorOpts                kserve.OverloadOptions
+	maxInflight             int64
+	headerTimeout           time.Duration
+	maxConnsPerIP           int
+	adminListen             string
+	backendTLSMode          string
+	backendToken            string
 	slack                   float64
 	admission               bool
 	hedge                   float64       // --hedge-budget
@@ -106,8 +112,10 @@ whose deadline (arrival + SLO) cannot be met given the current queues is rejecte
 at once (HTTP 429, gRPC RESOURCE_EXHAUSTED). Responses carry per-module queue,
 compute and total milliseconds as parameters "piccolo.<module>.queue_ms" etc.
 
-Admin API (only with --admin-token or PICCOLO_ADMIN_TOKEN; every request must
-send "Authorization: Bearer <token>", else 401):
+Admin API, on the admin listener (--admin-listen, with /metrics and
+/debug/pprof/; the client port answers 404 for them; docs/security.md), only
+with --admin-token or PICCOLO_ADMIN_TOKEN; every request must send
+"Authorization: Bearer <token>", else 401:
   GET /admin/sessions, GET|PUT|DELETE /admin/sessions/{name},
   GET /admin/plan, GET /admin/backends          (docs/control-plane.md)
 A session PUT or DELETE is validated with the rest of the running config,
@@ -171,6 +179,10 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.BoolVar(&o.door, "overload-control", true, "refuse infer requests at the door, before decoding them (429 with Retry-After, gRPC RESOURCE_EXHAUSTED), beyond an adaptive limit on those in flight that shrinks while the gateway's goroutines wait for a CPU over 2 ms (p90) and grows back when they do not (docs/traffic.md, \"Overload control\"); false: no limit")
 	f.DurationVar(&o.doorOpts.TargetDelay, "overload-delay", kserve.DefaultOverloadTargetDelay, "with --overload-control: the scheduling delay (p90 of the time the gateway's goroutines wait for a CPU) over which the door shrinks its limit")
 	f.IntVar(&o.doorOpts.MinLimit, "overload-min-limit", kserve.DefaultOverloadMinLimit, "with --overload-control: the door's limit never goes below this many infer requests in flight")
+	f.Int64Var(&o.maxInflight, "max-inflight-bytes", 0, "request bytes all requests in flight may hold together (bodies, decompressed, decoded); past it 503 + Retry-After (0: a fifth of the cgroup memory limit, else 3 x --max-body; < 0: off; docs/security.md)")
+	f.DurationVar(&o.headerTimeout, "header-timeout", kserve.DefaultHeaderTimeout, "how long a client may take to send a request's headers; a half-sent request's connection is closed after it")
+	f.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:8002", "host:port of the admin listener: the admin API, /metrics and /debug/pprof/, apart from the client port (\"same\": on the client port, as before; docs/security.md)")
+	f.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", kserve.DefaultMaxConnsPerIP, "open HTTP connections one client address may hold (< 0: no cap)")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
@@ -193,6 +205,8 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.gatewayID, "gateway-id", "", "with --consul: this gateway's id for its rate reports (default <host>-<HTTP port>)")
 	f.DurationVar(&o.configWait, "config-wait", 15*time.Second, "with --consul: how long an admin change waits for its plan to go live before answering")
 	o.tls.register(f, "serve HTTPS and gRPC")
+	f.StringVar(&o.backendToken, "backend-token", "", "the gateway's credential towards the backends, sent on every call (backends started with --admin-token ask it of model load/unload; default: $"+backendTokenEnv+")")
+	f.StringVar(&o.backendTLSMode, "backend-tls", "preferred", "who decides whether a backend is called over TLS: required (every backend, whatever it registered), preferred (the backend's entry: tls: true in backends:, or meta tls=true in Consul) or off (none)")
 	f.StringVar(&o.backendCA, "backend-ca", "", "verify the backends that serve TLS (tls: true in backends:, or meta tls=true in Consul) with the CAs in this PEM file (default: the system's roots)")
 	f.StringVar(&o.backendCert, "backend-cert", "", "present this PEM certificate to the backends that serve TLS and ask for one (backend --tls-client-ca), reloaded when it changes; needs --backend-key")
 	f.StringVar(&o.backendKey, "backend-key", "", "the PEM private key of --backend-cert")
@@ -216,10 +230,19 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	return controlplane.ServeGateway(ctx, controlplane.ServeOptions{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
-		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
+		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,
-		ConfigWait: o.configWait, Trace: o.trace, PlanFile: o.planFile, Tune: o.tune, TuneScope: o.tuneScope, TLS: tlsCfg, BackendTLS: backendTLS,
+		ConfigWait: o.configWait, Trace: o.trace, PlanFile: o.planFile, Tune: o.tune, TuneScope: o.tuneScope, TLS: tlsCfg, BackendTLS: backendTLS, BackendTLSMode: o.backendTLSMode, BackendToken: backendToken(o.backendToken),
 		Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}, ready)
+}
+
+// adminListen is --admin-listen as controlplane.ServeOptions.AdminListen:
+// "same" is "" (the admin API and /metrics on the client port).
+func adminListen(v string) string {
+	if v == "same" {
+		return ""
+	}
+	return v
 }

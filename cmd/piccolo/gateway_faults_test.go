@@ -24,7 +24,7 @@ const faultHelperEnv = "PICCOLO_TEST_FAULT_BACKEND"
 func TestHelperFaultBackendProcess(t *testing.T) {
 	var h struct{ Config, Listen, Metrics string }
 	helperMain(t, faultHelperEnv, &h, func(ctx context.Context) error {
-		o := &backendOptions{listen: h.Listen, hardware: "v100", files: []string{h.Config}, executor: "sim",
+		o := &backendOptions{listen: h.Listen, hardware: "v100", files: []string{h.Config}, executor: "sim", faultOn: true,
 			logFmt: "json", drain: time.Second, metrics: h.Metrics}
 		return runBackend(ctx, o, func(a string) { fmt.Printf("ADDR %s\n", a) })
 	})

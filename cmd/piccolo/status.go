@@ -57,7 +57,7 @@ the D between two scrapes. Latency percentiles are read from histogram buckets:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.target, "target", "http://127.0.0.1:8000", "the gateway's HTTP address (http://host:port or host:port)")
+	f.StringVar(&o.target, "target", "http://127.0.0.1:8002", "the gateway's admin listener, where /metrics and /admin/ are (--admin-listen; its HTTP address with --admin-listen same), http://host:port or host:port")
 	f.DurationVar(&o.window, "window", 0, "measure live figures over this window between two scrapes (0: since the gateway started)")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Second, "timeout of each HTTP request")
 	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the gateway's admin API, for /admin/plan and /admin/backends (default: $PICCOLO_ADMIN_TOKEN)")

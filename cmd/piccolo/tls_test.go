@@ -180,3 +180,44 @@ func TestTLSFlagErrors(t *testing.T) {
 		t.Errorf("--backend-cert alone: %v", err)
 	}
 }
+
+// TestBackendTLSRequired: with --backend-tls required the gateway calls a
+// backend over TLS although its entry does not say tls (the gateway decides,
+// not what a backend registers); the backend, which serves TLS only,
+// answers.
+func TestBackendTLSRequired(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	pki, err := tlsfiles.NewTestPKI(dir, "req")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "piccolo.yaml")
+	if err := os.WriteFile(cfgPath, []byte(strings.ReplaceAll(cancelConfig, "duration: 1s", "duration: 5ms")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := startBackend(t, ctx, &backendOptions{listen: "127.0.0.1:0", hardware: "v100", files: []string{cfgPath}, executor: "sim",
+		logFmt: "json", drain: time.Second, tls: tlsFlags{cert: pki.ServerCert, key: pki.ServerKey}})
+	bePath := filepath.Join(dir, "backends.yaml")
+	if err := os.WriteFile(bePath, fmt.Appendf(nil, "backends:\n  - {id: gpu-0, address: %q, hardware: v100}\n", addr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr, _, _ := startGatewayAddrs(t, ctx, &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
+		policy: "piccolo", dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second,
+		backendCA: pki.CA, backendTLSMode: "required"})
+	resp, err := http.Post("http://"+httpAddr+"/v2/models/one/infer", "application/json", strings.NewReader(cancelBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("infer through a TLS-only backend whose entry says nothing of TLS, --backend-tls required: %d %s; want 200", resp.StatusCode, b)
+	}
+	o := &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo", dispatch: "tc",
+		maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: time.Second, backendTLSMode: "sometimes"}
+	if err := runGateway(ctx, o, nil); err == nil || !strings.Contains(err.Error(), "--backend-tls") {
+		t.Errorf("--backend-tls sometimes: %v; want an error naming the flag", err)
+	}
+}

@@ -33,7 +33,7 @@ import (
 // request without a traceparent is not traced at sampling ratio 0.
 func TestTracingSpanTree(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	shutdown, err := tracing.Setup(context.Background(), tracing.Options{Exporter: exp, SampleRatio: 0, Service: "test"})
+	shutdown, err := tracing.Setup(context.Background(), tracing.Options{Exporter: exp, SampleRatio: 0, Service: "test", TrustClientSampling: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -362,6 +362,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	gw, err := procs.start(o.Binary, 2, func(addrs []string) []string {
 		args := []string{"gateway", "--listen", addrs[0], "--grpc-listen", addrs[1], "--log", "console", "-c", bfile,
+			"--admin-listen", "same", // the demo reads /metrics on its one loopback port
 			"--max-utilization", strconv.FormatFloat(plan.MaxUtilization, 'g', -1, 64)}
 		if o.NoFusion {
 			args = append(args, "--no-fusion")
