@@ -81,12 +81,18 @@ const slowThreshold = 1.5
 func (m *machine) isDown() bool { return m.health.Down() }
 
 // duration is the machine's expected batch duration: its planned duration
-// times its measured slowness or its pace, the larger.
+// times its measured slowness or its pace, the larger; below the planned
+// one where the pace measures the backend faster than the plan
+// (machine.measuredPace).
 func (m *machine) duration() time.Duration {
-	return m.scaled(max(m.health.Slowness(), m.paceRatio()))
+	s := m.paceRatio()
+	if sl := m.health.Slowness(); sl > 1 {
+		s = max(s, sl)
+	}
+	return m.scaled(s)
 }
 
-// scaled is m's planned duration times s (≥ 1), exactly the planned one at 1.
+// scaled is m's planned duration times s, exactly the planned one at 1.
 func (m *machine) scaled(s float64) time.Duration {
 	if s == 1 {
 		return m.slot.Duration
@@ -98,6 +104,9 @@ func (m *machine) scaled(s float64) time.Duration {
 // profile) as a ratio to m's planned duration: the profiled duration times
 // the pace over the planned one, when above 1.
 func (m *machine) paceRatio() float64 {
+	if r, ok := m.measuredPace(); ok {
+		return r
+	}
 	p := m.health.Pace()
 	if p == 1 {
 		return 1

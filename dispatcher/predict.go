@@ -252,6 +252,34 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 	return due.IsZero() || !end.After(due)
 }
 
+// measuredPace returns m's duration as its backend's pace measures it, as
+// a ratio to the planned one (the offline profile times the pace, over the
+// planned duration), and true, when the plan is slower than the profile (a
+// plan made from calibrated profiles: Options.Profiled) and the pace has
+// been measured (MachineHealth.SetPace called; a pace ≤ 1 counts as the
+// profile's). Then the plan's duration is no floor: admission, the machine
+// choice and the flush read the backend as measured now, not as it was when
+// the plan was made. A plan made from numbers a burst inflated (the host's
+// own CPU contention read as the device drifting: 29, then 61 machines
+// planned on a pool of one) otherwise made every prediction exceed the SLO,
+// and an idle module refused every lone request until the next re-plan.
+// Unmeasured, a plan from the profile itself, or a pace at or above the
+// plan's: false (paceRatio's rule, the plan's duration as the floor).
+func (m *machine) measuredPace() (float64, bool) {
+	if m.health == nil || m.paceScale >= 1 || m.paceScale <= 0 {
+		return 0, false
+	}
+	bits := m.health.pace.Load()
+	if bits == 0 {
+		return 0, false
+	}
+	r := max(math.Float64frombits(bits), 1) * m.paceScale
+	if r > 1-1e-6 { // at or above the plan (nanosecond rounding kept off): paceRatio's rule
+		return 0, false
+	}
+	return r, true
+}
+
 // predictAt returns when an item in a batch that starts on m at start
 // would complete: the wait for the lane, of the machine's own batches and
 // of those other dispatchers sent to its device, and the machine's
