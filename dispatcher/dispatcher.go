@@ -247,7 +247,12 @@ type machine struct {
 	// (Options.Profiled; 1 when unknown): the backend's pace, measured
 	// against the profile, times paceScale is m's (machine.paceRatio).
 	paceScale float64
-	dev       *Device // nil: no other dispatcher sends to its backend
+	// calibrated: paceScale < 1, the plan slower than the offline profile
+	// (made from calibrated profiles): a measured pace may then put m below
+	// its planned duration (machine.measuredPace). Set once, in attach, with
+	// a health table only.
+	calibrated bool
+	dev        *Device // nil: no other dispatcher sends to its backend
 	// peers are the machines of the same plan on the same device (a pool
 	// shorter than the plan), m among them; nil when m is alone there. A
 	// peer with a free lane takes their queued batches (next), so the
@@ -321,6 +326,7 @@ func (d *Dispatcher) attach(m *machine) {
 		if d.profiled != nil && m.slot.Duration > 0 {
 			if p := d.profiled(m.slot.Hardware, m.slot.Batch, m.slot.Concurrency); p > 0 {
 				m.paceScale = float64(p) / float64(m.slot.Duration)
+				m.calibrated = m.paceScale < 1
 			}
 		}
 	}
@@ -740,8 +746,10 @@ func (g *group) choose(now, dl time.Time) (*machine, time.Time) {
 		if m.dev != nil && m.dev == bound {
 			continue
 		}
-		own := m.freeAt()
-		at := own
+		var at time.Time // zero: its own lanes free now (machine.freeAt)
+		if m.pending.len() > 0 || !m.hasLane() {
+			at = m.est[m.earliestLane()]
+		}
 		if m.dev != nil {
 			if df := m.dev.freeAt(); df.After(at) {
 				at = df

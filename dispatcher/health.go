@@ -85,7 +85,13 @@ func (m *machine) isDown() bool { return m.health.Down() }
 // one where the pace measures the backend faster than the plan
 // (machine.measuredPace).
 func (m *machine) duration() time.Duration {
+	if m.health == nil {
+		return m.slot.Duration
+	}
 	s := m.paceRatio()
+	if m.calibrated {
+		s = m.measuredPace(s)
+	}
 	if sl := m.health.Slowness(); sl > 1 {
 		s = max(s, sl)
 	}
@@ -104,9 +110,6 @@ func (m *machine) scaled(s float64) time.Duration {
 // profile) as a ratio to m's planned duration: the profiled duration times
 // the pace over the planned one, when above 1.
 func (m *machine) paceRatio() float64 {
-	if r, ok := m.measuredPace(); ok {
-		return r
-	}
 	p := m.health.Pace()
 	if p == 1 {
 		return 1
@@ -122,6 +125,9 @@ func (m *machine) paceRatio() float64 {
 // machines that compute as planned.
 func (m *machine) flushDuration() time.Duration {
 	s := m.paceRatio()
+	if m.calibrated {
+		s = m.measuredPace(s)
+	}
 	if sl := m.health.Slowness(); sl >= slowThreshold {
 		s = max(s, sl)
 	}

@@ -104,19 +104,7 @@ var noBatch Batch
 // none). The dispatcher's lock must be held; O(1) while the machine next
 // in rotation is free, no allocation.
 func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time.Time, spares bool) (*machine, time.Time) {
-	var m *machine
-	var start time.Time
-	if q != nil && q.m != nil {
-		m = q.m
-		start = m.startAt(now)
-	} else {
-		m, start = g.choose(now, dl)
-	}
-	if m.health != nil {
-		if r := d.reroute(b, m); r != m {
-			m, start = r, r.startAt(now)
-		}
-	}
+	m, start := d.machineFor(q, g, b, dl, now)
 	end := predictAt(m, start, now)
 	if !spares || len(d.spare) == 0 || m.idle() && !(m.duration() > m.slot.Duration && m.g.hasFasterPeer(m)) {
 		return m, end
@@ -149,6 +137,26 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 		return m, end
 	}
 	return best, bestEnd
+}
+
+// machineFor is target's steps 1 and 2, the machine of the plan a batch
+// goes to, and when the batch would start there: what the deadline flush
+// and Lag read (no end computed, no spare step).
+func (d *Dispatcher) machineFor(q *queue, g *group, b *Batch, dl, now time.Time) (*machine, time.Time) {
+	var m *machine
+	var start time.Time
+	if q != nil && q.m != nil {
+		m = q.m
+		start = m.startAt(now)
+	} else {
+		m, start = g.choose(now, dl)
+	}
+	if m.health != nil {
+		if r := d.reroute(b, m); r != m {
+			m, start = r, r.startAt(now)
+		}
+	}
+	return m, start
 }
 
 // dueOn returns when the batch must be done on a machine of duration dur:
@@ -205,11 +213,11 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 	}
 	minFill := time.Duration(math.MaxInt64)
 	for _, g := range d.st.groups {
-		m, start := g.choose(now, time.Time{})
+		m, start := d.machineFor(nil, g, &noBatch, time.Time{}, now)
 		minFill = min(minFill, consider(m, g.slow, start, d.fillLocked(g, gap), true))
 	}
 	// A spare machine takes a batch the plan's machines would finish too
-	// late (overflowLocked): the modules before this one reserve for it too,
+	// late (Dispatcher.target): the modules before this one reserve for it too,
 	// with the fill of the batch it would take.
 	for _, m := range d.spare {
 		if m.isDown() {
@@ -254,30 +262,25 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 
 // measuredPace returns m's duration as its backend's pace measures it, as
 // a ratio to the planned one (the offline profile times the pace, over the
-// planned duration), and true, when the plan is slower than the profile (a
-// plan made from calibrated profiles: Options.Profiled) and the pace has
-// been measured (MachineHealth.SetPace called; a pace ≤ 1 counts as the
-// profile's). Then the plan's duration is no floor: admission, the machine
-// choice and the flush read the backend as measured now, not as it was when
-// the plan was made. A plan made from numbers a burst inflated (the host's
-// own CPU contention read as the device drifting: 29, then 61 machines
-// planned on a pool of one) otherwise made every prediction exceed the SLO,
-// and an idle module refused every lone request until the next re-plan.
-// Unmeasured, a plan from the profile itself, or a pace at or above the
-// plan's: false (paceRatio's rule, the plan's duration as the floor).
-func (m *machine) measuredPace() (float64, bool) {
-	if m.health == nil || m.paceScale >= 1 || m.paceScale <= 0 {
-		return 0, false
-	}
+// planned duration), where the plan is slower than the profile (a plan made
+// from calibrated profiles, m.calibrated: the caller checks) and the pace
+// has been measured (MachineHealth.SetPace called; a pace ≤ 1 counts as
+// the profile's) and puts m below the plan; else r, paceRatio's ratio (the
+// plan's duration as the floor). So admission, the machine choice and the
+// flush read the backend as measured now, not as it was when the plan was
+// made. A plan made from numbers a burst inflated (the host's own CPU
+// contention read as the device drifting: 29, then 61 machines planned on
+// a pool of one) otherwise made every prediction exceed the SLO, and an
+// idle module refused every lone request until the next re-plan.
+func (m *machine) measuredPace(r float64) float64 {
 	bits := m.health.pace.Load()
 	if bits == 0 {
-		return 0, false
+		return r
 	}
-	r := max(math.Float64frombits(bits), 1) * m.paceScale
-	if r > 1-1e-6 { // at or above the plan (nanosecond rounding kept off): paceRatio's rule
-		return 0, false
+	if p := max(math.Float64frombits(bits), 1) * m.paceScale; p < 1-1e-6 { // below the plan (nanosecond rounding kept off)
+		return p
 	}
-	return r, true
+	return r
 }
 
 // predictAt returns when an item in a batch that starts on m at start
@@ -310,7 +313,7 @@ func predictAt(m *machine, start, now time.Time) time.Time {
 // one device slowing step by step). As cheap as target, once a batch and
 // when retimeLocked retimes it.
 func (q *queue) sendBy(dl, now time.Time) time.Time {
-	m, _ := q.d.target(q, q.open.g, q.open, nil, dl, now, false)
+	m, _ := q.d.machineFor(q, q.open.g, q.open, dl, now)
 	du := m.flushDuration()
 	if s := m.g.slow; s != 1 {
 		du = time.Duration(float64(du) * s)
