@@ -221,6 +221,10 @@ type group struct {
 	weight    float64 // planned batches/s: rate / batch
 	machines  []*machine
 	next      int // rotation: where group.choose starts, past the machine the last batch went to
+	// oneDev is the device every machine of the group is on (a pool
+	// shorter than the plan stacks them there), else nil: once that device
+	// bounds a machine's start, choose has seen the group's best.
+	oneDev *Device
 	// slow measures the group's batches against what the dispatcher
 	// expected when it sent them (the wait on the device, then the
 	// duration: profile × straggler slowness): a high percentile of
@@ -477,6 +481,13 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		}
 	}
 	for _, g := range st.groups {
+		g.oneDev = g.machines[0].dev
+		for _, m := range g.machines[1:] {
+			if m.dev != g.oneDev {
+				g.oneDev = nil
+				break
+			}
+		}
 		g.share = g.weight / st.sumGroup
 		st.maxLoad = max(st.maxLoad, g.share*g.duration.Seconds()/g.occupancy)
 		st.maxDuration = max(st.maxDuration, g.duration)
@@ -734,6 +745,10 @@ func (g *group) choose(now, dl time.Time) (*machine, time.Time) {
 	// arithmetic, and the deadline is subtracted once, when it matters
 	// (BenchmarkSubmit's idle cases choose once a request).
 	n, from := len(g.machines), g.next
+	if m := g.machines[from]; m.pending.len() == 0 && m.hasLane() && (m.dev == nil || m.dev.free.Load() <= now.UnixNano()) &&
+		(m.health == nil || m.duration() <= m.slot.Duration) {
+		return m, now // the loop's first pass, without the loop: the idle case, once a request
+	}
 	var best, free *machine
 	var bestEnd, bestWait, freeEnd time.Duration
 	var bound *Device // a device whose free time bounds its machines' start
@@ -744,6 +759,9 @@ func (g *group) choose(now, dl time.Time) (*machine, time.Time) {
 		}
 		m := g.machines[i]
 		if m.dev != nil && m.dev == bound {
+			if bound == g.oneDev {
+				break // every machine of g is there
+			}
 			continue
 		}
 		var at time.Time // zero: its own lanes free now (machine.freeAt)
@@ -758,7 +776,10 @@ func (g *group) choose(now, dl time.Time) (*machine, time.Time) {
 				}
 			}
 		}
-		du := m.duration()
+		du := m.slot.Duration
+		if m.health != nil {
+			du = m.duration()
+		}
 		var wait time.Duration
 		if at.After(now) {
 			wait = at.Sub(now)
