@@ -56,15 +56,16 @@ func inflatedPlan(t *testing.T, clock *VirtualClock, s Sender, pace float64) *Di
 // An idle module admits a lone request it can finish in time, whatever the
 // plan says: planned at 60 ms a batch on a budget of 50 ms (and four
 // machines on one backend), but its backend measured at 1.2× its 10 ms
-// profile, a lone item due in 50 ms is admitted and ends at 12 ms. Before,
+// profile, a lone item due in 50 ms is admitted (predicted at 15 ms: the
+// pace, a quarter up) and ends at 12 ms. Before,
 // the planned duration was the floor of every prediction, and the module
 // refused every request until a re-plan.
 func TestIdleModuleAdmitsWhatItCanFinishWhateverThePlan(t *testing.T) {
 	clock := NewVirtualClock(t0)
 	s := &deviceSender{clock: clock, du: 12 * time.Millisecond, free: map[string]time.Time{}, ended: map[*Item]time.Time{}}
 	d := inflatedPlan(t, clock, s, 1.2)
-	if got := d.Predict(clock.Now()); got < 12*time.Millisecond-time.Microsecond || got > 12*time.Millisecond {
-		t.Errorf("Predict on the idle module = %v; want 12ms (the profile × the measured pace), not the plan's 60ms", got)
+	if got := d.Predict(clock.Now()); got < 15*time.Millisecond-time.Microsecond || got > 15*time.Millisecond+time.Microsecond {
+		t.Errorf("Predict on the idle module = %v; want 15ms (the profile × the measured pace × measuredMargin), not the plan's 60ms", got)
 	}
 	it := &Item{Deadline: clock.Now().Add(50 * time.Millisecond), Done: func(*Item) {}}
 	if err := d.Submit(it); err != nil {
@@ -139,7 +140,7 @@ func TestAdmissionStillRefusesWhatCannotBeInTime(t *testing.T) {
 	}{
 		{"measured 5x the profile", 5, 50 * time.Millisecond, 45 * time.Millisecond, 0, false},
 		{"pace never measured: the plan's 60 ms", 0, 12 * time.Millisecond, 50 * time.Millisecond, 0, false},
-		{"due before the measured 12 ms", 1.2, 12 * time.Millisecond, 10 * time.Millisecond, 0, false},
+		{"due before the measured batch ends", 1.2, 12 * time.Millisecond, 10 * time.Millisecond, 0, false},
 		{"behind 64 queued items", 1.2, 12 * time.Millisecond, 50 * time.Millisecond, 64, false},
 		{"behind 32 queued items", 1.2, 12 * time.Millisecond, 50 * time.Millisecond, 32, true},
 	} {

@@ -261,12 +261,12 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 }
 
 // measuredPace returns m's duration as its backend's pace measures it, as
-// a ratio to the planned one (the offline profile times the pace, over the
-// planned duration), where the plan is slower than the profile (a plan made
-// from calibrated profiles, m.calibrated: the caller checks) and the pace
-// has been measured (MachineHealth.SetPace called; a pace ≤ 1 counts as
-// the profile's) and puts m below the plan; else r, paceRatio's ratio (the
-// plan's duration as the floor). So admission, the machine choice and the
+// a ratio to the planned one (the offline profile times the pace times
+// measuredMargin, over the planned duration), where the plan is slower than
+// the profile (a plan made from calibrated profiles, m.calibrated: the
+// caller checks) and the pace has been measured (MachineHealth.SetPace
+// called; a pace ≤ 1 counts as the profile's) and puts m below the plan;
+// else r, paceRatio's ratio (the plan's duration as the floor). So admission, the machine choice and the
 // flush read the backend as measured now, not as it was when the plan was
 // made. A plan made from numbers a burst inflated (the host's own CPU
 // contention read as the device drifting: 29, then 61 machines planned on
@@ -277,11 +277,21 @@ func (m *machine) measuredPace(r float64) float64 {
 	if bits == 0 {
 		return r
 	}
-	if p := max(math.Float64frombits(bits), 1) * m.paceScale; p < 1-1e-6 { // below the plan (nanosecond rounding kept off)
+	if p := max(math.Float64frombits(bits), 1) * m.paceScale * measuredMargin; p < 1 {
 		return p
 	}
 	return r
 }
+
+// measuredMargin is how much longer than its pace says a machine is
+// expected to run when its pace puts it below a calibrated plan: the pace
+// is the second largest of the latest 4 batches, a calibrated entry the
+// 90th percentile of 64, so under jitter the pace sits below the plan by
+// the batches' spread (±20% jitter: about a tenth). With the margin a pace
+// within a quarter of the plan keeps the plan; a plan inflated beyond that
+// (a burst's contention read as the device: 2× and more) gives way to the
+// pace, a quarter up.
+const measuredMargin = 1.25
 
 // predictAt returns when an item in a batch that starts on m at start
 // would complete: the wait for the lane, of the machine's own batches and
