@@ -266,9 +266,9 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 // the profile (a plan made from calibrated profiles, m.calibrated: the
 // caller checks) and the pace has been measured (MachineHealth.SetPace
 // called; a pace ≤ 1 counts as the profile's) and puts m below the plan;
-// else r, paceRatio's ratio (the plan's duration as the floor). So admission, the machine choice and the
-// flush read the backend as measured now, not as it was when the plan was
-// made. A plan made from numbers a burst inflated (the host's own CPU
+// else r, paceRatio's ratio (the plan's duration as the floor). So
+// admission, the machine choice and the flush read the backend as measured
+// now, not as it was when the plan was made. A plan made from numbers a burst inflated (the host's own CPU
 // contention read as the device drifting: 29, then 61 machines planned on
 // a pool of one) otherwise made every prediction exceed the SLO, and an
 // idle module refused every lone request until the next re-plan.
