@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -123,15 +124,15 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 	path := string(ctx.Path())
 	switch {
 	case path == "/admin/plan":
-		if a.allow(ctx, "GET") {
+		if a.allow(ctx, "GET") && a.queryOK(ctx) {
 			a.writeJSON(ctx, 200, a.opts.Plan())
 		}
 	case path == "/admin/backends":
-		if a.allow(ctx, "GET") {
+		if a.allow(ctx, "GET") && a.queryOK(ctx) {
 			a.writeJSON(ctx, 200, a.backends())
 		}
 	case path == "/admin/sessions" || path == "/admin/sessions/":
-		if a.allow(ctx, "GET") {
+		if a.allow(ctx, "GET") && a.queryOK(ctx) {
 			a.listSessions(ctx)
 		}
 	case strings.HasPrefix(path, prefAdminSessions):
@@ -142,11 +143,17 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 		}
 		switch string(ctx.Method()) {
 		case "GET", "HEAD":
-			a.getSession(ctx, name)
+			if a.queryOK(ctx) {
+				a.getSession(ctx, name)
+			}
 		case "PUT":
-			a.putSession(ctx, name)
+			if a.queryOK(ctx) {
+				a.putSession(ctx, name)
+			}
 		case "DELETE":
-			a.deleteSession(ctx, name)
+			if a.queryOK(ctx) {
+				a.deleteSession(ctx, name)
+			}
 		default:
 			ctx.Response.Header.Set("Allow", "GET, PUT, DELETE")
 			a.fail(ctx, &adminError{status: 405, msg: fmt.Sprintf("method %s not allowed on %s; use GET, PUT or DELETE", ctx.Method(), path)})
@@ -154,6 +161,27 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 	default:
 		a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q; endpoints: /admin/sessions, /admin/sessions/{name}, /admin/plan, /admin/backends", path)})
 	}
+}
+
+// queryOK refuses (400) a request with a query parameter not in allowed,
+// naming it and the allowed ones: a parameter the API does not know is never
+// dropped (`?dry_run=true` on a server without dry runs would apply the change).
+func (a *Admin) queryOK(ctx *fasthttp.RequestCtx, allowed ...string) bool {
+	var bad string
+	ctx.QueryArgs().VisitAll(func(k, _ []byte) {
+		if bad == "" && !slices.Contains(allowed, string(k)) {
+			bad = string(k)
+		}
+	})
+	if bad == "" {
+		return true
+	}
+	want := "none"
+	if len(allowed) > 0 {
+		want = strings.Join(allowed, ", ")
+	}
+	a.fail(ctx, &adminError{status: 400, msg: fmt.Sprintf("unknown query parameter %q on %s %s; allowed: %s", bad, ctx.Method(), ctx.Path(), want)})
+	return false
 }
 
 func (a *Admin) allow(ctx *fasthttp.RequestCtx, method string) bool {
