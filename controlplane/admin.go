@@ -46,6 +46,9 @@ type AdminOptions struct {
 	// Backends returns the current membership; nil: the running config's
 	// static backends list.
 	Backends func() BackendView
+	// DryRun plans a changed config through the config pipeline without
+	// making it live (EmbeddedControl.DryRun); nil: dry runs answer 501.
+	DryRun func(cfg *api.Config) (*api.Plan, error)
 	// Timeout bounds one change: re-planning, loading models, swapping
 	// (default 2 minutes).
 	Timeout time.Duration
@@ -59,6 +62,9 @@ type AdminOptions struct {
 //	GET    /admin/sessions/{name}   one session; ETag: the config version
 //	PUT    /admin/sessions/{name}   create or replace it (body: one session, YAML or JSON)
 //	DELETE /admin/sessions/{name}   remove it
+//	PUT    /admin/sessions/{name}?dry_run=true, POST /admin/sessions/{name}:plan,
+//	DELETE /admin/sessions/{name}?dry_run=true
+//	                                the change's plan against the running one (PlanDiff); nothing changes
 //	GET    /admin/plan              the running placed plan (plan JSON)
 //	GET    /admin/backends          the membership (BackendView)
 //
@@ -137,6 +143,12 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 		}
 	case strings.HasPrefix(path, prefAdminSessions):
 		name := path[len(prefAdminSessions):]
+		if n, ok := strings.CutSuffix(name, ":plan"); ok {
+			if a.allow(ctx, "POST") && a.queryOK(ctx) {
+				a.putSession(ctx, n, true)
+			}
+			return
+		}
 		if name == "" || strings.Contains(name, "/") {
 			a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q: want /admin/sessions/{name}", path)})
 			return
@@ -147,12 +159,12 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 				a.getSession(ctx, name)
 			}
 		case "PUT":
-			if a.queryOK(ctx) {
-				a.putSession(ctx, name)
+			if dry, ok := a.dryRunParam(ctx); ok {
+				a.putSession(ctx, name, dry)
 			}
 		case "DELETE":
-			if a.queryOK(ctx) {
-				a.deleteSession(ctx, name)
+			if dry, ok := a.dryRunParam(ctx); ok {
+				a.deleteSession(ctx, name, dry)
 			}
 		default:
 			ctx.Response.Header.Set("Allow", "GET, PUT, DELETE")
@@ -182,6 +194,26 @@ func (a *Admin) queryOK(ctx *fasthttp.RequestCtx, allowed ...string) bool {
 	}
 	a.fail(ctx, &adminError{status: 400, msg: fmt.Sprintf("unknown query parameter %q on %s %s; allowed: %s", bad, ctx.Method(), ctx.Path(), want)})
 	return false
+}
+
+// dryRunParam reads ?dry_run=true|false (the only parameter of PUT and
+// DELETE); ok is false when the request was refused (400).
+func (a *Admin) dryRunParam(ctx *fasthttp.RequestCtx) (dry, ok bool) {
+	if !a.queryOK(ctx, "dry_run") {
+		return false, false
+	}
+	v := ctx.QueryArgs().Peek("dry_run")
+	if !ctx.QueryArgs().Has("dry_run") {
+		return false, true
+	}
+	switch string(v) {
+	case "true", "1", "":
+		return true, true
+	case "false", "0":
+		return false, true
+	}
+	a.fail(ctx, &adminError{status: 400, msg: fmt.Sprintf("dry_run=%q: allowed: true, false", v)})
+	return false, false
 }
 
 func (a *Admin) allow(ctx *fasthttp.RequestCtx, method string) bool {
@@ -325,7 +357,7 @@ type changeResult struct {
 	PlanError string       `json:"plan_error,omitempty"`
 }
 
-func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string) {
+func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
 	body := ctx.PostBody()
 	if len(body) > AdminMaxBodyBytes {
 		a.fail(ctx, &adminError{status: 413, msg: fmt.Sprintf("the body is %d bytes; a session must fit in %d", len(body), AdminMaxBodyBytes)})
@@ -339,6 +371,16 @@ func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string) {
 	start := time.Now()
 	created := false
 	docName := "PUT /admin/sessions/" + name
+	if dry {
+		snap := a.opts.Store.Current()
+		next, err := withSession(snap.Config, name, body, docName)
+		if err != nil {
+			a.fail(ctx, err)
+			return
+		}
+		a.dryRun(ctx, name, snap.Version, next)
+		return
+	}
 	snap, err := a.update(ctx, ifv, func(cur *api.Config) (*api.Config, error) {
 		_, exists := cur.Session(name)
 		created = !exists
@@ -360,14 +402,14 @@ func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string) {
 	a.writeJSON(ctx, status, a.result(snap, start, &sj, ""))
 }
 
-func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string) {
+func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
 	ifv, err := ifMatch(ctx)
 	if err != nil {
 		a.fail(ctx, err)
 		return
 	}
 	start := time.Now()
-	snap, err := a.update(ctx, ifv, func(cur *api.Config) (*api.Config, error) {
+	without := func(cur *api.Config) (*api.Config, error) {
 		i := sessionIndex(cur, name)
 		if i < 0 {
 			return nil, unknownSession(name, cur)
@@ -375,7 +417,18 @@ func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string) {
 		next := *cur
 		next.Sessions = append(append([]api.Session(nil), cur.Sessions[:i]...), cur.Sessions[i+1:]...)
 		return &next, nil
-	})
+	}
+	if dry {
+		snap := a.opts.Store.Current()
+		next, err := without(snap.Config)
+		if err != nil {
+			a.fail(ctx, err)
+			return
+		}
+		a.dryRun(ctx, name, snap.Version, next)
+		return
+	}
+	snap, err := a.update(ctx, ifv, without)
 	if err != nil {
 		a.logChange("session delete refused", name, err)
 		a.fail(ctx, err)

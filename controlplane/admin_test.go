@@ -95,7 +95,7 @@ func bootAdminWith(t testing.TB, cfg *api.Config, planner Planner) *adminHarness
 	t.Cleanup(func() { sw.Close() })
 	reg.MustRegister(sw)
 	h := &adminHarness{sw: sw, exec: exec, metrics: metrics, reg: reg, control: g.Control.(*EmbeddedControl), store: g.Store}
-	admin, err := NewAdmin(AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan})
+	admin, err := NewAdmin(AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan, DryRun: h.control.DryRun})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -214,7 +214,11 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	}
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if o.AdminToken != "" {
-		a, err := NewAdmin(AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()})
+		aopts := AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()}
+		if ec, ok := ctl.(*EmbeddedControl); ok {
+			aopts.DryRun = ec.DryRun
+		}
+		a, err := NewAdmin(aopts)
 		if err != nil {
 			return err
 		}
