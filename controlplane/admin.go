@@ -65,6 +65,8 @@ type AdminOptions struct {
 //	PUT    /admin/sessions/{name}?dry_run=true, POST /admin/sessions/{name}:plan,
 //	DELETE /admin/sessions/{name}?dry_run=true
 //	                                the change's plan against the running one (PlanDiff); nothing changes
+//	POST   /admin/sessions/{name}:rollback?to=VERSION   the session as it was at VERSION, applied
+//	GET    /admin/history           the versions kept (Change), oldest first
 //	GET    /admin/plan              the running placed plan (plan JSON)
 //	GET    /admin/backends          the membership (BackendView)
 //
@@ -137,12 +139,22 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 		if a.allow(ctx, "GET") && a.queryOK(ctx) {
 			a.writeJSON(ctx, 200, a.backends())
 		}
+	case path == "/admin/history":
+		if a.allow(ctx, "GET") && a.queryOK(ctx) {
+			a.history(ctx)
+		}
 	case path == "/admin/sessions" || path == "/admin/sessions/":
 		if a.allow(ctx, "GET") && a.queryOK(ctx) {
 			a.listSessions(ctx)
 		}
 	case strings.HasPrefix(path, prefAdminSessions):
 		name := path[len(prefAdminSessions):]
+		if n, ok := strings.CutSuffix(name, ":rollback"); ok {
+			if a.allow(ctx, "POST") && a.queryOK(ctx, "to") {
+				a.rollback(ctx, n)
+			}
+			return
+		}
 		if n, ok := strings.CutSuffix(name, ":plan"); ok {
 			if a.allow(ctx, "POST") && a.queryOK(ctx) {
 				a.putSession(ctx, n, true)
@@ -171,7 +183,7 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 			a.fail(ctx, &adminError{status: 405, msg: fmt.Sprintf("method %s not allowed on %s; use GET, PUT or DELETE", ctx.Method(), path)})
 		}
 	default:
-		a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q; endpoints: /admin/sessions, /admin/sessions/{name}, /admin/plan, /admin/backends", path)})
+		a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q; endpoints: /admin/sessions, /admin/sessions/{name}, /admin/sessions/{name}:plan, /admin/sessions/{name}:rollback, /admin/history, /admin/plan, /admin/backends", path)})
 	}
 }
 
@@ -440,9 +452,15 @@ func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
 }
 
 func (a *Admin) update(ctx *fasthttp.RequestCtx, ifVersion uint64, change func(*api.Config) (*api.Config, error)) (ConfigSnapshot, error) {
+	return a.updateAs(ctx, ifVersion, "", change)
+}
+
+// updateAs is update with a note for the history (a rollback's).
+func (a *Admin) updateAs(_ *fasthttp.RequestCtx, ifVersion uint64, note string, change func(*api.Config) (*api.Config, error)) (ConfigSnapshot, error) {
 	c, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
-	return a.opts.Store.Update(c, "manual", ifVersion, change)
+	// The admin token has no name: every admin change is "admin"'s.
+	return a.opts.Store.Update(WithWho(c, "admin", note), "manual", ifVersion, change)
 }
 
 func (a *Admin) result(snap ConfigSnapshot, start time.Time, s *sessionJSON, deleted string) changeResult {

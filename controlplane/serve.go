@@ -232,6 +232,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 			return err
 		}
 		defer cw.Close()
+		reg.MustRegister(cw.Refusals())
 	}
 	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, Version: o.Version, Metrics: gm, Logger: log, Admin: admin})
 	if err != nil {
