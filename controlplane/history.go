@@ -182,7 +182,8 @@ func (s *ConfigStore) planCost() float64 {
 // fileGuard refuses a reload of the -c files (next) that would overwrite a
 // session the admin API changed after the files were last applied, when the
 // file that now defines the session (or, for a session the files drop, every
-// file) was last written before that change: the admin change is newer. A
+// file) was last written before that change (by more than mtimeSlack): the
+// admin change is newer. A
 // file written after it wins, as an edit made later should. Called under
 // the store's lock (inside Update's change).
 func (s *ConfigStore) fileGuard(cur, next *api.Config, files []string) error {
@@ -211,7 +212,7 @@ func (s *ConfigStore) fileGuard(cur, next *api.Config, files []string) error {
 					newest = st.ModTime()
 				}
 			}
-			if newest.Before(c.At) {
+			if newest.Before(c.At.Add(-mtimeSlack)) {
 				return fmt.Errorf("the files would overwrite session %q, changed through the admin API (by %s) at version %d, %s, after %s was last written (%s): "+
 					"refused; to keep the admin change, write it into the file (GET /admin/sessions/%s with Accept: application/yaml); to let the file win, save it again",
 					name, c.Who, c.Version, c.At.UTC().Format(time.RFC3339), strings.Join(from, ", "), newest.UTC().Format(time.RFC3339), name)
@@ -220,6 +221,12 @@ func (s *ConfigStore) fileGuard(cur, next *api.Config, files []string) error {
 	}
 	return nil
 }
+
+// mtimeSlack is how much older than an admin change a file must be for
+// fileGuard to call it older: file systems stamp writes with a coarse clock
+// (a jiffy on Linux, up to 2 s on FAT), so a save right after a change may
+// carry a time just before it.
+const mtimeSlack = time.Second
 
 // fileRefusals counts reloads of the -c files refused by fileGuard.
 func newFileRefusals() prometheus.Counter {
