@@ -123,7 +123,7 @@ func writeDiff(w io.Writer, d controlplane.PlanDiff) {
 	if !d.WouldApply {
 		verdict = "would be REFUSED: " + d.Error
 	}
-	fmt.Fprintf(w, "session %s: %s (config version %d, unchanged)\n", d.Session, verdict, d.Version)
+	fmt.Fprintf(w, "session %s (dry run on config version %d): %s\n", d.Session, d.Version, verdict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  cost\t%.2f\t->\t%.2f\t(%+.2f)\n", d.CostBefore, d.CostAfter, d.CostAfter-d.CostBefore)
 	for _, h := range d.Hardware {
