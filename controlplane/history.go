@@ -138,12 +138,22 @@ func diffSessions(prev, next *api.Config, version uint64) ([]string, string) {
 	if prev == nil || len(changed) == 0 {
 		return changed, ""
 	}
-	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: difflib.SplitLines(a.String()), B: difflib.SplitLines(b.String()),
+	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: splitLines(a.String()), B: splitLines(b.String()),
 		FromFile: "version " + strconv.FormatUint(version-1, 10), ToFile: "version " + strconv.FormatUint(version, 10), Context: 3})
 	if err != nil {
 		return changed, err.Error()
 	}
 	return changed, d
+}
+
+// splitLines is s's lines, each with its "\n" (difflib.SplitLines would add
+// an empty last line).
+func splitLines(s string) []string {
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
 }
 
 // indentDoc makes a session's YAML an item of a sessions: list.
@@ -167,7 +177,15 @@ func (s *ConfigStore) History() []Change { return s.hist.list() }
 
 // SetPlan gives the store the running plan, whose cost each history entry
 // records (StartGateway: LiveSwitch.Plan). Call it before the first Update.
-func (s *ConfigStore) SetPlan(plan func() *api.Plan) { s.plan = plan }
+// The latest version kept (the initial one) gets the plan's cost now.
+func (s *ConfigStore) SetPlan(plan func() *api.Plan) {
+	s.plan = plan
+	s.hist.mu.Lock()
+	defer s.hist.mu.Unlock()
+	if n := len(s.hist.changes); n > 0 && s.hist.changes[n-1].PlanCost == 0 {
+		s.hist.changes[n-1].PlanCost = s.planCost()
+	}
+}
 
 func (s *ConfigStore) planCost() float64 {
 	if s.plan == nil {

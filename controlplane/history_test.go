@@ -70,6 +70,9 @@ func TestAdminHistoryAndRollback(t *testing.T) {
 			t.Errorf("version %d: cost %v at %v diff %q; want a cost, a time and the rate's diff", c.Version, c.PlanCost, c.At, c.Diff)
 		}
 	}
+	if hist.Changes[0].PlanCost <= 0 {
+		t.Errorf("the initial version's plan cost %v, want the first plan's", hist.Changes[0].PlanCost)
+	}
 	want := []string{"1 initial file [pipe solo]", "2 manual admin [solo]", "3 manual admin [solo]", "4 manual admin [solo]", "5 manual admin [solo]"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("history %q, want %q", got, want)
