@@ -212,14 +212,17 @@ func (s *ConfigStore) fileGuard(cur, next *api.Config, files []string) error {
 			start = i + 1
 		}
 	}
-	for _, c := range changes[start:] {
+	seen := map[string]bool{}
+	for i := len(changes) - 1; i >= start; i-- { // newest first: a session's latest admin change decides
+		c := changes[i]
 		if c.Cause != "manual" {
 			continue
 		}
 		for _, name := range c.Sessions {
-			if sessionYAML(cur, name) == sessionYAML(next, name) {
+			if seen[name] || sessionYAML(cur, name) == sessionYAML(next, name) {
 				continue
 			}
+			seen[name] = true
 			from := files
 			if ns, ok := next.Session(name); ok && ns.Source.File != "" {
 				from = []string{ns.Source.File}
