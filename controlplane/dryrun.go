@@ -9,8 +9,10 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/serving"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // DryRun is the config pipeline's fuse, plan and check steps for cfg, a
@@ -56,6 +58,31 @@ type PlanDiff struct {
 	// Modules lists every module of the changed session and every other
 	// module whose configs change.
 	Modules []ModuleDiff `json:"modules"`
+	// Attainment is each planned session's simulated SLO attainment under
+	// the plan after the change, in [0, 1]: Poisson arrivals at the planned
+	// rates, the TC dispatcher on a virtual clock, bounded as the gateway's
+	// burst check is (simulate.BurstDuration, simulate.BurstItems, seed 1).
+	// Unplaced: machines that share a backend are not slowed here.
+	Attainment map[string]float64 `json:"simulated_attainment,omitempty"`
+}
+
+// simulatedAttainment is Attainment for plan (nil without a plan to run).
+func simulatedAttainment(plan *api.Plan) map[string]float64 {
+	if plan == nil {
+		return nil
+	}
+	rep, err := simulate.Run(plan, simulate.Options{Policy: dispatcher.TC{}, Arrival: "poisson",
+		Duration: simulate.BurstDuration, MaxItems: simulate.BurstItems, Seed: 1})
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, sr := range rep.Sessions {
+		if sr.Skipped == "" && sr.Requests > 0 {
+			out[sr.Name] = math.Round(sr.SLOAttainment*10000) / 10000
+		}
+	}
+	return out
 }
 
 // HardwareDiff is the machines of one hardware type before and after.
@@ -172,6 +199,7 @@ func (a *Admin) dryRun(ctx *fasthttp.RequestCtx, session string, version uint64,
 	plan, err := a.opts.DryRun(next)
 	d := diffPlans(session, a.opts.Plan(), plan)
 	d.Version = version
+	d.Attainment = simulatedAttainment(plan)
 	status := 200
 	d.WouldApply = err == nil
 	if err != nil {

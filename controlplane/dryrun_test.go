@@ -27,9 +27,12 @@ func TestAdminDryRun(t *testing.T) {
 		if err := json.Unmarshal(b, &d); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s %s: cost %.2f -> %.2f, hardware %+v", tc.method, tc.path, d.CostBefore, d.CostAfter, d.Hardware)
+		t.Logf("%s %s: cost %.2f -> %.2f, hardware %+v, simulated attainment %v", tc.method, tc.path, d.CostBefore, d.CostAfter, d.Hardware, d.Attainment)
 		if !d.DryRun || !d.WouldApply || d.Version != 1 || d.CostAfter <= d.CostBefore {
 			t.Errorf("dry run of the doubled rate: %+v; want would_apply, version 1, cost up", d)
+		}
+		if a, ok := d.Attainment["pipe"]; !ok || a < 0.5 || a > 1 {
+			t.Errorf("simulated attainment %v; want pipe's, in [0.5, 1] for a plan the gateway would serve", d.Attainment)
 		}
 		if len(d.Hardware) != 1 || d.Hardware[0].Hardware != "v100" || d.Hardware[0].Delta <= 0 {
 			t.Errorf("hardware diff %+v; want more v100 machines", d.Hardware)

@@ -129,6 +129,9 @@ func writeDiff(w io.Writer, d controlplane.PlanDiff) {
 	for _, h := range d.Hardware {
 		fmt.Fprintf(tw, "  machines %s\t%.2f\t->\t%.2f\t(%+.2f)\n", h.Hardware, h.Before, h.After, h.Delta)
 	}
+	if a, ok := d.Attainment[d.Session]; ok {
+		fmt.Fprintf(tw, "  simulated SLO attainment\t%.2f%%\n", 100*a)
+	}
 	tw.Flush()
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  module\tbefore\t\tafter")

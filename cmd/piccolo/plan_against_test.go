@@ -26,7 +26,7 @@ func TestPlanAgainst(t *testing.T) {
 		t.Fatalf("plan --against: %v\n%s", err, out)
 	}
 	t.Logf("piccolo plan --against:\n%s", out)
-	for _, want := range []string{"session s (dry run on config version 1): would apply", "cost", "machines v100", "s/d", "v100 b"} {
+	for _, want := range []string{"session s (dry run on config version 1): would apply", "cost", "machines v100", "s/d", "v100 b", "simulated SLO attainment"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
