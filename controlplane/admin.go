@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ type AdminOptions struct {
 	// Backends returns the current membership; nil: the running config's
 	// static backends list.
 	Backends func() BackendView
+	// DryRun plans a changed config through the config pipeline without
+	// making it live (EmbeddedControl.DryRun); nil: dry runs answer 501.
+	DryRun func(cfg *api.Config) (*api.Plan, error)
 	// Timeout bounds one change: re-planning, loading models, swapping
 	// (default 2 minutes).
 	Timeout time.Duration
@@ -58,6 +62,11 @@ type AdminOptions struct {
 //	GET    /admin/sessions/{name}   one session; ETag: the config version
 //	PUT    /admin/sessions/{name}   create or replace it (body: one session, YAML or JSON)
 //	DELETE /admin/sessions/{name}   remove it
+//	PUT    /admin/sessions/{name}?dry_run=true, POST /admin/sessions/{name}:plan,
+//	DELETE /admin/sessions/{name}?dry_run=true
+//	                                the change's plan against the running one (PlanDiff); nothing changes
+//	POST   /admin/sessions/{name}:rollback?to=VERSION   the session as it was at VERSION, applied
+//	GET    /admin/history           the versions kept (Change), oldest first
 //	GET    /admin/plan              the running placed plan (plan JSON)
 //	GET    /admin/backends          the membership (BackendView)
 //
@@ -124,37 +133,100 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 	path := string(ctx.Path())
 	switch {
 	case path == "/admin/plan":
-		if a.allow(ctx, "GET") {
+		if a.allow(ctx, "GET") && a.queryOK(ctx) {
 			a.writeJSON(ctx, 200, a.opts.Plan())
 		}
 	case path == "/admin/backends":
-		if a.allow(ctx, "GET") {
+		if a.allow(ctx, "GET") && a.queryOK(ctx) {
 			a.writeJSON(ctx, 200, a.backends())
 		}
+	case path == "/admin/history":
+		if a.allow(ctx, "GET") && a.queryOK(ctx) {
+			a.history(ctx)
+		}
 	case path == "/admin/sessions" || path == "/admin/sessions/":
-		if a.allow(ctx, "GET") {
+		if a.allow(ctx, "GET") && a.queryOK(ctx) {
 			a.listSessions(ctx)
 		}
 	case strings.HasPrefix(path, prefAdminSessions):
 		name := path[len(prefAdminSessions):]
+		if n, ok := strings.CutSuffix(name, ":rollback"); ok {
+			if a.allow(ctx, "POST") && a.queryOK(ctx, "to") {
+				a.rollback(ctx, n)
+			}
+			return
+		}
+		if n, ok := strings.CutSuffix(name, ":plan"); ok {
+			if a.allow(ctx, "POST") && a.queryOK(ctx) {
+				a.putSession(ctx, n, true)
+			}
+			return
+		}
 		if name == "" || strings.Contains(name, "/") {
 			a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q: want /admin/sessions/{name}", path)})
 			return
 		}
 		switch string(ctx.Method()) {
 		case "GET", "HEAD":
-			a.getSession(ctx, name)
+			if a.queryOK(ctx) {
+				a.getSession(ctx, name)
+			}
 		case "PUT":
-			a.putSession(ctx, name)
+			if dry, ok := a.dryRunParam(ctx); ok {
+				a.putSession(ctx, name, dry)
+			}
 		case "DELETE":
-			a.deleteSession(ctx, name)
+			if dry, ok := a.dryRunParam(ctx); ok {
+				a.deleteSession(ctx, name, dry)
+			}
 		default:
 			ctx.Response.Header.Set("Allow", "GET, PUT, DELETE")
 			a.fail(ctx, &adminError{status: 405, msg: fmt.Sprintf("method %s not allowed on %s; use GET, PUT or DELETE", ctx.Method(), path)})
 		}
 	default:
-		a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q; endpoints: /admin/sessions, /admin/sessions/{name}, /admin/plan, /admin/backends", path)})
+		a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q; endpoints: /admin/sessions, /admin/sessions/{name}, /admin/sessions/{name}:plan, /admin/sessions/{name}:rollback, /admin/history, /admin/plan, /admin/backends", path)})
 	}
+}
+
+// queryOK refuses (400) a request with a query parameter not in allowed,
+// naming it and the allowed ones: a parameter the API does not know is never
+// dropped (`?dry_run=true` on a server without dry runs would apply the change).
+func (a *Admin) queryOK(ctx *fasthttp.RequestCtx, allowed ...string) bool {
+	var bad string
+	ctx.QueryArgs().VisitAll(func(k, _ []byte) {
+		if bad == "" && !slices.Contains(allowed, string(k)) {
+			bad = string(k)
+		}
+	})
+	if bad == "" {
+		return true
+	}
+	want := "none"
+	if len(allowed) > 0 {
+		want = strings.Join(allowed, ", ")
+	}
+	a.fail(ctx, &adminError{status: 400, msg: fmt.Sprintf("unknown query parameter %q on %s %s; allowed: %s", bad, ctx.Method(), ctx.Path(), want)})
+	return false
+}
+
+// dryRunParam reads ?dry_run=true|false (the only parameter of PUT and
+// DELETE); ok is false when the request was refused (400).
+func (a *Admin) dryRunParam(ctx *fasthttp.RequestCtx) (dry, ok bool) {
+	if !a.queryOK(ctx, "dry_run") {
+		return false, false
+	}
+	v := ctx.QueryArgs().Peek("dry_run")
+	if !ctx.QueryArgs().Has("dry_run") {
+		return false, true
+	}
+	switch string(v) {
+	case "true", "1", "":
+		return true, true
+	case "false", "0":
+		return false, true
+	}
+	a.fail(ctx, &adminError{status: 400, msg: fmt.Sprintf("dry_run=%q: allowed: true, false", v)})
+	return false, false
 }
 
 func (a *Admin) allow(ctx *fasthttp.RequestCtx, method string) bool {
@@ -298,7 +370,7 @@ type changeResult struct {
 	PlanError string       `json:"plan_error,omitempty"`
 }
 
-func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string) {
+func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
 	body := ctx.PostBody()
 	if len(body) > AdminMaxBodyBytes {
 		a.fail(ctx, &adminError{status: 413, msg: fmt.Sprintf("the body is %d bytes; a session must fit in %d", len(body), AdminMaxBodyBytes)})
@@ -312,6 +384,16 @@ func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string) {
 	start := time.Now()
 	created := false
 	docName := "PUT /admin/sessions/" + name
+	if dry {
+		snap := a.opts.Store.Current()
+		next, err := withSession(snap.Config, name, body, docName)
+		if err != nil {
+			a.fail(ctx, err)
+			return
+		}
+		a.dryRun(ctx, name, snap.Version, next)
+		return
+	}
 	snap, err := a.update(ctx, ifv, func(cur *api.Config) (*api.Config, error) {
 		_, exists := cur.Session(name)
 		created = !exists
@@ -333,14 +415,14 @@ func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string) {
 	a.writeJSON(ctx, status, a.result(snap, start, &sj, ""))
 }
 
-func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string) {
+func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
 	ifv, err := ifMatch(ctx)
 	if err != nil {
 		a.fail(ctx, err)
 		return
 	}
 	start := time.Now()
-	snap, err := a.update(ctx, ifv, func(cur *api.Config) (*api.Config, error) {
+	without := func(cur *api.Config) (*api.Config, error) {
 		i := sessionIndex(cur, name)
 		if i < 0 {
 			return nil, unknownSession(name, cur)
@@ -348,7 +430,18 @@ func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string) {
 		next := *cur
 		next.Sessions = append(append([]api.Session(nil), cur.Sessions[:i]...), cur.Sessions[i+1:]...)
 		return &next, nil
-	})
+	}
+	if dry {
+		snap := a.opts.Store.Current()
+		next, err := without(snap.Config)
+		if err != nil {
+			a.fail(ctx, err)
+			return
+		}
+		a.dryRun(ctx, name, snap.Version, next)
+		return
+	}
+	snap, err := a.update(ctx, ifv, without)
 	if err != nil {
 		a.logChange("session delete refused", name, err)
 		a.fail(ctx, err)
@@ -360,9 +453,15 @@ func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string) {
 }
 
 func (a *Admin) update(ctx *fasthttp.RequestCtx, ifVersion uint64, change func(*api.Config) (*api.Config, error)) (ConfigSnapshot, error) {
+	return a.updateAs(ctx, ifVersion, "", change)
+}
+
+// updateAs is update with a note for the history (a rollback's).
+func (a *Admin) updateAs(_ *fasthttp.RequestCtx, ifVersion uint64, note string, change func(*api.Config) (*api.Config, error)) (ConfigSnapshot, error) {
 	c, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
-	return a.opts.Store.Update(c, "manual", ifVersion, change)
+	// The admin token has no name: every admin change is "admin"'s.
+	return a.opts.Store.Update(WithWho(c, "admin", note), "manual", ifVersion, change)
 }
 
 func (a *Admin) result(snap ConfigSnapshot, start time.Time, s *sessionJSON, deleted string) changeResult {

@@ -95,7 +95,7 @@ func bootAdminWith(t testing.TB, cfg *api.Config, planner Planner) *adminHarness
 	t.Cleanup(func() { sw.Close() })
 	reg.MustRegister(sw)
 	h := &adminHarness{sw: sw, exec: exec, metrics: metrics, reg: reg, control: g.Control.(*EmbeddedControl), store: g.Store}
-	admin, err := NewAdmin(AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan})
+	admin, err := NewAdmin(AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan, DryRun: h.control.DryRun})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,5 +477,32 @@ func TestAdminConcurrentChanges(t *testing.T) {
 	if len(seen) != 4 || h.store.Current().Version != 5 || len(h.store.Current().Config.Sessions) != 6 {
 		t.Errorf("versions %v, final version %d with %d sessions; want 4 distinct, 5, 6",
 			seen, h.store.Current().Version, len(h.store.Current().Config.Sessions))
+	}
+}
+
+// TestAdminUnknownQueryRefused: a query parameter the API does not know is
+// refused with 400 naming it and the allowed ones, and nothing changes.
+func TestAdminUnknownQueryRefused(t *testing.T) {
+	h, _ := startAdminHarness(t, adminConfig, 1)
+	for _, tc := range []struct{ method, path, body, param string }{
+		{"PUT", "/admin/sessions/solo?force=1", `{"name":"solo","slo":"1s","modules":[{"name":"only","model":"rec","rate":40}]}`, "force"},
+		{"DELETE", "/admin/sessions/solo?cascade=true", "", "cascade"},
+		{"GET", "/admin/sessions?watch=1", "", "watch"},
+		{"GET", "/admin/sessions/solo?x=1", "", "x"},
+		{"GET", "/admin/plan?verbose", "", "verbose"},
+		{"GET", "/admin/backends?a=1", "", "a"},
+	} {
+		st, _, b := adminDo(t, tc.method, h.url+tc.path, adminToken, tc.body)
+		var e struct{ Error string }
+		_ = json.Unmarshal(b, &e)
+		if st != 400 || !strings.Contains(e.Error, fmt.Sprintf("unknown query parameter %q", tc.param)) || !strings.Contains(e.Error, "allowed:") {
+			t.Errorf("%s %s: %d %s; want 400 naming %q and the allowed parameters", tc.method, tc.path, st, b, tc.param)
+		}
+	}
+	if v := h.store.Current().Version; v != 1 {
+		t.Errorf("config version %d after refused calls, want 1", v)
+	}
+	if s, _ := h.store.Current().Config.Session("solo"); s.Modules[0].Rate != 20 {
+		t.Errorf("solo's rate %v after refused calls, want 20", s.Modules[0].Rate)
 	}
 }

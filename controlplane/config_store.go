@@ -46,6 +46,8 @@ type ConfigStore struct {
 	mu       sync.Mutex // serialises Update
 	cur      atomic.Pointer[ConfigSnapshot]
 	onConfig OnConfig
+	hist     history          // every version, the newest HistoryLen (history.go)
+	plan     func() *api.Plan // the running plan, for the history's costs (SetPlan)
 }
 
 // NewConfigStore returns a store whose version 1 is initial, which must be valid
@@ -61,6 +63,7 @@ func NewConfigStore(initial *api.Config, onConfig OnConfig) (*ConfigStore, error
 	}
 	s := &ConfigStore{onConfig: onConfig}
 	s.cur.Store(&ConfigSnapshot{Config: initial, Version: 1, Cause: "initial", At: time.Now()})
+	s.hist.add(nil, *s.cur.Load(), "file", "", 0)
 	return s, nil
 }
 
@@ -100,6 +103,8 @@ func (s *ConfigStore) Update(ctx context.Context, cause string, ifVersion uint64
 	}
 	snap := &ConfigSnapshot{Config: next, Version: cur.Version + 1, Cause: cause, At: time.Now()}
 	s.cur.Store(snap)
+	who, note := whoOf(ctx, cause)
+	s.hist.add(cur.Config, *snap, who, note, s.planCost())
 	return *snap, nil
 }
 
@@ -113,6 +118,7 @@ func (s *ConfigStore) Adopt(cfg *api.Config, cause string) ConfigSnapshot {
 		cur := s.cur.Load()
 		next := &ConfigSnapshot{Config: cfg, Version: cur.Version + 1, Cause: cause, At: time.Now()}
 		if s.cur.CompareAndSwap(cur, next) {
+			s.hist.add(cur.Config, *next, "cluster", "", s.planCost())
 			return *next
 		}
 	}

@@ -58,11 +58,21 @@
 //     change the planner or placement refused. Without an Admin, /admin/ answers
 //     404 saying how to turn it on. AdminOptions.Backends lets the wiring back
 //     GET /admin/backends with live membership (Consul); default: the static list.
+//     A query parameter the call does not take is refused (400, naming it and
+//     the allowed ones). Dry runs (PUT or DELETE ?dry_run=true, POST
+//     /admin/sessions/{name}:plan; dryrun.go) run the change through
+//     EmbeddedControl.DryRun, the pipeline's fuse, plan and check steps
+//     without the controller, and answer a PlanDiff. The ConfigStore keeps the
+//     last HistoryLen versions (history.go: who, when, a YAML diff, the plan's
+//     cost): GET /admin/history, POST /admin/sessions/{name}:rollback?to=V.
 //   - ConfigWatcher (StartConfigWatcher) watches the -c files' directories with
 //     fsnotify (in-place writes and rename-replace saves), debounces bursts,
 //     skips saves that change nothing, reloads every file and applies it with
 //     cause "config"; an invalid edit is logged at warn and ignored. Admin
-//     changes live in memory: the next file edit replaces the whole config.
+//     changes live in memory: the next file edit replaces the whole config,
+//     unless the file defining a session the admin API changed since the last
+//     reload was written before that change: then the reload is refused
+//     (ConfigStore.fileGuard; piccolo_config_file_overwrites_refused_total).
 //
 // # Planning for serving
 //

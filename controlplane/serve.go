@@ -250,7 +250,11 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	}
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if o.AdminToken != "" {
-		a, err := NewAdmin(AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()})
+		aopts := AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()}
+		if ec, ok := ctl.(*EmbeddedControl); ok {
+			aopts.DryRun = ec.DryRun
+		}
+		a, err := NewAdmin(aopts)
 		if err != nil {
 			return err
 		}
@@ -264,6 +268,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 			return err
 		}
 		defer cw.Close()
+		reg.MustRegister(cw.Refusals())
 	}
 	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, MaxInflightBytes: o.MaxInflight,
 		HeaderTimeout: o.HeaderTimeout, MaxConnsPerIP: o.MaxConnsPerIP, AdminApart: o.AdminListen != "", Version: o.Version, Metrics: gm, Logger: log, Admin: admin,

@@ -88,6 +88,7 @@ func StartGateway(ctx context.Context, cfg *api.Config, o GatewayOptions) (*Gate
 	if g.Store, err = NewConfigStore(g.Config, ctl.Apply); err != nil {
 		return nil, errors.Join(err, g.close())
 	}
+	g.Store.SetPlan(g.Switch.Plan)
 	ctl.Attach(g.Runner, g.Store)
 	return g, nil
 }

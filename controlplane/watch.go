@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -50,7 +51,10 @@ type ConfigWatcher struct {
 	last   [32]byte // hash of the files' bytes last applied (or initially read)
 	cancel context.CancelFunc
 	done   chan struct{}
-	once   sync.Once
+	// refused counts reloads refused for overwriting a newer admin change
+	// (ConfigStore.fileGuard); Refusals exports it.
+	refused prometheus.Counter
+	once    sync.Once
 }
 
 // StartConfigWatcher starts watching files (the paths `-c` named) on a goroutine
@@ -67,7 +71,7 @@ func StartConfigWatcher(ctx context.Context, store *ConfigStore, files []string,
 	if err != nil {
 		return nil, fmt.Errorf("watch config files: %w", err)
 	}
-	cw := &ConfigWatcher{store: store, opts: opts, w: w, done: make(chan struct{})}
+	cw := &ConfigWatcher{store: store, opts: opts, w: w, done: make(chan struct{}), refused: newFileRefusals()}
 	dirs := map[string]bool{}
 	for _, f := range files {
 		abs, err := filepath.Abs(f)
@@ -91,6 +95,10 @@ func StartConfigWatcher(ctx context.Context, store *ConfigStore, files []string,
 	go cw.run(ctx)
 	return cw, nil
 }
+
+// Refusals is the counter piccolo_config_file_overwrites_refused_total: reloads
+// refused because the files would overwrite a newer admin API change.
+func (cw *ConfigWatcher) Refusals() prometheus.Counter { return cw.refused }
 
 // Close stops watching and waits for the watcher's goroutine (and a reload in
 // progress) to end.
@@ -179,7 +187,13 @@ func (cw *ConfigWatcher) reload(ctx context.Context) {
 	}
 	var snap ConfigSnapshot
 	if err == nil {
-		snap, err = cw.store.Update(ctx, "config", 0, func(*api.Config) (*api.Config, error) { return cfg, nil })
+		snap, err = cw.store.Update(ctx, "config", 0, func(cur *api.Config) (*api.Config, error) {
+			if err := cw.store.fileGuard(cur, cfg, cw.files); err != nil {
+				cw.refused.Inc()
+				return nil, err
+			}
+			return cfg, nil
+		})
 	}
 	if err == nil {
 		cw.last = sum

@@ -117,12 +117,15 @@ Admin API, on the admin listener (--admin-listen, with /metrics and
 with --admin-token or PICCOLO_ADMIN_TOKEN; every request must send
 "Authorization: Bearer <token>", else 401:
   GET /admin/sessions, GET|PUT|DELETE /admin/sessions/{name},
-  GET /admin/plan, GET /admin/backends          (docs/control-plane.md)
+  PUT /admin/sessions/{name}?dry_run=true, POST /admin/sessions/{name}:plan,
+  GET /admin/history, POST /admin/sessions/{name}:rollback?to=VERSION,
+  GET /admin/plan, GET /admin/backends          (docs/control-plane.md, docs/operations.md)
 A session PUT or DELETE is validated with the rest of the running config,
 re-planned and swapped in live; an invalid or unplannable change is refused
 (400/422) and nothing changes. With --watch (default) the -c files are
 reloaded when they change; an invalid edit is logged and the running config
-stays. Admin changes are not written to the files.
+stays. Admin changes are not written to the files; a reload from a file
+written before an admin change it would overwrite is refused and logged.
 
 With --consul ADDR (or membership: consul, which needs the flag) the backends
 come from Consul (service piccolo-backend, registered by piccolo backend

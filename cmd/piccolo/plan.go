@@ -22,6 +22,8 @@ func newPlanCmd() *cobra.Command {
 		output string
 		tf     simulate.Traffic
 		noFuse bool
+		// --against: dry runs on a running gateway (plan_against.go)
+		against, token string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan -c FILE...",
@@ -41,7 +43,15 @@ latency model).
 --trace FILE plans for recorded request arrivals (docs/traffic.md): the cheapest
 plan whose simulated SLO attainment on the trace reaches --attainment, printed
 with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
---arrival mmpp|gamma|poisson --duration D does the same for a synthetic process.`,
+--arrival mmpp|gamma|poisson --duration D does the same for a synthetic process.
+
+--against URL plans nothing here: it sends each session of the files to the
+gateway at URL as a dry run (PUT /admin/sessions/{name}?dry_run=true, with the
+admin token: --admin-token or $PICCOLO_ADMIN_TOKEN) and prints what each would
+change there, planned by the gateway on its pool and calibrated profiles: the
+cost before and after, machines per hardware type, each module's configs, and
+why it would be refused (the command then exits 1). Nothing changes on the
+gateway (docs/operations.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -49,6 +59,9 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 			}
 			if len(files) == 0 {
 				return fmt.Errorf("no config given: pass -c FILE (repeatable)")
+			}
+			if against != "" {
+				return planAgainst(cmd.OutOrStdout(), against, adminToken(token), files, output)
 			}
 			cfg, err := api.Load(files...)
 			if err != nil {
@@ -108,6 +121,8 @@ with, on stderr, its cost beside the mean-rate plan's and peak provisioning's.
 	f.StringVar(&opts.Reference, "reference", "", "for --policy optimal: the policy whose latency model the brute force uses (default piccolo)")
 	f.StringVar(&opts.VariantSearch, "variant-search", "", "how to choose model variants: climb (default: every combination up to 256, else beam then single changes), beam (JellyBean) or all")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	f.StringVar(&against, "against", "", "dry-run the files' sessions on the gateway at this URL (http://host:port) and print the diff against its running plan")
+	f.StringVar(&token, "admin-token", "", "with --against: the gateway's admin token (default: $PICCOLO_ADMIN_TOKEN)")
 	addPlanFlags(f, &tf)
 	addFusionFlag(f, &noFuse)
 	return cmd
