@@ -65,6 +65,8 @@ open(sys.argv[1], "w").write('{"id":"42","inputs":[{"name":"x","shape":[1,64],"d
 PY
 "$P" backend -c "$work/burst.yaml" --executor sim --hardware fast --listen "127.0.0.1:$bport" --metrics-listen off >"$work/backend.log" 2>&1 &
 pids+=($!)
+# The gateway loads the model at start and exits if the backend is not up yet.
+for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$bport") 2>/dev/null && break; sleep 0.05; done
 "$P" gateway --admin-listen same -c "$work/burst.yaml" -c "$work/backends.yaml" --listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" ${GATEWAY_FLAGS:-} >"$work/gateway.log" 2>&1 &
 pids+=($!)
 url=http://127.0.0.1:$hport
