@@ -71,7 +71,15 @@ func (f *Followed) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := calibrate.Merge(f.own.Options(), append([][]byte{own}, all...)...)
+	// The gateways' series reach the leader up to two exchange periods late
+	// (a gateway's put, then this refresh): a drift is as recent as its own
+	// gateway saw it, so the merge counts one measured within Recent plus
+	// that delay (with Recent alone, 2 s since the forgetting rule, no
+	// other gateway's drift ever counted: TestLeaderFollowsGatewaysCalibration).
+	o := f.own.Options()
+	o.Recent += 2 * CalibrationEvery
+	o.Forget = max(o.Forget, o.Recent)
+	m, err := calibrate.Merge(o, append([][]byte{own}, all...)...)
 	if m == nil {
 		return err
 	}
