@@ -176,7 +176,7 @@ type liveModule struct {
 	times           dispatcher.ModuleTimes
 	stage           dispatcher.Stage // this module and the session's modules after it
 	capacity        float64          // planned req/s the module's machines serve
-	countsQueue     bool             // no admission at Submit: Estimate is the shortest batch and Little's law's drain time
+	countsQueue     bool             // Estimate adds Little's law's drain time (no admission at Submit)
 	outstanding     atomic.Int64
 	items           sync.Pool
 	itemDone        func(*dispatcher.Item)
@@ -579,32 +579,27 @@ type partialLoadError struct {
 func (e *partialLoadError) Error() string { return e.err.Error() }
 func (e *partialLoadError) Unwrap() error { return e.err }
 
-// Estimate is a lower bound on how long an item submitted now takes in the
-// module. With the dispatchers' admission (LiveOptions.Admission) it is 0:
-// the check is the dispatcher's own, at each module's Submit, on the queue
-// that exists, the machines present and their measured pace (the items'
-// DoneBy reserving the Lag of the modules after), and nothing the plan says
-// refuses a request before it. The plan's shortest batch duration, which
-// this was, is a number from the plan: a plan made from numbers a burst
-// inflated refused lone requests at an idle gateway (docs/calibration.md,
-// "Admission from the queue that exists"). Little's law is left out too: it
+// Estimate is a lower bound on how long an item submitted now takes in the module:
+// the shortest batch duration of its groups; without the dispatchers' admission
+// (LiveOptions.Admission false), plus the time its machines need to drain the
+// items beyond what the plan expects in flight (Little's law: capacity × WCL).
+// The DAG runner sums it along the session's longest path, so it must stay a
+// lower bound: a downstream module's queue now says little about its queue
+// when the item gets there, and summing each module's dispatcher.Predict
+// refused requests the plan serves. With admission the exact check is the
+// dispatcher's own, at each module's Submit, and Little's law is left out: it
 // counts the plan's machines only, not the spare ones a saturated module
 // overflows to, and refused at the gateway what the spares serve (a burst
-// window of the demo's chain, mean-rate plan with spares: 59% within the
-// SLO, 40% refused, against 99% simulated; docs/traffic.md). Without
-// admission: the shortest batch duration of its groups plus the time its
-// machines need to drain the items beyond what the plan expects in flight
-// (Little's law: capacity × WCL). The DAG runner sums it along the
-// session's longest path, so it must stay a lower bound: a downstream
-// module's queue now says little about its queue when the item gets there.
-// The WCL itself is a worst case, and rejecting on it turned away requests
-// the system would have served (the demo lost 5% of its requests that way).
+// window of the demo's chain, mean-rate plan with spares: 59% within the SLO,
+// 40% refused, against 99% simulated; docs/traffic.md). The WCL itself is a
+// worst case, and rejecting on it turned away requests the system would have
+// served (the demo lost 5% of its requests that way).
 func (r *LiveRunner) Estimate(session, module string) time.Duration {
 	lm, ok := r.sessions[session][module]
-	if !ok || !lm.countsQueue {
+	if !ok {
 		return 0
 	}
-	if lm.capacity <= 0 {
+	if !lm.countsQueue || lm.capacity <= 0 {
 		return lm.minDuration
 	}
 	excess := float64(lm.outstanding.Load()) - lm.capacity*lm.wcl.Seconds()

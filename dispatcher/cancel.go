@@ -68,6 +68,7 @@ func (d *Dispatcher) Sweep() int {
 				if d.admit {
 					m.resync(now)
 				}
+				m.g.refresh(now)
 				d.retimeLocked(m, now)
 			}
 		}

@@ -84,11 +84,9 @@
 // Admission recomputed from what is really running whenever a batch ends).
 // Predict(now) is the least time an item submitted now takes: its batch goes
 // to the group of the open batch it would join (TC: the group that batch was
-// opened for; RR: its stream's machine), on the machine a batch closed now
-// would go to (Dispatcher.target: the one machine choice dispatch makes),
-// or on a spare machine where it would be late there; it starts when that
-// machine's lane and device free (now if both are) and runs for the
-// machine's expected duration (as measured: its pace); the wait and the
+// opened for; RR: its stream's machine), starts when the earliest lane of
+// that group's machines frees (now if one is idle), or on a spare machine if
+// that is earlier, and runs for the group's duration; the wait and the
 // duration are scaled by the group's slowness, an upper envelope of measured
 // over profiled batch durations (1 until a batch ends; while the group has an
 // idle machine and no batch has measured it for a second, its excess over 1
@@ -98,16 +96,17 @@
 //
 //	refuse with ErrOverloaded  ⇔  predicted completion > it.Due(d_g)
 //
-// on that machine. Due is Expiry + d_g when the item has an Expiry (the
+// on the group's machines and on every spare machine whose batch holds the
+// open batch with it. Due is Expiry + d_g when the item has an Expiry (the
 // latest time it may be sent), else its Deadline. Why this keeps its promise:
 // the open batch is sent by its deadline flush, deadline − d_g, at the
 // latest; if a lane is free by then the item completes by its deadline; if
 // not, it starts when the predicted lane frees, because under TC and RR no
 // other batch can take that lane first (one open batch a group, or a stream
 // of its own a machine). So an admitted item is never failed late, and with
-// durations as measured it completes by Due. The cost is O(1) per item
-// while the machine next in rotation is free, else a scan of the group's
-// machines (one atomic load per device). Items moved by a plan swap are not re-admitted. Without
+// durations as profiled (or as slow as measured) it completes by Due. The
+// cost is O(1) per item: each group's earliest free lane is kept per batch,
+// not per item. Items moved by a plan swap are not re-admitted. Without
 // Admission the paper's rule is unchanged: an item that cannot be served in
 // time is failed with ErrDeadline when its batch is sent.
 //
@@ -199,21 +198,16 @@
 // (MachineHealth.SetPace: compute time over the offline profile, set by the
 // data plane from its latest batches; as a ratio to the planned duration
 // through Options.Profiled) scales the machine's expected duration the same
-// way; below the planned duration where the plan was made from calibrated
-// profiles slower than the pace now measured (machine.measuredPace). One
-// function (Dispatcher.target) says which machine a batch goes to and when
-// it ends there (its lane and its device free, then that duration): from
-// the rotation, a free machine that runs it as planned at once, else the
-// free one that ends it first unless it would end the batch after its
-// oldest deadline while a busy one ends it sooner (group.choose); then
-// health's reroute; then a spare machine where the batch would be late.
-// Predict, admission, Lag, dispatch and the deadline flush all call it, so
-// the machine Predict assumes is the one the batch goes to, and the flush
-// times the batch by it (queue.sendBy: the oldest deadline less that
-// machine's duration by its pace or straggler slowness, times the group's
-// measured ratio, brought sooner when a batch of the group is placed or
-// ends late, never later). All are read with atomic loads under the lock,
-// at dispatch and in Predict.
+// way. One rule (group.choose) says which machine a batch goes to and when
+// it ends there (its lane free, then that duration): a free machine that
+// runs it as planned at once, else the free one that ends it first unless
+// it would end the batch after its oldest deadline while a busy one ends
+// it sooner. The machine that ends a batch first (refresh keeps it) is the
+// one Predict assumes and the deadline flush times the batch by
+// (queue.sendBy: the oldest deadline less that machine's duration by its
+// pace or straggler slowness, times the group's measured ratio, brought
+// sooner when a batch of the group is placed or ends late, never later).
+// All are read with atomic loads under the lock, at dispatch and in Predict.
 //
 // # Concurrency and allocation
 //

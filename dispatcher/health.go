@@ -98,24 +98,12 @@ const slowThreshold = 1.5
 func (m *machine) isDown() bool { return m.health.Down() }
 
 // duration is the machine's expected batch duration: its planned duration
-// times its measured slowness or its pace, the larger; below the planned
-// one where the pace measures the backend faster than the plan
-// (machine.measuredPace).
+// times its measured slowness or its pace, the larger.
 func (m *machine) duration() time.Duration {
-	if m.health == nil {
-		return m.slot.Duration
-	}
-	s := m.paceRatio()
-	if m.calibrated {
-		s = m.measuredPace(s)
-	}
-	if sl := m.health.Slowness(); sl > 1 {
-		s = max(s, sl)
-	}
-	return m.scaled(s)
+	return m.scaled(max(m.health.Slowness(), m.paceRatio()))
 }
 
-// scaled is m's planned duration times s, exactly the planned one at 1.
+// scaled is m's planned duration times s (≥ 1), exactly the planned one at 1.
 func (m *machine) scaled(s float64) time.Duration {
 	if s == 1 {
 		return m.slot.Duration
@@ -142,9 +130,6 @@ func (m *machine) paceRatio() float64 {
 // machines that compute as planned.
 func (m *machine) flushDuration() time.Duration {
 	s := m.paceRatio()
-	if m.calibrated {
-		s = m.measuredPace(s)
-	}
 	if sl := m.health.Slowness(); sl >= slowThreshold {
 		s = max(s, sl)
 	}
