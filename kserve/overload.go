@@ -48,7 +48,7 @@ type OverloadOptions struct {
 // DefaultOverloadTargetDelay is the default scheduling delay the door holds:
 // far below any SLO a session has (tens of ms and more), far above what an
 // unsaturated host shows (tens of µs).
-const DefaultOverloadTargetDelay = 10 * time.Millisecond
+const DefaultOverloadTargetDelay = 2 * time.Millisecond
 
 // DefaultOverloadMinLimit is the default floor of the door's limit.
 const DefaultOverloadMinLimit = 16
