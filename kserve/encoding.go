@@ -2,6 +2,7 @@ package kserve
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/valyala/fasthttp"
 
@@ -59,5 +60,7 @@ func requestBody(ctx *fasthttp.RequestCtx, max int, h *hold) ([]byte, error) {
 	case errors.Is(err, errBusy):
 		return nil, err
 	}
-	return nil, gateway.BadInput("the body does not decompress as Content-Encoding %s says: %v", enc, err)
+	// The decompressor's own error (a Go error text, offsets) goes to the
+	// log under the request id, not to the client.
+	return nil, fmt.Errorf("%w: %v", gateway.BadInput("the body does not decompress as Content-Encoding %s says", enc), err)
 }
