@@ -78,6 +78,9 @@ func (s *Server) publicMessage(err error, session string) string {
 		// (the repository index lists what it may see).
 		return "unknown session " + q
 	case errors.Is(err, gateway.ErrInternal):
+		if session == "" { // a panic caught before the route was read
+			return "internal error: the gateway failed while serving the request; it is logged under the request id"
+		}
 		return "internal error: the gateway failed while serving a request to session " + q + "; it is logged under the request id"
 	case errors.Is(err, gateway.ErrBadInput):
 		return "bad input: a model of session " + q + " refused the request's inputs"

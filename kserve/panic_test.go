@@ -2,6 +2,7 @@ package kserve
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -145,4 +146,18 @@ func panicCount(t *testing.T, reg *prometheus.Registry) float64 {
 		}
 	}
 	return n
+}
+
+// TestInternalMessageWithoutSession: a panic caught before the route was read
+// (the recover wrappers pass no session) is told without an empty session
+// name.
+func TestInternalMessageWithoutSession(t *testing.T) {
+	s := &Server{}
+	err := fmt.Errorf("%w: panic recovered in http: boom", gateway.ErrInternal)
+	if got := s.publicMessage(err, ""); strings.Contains(got, `session ""`) || !strings.HasPrefix(got, "internal error") {
+		t.Errorf("publicMessage(ErrInternal, \"\") = %q; want an internal error naming no empty session", got)
+	}
+	if got := s.publicMessage(err, "echo"); !strings.Contains(got, `session "echo"`) {
+		t.Errorf("publicMessage(ErrInternal, echo) = %q; want it to name session \"echo\"", got)
+	}
 }
