@@ -227,7 +227,10 @@ func TestFusedChainReloadUnderLoad(t *testing.T) {
 	}
 	const reloads = 10
 	for i := range reloads {
-		for b := batches.Load(); batches.Load() == b; { // a batch in every step
+		for b, deadline := batches.Load(), time.Now().Add(30*time.Second); batches.Load() == b; { // a batch in every step
+			if time.Now().After(deadline) {
+				t.Fatalf("reload %d: no batch answered in 30s", i)
+			}
 			time.Sleep(time.Millisecond)
 		}
 		if err := c.Load(ctx, perBox, 8, 1+(i+1)%2); err != nil {

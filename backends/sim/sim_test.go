@@ -252,7 +252,10 @@ func TestDeviceLanesGrowAndCancel(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() { got <- d.acquire(context.Background()) }()
-	for waiting := 0; waiting == 0; { // the waiter is queued: grow must hand it the lane
+	for waiting, deadline := 0, time.Now().Add(10*time.Second); waiting == 0; { // the waiter is queued: grow must hand it the lane
+		if time.Now().After(deadline) {
+			t.Fatal("the second acquire never queued on the full device")
+		}
 		time.Sleep(time.Millisecond)
 		d.mu.Lock()
 		waiting = len(d.waiting)
