@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,7 +264,7 @@ func TestHostProfileOCR(t *testing.T) {
 	}
 	all := entries
 	for _, e := range cpuEntries(plan) {
-		if !containsEntry(all, e) {
+		if !slices.Contains(all, e) {
 			all = append(all, e)
 		}
 	}
@@ -306,15 +307,6 @@ func TestHostProfileOCR(t *testing.T) {
 		}
 	}
 	checkTable(t, rows, plan)
-}
-
-func containsEntry(es []hostEntry, e hostEntry) bool {
-	for _, x := range es {
-		if x == e {
-			return true
-		}
-	}
-	return false
 }
 
 // TestHostCalibrationFile: the demo starts from a calibration file when it
