@@ -149,21 +149,29 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 			a.listSessions(ctx)
 		}
 	case strings.HasPrefix(path, prefAdminSessions):
-		name := path[len(prefAdminSessions):]
-		if n, ok := strings.CutSuffix(name, ":rollback"); ok {
-			if a.allow(ctx, "POST") && a.queryOK(ctx, "to") {
-				a.rollback(ctx, n)
+		// One name check for every route under /admin/sessions/: the
+		// custom verbs (:rollback, :plan) take the same {name}.
+		name, verb := path[len(prefAdminSessions):], ""
+		for _, v := range []string{":rollback", ":plan"} {
+			if n, ok := strings.CutSuffix(name, v); ok {
+				name, verb = n, v
+				break
 			}
-			return
-		}
-		if n, ok := strings.CutSuffix(name, ":plan"); ok {
-			if a.allow(ctx, "POST") && a.queryOK(ctx) {
-				a.putSession(ctx, n, true)
-			}
-			return
 		}
 		if name == "" || strings.Contains(name, "/") {
-			a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q: want /admin/sessions/{name}", path)})
+			a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q: want /admin/sessions/{name}[:plan|:rollback]", path)})
+			return
+		}
+		switch verb {
+		case ":rollback":
+			if a.allow(ctx, "POST") && a.queryOK(ctx, "to") {
+				a.rollback(ctx, name)
+			}
+			return
+		case ":plan":
+			if a.allow(ctx, "POST") && a.queryOK(ctx) {
+				a.putSession(ctx, name, true)
+			}
 			return
 		}
 		switch string(ctx.Method()) {

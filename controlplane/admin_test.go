@@ -176,6 +176,8 @@ func TestAdminAuth(t *testing.T) {
 		{"scheme in upper case", "GET", "/admin/plan", "BEARER " + adminToken, 200},
 		{"unknown endpoint", "GET", "/admin/nope", "Bearer " + adminToken, 404},
 		{"wrong method", "POST", "/admin/plan", "Bearer " + adminToken, 405},
+		{"a nested name with a verb", "POST", "/admin/sessions/a/b:plan", "Bearer " + adminToken, 404},
+		{"a verb with no name", "POST", "/admin/sessions/:rollback?to=1", "Bearer " + adminToken, 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var hdr []string
