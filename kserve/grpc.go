@@ -347,6 +347,9 @@ func grpcInputs(req *inference.ModelInferRequest, h *hold) ([]api.Tensor, error)
 		if dt == dtInvalid {
 			return nil, gateway.BadInput("input %q: unknown datatype %q; allowed: %s", t.Name, t.Datatype, api.Datatypes)
 		}
+		if len(t.Shape) > maxDepth { // as the JSON decoder's decodeShape
+			return nil, gateway.BadInput("input %q: shape has more than %d dimensions", t.Name, maxDepth)
+		}
 		if _, err := api.NumElements(t.Shape); err != nil {
 			return nil, gateway.BadInput("input %q: %v", t.Name, err)
 		}

@@ -71,6 +71,7 @@ func TestRequestLimits(t *testing.T) {
 		{"a duplicate after many inputs", string(manyInputs(MaxInputs, func(i int) string { return fmt.Sprint("x", min(i, MaxInputs-2)) })), `inputs[255]: input "x254" appears twice`},
 		{"output asked for twice", `{"inputs":[` + in + `],"outputs":[` + outputs("y", "z", "y") + `]}`, `outputs[2]: output "y" is asked for twice`},
 		{"too many outputs", `{"inputs":[` + in + `],"outputs":[` + outputs(manyOut...) + `]}`, "more than 256 requested outputs"},
+		{"a shape of 100,000 dimensions", `{"inputs":[{"name":"x","datatype":"FP32","data":[1],"shape":[` + strings.Repeat("1,", 99_999) + `1]}]}`, "shape has more than 64 dimensions"},
 		{"long input name", `{"inputs":[{"name":"` + long + `","shape":[1],"datatype":"FP32","data":[1]}]}`, "inputs[0]: name of 257 bytes is over the limit of 256"},
 		{"long output name", `{"inputs":[` + in + `],"outputs":[` + outputs(long) + `]}`, "outputs[0]: name of 257 bytes"},
 		{"long id", `{"id":"` + long + `","inputs":[` + in + `]}`, `"id" of 257 bytes`},
@@ -110,6 +111,7 @@ func TestRequestLimits(t *testing.T) {
 		{"100,000 inputs", &inference.ModelInferRequest{ModelName: "echo", Inputs: gin}, "more than 256"},
 		{"duplicate outputs", &inference.ModelInferRequest{ModelName: "echo", Inputs: gin[:0:0], Outputs: []*inference.ModelInferRequest_InferRequestedOutputTensor{{Name: "y"}, {Name: "y"}}}, "asked for twice"},
 		{"long input name", &inference.ModelInferRequest{ModelName: "echo", Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: long, Datatype: "FP32", Shape: []int64{1}, Contents: x.Contents}}}, "over the limit of 256"},
+		{"a shape of 100,000 dimensions", &inference.ModelInferRequest{ModelName: "echo", Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: ones(100_000), Contents: x.Contents}}}, "more than 64 dimensions"},
 	}
 	grpcTests[1].req.Inputs = []*inference.ModelInferRequest_InferInputTensor{x}
 	for _, tc := range grpcTests {
@@ -188,4 +190,13 @@ func TestInflightBudget(t *testing.T) {
 	if n := ts.server.budget.used.Load(); n != 0 {
 		t.Errorf("%d bytes still held after every request was answered; want 0", n)
 	}
+}
+
+// ones returns a shape of n dimensions of 1 (one element whatever n).
+func ones(n int) []int64 {
+	s := make([]int64, n)
+	for i := range s {
+		s[i] = 1
+	}
+	return s
 }
