@@ -167,6 +167,9 @@ func decodeRequestParameters(s *scanner, req *gateway.InferRequest, ext *binaryE
 		if seen.n > MaxParameters {
 			return gateway.BadInput("parameters: more than %d keys", MaxParameters)
 		}
+		if len(k) > MaxNameBytes {
+			return checkParamKey("parameters", string(k))
+		}
 		if s.null() {
 			continue // null is absent
 		}
@@ -313,6 +316,9 @@ func outputParameters(s *scanner, idx int) (int8, error) {
 		}
 		if seen.n > MaxParameters {
 			return 0, gateway.BadInput("outputs[%d]: \"parameters\" has more than %d keys", idx, MaxParameters)
+		}
+		if len(k) > MaxNameBytes {
+			return 0, checkParamKey("outputs["+strconv.Itoa(idx)+"]: parameters", string(k))
 		}
 		if s.null() {
 			continue // null is absent
@@ -531,6 +537,9 @@ func inputParameters(s *scanner, idx int) (int64, error) {
 		}
 		if seen.n > MaxParameters {
 			return -1, gateway.BadInput("inputs[%d]: \"parameters\" has more than %d keys", idx, MaxParameters)
+		}
+		if len(k) > MaxNameBytes {
+			return -1, checkParamKey("inputs["+strconv.Itoa(idx)+"]: parameters", string(k))
 		}
 		if s.null() {
 			continue // null is absent

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -221,6 +222,11 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 	if len(req.GetParameters()) > MaxParameters {
 		return nil, gateway.BadInput("parameters: more than %d keys", MaxParameters)
 	}
+	for k := range req.GetParameters() {
+		if len(k) > MaxNameBytes {
+			return nil, checkParamKey("parameters", k)
+		}
+	}
 	if err := grpcSchedule(req.GetParameters(), &r); err != nil {
 		return nil, err
 	}
@@ -237,6 +243,11 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 		}
 		if len(o.GetParameters()) > MaxParameters {
 			return nil, gateway.BadInput("outputs[%d]: parameters: more than %d keys", i, MaxParameters)
+		}
+		for k := range o.GetParameters() {
+			if len(k) > MaxNameBytes {
+				return nil, checkParamKey("outputs["+strconv.Itoa(i)+"]: parameters", k)
+			}
 		}
 		if !names.add(o.GetName()) {
 			return nil, gateway.BadInput("outputs[%d]: output %q is asked for twice", i, o.GetName())
@@ -339,6 +350,11 @@ func grpcInputs(req *inference.ModelInferRequest, h *hold) ([]api.Tensor, error)
 		}
 		if len(in.GetParameters()) > MaxParameters {
 			return nil, gateway.BadInput("inputs[%d]: parameters: more than %d keys", i, MaxParameters)
+		}
+		for k := range in.GetParameters() {
+			if len(k) > MaxNameBytes {
+				return nil, checkParamKey("inputs["+strconv.Itoa(i)+"]: parameters", k)
+			}
 		}
 		if !names.add(t.Name) {
 			return nil, gateway.BadInput("inputs[%d]: input %q appears twice", i, t.Name)

@@ -65,3 +65,13 @@ func checkName(what string, idx int, name string) error {
 	}
 	return nil
 }
+
+// checkParamKey refuses a parameter key over MaxNameBytes; where names the
+// parameters object ("parameters", "inputs[0]: parameters" …). The JSON
+// decoder's three parameter objects and gRPC's maps call it for each key.
+func checkParamKey(where string, key string) error {
+	if len(key) > MaxNameBytes {
+		return gateway.BadInput("%s: key of %d bytes is over the limit of %d", where, len(key), MaxNameBytes)
+	}
+	return nil
+}

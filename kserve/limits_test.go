@@ -76,6 +76,9 @@ func TestRequestLimits(t *testing.T) {
 		{"long output name", `{"inputs":[` + in + `],"outputs":[` + outputs(long) + `]}`, "outputs[0]: name of 257 bytes"},
 		{"long id", `{"id":"` + long + `","inputs":[` + in + `]}`, `"id" of 257 bytes`},
 		{"too many request parameters", `{"inputs":[` + in + `],"parameters":{` + params(MaxParameters+1) + `}}`, "parameters: more than 64 keys"},
+		{"long request parameter key", `{"inputs":[` + in + `],"parameters":{"` + long + `":1}}`, "parameters: key of 257 bytes is over the limit of 256"},
+		{"long input parameter key", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],"parameters":{"` + long + `":1}}]}`, "inputs[0]: parameters: key of 257 bytes"},
+		{"long output parameter key", `{"inputs":[` + in + `],"outputs":[{"name":"y","parameters":{"` + long + `":1}}]}`, "outputs[0]: parameters: key of 257 bytes"},
 		{"too many input parameters", `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1],"parameters":{` + params(MaxParameters+1) + `}}]}`, `inputs[0]: "parameters" has more than 64 keys`},
 	}
 	for _, tc := range tests {
@@ -111,6 +114,7 @@ func TestRequestLimits(t *testing.T) {
 		{"100,000 inputs", &inference.ModelInferRequest{ModelName: "echo", Inputs: gin}, "more than 256"},
 		{"duplicate outputs", &inference.ModelInferRequest{ModelName: "echo", Inputs: gin[:0:0], Outputs: []*inference.ModelInferRequest_InferRequestedOutputTensor{{Name: "y"}, {Name: "y"}}}, "asked for twice"},
 		{"long input name", &inference.ModelInferRequest{ModelName: "echo", Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: long, Datatype: "FP32", Shape: []int64{1}, Contents: x.Contents}}}, "over the limit of 256"},
+		{"long parameter key", &inference.ModelInferRequest{ModelName: "echo", Inputs: []*inference.ModelInferRequest_InferInputTensor{x}, Parameters: map[string]*inference.InferParameter{long: {}}}, "parameters: key of 257 bytes"},
 		{"a shape of 100,000 dimensions", &inference.ModelInferRequest{ModelName: "echo", Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: ones(100_000), Contents: x.Contents}}}, "more than 64 dimensions"},
 	}
 	grpcTests[1].req.Inputs = []*inference.ModelInferRequest_InferInputTensor{x}
