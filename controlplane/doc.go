@@ -2,20 +2,19 @@
 // config store, the file watcher, the admin API and the two Control
 // implementations (embedded scheduler, Consul cluster).
 //
-// Who calls what: `piccolo gateway` (cmd/piccolo, its flags only) calls
-// ServeGateway (serve.go), the gateway process: it loads the config, picks
-// the plan step (--trace, --plan, else serving.Plan) and the calibration
-// (calibration.go), calls StartGateway, which starts the Control its options
-// pick, builds the DAGRunner and the ConfigStore over it and attaches them
-// (Control's doc gives the order), then builds the admin API, the file
-// watcher and the KServe servers over the DAGRunner, and drains at the end.
-// `piccolo scheduler` calls RunReplanner (replanner.go), a standalone
-// scheduler/cluster.Replanner candidate. Every change, from the admin API or
-// the watcher, goes through ConfigStore.Update, one at a time. The request
-// path never enters this package. It imports dataplane, gateway, kserve (only
-// serve.go, to start the servers), metrics, scheduler and scheduler/cluster;
-// kserve never imports it (the HTTP server takes the admin API as a plain
-// fasthttp handler).
+// Who calls what: the gateway process (package gateway/process, `piccolo
+// gateway`) loads the config, picks the plan step and the calibration, and
+// calls StartGateway (start.go), which starts the Control its options pick,
+// builds the DAGRunner and the ConfigStore over it and attaches them
+// (Control's doc gives the order); the process then builds the admin API
+// (NewAdmin), the file watcher (StartConfigWatcher) and the KServe servers
+// over the DAGRunner, and drains at the end. `piccolo scheduler` calls
+// RunReplanner (replanner.go), a standalone scheduler/cluster.Replanner
+// candidate. Every change, from the admin API or the watcher, goes through
+// ConfigStore.Update, one at a time. The request path never enters this
+// package. It imports dataplane, gateway, metrics, serving, scheduler and
+// scheduler/cluster; neither kserve nor gateway/process's servers are its
+// concern (the HTTP server takes the admin API as a plain fasthttp handler).
 //
 // # Live config
 //
@@ -78,8 +77,9 @@
 //
 // Which plan is served is package serving's: serving.Plan (headroom, the
 // pool, fitting to it), serving.Fuse, serving.Check, and its TracePlanner
-// and FilePlanner. This package only picks the plan step the flags ask for
-// (serve.go) and runs the config route through it (Pipeline). Both planners
+// and FilePlanner. The gateway process picks the plan step the flags ask for
+// (gateway/process); this package runs the config route through it
+// (Pipeline). Both planners
 // are immutable after their
 // constructor and safe from any goroutine. EmbeddedControl.StartTuner
 // (tuning.go, `--tune`) runs replan.Tuner (or, with the trace planner's

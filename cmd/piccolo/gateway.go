@@ -14,6 +14,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
+	gatewayprocess "github.com/piccolo-serving/piccolo/gateway/process"
 	"github.com/piccolo-serving/piccolo/kserve"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
@@ -217,7 +218,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	return cmd
 }
 
-// runGateway serves until ctx ends, then drains (controlplane.ServeGateway).
+// runGateway serves until ctx ends, then drains (gateway/process.Run).
 // ready is called with the bound addresses once both servers accept
 // connections.
 func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grpcAddr string)) error {
@@ -232,7 +233,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
-	return controlplane.ServeGateway(ctx, controlplane.ServeOptions{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
+	return gatewayprocess.Run(ctx, gatewayprocess.Options{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
 		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
@@ -241,7 +242,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}, ready)
 }
 
-// adminListen is --admin-listen as controlplane.ServeOptions.AdminListen:
+// adminListen is --admin-listen as gatewayprocess.Options.AdminListen:
 // "same" is "" (the admin API and /metrics on the client port).
 func adminListen(v string) string {
 	if v == "same" {

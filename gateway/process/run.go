@@ -1,4 +1,4 @@
-package controlplane
+package process
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/internal/tlsfiles"
@@ -25,9 +26,9 @@ import (
 	"github.com/piccolo-serving/piccolo/tracing"
 )
 
-// ServeOptions are `piccolo gateway`'s settings, one field per flag (named
-// in the comments); ServeGateway checks them. Errors name those flags.
-type ServeOptions struct {
+// Options are `piccolo gateway`'s settings, one field per flag (named
+// in the comments); Run checks them. Errors name those flags.
+type Options struct {
 	Files      []string // -c: config files (merged)
 	Listen     string   // --listen: HTTP host:port (port 0: any free port)
 	GRPCListen string   // --grpc-listen: gRPC host:port (must differ from Listen)
@@ -106,15 +107,15 @@ type ServeOptions struct {
 	// wiring) and a hook called with every plan made live.
 	Control replan.Options
 	Monitor replan.MonitorOptions
-	OnPlan  func(PlanEvent)
+	OnPlan  func(controlplane.PlanEvent)
 }
 
-// ErrNoConsul is ServeGateway's answer to a config with membership: consul
+// ErrNoConsul is Run's answer to a config with membership: consul
 // and no Consul agent given.
 var ErrNoConsul = errors.New("membership consul needs --consul ADDR (the Consul agent's HTTP address host:port)")
 
-// ServeGateway runs a gateway as o says until ctx ends: it loads the config,
-// starts the control plane (StartGateway: the config pipeline's first plan
+// Run runs a gateway as o says until ctx ends: it loads the config,
+// starts the control plane (controlplane.StartGateway: the config pipeline's first plan
 // live on the backends), the admin API, the -c file watcher and the KServe v2
 // HTTP and gRPC servers, and calls ready, when set, with their bound
 // addresses once both accept connections. When ctx ends it reports not
@@ -125,7 +126,7 @@ var ErrNoConsul = errors.New("membership consul needs --consul ADDR (the Consul 
 // with no sessions or (without Consul) no backends, a trace or plan file
 // that does not read or fit, a planner that makes no plan, a listener that
 // cannot bind, or a server failing.
-func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpcAddr string)) error {
+func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) error {
 	if len(o.Files) == 0 {
 		return errors.New("no config given: pass -c FILE (repeatable) with hardware, profiles, sessions and backends")
 	}
@@ -210,7 +211,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		defer pool.Close()
 		liveOpts.Clients = pool
 	}
-	gopts := GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
+	gopts := controlplane.GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
 		Planner: planner, Control: o.Control, Monitor: o.Monitor, OnPlan: o.OnPlan}
 	if gopts.Control.Covers == nil {
 		gopts.Control.Covers = covers
@@ -219,11 +220,11 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		gopts.Control.Hold = tp.Hold
 	}
 	if o.Consul != "" {
-		gopts.Cluster = &ClusterOptions{Consul: o.Consul, Prefix: o.ClusterPrefix, Schedule: o.Schedule, SchedulerID: o.SchedulerID,
+		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.Consul, Prefix: o.ClusterPrefix, Schedule: o.Schedule, SchedulerID: o.SchedulerID,
 			SchedulerTTL: o.SchedulerTTL, GatewayID: o.GatewayID, Listen: o.Listen, ConfigWait: o.ConfigWait}
 	}
-	g, err := StartGateway(ctx, cfg, gopts)
-	if errors.Is(err, ErrNoPlan) && o.Consul == "" {
+	g, err := controlplane.StartGateway(ctx, cfg, gopts)
+	if errors.Is(err, controlplane.ErrNoPlan) && o.Consul == "" {
 		return fmt.Errorf("--policy %s: %w", o.Policy, err)
 	} else if err != nil {
 		return err
@@ -231,16 +232,16 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	ctl, sw, exec, store := g.Control, g.Switch, g.Runner, g.Store
 	defer sw.Close()
 	gatewayID := "" // the KV key of this gateway's calibration with --consul
-	if cc, ok := ctl.(*ConsulControl); ok {
+	if cc, ok := ctl.(*controlplane.ConsulControl); ok {
 		gatewayID = cc.GatewayID()
 	}
 	defer keepCalibration(ctx, est, o, gatewayID, log)()
 	if o.Tune {
-		if err := ctl.(*EmbeddedControl).StartTuner(ctx, tp); err != nil {
+		if err := ctl.(*controlplane.EmbeddedControl).StartTuner(ctx, tp); err != nil {
 			return err
 		}
 	}
-	if cc, ok := ctl.(*ConsulControl); ok && cc.Replanner() != nil {
+	if cc, ok := ctl.(*controlplane.ConsulControl); ok && cc.Replanner() != nil {
 		reg.MustRegister(metrics.LeaderGauge(cc.Replanner().Leading))
 	}
 	reg.MustRegister(sw)
@@ -250,11 +251,11 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	}
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if o.AdminToken != "" {
-		aopts := AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()}
-		if ec, ok := ctl.(*EmbeddedControl); ok {
+		aopts := controlplane.AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()}
+		if ec, ok := ctl.(*controlplane.EmbeddedControl); ok {
 			aopts.DryRun = ec.DryRun
 		}
-		a, err := NewAdmin(aopts)
+		a, err := controlplane.NewAdmin(aopts)
 		if err != nil {
 			return err
 		}
@@ -263,7 +264,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		log.Info("admin API off: pass --admin-token or set PICCOLO_ADMIN_TOKEN to turn it on")
 	}
 	if o.Watch {
-		cw, err := StartConfigWatcher(ctx, store, o.Files, WatchOptions{Logger: log})
+		cw, err := controlplane.StartConfigWatcher(ctx, store, o.Files, controlplane.WatchOptions{Logger: log})
 		if err != nil {
 			return err
 		}
@@ -370,7 +371,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 // the allowed), --tune-scope pipeline without --tune, --trace with --plan, an
 // unreadable trace or plan, a plan that does not match the config. (The
 // command refuses --trace's own flags given without --trace before.)
-func (o ServeOptions) planner(cfg *api.Config, opts serving.Options, flush dispatcher.Flush, tables io.Writer) (Planner, func(map[replan.Key]float64) map[replan.Key]float64, bool, *serving.TracePlanner, error) {
+func (o Options) planner(cfg *api.Config, opts serving.Options, flush dispatcher.Flush, tables io.Writer) (controlplane.Planner, func(map[replan.Key]float64) map[replan.Key]float64, bool, *serving.TracePlanner, error) {
 	plan := opts.Planner()
 	switch {
 	case o.Trace.File == "" && o.Tune:
@@ -413,7 +414,7 @@ func (o ServeOptions) planner(cfg *api.Config, opts serving.Options, flush dispa
 }
 
 // door returns the door's options: the defaults with Door, nil without.
-func (o ServeOptions) door() *kserve.OverloadOptions {
+func (o Options) door() *kserve.OverloadOptions {
 	if !o.Door {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package controlplane
+package process
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const calibrationSaveEvery = 10 * time.Second
 // --calibration-file when it exists, else with --consul from every gateway's
 // calibration in the cluster's KV (its own first). A malformed file is an
 // error; a malformed KV value is logged and skipped (another gateway's).
-func newCalibration(ctx context.Context, o ServeOptions, log *zap.Logger, reg prometheus.Registerer) (*calibrate.Estimator, error) {
+func newCalibration(ctx context.Context, o Options, log *zap.Logger, reg prometheus.Registerer) (*calibrate.Estimator, error) {
 	if !o.Calibrate {
 		log.Info("calibration off: plans and admission use the offline profiles only")
 		return nil, nil
@@ -73,7 +73,7 @@ func newCalibration(ctx context.Context, o ServeOptions, log *zap.Logger, reg pr
 // gateway's id in Consul), every cluster.CalibrationEvery (the elected
 // scheduler follows it). Nothing
 // (a no-op stop) when est is nil or neither is set.
-func keepCalibration(ctx context.Context, est *calibrate.Estimator, o ServeOptions, gatewayID string, log *zap.Logger) (stop func()) {
+func keepCalibration(ctx context.Context, est *calibrate.Estimator, o Options, gatewayID string, log *zap.Logger) (stop func()) {
 	var save func() error
 	every := calibrationSaveEvery
 	switch {
