@@ -93,9 +93,9 @@ type ClusterOptions struct {
 	Fuse         bool          // the config pipeline's fuse step (off: --no-fusion)
 	Fusions      io.Writer     // told each fusion made (optional)
 
-	// Tests only: the control loop's options (Plan, Publish are set here), the
+	// Tests only: the control loop's options (Plan, Target are set here), the
 	// rate monitor's, and a hook called with every plan made live.
-	Control replan.Options
+	Loop    replan.Options
 	Monitor replan.MonitorOptions
 	OnPlan  func(PlanEvent)
 }
@@ -138,7 +138,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 			id = "gateway-" + cc.id
 		}
 		cc.sched, err = cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, Plan: pipe.Plan, Members: w,
-			Control: o.Control, TTL: o.SchedulerTTL, Logger: log})
+			Loop: o.Loop, TTL: o.SchedulerTTL, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("--scheduler-ttl/--scheduler-id: %w", err)
 		}

@@ -52,11 +52,11 @@ type EmbeddedOptions struct {
 	Metrics *metrics.Metrics // optional
 	Logger  *zap.Logger      // optional
 
-	// Control tunes the control loop (Plan, Publish, Place, Failed and Logger
-	// are set here; Tick and SustainUp default to StaticTick and
-	// StaticSustainUp); Monitor the rate monitor. OnPlan, when set, is called
+	// Loop tunes the control loop (Plan, Target and Logger are set here;
+	// Tick and SustainUp default to StaticTick and StaticSustainUp); Monitor
+	// the rate monitor. OnPlan, when set, is called
 	// with every plan made live. Tests shorten the hysteresis with them.
-	Control replan.Options
+	Loop    replan.Options
 	Monitor replan.MonitorOptions
 	OnPlan  func(PlanEvent)
 	// ApplyWait bounds how long a config change waits for the control loop to
@@ -134,7 +134,7 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 	c := &EmbeddedControl{pipe: pipe, metrics: opts.Metrics, log: opts.Logger, live: opts.Live, ctx: ctx, stop: stop,
 		rates: rates, wait: opts.ApplyWait, onPlan: opts.OnPlan, first: make(chan error, 1), known: map[string]api.Backend{}}
 	c.noteBackends(cfg.Backends)
-	co := opts.Control
+	co := opts.Loop
 	if co.Tick == 0 {
 		co.Tick = StaticTick
 	}
@@ -142,7 +142,7 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 		co.SustainUp = StaticSustainUp
 	}
 	co.Plan = pipe.Plan // a rate re-plan enters the pipeline at its plan step
-	co.Publish, co.Place, co.Failed, co.Logger = c.publish, c.place, c.failed, opts.Logger
+	co.Target, co.Logger = loopTarget{c}, opts.Logger
 	if c.ctl, err = replan.New(cfg, placement.Members(cfg.Backends), co); err != nil {
 		stop()
 		return nil, err
@@ -181,6 +181,18 @@ func (c *EmbeddedControl) feed(ctx context.Context, every time.Duration) {
 	}
 }
 
+// loopTarget is the control loop's replan.Target: a decision placed on the
+// static pool (place) and made live on this gateway (publish); a failed one
+// answers the change waiting for it (failed). Called from the loop's
+// goroutine only.
+type loopTarget struct{ c *EmbeddedControl }
+
+func (t loopTarget) Place(plan *api.Plan, members []placement.Member, prev *api.Plan, opts placement.Options) (*api.Plan, placement.Shortfall, error) {
+	return t.c.place(plan, members, prev, opts)
+}
+func (t loopTarget) Publish(r *replan.Replan) error    { return t.c.publish(r) }
+func (t loopTarget) Failed(cfg *api.Config, err error) { t.c.failed(cfg, err) }
+
 // place is the controller's placement for a static pool (placement.Options
 // Static): packed (fractional machines share devices, stable, idle backends
 // left free); when the pool is too small for the plan, the round-robin
@@ -209,7 +221,7 @@ func capacity(hw []placement.HardwareUse) map[string]int {
 	return out
 }
 
-// publish is the controller's Publish: make r live on this gateway.
+// publish is the control loop's Target.Publish: make r live on this gateway.
 func (c *EmbeddedControl) publish(r *replan.Replan) error {
 	c.mu.Lock()
 	full := *r.Config
@@ -286,7 +298,7 @@ func (c *EmbeddedControl) firstOutcome(err error) {
 	}
 }
 
-// failed is the controller's Failed: a change waiting for cfg gets the error;
+// failed is the control loop's Target.Failed: a change waiting for cfg gets the error;
 // before the first plan, StartEmbedded does.
 func (c *EmbeddedControl) failed(cfg *api.Config, err error) {
 	c.firstOutcome(err)
@@ -324,22 +336,37 @@ func (c *EmbeddedControl) noteBackends(bs []api.Backend) {
 	}
 }
 
-// Apply is an OnConfig: the config pipeline's fuse, plan and check steps
-// here, on ConfigStore.Update's goroutine (a change that cannot be planned is
-// refused: 422, nothing changes); then the checked plan goes to the control
-// loop (SetPlanned), which places and applies it. Apply returns once it is
-// live, or, when that fails, hands the controller the previous config back
-// and returns the error.
+// Apply is an OnConfig, the config route of a gateway without Consul, step
+// by step as docs/architecture.md ("The config path") numbers it. It runs
+// on ConfigStore.Update's goroutine (step 1, the entry) and returns once the
+// change is live, or with the error after the rollback.
 func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause string) error {
 	prev := c.served.Load()
+	// 2. Fuse.
 	cfg, err := c.pipe.Fuse(cfg)
 	if err != nil {
 		return err
 	}
+	// 3–4. Plan and check, at the rates the controller plans at: a change
+	// that cannot be planned is refused here (422) and nothing changes.
 	planned, err := c.planChange(cfg, prev)
 	if err != nil {
 		return err
 	}
+	// 5. Hand over to the control loop, which places (6) and publishes (7)
+	// it through loopTarget without planning again.
+	p := c.handOver(cfg, prev, planned, cause)
+	// Wait for 7; on failure or timeout, roll back.
+	if err := c.await(ctx, p); err != nil {
+		return c.rollback(p, prev, err)
+	}
+	return nil
+}
+
+// handOver registers cfg as the change waiting for its plan, then gives
+// the controller the new members (when the backends changed) and the
+// checked plan (Controller.SetPlanned).
+func (c *EmbeddedControl) handOver(cfg, prev *api.Config, planned *replan.Planned, cause string) *pendingChange {
 	p := &pendingChange{cfg: cfg, cause: cause, done: make(chan error, 1)}
 	c.noteBackends(cfg.Backends)
 	c.mu.Lock()
@@ -349,29 +376,39 @@ func (c *EmbeddedControl) Apply(ctx context.Context, cfg *api.Config, cause stri
 		c.ctl.SetMembers(placement.Members(cfg.Backends))
 	}
 	c.ctl.SetPlanned(cfg, planned)
+	return p
+}
+
+// await waits until p's plan is live (publish answers it), its decision
+// failed (failed answers it), ctx ends or ApplyWait passes.
+func (c *EmbeddedControl) await(ctx context.Context, p *pendingChange) error {
 	timeout := time.NewTimer(c.wait)
 	defer timeout.Stop()
 	select {
-	case err = <-p.done:
+	case err := <-p.done:
+		return err
 	case <-ctx.Done():
-		err = ctx.Err()
+		return ctx.Err()
 	case <-timeout.C:
-		err = fmt.Errorf("no plan for the change went live within %v", c.wait)
+		return fmt.Errorf("no plan for the change went live within %v", c.wait)
 	}
-	if err == nil {
-		return nil
-	}
-	// Roll back: the controller plans the served config again (the same plan:
-	// nothing is swapped) unless the change went live meanwhile.
+}
+
+// rollback is the one way back from a change that did not go live: the
+// controller is handed the served config prev (and its members) again, so
+// it plans prev anew (the same plan: nothing is swapped), and err is
+// returned; the ConfigStore then keeps prev's version. A change that went
+// live meanwhile (its plan published after the wait ended) is kept: nil.
+func (c *EmbeddedControl) rollback(p *pendingChange, prev *api.Config, err error) error {
 	c.mu.Lock()
 	if c.pending == p {
 		c.pending = nil
 	}
 	c.mu.Unlock()
-	if c.served.Load() == cfg {
+	if c.served.Load() == p.cfg {
 		return nil
 	}
-	if !sameBackends(prev.Backends, cfg.Backends) {
+	if !sameBackends(prev.Backends, p.cfg.Backends) {
 		c.ctl.SetMembers(placement.Members(prev.Backends))
 	}
 	c.ctl.SetConfig(prev)

@@ -17,7 +17,7 @@ type Planner = serving.Planner
 // plan passed along. The gateway's Control runs the first three here (Fuse,
 // Plan, Check) on ConfigStore.Update's goroutine and hands the checked plan to
 // the control loop (replan.Controller.SetPlanned), which places it
-// (Options.Place) and applies it (Options.Publish: LiveSwitch.Apply). A rate
+// and applies it through its replan.Target (EmbeddedControl: LiveSwitch.Apply). A rate
 // re-plan enters at Plan: the control loop's planner is Pipeline.Plan. Every
 // entry (admin API, -c file watcher, Consul KV, the rate controller) takes this
 // route. A Pipeline is immutable and safe from any goroutine.

@@ -35,7 +35,7 @@ type ReplannerOptions struct {
 	// NewLogger makes the process's logger (--log); required.
 	NewLogger func() (*zap.Logger, error)
 
-	Control replan.Options // tests: the control loop's tuning
+	Loop replan.Options // tests: the control loop's tuning
 }
 
 // RunReplanner runs a standalone re-planner candidate of a Consul cluster
@@ -79,7 +79,7 @@ func RunReplanner(ctx context.Context, o ReplannerOptions, ready func(metricsAdd
 		id = "scheduler-" + cluster.DefaultID()
 	}
 	planOpts := scheduler.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}
-	sched, err := cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, TTL: o.TTL, Logger: log, Control: o.Control,
+	sched, err := cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, TTL: o.TTL, Logger: log, Loop: o.Loop,
 		Plan: serving.Options{Scheduler: planOpts, BurstTarget: o.Burst}.Planner()})
 	if err != nil {
 		return err

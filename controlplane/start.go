@@ -30,7 +30,7 @@ type GatewayOptions struct {
 
 	// Tests only: the control loop's and the rate monitor's options, and a
 	// hook called with every plan made live.
-	Control replan.Options
+	Loop    replan.Options
 	Monitor replan.MonitorOptions
 	OnPlan  func(PlanEvent)
 }
@@ -61,7 +61,7 @@ func StartGateway(ctx context.Context, cfg *api.Config, o GatewayOptions) (*Gate
 	var ctl Control
 	if o.Cluster != nil {
 		copts := *o.Cluster
-		copts.Fuse, copts.Fusions, copts.Control, copts.Monitor, copts.OnPlan = o.Fuse, o.Fusions, o.Control, o.Monitor, o.OnPlan
+		copts.Fuse, copts.Fusions, copts.Loop, copts.Monitor, copts.OnPlan = o.Fuse, o.Fusions, o.Loop, o.Monitor, o.OnPlan
 		cc, err := StartConsulControl(ctx, copts, cfg, o.Metrics, o.Logger, o.Live, o.Planner)
 		if err != nil {
 			return nil, err
@@ -69,7 +69,7 @@ func StartGateway(ctx context.Context, cfg *api.Config, o GatewayOptions) (*Gate
 		ctl = cc
 	} else {
 		ec, err := StartEmbedded(ctx, cfg, EmbeddedOptions{Planner: o.Planner, Fuse: o.Fuse, Fusions: o.Fusions, Live: o.Live,
-			Metrics: o.Metrics, Logger: o.Logger, Control: o.Control, Monitor: o.Monitor, OnPlan: o.OnPlan})
+			Metrics: o.Metrics, Logger: o.Logger, Loop: o.Loop, Monitor: o.Monitor, OnPlan: o.OnPlan})
 		if err != nil {
 			return nil, err
 		}

@@ -249,7 +249,7 @@ func controlChanges(o TuningOptions, s *api.Session, rate float64, counts []int)
 	}
 	ctl, err := replan.New(o.Config, members, replan.Options{Plan: o.Replan, Covers: o.Covers, Clock: virtualClock{&now},
 		Tick: staticTick, SustainUp: staticSustainUp,
-		Publish: func(r *replan.Replan) error { published = append(published, r); return nil }})
+		Target: replan.Publisher(func(r *replan.Replan) error { published = append(published, r); return nil })})
 	if err != nil {
 		return row, err
 	}

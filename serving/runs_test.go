@@ -31,7 +31,7 @@ func newLoop(t *testing.T, cfg *api.Config, members []placement.Member) *loop {
 	}
 	l := &loop{t: t, est: est, now: time.Unix(1000, 0)}
 	l.c, err = replan.New(cfg, members, replan.Options{Plan: Options{}.Planner(), Calibration: est, Period: -1,
-		Publish: func(r *replan.Replan) error { l.last = r; l.n++; return nil }})
+		Target: replan.Publisher(func(r *replan.Replan) error { l.last = r; l.n++; return nil })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -250,7 +250,7 @@ func burstRun(t *testing.T, base string, rate float64, pool map[string]int, spar
 	bePath := startSimPool(t, ctx, dir, cfgPath, pool)
 	url, _ := startGateway(t, ctx, &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 		policy: "piccolo", maxUtil: 0.8, dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true, spare: spare,
-		logFmt: "json", drain: time.Second, control: burstControl(spare)})
+		logFmt: "json", drain: time.Second, loop: burstControl(spare)})
 	out, err := runLoadgen(t, "--target", url, "--session", "paper-chain", "--arrival", "trace", "--trace", path,
 		"--drain", "3s", "-o", "json", "-q")
 	if err != nil {

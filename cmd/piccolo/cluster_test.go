@@ -30,7 +30,7 @@ func TestHelperSchedulerProcess(t *testing.T) {
 	var h struct{ Config, Consul, ID string }
 	helperMain(t, schedulerHelperEnv, &h, func(ctx context.Context) error {
 		o := &schedulerOptions{files: []string{h.Config}, consul: h.Consul, prefix: "piccolo", id: h.ID, ttl: 2 * time.Second,
-			policy: "piccolo", burst: 0.999, logFmt: "json", control: replan.Options{Period: -1}}
+			policy: "piccolo", burst: 0.999, logFmt: "json", loop: replan.Options{Period: -1}}
 		return runScheduler(ctx, o, func(string) { fmt.Println("READY") })
 	})
 }

@@ -76,9 +76,9 @@ type gatewayOptions struct {
 	tune       bool           // --tune: InferLine's tuner on the traced session
 	tuneScope  string         // --tune-scope: module or pipeline
 
-	// Tests only: the control loop's options (Plan, Publish are set by the
+	// Tests only: the control loop's options (Plan, Target are set by the
 	// wiring) and a hook called with every plan made live.
-	control replan.Options
+	loop    replan.Options
 	monitor replan.MonitorOptions
 	onPlan  func(controlplane.PlanEvent)
 }
@@ -239,7 +239,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,
 		ConfigWait: o.configWait, Trace: o.trace, PlanFile: o.planFile, Tune: o.tune, TuneScope: o.tuneScope, TLS: tlsCfg, BackendTLS: backendTLS, BackendTLSMode: o.backendTLSMode, BackendToken: backendToken(o.backendToken),
-		Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version, Control: o.control, Monitor: o.monitor, OnPlan: o.onPlan}, ready)
+		Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version, Loop: o.loop, Monitor: o.monitor, OnPlan: o.onPlan}, ready)
 }
 
 // adminListen is --admin-listen as gatewayprocess.Options.AdminListen:

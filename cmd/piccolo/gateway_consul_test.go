@@ -339,7 +339,7 @@ func startConsulGateway(t testing.TB, ctx context.Context, cfgPath, consul strin
 	t.Helper()
 	o := &gatewayOptions{files: []string{cfgPath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0", policy: "piccolo",
 		dispatch: "tc", maxBody: 1 << 20, slack: 0.1, logFmt: "json", drain: 5 * time.Second, consul: consul,
-		schedule: true, adminToken: "tok", control: ctl, monitor: mon, onPlan: evs.add}
+		schedule: true, adminToken: "tok", loop: ctl, monitor: mon, onPlan: evs.add}
 	gaddr := make(chan string, 1)
 	gdone := make(chan error, 1)
 	go func() { gdone <- runGateway(ctx, o, func(h, _ string) { gaddr <- h }) }()

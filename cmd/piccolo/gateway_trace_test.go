@@ -525,7 +525,7 @@ func TestPlannerTableRowsLive(t *testing.T) {
 			var costs []string
 			url, _ := startGateway(t, ctx, &gatewayOptions{files: []string{cfgPath, bePath}, listen: "127.0.0.1:0", grpcListen: "127.0.0.1:0",
 				policy: "piccolo", dispatch: "tc", flush: "idle", maxBody: 1 << 20, slack: 0.1, admission: true,
-				logFmt: "json", drain: time.Second, planFile: planPath, control: replan.Options{SustainUp: time.Hour},
+				logFmt: "json", drain: time.Second, planFile: planPath, loop: replan.Options{SustainUp: time.Hour},
 				onPlan: func(e controlplane.PlanEvent) {
 					mu.Lock()
 					defer mu.Unlock()

@@ -90,7 +90,7 @@ func startPool(t testing.TB, ctx context.Context, configText string, n int, edit
 
 // onePlan holds the static control loop's rate re-plan off, for a test whose
 // premise is one plan (a spare the plan leaves idle; a machine kept busy).
-func onePlan(o *gatewayOptions) { o.control = replan.Options{SustainUp: time.Hour} }
+func onePlan(o *gatewayOptions) { o.loop = replan.Options{SustainUp: time.Hour} }
 
 // openLoop is what an overload run measured (piccolo loadgen -o json).
 type openLoop struct {

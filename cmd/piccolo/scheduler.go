@@ -32,7 +32,7 @@ type schedulerOptions struct {
 	listen  string
 	follow  bool // --calibration
 
-	control replan.Options // tests: the control loop's tuning
+	loop replan.Options // tests: the control loop's tuning
 }
 
 func newSchedulerCmd() *cobra.Command {
@@ -82,14 +82,14 @@ GET /healthz are served there.`,
 // runScheduler campaigns until ctx ends (controlplane.RunReplanner). ready
 // gets the metrics address ("" without --listen).
 func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAddr string)) error {
-	if o.follow && o.control.Calibration == nil {
+	if o.follow && o.loop.Calibration == nil {
 		// Measures nothing itself: the leader's view is the gateways' (cluster.Followed).
 		est, err := calibrate.New(calibrate.Options{})
 		if err != nil {
 			return err
 		}
-		o.control.Calibration = est
+		o.loop.Calibration = est
 	}
 	return controlplane.RunReplanner(ctx, controlplane.ReplannerOptions{Files: o.files, Consul: o.consul, Prefix: o.prefix, ID: o.id, TTL: o.ttl,
-		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Listen: o.listen, NewLogger: newLogger(o.logFmt), Control: o.control}, ready)
+		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Listen: o.listen, NewLogger: newLogger(o.logFmt), Loop: o.loop}, ready)
 }

@@ -103,9 +103,9 @@ type Options struct {
 	// --admin-token asks of model load and unload. "": none.
 	BackendToken string
 
-	// Tests only: the control loop's options (Plan, Publish are set by the
+	// Tests only: the control loop's options (Plan, Target are set by the
 	// wiring) and a hook called with every plan made live.
-	Control replan.Options
+	Loop    replan.Options
 	Monitor replan.MonitorOptions
 	OnPlan  func(controlplane.PlanEvent)
 }
@@ -197,7 +197,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 		return fmt.Errorf("--calibration-file: %w", err)
 	}
 	if est != nil { // a nil *Estimator in the interface would not be nil
-		o.Control.Calibration = est
+		o.Loop.Calibration = est
 	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
 		Calibration: est}
@@ -212,12 +212,12 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 		liveOpts.Clients = pool
 	}
 	gopts := controlplane.GatewayOptions{Fuse: fuse, Fusions: zap.NewStdLog(log).Writer(), Live: liveOpts, Metrics: gm, Logger: log,
-		Planner: planner, Control: o.Control, Monitor: o.Monitor, OnPlan: o.OnPlan}
-	if gopts.Control.Covers == nil {
-		gopts.Control.Covers = covers
+		Planner: planner, Loop: o.Loop, Monitor: o.Monitor, OnPlan: o.OnPlan}
+	if gopts.Loop.Covers == nil {
+		gopts.Loop.Covers = covers
 	}
-	if o.Tune && gopts.Control.Hold == nil {
-		gopts.Control.Hold = tp.Hold
+	if o.Tune && gopts.Loop.Hold == nil {
+		gopts.Loop.Hold = tp.Hold
 	}
 	if o.Consul != "" {
 		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.Consul, Prefix: o.ClusterPrefix, Schedule: o.Schedule, SchedulerID: o.SchedulerID,

@@ -59,7 +59,7 @@ func TestLeaderFollowsGatewaysCalibration(t *testing.T) {
 	recs := watchPlans(ctx, c)
 	s, err := cluster.NewReplanner(c, cluster.ReplannerOptions{ID: "leader", Seed: seed, Plan: planner,
 		Members: membership.Static(seed.Backends, seed.Hardware),
-		Control: replan.Options{Period: -1, Tick: 100 * time.Millisecond, DriftHold: 300 * time.Millisecond, Calibration: own}})
+		Loop:    replan.Options{Period: -1, Tick: 100 * time.Millisecond, DriftHold: 300 * time.Millisecond, Calibration: own}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func (r *records) wait(t *testing.T, timeout time.Duration, what string, ok func
 func startCandidate(t *testing.T, ctx context.Context, c *cluster.Client, id string, seed *api.Config) (*cluster.Replanner, <-chan struct{}) {
 	t.Helper()
 	s, err := cluster.NewReplanner(c, cluster.ReplannerOptions{ID: id, Seed: seed, Plan: planner,
-		Members: membership.Static(seed.Backends, seed.Hardware), Control: replan.Options{Period: -1}})
+		Members: membership.Static(seed.Backends, seed.Hardware), Loop: replan.Options{Period: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,12 +33,12 @@ type ReplannerOptions struct {
 	// Members is the backend membership (default: membership.NewConsul on the
 	// same agent).
 	Members membership.Membership
-	// Control tunes the control loop; Plan, Publish and Logger are set here.
-	// A Control.Calibration that is a Calibration (a gateway's
+	// Loop tunes the control loop; Plan, Target and Logger are set here.
+	// A Loop.Calibration that is a Calibration (a gateway's
 	// calibrate.Estimator) is followed with every gateway's calibration in
 	// Consul KV while this candidate leads (Followed): drift, planning and
 	// co-location read the merge.
-	Control replan.Options
+	Loop replan.Options
 	// TTL is the candidate's heartbeat TTL (default DefaultTTL).
 	TTL time.Duration
 	// Logger (default none).
@@ -169,7 +169,7 @@ func (t *term) run(ctx context.Context) error {
 	}
 	t.noteSnapshot(snap)
 
-	copts := t.s.o.Control
+	copts := t.s.o.Loop
 	var followed *Followed
 	if own, ok := copts.Calibration.(Calibration); ok {
 		followed = NewFollowed(own, t.s.c, t.log)
@@ -182,7 +182,7 @@ func (t *term) run(ctx context.Context) error {
 		copts.Calibration = followed
 	}
 	copts.Plan = t.s.o.Plan
-	copts.Publish = func(r *replan.Replan) error { return t.publish(ctx, r) }
+	copts.Target = replan.Publisher(func(r *replan.Replan) error { return t.publish(ctx, r) })
 	copts.Logger = t.log
 	ctl, err := replan.New(cfg, members(snap), copts)
 	if err != nil {

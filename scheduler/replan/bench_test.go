@@ -50,8 +50,8 @@ func BenchmarkMembershipChange(b *testing.B) {
 	cfg, _, members := benchPlan(b)
 	now := t0
 	c, err := New(cfg, members, Options{Clock: fakeClock{&now},
-		Plan:    func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) },
-		Publish: func(*Replan) error { return nil }})
+		Plan:   func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) },
+		Target: Publisher(func(*Replan) error { return nil })})
 	if err != nil {
 		b.Fatal(err)
 	}

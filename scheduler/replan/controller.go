@@ -68,20 +68,55 @@ type Replan struct {
 	// PlanTook is the planner's runtime (0 when a membership change only
 	// re-placed the last plan); PlaceTook is placement's.
 	PlanTook, PlaceTook time.Duration
-	// At is when the decision was handed to Publish.
+	// At is when the decision was handed to Target.Publish.
 	At time.Time
 }
 
-// Options configure a Controller. Plan and Publish are required.
+// Target is where a Controller's decisions go: it places each plan on the
+// members and makes it live. controlplane.EmbeddedControl's target is the
+// gateway's own live switch (round-robin sharing kept on a short static
+// pool); the cluster's scheduler publishes to Consul KV (Publisher). The
+// Controller calls every method from Run's goroutine only, one at a time.
+type Target interface {
+	// Place places plan on members with opts (the co-location slowdowns
+	// learned so far, Options.Calibration); prev is the plan placed before,
+	// whose machines stay where they still fit (placement.Place).
+	Place(plan *api.Plan, members []placement.Member, prev *api.Plan, opts placement.Options) (*api.Plan, placement.Shortfall, error)
+	// Publish makes a placed decision live (the gateway's swap, Consul KV).
+	// An error keeps the previous plan as the published one, and the
+	// controller tries again at the next tick.
+	Publish(r *Replan) error
+	// Failed is told of every decision that failed (planner, placement or
+	// Publish) with the config it was made for; the controller retries at
+	// the next tick either way. The embedded gateway answers a waiting
+	// config change with it.
+	Failed(cfg *api.Config, err error)
+}
+
+// Publisher is the Target that places with placement.Place, publishes by
+// calling itself and ignores failures (the controller logs them): the
+// cluster's scheduler, and tests.
+type Publisher func(r *Replan) error
+
+// Place implements Target: placement.Place.
+func (Publisher) Place(plan *api.Plan, members []placement.Member, prev *api.Plan, opts placement.Options) (*api.Plan, placement.Shortfall, error) {
+	return placement.Place(plan, members, prev, opts)
+}
+
+// Publish implements Target: p(r).
+func (p Publisher) Publish(r *Replan) error { return p(r) }
+
+// Failed implements Target: nothing (the controller has logged it).
+func (Publisher) Failed(*api.Config, error) {}
+
+// Options configure a Controller. Plan and Target are required.
 type Options struct {
 	// Plan is the planner: scheduler.Plan with options, or simulate.PlanForBursts.
 	// A nil plan means failure; a plan with an error means some sessions failed
 	// (they carry Error) and the plan is still served.
 	Plan func(*api.Config) (*api.Plan, error)
-	// Publish hands a decision to whoever serves it (the gateway's swap, Consul
-	// KV). Called from Run's goroutine. An error keeps the previous plan as the
-	// published one, and the controller tries again at the next tick.
-	Publish func(*Replan) error
+	// Target places each decision and makes it live.
+	Target Target
 	// Clock is the time the controller runs on (default SystemClock).
 	Clock Clock
 	// Tick is how often rates and the periodic re-plan are checked (default 1s).
@@ -112,16 +147,6 @@ type Options struct {
 	StaleRates time.Duration
 	// Logger logs each decision and failure (default: none).
 	Logger *zap.Logger
-	// Place places a plan on the members (default placement.Place) with
-	// opts (the co-location slowdowns learned so far, Options.Calibration).
-	// The embedded gateway passes Place with its static fallback
-	// (controlplane).
-	Place func(plan *api.Plan, members []placement.Member, prev *api.Plan, opts placement.Options) (*api.Plan, placement.Shortfall, error)
-	// Failed, when set, is told of every decision that failed (planner,
-	// placement or Publish) with the config it was made for, from Run's
-	// goroutine; the controller retries at the next tick either way. The
-	// embedded gateway answers a waiting config change with it.
-	Failed func(cfg *api.Config, err error)
 	// Calibration, when set, is the measured side of the profiles
 	// (docs/calibration.md): every plan is made from Calibrate's profiles,
 	// and a drift of the calibrated profiles from those the plan was made
@@ -165,17 +190,14 @@ type Calibration interface {
 }
 
 func (o *Options) defaults() error {
-	if o.Plan == nil || o.Publish == nil {
-		return errors.New("controller: Options.Plan and Options.Publish are required")
+	if o.Plan == nil || o.Target == nil {
+		return errors.New("controller: Options.Plan and Options.Target are required")
 	}
 	if o.Clock == nil {
 		o.Clock = SystemClock{}
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
-	}
-	if o.Place == nil {
-		o.Place = placement.Place
 	}
 	dur := func(d *time.Duration, def time.Duration, name string) error {
 		if *d == 0 {
@@ -739,8 +761,12 @@ func (c *Controller) takeMeasured(measured map[Key]float64) {
 func (c *Controller) floor(k Key) float64 { return c.decl[k] * c.o.MinRateFraction }
 
 // replan plans (when plan is set, or nothing was planned yet), places and
-// publishes. handed, when its rates are the ones the controller plans at, is
-// the plan to use instead of running the planner.
+// publishes: steps 3, 6 and 7 of the config path (docs/architecture.md, "The
+// config path"), the steps every decision takes, whatever its cause. handed,
+// when its rates are the ones the controller plans at, is the plan to use
+// instead of running the planner (a config change planned and checked at
+// its entry). A failure at any step goes to fail: the last plan stays
+// served, Target.Failed hears of it, and the next tick retries.
 func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measured map[Key]float64, handed *Planned) {
 	log := c.o.Logger.With(zap.String("cause", cause.cause))
 	r := &Replan{Cause: cause.cause, Trigger: cause.trigger, Unplaced: c.unplaced, Rates: c.planned, Config: c.cfg}
@@ -748,10 +774,11 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		c.retry = &cause
 		log.Warn("re-plan failed; serving the last plan", zap.Error(err))
 		c.publishStatus(measured, err.Error())
-		if c.o.Failed != nil {
-			c.o.Failed(c.cfg, err)
-		}
+		c.o.Target.Failed(c.cfg, err)
 	}
+	// 3. Plan: at the rates in use, on the calibrated profiles, unless the
+	// checked plan was handed over; then the fall-back to the config's rates
+	// and the fit to the pool.
 	if plan || c.unplaced == nil {
 		cfg, rates := c.planningConfig()
 		if c.o.Calibration != nil {
@@ -774,9 +801,10 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		r.PlanTook = took + time.Since(start)
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
 	}
+	// 6. Place on the members.
 	start := time.Now()
 	popts := c.placeOptions()
-	placed, short, err := c.o.Place(r.Unplaced, c.members, c.placed, popts)
+	placed, short, err := c.o.Target.Place(r.Unplaced, c.members, c.placed, popts)
 	if err != nil {
 		fail(fmt.Errorf("placement: %w", err))
 		return
@@ -808,8 +836,9 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		c.publishStatus(measured, "")
 		return
 	}
+	// 7. Publish: the Target makes it live.
 	r.At = c.o.Clock.Now()
-	if err := c.o.Publish(r); err != nil {
+	if err := c.o.Target.Publish(r); err != nil {
 		fail(fmt.Errorf("publish: %w", err))
 		return
 	}

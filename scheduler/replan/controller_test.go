@@ -44,10 +44,44 @@ type harness struct {
 	c         *Controller
 	published []*Replan
 	fail      error
+	// placed and failed, when set, hear of every Place and Failed call
+	// (the harness is the controller's Target).
+	placed func()
+	failed func(cfg *api.Config, err error)
+}
+
+// Place implements Target: placement.Place, counted by h.placed.
+func (h *harness) Place(p *api.Plan, m []placement.Member, prev *api.Plan, o placement.Options) (*api.Plan, placement.Shortfall, error) {
+	if h.placed != nil {
+		h.placed()
+	}
+	return placement.Place(p, m, prev, o)
+}
+
+// Publish implements Target: h.fail, or the decision kept in h.published.
+func (h *harness) Publish(r *Replan) error {
+	if h.fail != nil {
+		return h.fail
+	}
+	h.published = append(h.published, r)
+	return nil
+}
+
+// Failed implements Target: h.failed.
+func (h *harness) Failed(cfg *api.Config, err error) {
+	if h.failed != nil {
+		h.failed(cfg, err)
+	}
 }
 
 func newHarness(t *testing.T, cfg *api.Config, members []placement.Member, o Options) *harness {
-	h := &harness{t: t, now: t0}
+	return newHarnessWith(t, cfg, members, o, &harness{})
+}
+
+// newHarnessWith is newHarness with h's hooks (placed, failed) set before
+// the first plan.
+func newHarnessWith(t *testing.T, cfg *api.Config, members []placement.Member, o Options, h *harness) *harness {
+	h.t, h.now = t, t0
 	var err error
 	h.mon, err = NewRateMonitor(t0, MonitorOptions{})
 	if err != nil {
@@ -56,13 +90,7 @@ func newHarness(t *testing.T, cfg *api.Config, members []placement.Member, o Opt
 	h.ctr = h.mon.Handle("s", "a", EnvelopeWindow(time.Duration(cfg.Sessions[0].SLO), cfg.Sessions[0].Modules[0].Rate))
 	o.Clock = fakeClock{&h.now}
 	o.Plan = func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) }
-	o.Publish = func(r *Replan) error {
-		if h.fail != nil {
-			return h.fail
-		}
-		h.published = append(h.published, r)
-		return nil
-	}
+	o.Target = h
 	h.c, err = New(cfg, members, o)
 	if err != nil {
 		t.Fatal(err)
@@ -257,13 +285,13 @@ func TestControllerStaleSourceIgnored(t *testing.T) {
 }
 
 func TestControllerOptionErrors(t *testing.T) {
-	ok := Options{Plan: func(*api.Config) (*api.Plan, error) { return nil, nil }, Publish: func(*Replan) error { return nil }}
+	ok := Options{Plan: func(*api.Config) (*api.Plan, error) { return nil, nil }, Target: Publisher(func(*Replan) error { return nil })}
 	for name, o := range map[string]Options{
-		"no plan":         {Publish: ok.Publish},
-		"down ≥ 1":        {Plan: ok.Plan, Publish: ok.Publish, HysteresisDown: 1},
-		"negative tick":   {Plan: ok.Plan, Publish: ok.Publish, Tick: -time.Second},
-		"negative up":     {Plan: ok.Plan, Publish: ok.Publish, HysteresisUp: -0.1},
-		"headroom is NaN": {Plan: ok.Plan, Publish: ok.Publish, Headroom: math.NaN()},
+		"no plan":         {Target: ok.Target},
+		"down ≥ 1":        {Plan: ok.Plan, Target: ok.Target, HysteresisDown: 1},
+		"negative tick":   {Plan: ok.Plan, Target: ok.Target, Tick: -time.Second},
+		"negative up":     {Plan: ok.Plan, Target: ok.Target, HysteresisUp: -0.1},
+		"headroom is NaN": {Plan: ok.Plan, Target: ok.Target, Headroom: math.NaN()},
 	} {
 		if _, err := New(controlConfig(1, time.Second), nil, o); err == nil {
 			t.Errorf("%s: no error", name)
@@ -279,9 +307,9 @@ func TestControllerOptionErrors(t *testing.T) {
 func TestControllerRun(t *testing.T) {
 	got := make(chan *Replan, 8)
 	c, err := New(controlConfig(400, 200*time.Millisecond), pool("v100", 4), Options{
-		Tick:    20 * time.Millisecond,
-		Plan:    func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) },
-		Publish: func(r *Replan) error { got <- r; return nil },
+		Tick:   20 * time.Millisecond,
+		Plan:   func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) },
+		Target: Publisher(func(r *Replan) error { got <- r; return nil }),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -343,22 +371,19 @@ func TestControllerPublishesNewConfigWithSamePlan(t *testing.T) {
 	}
 }
 
-// Options.Failed hears of a failed decision with the config it was made for;
-// Options.Place replaces placement.
-func TestControllerFailedAndPlaceHooks(t *testing.T) {
+// The Target's Failed hears of a failed decision with the config it was
+// made for; its Place places every decision.
+func TestControllerTargetFailedAndPlace(t *testing.T) {
 	cfg := controlConfig(100, time.Second)
 	var failedFor *api.Config
 	var failure error
 	placed := 0
-	h := newHarness(t, cfg, []placement.Member{{ID: "g1", Hardware: "v100"}}, Options{
-		Failed: func(c *api.Config, err error) { failedFor, failure = c, err },
-		Place: func(p *api.Plan, m []placement.Member, prev *api.Plan, o placement.Options) (*api.Plan, placement.Shortfall, error) {
-			placed++
-			return placement.Place(p, m, prev, o)
-		},
+	h := newHarnessWith(t, cfg, []placement.Member{{ID: "g1", Hardware: "v100"}}, Options{}, &harness{
+		failed: func(c *api.Config, err error) { failedFor, failure = c, err },
+		placed: func() { placed++ },
 	})
 	if placed != 1 {
-		t.Fatalf("Options.Place called %d times for the initial plan; want 1", placed)
+		t.Fatalf("Target.Place called %d times for the initial plan; want 1", placed)
 	}
 	h.fail = errors.New("backend refused the load")
 	next := controlConfig(300, time.Second)

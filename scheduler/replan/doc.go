@@ -53,7 +53,7 @@
 // Each decision runs the injected planner once (serving.Plan, which fits the
 // plan to the members it is handed as the config's backends; the planner is
 // not run again here), places the result on the members
-// and calls the injected Publish with a *Replan (placed plan, cause,
+// and calls its Target's Publish with a *Replan (placed plan, cause,
 // shortfall, the rates planned for, how long planning and placement took). A
 // plan identical to the published one is not published again. Status()
 // returns the last decision and counts for the admin API.
@@ -67,7 +67,7 @@
 //	// per request:                        c.Add(1)
 //	ctl, _ := replan.New(cfg, members, replan.Options{
 //		Plan:    func(c *api.Config) (*api.Plan, error) { return scheduler.Plan(c, opts) },
-//		Publish: func(r *replan.Replan) error { /* build LiveRunner from r.Plan, swap, metrics.SetPlan(r.Plan, r.Cause, r.PlanTook+r.PlaceTook) */ },
+//		Target: replan.Publisher(func(r *replan.Replan) error { /* build LiveRunner from r.Plan, swap, metrics.SetPlan(r.Plan, r.Cause, r.PlanTook+r.PlaceTook) */ }),
 //	})
 //	go ctl.Run(ctx)
 //	// every second: ctl.ObserveRates("gateway-1", mon.Snapshot(time.Now()))
@@ -75,9 +75,9 @@
 //	// on a valid config change: ctl.SetConfig(cfg)
 //
 // controlplane.EmbeddedControl is this wiring (a gateway without Consul, its
-// static backends as members, Tick 100 ms and SustainUp 500 ms); Options.Place
-// and Options.Failed let it keep round-robin sharing on a short static pool
-// and answer a waiting config change when its decision failed.
+// static backends as members, Tick 100 ms and SustainUp 500 ms); its Target's
+// Place and Failed keep round-robin sharing on a short static pool and
+// answer a waiting config change when its decision failed.
 //
 // With several gateways (scheduler/cluster), each writes its Snapshot (JSON)
 // to Consul KV; the elected scheduler reads them and calls ObserveRates with

@@ -32,7 +32,7 @@ func TestPlannerSeesThePool(t *testing.T) {
 			}
 			return scheduler.Plan(c, scheduler.Options{MaxUtilization: 0.8, Pool: pool})
 		},
-		Publish: func(r *Replan) error { published = append(published, r); return nil },
+		Target: Publisher(func(r *Replan) error { published = append(published, r); return nil }),
 	})
 	if err != nil {
 		t.Fatal(err)
