@@ -8,9 +8,9 @@
 // builds the DAGRunner and the ConfigStore over it and attaches them
 // (Control's doc gives the order); the process then builds the admin API
 // (NewAdmin), the file watcher (StartConfigWatcher) and the KServe servers
-// over the DAGRunner, and drains at the end. `piccolo scheduler` calls
-// RunReplanner (replanner.go), a standalone scheduler/cluster.Replanner
-// candidate. Every change, from the admin API or the watcher, goes through
+// over the DAGRunner, and drains at the end. (`piccolo scheduler`, a
+// standalone scheduler/cluster.Replanner candidate, is scheduler/process.)
+// Every change, from the admin API or the watcher, goes through
 // ConfigStore.Update, one at a time. The request path never enters this
 // package. It imports dataplane, gateway, metrics, serving, scheduler and
 // scheduler/cluster; neither kserve nor gateway/process's servers are its

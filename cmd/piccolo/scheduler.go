@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/piccolo-serving/piccolo/calibrate"
-	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/scheduler"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
+	schedulerprocess "github.com/piccolo-serving/piccolo/scheduler/process"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/serving"
 )
@@ -79,7 +79,7 @@ GET /healthz are served there.`,
 	return cmd
 }
 
-// runScheduler campaigns until ctx ends (controlplane.RunReplanner). ready
+// runScheduler campaigns until ctx ends (scheduler/process.Run). ready
 // gets the metrics address ("" without --listen).
 func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAddr string)) error {
 	if o.follow && o.loop.Calibration == nil {
@@ -90,6 +90,6 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 		}
 		o.loop.Calibration = est
 	}
-	return controlplane.RunReplanner(ctx, controlplane.ReplannerOptions{Files: o.files, Consul: o.consul, Prefix: o.prefix, ID: o.id, TTL: o.ttl,
+	return schedulerprocess.Run(ctx, schedulerprocess.Options{Files: o.files, Consul: o.consul, Prefix: o.prefix, ID: o.id, TTL: o.ttl,
 		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Listen: o.listen, NewLogger: newLogger(o.logFmt), Loop: o.loop}, ready)
 }

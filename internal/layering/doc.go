@@ -19,7 +19,8 @@
 //	5 planes:      dataplane (live runner and switch), kserve (the KServe v2 edge)
 //	6 control:     controlplane
 //	7 processes:   gateway/process (the `piccolo gateway` process: flags' options,
-//	               plan step, calibration, servers, drain), and tools: internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering
+//	               plan step, calibration, servers, drain), scheduler/process (the
+//	               `piccolo scheduler` process), and tools: internal/demo, internal/testharness, gateway/gatewaytest, kserve/kservetest, internal/layering
 //	8 commands:    cmd/piccolo, deploy (the image and manifests; it imports none of ours)
 //
 // metrics sits below gateway (it takes the sessions through its small

@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"gateway", "serving", "scheduler/cluster", "internal/ocrtest", "internal/ocrsamples", "backends/process"},
 	{"dataplane", "kserve", "evaluation"},
 	{"controlplane"},
-	{"gateway/process", "internal/demo", "internal/testharness", "gateway/gatewaytest", "kserve/kservetest", "internal/layering"},
+	{"gateway/process", "scheduler/process", "internal/demo", "internal/testharness", "gateway/gatewaytest", "kserve/kservetest", "internal/layering"},
 	{"cmd/piccolo", "deploy"},
 }
 

@@ -1,4 +1,4 @@
-package controlplane
+package process
 
 import (
 	"context"
@@ -20,9 +20,9 @@ import (
 	"github.com/piccolo-serving/piccolo/serving"
 )
 
-// ReplannerOptions are `piccolo scheduler`'s settings, one field per flag
-// (named in the comments); RunReplanner checks them.
-type ReplannerOptions struct {
+// Options are `piccolo scheduler`'s settings, one field per flag
+// (named in the comments); Run checks them.
+type Options struct {
 	Files   []string      // -c: config files seeding the cluster's config (merged)
 	Consul  string        // --consul: the Consul agent's HTTP host:port (required)
 	Prefix  string        // --cluster-prefix: the Consul KV prefix of the cluster
@@ -38,14 +38,14 @@ type ReplannerOptions struct {
 	Loop replan.Options // tests: the control loop's tuning
 }
 
-// RunReplanner runs a standalone re-planner candidate of a Consul cluster
+// Run runs a standalone re-planner candidate of a Consul cluster
 // (`piccolo scheduler`, cluster.Replanner: the elected one plans with
 // serving.Plan, places and publishes) until ctx ends, then returns its
 // result (nil once it has stepped down). ready, when set, is called with the
 // metrics address ("" without o.Listen) once it campaigns. Errors, each
 // naming its flag: no --consul or -c, a TTL under 1 s, a config with no
 // sessions, an unknown policy, or a listener that cannot bind.
-func RunReplanner(ctx context.Context, o ReplannerOptions, ready func(metricsAddr string)) error {
+func Run(ctx context.Context, o Options, ready func(metricsAddr string)) error {
 	if o.Consul == "" {
 		return errors.New("--consul is required: the Consul agent's HTTP address host:port, as given to piccolo gateway and backend")
 	}
