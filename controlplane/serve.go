@@ -250,7 +250,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 	}
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if o.AdminToken != "" {
-		aopts := AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()}
+		aopts := AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members(), Gatherer: reg}
 		if ec, ok := ctl.(*EmbeddedControl); ok {
 			aopts.DryRun = ec.DryRun
 		}
@@ -258,6 +258,7 @@ func ServeGateway(ctx context.Context, o ServeOptions, ready func(httpAddr, grpc
 		if err != nil {
 			return err
 		}
+		defer a.Close()
 		admin = a.Handle
 	} else {
 		log.Info("admin API off: pass --admin-token or set PICCOLO_ADMIN_TOKEN to turn it on")
