@@ -73,7 +73,7 @@ async function poll() {
     $('#main').hidden = false;
     render(st);
     if (st.config_version !== shownVersion) {
-      renderHistory(await get('/admin/history'));
+      renderHistory((await get('/admin/history')).changes || []);
       shownVersion = st.config_version;
     }
     $('#error').textContent = '';
