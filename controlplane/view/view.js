@@ -147,7 +147,7 @@ function renderDAG(s, cfg) {
     const d = level(m.name, new Set());
     (cols[d] = cols[d] || []).push(m);
   }
-  const W = 210, H = 78, GX = 50, GY = 16;
+  const W = 250, H = 78, GX = 50, GY = 16;
   const pos = new Map();
   cols.forEach((col, x) => col.forEach((m, y) => pos.set(m.name, { x: x * (W + GX) + 4, y: y * (H + GY) + 4 })));
   const width = Math.max(1, cols.length) * (W + GX) - GX + 8;
@@ -222,12 +222,12 @@ function renderCalibration(c) {
 }
 
 function renderHistory(changes) {
-  const rows = changes.slice().reverse().map((c) => {
+  const rows = changes.slice().reverse().map((c, i) => {
     const diff = (c.diff || '').split('\n').map((l) =>
       `<span class="${l.startsWith('+') && !l.startsWith('+++') ? 'add' : l.startsWith('-') && !l.startsWith('---') ? 'del' : ''}">${esc(l)}</span>`).join('\n');
     return `<tr data-version="${c.version}"><td>${c.version}</td><td class="l">${new Date(c.at).toLocaleString()}</td><td class="l">${esc(c.who)}</td>
 <td class="l">${esc(c.cause)}${c.note ? ' · ' + esc(c.note) : ''}</td><td class="l">${(c.sessions || []).map(esc).join(', ') || '-'}</td><td>${fmtNum(c.plan_cost, 3)}</td>
-<td class="l">${c.diff ? `<details><summary>diff</summary><pre class="diff">${diff}</pre></details>` : '-'}</td></tr>`;
+<td class="l">${c.diff ? `<details${i === 0 ? ' open' : ''}><summary>diff</summary><pre class="diff">${diff}</pre></details>` : '-'}</td></tr>`;
   }).join('');
   $('#history').innerHTML = `<table><thead><tr><th>version</th><th class="l">at</th><th class="l">who</th><th class="l">cause</th><th class="l">sessions changed</th><th>plan cost/h</th><th class="l">diff</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
