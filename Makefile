@@ -77,7 +77,8 @@ consul:
 # tools installs grpcurl (go install), Debian's python3-grpcio,
 # python3-grpc-tools, python3-torch and python3-torchvision (for /usr/bin/python3;
 # torch is about 260 MB to fetch, 1 GB on disk, under 2 minutes the first time),
-# wrk and hey, once; it says which it could not install and why.
+# wrk, hey and chromium (the live view's browser test), once; it says which it
+# could not install and why.
 tools:
 	PICCOLO_CACHE=$(PICCOLO_CACHE) ./scripts/tools.sh
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 	"go.yaml.in/yaml/v3"
@@ -54,6 +55,10 @@ type AdminOptions struct {
 	Timeout time.Duration
 	// Logger gets one line per change made or refused; nil logs nothing.
 	Logger *zap.Logger
+	// Gatherer is the gateway's metrics registry, which the live view
+	// (view.go, /admin/view/) reads; nil: the view's figures answer 501.
+	// With it NewAdmin starts a sampler goroutine that Close stops.
+	Gatherer prometheus.Gatherer
 }
 
 // Admin serves the admin API on the gateway's HTTP port (ServerOptions.Admin):
@@ -69,6 +74,8 @@ type AdminOptions struct {
 //	GET    /admin/history           the versions kept (Change), oldest first
 //	GET    /admin/plan              the running placed plan (plan JSON)
 //	GET    /admin/backends          the membership (BackendView)
+//	GET    /admin/view/             the live view, a page for a browser (view.go; its files need no token)
+//	GET    /admin/view/state        the live view's figures (status.LiveReport over the last minute)
 //
 // Its handlers run on the HTTP server's goroutines; changes are serialised by
 // the ConfigStore. See docs/control-plane.md for bodies and status codes.
@@ -76,6 +83,7 @@ type Admin struct {
 	opts    AdminOptions
 	tokenH  [32]byte
 	timeout time.Duration
+	view    *viewSampler // nil without opts.Gatherer
 }
 
 // NewAdmin returns the admin API, or an error when a required option is missing.
@@ -91,6 +99,13 @@ func NewAdmin(opts AdminOptions) (*Admin, error) {
 	a := &Admin{opts: opts, tokenH: sha256.Sum256([]byte(opts.Token)), timeout: opts.Timeout}
 	if a.timeout <= 0 {
 		a.timeout = 2 * time.Minute
+	}
+	if opts.Gatherer != nil {
+		log := opts.Logger
+		if log == nil {
+			log = zap.NewNop()
+		}
+		a.view = newViewSampler(opts.Gatherer, log)
 	}
 	return a, nil
 }
@@ -124,6 +139,9 @@ func (a *Admin) authorized(ctx *fasthttp.RequestCtx) bool {
 
 // Handle answers one request whose path starts with /admin/.
 func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
+	if a.viewAsset(ctx, string(ctx.Path())) {
+		return
+	}
 	if !a.authorized(ctx) {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="piccolo-admin"`)
 		a.fail(ctx, &adminError{status: http.StatusUnauthorized,
@@ -139,6 +157,10 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 	case path == "/admin/backends":
 		if a.allow(ctx, "GET") && a.queryOK(ctx) {
 			a.writeJSON(ctx, 200, a.backends())
+		}
+	case path == "/admin/view/state":
+		if a.allow(ctx, "GET") && a.queryOK(ctx) {
+			a.viewStateHandler(ctx)
 		}
 	case path == "/admin/history":
 		if a.allow(ctx, "GET") && a.queryOK(ctx) {
@@ -192,7 +214,7 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 			a.fail(ctx, &adminError{status: 405, msg: fmt.Sprintf("method %s not allowed on %s; use GET, PUT or DELETE", ctx.Method(), path)})
 		}
 	default:
-		a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q; endpoints: /admin/sessions, /admin/sessions/{name}, /admin/sessions/{name}:plan, /admin/sessions/{name}:rollback, /admin/history, /admin/plan, /admin/backends", path)})
+		a.fail(ctx, &adminError{status: 404, msg: fmt.Sprintf("no endpoint %q; endpoints: /admin/sessions, /admin/sessions/{name}, /admin/sessions/{name}:plan, /admin/sessions/{name}:rollback, /admin/history, /admin/plan, /admin/backends, /admin/view/", path)})
 	}
 }
 

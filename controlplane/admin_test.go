@@ -95,10 +95,11 @@ func bootAdminWith(t testing.TB, cfg *api.Config, planner Planner) *adminHarness
 	t.Cleanup(func() { sw.Close() })
 	reg.MustRegister(sw)
 	h := &adminHarness{sw: sw, exec: exec, metrics: metrics, reg: reg, control: g.Control.(*EmbeddedControl), store: g.Store}
-	admin, err := NewAdmin(AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan, DryRun: h.control.DryRun})
+	admin, err := NewAdmin(AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan, DryRun: h.control.DryRun, Gatherer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(admin.Close)
 	srv, err := kserve.NewServer(exec, kserve.ServerOptions{Metrics: metrics, Admin: admin.Handle})
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,11 @@
 //     without the controller, and answer a PlanDiff. The ConfigStore keeps the
 //     last HistoryLen versions (history.go: who, when, a YAML diff, the plan's
 //     cost): GET /admin/history, POST /admin/sessions/{name}:rollback?to=V.
+//     The live view (view.go): a page under /admin/view/ (embedded files,
+//     served without the token: they hold no data) that polls GET
+//     /admin/view/state (token required), status.Live's figures over the
+//     last minute from AdminOptions.Gatherer, sampled by a goroutine that
+//     Admin.Close stops.
 //   - ConfigWatcher (StartConfigWatcher) watches the -c files' directories with
 //     fsnotify (in-place writes and rename-replace saves), debounces bursts,
 //     skips saves that change nothing, reloads every file and applies it with

@@ -11,6 +11,8 @@
 #                   to fetch and 1 GB on disk, under 2 minutes once
 #   curl            Debian package (the binary-extension interop test)
 #   wrk, hey        Debian packages (HTTP load generators)
+#   chromium        Debian package: the headless browser the live view's test
+#                   (cmd/piccolo/view_browser_test.go) drives; about 100 MB
 #
 # A tool that is already there is not installed again, so a second run takes
 # well under a second. For each tool that cannot be installed the script prints
@@ -106,4 +108,10 @@ for tool in curl wrk hey; do
 		unavailable "$tool" "apt-get install $tool succeeded but $tool is not on PATH"
 	fi
 done
+# The browser the live view's test loads the page in (through chromedp).
+if command -v chromium >/dev/null 2>&1 || { apt chromium chromium && command -v chromium >/dev/null 2>&1; }; then
+	ok chromium "$(command -v chromium)"
+elif [ ! -f "$marks/chromium.unavailable" ]; then
+	unavailable chromium "apt-get install chromium succeeded but chromium is not on PATH"
+fi
 exit 0

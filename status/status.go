@@ -272,9 +272,16 @@ func matches(l, want map[string]string) bool {
 	return true
 }
 
-// delta is now's value minus from's (from nil: now's).
+// delta is now's value minus from's (from nil: now's). A counter that went
+// down was reset (a plan switch replaces a module's dispatcher, and its
+// counters start again from zero): its increase is now's value, as
+// Prometheus's rate() takes it.
 func delta(from, now *snapshot, name string, want map[string]string) float64 {
-	return now.sum(name, want) - from.sum(name, want)
+	n, f := now.sum(name, want), from.sum(name, want)
+	if n < f {
+		return n
+	}
+	return n - f
 }
 
 // quantileBucket returns the upper bound of the bucket holding quantile q of

@@ -4,17 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 )
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -120,7 +127,7 @@ func TestObservability(t *testing.T) {
 		}
 	}
 
-	checkDashboard(t, gtext+btext)
+	checkDashboard(t, gtext, btext)
 
 	var out bytes.Buffer
 	if err := runStatus(ctx, &statusOptions{target: url, timeout: 5 * time.Second}, &out); err != nil {
@@ -151,46 +158,139 @@ func TestObservability(t *testing.T) {
 	}
 }
 
-// checkDashboard checks configs/grafana/piccolo.json is valid JSON with panels
-// and that every piccolo_ metric its queries use is one the processes export
-// (piccolo_gpu_* only exist with a GPU: those are checked by name).
-func checkDashboard(t *testing.T, exported string) {
+// checkDashboard checks configs/grafana/piccolo.json against exported, the
+// /metrics texts of a live gateway and backend after traffic: every panel
+// (rows' nested panels too) has a query; every query, and the session
+// variable's label_values, parses as PromQL (Prometheus's own parser, after
+// Grafana's variables are replaced as Grafana would); every metric a query
+// selects is in exported (a histogram's _bucket, _sum and _count too), and
+// every label a selector matches on is one that metric carries. piccolo_gpu_*
+// only exist with a GPU: those are checked by name.
+func checkDashboard(t *testing.T, exported ...string) {
 	t.Helper()
 	raw, err := os.ReadFile("../../configs/grafana/piccolo.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	type panel struct {
+		Title   string `json:"title"`
+		Type    string `json:"type"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"` // a row's, when collapsed
+	}
 	var dash struct {
-		Title  string `json:"title"`
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
+		Title      string            `json:"title"`
+		Panels     []json.RawMessage `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Type       string `json:"type"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
 	}
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatalf("configs/grafana/piccolo.json: %v", err)
 	}
-	if dash.Title == "" || len(dash.Panels) < 8 {
-		t.Fatalf("dashboard %q has %d panels", dash.Title, len(dash.Panels))
+	labelsOf := map[string]map[string]bool{} // series name → label names
+	for _, text := range exported {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+		if err != nil {
+			t.Fatalf("parse the exported metrics: %v", err)
+		}
+		for name, f := range fams {
+			names := []string{name}
+			if f.GetType() == dto.MetricType_HISTOGRAM {
+				names = append(names, name+"_bucket", name+"_sum", name+"_count")
+			}
+			for _, n := range names {
+				ls := map[string]bool{}
+				for _, m := range f.GetMetric() {
+					for _, l := range m.GetLabel() {
+						ls[l.GetName()] = true
+					}
+				}
+				if n == name+"_bucket" {
+					ls["le"] = true
+				}
+				labelsOf[n] = ls
+			}
+		}
 	}
 	gpu := map[string]bool{"piccolo_gpu_utilization_ratio": true, "piccolo_gpu_power_watts": true, "piccolo_gpu_memory_used_bytes": true,
 		"piccolo_gpu_memory_total_bytes": true, "piccolo_gpu_memory_utilization_ratio": true, "piccolo_gpu_info": true}
-	name := regexp.MustCompile(`piccolo_[a-z_]+`)
-	for _, p := range dash.Panels {
-		if len(p.Targets) == 0 {
-			t.Errorf("panel %q has no query", p.Title)
+	// Grafana's variables, as Grafana substitutes them before the query
+	// reaches Prometheus ($session is a multi-value regex).
+	grafana := strings.NewReplacer("$__rate_interval", "1m", "$__interval", "1m", "${session}", ".+", "$session", ".+")
+	promql := parser.NewParser(parser.Options{})
+	check := func(where, expr string) {
+		e, err := promql.ParseExpr(grafana.Replace(expr))
+		if err != nil {
+			t.Errorf("%s: %q is not PromQL: %v", where, expr, err)
+			return
 		}
-		for _, tg := range p.Targets {
-			for _, m := range name.FindAllString(tg.Expr, -1) {
-				if gpu[m] {
-					continue
-				}
-				if !strings.Contains(exported, "\n"+m+"{") && !strings.Contains(exported, "\n"+m+" ") {
-					t.Errorf("panel %q queries %s, which no process exports", p.Title, m)
+		parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+			vs, ok := n.(*parser.VectorSelector)
+			if !ok {
+				return nil
+			}
+			if gpu[vs.Name] {
+				return nil
+			}
+			ls, ok := labelsOf[vs.Name]
+			if !ok {
+				t.Errorf("%s queries %s, which no process exports", where, vs.Name)
+				return nil
+			}
+			for _, m := range vs.LabelMatchers {
+				if m.Name != "__name__" && !ls[m.Name] {
+					t.Errorf("%s matches label %q of %s, which has none (labels: %v)", where, m.Name, vs.Name, slices.Sorted(maps.Keys(ls)))
 				}
 			}
+			return nil
+		})
+	}
+	queries := 0
+	var walk func(raw []json.RawMessage)
+	walk = func(raw []json.RawMessage) {
+		for _, r := range raw {
+			var pn panel
+			if err := json.Unmarshal(r, &pn); err != nil {
+				t.Fatalf("a panel: %v", err)
+			}
+			if pn.Type == "row" {
+				walk(pn.Panels)
+				continue
+			}
+			if len(pn.Targets) == 0 {
+				t.Errorf("panel %q has no query", pn.Title)
+			}
+			for i, tg := range pn.Targets {
+				queries++
+				check(fmt.Sprintf("panel %q query %d", pn.Title, i+1), tg.Expr)
+			}
+		}
+	}
+	walk(dash.Panels)
+	if dash.Title == "" || queries < 8 {
+		t.Fatalf("dashboard %q has %d queries", dash.Title, queries)
+	}
+	labelValues := regexp.MustCompile(`^label_values\((.+), *(\w+)\)$`)
+	for _, v := range dash.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		m := labelValues.FindStringSubmatch(v.Definition)
+		if m == nil {
+			t.Errorf("variable %s: %q is not label_values(SELECTOR, LABEL)", v.Name, v.Definition)
+			continue
+		}
+		check("variable "+v.Name, m[1])
+		if sel := strings.TrimSpace(m[1]); labelsOf[sel] != nil && !labelsOf[sel][m[2]] {
+			t.Errorf("variable %s: %s has no label %s", v.Name, sel, m[2])
 		}
 	}
 }

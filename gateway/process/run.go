@@ -251,7 +251,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	}
 	var admin fasthttp.RequestHandler // nil: the admin API is off
 	if o.AdminToken != "" {
-		aopts := controlplane.AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members()}
+		aopts := controlplane.AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members(), Gatherer: reg}
 		if ec, ok := ctl.(*controlplane.EmbeddedControl); ok {
 			aopts.DryRun = ec.DryRun
 		}
@@ -259,6 +259,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 		if err != nil {
 			return err
 		}
+		defer a.Close()
 		admin = a.Handle
 	} else {
 		log.Info("admin API off: pass --admin-token or set PICCOLO_ADMIN_TOKEN to turn it on")

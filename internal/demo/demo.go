@@ -360,6 +360,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := os.WriteFile(bfile, []byte(backendsYAML.String()), 0o644); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
+	token, ownToken, err := adminToken()
+	if err != nil {
+		return nil, err
+	}
 	gw, err := procs.start(o.Binary, 2, func(addrs []string) []string {
 		args := []string{"gateway", "--listen", addrs[0], "--grpc-listen", addrs[1], "--log", "console", "-c", bfile,
 			"--admin-listen", "same", // the demo reads /metrics on its one loopback port
@@ -374,7 +378,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			args = append(args, "-c", f)
 		}
 		return args
-	}, filepath.Join(logs, "gateway.log"))
+	}, filepath.Join(logs, "gateway.log"), "PICCOLO_ADMIN_TOKEN="+token)
 	if err != nil {
 		return nil, err
 	}
@@ -493,7 +497,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	writeReport(o.Out, res)
 	if o.Serve {
-		fmt.Fprintf(o.Out, "\nServing until interrupted (Ctrl-C):\n  HTTP  %s   (metrics: %s/metrics)\n  gRPC  %s\n\nTry:\n", url, url, grpcAddr)
+		fmt.Fprintf(o.Out, "\nServing until interrupted (Ctrl-C):\n  HTTP  %s   (metrics: %s/metrics)\n  gRPC  %s\n  live view  %s\n\nTry:\n", url, url, grpcAddr, viewURL(url, token, ownToken))
 		for _, sp := range plan.Sessions {
 			s, _ := cfg.Session(sp.Name)
 			switch {
@@ -772,6 +776,7 @@ type child struct {
 	ports   int
 	argsFor func(addrs []string) []string
 	logPath string
+	env     []string // added to the demo's environment (the gateway's admin token)
 	tries   int
 	// confirmed: seen listening on all its addresses, which the demo may have
 	// written down (backends.yaml); never restarted elsewhere after that.
@@ -792,8 +797,8 @@ func (c *child) addr(i int) string {
 
 // start runs bin with argsFor's arguments for ports fresh loopback addresses,
 // its output going to logPath.
-func (p *processes) start(bin string, ports int, argsFor func(addrs []string) []string, logPath string) (*child, error) {
-	c := &child{bin: bin, ports: ports, argsFor: argsFor, logPath: logPath}
+func (p *processes) start(bin string, ports int, argsFor func(addrs []string) []string, logPath string, env ...string) (*child, error) {
+	c := &child{bin: bin, ports: ports, argsFor: argsFor, logPath: logPath, env: env}
 	if err := c.run(); err != nil {
 		return nil, err
 	}
@@ -820,6 +825,9 @@ func (c *child) run() error {
 	}
 	args := c.argsFor(addrs)
 	cmd := exec.Command(c.bin, args...)
+	if c.env != nil {
+		cmd.Env = append(os.Environ(), c.env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()
