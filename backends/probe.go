@@ -11,14 +11,14 @@ import (
 	"github.com/piccolo-serving/piccolo/api/inference"
 )
 
-// Check probes the backend: grpc.health.v1 Check of the overall service
+// Probe probes the backend: grpc.health.v1 Probe of the overall service
 // (SERVING), or, on a server without the health service (UNIMPLEMENTED), the
 // KServe v2 ServerReady. nil means the backend serves; the error otherwise
 // names what failed (ErrBackendUnavailable for a transport failure or a
 // backend not serving). It also resets the connection's reconnect backoff
 // first, so a backend that came back is dialled at once, not after grpc-go's
 // backoff (up to 120 s by default).
-func (c *Client) Check(ctx context.Context) error {
+func (c *Client) Probe(ctx context.Context) error {
 	c.conn.ResetConnectBackoff()
 	r, err := healthpb.NewHealthClient(c.conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	if status.Code(err) == codes.Unimplemented {

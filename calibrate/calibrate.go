@@ -9,7 +9,7 @@ import (
 )
 
 // entryKey is a profile entry: a model at one batch and concurrency on a
-// hardware type (a Key without its device).
+// hardware type (a SeriesKey without its device).
 type entryKey struct {
 	model, hardware string
 	batch, conc     int
@@ -211,7 +211,7 @@ func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (w
 				}
 				r := measured / g.DurationMs
 				if !ok || math.Abs(math.Log(r)) > math.Abs(math.Log(worst)) {
-					worst, at, ok = r, Key{Model: mp.Model, Hardware: g.Hardware, Batch: g.Batch, Concurrency: conc(g.Concurrency)}.entryString(), true
+					worst, at, ok = r, SeriesKey{Model: mp.Model, Hardware: g.Hardware, Batch: g.Batch, Concurrency: conc(g.Concurrency)}.entryString(), true
 				}
 			}
 		}

@@ -79,7 +79,7 @@ func TestObserveCountsBatchAtCoveringEntry(t *testing.T) {
 	e.Observe("m2", "v100", "gpu-0", 2, 1, 0, t0)      // no duration: ignored
 	var keys []string
 	for _, m := range e.Snapshot() {
-		keys = append(keys, m.Key.String())
+		keys = append(keys, m.SeriesKey.String())
 	}
 	want := "m2@v100/gpu-0 b4c1,m2@v100/gpu-0 b9c1,m9@v100/gpu-0 b2c1"
 	if got := strings.Join(keys, ","); got != want {

@@ -13,10 +13,10 @@ import (
 // calibration): placement can avoid pairs whose slowdown exceeds what the
 // plan allows.
 type Colocation struct {
-	Key
-	// With are the other models the plan places on Key.Device, sorted.
+	SeriesKey
+	// With are the other models the plan places on SeriesKey.Device, sorted.
 	With []string
-	// Shared is the model's estimate on Key.Device; Alone the largest
+	// Shared is the model's estimate on SeriesKey.Device; Alone the largest
 	// trusted estimate of the same entry on the devices the model has to
 	// itself; Slowdown is Shared/Alone.
 	Shared, Alone time.Duration
@@ -75,7 +75,7 @@ func (e *Estimator) Colocations(placed *api.Plan) []Colocation {
 			}
 		}
 		sort.Strings(with)
-		out = append(out, Colocation{Key: m.Key, With: with, Shared: m.Estimate, Alone: a, Slowdown: float64(m.Estimate) / float64(a)})
+		out = append(out, Colocation{SeriesKey: m.SeriesKey, With: with, Shared: m.Estimate, Alone: a, Slowdown: float64(m.Estimate) / float64(a)})
 	}
 	return out
 }

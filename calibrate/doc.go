@@ -2,7 +2,7 @@
 // and hands the planner, admission and the simulator profiles made of those
 // measurements (docs/calibration.md).
 //
-// An Estimator keeps one series per Key (model, hardware, batch, concurrency,
+// An Estimator keeps one series per SeriesKey (model, hardware, batch, concurrency,
 // device): the durations of the last Options.Window batches (default 64) of
 // that model at that profiled batch size on that backend. A series' estimate
 // is a high quantile (Options.Quantile, default 0.9) of its window's batches

@@ -12,9 +12,9 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 )
 
-// Key names one series: a model at one profiled batch size and concurrency on
+// SeriesKey names one series: a model at one profiled batch size and concurrency on
 // one device (backend id) of a hardware type.
-type Key struct {
+type SeriesKey struct {
 	Model       string `json:"model"`
 	Hardware    string `json:"hardware"`
 	Batch       int    `json:"batch"`
@@ -23,13 +23,13 @@ type Key struct {
 }
 
 // String names the key as model@hardware/device b<batch>c<concurrency>.
-func (k Key) String() string {
+func (k SeriesKey) String() string {
 	return fmt.Sprintf("%s@%s/%s b%dc%d", k.Model, k.Hardware, k.Device, k.Batch, k.Concurrency)
 }
 
 // entryString names the key's profile entry, without its device, as
 // model@hardware b<batch>c<concurrency>.
-func (k Key) entryString() string {
+func (k SeriesKey) entryString() string {
 	return fmt.Sprintf("%s@%s b%dc%d", k.Model, k.Hardware, k.Batch, k.Concurrency)
 }
 
@@ -105,13 +105,13 @@ type Estimator struct {
 	o Options
 
 	mu     sync.Mutex
-	series map[Key]*series
+	series map[SeriesKey]*series
 	latest time.Time // the newest Observe's time: Snapshot's now
 
 	offline atomic.Pointer[index]
 }
 
-// series is one Key's window: a ring of the latest durations.
+// series is one SeriesKey's window: a ring of the latest durations.
 type series struct {
 	d     []time.Duration // len ≤ Window; ring once full
 	at    []int64         // unix ns each sample of d was observed (0: loaded)
@@ -125,7 +125,7 @@ func New(o Options) (*Estimator, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	return &Estimator{o: o, series: map[Key]*series{}}, nil
+	return &Estimator{o: o, series: map[SeriesKey]*series{}}, nil
 }
 
 // Options returns the options in force (defaults filled in).
@@ -191,7 +191,7 @@ func (e *Estimator) Observe(model, hardware, device string, n, c int, took time.
 			n = en.Batch
 		}
 	}
-	k := Key{Model: model, Hardware: hardware, Batch: n, Concurrency: conc(c), Device: device}
+	k := SeriesKey{Model: model, Hardware: hardware, Batch: n, Concurrency: conc(c), Device: device}
 	e.mu.Lock()
 	s := e.series[k]
 	if s == nil {
@@ -275,7 +275,7 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 
 // Measured is one series as the Estimator sees it now.
 type Measured struct {
-	Key
+	SeriesKey
 	// Estimate is the quantile of the window's samples that count (those
 	// within MaxAge of its latest batch, or its latest MinSamples); Samples how many batches the window
 	// holds (Total: ever observed); Trusted whether Samples ≥ MinSamples.
@@ -302,7 +302,7 @@ func (e *Estimator) Snapshot() []Measured {
 	buf := make([]time.Duration, 0, e.o.Window)
 	for k, s := range e.series {
 		buf = s.counted(buf[:0], e.o.MinSamples, e.o.MaxAge)
-		m := Measured{Key: k, Estimate: quantile(buf, e.o.Quantile), Samples: len(s.d), Total: s.total, Last: s.last}
+		m := Measured{SeriesKey: k, Estimate: quantile(buf, e.o.Quantile), Samples: len(s.d), Total: s.total, Last: s.last}
 		m.Trusted = m.Samples >= e.o.MinSamples
 		if ix != nil {
 			if en, ok := ix.entry(k.Model, k.Hardware, k.Batch, k.Concurrency); ok && en.Batch == k.Batch {
@@ -313,11 +313,11 @@ func (e *Estimator) Snapshot() []Measured {
 		out = append(out, m)
 	}
 	e.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Key.less(out[j].Key) })
+	sort.Slice(out, func(i, j int) bool { return out[i].SeriesKey.less(out[j].SeriesKey) })
 	return out
 }
 
-func (k Key) less(o Key) bool {
+func (k SeriesKey) less(o SeriesKey) bool {
 	if k.Model != o.Model {
 		return k.Model < o.Model
 	}

@@ -85,7 +85,7 @@ func TestForgetUnmeasured(t *testing.T) {
 	}
 	for _, m := range e.Snapshot() {
 		if m.Batch == 8 {
-			t.Errorf("Snapshot still holds %v, last measured %v before the newest batch", m.Key, now.Sub(m.Last))
+			t.Errorf("Snapshot still holds %v, last measured %v before the newest batch", m.SeriesKey, now.Sub(m.Last))
 		}
 	}
 }

@@ -22,7 +22,7 @@ type file struct {
 }
 
 type fileSeries struct {
-	Key
+	SeriesKey
 	Total uint64 `json:"total"`
 	// Last is when the series' latest batch was observed (absent: only
 	// loaded, never observed since). Unmarshal does not use it (a loaded
@@ -38,7 +38,7 @@ func (e *Estimator) Marshal(now time.Time) ([]byte, error) {
 	f := file{Version: fileVersion, Saved: now.UTC()}
 	e.mu.Lock()
 	for k, s := range e.series {
-		fs := fileSeries{Key: k, Total: s.total, Last: s.last, Micros: make([]int64, 0, len(s.d))}
+		fs := fileSeries{SeriesKey: k, Total: s.total, Last: s.last, Micros: make([]int64, 0, len(s.d))}
 		for i := range s.d { // oldest first: from next on a full ring
 			fs.Micros = append(fs.Micros, s.d[(s.next+i)%len(s.d)].Microseconds())
 		}
@@ -72,7 +72,7 @@ func (e *Estimator) Unmarshal(data []byte) error {
 
 // decode returns the series in data (Marshal's output) as e's windows, with
 // their Last; the error names what is malformed.
-func (e *Estimator) decode(data []byte) (map[Key]*series, error) {
+func (e *Estimator) decode(data []byte) (map[SeriesKey]*series, error) {
 	var f file
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
@@ -80,10 +80,10 @@ func (e *Estimator) decode(data []byte) (map[Key]*series, error) {
 	if f.Version != fileVersion {
 		return nil, fmt.Errorf("calibrate: format version %d; this build reads version %d", f.Version, fileVersion)
 	}
-	loaded := map[Key]*series{}
+	loaded := map[SeriesKey]*series{}
 	for i, fs := range f.Series {
 		if fs.Model == "" || fs.Hardware == "" || fs.Batch < 1 || fs.Concurrency < 1 {
-			return nil, fmt.Errorf("calibrate: series %d (%s): want a model, a hardware type, batch ≥ 1 and concurrency ≥ 1", i, fs.Key)
+			return nil, fmt.Errorf("calibrate: series %d (%s): want a model, a hardware type, batch ≥ 1 and concurrency ≥ 1", i, fs.SeriesKey)
 		}
 		s := newSeries(e.o.Window)
 		s.last = fs.Last
@@ -95,12 +95,12 @@ func (e *Estimator) decode(data []byte) (map[Key]*series, error) {
 		}
 		for _, us := range fs.Micros {
 			if us <= 0 {
-				return nil, fmt.Errorf("calibrate: series %d (%s): duration %dµs: want > 0", i, fs.Key, us)
+				return nil, fmt.Errorf("calibrate: series %d (%s): duration %dµs: want > 0", i, fs.SeriesKey, us)
 			}
 			s.add(time.Duration(us)*time.Microsecond, stamp, e.o.Window)
 		}
 		s.total = max(fs.Total, uint64(len(fs.Micros)))
-		loaded[fs.Key] = s
+		loaded[fs.SeriesKey] = s
 	}
 	return loaded, nil
 }

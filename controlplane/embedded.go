@@ -425,7 +425,7 @@ func (c *EmbeddedControl) rollback(p *pendingChange, prev *api.Config, err error
 // at the config's rates and the controller plans at its own.
 func (c *EmbeddedControl) planChange(cfg, prev *api.Config) (*replan.Planned, error) {
 	present := serving.Hardware(cfg.Backends)
-	try := func(rates map[replan.Key]float64) (*replan.Planned, error) {
+	try := func(rates map[replan.ModuleKey]float64) (*replan.Planned, error) {
 		start := time.Now()
 		plan, err := c.pipe.Plan(replan.OnlyPresent(replan.WithRates(cfg, rates), present))
 		if plan == nil {

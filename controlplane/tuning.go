@@ -55,7 +55,7 @@ func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *serving.TracePlann
 					continue
 				}
 				if last.Cause != replan.CauseTune && last.Unplaced != base {
-					sample, err := tp.Sample(last.Rates[replan.Key{Session: tp.Session(), Module: tp.Source()}])
+					sample, err := tp.Sample(last.Rates[replan.ModuleKey{Session: tp.Session(), Module: tp.Source()}])
 					if err == nil {
 						tu, err = replan.NewScopedTuner(tp.Scope(), last.Unplaced, tp.Session(), slo, sample, now)
 					}
@@ -72,7 +72,7 @@ func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *serving.TracePlann
 				buf, pos = counter.Closed(pos, buf[:0])
 				for i, n := range buf {
 					tu.Observe(now.Add(-time.Duration(len(buf)-1-i)*bucket), int(n))
-					if d, ok := tu.Check(); ok {
+					if d, ok := tu.Decide(); ok {
 						c.log.Info("tuner scaled the plan", zap.String("scope", tp.Scope()), zap.Bool("up", d.Up), zap.Float64("rate", d.Rate), zap.Duration("window", d.Window),
 							zap.Any("machines", d.Machines))
 						c.ctl.Tune(tu.Tuned(base))

@@ -84,7 +84,7 @@
 // three calls, while the items' latest deadline allows; a failure at the
 // transport first ejects the backend (an atomic flag the dispatchers read,
 // and Dispatcher.Reroute for its queued batches), which is then probed with
-// backoff (backends.Client.Check) and, once it passes, has its models loaded
+// backoff (backends.Client.Probe) and, once it passes, has its models loaded
 // again. Each call's measured/profiled duration feeds a per-backend EWMA: from
 // 1.5 the backend is a straggler, down-weighted by the dispatcher. With
 // calibration on, each full batch's compute time over its offline profile

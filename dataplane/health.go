@@ -26,7 +26,7 @@ import (
 // HealthOptions configure a Health.
 type HealthOptions struct {
 	// ProbeInterval is how often every known backend that is up is probed
-	// (backends.Client.Check: grpc.health.v1, else ServerReady); a failed
+	// (backends.Client.Probe: grpc.health.v1, else ServerReady); a failed
 	// probe ejects it. 0: 1s; negative: no periodic probes (a failed call
 	// still ejects, and an ejected backend is still probed until it is back).
 	ProbeInterval time.Duration
@@ -378,7 +378,7 @@ func (h *Health) revive(bh *backendHealth) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := c.Check(ctx); err != nil {
+	if err := c.Probe(ctx); err != nil {
 		return err
 	}
 	bh.modelsMu.Lock()
@@ -422,7 +422,7 @@ func (h *Health) probeLoop() {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), min(h.opts.ProbeInterval, time.Second))
 			start := time.Now()
-			err := c.Check(ctx)
+			err := c.Probe(ctx)
 			cancel()
 			if err != nil {
 				h.eject(bh, err, start)
@@ -852,7 +852,7 @@ func (h *Health) Collect(ch chan<- prometheus.Metric) {
 // when it is given none: grpc-go's reconnect backoff capped at 1 s (its
 // default grows to 120 s), so a backend that restarts is dialled again within
 // about a second; the health probes also reset the backoff of a backend they
-// wait for (backends.Client.Check). With tracing on (package tracing, set up
+// wait for (backends.Client.Probe). With tracing on (package tracing, set up
 // before the pool is made), each backend call is a client span whose
 // traceparent the backend receives.
 func NewPool() *backends.Pool { return newPool() }

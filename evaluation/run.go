@@ -151,7 +151,7 @@ func (r *Result) Index(name string) int {
 }
 
 // Run plans every workload with every variant under o and simulates every plan.
-// A planner error other than infeasibility, a plan that fails scheduler.Check or
+// A planner error other than infeasibility, a plan that fails scheduler.Verify or
 // a simulation error stops the run with an error naming the workload and variant.
 func Run(ws []Workload, o Options, progress func()) (*Result, error) {
 	if len(o.Utilizations) == 0 {
@@ -221,7 +221,7 @@ func planAndSimulate(wl Workload, v Variant, o Options, seed uint64) (Outcome, *
 	case err != nil:
 		return out, nil, err
 	}
-	if err := scheduler.Check(wl.Config, p); err != nil {
+	if err := scheduler.Verify(wl.Config, p); err != nil {
 		return out, nil, fmt.Errorf("plan fails its check: %w", err)
 	}
 	sp := p.Sessions[0]

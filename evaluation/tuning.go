@@ -44,7 +44,7 @@ type TuningOptions struct {
 	// Replan is the control loop's planner (serving.TracePlanner.Plan),
 	// Covers its band (TracePlanner.Covers); Members the pool it places on.
 	Replan  func(*api.Config) (*api.Plan, error)
-	Covers  func(map[replan.Key]float64) map[replan.Key]float64
+	Covers  func(map[replan.ModuleKey]float64) map[replan.ModuleKey]float64
 	Members []placement.Member
 	// Arrivals are the requests served, from 0; Change the time the rate
 	// changes (a step's step, a ramp's start), for "first scale-up after".
@@ -196,7 +196,7 @@ func tunedChanges(name string, tu replan.Tuning, base *api.Plan, delay time.Dura
 	for b, n := range counts {
 		end := time.Duration(b+1) * replan.TunerBucket
 		tu.Observe(tuningStart.Add(end), n)
-		if _, ok := tu.Check(); ok {
+		if _, ok := tu.Decide(); ok {
 			row.Changes = append(row.Changes, simulate.PlanChange{At: end + delay, Plan: tu.Tuned(base)})
 		}
 	}

@@ -111,7 +111,7 @@ func RunPlannerBench(workloads []*api.Config, variants []Variant, seed uint64, p
 			times[v][w] = time.Since(start)
 			switch {
 			case err == nil:
-				if cerr := Check(cfg, p); cerr != nil {
+				if cerr := Verify(cfg, p); cerr != nil {
 					return BenchReport{}, fmt.Errorf("workload %d, %s: plan fails its check: %w", w, variant.Name, cerr)
 				}
 				costs[v][w] = p.TotalCost

@@ -78,7 +78,7 @@ func TestPlan100Modules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := Check(cfg, p); err != nil {
+		if err := Verify(cfg, p); err != nil {
 			t.Fatal(err)
 		}
 	}

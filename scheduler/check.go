@@ -8,7 +8,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 )
 
-// Check re-checks a plan against the config it was made from, using nothing but the
+// Verify re-checks a plan against the config it was made from, using nothing but the
 // plan's JSON fields and the config's DAGs and prices: every group's WCL recomputed
 // from its batch, duration and stream rate is within its module's budget; the
 // budgets and the WCLs of every DAG path fit the SLO; group rates add up to module
@@ -18,7 +18,7 @@ import (
 //
 // The WCL formulas are written out again here on purpose, so a planner bug in
 // wcl.go cannot hide from its own check.
-func Check(cfg *api.Config, p *api.Plan) error {
+func Verify(cfg *api.Config, p *api.Plan) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	util := p.MaxUtilization

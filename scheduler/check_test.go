@@ -20,7 +20,7 @@ func TestCheckRejectsWrongPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Check(cfg, good); err != nil {
+	if err := Verify(cfg, good); err != nil {
 		t.Fatalf("the planner's own plan fails: %v", err)
 	}
 	for _, tc := range []struct {
@@ -63,7 +63,7 @@ func TestCheckRejectsWrongPlans(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := clonePlan(t, good)
 			tc.break_(p)
-			err := Check(cfg, p)
+			err := Verify(cfg, p)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Check: %v\nwant an error containing %q", err, tc.want)
 			}

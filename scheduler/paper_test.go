@@ -91,7 +91,7 @@ func TestPaperM1(t *testing.T) {
 			if !near(p.TotalCost, tc.cost) || !near(m.DummyRate, tc.dummy) {
 				t.Errorf("cost %.4f dummy %.4f, want cost %.4f dummy %.4f", p.TotalCost, m.DummyRate, tc.cost, tc.dummy)
 			}
-			if err := Check(cfg, p); err != nil {
+			if err := Verify(cfg, p); err != nil {
 				t.Errorf("plan fails its re-check: %v", err)
 			}
 		})
@@ -178,7 +178,7 @@ func TestPaperChainM2M3(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := Check(cfg, p); err != nil {
+			if err := Verify(cfg, p); err != nil {
 				t.Errorf("plan fails its re-check: %v", err)
 			}
 			w, ok := want[policy]

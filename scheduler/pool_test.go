@@ -47,7 +47,7 @@ func TestPlanFitsPool(t *testing.T) {
 	if m := missing(fit); m != 0 {
 		t.Errorf("with the pool the plan misses %d devices of the 8 t4 and 6 v100; want none", m)
 	}
-	if err := scheduler.Check(cfg, fit); err != nil {
+	if err := scheduler.Verify(cfg, fit); err != nil {
 		t.Errorf("the fitted plan fails the check: %v", err)
 	}
 	if fit.TotalCost < free.TotalCost-1e-9 {

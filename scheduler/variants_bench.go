@@ -95,7 +95,7 @@ func RunVariantBench(ws []*api.Config) ([]VariantBenchRow, error) {
 			runtimes[i] = append(runtimes[i], time.Since(start))
 			switch {
 			case err == nil:
-				if cerr := Check(c, p); cerr != nil {
+				if cerr := Verify(c, p); cerr != nil {
 					return nil, fmt.Errorf("workload %d, %s: plan fails its check: %w", n, w.name, cerr)
 				}
 				costs[i] = append(costs[i], p.TotalCost)

@@ -63,7 +63,7 @@ func TestVariantsMeetTargetAtLeastCost(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%q %s: %v", tc.accuracy, policy, err)
 			}
-			if err := Check(cfg, p); err != nil {
+			if err := Verify(cfg, p); err != nil {
 				t.Errorf("%q %s: plan fails its check: %v", tc.accuracy, policy, err)
 			}
 			sp := p.Sessions[0]
@@ -175,7 +175,7 @@ func TestVariantClimbBeyondAll(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s: %v", s.Name, search, err)
 			}
-			if err := Check(cfg, p); err != nil {
+			if err := Verify(cfg, p); err != nil {
 				t.Errorf("%s %s: plan fails its check: %v", s.Name, search, err)
 			}
 			cost[search] = p.TotalCost

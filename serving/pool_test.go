@@ -37,11 +37,11 @@ func TestPlanFitsListedBackends(t *testing.T) {
 	}
 	// Made for a higher rate than configured (below), the plan is checked
 	// at the rates it was made for.
-	rates := map[replan.Key]float64{}
+	rates := map[replan.ModuleKey]float64{}
 	for _, mp := range p.Sessions[0].Modules {
-		rates[replan.Key{Session: "paper-chain", Module: mp.Name}] = mp.Rate
+		rates[replan.ModuleKey{Session: "paper-chain", Module: mp.Name}] = mp.Rate
 	}
-	if err := scheduler.Check(replan.WithRates(cfg, rates), p); err != nil {
+	if err := scheduler.Verify(replan.WithRates(cfg, rates), p); err != nil {
 		t.Errorf("the plan fails the check: %v", err)
 	}
 	// The pool binds (the plan per type at its price needs more v100 than

@@ -79,7 +79,7 @@ func TestPlannerRunsPerChange(t *testing.T) {
 	}
 	l := newLoop(t, cfg, testharness.Members(map[string]int{"t4": 2, "v100": 2}))
 	initial := runs(l.step)
-	next := replan.WithRates(cfg, map[replan.Key]float64{{Session: "paper-chain", Module: "m2"}: 100, {Session: "paper-chain", Module: "m3"}: 100})
+	next := replan.WithRates(cfg, map[replan.ModuleKey]float64{{Session: "paper-chain", Module: "m2"}: 100, {Session: "paper-chain", Module: "m3"}: 100})
 	admin := runs(func() {
 		// The config pipeline's fuse and plan steps, then the controller.
 		planner := Options{}.Planner()

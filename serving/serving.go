@@ -165,7 +165,7 @@ func fitRate(cfg *api.Config, opts scheduler.Options, p *api.Plan, err error) (*
 			break
 		}
 		s *= ratio
-		rates := make(map[replan.Key]float64, len(decl))
+		rates := make(map[replan.ModuleKey]float64, len(decl))
 		for k, r := range decl {
 			rates[k] = r * s
 		}

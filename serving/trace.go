@@ -139,9 +139,9 @@ func (tp *TracePlanner) Envelope() float64 { return tp.envelope * tp.mean }
 // scaled to each module's share of the session's rate), not its mean, so the
 // trace's own bursts do not re-plan; at a measured rate the plan was scaled
 // to it, and carries it.
-func (tp *TracePlanner) Covers(rates map[replan.Key]float64) map[replan.Key]float64 {
+func (tp *TracePlanner) Covers(rates map[replan.ModuleKey]float64) map[replan.ModuleKey]float64 {
 	out := maps.Clone(rates)
-	src := rates[replan.Key{Session: tp.session, Module: tp.source}]
+	src := rates[replan.ModuleKey{Session: tp.session, Module: tp.source}]
 	if tp.Scale(src) != 1 || tp.declared <= 0 {
 		return out
 	}
@@ -235,7 +235,7 @@ func (tp *TracePlanner) Sample(rate float64) (*arrival.Trace, error) {
 
 // Hold is the control loop's Options.Hold when the Tuner runs: the traced
 // session's modules, whose rate band the Tuner judges instead.
-func (tp *TracePlanner) Hold(k replan.Key) bool { return k.Session == tp.session }
+func (tp *TracePlanner) Hold(k replan.ModuleKey) bool { return k.Session == tp.session }
 
 // Session is the traced session's name.
 func (tp *TracePlanner) Session() string { return tp.session }
@@ -256,15 +256,15 @@ func (tp *TracePlanner) Scope() string { return tp.scope }
 // Safe from any goroutine.
 type FilePlanner struct {
 	plan     *api.Plan
-	rates    map[replan.Key]float64 // the rates plan was made for
-	declared map[replan.Key]float64 // the config's rates at start
+	rates    map[replan.ModuleKey]float64 // the rates plan was made for
+	declared map[replan.ModuleKey]float64 // the config's rates at start
 	fallback Planner
 }
 
 // NewFilePlanner checks plan against cfg and returns its planner. Every
 // session of cfg must be in plan, planned (no error), with the config's
 // modules in order, each with the model (or one of the variants) the config
-// gives it; every session of plan must be in cfg; and scheduler.Check must
+// gives it; every session of plan must be in cfg; and scheduler.Verify must
 // pass on cfg at the plan's module rates (WCLs, budgets, SLOs, costs, prices
 // recomputed). Errors name each session and module that does not match. A
 // plan of fused modules (`piccolo plan` fuses by default) does not match the
@@ -281,7 +281,7 @@ func NewFilePlanner(cfg *api.Config, plan *api.Plan, fallback Planner) (*FilePla
 			bad = append(bad, fmt.Sprintf("session %q is in the plan but not in the config", sp.Name))
 		}
 	}
-	rates := map[replan.Key]float64{}
+	rates := map[replan.ModuleKey]float64{}
 	for _, s := range cfg.Sessions {
 		sp, ok := planned[s.Name]
 		switch {
@@ -305,13 +305,13 @@ func NewFilePlanner(cfg *api.Config, plan *api.Plan, fallback Planner) (*FilePla
 			if !servesModel(m, mp.Model) {
 				bad = append(bad, fmt.Sprintf("session %q module %q: the plan runs model %q, the config allows %s", s.Name, m.Name, mp.Model, strings.Join(models(m), ", ")))
 			}
-			rates[replan.Key{Session: s.Name, Module: m.Name}] = mp.Rate
+			rates[replan.ModuleKey{Session: s.Name, Module: m.Name}] = mp.Rate
 		}
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("--plan does not match the config: %s", strings.Join(bad, "; "))
 	}
-	if err := scheduler.Check(replan.WithRates(cfg, rates), plan); err != nil {
+	if err := scheduler.Verify(replan.WithRates(cfg, rates), plan); err != nil {
 		return nil, fmt.Errorf("--plan fails its check against the config at the plan's rates: %w", err)
 	}
 	return &FilePlanner{plan: plan, rates: rates, declared: replan.Declared(cfg), fallback: fallback}, nil

@@ -53,8 +53,8 @@ func TestTracePlannerReplanKeepsBursts(t *testing.T) {
 	if want := tr.PeakRate(replan.EnvelopeWindow(900*time.Millisecond, 50), 0); env != want {
 		t.Errorf("envelope %.4g req/s, want the busiest monitor window %.4g", env, want)
 	}
-	keys := map[replan.Key]float64{{Session: "paper-chain", Module: "m2"}: 50, {Session: "paper-chain", Module: "m3"}: 50}
-	if c := tp.Covers(keys); c[replan.Key{Session: "paper-chain", Module: "m3"}] != env {
+	keys := map[replan.ModuleKey]float64{{Session: "paper-chain", Module: "m2"}: 50, {Session: "paper-chain", Module: "m3"}: 50}
+	if c := tp.Covers(keys); c[replan.ModuleKey{Session: "paper-chain", Module: "m3"}] != env {
 		t.Errorf("covers at the config's rates: %v, want both modules at the envelope %.4g", c, env)
 	}
 	if env < 1.2*mean {
@@ -63,7 +63,7 @@ func TestTracePlannerReplanKeepsBursts(t *testing.T) {
 	if s := tp.Scale(2 * env); s < 1.99 || s > 2.01 {
 		t.Errorf("scale at twice the trace's envelope: %.4g, want 2", s)
 	}
-	measured := replan.WithRates(cfg, map[replan.Key]float64{{Session: "paper-chain", Module: "m2"}: 2 * env, {Session: "paper-chain", Module: "m3"}: 2 * env})
+	measured := replan.WithRates(cfg, map[replan.ModuleKey]float64{{Session: "paper-chain", Module: "m2"}: 2 * env, {Session: "paper-chain", Module: "m3"}: 2 * env})
 	replan, err := tp.Plan(measured)
 	if err != nil {
 		t.Fatal(err)

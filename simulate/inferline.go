@@ -432,7 +432,7 @@ func (il *inferLine) modulePlans(st []ilChoice) []api.ModulePlan {
 // plan is st as a plan of the traced session, the SLO split over each
 // longest path in proportion to the modules' WCLs. A module's WCL is its
 // group's plus its parents' largest burst (scheduler.Burst), as the planner's
-// and scheduler.Check's are, so that `piccolo gateway --plan` takes the plan.
+// and scheduler.Verify's are, so that `piccolo gateway --plan` takes the plan.
 func (il *inferLine) plan(st []ilChoice) *api.Plan {
 	mods := il.modulePlans(st)
 	// through[i]: the longest WCL path through module i (to it, plus after it).

@@ -149,7 +149,7 @@ func TestInferLinePlannerErrors(t *testing.T) {
 }
 
 // An InferLine plan is a plan `piccolo gateway --plan` serves: it passes
-// scheduler.Check against the config at its rates. (Until 2026-11-26 its
+// scheduler.Verify against the config at its rates. (Until 2026-11-26 its
 // module WCLs left out the parents' burst, and the gateway refused the
 // gamma CV² 4 plan of docs/traffic.md's table: "m3: WCL 130ms ≠ max over
 // groups 130ms + parents' burst 19.2674ms".)
@@ -164,7 +164,7 @@ func TestInferLinePlanPassesCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := withSessionRate(cfg, 0, run.Plan.Sessions[0].Modules[0].Rate)
-		if err := scheduler.Check(at, run.Plan); err != nil {
+		if err := scheduler.Verify(at, run.Plan); err != nil {
 			t.Errorf("gamma CV² %g: the InferLine plan fails its check: %v", cv2, err)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 // (no driver library, no device).
 var ErrNoGPU = errors.New("no NVIDIA GPU")
 
-// Device is what Open learned of one GPU.
-type Device struct {
+// GPU is what Open learned of one GPU.
+type GPU struct {
 	Index       int
 	Name        string // e.g. "NVIDIA A100-SXM4-40GB"
 	UUID        string
@@ -27,7 +27,7 @@ type Device struct {
 // Telemetry reads the GPUs of one machine. It is a prometheus.Collector.
 type Telemetry struct {
 	lib     nvml.Interface
-	devices []Device
+	devices []GPU
 	handles []nvml.Device
 }
 
@@ -61,7 +61,7 @@ func OpenLibrary(lib nvml.Interface) (*Telemetry, error) {
 		if ret != nvml.SUCCESS {
 			return fail(fmt.Errorf("NVML device %d: handle: %s", i, errorString(ret)))
 		}
-		d := Device{Index: i}
+		d := GPU{Index: i}
 		if d.Name, ret = h.GetName(); ret != nvml.SUCCESS {
 			return fail(fmt.Errorf("NVML device %d: name: %s", i, errorString(ret)))
 		}
@@ -82,7 +82,7 @@ func errorString(ret nvml.Return) string {
 }
 
 // Devices returns the GPUs found at Open, by index.
-func (t *Telemetry) Devices() []Device { return append([]Device(nil), t.devices...) }
+func (t *Telemetry) Devices() []GPU { return append([]GPU(nil), t.devices...) }
 
 // HardwareType names the hardware type of this machine's GPUs for the config's
 // catalog: the first device's name is matched against catalog (case-insensitive,

@@ -89,7 +89,7 @@ func TestPlanJSONRechecks(t *testing.T) {
 		if p.Policy != policy || len(p.Sessions) != 2 {
 			t.Errorf("%s: plan says policy %q with %d sessions", policy, p.Policy, len(p.Sessions))
 		}
-		if err := scheduler.Check(cfg, &p); err != nil {
+		if err := scheduler.Verify(cfg, &p); err != nil {
 			t.Errorf("%s: %v", policy, err)
 		}
 	}

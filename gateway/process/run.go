@@ -372,7 +372,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 // the allowed), --tune-scope pipeline without --tune, --trace with --plan, an
 // unreadable trace or plan, a plan that does not match the config. (The
 // command refuses --trace's own flags given without --trace before.)
-func (o Options) planner(cfg *api.Config, opts serving.Options, flush dispatcher.Flush, tables io.Writer) (controlplane.Planner, func(map[replan.Key]float64) map[replan.Key]float64, bool, *serving.TracePlanner, error) {
+func (o Options) planner(cfg *api.Config, opts serving.Options, flush dispatcher.Flush, tables io.Writer) (controlplane.Planner, func(map[replan.ModuleKey]float64) map[replan.ModuleKey]float64, bool, *serving.TracePlanner, error) {
 	plan := opts.Planner()
 	switch {
 	case o.Trace.File == "" && o.Tune:

@@ -170,7 +170,7 @@ func TestElectionFailoverAndConfigChange(t *testing.T) {
 	if len(served.Backends) != 2 || len(served.Sessions) != 1 {
 		t.Fatalf("record config: %d backends, %d sessions; want 2 and 1", len(served.Backends), len(served.Sessions))
 	}
-	if err := scheduler.Check(served, first.Plan); err != nil {
+	if err := scheduler.Verify(served, first.Plan); err != nil {
 		t.Errorf("published plan does not check against its config: %v", err)
 	}
 
@@ -254,13 +254,13 @@ func TestDeposedLeaderCannotPublish(t *testing.T) {
 func TestExpandRates(t *testing.T) {
 	cfg := loadTestConfig(t)
 	cfg.Sessions[0].Modules[1].Rate = 150 // b: 3 items per request (fan-out)
-	s := replan.Snapshot{Horizon: 30 * time.Second,
+	s := replan.RateSnapshot{Horizon: 30 * time.Second,
 		Rates: []replan.ModuleRate{{Session: "s", Module: "a", Window: time.Second, Current: 10, Envelope: 20, Mean: 8}}}
 	got := cluster.ExpandRates(cfg, s).Envelopes()
-	if got[replan.Key{Session: "s", Module: "a"}] != 20 || got[replan.Key{Session: "s", Module: "b"}] != 60 {
+	if got[replan.ModuleKey{Session: "s", Module: "a"}] != 20 || got[replan.ModuleKey{Session: "s", Module: "b"}] != 60 {
 		t.Fatalf("expanded envelopes %v; want a 20, b 60", got)
 	}
-	if cur := cluster.ExpandRates(cfg, s).Current(); cur[replan.Key{Session: "s", Module: "b"}] != 30 {
+	if cur := cluster.ExpandRates(cfg, s).Current(); cur[replan.ModuleKey{Session: "s", Module: "b"}] != 30 {
 		t.Fatalf("expanded current rates %v; want b 30", cur)
 	}
 }

@@ -24,7 +24,7 @@
 //	                           deposed leader cannot overwrite its successor).
 //	<prefix>/scheduler/leader  the lock; its value names the leader.
 //	<prefix>/rates/<gateway>   each gateway's rate monitor snapshot (JSON,
-//	                           replan.Snapshot), rewritten every second.
+//	                           replan.RateSnapshot), rewritten every second.
 //	<prefix>/calibration/<gateway>  each gateway's calibration (JSON,
 //	                           calibrate.Estimator.Marshal), rewritten every
 //	                           few seconds; the leader merges them with its

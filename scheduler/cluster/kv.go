@@ -310,7 +310,7 @@ func (c *Client) WatchPlan(ctx context.Context, fn func(*Record)) error {
 }
 
 // PutRates stores gateway's rate snapshot under the rates prefix.
-func (c *Client) PutRates(ctx context.Context, gateway string, s replan.Snapshot) error {
+func (c *Client) PutRates(ctx context.Context, gateway string, s replan.RateSnapshot) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -327,7 +327,7 @@ func (c *Client) PutRates(ctx context.Context, gateway string, s replan.Snapshot
 type GatewayRates struct {
 	Gateway  string
 	Index    uint64
-	Snapshot replan.Snapshot
+	Snapshot replan.RateSnapshot
 }
 
 // Rates lists every gateway's last report. Malformed values are skipped and

@@ -356,14 +356,14 @@ func members(s membership.Snapshot) []placement.Member {
 // modules (what a gateway counts) into rates for every module of cfg: a
 // module's rate is the session's measured request rate times its configured
 // rate over the sources' configured rate, so a fan-out module keeps its ratio.
-func ExpandRates(cfg *api.Config, s replan.Snapshot) replan.Snapshot {
+func ExpandRates(cfg *api.Config, s replan.RateSnapshot) replan.RateSnapshot {
 	measured := map[string]replan.ModuleRate{}
 	for _, r := range s.Rates {
 		if m, ok := measured[r.Session]; !ok || r.Envelope > m.Envelope {
 			measured[r.Session] = r
 		}
 	}
-	out := replan.Snapshot{At: s.At, Horizon: s.Horizon}
+	out := replan.RateSnapshot{At: s.At, Horizon: s.Horizon}
 	for _, sess := range cfg.Sessions {
 		src, ok := measured[sess.Name]
 		if !ok {

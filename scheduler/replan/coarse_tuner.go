@@ -37,11 +37,11 @@ func CheckTunerScope(scope string) error {
 }
 
 // Tuning is what a gateway's tuner loop drives (controlplane.StartTuner):
-// Observe each closed TunerBucket's arrivals, oldest first; Check after each;
+// Observe each closed TunerBucket's arrivals, oldest first; Decide after each;
 // on a decision, serve Tuned(base). Not safe for concurrent use.
 type Tuning interface {
 	Observe(at time.Time, arrivals int)
-	Check() (TunerDecision, bool)
+	Decide() (TunerDecision, bool)
 	Tuned(plan *api.Plan) *api.Plan
 }
 
@@ -139,10 +139,10 @@ func (c *CoarseTuner) Observe(_ time.Time, arrivals int) {
 	c.observed++
 }
 
-// Check sizes the pipeline every CoarseEvery of observed buckets and returns
+// Decide sizes the pipeline every CoarseEvery of observed buckets and returns
 // the decision when its replicas change: Machines has every module, each at
 // its planned machines × replicas now / the plan's.
-func (c *CoarseTuner) Check() (TunerDecision, bool) {
+func (c *CoarseTuner) Decide() (TunerDecision, bool) {
 	if c.observed == 0 || c.observed%int(CoarseEvery/TunerBucket) != 0 {
 		return TunerDecision{}, false
 	}

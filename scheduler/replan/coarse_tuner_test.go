@@ -45,7 +45,7 @@ func TestCoarseTunerScalesWholePipeline(t *testing.T) {
 		for _, c := range counts {
 			bucket++
 			tu.Observe(t0.Add(time.Duration(bucket)*TunerBucket), c)
-			if d, ok := tu.Check(); ok {
+			if d, ok := tu.Decide(); ok {
 				steps = append(steps, step{time.Duration(bucket) * TunerBucket, d})
 				tuned := tu.Tuned(plan)
 				f := d.Machines["b"] / planned["b"]

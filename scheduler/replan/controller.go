@@ -58,7 +58,7 @@ type Replan struct {
 	Shortfall placement.Shortfall
 	// Rates are the module rates (req/s) the plan was made for: measured
 	// envelopes where a rate re-plan took them, else the config's.
-	Rates map[Key]float64
+	Rates map[ModuleKey]float64
 	// PlanErr joins the sessions the planner could not plan (they are in Plan
 	// with Error set); nil when all were planned.
 	PlanErr error
@@ -167,11 +167,11 @@ type Options struct {
 	// re-plan is judged against (default: the rates themselves). A trace plan
 	// carries its trace's busiest window, not the configured mean
 	// (serving.TracePlanner.Covers). Called from Run's goroutine.
-	Covers func(rates map[Key]float64) map[Key]float64
+	Covers func(rates map[ModuleKey]float64) map[ModuleKey]float64
 	// Hold, when set, names the modules whose rate band the controller does
 	// not judge: a Tuner scales them (Tune), and only a config change, a
 	// membership change or the periodic re-plan plans them again.
-	Hold func(Key) bool
+	Hold func(ModuleKey) bool
 }
 
 // Calibration is the measured side of the profiles: calibrate.Estimator
@@ -243,7 +243,7 @@ type Status struct {
 	// Members is the membership the controller places on.
 	Members []placement.Member
 	// Measured is the latest merged envelope rate (req/s) per module.
-	Measured map[Key]float64
+	Measured map[ModuleKey]float64
 	// Err is the last failure (planner or publish), "" after a success.
 	Err string
 }
@@ -261,14 +261,14 @@ type Controller struct {
 
 	mu      sync.Mutex // guards the inputs below
 	in      inputs
-	sources map[string]Snapshot
+	sources map[string]RateSnapshot
 
 	status atomic.Pointer[Status]
 	rates  atomic.Pointer[rateState] // what PlanningRates reads; written by Run's goroutine
 
 	// Owned by Run's goroutine.
 	cfg     *api.Config
-	decl    map[Key]float64 // cfg's module rates
+	decl    map[ModuleKey]float64 // cfg's module rates
 	members []placement.Member
 	hwSet   string // sorted hardware types present, joined
 	// fitted: the planner's last plan missed devices of the pool, or used
@@ -278,10 +278,10 @@ type Controller struct {
 	placed   *api.Plan
 	pubCfg   *api.Config // the config placed was published with
 	unplaced *api.Plan
-	planned  map[Key]float64 // rates the current plan was made for
-	override map[Key]float64 // measured rates in use instead of the config's
-	upSince  map[Key]time.Time
-	downFrom map[Key]time.Time
+	planned  map[ModuleKey]float64 // rates the current plan was made for
+	override map[ModuleKey]float64 // measured rates in use instead of the config's
+	upSince  map[ModuleKey]time.Time
+	downFrom map[ModuleKey]time.Time
 	lastPlan time.Time
 	retry    *pendingCause
 	counts   map[string]int
@@ -329,7 +329,7 @@ type Planned struct {
 	Err error
 	// Rates are the module rates (req/s) Plan was made for: PlanningRates's
 	// answer for the config when it was planned.
-	Rates map[Key]float64
+	Rates map[ModuleKey]float64
 	// Took is the planner's runtime.
 	Took time.Duration
 }
@@ -337,7 +337,7 @@ type Planned struct {
 // rateState is the measured rates in use, with the configured rates they
 // replace, as PlanningRates reads them.
 type rateState struct {
-	override, decl map[Key]float64
+	override, decl map[ModuleKey]float64
 }
 
 type pendingCause struct {
@@ -355,8 +355,8 @@ func New(cfg *api.Config, members []placement.Member, o Options) (*Controller, e
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	c := &Controller{o: o, wake: make(chan struct{}, 1), sources: map[string]Snapshot{},
-		planned: map[Key]float64{}, override: map[Key]float64{}, upSince: map[Key]time.Time{}, downFrom: map[Key]time.Time{},
+	c := &Controller{o: o, wake: make(chan struct{}, 1), sources: map[string]RateSnapshot{},
+		planned: map[ModuleKey]float64{}, override: map[ModuleKey]float64{}, upSince: map[ModuleKey]time.Time{}, downFrom: map[ModuleKey]time.Time{},
 		counts: map[string]int{}}
 	c.cfg, c.decl = cfg, Declared(cfg)
 	c.setMembers(members)
@@ -382,7 +382,7 @@ func (c *Controller) SetPlanned(cfg *api.Config, p *Planned) {
 // rate cfg leaves as it was, else cfg's rate. Safe from any goroutine; the
 // config pipeline plans a change at these rates (WithRates) and hands the plan
 // over with SetPlanned.
-func (c *Controller) PlanningRates(cfg *api.Config) map[Key]float64 {
+func (c *Controller) PlanningRates(cfg *api.Config) map[ModuleKey]float64 {
 	st := c.rates.Load()
 	out := Declared(cfg)
 	for k, r := range out {
@@ -424,7 +424,7 @@ func (c *Controller) SetMembers(members []placement.Member) {
 // rates (and its current rate the sum of their latest windows), from snapshots
 // younger than Options.StaleRates; gateways' peaks need not coincide, so the
 // sum errs high. Evaluated at the next tick.
-func (c *Controller) ObserveRates(source string, s Snapshot) {
+func (c *Controller) ObserveRates(source string, s RateSnapshot) {
 	c.mu.Lock()
 	c.sources[source] = s
 	c.mu.Unlock()
@@ -487,7 +487,7 @@ func (c *Controller) step(now time.Time) {
 	c.mu.Lock()
 	in := c.in
 	c.in = inputs{}
-	measured, current := map[Key]float64{}, map[Key]float64{}
+	measured, current := map[ModuleKey]float64{}, map[ModuleKey]float64{}
 	for src, s := range c.sources {
 		if now.Sub(s.At) > c.o.StaleRates {
 			delete(c.sources, src)
@@ -595,7 +595,7 @@ func (c *Controller) setMembers(members []placement.Member) {
 // less than SustainUp does not re-plan, although the envelope remembers it for
 // the horizon; down on the envelope, so the peak of the whole horizon must have
 // fallen. Modules without a measurement are not judged.
-func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]float64) (time.Time, bool) {
+func (c *Controller) rateOutOfBand(now time.Time, measured, current map[ModuleKey]float64) (time.Time, bool) {
 	var first time.Time
 	fired := false
 	carried := c.carried()
@@ -606,7 +606,7 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 			delete(c.downFrom, k)
 			continue
 		}
-		check := func(out bool, since map[Key]time.Time, sustain time.Duration, dir string) {
+		check := func(out bool, since map[ModuleKey]time.Time, sustain time.Duration, dir string) {
 			if !out {
 				delete(since, k)
 				return
@@ -641,14 +641,14 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current map[Key]floa
 // without a re-plan (a plan swap in a burst costs more than it gives:
 // docs/calibration.md, "Pool-aware planning"). Empty with Options.Covers
 // (the rates covered are then the covering planner's).
-func (c *Controller) carried() map[Key]float64 {
-	out := map[Key]float64{}
+func (c *Controller) carried() map[ModuleKey]float64 {
+	out := map[ModuleKey]float64{}
 	if c.unplaced == nil || c.o.Covers != nil {
 		return out
 	}
 	for _, sp := range c.unplaced.Sessions {
 		for _, mp := range sp.Modules {
-			out[Key{sp.Name, mp.Name}] = mp.Rate
+			out[ModuleKey{sp.Name, mp.Name}] = mp.Rate
 		}
 	}
 	return out
@@ -750,7 +750,7 @@ func (c *Controller) placeOptions() placement.Options {
 }
 
 // takeMeasured makes the measured rates the ones to plan for.
-func (c *Controller) takeMeasured(measured map[Key]float64) {
+func (c *Controller) takeMeasured(measured map[ModuleKey]float64) {
 	for k, m := range measured {
 		if _, ok := c.decl[k]; ok {
 			c.override[k] = math.Max(m*c.o.Headroom, c.floor(k))
@@ -758,7 +758,7 @@ func (c *Controller) takeMeasured(measured map[Key]float64) {
 	}
 }
 
-func (c *Controller) floor(k Key) float64 { return c.decl[k] * c.o.MinRateFraction }
+func (c *Controller) floor(k ModuleKey) float64 { return c.decl[k] * c.o.MinRateFraction }
 
 // replan plans (when plan is set, or nothing was planned yet), places and
 // publishes: steps 3, 6 and 7 of the config path (docs/architecture.md, "The
@@ -767,7 +767,7 @@ func (c *Controller) floor(k Key) float64 { return c.decl[k] * c.o.MinRateFracti
 // instead of running the planner (a config change planned and checked at
 // its entry). A failure at any step goes to fail: the last plan stays
 // served, Target.Failed hears of it, and the next tick retries.
-func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measured map[Key]float64, handed *Planned) {
+func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measured map[ModuleKey]float64, handed *Planned) {
 	log := c.o.Logger.With(zap.String("cause", cause.cause))
 	r := &Replan{Cause: cause.cause, Trigger: cause.trigger, Unplaced: c.unplaced, Rates: c.planned, Config: c.cfg}
 	fail := func(err error) {
@@ -870,7 +870,7 @@ func sharesDevice(placed *api.Plan) bool {
 }
 
 // covers is Options.Covers of rates, or rates.
-func (c *Controller) covers(rates map[Key]float64) map[Key]float64 {
+func (c *Controller) covers(rates map[ModuleKey]float64) map[ModuleKey]float64 {
 	if c.o.Covers == nil {
 		return rates
 	}
@@ -880,7 +880,7 @@ func (c *Controller) covers(rates map[Key]float64) map[Key]float64 {
 // planningConfig is the config the planner sees: module rates replaced by the
 // measured ones in use, and, when members are known, only the hardware types
 // present (so a type that left is planned around, not waited for).
-func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
+func (c *Controller) planningConfig() (*api.Config, map[ModuleKey]float64) {
 	rates := Declared(c.cfg)
 	for k := range rates {
 		if r, ok := c.override[k]; ok {
@@ -906,13 +906,13 @@ func (c *Controller) planningConfig() (*api.Config, map[Key]float64) {
 // WithRates returns a copy of cfg whose modules run at rates (req/s) where
 // rates names them; cfg is not modified. The controller plans with it, and
 // the config pipeline plans a change at the controller's PlanningRates.
-func WithRates(cfg *api.Config, rates map[Key]float64) *api.Config {
+func WithRates(cfg *api.Config, rates map[ModuleKey]float64) *api.Config {
 	out := *cfg
 	out.Sessions = make([]api.Session, len(cfg.Sessions))
 	for i, s := range cfg.Sessions {
 		s.Modules = append([]api.Module(nil), s.Modules...)
 		for j := range s.Modules {
-			if r, ok := rates[Key{s.Name, s.Modules[j].Name}]; ok {
+			if r, ok := rates[ModuleKey{s.Name, s.Modules[j].Name}]; ok {
 				s.Modules[j].Rate = r
 			}
 		}
@@ -954,7 +954,7 @@ func OnlyPresent(cfg *api.Config, present map[string]bool) *api.Config {
 // fallBack plans again, at the config's rates, every session that failed at
 // lowered measured rates (a lower rate can make an SLO infeasible: batches fill
 // slower), and splices the results in.
-func (c *Controller) fallBack(p *api.Plan, planErr error, rates map[Key]float64) (*api.Plan, error) {
+func (c *Controller) fallBack(p *api.Plan, planErr error, rates map[ModuleKey]float64) (*api.Plan, error) {
 	if planErr == nil {
 		return p, nil
 	}
@@ -979,7 +979,7 @@ func (c *Controller) fallBack(p *api.Plan, planErr error, rates map[Key]float64)
 		one := *s
 		one.Modules = append([]api.Module(nil), s.Modules...)
 		for j := range one.Modules {
-			k := Key{one.Name, one.Modules[j].Name}
+			k := ModuleKey{one.Name, one.Modules[j].Name}
 			one.Modules[j].Rate = decl[k]
 			rates[k] = decl[k]
 			delete(c.override, k)
@@ -999,7 +999,7 @@ func (c *Controller) fallBack(p *api.Plan, planErr error, rates map[Key]float64)
 	return p, errors.Join(errs...)
 }
 
-func (c *Controller) publishStatus(measured map[Key]float64, errText string) {
+func (c *Controller) publishStatus(measured map[ModuleKey]float64, errText string) {
 	old := c.status.Load()
 	counts := make(map[string]int, len(c.counts))
 	for k, v := range c.counts {
@@ -1018,14 +1018,14 @@ func SamePlan(a, b *api.Plan) bool {
 }
 
 // Declared returns the configured rate (req/s) of every module of cfg.
-func Declared(cfg *api.Config) map[Key]float64 {
-	out := map[Key]float64{}
+func Declared(cfg *api.Config) map[ModuleKey]float64 {
+	out := map[ModuleKey]float64{}
 	if cfg == nil {
 		return out
 	}
 	for _, s := range cfg.Sessions {
 		for _, m := range s.Modules {
-			out[Key{s.Name, m.Name}] = m.Rate
+			out[ModuleKey{s.Name, m.Name}] = m.Rate
 		}
 	}
 	return out

@@ -142,7 +142,7 @@ func TestControllerRateStepUpAndDown(t *testing.T) {
 	if ratio := up.Plan.TotalCost / base; ratio < 1.5 || ratio > 2.6 {
 		t.Errorf("cost %.3f → %.3f (×%.2f): want it to follow the rate ×2", base, up.Plan.TotalCost, ratio)
 	}
-	if r := up.Rates[Key{"s", "a"}]; r < 1.7*R || r > 2.5*R {
+	if r := up.Rates[ModuleKey{"s", "a"}]; r < 1.7*R || r > 2.5*R {
 		t.Errorf("planned rate after the step: %v req/s; want about %v", r, 2*R)
 	}
 
@@ -276,7 +276,7 @@ func TestControllerInfeasibleAtLowRateFallsBack(t *testing.T) {
 
 func TestControllerStaleSourceIgnored(t *testing.T) {
 	h := newHarness(t, controlConfig(400, 200*time.Millisecond), pool("v100", 10), Options{})
-	h.c.ObserveRates("gone", Snapshot{At: h.now, Rates: []ModuleRate{{Session: "s", Module: "a", Envelope: 5000}}})
+	h.c.ObserveRates("gone", RateSnapshot{At: h.now, Rates: []ModuleRate{{Session: "s", Module: "a", Envelope: 5000}}})
 	h.now = h.now.Add(15 * time.Second)
 	h.run(10, noisy(400))
 	if len(h.published) != 1 {
@@ -413,7 +413,7 @@ func (h *harness) runFine(d time.Duration, rate float64) {
 // released once the peak has left it and SustainDown (30 s) has passed.
 func TestControllerEnvelopeOverSLOWindows(t *testing.T) {
 	const R = 400
-	k := Key{"s", "a"}
+	k := ModuleKey{"s", "a"}
 	h := newHarness(t, controlConfig(R, 2*time.Second), pool("v100", 10),
 		Options{Tick: 100 * time.Millisecond, SustainUp: 500 * time.Millisecond})
 	base := h.last().Plan.TotalCost

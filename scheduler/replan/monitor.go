@@ -10,14 +10,14 @@ import (
 	"time"
 )
 
-// Key names one module of one session: the unit whose arrival rate is measured
+// ModuleKey names one module of one session: the unit whose arrival rate is measured
 // and planned.
-type Key struct {
+type ModuleKey struct {
 	Session, Module string
 }
 
 // String formats k as "session/module".
-func (k Key) String() string { return k.Session + "/" + k.Module }
+func (k ModuleKey) String() string { return k.Session + "/" + k.Module }
 
 // MonitorOptions configure a RateMonitor. The zero value measures in 100 ms
 // buckets and keeps a 30 s horizon.
@@ -86,14 +86,14 @@ type RateMonitor struct {
 
 	mu       sync.Mutex // guards counters (Handle, Advance, Snapshot); not Add
 	advMu    sync.Mutex // serialises Advance
-	counters map[Key]*Counter
+	counters map[ModuleKey]*Counter
 	list     atomic.Pointer[[]*Counter]
 }
 
 // Counter counts one (session, module)'s arrivals into the monitor's ring.
 // Obtained from RateMonitor.Handle; valid for the monitor's lifetime.
 type Counter struct {
-	key  Key
+	key  ModuleKey
 	m    *RateMonitor
 	span atomic.Int64 // the window, in buckets
 	ring []atomic.Int64
@@ -115,7 +115,7 @@ func NewRateMonitor(start time.Time, o MonitorOptions) (*RateMonitor, error) {
 		return nil, fmt.Errorf("rate monitor: horizon %v: must be a positive multiple of the bucket %v", o.Horizon, o.Bucket)
 	}
 	h := int(o.Horizon / o.Bucket)
-	m := &RateMonitor{bucket: o.Bucket, horizon: h, n: h + 2, start: start, counters: map[Key]*Counter{}}
+	m := &RateMonitor{bucket: o.Bucket, horizon: h, n: h + 2, start: start, counters: map[ModuleKey]*Counter{}}
 	m.list.Store(&[]*Counter{})
 	return m, nil
 }
@@ -131,7 +131,7 @@ func (m *RateMonitor) Horizon() time.Duration { return time.Duration(m.horizon) 
 // request.
 func (m *RateMonitor) Handle(session, module string, window time.Duration) *Counter {
 	span := min(max(int64((window+m.bucket-1)/m.bucket), 1), int64(m.horizon))
-	k := Key{session, module}
+	k := ModuleKey{session, module}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c, ok := m.counters[k]; ok {
@@ -153,7 +153,7 @@ func (c *Counter) Add(n int64) {
 }
 
 // Key returns the counter's (session, module).
-func (c *Counter) Key() Key { return c.key }
+func (c *Counter) Key() ModuleKey { return c.key }
 
 // Advance moves the open bucket to the one holding now, clearing the buckets it
 // passes so they count afresh. Times before the current bucket are ignored.
@@ -184,11 +184,11 @@ func (m *RateMonitor) Advance(now time.Time) {
 // Early on, what has been measured stands for the horizon and, when shorter
 // than the window, for the window (at least one bucket), so the first rates
 // appear after one bucket, undiluted by time not yet measured.
-func (m *RateMonitor) Snapshot(now time.Time) Snapshot {
+func (m *RateMonitor) Snapshot(now time.Time) RateSnapshot {
 	m.Advance(now)
 	cur := m.cur.Load()
 	list := *m.list.Load()
-	s := Snapshot{At: now, Horizon: m.Horizon(), Rates: make([]ModuleRate, 0, len(list))}
+	s := RateSnapshot{At: now, Horizon: m.Horizon(), Rates: make([]ModuleRate, 0, len(list))}
 	closed := int(min(cur, int64(m.horizon)))
 	for _, c := range list {
 		span := int(c.span.Load())
@@ -244,9 +244,9 @@ func (m *RateMonitor) Run(ctx context.Context, clock Clock) error {
 	}
 }
 
-// Snapshot is the rates a monitor measured at At: JSON-ready, so a gateway can
+// RateSnapshot is the rates a monitor measured at At: JSON-ready, so a gateway can
 // report it to a remote scheduler. Immutable once made.
-type Snapshot struct {
+type RateSnapshot struct {
 	At      time.Time     `json:"at"`
 	Horizon time.Duration `json:"horizon"`
 	Rates   []ModuleRate  `json:"rates"`
@@ -272,20 +272,20 @@ func (r ModuleRate) Scaled(f float64) ModuleRate {
 }
 
 // Envelopes returns the envelope rate (req/s) of every key in s.
-func (s Snapshot) Envelopes() map[Key]float64 {
-	out := make(map[Key]float64, len(s.Rates))
+func (s RateSnapshot) Envelopes() map[ModuleKey]float64 {
+	out := make(map[ModuleKey]float64, len(s.Rates))
 	for _, r := range s.Rates {
-		out[Key{r.Session, r.Module}] += r.Envelope
+		out[ModuleKey{r.Session, r.Module}] += r.Envelope
 	}
 	return out
 }
 
 // Current returns the rate (req/s) of every key in s over its latest window:
 // what arrives now, without the envelope's memory of the horizon.
-func (s Snapshot) Current() map[Key]float64 {
-	out := make(map[Key]float64, len(s.Rates))
+func (s RateSnapshot) Current() map[ModuleKey]float64 {
+	out := make(map[ModuleKey]float64, len(s.Rates))
 	for _, r := range s.Rates {
-		out[Key{r.Session, r.Module}] += r.Current
+		out[ModuleKey{r.Session, r.Module}] += r.Current
 	}
 	return out
 }

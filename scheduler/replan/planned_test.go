@@ -21,7 +21,7 @@ func TestSetPlannedTakesTheCheckedPlan(t *testing.T) {
 	}
 	next := controlConfig(800, 200*time.Millisecond)
 	rates := h.c.PlanningRates(next)
-	if got := rates[Key{"s", "a"}]; got != 800 {
+	if got := rates[ModuleKey{"s", "a"}]; got != 800 {
 		t.Fatalf("PlanningRates of a config at 800 req/s: %v, want 800 (no measured rate in use)", got)
 	}
 	plan, err := scheduler.Plan(next, scheduler.Options{})
@@ -40,7 +40,7 @@ func TestSetPlannedTakesTheCheckedPlan(t *testing.T) {
 
 	// Rates handed over that are not the controller's: it plans itself.
 	other := controlConfig(1600, 200*time.Millisecond)
-	stale := map[Key]float64{{"s", "a"}: 1}
+	stale := map[ModuleKey]float64{{"s", "a"}: 1}
 	h.c.SetPlanned(other, &Planned{Plan: plan, Rates: stale})
 	h.c.step(h.now)
 	if calls != 1 || h.last().Unplaced == plan {

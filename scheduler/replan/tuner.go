@@ -217,9 +217,9 @@ func (t *Tuner) windowRate(n int) float64 {
 	return float64(sum) / (float64(n) * TunerBucket.Seconds())
 }
 
-// Check runs Algorithm 3, then Algorithm 4, and returns the decision when
+// Decide runs Algorithm 3, then Algorithm 4, and returns the decision when
 // some module's machines change.
-func (t *Tuner) Check() (TunerDecision, bool) {
+func (t *Tuner) Decide() (TunerDecision, bool) {
 	// Algorithm 3: the window whose live rate exceeds the sample's most.
 	factor, rmax, win := 1.0, 0.0, time.Duration(0)
 	for i, w := range t.windows {

@@ -60,7 +60,7 @@ func TestTunerRateStep(t *testing.T) {
 		for _, c := range counts {
 			now = now.Add(TunerBucket)
 			tu.Observe(now, c)
-			if d, ok := tu.Check(); ok {
+			if d, ok := tu.Decide(); ok {
 				decisions = append(decisions, d)
 				at = append(at, now.Sub(t0))
 			}
@@ -138,7 +138,7 @@ func TestControllerTuneAndHold(t *testing.T) {
 	cfg := controlConfig(R, 2*time.Second)
 	plans := 0
 	h := newHarness(t, cfg, pool("v100", 10), Options{Tick: 100 * time.Millisecond, SustainUp: 500 * time.Millisecond,
-		Hold: func(k Key) bool { return k == Key{"s", "a"} }})
+		Hold: func(k ModuleKey) bool { return k == ModuleKey{"s", "a"} }})
 	plan := func(c *api.Config) (*api.Plan, error) { plans++; return scheduler.Plan(c, scheduler.Options{}) }
 	h.c.o.Plan = plan
 	h.runFine(10*time.Second, 2*R)
