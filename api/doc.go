@@ -1,9 +1,9 @@
 // Package api holds the types every other package speaks: the operator's config
-// (hardware catalog, profiles, sessions, static backends) and the scheduler's plan.
+// (hardware catalog, profiles, sessions, static backends) and the planner's plan.
 //
 // Config values are produced by Load, which merges YAML files and validates them;
 // once Load returns, a *Config is immutable and may be shared by any number of
-// goroutines. Plan values are produced by the scheduler and read by the dispatcher,
+// goroutines. Plan values are produced by the planner and read by the dispatcher,
 // the simulator and `piccolo plan -o json`; they are immutable once published.
 //
 // The package also owns two rules every layer applies: a session's DAG

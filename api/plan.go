@@ -2,7 +2,7 @@ package api
 
 import "iter"
 
-// Plan is the scheduler's output, the JSON `piccolo plan -o json` prints (its
+// Plan is the planner's output, the JSON `piccolo plan -o json` prints (its
 // latency models: docs/planner.md): per session, per module, the budget, WCL,
 // dummy rate and config groups. Every policy writes this shape, so any
 // plan can be re-checked (Check), simulated or served. Immutable once published.

@@ -27,7 +27,7 @@
 // the smallest ratio of the measured types. Drift(offline, plan)
 // compares the calibrated durations of the plan's groups with the plan's.
 //
-// Merge(options, calibrations...) is the cluster's elected scheduler's view
+// Merge(options, calibrations...) is the cluster's elected re-planner's view
 // of every gateway's calibration (Marshal's output, in Consul KV): per
 // series key, the series with the newest batch.
 //

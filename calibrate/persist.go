@@ -112,7 +112,7 @@ func (e *Estimator) decode(data []byte) (map[SeriesKey]*series, error) {
 // freshest measurement, whichever gateway sent its batches. Merged series
 // keep their latest batch's time (the measuring gateway's clock), so Drift
 // counts those measured within Options.Recent as it counts its own. It is
-// the cluster's elected scheduler's view of every gateway's calibration
+// the cluster's elected re-planner's view of every gateway's calibration
 // (docs/calibration.md, "Cluster"). A malformed calibration is skipped and
 // named in the error (index in calibrations), which comes with the merge of
 // the others; the error of o out of range comes with no Estimator.

@@ -12,7 +12,7 @@ import (
 // arrivals counts each session's requests at its source modules for the
 // control loop, as the DAGRunner's ArrivalObserver, in both modes: the embedded control hands its monitor's
 // snapshots to its own Controller, the Consul control writes them to KV for
-// the cluster's scheduler.
+// the cluster's re-planner.
 type arrivals struct {
 	mon   *replan.RateMonitor
 	table atomic.Pointer[map[string][]*replan.Counter] // session → its source modules' counters

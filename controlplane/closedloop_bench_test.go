@@ -23,7 +23,7 @@ import (
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/kserve"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/serving"
 )
 
@@ -88,7 +88,7 @@ func BenchmarkClosedLoop(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	planner := func(c *api.Config) (*api.Plan, error) {
-		return serving.Plan(c, serving.Options{Scheduler: scheduler.Options{Policy: "piccolo"}})
+		return serving.Plan(c, serving.Options{Scheduler: planner.Options{Policy: "piccolo"}})
 	}
 	ec, err := StartEmbedded(ctx, cfg, EmbeddedOptions{Planner: planner,
 		Live: dataplane.LiveOptions{Policy: dispatcher.TC{}, Flush: dispatcher.FlushIdle, Admission: true}})

@@ -26,8 +26,8 @@ import (
 
 // ConsulControl is the control plane of `piccolo gateway --consul`
 // (docs/control-plane.md, "Distribution"): the gateway follows the plan the
-// cluster's scheduler publishes in Consul KV and, unless --schedule=false,
-// runs a scheduler candidate itself (scheduler/cluster.Replanner), so one
+// cluster's re-planner publishes in Consul KV and, unless --schedule=false,
+// runs a re-planner candidate itself (scheduler/cluster.Replanner), so one
 // gateway alone runs itself and several gateways elect one scheduler.
 //
 //   - follow (WatchPlan's goroutine): each new Record → LiveSwitch.Apply(its
@@ -164,7 +164,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	}
 }
 
-// WaitStepDown waits, up to timeout, for this gateway's scheduler candidate to
+// WaitStepDown waits, up to timeout, for this gateway's re-planner candidate to
 // release the lock and deregister after ctx ended, so a standby takes over at
 // once instead of after the TTL.
 func (cc *ConsulControl) WaitStepDown(timeout time.Duration) {
@@ -464,7 +464,7 @@ func (cc *ConsulControl) Runner() gateway.ModuleRunner {
 	return cc.LiveSwitch()
 }
 
-// Scheduler is this gateway's scheduler candidate; nil when Schedule is false.
+// Scheduler is this gateway's re-planner candidate; nil when Schedule is false.
 func (cc *ConsulControl) Replanner() *cluster.Replanner { return cc.sched }
 
 // GatewayID is this gateway's id in Consul (ClusterOptions.GatewayID or its

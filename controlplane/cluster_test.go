@@ -20,13 +20,13 @@ import (
 	"github.com/piccolo-serving/piccolo/internal/consultest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // TestConsulControlServesAndChangesTheClusterPlan runs the cluster control as
 // `piccolo gateway --consul` wires it, against a real Consul agent and two sim
-// backends registered there: the first plan the elected scheduler (this
+// backends registered there: the first plan the elected re-planner (this
 // gateway's candidate) publishes goes live on the registered backends and
 // serves a request; a session added through the config store is planned,
 // stored in Consul and answered once its plan is live here; a change the
@@ -57,7 +57,7 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 	var plans atomic.Int32
 	planner := func(c *api.Config) (*api.Plan, error) {
 		plans.Add(1)
-		return serving.Plan(c, serving.Options{Scheduler: scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8}})
+		return serving.Plan(c, serving.Options{Scheduler: planner.Options{Policy: "piccolo", MaxUtilization: 0.8}})
 	}
 	m, err := metrics.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -163,7 +163,7 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 		t.Error("OnPlan was never called")
 	}
 
-	// The gateway stops: its scheduler candidate lets go of the lock in time.
+	// The gateway stops: its re-planner candidate lets go of the lock in time.
 	cancel()
 	done := make(chan struct{})
 	go func() { ctl.StepDown(5 * time.Second); close(done) }()

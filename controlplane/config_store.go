@@ -108,7 +108,7 @@ func (s *ConfigStore) Update(ctx context.Context, cause string, ifVersion uint64
 	return *snap, nil
 }
 
-// Adopt records cfg, made live by someone else (a plan the cluster's scheduler
+// Adopt records cfg, made live by someone else (a plan the cluster's re-planner
 // published, carrying a config another gateway's admin API changed), as the
 // running config, without calling OnConfig. It never waits for an Update in
 // progress (that Update may be waiting for this very plan); the version is one

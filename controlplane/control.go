@@ -11,8 +11,8 @@ import (
 )
 
 // Control makes a gateway's plan and config live. `piccolo gateway` picks one
-// by flag: EmbeddedControl (the scheduler inside the gateway, static backends)
-// or ConsulControl (--consul: the plan the cluster's scheduler publishes).
+// by flag: EmbeddedControl (the re-planner inside the gateway, static backends)
+// or ConsulControl (--consul: the plan the cluster's re-planner publishes).
 //
 // The wiring starts it (StartEmbedded, StartConsulControl), which returns once
 // a first plan is live on LiveSwitch; builds the DAGRunner over Runner with

@@ -1,6 +1,6 @@
 // Package controlplane makes a gateway's config and plan live: the versioned
 // config store, the file watcher, the admin API and the two Control
-// implementations (embedded scheduler, Consul cluster).
+// implementations (embedded re-planner, Consul cluster).
 //
 // Who calls what: the gateway process (package gateway/process, `piccolo
 // gateway`) loads the config, picks the plan step and the calibration, and
@@ -12,7 +12,7 @@
 // standalone scheduler/cluster.Replanner candidate, is scheduler/process.)
 // Every change, from the admin API or the watcher, goes through
 // ConfigStore.Update, one at a time. The request path never enters this
-// package. It imports dataplane, gateway, metrics, serving, scheduler and
+// package. It imports dataplane, gateway, metrics, serving, planner, scheduler/replan and
 // scheduler/cluster; neither kserve nor gateway/process's servers are its
 // concern (the HTTP server takes the admin API as a plain fasthttp handler).
 //
@@ -26,7 +26,7 @@
 //     the new config, calls the store's OnConfig and publishes the new version
 //     only if OnConfig succeeded; otherwise the running config stays as it was.
 //   - Control makes changes live; its Apply is the store's OnConfig.
-//     EmbeddedControl (the scheduler inside the gateway; StartEmbedded runs
+//     EmbeddedControl (the re-planner inside the gateway; StartEmbedded runs
 //     the control loop, scheduler/replan.Controller, with the config's static
 //     backends as members and returns once its first plan is live): the
 //     request path's arrival counters feed ObserveRates every 100 ms, so a
@@ -40,8 +40,8 @@
 //     planning again. Apply returns once it is live. The DAGRunner's
 //     ArrivalObserver (arrivals.go) counts each session's requests for the rate
 //     monitor. ConsulControl (--consul; StartConsulControl) follows the
-//     plan the cluster's elected scheduler publishes in Consul KV, runs a
-//     scheduler candidate unless told not to, reports the measured rates, and
+//     plan the cluster's elected re-planner publishes in Consul KV, runs a
+//     re-planner candidate unless told not to, reports the measured rates, and
 //     makes an operator's change live by fusing, planning and checking it here
 //     (the same Pipeline and Check), storing it with its checked plan in one
 //     check-and-set transaction (the leader places that plan instead of

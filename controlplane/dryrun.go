@@ -186,7 +186,7 @@ func diffPlans(session string, before, after *api.Plan) PlanDiff {
 // config of version) makes to session: 200 with the PlanDiff when it would
 // go live, 422 with the PlanDiff and the reason when it would be refused. A
 // gateway without a dry run (AdminOptions.DryRun nil: --consul, whose plans
-// the cluster's scheduler makes) answers 501.
+// the cluster's re-planner makes) answers 501.
 func (a *Admin) dryRun(ctx *fasthttp.RequestCtx, session string, version uint64, next *api.Config) {
 	if a.opts.DryRun == nil {
 		a.fail(ctx, &adminError{status: 501, msg: "dry runs are not available here: they need the gateway's own control loop (a gateway without --consul)"})

@@ -65,8 +65,8 @@ type EmbeddedOptions struct {
 }
 
 // EmbeddedControl is the Control of `piccolo gateway` without --consul: the
-// scheduler inside the gateway, over the config's static backends. It runs the
-// same control loop as the cluster's scheduler (replan.Controller): the
+// re-planner inside the gateway, over the config's static backends. It runs the
+// same control loop as the cluster's re-planner (replan.Controller): the
 // static backends are its members, the request path's arrival counters feed
 // ObserveRates every tick, so a sustained rise of the rate is re-planned onto
 // idle backends and a fall releases them; each decision is placed
@@ -167,7 +167,7 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 
 // feed hands the controller this gateway's measured rates every tick,
 // expanded from the source modules to every module (cluster.ExpandRates, as
-// the cluster's scheduler does with the gateways' reports).
+// the cluster's re-planner does with the gateways' reports).
 func (c *EmbeddedControl) feed(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()

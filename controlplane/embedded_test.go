@@ -9,7 +9,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // A change that passes the planning check but cannot go live (its only
@@ -66,7 +66,7 @@ func TestEmbeddedChangeThatCannotGoLiveRollsBack(t *testing.T) {
 // An admin change is planned once: the config pipeline plans and checks it,
 // and the control loop places and applies that plan instead of planning again
 // (fusion is off here, so the fuse step plans nothing). Counted at the
-// planner itself (scheduler.Runs), so a run anywhere on the route counts,
+// planner itself (planner.Runs), so a run anywhere on the route counts,
 // not only the plan step's calls.
 func TestEmbeddedChangeIsPlannedOnce(t *testing.T) {
 	base, err := api.LoadBytes(api.NamedDoc{Name: "profiles.yaml", Data: []byte(adminConfig)})
@@ -79,7 +79,7 @@ func TestEmbeddedChangeIsPlannedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := bootAdminWith(t, cfg, testPlanner)
-	before := scheduler.Runs()
+	before := planner.Runs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := h.store.Update(ctx, "manual", 0, func(cur *api.Config) (*api.Config, error) {
@@ -93,7 +93,7 @@ func TestEmbeddedChangeIsPlannedOnce(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n := scheduler.Runs() - before; n != 1 {
+	if n := planner.Runs() - before; n != 1 {
 		t.Errorf("one config change ran the planner %d times; want 1", n)
 	}
 }

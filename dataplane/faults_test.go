@@ -19,7 +19,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/faults"
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/gateway"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // faultConfig plans one module on two v100 machines (200 req/s against 133
@@ -103,7 +103,7 @@ func newFaultSwitch(t *testing.T, backendsYAML string, opts LiveOptions) *LiveSw
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	plan, err := planner.Plan(cfg, planner.Options{Policy: "piccolo"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/piccolo-serving/piccolo/kserve"
 	"github.com/piccolo-serving/piccolo/kserve/kservetest"
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 )
@@ -97,7 +97,7 @@ func startHarnessWith(t testing.TB, configText, policy string, specs []harnessBa
 		t.Fatal(err)
 	}
 	h.cfg = cfg
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	plan, err := planner.Plan(cfg, planner.Options{Policy: "piccolo"})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}

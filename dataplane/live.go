@@ -421,7 +421,7 @@ func (r *LiveRunner) module(session, module string) (*liveModule, error) {
 		return lm, nil
 	}
 	if why, ok := r.failed[session]; ok {
-		// The scheduler's reason is made of the config (profiles, SLOs), so the client may read it.
+		// The planner's reason is made of the config (profiles, SLOs), so the client may read it.
 		return nil, gateway.Public(gateway.ErrUnavailable, "%v: session %q has no plan: %s", gateway.ErrUnavailable, session, why)
 	}
 	return nil, fmt.Errorf("%w: session %q module %q is not in the plan", gateway.ErrUnavailable, session, module)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/loadgen"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // liveProfiles is the live test: a two-module session on two hardware types.
@@ -60,7 +60,7 @@ func TestLiveTCBeatsRoundRobin(t *testing.T) {
 		t.Skip("a 40 s live run")
 	}
 	specs := []harnessBackend{{hardware: "t4"}, {hardware: "t4"}, {hardware: "v100"}}
-	plan, err := scheduler.Plan(mustLoad(t, liveProfiles), scheduler.Options{})
+	plan, err := planner.Plan(mustLoad(t, liveProfiles), planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

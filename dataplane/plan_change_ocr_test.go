@@ -19,7 +19,7 @@ import (
 	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // ocrConfig is configs/ocr.yaml with one `piccolo backend --executor ocr`
@@ -68,7 +68,7 @@ func TestFiftyPlanChangesUnderOCRLoad(t *testing.T) {
 	cfg := ocrConfig(t)
 	unfused := cfg.Sessions[0]
 	unfused.Name = "ocr-unfused"
-	cfg, fusions, err := scheduler.Fuse(cfg, testharness.Planner)
+	cfg, fusions, err := planner.Fuse(cfg, testharness.Planner)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // spareConfig: one module planned on one t4 (b4 at 100 req/s: 0.5 of a
@@ -50,7 +50,7 @@ backends:
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8})
+	plan, err := planner.Plan(cfg, planner.Options{Policy: "piccolo", MaxUtilization: 0.8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ sessions:
     modules:
       - {name: m, model: m, rate: 50}
 `, 2, "tc")
-	plan, err := scheduler.Plan(h.cfg, scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8})
+	plan, err := planner.Plan(h.cfg, planner.Options{Policy: "piccolo", MaxUtilization: 0.8})
 	if err != nil {
 		t.Fatal(err)
 	}

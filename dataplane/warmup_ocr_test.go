@@ -10,7 +10,7 @@ import (
 	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // The warm-up on real ONNX Runtime and the Go OCR steps: one `piccolo
@@ -22,7 +22,7 @@ import (
 // runs faster than profiled, a pace below 1, which counts as 1.)
 func TestWarmUpOnOCRBackends(t *testing.T) {
 	ocrtest.RequireModels(t)
-	cfg, _, err := scheduler.Fuse(ocrConfig(t), testharness.Planner)
+	cfg, _, err := planner.Fuse(ocrConfig(t), testharness.Planner)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/gateway"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // warmConfig plans one module on two v100 machines (30 req/s against 20
@@ -84,7 +84,7 @@ func startWarmSwitch(t *testing.T, specs []warmBackend, calibration bool) (*Live
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	plan, err := planner.Plan(cfg, planner.Options{Policy: "piccolo"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // BenchOptions are the settings of `piccolo bench planner` and `piccolo
@@ -24,9 +24,9 @@ type BenchOptions struct {
 
 // BenchPlanner runs `piccolo bench planner` (Fig. 4/5, §IV-B): o.Workloads
 // seeded random workloads planned with every policy and ablation
-// (scheduler.RunPlannerBench), costs against the optimum, as Markdown on w;
+// (planner.RunPlannerBench), costs against the optimum, as Markdown on w;
 // with o.Variants the variant search against every combination, the optimum
-// and the most accurate variants (scheduler.RunVariantBench). Errors: fewer
+// and the most accurate variants (planner.RunVariantBench). Errors: fewer
 // than one workload, or the benchmark's.
 func BenchPlanner(w io.Writer, o BenchOptions) error {
 	n := o.Workloads
@@ -37,21 +37,21 @@ func BenchPlanner(w io.Writer, o BenchOptions) error {
 	if o.Variants {
 		// Model variants (docs/variants.md): how the variant search
 		// compares with the optimum and with the most accurate variants.
-		rows, err := scheduler.RunVariantBench(scheduler.GenerateVariantWorkloads(o.Seed, n, scheduler.DefaultWorkloadSpec))
+		rows, err := planner.RunVariantBench(planner.GenerateVariantWorkloads(o.Seed, n, planner.DefaultWorkloadSpec))
 		if err != nil {
 			return err
 		}
-		fmt.Fprint(w, scheduler.VariantBenchLines(rows, n))
+		fmt.Fprint(w, planner.VariantBenchLines(rows, n))
 		fmt.Fprintf(w, "(%d workloads with variants in %s)\n", n, time.Since(start).Round(time.Second))
 		return nil
 	}
-	ws := scheduler.GenerateWorkloads(o.Seed, n, scheduler.DefaultWorkloadSpec)
-	rep, err := scheduler.RunPlannerBench(ws, scheduler.BenchVariants(), o.Seed, o.Tick)
+	ws := planner.GenerateWorkloads(o.Seed, n, planner.DefaultWorkloadSpec)
+	rep, err := planner.RunPlannerBench(ws, planner.BenchVariants(), o.Seed, o.Tick)
 	if err != nil {
 		return err
 	}
 	fmt.Fprint(w, rep.Markdown())
-	fmt.Fprintf(w, "\n(%d workloads × %d variants in %s)\n", n, len(scheduler.BenchVariants()), time.Since(start).Round(time.Second))
+	fmt.Fprintf(w, "\n(%d workloads × %d variants in %s)\n", n, len(planner.BenchVariants()), time.Since(start).Round(time.Second))
 	return nil
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -19,7 +19,7 @@ import (
 type Options struct {
 	// Utilizations is the one headroom rule every policy, baseline, ablation and
 	// the optimum plans under: plan at the first utilization cap
-	// (scheduler.Options.MaxUtilization), simulate, and while the simulation
+	// (planner.Options.MaxUtilization), simulate, and while the simulation
 	// misses Target plan again at the next, lower cap — the rule
 	// simulate.PlanForBursts applies to the gateway's plans. Each in (0, 1],
 	// decreasing.
@@ -47,7 +47,7 @@ var DefaultOptions = Options{Utilizations: []float64{0.8, 0.75, 0.7, 0.65, 0.6, 
 // dispatch its plans are simulated with.
 type Variant struct {
 	Name    string
-	Options scheduler.Options
+	Options planner.Options
 	// RoundRobin simulates the plan under round-robin dispatch (dispatcher.RR):
 	// the baselines' own (Table III) and that of Picc-2d and Picc-dt, whose
 	// latency models assume it; every other variant runs under TC.
@@ -63,14 +63,14 @@ var Ablations = []string{"np", "nb", "nh", "1bpc", "2bpc", "2d", "dt", "tb", "q0
 
 // Variants returns every column, all planned at util (the first cap): Systems, then each
 // ablation of piccolo ("piccolo-nb", …) and of the paper's Piccolo
-// ("paper-nb", …), from scheduler.BenchVariants so the two benchmarks
+// ("paper-nb", …), from planner.BenchVariants so the two benchmarks
 // ablate the same way.
 func Variants(util float64) []Variant {
-	byName := map[string]scheduler.Variant{}
-	for _, v := range scheduler.BenchVariants() {
+	byName := map[string]planner.Variant{}
+	for _, v := range planner.BenchVariants() {
 		byName[v.Name] = v
 	}
-	byName["optimal"] = scheduler.Variant{Name: "optimal", Options: scheduler.Options{Policy: "optimal", Reference: "piccolo"}}
+	byName["optimal"] = planner.Variant{Name: "optimal", Options: planner.Options{Policy: "optimal", Reference: "piccolo"}}
 	var names []string
 	names = append(names, Systems...)
 	for _, base := range []string{"piccolo", "paper"} {
@@ -82,7 +82,7 @@ func Variants(util float64) []Variant {
 	for _, n := range names {
 		v, ok := byName[n]
 		if !ok {
-			panic("evaluation: scheduler.BenchVariants has no " + n) // a renamed ablation; every test catches it
+			panic("evaluation: planner.BenchVariants has no " + n) // a renamed ablation; every test catches it
 		}
 		o := v.Options
 		o.MaxUtilization = util
@@ -151,7 +151,7 @@ func (r *Result) Index(name string) int {
 }
 
 // Run plans every workload with every variant under o and simulates every plan.
-// A planner error other than infeasibility, a plan that fails scheduler.Verify or
+// A planner error other than infeasibility, a plan that fails planner.Verify or
 // a simulation error stops the run with an error naming the workload and variant.
 func Run(ws []Workload, o Options, progress func()) (*Result, error) {
 	if len(o.Utilizations) == 0 {
@@ -213,15 +213,15 @@ func runOne(wl Workload, v Variant, o Options, seed uint64) (Outcome, *api.Plan,
 
 func planAndSimulate(wl Workload, v Variant, o Options, seed uint64) (Outcome, *api.Plan, error) {
 	t0 := time.Now()
-	p, err := scheduler.Plan(wl.Config, v.Options)
+	p, err := planner.Plan(wl.Config, v.Options)
 	out := Outcome{Runtime: time.Since(t0), Utilization: v.Options.MaxUtilization}
 	switch {
-	case errors.Is(err, scheduler.ErrInfeasible):
+	case errors.Is(err, planner.ErrInfeasible):
 		return out, nil, nil
 	case err != nil:
 		return out, nil, err
 	}
-	if err := scheduler.Verify(wl.Config, p); err != nil {
+	if err := planner.Verify(wl.Config, p); err != nil {
 		return out, nil, fmt.Errorf("plan fails its check: %w", err)
 	}
 	sp := p.Sessions[0]
@@ -309,9 +309,9 @@ func durationAt(cfg *api.Config, model string, g api.GroupPlan, b float64) float
 // under rr-2d and local over its WCL under the plan's own model, at the group's
 // stream rate (its rate and that of every group after it, Theorem 1).
 func wclRatios(w int, plan *api.Plan) []WCLRatio {
-	rr, _ := scheduler.ModelByName("rr-2d")
-	dt, _ := scheduler.ModelByName("local")
-	own, err := scheduler.ModelByName(plan.LatencyModel)
+	rr, _ := planner.ModelByName("rr-2d")
+	dt, _ := planner.ModelByName("local")
+	own, err := planner.ModelByName(plan.LatencyModel)
 	if err != nil {
 		return nil
 	}
@@ -321,7 +321,7 @@ func wclRatios(w int, plan *api.Plan) []WCLRatio {
 		for i := len(m.Configs) - 1; i >= 0; i-- {
 			g := m.Configs[i]
 			stream += g.Rate
-			c := scheduler.Candidate{Hardware: g.Hardware, Price: g.Price, Batch: g.Batch, Concurrency: g.Concurrency,
+			c := planner.Candidate{Hardware: g.Hardware, Price: g.Price, Batch: g.Batch, Concurrency: g.Concurrency,
 				Duration: g.DurationMs / 1000, Throughput: g.Throughput}
 			tc := own.WCL(c, stream)
 			if !(tc > 0) || math.IsInf(tc, 0) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/configs"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // TableIIRow is one latency split of the paper's Table II (M2 then M3 of Table
@@ -35,11 +35,11 @@ func TableII() ([]TableIIRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	c2, err := scheduler.Candidates(cfg, "m2")
+	c2, err := planner.Candidates(cfg, "m2")
 	if err != nil {
 		return nil, err
 	}
-	c3, err := scheduler.Candidates(cfg, "m3")
+	c3, err := planner.Candidates(cfg, "m3")
 	if err != nil {
 		return nil, err
 	}
@@ -50,17 +50,17 @@ func TableII() ([]TableIIRow, error) {
 	}
 	models := []struct {
 		name string
-		p    scheduler.ConfigParams
+		p    planner.ConfigParams
 	}{
-		{"rr-2d", scheduler.ConfigParams{Model: scheduler.RoundRobin, MaxConfigs: 1}},
-		{"tc-theorem1 (paper)", scheduler.ConfigParams{Model: scheduler.TheoremOne}},
-		{"tc-exact (piccolo)", scheduler.ConfigParams{Model: scheduler.TCExact, Grouped: true}},
+		{"rr-2d", planner.ConfigParams{Model: planner.RoundRobin, MaxConfigs: 1}},
+		{"tc-theorem1 (paper)", planner.ConfigParams{Model: planner.TheoremOne}},
+		{"tc-exact (piccolo)", planner.ConfigParams{Model: planner.TCExact, Grouped: true}},
 	}
 	for i := range rows {
 		r := &rows[i]
 		for _, m := range models {
-			s2, err2 := scheduler.GenerateConfigs(c2, 50, r.BudgetM2, m.p)
-			s3, err3 := scheduler.GenerateConfigs(c3, 40, r.BudgetM3, m.p)
+			s2, err2 := planner.GenerateConfigs(c2, 50, r.BudgetM2, m.p)
+			s3, err3 := planner.GenerateConfigs(c3, 40, r.BudgetM3, m.p)
 			r.Model = append(r.Model, m.name)
 			if err2 != nil || err3 != nil {
 				r.Batch2, r.Batch3, r.Cost = append(r.Batch2, 0), append(r.Batch3, 0), append(r.Cost, 0)

@@ -9,7 +9,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -64,7 +64,7 @@ func TestTuningComparison(t *testing.T) {
 	sample := gammaTrace(t, 50, 60*time.Second, 1)
 	load := simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}
 	tp, err := serving.NewTracePlanner(cfg, serving.TracePlannerOptions{Trace: sample,
-		Options: scheduler.Options{Policy: "piccolo"}, Load: load})
+		Options: planner.Options{Policy: "piccolo"}, Load: load})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // Workload is one workload of §IV-A: one application with drawn rates and SLO.
@@ -65,10 +65,10 @@ func Generate(apps *api.Config, seed uint64, n int, spec WorkloadSpec) []Workloa
 }
 
 // Random wraps the planner benchmark's random workloads
-// (scheduler.GenerateWorkloads, synthetic profiles) as Workloads, so Run can
+// (planner.GenerateWorkloads, synthetic profiles) as Workloads, so Run can
 // referee them too (`piccolo bench paper --random`).
 func Random(seed uint64, n int) []Workload {
-	cfgs := scheduler.GenerateWorkloads(seed, n, scheduler.DefaultWorkloadSpec)
+	cfgs := planner.GenerateWorkloads(seed, n, planner.DefaultWorkloadSpec)
 	out := make([]Workload, len(cfgs))
 	for i, c := range cfgs {
 		out[i] = Workload{ID: i, App: c.Sessions[0].Name, Modules: len(c.Sessions[0].Modules), Config: c}

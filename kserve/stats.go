@@ -184,7 +184,7 @@ func appendStatsJSON(b []byte, r *inference.ModelStatisticsResponse) []byte {
 
 // repositoryIndex lists the sessions as the repository extension's index
 // does: each with its version and state, READY while the server is ready,
-// else UNAVAILABLE (a session the scheduler could not plan is listed READY
+// else UNAVAILABLE (a session the planner could not plan is listed READY
 // too, as ModelReady answers: docs/protocol.md). readyOnly drops the
 // unavailable ones.
 func (s *Server) repositoryIndex(readyOnly bool) []*inference.RepositoryIndexResponse_ModelIndex {

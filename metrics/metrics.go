@@ -33,7 +33,7 @@ import (
 //	piccolo_gateway_module_compute_seconds{session, module}   its batch's run on the backend, network included
 //	piccolo_gateway_batch_size{session, module}               items + dummies of each batch sent
 //
-// Per plan (SetPlan, SetMembership; the embedded scheduler's):
+// Per plan (SetPlan, SetMembership; the embedded re-planner's):
 //
 //	piccolo_plan_cost, piccolo_plan_session_cost{session}, piccolo_plan_session_slo_seconds{session},
 //	piccolo_plan_module_budget_seconds, piccolo_plan_module_wcl_seconds{session, module},
@@ -348,7 +348,7 @@ func (mm *ModuleMetrics) Batch(size int) {
 // SetPlan records a new plan: its cost, per-session and per-module targets,
 // the time it was made (now), the planner's runtime took, and one re-plan of
 // cause (one of ReplanCauses; anything else is an error and nothing is recorded).
-// Called by whoever plans (the embedded scheduler), from any goroutine.
+// Called by whoever plans (the embedded re-planner), from any goroutine.
 func (m *Metrics) SetPlan(plan *api.Plan, cause string, took time.Duration) error {
 	if m == nil || plan == nil {
 		return nil
@@ -531,15 +531,35 @@ var (
 		[]string{"backend"}, nil)
 )
 
-// LeaderGauge is piccolo_scheduler_leader: 1 while leading() (the cluster's
-// elected scheduler: cluster.Replanner.Leading), else 0.
+// LeaderGauge is piccolo_replanner_leader, and under its former name
+// piccolo_scheduler_leader for a release: 1 while leading() (the cluster's
+// elected re-planner: cluster.Replanner.Leading), else 0.
 func LeaderGauge(leading func() bool) prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: SchedulerLeader,
-		Help: "1 when this process is the cluster's elected scheduler, else 0 (--consul)."},
-		func() float64 {
-			if leading() {
-				return 1
-			}
-			return 0
-		})
+	value := func() float64 {
+		if leading() {
+			return 1
+		}
+		return 0
+	}
+	return leaderGauges{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ReplannerLeader,
+			Help: "1 when this process is the cluster's elected re-planner, else 0 (--consul)."}, value),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: SchedulerLeader,
+			Help: "Deprecated: piccolo_replanner_leader's former name, served beside it for a release."}, value),
+	}
+}
+
+// leaderGauges is the leader gauge under both its names, one collector.
+type leaderGauges [2]prometheus.GaugeFunc
+
+func (g leaderGauges) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range g {
+		c.Describe(ch)
+	}
+}
+
+func (g leaderGauges) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range g {
+		c.Collect(ch)
+	}
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/piccolo-serving/piccolo/kserve/kservetest"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 const metricsConfig = `
@@ -73,7 +73,7 @@ func startMetricsGateway(t testing.TB, configText string) *metricsGateway {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	plan, err := planner.Plan(cfg, planner.Options{Policy: "piccolo"})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}

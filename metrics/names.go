@@ -98,7 +98,12 @@ const (
 	CapacityDesiredMachines   = "piccolo_capacity_desired_machines"
 	CapacityAvailableMachines = "piccolo_capacity_available_machines"
 
-	// Per scheduler candidate (--consul):
+	// Per re-planner candidate (--consul):
+	ReplannerLeader = "piccolo_replanner_leader"
+	// SchedulerLeader is ReplannerLeader's name until this release, served
+	// beside it for a release so dashboards and alerts can move.
+	//
+	// Deprecated: use ReplannerLeader.
 	SchedulerLeader = "piccolo_scheduler_leader"
 
 	// ProcessStartTimeSeconds is the Go client's process collector's start

@@ -1,6 +1,6 @@
 // Package placement assigns a plan's machines to backends: one function,
 // Place(plan, members, prev, Options), for the gateway (static and its control
-// loop), the cluster's scheduler, health re-placement, the simulator, the demo
+// loop), the cluster's re-planner, health re-placement, the simulator, the demo
 // and `piccolo plan`. Pure functions of their arguments; safe from any
 // goroutine. Imports api only.
 package placement

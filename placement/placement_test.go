@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // testPlan builds a one-session plan whose module i has one group of machines[i]
@@ -244,12 +244,12 @@ func TestPlaceErrors(t *testing.T) {
 // size: occupancy never exceeds 1, every machine has a backend of its hardware
 // type, and when the pool has what Shortfall says is needed nothing is short.
 func TestPlaceProperty(t *testing.T) {
-	cfgs := scheduler.GenerateWorkloads(7, 60, scheduler.DefaultWorkloadSpec)
+	cfgs := planner.GenerateWorkloads(7, 60, planner.DefaultWorkloadSpec)
 	// Several sessions in one plan, so modules of different sessions share devices.
 	for i := 0; i+3 <= len(cfgs); i += 3 {
 		var plan api.Plan
 		for _, c := range cfgs[i : i+3] {
-			p, _ := scheduler.Plan(c, scheduler.Options{})
+			p, _ := planner.Plan(c, planner.Options{})
 			if p == nil {
 				t.Fatalf("workload %d: no plan", i)
 			}

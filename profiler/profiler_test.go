@@ -21,8 +21,8 @@ import (
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/loadgen"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/profiler"
-	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
 // simProfiles is what the sim backend emulates. At concurrency 2 a batch takes
@@ -191,7 +191,7 @@ func TestRunMeasuresTheSimProfile(t *testing.T) {
 			t.Errorf("entry %d loaded as %d/%d/%v; want %d/%d/%v", i, e.Batch, e.Concurrency, e.Duration.D(), w.Batch, w.Concurrency, w.Duration.D())
 		}
 	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{})
+	plan, err := planner.Plan(cfg, planner.Options{})
 	if err != nil {
 		t.Fatalf("plan with the measured profile: %v", err)
 	}

@@ -17,7 +17,7 @@
 //     bounded by items (simulate.BurstItems), so planning time does not grow
 //     with the rate (docs/traffic.md, "Planning time and the rate").
 //   - The pool: the planner takes the device counts per hardware type
-//     (scheduler.Options.Pool) and splits a module across types itself;
+//     (planner.Options.Pool) and splits a module across types itself;
 //     the most headroom that fits; headroom from a pool that binds
 //     (poolHeadroom); and a plan the pool still cannot hold fitted to the
 //     rate the pool carries (fitRate), so no plan of 61 machines on a pool
@@ -29,6 +29,6 @@
 // Every function here is pure (config in, plan out) and safe from any
 // goroutine; TracePlanner and FilePlanner are immutable after their
 // constructors. The planner's runs are counted at the planner
-// (scheduler.Runs): TestPlannerRunsPerChange reports them per admin
+// (planner.Runs): TestPlannerRunsPerChange reports them per admin
 // change, member join and drift re-plan.
 package serving

@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -41,7 +41,7 @@ func TestPlanFitsListedBackends(t *testing.T) {
 	for _, mp := range p.Sessions[0].Modules {
 		rates[replan.ModuleKey{Session: "paper-chain", Module: mp.Name}] = mp.Rate
 	}
-	if err := scheduler.Verify(replan.WithRates(cfg, rates), p); err != nil {
+	if err := planner.Verify(replan.WithRates(cfg, rates), p); err != nil {
 		t.Errorf("the plan fails the check: %v", err)
 	}
 	// The pool binds (the plan per type at its price needs more v100 than
@@ -65,7 +65,7 @@ func TestPlanUnchangedWhenThePoolHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _, err := simulate.PlanForBursts(cfg, scheduler.Options{}, DefaultBurstTarget, 1)
+	want, _, err := simulate.PlanForBursts(cfg, planner.Options{}, DefaultBurstTarget, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

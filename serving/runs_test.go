@@ -8,7 +8,7 @@ import (
 	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
@@ -57,14 +57,14 @@ func (l *loop) slow(k float64, secs int) {
 	}
 }
 
-// runs is how many times the planner (scheduler.Plan) ran during f.
+// runs is how many times the planner (planner.Plan) ran during f.
 func runs(f func()) int64 {
-	b := scheduler.Runs()
+	b := planner.Runs()
 	f()
-	return scheduler.Runs() - b
+	return planner.Runs() - b
 }
 
-// TestPlannerRunsPerChange counts, at the planner (scheduler.Runs), the
+// TestPlannerRunsPerChange counts, at the planner (planner.Runs), the
 // runs one admin change, one member join and one drift re-plan cost the
 // gateway's re-planner on the demo's paper-chain (2 t4 and 2 v100, then a
 // third v100), and checks the drift re-plan (every device 2.1× its profile:

@@ -12,7 +12,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -35,7 +35,7 @@ type Options struct {
 	// Scheduler are the planner's options. MaxUtilization 0 chooses the
 	// utilisation by simulation (the burst check); Pool nil plans for the
 	// devices cfg.Backends lists.
-	Scheduler scheduler.Options
+	Scheduler planner.Options
 	// BurstTarget is the share of simulated Poisson requests that must meet
 	// the SLO (--burst-target), in (0, 1]; 0 means DefaultBurstTarget.
 	BurstTarget float64
@@ -72,14 +72,14 @@ var DefaultHeadroom = Headroom{Utilizations: simulate.Utilizations, Target: Defa
 // changes, rate and drift re-plans), the cluster's re-planner, `piccolo
 // plan`, the demo and the evaluation's serving rule.
 //
-//   - Headroom: with o.Scheduler.MaxUtilization given, scheduler.Plan as
+//   - Headroom: with o.Scheduler.MaxUtilization given, planner.Plan as
 //     asked; without, the cheapest plan whose simulation under Poisson
 //     arrivals meets the SLO for the burst target of requests
 //     (simulate.PlanForBursts, bounded in items so its work does not grow
 //     with the rate), so the headroom follows the plan's slack.
 //   - Pool: when cfg lists backends, only their hardware types are planned
 //     for (a catalog may name types the cluster does not have), and the
-//     planner is told how many devices of each (scheduler.Options.Pool): a
+//     planner is told how many devices of each (planner.Options.Pool): a
 //     type the cheapest plan needs more of than the pool has gets a module
 //     split across types. Where the simulation's headroom needs devices the
 //     pool lacks, the most headroom that fits is taken; where the pool
@@ -104,7 +104,7 @@ func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 		}
 	}
 	if opts.MaxUtilization != 0 {
-		p, err := scheduler.Plan(cfg, opts)
+		p, err := planner.Plan(cfg, opts)
 		if opts.Pool != nil && p != nil && missing(p, cfg.Backends) > 0 {
 			p, err = fitRate(cfg, opts, p, err)
 		}
@@ -129,7 +129,7 @@ func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 			}
 			o := opts
 			o.MaxUtilization = simulate.Utilizations[i]
-			if q, qerr := scheduler.Plan(cfg, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, plan) {
+			if q, qerr := planner.Plan(cfg, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, plan) {
 				plan, err = q, qerr
 				break
 			}
@@ -153,7 +153,7 @@ const fitRateTries = 4
 // that fits, else the one missing the fewest devices; a candidate that
 // leaves a session unplanned that p planned is not taken. p when nothing
 // fits better.
-func fitRate(cfg *api.Config, opts scheduler.Options, p *api.Plan, err error) (*api.Plan, error) {
+func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error) (*api.Plan, error) {
 	opts.MaxUtilization = p.MaxUtilization
 	best, bestErr, bestMissing := p, err, missing(p, cfg.Backends)
 	decl := replan.Declared(cfg)
@@ -169,7 +169,7 @@ func fitRate(cfg *api.Config, opts scheduler.Options, p *api.Plan, err error) (*
 		for k, r := range decl {
 			rates[k] = r * s
 		}
-		q, qerr := scheduler.Plan(replan.WithRates(cfg, rates), opts)
+		q, qerr := planner.Plan(replan.WithRates(cfg, rates), opts)
 		if q == nil || replan.FailsMore(q, p) {
 			break
 		}
@@ -214,7 +214,7 @@ var poolRates = []float64{1.1, 1.2, 1.3, 1.4}
 // there whatever the plan costs; planned at a higher rate the modules take
 // larger batches and carry bursts the plan at the measured rate would refuse
 // (docs/calibration.md, "Pool-aware planning").
-func poolHeadroom(cfg *api.Config, opts scheduler.Options, p *api.Plan, err error) (*api.Plan, error) {
+func poolHeadroom(cfg *api.Config, opts planner.Options, p *api.Plan, err error) (*api.Plan, error) {
 	scaled := func(s float64) *api.Config {
 		rates := replan.Declared(cfg)
 		for k := range rates {
@@ -224,7 +224,7 @@ func poolHeadroom(cfg *api.Config, opts scheduler.Options, p *api.Plan, err erro
 	}
 	free := opts
 	free.Pool, free.MaxUtilization = nil, p.MaxUtilization
-	if q, _ := scheduler.Plan(scaled(poolRates[len(poolRates)-1]), free); q == nil || missing(q, cfg.Backends) == 0 {
+	if q, _ := planner.Plan(scaled(poolRates[len(poolRates)-1]), free); q == nil || missing(q, cfg.Backends) == 0 {
 		return p, err
 	}
 	best, bestErr, bestCap := p, err, 1/p.MaxUtilization
@@ -236,7 +236,7 @@ func poolHeadroom(cfg *api.Config, opts scheduler.Options, p *api.Plan, err erro
 			}
 			o := opts
 			o.MaxUtilization = u
-			if q, qerr := scheduler.Plan(scaled, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, p) {
+			if q, qerr := planner.Plan(scaled, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, p) {
 				best, bestErr, bestCap = q, qerr, s/u
 			}
 		}
@@ -263,11 +263,11 @@ func Hardware(bs []api.Backend) map[string]bool {
 }
 
 // Fuse is the fuse step: cfg with the planner's fusion decision applied
-// (scheduler.Fuse, docs/fusion.md), each fusion made named on w, one line
+// (planner.Fuse, docs/fusion.md), each fusion made named on w, one line
 // each. The gateway's config pipeline and `piccolo plan` fuse with it.
 // Errors only when plan makes no plan at all.
 func Fuse(cfg *api.Config, plan Planner, w io.Writer) (*api.Config, error) {
-	out, fusions, err := scheduler.Fuse(cfg, plan)
+	out, fusions, err := planner.Fuse(cfg, plan)
 	if err != nil {
 		return nil, err
 	}

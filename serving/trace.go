@@ -13,7 +13,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -23,7 +23,7 @@ import (
 // traced session is planned as `piccolo plan --trace` plans it
 // (simulate.PlanForTraceWith), the other sessions at their rates. It is a
 // Planner strategy, so the config pipeline's plan step, the control loop's
-// re-plans and, with Consul, this gateway's scheduler candidate all plan with
+// re-plans and, with Consul, this gateway's re-planner candidate all plan with
 // it.
 //
 // A re-plan keeps the burst provisioning. At the config's own rates (the
@@ -44,7 +44,7 @@ type TracePlanner struct {
 	search   string
 	scope    string // replan.TunerScopes: what the plan and the Tuner scale
 	target   float64
-	opts     scheduler.Options
+	opts     planner.Options
 	load     simulate.Options
 	session  string
 	declared float64 // req/s: the traced session's rate in the config at start
@@ -70,7 +70,7 @@ type TracePlannerOptions struct {
 	// simulation, in (0, 1] (default 0.99).
 	Target float64
 	// Options are the planner's (policy, utilisation).
-	Options scheduler.Options
+	Options planner.Options
 	// Load is the simulation's: Session (default the config's first), Duration
 	// (how much of the trace; default all), Seed, Flush (the gateway's own).
 	Load simulate.Options
@@ -264,7 +264,7 @@ type FilePlanner struct {
 // NewFilePlanner checks plan against cfg and returns its planner. Every
 // session of cfg must be in plan, planned (no error), with the config's
 // modules in order, each with the model (or one of the variants) the config
-// gives it; every session of plan must be in cfg; and scheduler.Verify must
+// gives it; every session of plan must be in cfg; and planner.Verify must
 // pass on cfg at the plan's module rates (WCLs, budgets, SLOs, costs, prices
 // recomputed). Errors name each session and module that does not match. A
 // plan of fused modules (`piccolo plan` fuses by default) does not match the
@@ -311,7 +311,7 @@ func NewFilePlanner(cfg *api.Config, plan *api.Plan, fallback Planner) (*FilePla
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("--plan does not match the config: %s", strings.Join(bad, "; "))
 	}
-	if err := scheduler.Verify(replan.WithRates(cfg, rates), plan); err != nil {
+	if err := planner.Verify(replan.WithRates(cfg, rates), plan); err != nil {
 		return nil, fmt.Errorf("--plan fails its check against the config at the plan's rates: %w", err)
 	}
 	return &FilePlanner{plan: plan, rates: rates, declared: replan.Declared(cfg), fallback: fallback}, nil

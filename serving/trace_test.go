@@ -8,7 +8,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -24,7 +24,7 @@ func TestTracePlannerReplanKeepsBursts(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := demoGamma(t, 120*time.Second)
-	opts := scheduler.Options{Policy: "piccolo"}
+	opts := planner.Options{Policy: "piccolo"}
 	load := simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}
 	var tables strings.Builder
 	tp, err := NewTracePlanner(cfg, TracePlannerOptions{Trace: tr, Options: opts, Load: load, Tables: &tables})
@@ -96,7 +96,7 @@ func TestTracePlannerPipelineScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := demoGamma(t, 60*time.Second)
-	opts := scheduler.Options{Policy: "piccolo"}
+	opts := planner.Options{Policy: "piccolo"}
 	load := simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}
 	if _, err := NewTracePlanner(cfg, TracePlannerOptions{Trace: tr, Options: opts, Load: load, Scope: "modules"}); err == nil ||
 		!strings.Contains(err.Error(), `"modules"`) || !strings.Contains(err.Error(), "module, pipeline") {

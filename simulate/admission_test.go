@@ -6,7 +6,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 func overloadPlan(t *testing.T) *api.Plan {
@@ -15,7 +15,7 @@ func overloadPlan(t *testing.T) *api.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{})
+	plan, err := planner.Plan(cfg, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

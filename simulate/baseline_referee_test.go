@@ -6,7 +6,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // TestRefereeBaselinesOwnDispatch simulates each baseline's plan with its own
@@ -26,13 +26,13 @@ func TestRefereeBaselinesOwnDispatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgs := append([]*api.Config{cfg}, scheduler.GenerateWorkloads(3, 6, scheduler.DefaultWorkloadSpec)...)
+	cfgs := append([]*api.Config{cfg}, planner.GenerateWorkloads(3, 6, planner.DefaultWorkloadSpec)...)
 	for _, policy := range []string{"nexus", "inferline", "clipper", "scrooge"} {
 		t.Run(policy, func(t *testing.T) {
 			over, items, failed, requests, plans := 0, 0, 0, 0, 0
 			worst := 0.0
 			for ci, c := range cfgs {
-				plan, err := scheduler.Plan(c, scheduler.Options{Policy: policy})
+				plan, err := planner.Plan(c, planner.Options{Policy: policy})
 				if err != nil {
 					continue // one hardware type, or the SLO out of reach: not planned
 				}

@@ -10,7 +10,7 @@ import (
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // CommandOptions are `piccolo simulate`'s settings, one field per flag: the
@@ -108,7 +108,7 @@ func loadPlan(files []string, planFile, policy string) (*api.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: policy})
+	plan, err := planner.Plan(cfg, planner.Options{Policy: policy})
 	if plan == nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // halves is two sessions of one module each, half a machine each (batch 1,
@@ -75,10 +75,10 @@ func TestPlacedPlansKeepTheirAttainment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgs := append([]*api.Config{cfg}, scheduler.GenerateWorkloads(7, 4, scheduler.DefaultWorkloadSpec)...)
+	cfgs := append([]*api.Config{cfg}, planner.GenerateWorkloads(7, 4, planner.DefaultWorkloadSpec)...)
 	shared := 0
 	for i, c := range cfgs {
-		plan, err := scheduler.Plan(c, scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8})
+		plan, err := planner.Plan(c, planner.Options{Policy: "piccolo", MaxUtilization: 0.8})
 		if err != nil {
 			continue
 		}

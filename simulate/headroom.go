@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // Utilizations are the maximum utilisations PlanForBursts tries, in order.
@@ -53,14 +53,14 @@ func BurstWindow(p *api.Plan, items int) time.Duration {
 // headroom) with an error saying so. A plan in which no session could be
 // planned is returned at once, without a report, with the planner's error.
 // opts.MaxUtilization is ignored.
-func PlanForBursts(cfg *api.Config, opts scheduler.Options, target float64, seed uint64) (*api.Plan, *Report, error) {
+func PlanForBursts(cfg *api.Config, opts planner.Options, target float64, seed uint64) (*api.Plan, *Report, error) {
 	if !(target > 0 && target <= 1) {
 		return nil, nil, fmt.Errorf("burst target %v: must be in (0, 1]", target)
 	}
 	load := Options{Policy: dispatcher.TC{}, Arrival: "poisson", Duration: BurstDuration, MaxItems: BurstItems, Seed: seed}
 	plan, rep, _, passed, err := search(len(Utilizations), func(i int) (*api.Plan, error) {
 		opts.MaxUtilization = Utilizations[i]
-		return scheduler.Plan(cfg, opts)
+		return planner.Plan(cfg, opts)
 	}, load, target, nil)
 	if !passed && rep != nil {
 		err = errors.Join(err, fmt.Errorf("no plan down to utilisation %.2f meets the SLO for %.2f%% of simulated Poisson requests", Utilizations[len(Utilizations)-1], 100*target))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // The demo's session: at the planner's default 0.8 the simulator finds fewer than
@@ -20,7 +20,7 @@ func TestPlanForBursts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, rep, err := PlanForBursts(cfg, scheduler.Options{}, 0.999, 1)
+	plan, rep, err := PlanForBursts(cfg, planner.Options{}, 0.999, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestPlanForBursts(t *testing.T) {
 			t.Errorf("session %s: simulated attainment %.4f below the target", s.Name, s.SLOAttainment)
 		}
 	}
-	base, err := scheduler.Plan(cfg, scheduler.Options{})
+	base, err := planner.Plan(cfg, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestPlanForBursts(t *testing.T) {
 	if plan.TotalCost <= base.TotalCost {
 		t.Errorf("more headroom should cost more: %.3f vs %.3f", plan.TotalCost, base.TotalCost)
 	}
-	if _, _, err := PlanForBursts(cfg, scheduler.Options{}, 1.5, 1); err == nil {
+	if _, _, err := PlanForBursts(cfg, planner.Options{}, 1.5, 1); err == nil {
 		t.Error("a target above 1 was accepted")
 	}
 }
@@ -64,7 +64,7 @@ func TestPlanForBurstsNothingPlanned(t *testing.T) {
 	}
 	cfg.Sessions = cfg.Sessions[:1]
 	cfg.Sessions[0].SLO = api.Duration(time.Millisecond) // shorter than any profiled duration
-	plan, rep, err := PlanForBursts(cfg, scheduler.Options{}, 0.999, 1)
+	plan, rep, err := PlanForBursts(cfg, planner.Options{}, 0.999, 1)
 	if plan == nil || len(plan.Sessions) != 1 || plan.Sessions[0].Error == "" {
 		t.Fatalf("plan %+v (err %v), want the session with its planning error", plan, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // TestTracePlanHeldOut measures what docs/traffic.md's held-out table shows:
@@ -59,7 +59,7 @@ func TestTracePlanHeldOut(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				tp, err := PlanForTraceWith(search, cfg, scheduler.Options{Policy: "piccolo"}, 0.99,
+				tp, err := PlanForTraceWith(search, cfg, planner.Options{Policy: "piccolo"}, 0.99,
 					Options{Trace: tr, Duration: half, Seed: 1, Flush: dispatcher.FlushIdle})
 				if tp == nil {
 					t.Fatalf("%s seed %d: %v", pr.name, seed, err)
@@ -90,7 +90,7 @@ func TestTracePlanMeetsTheTargetOnTheHeldOutHalf(t *testing.T) {
 	}
 	const half = 60 * time.Second
 	tr := gammaTrace(t, 50, 16, 2*half)
-	tp, err := PlanForTrace(cfg, scheduler.Options{Policy: "piccolo"}, 0.99, Options{Trace: tr, Duration: half, Seed: 1, Flush: dispatcher.FlushIdle})
+	tp, err := PlanForTrace(cfg, planner.Options{Policy: "piccolo"}, 0.99, Options{Trace: tr, Duration: half, Seed: 1, Flush: dispatcher.FlushIdle})
 	if err != nil {
 		t.Fatal(err)
 	}

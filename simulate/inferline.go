@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // TraceSearches names the searches PlanForTrace can make for a trace's plan:
@@ -431,8 +431,8 @@ func (il *inferLine) modulePlans(st []ilChoice) []api.ModulePlan {
 
 // plan is st as a plan of the traced session, the SLO split over each
 // longest path in proportion to the modules' WCLs. A module's WCL is its
-// group's plus its parents' largest burst (scheduler.Burst), as the planner's
-// and scheduler.Verify's are, so that `piccolo gateway --plan` takes the plan.
+// group's plus its parents' largest burst (planner.Burst), as the planner's
+// and planner.Verify's are, so that `piccolo gateway --plan` takes the plan.
 func (il *inferLine) plan(st []ilChoice) *api.Plan {
 	mods := il.modulePlans(st)
 	// through[i]: the longest WCL path through module i (to it, plus after it).
@@ -442,7 +442,7 @@ func (il *inferLine) plan(st []ilChoice) *api.Plan {
 	}
 	bursts := make([]float64, len(mods))
 	for i := range mods {
-		bursts[i] = scheduler.Burst(mods[i])
+		bursts[i] = planner.Burst(mods[i])
 	}
 	for i := range mods {
 		beta := 0.0

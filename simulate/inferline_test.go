@@ -9,7 +9,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 func gammaTrace(t testing.TB, rate, cv2 float64, horizon time.Duration) *arrival.Trace {
@@ -132,10 +132,10 @@ func TestInferLinePlannerErrors(t *testing.T) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := PlanForTraceWith("greedy", cfg, scheduler.Options{}, 0.99, Options{Trace: tr}); err == nil || !strings.Contains(err.Error(), `trace search "greedy": allowed: ladder, inferline`) {
+	if _, err := PlanForTraceWith("greedy", cfg, planner.Options{}, 0.99, Options{Trace: tr}); err == nil || !strings.Contains(err.Error(), `trace search "greedy": allowed: ladder, inferline`) {
 		t.Errorf("unknown search: %v", err)
 	}
-	tp, err := PlanForTraceWith("inferline", cfg, scheduler.Options{}, 0.99, Options{Trace: tr, Flush: dispatcher.FlushIdle})
+	tp, err := PlanForTraceWith("inferline", cfg, planner.Options{}, 0.99, Options{Trace: tr, Flush: dispatcher.FlushIdle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestInferLinePlannerErrors(t *testing.T) {
 }
 
 // An InferLine plan is a plan `piccolo gateway --plan` serves: it passes
-// scheduler.Verify against the config at its rates. (Until 2026-11-26 its
+// planner.Verify against the config at its rates. (Until 2026-11-26 its
 // module WCLs left out the parents' burst, and the gateway refused the
 // gamma CV² 4 plan of docs/traffic.md's table: "m3: WCL 130ms ≠ max over
 // groups 130ms + parents' burst 19.2674ms".)
@@ -164,7 +164,7 @@ func TestInferLinePlanPassesCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := withSessionRate(cfg, 0, run.Plan.Sessions[0].Modules[0].Rate)
-		if err := scheduler.Verify(at, run.Plan); err != nil {
+		if err := planner.Verify(at, run.Plan); err != nil {
 			t.Errorf("gamma CV² %g: the InferLine plan fails its check: %v", cv2, err)
 		}
 	}

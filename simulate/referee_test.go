@@ -8,7 +8,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // TestRefereePlannerLatencyModel is the simulator refereeing the planner: plans of
@@ -30,7 +30,7 @@ func TestRefereePlannerLatencyModel(t *testing.T) {
 		name string
 		cfg  *api.Config
 	}{{"paper-examples", cfg}}
-	for i, w := range scheduler.GenerateWorkloads(3, 6, scheduler.DefaultWorkloadSpec) {
+	for i, w := range planner.GenerateWorkloads(3, 6, planner.DefaultWorkloadSpec) {
 		cases = append(cases, struct {
 			name string
 			cfg  *api.Config
@@ -41,9 +41,9 @@ func TestRefereePlannerLatencyModel(t *testing.T) {
 	for _, tc := range cases {
 		for _, policy := range []string{"piccolo", "paper", "optimal"} {
 			t.Run(tc.name+"/"+policy, func(t *testing.T) {
-				plan, err := scheduler.Plan(tc.cfg, scheduler.Options{Policy: policy})
+				plan, err := planner.Plan(tc.cfg, planner.Options{Policy: policy})
 				switch {
-				case err != nil && (tc.name == "paper-examples" || !errors.Is(err, scheduler.ErrInfeasible)):
+				case err != nil && (tc.name == "paper-examples" || !errors.Is(err, planner.ErrInfeasible)):
 					t.Fatalf("not planned: %v", err)
 				case err != nil:
 					// A random workload's SLO may be out of reach; that is the

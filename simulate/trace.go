@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // PeakWindow is the window over which PlanForTrace measures a trace's peak rate
@@ -80,7 +80,7 @@ type PlanRun struct {
 // simulations, for comparison. The error is non-nil when the trace session
 // cannot be planned or simulated, or when even the peak plan misses target
 // (the result then has TracePassed false and is still returned).
-func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load Options) (*TracePlans, error) {
+func PlanForTrace(cfg *api.Config, opts planner.Options, target float64, load Options) (*TracePlans, error) {
 	si, n, mean, err := traceLoad(cfg, target, &load, "plan for a trace")
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load 
 	// planned is no plan for the trace (the search would pass it on the other
 	// sessions alone).
 	planAt := func(rate float64) (*api.Plan, error) {
-		p, err := scheduler.Plan(withSessionRate(cfg, si, rate), opts)
+		p, err := planner.Plan(withSessionRate(cfg, si, rate), opts)
 		if serr := sessionErr(p, load.Session); p == nil || serr != nil {
 			return nil, fmt.Errorf("planning session %q at %.4g req/s: %w", load.Session, rate, errors.Join(err, serr))
 		}
@@ -137,7 +137,7 @@ func PlanForTrace(cfg *api.Config, opts scheduler.Options, target float64, load 
 // "ladder" (PlanForTrace's own) or "inferline" (PlanInferLine, whose plan
 // then replaces Trace, the ladder's kept in Ladder). Errors: an unknown
 // search (naming the allowed ones), and PlanForTrace's and PlanInferLine's.
-func PlanForTraceWith(search string, cfg *api.Config, opts scheduler.Options, target float64, load Options) (*TracePlans, error) {
+func PlanForTraceWith(search string, cfg *api.Config, opts planner.Options, target float64, load Options) (*TracePlans, error) {
 	if err := CheckTraceSearch(search); err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // mmppTrace records horizon of an MMPP as a trace.
@@ -34,7 +34,7 @@ func TestPlanForTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := mmppTrace(t, arrival.MMPP{BurstRate: 250, BurstLength: time.Second, QuietRate: 25, QuietLength: 8 * time.Second}, 300*time.Second, 1)
-	tp, err := PlanForTrace(cfg, scheduler.Options{}, 0.99, Options{Trace: tr, Seed: 1})
+	tp, err := PlanForTrace(cfg, planner.Options{}, 0.99, Options{Trace: tr, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestTraceOptionsValidated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{})
+	plan, err := planner.Plan(cfg, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestTraceOptionsValidated(t *testing.T) {
 		{"session", 0.99, Options{Trace: tr, Session: "x"}, `trace session "x": not in the config; sessions: paper-chain`},
 		{"one arrival", 0.99, Options{Trace: &arrival.Trace{Name: "one", Offsets: []time.Duration{0}}}, "trace one: fewer than two arrivals"},
 	} {
-		if _, err := PlanForTrace(cfg, scheduler.Options{}, tc.target, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := PlanForTrace(cfg, planner.Options{}, tc.target, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("PlanForTrace %s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
@@ -98,7 +98,7 @@ func TestTraceOptionsValidated(t *testing.T) {
 	tight := *cfg
 	tight.Sessions = append([]api.Session{cfg.Sessions[0]}, cfg.Sessions...)
 	tight.Sessions[0].Name, tight.Sessions[0].SLO = "tight", api.Duration(time.Millisecond)
-	if _, err := PlanForTrace(&tight, scheduler.Options{}, 0.99, Options{Trace: tr, Session: "tight"}); err == nil || !strings.Contains(err.Error(), `planning session "tight" at 1 req/s`) {
+	if _, err := PlanForTrace(&tight, planner.Options{}, 0.99, Options{Trace: tr, Session: "tight"}); err == nil || !strings.Contains(err.Error(), `planning session "tight" at 1 req/s`) {
 		t.Errorf("an unplannable traced session: %v", err)
 	}
 	// The traced session's rates follow the trace; the config is not changed.
@@ -121,7 +121,7 @@ func TestPlanChanges(t *testing.T) {
 	}
 	plans := map[float64]*api.Plan{}
 	for _, r := range []float64{50, 150} {
-		if plans[r], err = scheduler.Plan(withSessionRate(cfg, 0, r), scheduler.Options{}); err != nil {
+		if plans[r], err = planner.Plan(withSessionRate(cfg, 0, r), planner.Options{}); err != nil {
 			t.Fatal(err)
 		}
 	}

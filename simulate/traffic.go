@@ -8,7 +8,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // Traffic is the arrivals a plan is made (or a simulation run) for, as
@@ -38,8 +38,8 @@ func (t *Traffic) Planning() bool { return t.File != "" || t.Kind != "" }
 // trace, or on the synthetic process recorded for Duration at the traced
 // session's configured rate. It writes the comparison of the mean-rate, trace
 // and peak plans to w and returns the trace plan.
-func (t *Traffic) Planner(w io.Writer) func(*api.Config, scheduler.Options) (*api.Plan, error) {
-	return func(cfg *api.Config, opts scheduler.Options) (*api.Plan, error) {
+func (t *Traffic) Planner(w io.Writer) func(*api.Config, planner.Options) (*api.Plan, error) {
+	return func(cfg *api.Config, opts planner.Options) (*api.Plan, error) {
 		flush, err := dispatcher.ParseFlush(t.Flush)
 		if err != nil {
 			return nil, fmt.Errorf("--flush: %w", err)

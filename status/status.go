@@ -434,7 +434,7 @@ func writeStatus(ctx context.Context, w io.Writer, client *http.Client, base str
 	fmt.Fprintf(w, "plan (from %s):%s cost %.2f/h, age %s, re-plans: %s\n", planSource, policy, cost, fmtDur(age), orNone(causes))
 	if sched := now.series(metrics.PlanSchedulerInfo); len(sched) > 0 {
 		here := ""
-		if now.sum(metrics.SchedulerLeader, nil) == 1 {
+		if now.sum(metrics.ReplannerLeader, nil) == 1 || now.sum(metrics.SchedulerLeader, nil) == 1 {
 			here = "; this gateway is the elected scheduler"
 		}
 		fmt.Fprintf(w, "cluster plan: version %.0f, published by scheduler %s%s\n",

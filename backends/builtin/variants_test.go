@@ -14,8 +14,8 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/internal/ocrsamples"
 	"github.com/piccolo-serving/piccolo/internal/ocrtest"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/profiler"
-	"github.com/piccolo-serving/piccolo/scheduler"
 )
 
 // hardSetWords is the number of words in the hard set (docs/variants.md).
@@ -79,8 +79,8 @@ func TestOCRVariantTargetsMet(t *testing.T) {
 		}
 		// As the gateway plans: fused where cheaper (the rec chain fuses
 		// into ocr-cls+ocr-rotate+ocr-rec+ocr-ctc, which runs ocr-rec).
-		planWith := func(c *api.Config) (*api.Plan, error) { return scheduler.Plan(c, scheduler.Options{}) }
-		cfg, _, err = scheduler.Fuse(cfg, planWith)
+		planWith := func(c *api.Config) (*api.Plan, error) { return planner.Plan(c, planner.Options{}) }
+		cfg, _, err = planner.Fuse(cfg, planWith)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestOCRVariantTargetsMet(t *testing.T) {
 		}
 		sp := plan.Sessions[len(plan.Sessions)-1]
 		for _, mp := range sp.Modules {
-			for _, model := range strings.Split(mp.Model, scheduler.FusionSep) {
+			for _, model := range strings.Split(mp.Model, planner.FusionSep) {
 				switch {
 				case strings.HasPrefix(model, builtin.OCRDet):
 					chosen[i][0] = model

@@ -7,7 +7,7 @@
 //
 // A fused model is named by its steps' model names joined with "+", in the
 // order they run: "ocr-pre+ocr-det" runs ocr-pre, then ocr-det on its
-// outputs. The planner (scheduler.Fuse) uses the same rule, and names the
+// outputs. The planner (planner.Fuse) uses the same rule, and names the
 // fused module by its modules' names joined with "+" ("pre+det").
 //
 // # Contract

@@ -18,7 +18,7 @@ import (
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -193,7 +193,7 @@ func ratePlan(t *testing.T, base string, rate float64) (*api.Plan, map[string]in
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8})
+	plan, err := planner.Plan(cfg, planner.Options{Policy: "piccolo", MaxUtilization: 0.8})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 const schedulerHelperEnv = "PICCOLO_TEST_SCHEDULER_OPTS"
 
 // TestHelperSchedulerProcess is not a test: run as a child process with
-// schedulerHelperEnv set ({Config, Consul, ID}), it runs a scheduler candidate,
+// schedulerHelperEnv set ({Config, Consul, ID}), it runs a re-planner candidate,
 // prints "READY" and exits when its stdin closes (the parent died).
 func TestHelperSchedulerProcess(t *testing.T) {
 	var h struct{ Config, Consul, ID string }
@@ -276,7 +276,7 @@ func TestClusterGatewayLeaderStopsCleanly(t *testing.T) {
 	url1 := startConsulGateway(t, ctx1, cfgPath, agent.Addr(), replan.Options{}, replan.MonitorOptions{}, ev1)
 	url2 := startConsulGateway(t, ctx2, cfgPath, agent.Addr(), replan.Options{}, replan.MonitorOptions{}, ev2)
 	leading := func(url string) bool {
-		return metricLine(t, url, "piccolo_scheduler_leader") == "piccolo_scheduler_leader 1"
+		return metricLine(t, url, "piccolo_replanner_leader") == "piccolo_replanner_leader 1" && metricLine(t, url, "piccolo_scheduler_leader") == "piccolo_scheduler_leader 1"
 	}
 	if leading(url1) == leading(url2) {
 		t.Fatalf("leader metric: gateway 1 %v, gateway 2 %v; want exactly one", leading(url1), leading(url2))

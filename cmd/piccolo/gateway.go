@@ -16,7 +16,7 @@ import (
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	gatewayprocess "github.com/piccolo-serving/piccolo/gateway/process"
 	"github.com/piccolo-serving/piccolo/kserve"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/serving"
@@ -174,7 +174,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringArrayVarP(&o.files, "config", "c", nil, "config file (repeatable; files are merged)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8000", "HTTP listen address host:port (port 0: any free port)")
 	f.StringVar(&o.grpcListen, "grpc-listen", "127.0.0.1:8001", "gRPC listen address host:port (must differ from --listen)")
-	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
+	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(planner.Policies, ", "))
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
 	f.Float64Var(&o.burst, "burst-target", serving.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)

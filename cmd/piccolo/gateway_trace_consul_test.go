@@ -16,7 +16,7 @@ import (
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -41,7 +41,7 @@ func TestGatewayConsulServesTracePlan(t *testing.T) {
 	tracePath := writeOffsets(t, dir, "gamma16.txt", tr.Offsets)
 	// What the gateway's trace planner plans with v100 only, and with both.
 	tp, err := serving.NewTracePlanner(cfg, serving.TracePlannerOptions{Trace: tr,
-		Options: scheduler.Options{Policy: "piccolo"}, Load: simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}})
+		Options: planner.Options{Policy: "piccolo"}, Load: simulate.Options{Seed: 1, Flush: dispatcher.FlushIdle}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestGatewayConsulServesTracePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mean, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	mean, err := planner.Plan(cfg, planner.Options{Policy: "piccolo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestGatewayConsulServesTracePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	filePlan, err := scheduler.Plan(hotCfg, scheduler.Options{Policy: "piccolo"})
+	filePlan, err := planner.Plan(hotCfg, planner.Options{Policy: "piccolo"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/evaluation"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -106,7 +106,7 @@ func TestGatewayPlanMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	good, err := planner.Plan(cfg, planner.Options{Policy: "piccolo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestGatewayServesTraceLive(t *testing.T) {
 	tracePath := writeOffsets(t, dir, "gamma16.txt", tr.Offsets)
 	cfgPath, _, cfg := writeDemo(t, dir)
 	// The plans `piccolo plan --trace FILE --duration 60s --flush idle` prints.
-	tp, err := simulate.PlanForTraceWith("ladder", cfg, scheduler.Options{Policy: "piccolo"}, 0.99,
+	tp, err := simulate.PlanForTraceWith("ladder", cfg, planner.Options{Policy: "piccolo"}, 0.99,
 		simulate.Options{Trace: tr, Duration: half, Seed: 1, Flush: dispatcher.FlushIdle})
 	if err != nil {
 		t.Fatal(err)
@@ -504,7 +504,7 @@ func TestPlannerTableRowsLive(t *testing.T) {
 		tr := gammaRecord(t, 50, cv2, 120*time.Second, 1)
 		tracePath := writeOffsets(t, dir, fmt.Sprintf("gamma%g.txt", cv2), tr.Offsets)
 		for _, search := range []string{"ladder", "inferline"} {
-			tp, err := simulate.PlanForTraceWith(search, cfg, scheduler.Options{Policy: "piccolo"}, 0.99,
+			tp, err := simulate.PlanForTraceWith(search, cfg, planner.Options{Policy: "piccolo"}, 0.99,
 				simulate.Options{Trace: tr, Seed: 1, Flush: dispatcher.FlushIdle})
 			if err != nil {
 				t.Fatal(err)

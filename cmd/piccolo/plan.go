@@ -9,7 +9,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
@@ -17,7 +17,7 @@ import (
 func newPlanCmd() *cobra.Command {
 	var (
 		files  []string
-		opts   scheduler.Options
+		opts   planner.Options
 		burst  float64
 		output string
 		tf     simulate.Traffic
@@ -104,15 +104,15 @@ gateway (docs/operations.md).`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVarP(&files, "config", "c", nil, "config file (repeatable; files are merged)")
-	f.StringVar(&opts.Policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
+	f.StringVar(&opts.Policy, "policy", "piccolo", "planning policy: "+strings.Join(planner.Policies, ", "))
 	f.BoolVar(&opts.NoDummy, "no-dummy", false, "disable the dummy generator (§III-D)")
 	f.BoolVar(&opts.NoReassign, "no-reassign", false, "do not reassign the remaining latency budget (§III-C)")
 	f.BoolVar(&opts.ReassignOnce, "reassign-once", false, "reassign the remaining budget to one module only (Picc-1re)")
 	f.IntVar(&opts.MaxConfigs, "max-configs", 0, "at most N distinct configs per module (0: the policy's own bound)")
 	f.Float64Var(&opts.MaxUtilization, "max-utilization", 0, "size machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, as the gateway does, see --burst-target)")
 	f.Float64Var(&burst, "burst-target", serving.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
-	f.StringVar(&opts.Model, "model", "", "override the latency model: "+scheduler.BuiltinModels().String())
-	f.StringVar(&opts.Split, "split", "", "override the latency split: "+scheduler.BuiltinSplits().String())
+	f.StringVar(&opts.Model, "model", "", "override the latency model: "+planner.BuiltinModels().String())
+	f.StringVar(&opts.Split, "split", "", "override the latency split: "+planner.BuiltinSplits().String())
 	f.DurationVar(&opts.Quantum, "quantum", 0, "step of a quantized split (default 10ms)")
 	f.BoolVar(&opts.NoBatching, "no-batching", false, "plan with batch size 1 only")
 	f.BoolVar(&opts.NoMultiplexing, "no-multiplexing", false, "plan with concurrency 1 only")

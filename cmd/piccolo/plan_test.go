@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -37,7 +37,7 @@ func TestPlanTableGolden(t *testing.T) {
 		name string
 		args []string
 	}{
-		// Each policy at its own utilisation (scheduler.Options'
+		// Each policy at its own utilisation (planner.Options'
 		// default for it): the planner alone, without the burst check
 		// `piccolo plan` makes by default as the gateway does.
 		{"paper-no-dummy", []string{"--policy", "paper", "--no-dummy", "--max-utilization", "1"}},
@@ -73,7 +73,7 @@ func TestPlanJSONRechecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, policy := range scheduler.Policies {
+	for _, policy := range planner.Policies {
 		util := "1" // each policy at its own utilisation, as TestPlanTableGolden
 		if policy == "piccolo" {
 			util = "0.8"
@@ -89,7 +89,7 @@ func TestPlanJSONRechecks(t *testing.T) {
 		if p.Policy != policy || len(p.Sessions) != 2 {
 			t.Errorf("%s: plan says policy %q with %d sessions", policy, p.Policy, len(p.Sessions))
 		}
-		if err := scheduler.Verify(cfg, &p); err != nil {
+		if err := planner.Verify(cfg, &p); err != nil {
 			t.Errorf("%s: %v", policy, err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/piccolo-serving/piccolo/calibrate"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	schedulerprocess "github.com/piccolo-serving/piccolo/scheduler/process"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
@@ -51,7 +51,7 @@ takes over when the leader stops (at once) or dies (after --ttl).
 
 The -c files seed the cluster's config (hardware, profiles, sessions) when
 Consul holds none yet; once it does, that config is planned and the files are
-not read again. With --listen, GET /metrics (piccolo_scheduler_leader) and
+not read again. With --listen, GET /metrics (piccolo_replanner_leader) and
 GET /healthz are served there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -70,7 +70,7 @@ GET /healthz are served there.`,
 	f.StringVar(&o.prefix, "cluster-prefix", cluster.DefaultPrefix, "the Consul KV prefix of the cluster")
 	f.StringVar(&o.id, "id", "", "this candidate's id, unique in the cluster (default scheduler-<host>-<pid>)")
 	f.DurationVar(&o.ttl, "ttl", cluster.DefaultTTL, "how long the leader may miss heartbeats before a standby takes over (>= 1s)")
-	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(scheduler.Policies, ", "))
+	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(planner.Policies, ", "))
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
 	f.Float64Var(&o.burst, "burst-target", serving.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
 	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)

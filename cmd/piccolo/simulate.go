@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -49,7 +49,7 @@ WCL: 'over WCL' counts those that do.`,
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.Files, "config", "c", nil, "config file (repeatable; files are merged); planned with --policy when --plan is not given")
 	f.StringVar(&o.PlanFile, "plan", "", "plan JSON to simulate (as written by 'piccolo plan -o json', or by hand)")
-	f.StringVar(&o.Policy, "policy", "piccolo", "planning policy when --plan is not given: "+strings.Join(scheduler.Policies, ", "))
+	f.StringVar(&o.Policy, "policy", "piccolo", "planning policy when --plan is not given: "+strings.Join(planner.Policies, ", "))
 	f.StringVar(&o.Dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&o.FlushBy, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
 	f.StringVar(&o.Arrival, "arrival", "constant", "arrival process: "+arrival.Kinds)

@@ -19,7 +19,7 @@ import (
 	"github.com/piccolo-serving/piccolo/internal/tlsfiles"
 	"github.com/piccolo-serving/piccolo/kserve"
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
@@ -33,7 +33,7 @@ type Options struct {
 	Listen     string   // --listen: HTTP host:port (port 0: any free port)
 	GRPCListen string   // --grpc-listen: gRPC host:port (must differ from Listen)
 	NoFuse     bool     // --no-fusion: serve the modules as configured (docs/fusion.md)
-	Policy     string   // --policy: a name of scheduler.Policies
+	Policy     string   // --policy: a name of planner.Policies
 	MaxUtil    float64  // --max-utilization, in (0,1]; 0: chosen by simulation
 	Burst      float64  // --burst-target: simulated share of requests within the SLO
 	Dispatch   string   // --dispatch: a dispatcher policy name
@@ -201,7 +201,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
 		Calibration: est}
-	planOpts := serving.Options{Scheduler: scheduler.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}, BurstTarget: o.Burst}
+	planOpts := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}, BurstTarget: o.Burst}
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
 	if err != nil {
 		return err

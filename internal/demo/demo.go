@@ -43,7 +43,7 @@ import (
 	"github.com/piccolo-serving/piccolo/evaluation"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/serving"
 )
 
@@ -69,7 +69,7 @@ type Options struct {
 	NoSpares bool
 	// NoFusion plans and serves every module as configured (gateway
 	// --no-fusion); by default chains with a cheaper fused profile are fused
-	// (scheduler.Fuse, docs/fusion.md).
+	// (planner.Fuse, docs/fusion.md).
 	NoFusion bool
 	// NoHostProfile plans from the config's profiles as written; by default
 	// the CPU models' profiles are this host's (hostprofile.go): measured by
@@ -520,11 +520,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // returns the fused config and the plan (sessions that could not plan are
 // named in it), or the error when nothing planned.
 func fuseAndPlan(c *api.Config, o Options, quiet bool) (*api.Config, *api.Plan, error) {
-	planner := func(c *api.Config) (*api.Plan, error) {
-		return serving.Plan(c, serving.Options{Scheduler: scheduler.Options{MaxUtilization: o.MaxUtilization}})
+	planFor := func(c *api.Config) (*api.Plan, error) {
+		return serving.Plan(c, serving.Options{Scheduler: planner.Options{MaxUtilization: o.MaxUtilization}})
 	}
 	if !o.NoFusion {
-		fc, fusions, err := scheduler.Fuse(c, planner)
+		fc, fusions, err := planner.Fuse(c, planFor)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -535,7 +535,7 @@ func fuseAndPlan(c *api.Config, o Options, quiet bool) (*api.Config, *api.Plan, 
 		}
 		c = fc
 	}
-	plan, err := planner(c)
+	plan, err := planFor(c)
 	if plan == nil {
 		return nil, nil, err
 	}

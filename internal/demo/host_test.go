@@ -13,7 +13,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/configs"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // TestPlanCoresCountsTheHostsCores: the demo's default plan puts its CPU
@@ -38,7 +38,7 @@ func TestPlanCoresCountsTheHostsCores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo", MaxUtilization: 0.75})
+	plan, err := planner.Plan(cfg, planner.Options{Policy: "piccolo", MaxUtilization: 0.75})
 	if err != nil {
 		t.Fatal(err)
 	}

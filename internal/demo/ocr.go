@@ -52,7 +52,7 @@ func ocrSet(s *api.Session) (name string, samples []ocrsamples.Sample) {
 
 // isOCR reports whether a session takes images: a source module runs
 // ocr-pre, alone or as the first step of a fused chain (ocr-pre+ocr-det...:
-// the session as the planner fused it, scheduler.Fuse).
+// the session as the planner fused it, planner.Fuse).
 func isOCR(s *api.Session) bool {
 	for _, i := range s.Sources() {
 		if first, _, _ := strings.Cut(s.Modules[i].Model, "+"); first == "ocr-pre" {

@@ -8,7 +8,7 @@
 //
 //	0 shapes:      internal/registry (the one shape of every strategy registry)
 //	1 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest, tracing, internal/tlsfiles
-//	2 mechanisms:  dispatcher, scheduler, placement, backends, backends/membership, loadgen, metrics
+//	2 mechanisms:  dispatcher, planner, placement, backends, backends/membership, loadgen, metrics
 //	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/replan, status
 //	4 sessions:    gateway (DAG execution and admission), evaluation (the paper's
 //	               evaluation: plans refereed by the simulator), scheduler/cluster
@@ -34,7 +34,7 @@
 //
 // So the request path goes down the layers (kserve → gateway; dataplane →
 // dispatcher, backends) and the control path too (controlplane → dataplane,
-// scheduler), never back: dispatcher never imports gateway, gateway never
+// planner), never back: dispatcher never imports gateway, gateway never
 // imports kserve or dataplane, and dataplane and kserve never import each other.
 // Tests (_test.go files) are not checked: an integration test may boot the
 // whole gateway.

@@ -16,7 +16,7 @@ const module = "github.com/piccolo-serving/piccolo"
 var layers = [][]string{
 	{"internal/registry"},
 	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles"},
-	{"dispatcher", "scheduler", "placement", "backends", "backends/membership", "loadgen", "metrics", "calibrate"},
+	{"dispatcher", "planner", "placement", "backends", "backends/membership", "loadgen", "metrics", "calibrate"},
 	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/replan", "status"},
 	{"gateway", "serving", "scheduler/cluster", "internal/ocrtest", "internal/ocrsamples", "backends/process"},
 	{"dataplane", "kserve", "evaluation"},

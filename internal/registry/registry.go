@@ -1,7 +1,7 @@
 // Package registry is the one shape of Piccolo's strategy registries: the
 // dispatch policies (dispatcher.Registry), flush rules, planning policies
-// (scheduler.PolicyRegistry), latency models, latency splits, variant searches
-// (scheduler), arrival processes (arrival), backend executors
+// (planner.PolicyRegistry), latency models, latency splits, variant searches
+// (planner), arrival processes (arrival), backend executors
 // (process.ExecutorRegistry) and log formats. A strategy is a value with a
 // Name; a Registry maps names to strategies of one kind, in the order given
 // (the default first, by convention), and says which names it has when asked
@@ -10,7 +10,7 @@
 // A Registry is built whole by New (or With, which adds to a copy) and is
 // immutable after, so any goroutine may read it. Packages offer a registry of
 // their own strategies, named Builtin or Builtin<Kinds> (dispatcher.Builtin,
-// scheduler.BuiltinPolicies, process.BuiltinExecutors); main, or a test, builds
+// planner.BuiltinPolicies, process.BuiltinExecutors); main, or a test, builds
 // one with more and hands it down through options. Nothing registers itself in init():
 // what a binary offers is what its main lists (the shape of the Gateway API
 // Inference Extension's plugin registry and CoreDNS's plugin.Register, made

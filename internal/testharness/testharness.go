@@ -23,7 +23,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc"
 )
@@ -133,9 +133,9 @@ func HTTPDo(t testing.TB, method, url, body string) (int, map[string]any) {
 	return resp.StatusCode, m
 }
 
-// Planner plans cfg with the scheduler's piccolo policy, as the tests' gateways do.
+// Planner plans cfg with the planner's piccolo policy, as the tests' gateways do.
 func Planner(cfg *api.Config) (*api.Plan, error) {
-	return scheduler.Plan(cfg, scheduler.Options{Policy: "piccolo"})
+	return planner.Plan(cfg, planner.Options{Policy: "piccolo"})
 }
 
 // ServeFast serves h with fasthttp on a free loopback port until the benchmark ends.

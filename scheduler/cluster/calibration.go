@@ -15,7 +15,7 @@ import (
 
 // Calibration is a candidate's own calibration (the gateway's
 // calibrate.Estimator, in ReplannerOptions.Control.Calibration) that the
-// elected scheduler follows together with every gateway's calibration in
+// elected re-planner follows together with every gateway's calibration in
 // Consul KV.
 type Calibration interface {
 	replan.Calibration
@@ -23,11 +23,11 @@ type Calibration interface {
 	Options() calibrate.Options
 }
 
-// CalibrationEvery is how often the elected scheduler reads every
+// CalibrationEvery is how often the elected re-planner reads every
 // gateway's calibration from Consul KV and merges it with its own.
 const CalibrationEvery = 2 * time.Second
 
-// Followed is the elected scheduler's calibration (replan.Calibration): the
+// Followed is the elected re-planner's calibration (replan.Calibration): the
 // merge (calibrate.Merge: per device, the series with the newest batch) of
 // its own calibration and every gateway's under <prefix>/calibration/,
 // made again every CalibrationEvery by Follow. Drift, planning and

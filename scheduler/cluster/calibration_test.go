@@ -41,7 +41,7 @@ var (
 	_ replan.Calibration  = (*cluster.Followed)(nil)
 )
 
-// TestLeaderFollowsGatewaysCalibration: the elected scheduler's own
+// TestLeaderFollowsGatewaysCalibration: the elected re-planner's own
 // calibration measured nothing; another gateway publishes, after the first
 // plan, that the plan's devices run 1.5× their profile. Within a few
 // CalibrationEvery the leader re-plans with cause drift from the merged
@@ -57,7 +57,7 @@ func TestLeaderFollowsGatewaysCalibration(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := watchPlans(ctx, c)
-	s, err := cluster.NewReplanner(c, cluster.ReplannerOptions{ID: "leader", Seed: seed, Plan: planner,
+	s, err := cluster.NewReplanner(c, cluster.ReplannerOptions{ID: "leader", Seed: seed, Plan: planAt80,
 		Members: membership.Static(seed.Backends, seed.Hardware),
 		Loop:    replan.Options{Period: -1, Tick: 100 * time.Millisecond, DriftHold: 300 * time.Millisecond, Calibration: own}})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
@@ -53,8 +53,8 @@ func newClient(t *testing.T, addr string) *cluster.Client {
 	return c
 }
 
-func planner(c *api.Config) (*api.Plan, error) {
-	return scheduler.Plan(c, scheduler.Options{Policy: "piccolo", MaxUtilization: 0.8})
+func planAt80(c *api.Config) (*api.Plan, error) {
+	return planner.Plan(c, planner.Options{Policy: "piccolo", MaxUtilization: 0.8})
 }
 
 // records collects the plans a follower sees.
@@ -94,7 +94,7 @@ func (r *records) wait(t *testing.T, timeout time.Duration, what string, ok func
 
 func startCandidate(t *testing.T, ctx context.Context, c *cluster.Client, id string, seed *api.Config) (*cluster.Replanner, <-chan struct{}) {
 	t.Helper()
-	s, err := cluster.NewReplanner(c, cluster.ReplannerOptions{ID: id, Seed: seed, Plan: planner,
+	s, err := cluster.NewReplanner(c, cluster.ReplannerOptions{ID: id, Seed: seed, Plan: planAt80,
 		Members: membership.Static(seed.Backends, seed.Hardware), Loop: replan.Options{Period: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestElectionFailoverAndConfigChange(t *testing.T) {
 	if len(served.Backends) != 2 || len(served.Sessions) != 1 {
 		t.Fatalf("record config: %d backends, %d sessions; want 2 and 1", len(served.Backends), len(served.Sessions))
 	}
-	if err := scheduler.Verify(served, first.Plan); err != nil {
+	if err := planner.Verify(served, first.Plan); err != nil {
 		t.Errorf("published plan does not check against its config: %v", err)
 	}
 
@@ -230,7 +230,7 @@ func TestDeposedLeaderCannotPublish(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the only candidate was not elected within 20 s")
 	}
-	plan, err := planner(cfg)
+	plan, err := planAt80(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/membership"
 )
 
-// SchedulerService is the Consul service every scheduler candidate registers
+// SchedulerService is the Consul service every re-planner candidate registers
 // as; its TTL check is what ties the candidate's lock session to its liveness.
 const SchedulerService = "piccolo-scheduler"
 
@@ -63,7 +63,7 @@ func (l *Leadership) Publish(ctx context.Context, r *Record) error {
 	return nil
 }
 
-// Campaign runs for the cluster's scheduler lock until ctx ends, as candidate
+// Campaign runs for the cluster's re-planner lock until ctx ends, as candidate
 // id (unique per process; DefaultID gives host-pid). It registers service
 // SchedulerService with a TTL check of ttl (0: DefaultTTL) that it passes every
 // ttl/4, creates a lock session tied to that check, and blocks on the lock.

@@ -16,7 +16,7 @@ import (
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 )
 
-// ReplannerOptions configure a scheduler candidate. ID, Seed and Plan are required.
+// ReplannerOptions configure a re-planner candidate. ID, Seed and Plan are required.
 type ReplannerOptions struct {
 	// ID names the candidate (unique in the cluster; DefaultID()).
 	ID string
@@ -28,7 +28,7 @@ type ReplannerOptions struct {
 	// changes back rather than the files. (So deleting the key by hand to go
 	// back to the files takes restarting every candidate.)
 	Seed *api.Config
-	// Plan is the planner (scheduler.Plan or simulate.PlanForBursts with options).
+	// Plan is the planner (planner.Plan or simulate.PlanForBursts with options).
 	Plan func(*api.Config) (*api.Plan, error)
 	// Members is the backend membership (default: membership.NewConsul on the
 	// same agent).
@@ -45,7 +45,7 @@ type ReplannerOptions struct {
 	Logger *zap.Logger
 }
 
-// Replanner is a candidate for the cluster's scheduler: Run campaigns, and
+// Replanner is a candidate for the cluster's re-planner: Run campaigns, and
 // while elected runs the control loop (replan.Controller) on the config in
 // Consul, the Consul membership and the gateways' reported rates, publishing
 // each decision as a Record. Leading may be called from any goroutine.
@@ -99,10 +99,10 @@ func (s *Replanner) Run(ctx context.Context) error {
 	return s.c.Campaign(ctx, s.o.ID, s.o.TTL, s.lead)
 }
 
-// Leading reports whether this candidate is the cluster's scheduler now.
+// Leading reports whether this candidate is the cluster's re-planner now.
 func (s *Replanner) Leading() bool { return s.leading.Load() }
 
-// term is one leadership: the state of the elected scheduler.
+// term is one leadership: the state of the elected re-planner.
 type term struct {
 	s   *Replanner
 	l   *Leadership
@@ -116,7 +116,7 @@ type term struct {
 	version uint64
 }
 
-// lead is the elected scheduler's work, until ctx ends.
+// lead is the elected re-planner's work, until ctx ends.
 func (s *Replanner) lead(ctx context.Context, l *Leadership) {
 	s.leading.Store(true)
 	defer s.leading.Store(false)

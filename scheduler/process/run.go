@@ -14,7 +14,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/metrics"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
 	"github.com/piccolo-serving/piccolo/serving"
@@ -28,7 +28,7 @@ type Options struct {
 	Prefix  string        // --cluster-prefix: the Consul KV prefix of the cluster
 	ID      string        // --id: the candidate's id ("": scheduler-<host>-<pid>)
 	TTL     time.Duration // --ttl: heartbeat TTL, ≥ 1 s
-	Policy  string        // --policy: a name of scheduler.Policies
+	Policy  string        // --policy: a name of planner.Policies
 	MaxUtil float64       // --max-utilization, in (0,1]; 0: chosen by simulation
 	Burst   float64       // --burst-target: simulated share of requests within the SLO
 	Listen  string        // --listen: /metrics and /healthz host:port; off/"": none
@@ -62,8 +62,8 @@ func Run(ctx context.Context, o Options, ready func(metricsAddr string)) error {
 	if len(cfg.Sessions) == 0 {
 		return errors.New("the config has no sessions: nothing to schedule")
 	}
-	if !slices.Contains(scheduler.Policies, o.Policy) {
-		return fmt.Errorf("--policy %q: allowed: %s", o.Policy, strings.Join(scheduler.Policies, ", "))
+	if !slices.Contains(planner.Policies, o.Policy) {
+		return fmt.Errorf("--policy %q: allowed: %s", o.Policy, strings.Join(planner.Policies, ", "))
 	}
 	log, err := o.NewLogger()
 	if err != nil {
@@ -78,7 +78,7 @@ func Run(ctx context.Context, o Options, ready func(metricsAddr string)) error {
 	if id == "" {
 		id = "scheduler-" + cluster.DefaultID()
 	}
-	planOpts := scheduler.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}
+	planOpts := planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}
 	sched, err := cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, TTL: o.TTL, Logger: log, Loop: o.Loop,
 		Plan: serving.Options{Scheduler: planOpts, BurstTarget: o.Burst}.Planner()})
 	if err != nil {

@@ -5,13 +5,13 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // benchPlan is 12 random sessions planned together, and a pool that suffices.
 func benchPlan(b *testing.B) (*api.Config, *api.Plan, []placement.Member) {
 	cfg := &api.Config{}
-	for i, c := range scheduler.GenerateWorkloads(11, 12, scheduler.DefaultWorkloadSpec) {
+	for i, c := range planner.GenerateWorkloads(11, 12, planner.DefaultWorkloadSpec) {
 		for _, h := range c.Hardware {
 			if _, ok := cfg.HardwareByName(h.Name); !ok {
 				cfg.Hardware = append(cfg.Hardware, h)
@@ -21,7 +21,7 @@ func benchPlan(b *testing.B) (*api.Config, *api.Plan, []placement.Member) {
 		cfg.Sessions = append(cfg.Sessions, c.Sessions...)
 		_ = i
 	}
-	plan, _ := scheduler.Plan(cfg, scheduler.Options{})
+	plan, _ := planner.Plan(cfg, planner.Options{})
 	_, need, _ := placement.Place(plan, nil, nil, placement.Options{})
 	var members []placement.Member
 	for _, h := range need.Hardware {
@@ -50,7 +50,7 @@ func BenchmarkMembershipChange(b *testing.B) {
 	cfg, _, members := benchPlan(b)
 	now := t0
 	c, err := New(cfg, members, Options{Clock: fakeClock{&now},
-		Plan:   func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) },
+		Plan:   func(cfg *api.Config) (*api.Plan, error) { return planner.Plan(cfg, planner.Options{}) },
 		Target: Publisher(func(*Replan) error { return nil })})
 	if err != nil {
 		b.Fatal(err)

@@ -75,7 +75,7 @@ type Replan struct {
 // Target is where a Controller's decisions go: it places each plan on the
 // members and makes it live. controlplane.EmbeddedControl's target is the
 // gateway's own live switch (round-robin sharing kept on a short static
-// pool); the cluster's scheduler publishes to Consul KV (Publisher). The
+// pool); the cluster's re-planner publishes to Consul KV (Publisher). The
 // Controller calls every method from Run's goroutine only, one at a time.
 type Target interface {
 	// Place places plan on members with opts (the co-location slowdowns
@@ -95,7 +95,7 @@ type Target interface {
 
 // Publisher is the Target that places with placement.Place, publishes by
 // calling itself and ignores failures (the controller logs them): the
-// cluster's scheduler, and tests.
+// cluster's re-planner, and tests.
 type Publisher func(r *Replan) error
 
 // Place implements Target: placement.Place.
@@ -111,7 +111,7 @@ func (Publisher) Failed(*api.Config, error) {}
 
 // Options configure a Controller. Plan and Target are required.
 type Options struct {
-	// Plan is the planner: scheduler.Plan with options, or simulate.PlanForBursts.
+	// Plan is the planner: planner.Plan with options, or simulate.PlanForBursts.
 	// A nil plan means failure; a plan with an error means some sessions failed
 	// (they carry Error) and the plan is still served.
 	Plan func(*api.Config) (*api.Plan, error)

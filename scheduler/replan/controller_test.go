@@ -11,7 +11,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 type fakeClock struct{ now *time.Time }
@@ -89,7 +89,7 @@ func newHarnessWith(t *testing.T, cfg *api.Config, members []placement.Member, o
 	}
 	h.ctr = h.mon.Handle("s", "a", EnvelopeWindow(time.Duration(cfg.Sessions[0].SLO), cfg.Sessions[0].Modules[0].Rate))
 	o.Clock = fakeClock{&h.now}
-	o.Plan = func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) }
+	o.Plan = func(cfg *api.Config) (*api.Plan, error) { return planner.Plan(cfg, planner.Options{}) }
 	o.Target = h
 	h.c, err = New(cfg, members, o)
 	if err != nil {
@@ -308,7 +308,7 @@ func TestControllerRun(t *testing.T) {
 	got := make(chan *Replan, 8)
 	c, err := New(controlConfig(400, 200*time.Millisecond), pool("v100", 4), Options{
 		Tick:   20 * time.Millisecond,
-		Plan:   func(cfg *api.Config) (*api.Plan, error) { return scheduler.Plan(cfg, scheduler.Options{}) },
+		Plan:   func(cfg *api.Config) (*api.Plan, error) { return planner.Plan(cfg, planner.Options{}) },
 		Target: Publisher(func(r *Replan) error { got <- r; return nil }),
 	})
 	if err != nil {
@@ -500,7 +500,7 @@ func TestControllerRiseWithinPlannedRateDoesNotReplan(t *testing.T) {
 		for k := range rates {
 			rates[k] *= 1.8
 		}
-		return scheduler.Plan(WithRates(cfg, rates), scheduler.Options{})
+		return planner.Plan(WithRates(cfg, rates), planner.Options{})
 	}
 	h.run(10, noisy(R))
 	h.c.Replan()

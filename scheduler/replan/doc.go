@@ -58,7 +58,7 @@
 // plan identical to the published one is not published again. Status()
 // returns the last decision and counts for the admin API.
 //
-// Wiring (embedded scheduler inside the gateway):
+// Wiring (embedded re-planner inside the gateway):
 //
 //	mon, _ := replan.NewRateMonitor(time.Now(), replan.MonitorOptions{})
 //	go mon.Run(ctx, replan.SystemClock{})        // advances the buckets
@@ -66,7 +66,7 @@
 //	//   c := mon.Handle(session, module, replan.EnvelopeWindow(slo, configuredRate))
 //	// per request:                        c.Add(1)
 //	ctl, _ := replan.New(cfg, members, replan.Options{
-//		Plan:    func(c *api.Config) (*api.Plan, error) { return scheduler.Plan(c, opts) },
+//		Plan:    func(c *api.Config) (*api.Plan, error) { return planner.Plan(c, opts) },
 //		Target: replan.Publisher(func(r *replan.Replan) error { /* build LiveRunner from r.Plan, swap, metrics.SetPlan(r.Plan, r.Cause, r.PlanTook+r.PlaceTook) */ }),
 //	})
 //	go ctl.Run(ctx)
@@ -80,7 +80,7 @@
 // answer a waiting config change when its decision failed.
 //
 // With several gateways (scheduler/cluster), each writes its Snapshot (JSON)
-// to Consul KV; the elected scheduler reads them and calls ObserveRates with
+// to Consul KV; the elected re-planner reads them and calls ObserveRates with
 // the gateway's id; rates add up.
 // Members convert from the membership package as placement.Member{ID, Hardware}; a
 // static config's backends as placement.Member{b.ID, b.Hardware}.

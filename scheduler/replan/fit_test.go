@@ -5,12 +5,12 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // TestPlannerSeesThePool: the controller hands its planner the members as
 // the config's backends, so a planner that fits the plan to the devices per
-// type (serving.Plan, here scheduler.Options.Pool from them)
+// type (serving.Plan, here planner.Options.Pool from them)
 // plans for the pool. The demo's paper-chain 1.6× slower on 8 t4 and 6
 // v100, the config listing no backends: the plan published misses no device.
 func TestPlannerSeesThePool(t *testing.T) {
@@ -30,7 +30,7 @@ func TestPlannerSeesThePool(t *testing.T) {
 			for _, b := range c.Backends {
 				pool[b.Hardware]++
 			}
-			return scheduler.Plan(c, scheduler.Options{MaxUtilization: 0.8, Pool: pool})
+			return planner.Plan(c, planner.Options{MaxUtilization: 0.8, Pool: pool})
 		},
 		Target: Publisher(func(r *Replan) error { published = append(published, r); return nil }),
 	})

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // A config handed over with its plan (SetPlanned, the config pipeline's
@@ -17,14 +17,14 @@ func TestSetPlannedTakesTheCheckedPlan(t *testing.T) {
 	h := newHarness(t, controlConfig(400, 200*time.Millisecond), pool("v100", 10), Options{})
 	h.c.o.Plan = func(cfg *api.Config) (*api.Plan, error) {
 		calls++
-		return scheduler.Plan(cfg, scheduler.Options{})
+		return planner.Plan(cfg, planner.Options{})
 	}
 	next := controlConfig(800, 200*time.Millisecond)
 	rates := h.c.PlanningRates(next)
 	if got := rates[ModuleKey{"s", "a"}]; got != 800 {
 		t.Fatalf("PlanningRates of a config at 800 req/s: %v, want 800 (no measured rate in use)", got)
 	}
-	plan, err := scheduler.Plan(next, scheduler.Options{})
+	plan, err := planner.Plan(next, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

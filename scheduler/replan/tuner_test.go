@@ -7,7 +7,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/arrival"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // poissonBuckets records d of Poisson arrivals at rate (seed) and returns
@@ -43,7 +43,7 @@ func poissonBuckets(t *testing.T, rate float64, d time.Duration, seed uint64) ([
 func TestTunerRateStep(t *testing.T) {
 	const R = 400
 	cfg := controlConfig(R, 200*time.Millisecond)
-	plan, err := scheduler.Plan(cfg, scheduler.Options{})
+	plan, err := planner.Plan(cfg, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestControllerTuneAndHold(t *testing.T) {
 	plans := 0
 	h := newHarness(t, cfg, pool("v100", 10), Options{Tick: 100 * time.Millisecond, SustainUp: 500 * time.Millisecond,
 		Hold: func(k ModuleKey) bool { return k == ModuleKey{"s", "a"} }})
-	plan := func(c *api.Config) (*api.Plan, error) { plans++; return scheduler.Plan(c, scheduler.Options{}) }
+	plan := func(c *api.Config) (*api.Plan, error) { plans++; return planner.Plan(c, planner.Options{}) }
 	h.c.o.Plan = plan
 	h.runFine(10*time.Second, 2*R)
 	if len(h.published) != 1 || plans != 0 {

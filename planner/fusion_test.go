@@ -1,4 +1,4 @@
-package scheduler_test
+package planner_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // fusionConfig is a session src → a → b → sink at 10 req/s (b's rate is
@@ -38,11 +38,11 @@ sessions:
 	return cfg
 }
 
-func planWith(c *api.Config) (*api.Plan, error) { return scheduler.Plan(c, scheduler.Options{}) }
+func planWith(c *api.Config) (*api.Plan, error) { return planner.Plan(c, planner.Options{}) }
 
 func TestFuseWhenCheaper(t *testing.T) {
 	cfg := fusionConfig(t, 15, 10) // 15 ms for both steps instead of 2 × 10 ms
-	out, fusions, err := scheduler.Fuse(cfg, planWith)
+	out, fusions, err := planner.Fuse(cfg, planWith)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestFuseWhenCheaper(t *testing.T) {
 
 func TestNoFuseWhenDearer(t *testing.T) {
 	cfg := fusionConfig(t, 25, 10) // 25 ms fused against 2 × 10 ms apart
-	out, fusions, err := scheduler.Fuse(cfg, planWith)
+	out, fusions, err := planner.Fuse(cfg, planWith)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestNoFuseWhenDearer(t *testing.T) {
 // element a answers), so a and b are not one chain, however cheap the profile.
 func TestNoFuseAcrossFanOut(t *testing.T) {
 	cfg := fusionConfig(t, 1, 20)
-	_, fusions, err := scheduler.Fuse(cfg, planWith)
+	_, fusions, err := planner.Fuse(cfg, planWith)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ sessions:
 	}
 	// Without a target: b (0.99) is chosen, a + b at 100 ms a request
 	// unfused; fused a+b at 90 ms is cheaper and as accurate.
-	out, fusions, err := scheduler.Fuse(doc(""), planWith)
+	out, fusions, err := planner.Fuse(doc(""), planWith)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ sessions:
 	}
 	// At target 0.9, a + b-small (70 ms, 0.9) meets it unfused and is
 	// cheaper than a+b: no fusion.
-	out, fusions, err = scheduler.Fuse(doc("accuracy: 0.9"), planWith)
+	out, fusions, err = planner.Fuse(doc("accuracy: 0.9"), planWith)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package planner
 
 import (
 	"errors"
@@ -52,7 +52,7 @@ func (f Fusion) String() string {
 // decides whether that is worth it (a target only the unfused choices reach
 // leaves the fused session infeasible, and unfused).
 //
-// For each session Fuse plans it with plan (scheduler.Plan or the gateway's
+// For each session Fuse plans it with plan (planner.Plan or the gateway's
 // planner) as it is and with each candidate fused, applies the best fused
 // version if it is cheaper, or as cheap with a lower latency bound, and
 // repeats until no candidate improves the session. The fused module is named

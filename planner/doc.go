@@ -1,4 +1,4 @@
-// Package scheduler is Piccolo's planner: given sessions, profiles and a hardware
+// Package planner is Piccolo's planner: given sessions, profiles and a hardware
 // catalog it produces the minimum-cost plan that meets every session's SLO, as the
 // Piccolo paper describes (§II–§IV), plus the systems the paper compares with.
 //
@@ -48,4 +48,4 @@
 // optimal) and variant searches (BuiltinVariantSearches: climb, beam, all).
 // Options.Strategies offers others beside them; a greedy Split only ranks
 // moves (Score), so Algorithm 2's loop is written once.
-package scheduler
+package planner

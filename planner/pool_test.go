@@ -1,4 +1,4 @@
-package scheduler_test
+package planner_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/placement"
-	"github.com/piccolo-serving/piccolo/scheduler"
+	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // TestPlanFitsPool: the demo's paper-chain with every device 1.6× slower
@@ -33,21 +33,21 @@ func TestPlanFitsPool(t *testing.T) {
 		}
 		return short.Missing()
 	}
-	free, err := scheduler.Plan(cfg, scheduler.Options{MaxUtilization: 0.8})
+	free, err := planner.Plan(cfg, planner.Options{MaxUtilization: 0.8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if missing(free) == 0 {
 		t.Fatal("the plan without a pool places on 8 t4 and 6 v100: the test needs a plan short of devices")
 	}
-	fit, err := scheduler.Plan(cfg, scheduler.Options{MaxUtilization: 0.8, Pool: pool})
+	fit, err := planner.Plan(cfg, planner.Options{MaxUtilization: 0.8, Pool: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := missing(fit); m != 0 {
 		t.Errorf("with the pool the plan misses %d devices of the 8 t4 and 6 v100; want none", m)
 	}
-	if err := scheduler.Verify(cfg, fit); err != nil {
+	if err := planner.Verify(cfg, fit); err != nil {
 		t.Errorf("the fitted plan fails the check: %v", err)
 	}
 	if fit.TotalCost < free.TotalCost-1e-9 {
@@ -63,7 +63,7 @@ func TestPlanFitsPool(t *testing.T) {
 		t.Error("no module's groups split across types")
 	}
 
-	big, err := scheduler.Plan(cfg, scheduler.Options{MaxUtilization: 0.8, Pool: map[string]int{"t4": 8, "v100": 20}})
+	big, err := planner.Plan(cfg, planner.Options{MaxUtilization: 0.8, Pool: map[string]int{"t4": 8, "v100": 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestPlanPoolRefusesNegative(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = scheduler.Plan(base, scheduler.Options{Pool: map[string]int{"t4": -1}})
+	_, err = planner.Plan(base, planner.Options{Pool: map[string]int{"t4": -1}})
 	if err == nil || !strings.Contains(err.Error(), `"t4"`) {
 		t.Fatalf("a pool of -1 t4: error %v; want one naming t4", err)
 	}
