@@ -22,8 +22,9 @@ import (
 // Policy of its own, outside this package, the earliest of all groups.
 //
 // Admission (Options.Admission) checks the same end against Item.Due, and
-// admits beyond it in one case only: a group short of machines
-// (target's short, admitsLocked). O(1) while the machine next in rotation
+// admits beyond it in one case only: where the spares are kept back from
+// an idle machine that would end the batch late (target's kept,
+// admitsLocked). O(1) while the machine next in rotation
 // is free, no allocation; any goroutine.
 func (d *Dispatcher) Predict(now time.Time) time.Duration {
 	_, at := d.predictMachine(now, nil)
@@ -102,19 +103,20 @@ var noBatch Batch
 //     queued it behind the busy machine (one device 1.6x, seed 6: 21 ms
 //     late, 3 504s, beside three idle spares 1 ms short of its due).
 //
-// short reports that step 3 kept the spares back from a batch that would
-// be late on an idle machine of a group whose every machine is slower than
-// planned: the plan is short of machines, and the spares are kept for the
-// batches its busy machines cannot take (every device 1.6x: overflowing
-// the idle ones' batches too refused 338 requests in the first 10 s,
-// against 178). Admission reads it (admitsLocked).
+// kept reports that step 3 kept the spares back from a batch that would
+// be late on the idle machine it goes to (a machine as planned, or every
+// machine of its group slower than planned: then the plan is short of
+// machines, and the spares are kept for the batches its busy machines
+// cannot take; every device 1.6x: overflowing the idle ones' batches too
+// refused 338 requests in the first 10 s, against 178). Admission reads it
+// (admitsLocked).
 //
 // The completion is now + (the wait for the machine's lane and device +
 // its duration) × its group's measured ratio (predictAt). b is the batch
 // (its size; &noBatch when none is open), it the item that would join it
 // (nil: none). The dispatcher's lock must be held; O(1) while the machine
 // next in rotation is free, no allocation.
-func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time.Time, spares bool) (m *machine, end time.Time, short bool) {
+func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time.Time, spares bool) (m *machine, end time.Time, kept bool) {
 	var start time.Time
 	if q != nil && q.m != nil {
 		m = q.m
@@ -136,7 +138,7 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 		return m, end, false
 	}
 	if m.idle() && !(m.duration() > m.slot.Duration && m.g.hasFasterPeer(m)) {
-		return m, end, m.duration() > m.slot.Duration
+		return m, end, true
 	}
 	if s, e, _ := d.spareFor(b, it, end, now); s != nil {
 		return s, e, false
@@ -226,7 +228,7 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 	}
 	minFill := time.Duration(math.MaxInt64)
 	for _, g := range d.st.groups {
-		m, start := g.choose(now, time.Time{})
+		m, start := g.choose(now, now) // every machine "late": the one that ends a batch first
 		minFill = min(minFill, consider(m, g.slow, start, d.fillLocked(g, gap), true))
 	}
 	// A spare machine takes a batch the plan's machines would finish too
@@ -262,29 +264,29 @@ func (d *Dispatcher) fillLocked(g *group, gap float64) time.Duration {
 // admitsLocked is Options.Admission's rule for it joining b, q's open batch:
 // it completes by its Due on the machine the batch would go to
 // (Dispatcher.target, its deadline counted in the batch's), a spare machine
-// included where b would overflow there. One case admits beyond that: the
-// batch would end late on an idle machine of a group whose every machine is
-// slower than planned (target's short), and a spare machine that holds b
-// with it would complete it in time. The plan is short of machines (the
-// devices run slower than it was made for) and the spares are kept for the
-// batches its busy machines cannot take, so the batch runs on the slow
-// machine; refusing it instead refuses everything while every machine is
-// slow, nothing runs on them, and nothing measures them for the plan that
-// would mend it (the reverted rework: 513 of the first 521 requests
-// refused with every device 1.6x; docs/calibration.md, "Admission from the
-// measured pace"). A spare able to end it in time bounds that debt: the
-// module has the capacity somewhere, if not where the batch goes.
+// included where b would overflow there. One case admits beyond that, as
+// admission did before the choice was one: the batch would end late on the
+// idle machine it goes to, the spares kept back from it (target's kept),
+// and a spare that holds b with it would complete it in time. The module
+// has the capacity in time, if not where the batch goes; the batch runs on
+// the idle machine (a partial batch there ends sooner than the full one
+// predicted). Above all this is the case of a plan whose every device runs
+// slower than it was made for: refusing there refuses everything, nothing
+// runs on the slow devices, and nothing measures them for the plan that
+// would mend it (the reverted rework: 513 of the first 521 requests refused
+// with every device 1.6x; docs/calibration.md, "Admission from the measured
+// pace"; TestEverySlowDeviceStillServes).
 func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) bool {
 	dl := b.minDL
 	if !it.Deadline.IsZero() && (dl.IsZero() || it.Deadline.Before(dl)) {
 		dl = it.Deadline
 	}
-	m, end, short := d.target(q, b.g, b, it, dl, now, true)
+	m, end, kept := d.target(q, b.g, b, it, dl, now, true)
 	due := d.dueFor(it, m.g.duration, now)
 	if due.IsZero() || !end.After(due) {
 		return true
 	}
-	if short {
+	if kept {
 		_, _, inTime := d.spareFor(b, it, end, now)
 		return inTime
 	}
