@@ -76,7 +76,14 @@ type slowChain struct {
 	firstCompleted time.Duration
 }
 
-func newSlowChain(t *testing.T, slow float64) *slowChain {
+func newSlowChain(t *testing.T, slow float64) *slowChain { return newChain(t, slow, false) }
+
+// newChain is newSlowChain, or with calibrated the plan the drift re-plan
+// makes from the measured profiles (every duration 1.6x; `piccolo plan`
+// of them on the same 14 devices): m2 on eight t4 (b4 410 ms, 7.688
+// machines, budget 461.7 ms), m3 on six v100 (b4 320 ms, budget 438.3 ms),
+// no spare left.
+func newChain(t *testing.T, slow float64, calibrated bool) *slowChain {
 	t.Helper()
 	c := &slowChain{clock: NewVirtualClock(t0), slo: 900 * ms}
 	sender := &slowDevices{clock: c.clock, k: slow, free: map[string]time.Time{}, model: map[*Dispatcher]string{}}
@@ -90,10 +97,14 @@ func newSlowChain(t *testing.T, slow float64) *slowChain {
 		v100s = append(v100s, fmt.Sprintf("v100-%d", i))
 		h.Machine(v100s[i]).SetPace(slow)
 	}
+	scale, rate := 1.0, 50.0
+	if calibrated {
+		scale, rate = slow, 60
+	}
 	module := func(model, hw string, batch int, machines, budget float64, on []string) (*Dispatcher, error) {
 		g := api.GroupPlan{Hardware: hw, Price: 1, Batch: batch, Concurrency: 1,
-			DurationMs: float64(chainProfile[model][hw][batch] / ms), Machines: machines, Rate: 50, Backends: on}
-		d, err := New(api.ModulePlan{Name: model, Rate: 50, BudgetMs: budget, Configs: []api.GroupPlan{g}}, Options{
+			DurationMs: float64(chainProfile[model][hw][batch]/ms) * scale, Machines: machines, Rate: rate, Backends: on}
+		d, err := New(api.ModulePlan{Name: model, Rate: rate, BudgetMs: budget, Configs: []api.GroupPlan{g}}, Options{
 			Flush: FlushIdle, Admission: true, Clock: c.clock, Sender: sender, Health: h, Devices: devs,
 			Profiled: func(hw string, batch, _ int) time.Duration { return chainProfile[model][hw][batch] },
 		})
@@ -104,7 +115,11 @@ func newSlowChain(t *testing.T, slow float64) *slowChain {
 		// The spare slots dataplane.SpareSlots gives: the smallest entry
 		// that holds the group's batch, within the budget.
 		var spare []Slot
-		for _, b := range append(append([]string(nil), t4s[5:]...), v100s[3:]...) {
+		var free []string
+		if !calibrated {
+			free = append(append(free, t4s[5:]...), v100s[3:]...)
+		}
+		for _, b := range free {
 			shw := b[:len(b)-2]
 			if du := chainProfile[model][shw][batch]; float64(du/ms) <= budget {
 				spare = append(spare, Slot{Module: model, Backend: b, Hardware: shw, Batch: batch, Concurrency: 1, Duration: du})
@@ -113,15 +128,24 @@ func newSlowChain(t *testing.T, slow float64) *slowChain {
 		return d, d.SetSpare(spare)
 	}
 	var err error
-	if c.m2, err = module("m2", "t4", 4, 4.267, 332.2, t4s[:5]); err != nil {
-		t.Fatal(err)
-	}
-	if c.m3, err = module("m3", "v100", 8, 2.667, 567.8, v100s[:3]); err != nil {
-		t.Fatal(err)
-	}
 	// The gateway's times (dataplane): slack min(10% of the budget, budget − WCL).
-	c.t2 = ModuleTimes{Budget: 332 * ms, Slack: 16 * ms, Shortest: 256 * ms, Tail: 320 * ms}
-	c.t3 = ModuleTimes{Budget: 568 * ms, Slack: 28 * ms, Shortest: 320 * ms}
+	if calibrated {
+		t4s, v100s = t4s[:8:8], v100s[:6:6] // every device in the plan: no spare
+		if c.m2, err = module("m2", "t4", 4, 7.688, 461.7, t4s); err == nil {
+			c.m3, err = module("m3", "v100", 4, 6, 438.3, v100s)
+		}
+		c.t2 = ModuleTimes{Budget: 462 * ms, Slack: 2 * ms, Shortest: 410 * ms, Tail: 320 * ms}
+		c.t3 = ModuleTimes{Budget: 438 * ms, Slack: 2 * ms, Shortest: 320 * ms}
+	} else {
+		if c.m2, err = module("m2", "t4", 4, 4.267, 332.2, t4s[:5]); err == nil {
+			c.m3, err = module("m3", "v100", 8, 2.667, 567.8, v100s[:3])
+		}
+		c.t2 = ModuleTimes{Budget: 332 * ms, Slack: 16 * ms, Shortest: 256 * ms, Tail: 320 * ms}
+		c.t3 = ModuleTimes{Budget: 568 * ms, Slack: 28 * ms, Shortest: 320 * ms}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.s2 = &Stage{D: c.m2, Next: []*Stage{{D: c.m3}}}
 	return c
 }
@@ -214,5 +238,24 @@ func TestEverySlowDeviceStillServes(t *testing.T) {
 	// one machine choice, and this build); the reverted rework, none.
 	if in := c.inTime - c.firstIn; in*10 < sent*4 {
 		t.Errorf("%d of %d requests within the SLO (%d refused) at the planned rate; want at least 40%%", in, sent, c.refused)
+	}
+}
+
+// The plan the drift re-plan makes from the measured profiles, every device
+// 1.6x slower than its offline profile (so as planned), Poisson at the 60
+// req/s it was planned for: admission serves it.
+func TestCalibratedPlanServes(t *testing.T) {
+	c := newChain(t, 1.6, true)
+	rng := rand.New(rand.NewPCG(1, 2))
+	at := c.clock.Now()
+	for at.Sub(t0) < 10*time.Second {
+		at = at.Add(time.Duration(rng.ExpFloat64() / 60 * float64(time.Second)))
+		c.clock.AfterFunc(at.Sub(c.clock.Now()), func() { c.request() })
+	}
+	c.clock.Run(at.Add(2 * time.Second))
+	t.Logf("%d requests: %d within the SLO, %d refused (%d at m3), %d late, %d failed",
+		c.sent, c.inTime, c.refused, c.refusedMid, c.late, c.failed)
+	if c.inTime*100 < c.sent*95 || c.late+c.failed > 0 {
+		t.Errorf("%d of %d within the SLO, %d late, %d failed; want at least 95%% and none late", c.inTime, c.sent, c.late, c.failed)
 	}
 }
