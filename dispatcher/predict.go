@@ -232,7 +232,7 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 		minFill = min(minFill, consider(m, g.slow, start, d.fillLocked(g, gap), true))
 	}
 	// A spare machine takes a batch the plan's machines would finish too
-	// late (overflowLocked): the modules before this one reserve for it too,
+	// late (target's spare step): the modules before this one reserve for it too,
 	// with the fill of the batch it would take.
 	for _, m := range d.spare {
 		if m.isDown() {

@@ -13,7 +13,7 @@ import (
 // planned (its pace or straggler slowness) while another of the group is
 // faster by more than a tenth, and it would complete after its earliest item
 // is due there: to the spare that completes it first in time, or, with none in
-// time, sooner than its machine would (overflowLocked; issue 11: overflow
+// time, sooner than its machine would (Dispatcher.target; issue 11: overflow
 // before refusal); admission (Predict) counts the spare machines too. A spare
 // whose backend is down (MachineHealth.Down: ejected) takes no batch and
 // admits nothing. Stats.Overflow counts the batches sent so; Stats.Spare the
