@@ -68,7 +68,6 @@ func (d *Dispatcher) Sweep() int {
 				if d.admit {
 					m.resync(now)
 				}
-				m.g.refresh(now)
 				d.retimeLocked(m, now)
 			}
 		}

@@ -220,14 +220,10 @@ type group struct {
 	duration  time.Duration
 	weight    float64 // planned batches/s: rate / batch
 	machines  []*machine
-	next      int // rotation
-	// freeAt is when a batch closed now could start on one of the group's
-	// machines: the earliest estimated free lane, zero when a machine is idle.
-	// Kept by refresh whenever a machine's lanes or queue change (per batch,
-	// not per item), so that Predict is O(1) a group.
-	freeAt time.Time
-	// first is the machine whose lane gave freeAt.
-	first *machine
+	next      int // rotation: where choose starts, past the machine g's last batch went to
+	// oneDev is the device every machine of g is placed on (a pool shorter
+	// than the plan stacks them there), nil otherwise: choose stops at it.
+	oneDev *Device
 	// slow measures the group's batches against what the dispatcher
 	// expected when it sent them (the wait on the device, then the
 	// duration: profile × straggler slowness): a high percentile of
@@ -477,9 +473,13 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 			}
 		}
 	}
-	now := d.clock.Now()
 	for _, g := range st.groups {
-		g.refresh(now)
+		g.oneDev = g.machines[0].dev
+		for _, m := range g.machines {
+			if m.dev != g.oneDev {
+				g.oneDev = nil
+			}
+		}
 		g.share = g.weight / st.sumGroup
 		st.maxLoad = max(st.maxLoad, g.share*g.duration.Seconds()/g.occupancy)
 		st.maxDuration = max(st.maxDuration, g.duration)
@@ -707,18 +707,16 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 	return b
 }
 
-// choose is the one rule for which machine of g a batch closed now goes to,
-// by when it would end there: its expected start (startAt, or with dev
-// false the machine's own lanes only, its device left to group.earliest)
-// plus the machine's expected duration (the planned one times its pace or
-// straggler slowness, machine.duration). Scanning in rotation from machine
-// from (g.next for a batch, 0 for refresh: the machines alone on their
-// device come first in the plan's order, so Predict's device check stays
-// O(1) when they are free):
+// choose is the group's step of the one machine choice (Dispatcher.target):
+// the machine of g a batch closed now goes to, by when it would end there,
+// and when it would start there: its expected start (startAt: a lane of its
+// own and of its backend's device free) plus its expected duration (the
+// planned one times its pace or straggler slowness, machine.duration).
+// Scanning in rotation from g.next:
 //
-//   - a free machine (nothing queued, a lane free) that runs the batch as
-//     planned is taken at once: nothing ends a batch sooner (O(1) while one
-//     is free);
+//   - a free machine (nothing queued, a lane of its own and of its device
+//     free) that runs the batch as planned is taken at once: nothing ends a
+//     batch sooner (O(1) while the machine next in rotation is free);
 //   - else the free machine that ends it first, unless it would end after
 //     dl, the batch's oldest deadline (zero: none), while a busy machine
 //     ends it sooner: then that one (a batch the deadline flush timed does
@@ -727,29 +725,46 @@ func (d *Dispatcher) openLocked(q *queue) *Batch {
 //   - with none free, the machine that ends it first.
 //
 // A free machine is preferred over a busy one that would end sooner when
-// both meet dl: the group's machines all work. With dl = now (every
-// machine "late"), choose returns the machine that ends a batch first:
-// what refresh keeps for Predict, the deadline flush and admission
-// (group.sendBy), so that the three read one rule. The dispatcher's lock
-// must be held; O(machines of g) at most, per batch.
-func (g *group) choose(now, dl time.Time, dev bool, from int) *machine {
+// both meet dl: the group's machines all work. A machine whose own lane is
+// free but whose device runs another module's batches is not free: the
+// batch would wait there while another machine of the group idles. The
+// dispatcher's lock must be held; O(machines of g) at most, one atomic load
+// a device: once a machine waits for its device rather than its own lanes,
+// the group's other machines there (a pool shorter than the plan stacks
+// them on one device) start no earlier, are as fast (one backend, one
+// pace), and are skipped.
+func (g *group) choose(now, dl time.Time) (*machine, time.Time) {
 	// Ends are kept as durations from now: a machine free now costs no time
 	// arithmetic, and the deadline is subtracted once, when it matters
-	// (BenchmarkSubmit's idle cases choose once a request).
-	n := len(g.machines)
+	// (BenchmarkSubmit's admission cases choose once a request).
+	n, from := len(g.machines), g.next
+	if m := g.machines[from]; m.pending.len() == 0 && m.hasLane() && (m.dev == nil || m.dev.free.Load() <= now.UnixNano()) &&
+		(m.health == nil || m.duration() <= m.slot.Duration) {
+		return m, now // the loop's first pass, without the loop
+	}
 	var best, free *machine
-	var bestEnd, freeEnd time.Duration
+	var bestEnd, bestWait, freeEnd time.Duration
+	var bound *Device // a device whose free time bounds its machines' start
 	for k := 0; k < n; k++ {
 		i := from + k
 		if i >= n {
 			i -= n
 		}
 		m := g.machines[i]
-		var at time.Time
-		if dev {
-			at = m.startAt(now)
-		} else {
-			at = m.freeAt()
+		if m.dev != nil && m.dev == bound {
+			if bound == g.oneDev {
+				break // every machine of g is there
+			}
+			continue
+		}
+		at := m.freeAt()
+		if m.dev != nil {
+			if df := m.dev.freeAt(); df.After(at) {
+				at = df
+				if df.After(now) {
+					bound = m.dev
+				}
+			}
 		}
 		du := m.duration()
 		var wait time.Duration
@@ -757,34 +772,28 @@ func (g *group) choose(now, dl time.Time, dev bool, from int) *machine {
 			wait = at.Sub(now)
 		} else if m.pending.len() == 0 {
 			if du <= m.slot.Duration {
-				return m // free and as planned: none ends it sooner
+				return m, now // free and as planned: none ends it sooner
 			}
 			if free == nil || du < freeEnd {
 				free, freeEnd = m, du
 			}
 		}
 		if end := wait + du; best == nil || end < bestEnd {
-			best, bestEnd = m, end
+			best, bestEnd, bestWait = m, end, wait
 		}
 	}
 	if free != nil && (dl.IsZero() || freeEnd <= dl.Sub(now) || bestEnd >= freeEnd) {
-		return free
+		return free, now
 	}
-	return best
+	return best, now.Add(bestWait)
 }
 
-// pickMachine chooses the machine of g that receives a batch closed now
-// whose oldest deadline is dl (zero: none): choose's rule, the device
-// counted (a machine whose own lane is free but whose device is busy with
-// another module's batches is not free: the batch would wait there while
-// another machine of the group idles), and moves the rotation past it.
-func (g *group) pickMachine(now, dl time.Time) *machine {
-	m := g.choose(now, dl, true, g.next)
+// advance moves g's rotation past m, the machine of g a batch went to.
+func (g *group) advance(m *machine) {
 	g.next = m.slot.Machine + 1
 	if g.next == len(g.machines) {
 		g.next = 0
 	}
-	return m
 }
 
 // startAt returns when a batch given to m now could start: when a lane of
@@ -1122,26 +1131,15 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 		return
 	}
 	d.stats.Closed[why]++
-	m := q.m
-	if m == nil {
-		m = b.g.pickMachine(now, b.minDL)
-	}
-	if m.health != nil {
-		m = d.reroute(b, m) // down or slow: another machine (health.go)
-	}
-	// A spare machine takes the batch its machine would end late: one busy,
-	// or one idle but slower than planned (its pace or straggler slowness)
-	// while another machine of its group is faster by a tenth (an idle slow
-	// v100 ending m3's batches 6 ms late beside three idle spares was the
-	// one-device case's 504s). When every machine of the group is slow, the
-	// plan is short and the spares are kept for the batches its busy
-	// machines cannot take (every device 1.6x: overflowing the idle ones'
-	// too refused 338 requests in the first 10 s, against 178).
-	if len(d.spare) > 0 && (!m.idle() || m.duration() > m.slot.Duration && m.g.hasFasterPeer(m)) {
-		if s := d.overflowLocked(b, m, now); s != nil {
-			m = s
-			d.stats.Overflow++
-		}
+	// The one machine choice (Dispatcher.target): the machine Predict and
+	// admission assumed and the deadline flush timed the batch by, as the
+	// lanes stand now, a spare where the batch would end late.
+	m, _, _ := d.target(q, b.g, b, nil, b.minDL, now, true)
+	switch {
+	case m.slot.Group < 0:
+		d.stats.Overflow++
+	case q.m == nil && m.g == b.g:
+		b.g.advance(m)
 	}
 	m.place(b, now)
 	if m.idle() {
@@ -1149,7 +1147,6 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	} else {
 		m.pending.push(b)
 	}
-	m.g.refresh(now)
 	d.retimeLocked(m, now)
 	d.publishLocked(now)
 }

@@ -198,12 +198,13 @@
 // (MachineHealth.SetPace: compute time over the offline profile, set by the
 // data plane from its latest batches; as a ratio to the planned duration
 // through Options.Profiled) scales the machine's expected duration the same
-// way. One rule (group.choose) says which machine a batch goes to and when
+// way. One function (Dispatcher.target: group.choose, then health's
+// reroute, then the spare step) says which machine a batch goes to and when
 // it ends there (its lane free, then that duration): a free machine that
 // runs it as planned at once, else the free one that ends it first unless
 // it would end the batch after its oldest deadline while a busy one ends
-// it sooner. The machine that ends a batch first (refresh keeps it) is the
-// one Predict assumes and the deadline flush times the batch by
+// it sooner. Dispatch sends the batch to that machine, Predict and
+// admission assume it, and the deadline flush times the batch by it
 // (queue.sendBy: the oldest deadline less that machine's duration by its
 // pace or straggler slowness, times the group's measured ratio, brought
 // sooner when a batch of the group is placed or ends late, never later).

@@ -94,18 +94,13 @@ func (d *Dispatcher) takeOver(items []*Item, handed bool) bool {
 }
 
 // resyncLocked recomputes every machine's lane estimates from the batches
-// still running and queued on it (after drainLocked: running only), and the
-// groups' earliest free lanes.
+// still running and queued on it (after drainLocked: running only).
 func (d *Dispatcher) resyncLocked(now time.Time) {
 	for _, m := range d.st.machines {
 		m.resync(now)
 	}
-	for _, g := range d.st.groups {
-		g.refresh(now)
-	}
 	for _, m := range d.spare {
 		m.resync(now)
-		m.g.refresh(now)
 	}
 }
 

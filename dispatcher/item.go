@@ -184,7 +184,6 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 			if d.admit {
 				p.resync(now)
 			}
-			p.g.refresh(now)
 			if late {
 				d.retimeLocked(p, now)
 			}
@@ -195,7 +194,6 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 		// machine a queued batch picks, and the paper's rule is kept as it was.
 		m.resync(now)
 	}
-	m.g.refresh(now)
 	if late {
 		d.retimeLocked(m, now)
 	}

@@ -149,8 +149,9 @@ func TestPaceMeetingDeadline(t *testing.T) {
 	grp := d.st.groups[0]
 	slow, fast := grp.machines[0], grp.machines[1]
 	// slow, free: ends at 60+160 = 220 ms; fast, busy to 100: ends at 200 ms.
-	got1 := grp.choose(now, t0.Add(210*time.Millisecond), true, 0)
-	got2 := grp.choose(now, t0.Add(230*time.Millisecond), true, 0)
+	grp.next = 0
+	got1, _ := grp.choose(now, t0.Add(210*time.Millisecond))
+	got2, _ := grp.choose(now, t0.Add(230*time.Millisecond))
 	d.mu.Unlock()
 	if got1 != fast {
 		t.Errorf("deadline 210 ms, slow ends at 220, fast at 200: gave %s; want fast", got1.slot.Backend)

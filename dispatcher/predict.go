@@ -5,52 +5,183 @@ import (
 	"time"
 )
 
-// Predict returns how long an item submitted now would take at least, from
-// now to its completion: the wait for a lane of the machines its batch would
-// go to, as the dispatcher has them queued (each lane's estimated free time,
-// from the profiled durations of the batches running and queued on it), plus
-// the batch's profiled duration, both scaled by the group's measured
-// slowness; or on a spare machine (SetSpare) if that is earlier. It does not count the wait for batch-mates:
-// that wait ends by the deadline flush, which is timed to meet the item's
-// deadline (docs/dataplane.md, "Admission"). The batch goes to the group of
-// the open batch the item would join (under TC, the group chosen when it
+// Predict returns how long an item submitted now, with no deadline of its
+// own, would take at least, from now to its completion, on the machine its
+// batch would go to (Dispatcher.target, the one machine choice that
+// dispatch, the deadline flush and admission share): the wait for a lane of
+// that machine and of its backend's device, as the dispatcher has them
+// queued (each lane's estimated free time, from the expected durations of
+// the batches running and queued there), plus the batch's expected
+// duration, both scaled by the group's measured slowness; on a spare
+// machine (SetSpare) when the open batch's items would be done too late on
+// the group's. It does not count the wait for batch-mates: that wait ends
+// by the deadline flush, which is timed to meet the item's deadline
+// (docs/dataplane.md, "Admission"). The batch goes to the group of the
+// open batch the item would join (under TC, the group chosen when it
 // opened; with no open batch, the group the next one opens for). Under a
 // Policy of its own, outside this package, the earliest of all groups.
 //
-// Predict is what Options.Admission checks against Item.Due; the gateway
-// calls it for its request-level estimate. O(1) a group, no allocation; any
-// goroutine.
+// Admission (Options.Admission) checks the same end against Item.Due, and
+// admits beyond it in one case only: where the spares are kept back from
+// an idle machine that would end the batch late (target's kept,
+// admitsLocked). O(1) while the machine next in rotation
+// is free, no allocation; any goroutine.
 func (d *Dispatcher) Predict(now time.Time) time.Duration {
+	_, at := d.predictMachine(now, nil)
+	return at.Sub(now)
+}
+
+// predictMachine is Predict for it (nil: an item with no deadline of its
+// own; else as admission predicts it, its deadline counted in the batch's)
+// with the machine it assumes (nil after Close).
+func (d *Dispatcher) predictMachine(now time.Time, it *Item) (*Slot, time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return 0
+		return nil, now
 	}
 	st := d.st
+	var m *machine
 	var at time.Time
 	if p := st.peeker; p != nil {
 		q := st.queues[p.PeekJoin()]
+		b := q.open
 		var g *group
 		switch {
-		case q.open != nil:
-			g = q.open.g
+		case b != nil:
+			g = b.g
 		case q.m != nil:
 			g = q.m.g
 		default:
 			g = st.groups[p.PeekOpen(q.stream)]
 		}
-		at = predictAt(q.m, g, now)
+		dl := time.Time{}
+		if b == nil {
+			b = &noBatch
+		} else {
+			dl = b.minDL
+		}
+		if it != nil && !it.Deadline.IsZero() && (dl.IsZero() || it.Deadline.Before(dl)) {
+			dl = it.Deadline
+		}
+		m, at, _ = d.target(q, g, b, it, dl, now, true)
 	} else {
 		for _, g := range st.groups {
-			if t := predictAt(nil, g, now); at.IsZero() || t.Before(at) {
-				at = t
+			if o, t, _ := d.target(nil, g, &noBatch, nil, time.Time{}, now, true); m == nil || t.Before(at) {
+				m, at = o, t
 			}
 		}
 	}
-	if t := d.spareAt(now); !t.IsZero() && t.Before(at) {
-		at = t
+	return &m.slot, at
+}
+
+// noBatch stands for a batch not yet open (no item) where Dispatcher.target
+// needs one; never written.
+var noBatch Batch
+
+// target is the one machine choice: the machine a batch of q's, of group
+// g, closed now goes to, and when it would complete there. Dispatch
+// (dispatchLocked) sends it there; Predict and admission (admitsLocked)
+// predict it there; the deadline flush (queue.sendBy) times it by that
+// machine. In order:
+//
+//  1. q's own machine (a stream of one machine, as under RR), else g's
+//     choice: the machine that ends the batch first within dl, its oldest
+//     deadline (zero: none), free machines first (group.choose);
+//  2. in place of a machine that is down, or a straggler while its group
+//     has an idle machine that is not, the machine health gives
+//     (Dispatcher.reroute, health.go);
+//  3. with spares (spares true), when the batch would complete there after
+//     its earliest item is due (it's Due with it, admission's; else the
+//     batch's items'), and the machine is busy, or idle but slower than
+//     planned while another of its group is faster by a tenth: the spare
+//     machine (SetSpare) that holds the batch and completes it first in
+//     time, or, with none in time, one that completes it sooner. A batch
+//     closed by its deadline flush was timed to end when due on its
+//     group's best machine; when that machine was taken meanwhile, an idle
+//     spare as fast ends it a timer's lateness late, and the strict rule
+//     queued it behind the busy machine (one device 1.6x, seed 6: 21 ms
+//     late, 3 504s, beside three idle spares 1 ms short of its due).
+//
+// kept reports that step 3 kept the spares back from a batch that would
+// be late on the idle machine it goes to (a machine as planned, or every
+// machine of its group slower than planned: then the plan is short of
+// machines, and the spares are kept for the batches its busy machines
+// cannot take; every device 1.6x: overflowing the idle ones' batches too
+// refused 338 requests in the first 10 s, against 178). Admission reads it
+// (admitsLocked).
+//
+// The completion is now + (the wait for the machine's lane and device +
+// its duration) × its group's measured ratio (predictAt). b is the batch
+// (its size; &noBatch when none is open), it the item that would join it
+// (nil: none). The dispatcher's lock must be held; O(1) while the machine
+// next in rotation is free, no allocation.
+func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time.Time, spares bool) (m *machine, end time.Time, kept bool) {
+	var start time.Time
+	if q != nil && q.m != nil {
+		m = q.m
+		start = m.startAt(now)
+	} else {
+		m, start = g.choose(now, dl)
 	}
-	return at.Sub(now)
+	if m.health != nil {
+		if r := d.reroute(b, m); r != m {
+			m, start = r, r.startAt(now)
+		}
+	}
+	end = predictAt(m, start, now)
+	if !spares || len(d.spare) == 0 {
+		return m, end, false
+	}
+	due := d.dueOn(b, it, m.g.duration, now)
+	if due.IsZero() || !end.After(due) {
+		return m, end, false
+	}
+	if m.idle() && !(m.duration() > m.slot.Duration && m.g.hasFasterPeer(m)) {
+		return m, end, true
+	}
+	if s, e, _ := d.spareFor(b, it, end, now); s != nil {
+		return s, e, false
+	}
+	return m, end, false
+}
+
+// spareFor returns the spare machine a batch b (with it, when not nil)
+// that would end at end on its group's machine goes to (target's step 3),
+// when it completes there, and whether in time; nil when none is up, holds
+// the batch, and is in time or sooner than end.
+func (d *Dispatcher) spareFor(b *Batch, it *Item, end, now time.Time) (*machine, time.Time, bool) {
+	size := b.Size()
+	if it != nil {
+		size++
+	}
+	var best *machine
+	var bestEnd time.Time
+	bestInTime := false
+	for _, s := range d.spare {
+		if s.slot.Batch < size || s.isDown() {
+			continue
+		}
+		e := predictAt(s, s.startAt(now), now)
+		inTime := !e.After(d.dueOn(b, it, s.g.duration, now))
+		switch {
+		case inTime && (!bestInTime || e.Before(bestEnd)):
+			best, bestEnd, bestInTime = s, e, true
+		case !inTime && !bestInTime && e.Before(end) && (best == nil || e.Before(bestEnd)):
+			best, bestEnd = s, e
+		}
+	}
+	return best, bestEnd, bestInTime
+}
+
+// dueOn returns when the batch must be done on a machine of duration dur:
+// it's Due (admission: the item that would join), else the earliest Due of
+// b's items (zero: none is bounded).
+func (d *Dispatcher) dueOn(b *Batch, it *Item, dur time.Duration, now time.Time) time.Time {
+	if it != nil {
+		return d.dueFor(it, dur, now)
+	}
+	return b.due(dur)
 }
 
 // Lag returns about how long an item arriving now would take to complete
@@ -97,11 +228,11 @@ func (d *Dispatcher) publishLocked(now time.Time) {
 	}
 	minFill := time.Duration(math.MaxInt64)
 	for _, g := range d.st.groups {
-		m, start := g.earliest(now)
+		m, start := g.choose(now, now) // every machine "late": the one that ends a batch first
 		minFill = min(minFill, consider(m, g.slow, start, d.fillLocked(g, gap), true))
 	}
 	// A spare machine takes a batch the plan's machines would finish too
-	// late (overflowLocked): the modules before this one reserve for it too,
+	// late (target's spare step): the modules before this one reserve for it too,
 	// with the fill of the batch it would take.
 	for _, m := range d.spare {
 		if m.isDown() {
@@ -131,82 +262,57 @@ func (d *Dispatcher) fillLocked(g *group, gap float64) time.Duration {
 }
 
 // admitsLocked is Options.Admission's rule for it joining b, q's open batch:
-// it completes by it.Due on the machines b would go to, or on a spare machine
-// whose batch holds b with it (where b would overflow).
+// it completes by its Due on the machine the batch would go to
+// (Dispatcher.target, its deadline counted in the batch's), a spare machine
+// included where b would overflow there. One case admits beyond that, as
+// admission did before the choice was one: the batch would end late on the
+// idle machine it goes to, the spares kept back from it (target's kept),
+// and a spare that holds b with it would complete it in time. The module
+// has the capacity in time, if not where the batch goes; the batch runs on
+// the idle machine (a partial batch there ends sooner than the full one
+// predicted). Above all this is the case of a plan whose every device runs
+// slower than it was made for: refusing there refuses everything, nothing
+// runs on the slow devices, and nothing measures them for the plan that
+// would mend it (the reverted rework: 513 of the first 521 requests refused
+// with every device 1.6x; docs/calibration.md, "Admission from the measured
+// pace"; TestEverySlowDeviceStillServes).
 func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) bool {
-	due := d.dueFor(it, b.g.duration, now)
-	if due.IsZero() || !predictAt(q.m, b.g, now).After(due) {
+	dl := b.minDL
+	if !it.Deadline.IsZero() && (dl.IsZero() || it.Deadline.Before(dl)) {
+		dl = it.Deadline
+	}
+	m, end, kept := d.target(q, b.g, b, it, dl, now, true)
+	due := d.dueFor(it, m.g.duration, now)
+	if due.IsZero() || !end.After(due) {
 		return true
 	}
-	for _, s := range d.spare {
-		if s.slot.Batch > b.Size() && !s.isDown() && !predictAt(s, s.g, now).After(d.dueFor(it, s.g.duration, now)) {
-			return true
-		}
+	if kept {
+		_, _, inTime := d.spareFor(b, it, end, now)
+		return inTime
 	}
 	return false
 }
 
-// predictAt returns when an item joining an open batch now, for g (and, when
-// m is not nil, for machine m alone), would complete at the earliest: the
-// batch starts when a lane of the machine frees, of its own batches and of
-// those other dispatchers sent to its device (now if both are free), and
-// runs for the machine's expected duration, both scaled by the group's
-// high percentile of measured/expected durations (a queue of batches
-// jittered ±20% does not average out the spread: the items admitted last
-// are those its error makes late). For a group, the machine is the one that
-// can start the batch first, its device counted (group.earliest), as
-// pickMachine chooses it. The dispatcher's lock must be held.
-func predictAt(m *machine, g *group, now time.Time) time.Time {
-	var start time.Time
-	if m != nil {
-		start = m.startAt(now)
-	} else {
-		m, start = g.earliest(now)
-	}
-	wait := start.Sub(now)
-	return now.Add(time.Duration(float64(wait+m.duration()) * g.slow))
-}
-
-// earliest returns the machine of g that ends a batch closed now first and
-// when the batch starts there (choose's rule, kept by refresh): g.first,
-// whose own lanes end it first, unless its device frees later than its
-// lane, when every machine is weighed with its device (a machine alone on
-// an idle backend beats one that shares a busy one). O(1) unless g.first's
-// device is the later; then one atomic load per machine on another device
-// (machines stacked on g.first's device, as a pool shorter than the plan
-// stacks them, are skipped: none can start earlier).
-func (g *group) earliest(now time.Time) (*machine, time.Time) {
-	m := g.first
-	start := maxTime(g.freeAt, now)
-	if m.dev == nil {
-		return m, start
-	}
-	if at := m.startAt(now); at.After(start) {
-		start = at
-		end := at.Add(m.duration())
-		busy := m.dev // its machines can start no earlier than start: not read again
-		for _, o := range g.machines {
-			if o.dev == busy {
-				continue
-			}
-			at := o.startAt(now)
-			if e := at.Add(o.duration()); e.Before(end) {
-				m, start, end = o, at, e
-			}
-		}
-	}
-	return m, start
+// predictAt returns when an item in a batch that starts on m at start
+// would complete: the wait for the lane, of the machine's own batches and
+// of those other dispatchers sent to its device, and the machine's
+// expected duration, both scaled by its group's high percentile of
+// measured/expected durations (a queue of batches jittered ±20% does not
+// average out the spread: the items admitted last are those its error
+// makes late).
+func predictAt(m *machine, start, now time.Time) time.Time {
+	return now.Add(time.Duration(float64(start.Sub(now)+m.duration()) * m.g.slow))
 }
 
 // sendBy returns when the deadline flush sends q's open batch, whose oldest
 // deadline is dl: the latest time at which the batch still ends by dl on
-// the machine that ends it first (q's own machine, else its group's,
-// group.earliest: the one whose lane frees and then runs the batch, its
-// pace or straggler slowness counted, soonest), that is dl less the
-// machine's duration as the flush counts it (machine.flushDuration: its
-// pace, or a straggler's slowness) scaled by the group's measured ratio,
-// as Predict scales it. Admission's Predict reads the same machine and end,
-// so an item admitted is one the flush sends in time, as the lanes stand.
+// the machine it would go to (Dispatcher.target without the spares: a
+// batch late on its group's machines is sent at once and overflows then),
+// that is dl less the machine's duration as the flush counts it
+// (machine.flushDuration: its pace, or a straggler's slowness) scaled by
+// its group's measured ratio, as Predict scales it. Admission reads the
+// same machine, so an item admitted is one the flush sends in time, as the
+// lanes stand.
 // Before, the lead was the planned duration times the pace of the machine
 // Predict assumed, a straggler's counted as 1 (docs/calibration.md, "The
 // deadline flush").
@@ -215,15 +321,10 @@ func (g *group) earliest(now time.Time) (*machine, time.Time) {
 // before its lane frees, and the batch goes no later than then: closing it
 // when the lane frees would end it no later, but the items arriving
 // meanwhile would join a batch already late (tried: 15 504s against 2 with
-// one device slowing step by step). O(1) as earliest, once a batch and
+// one device slowing step by step). As cheap as target, once a batch and
 // when retimeLocked retimes it.
 func (q *queue) sendBy(dl, now time.Time) time.Time {
-	m := q.m
-	if m == nil {
-		if m = q.open.g.first; m.dev != nil {
-			m, _ = q.open.g.earliest(now)
-		}
-	}
+	m, _, _ := q.d.target(q, q.open.g, q.open, nil, dl, now, false)
 	du := m.flushDuration()
 	if s := m.g.slow; s != 1 {
 		du = time.Duration(float64(du) * s)
@@ -372,17 +473,6 @@ func (m *machine) freeAt() time.Time {
 		return time.Time{}
 	}
 	return m.est[m.earliestLane()]
-}
-
-// refresh recomputes g.first, the machine that ends a batch closed now
-// first by its own lanes (choose with every machine late), and g.freeAt,
-// when its lane frees (zero when it is idle); called whenever a machine of
-// g starts, queues or finishes a batch, so that Predict and the deadline
-// flush are O(1) a group. O(1) while an idle machine runs as planned (none
-// ends a batch sooner), else O(machines).
-func (g *group) refresh(now time.Time) {
-	m := g.choose(now, now, false, 0)
-	g.first, g.freeAt = m, m.freeAt()
 }
 
 // hasFasterPeer reports whether a machine of g runs its batches faster than

@@ -13,7 +13,7 @@ import (
 // planned (its pace or straggler slowness) while another of the group is
 // faster by more than a tenth, and it would complete after its earliest item
 // is due there: to the spare that completes it first in time, or, with none in
-// time, sooner than its machine would (overflowLocked; issue 11: overflow
+// time, sooner than its machine would (Dispatcher.target; issue 11: overflow
 // before refusal); admission (Predict) counts the spare machines too. A spare
 // whose backend is down (MachineHealth.Down: ejected) takes no batch and
 // admits nothing. Stats.Overflow counts the batches sent so; Stats.Spare the
@@ -42,7 +42,6 @@ func (d *Dispatcher) SetSpare(slots []Slot) error {
 		m := newMachine(s, g)
 		d.attach(m)
 		g.machines = []*machine{m}
-		g.refresh(d.clock.Now())
 		spare = append(spare, m)
 	}
 	var out outList
@@ -61,63 +60,12 @@ func (d *Dispatcher) SetSpare(slots []Slot) error {
 	return nil
 }
 
-// overflowLocked returns the spare machine b goes to instead of m, its
-// group's choice, or nil. Only when b would complete on m after its
-// earliest item is due: then the spare machine whose batch size holds b and
-// that completes it first in time; with none in time, the one that
-// completes it first if that is before m would. A batch closed by its
-// deadline flush was timed to end exactly when due on its group's best
-// machine; when that machine was taken meanwhile, an idle spare of the same
-// duration ends it as late as the flush's timer fired (a millisecond),
-// and the strict rule sent it instead to wait behind the busy machine's
-// batch (one device 1.6x, seed 6: a batch of 5 queued 49 ms there, 21 ms
-// late, 3 504s, beside three idle spares 1 ms short of its due).
-func (d *Dispatcher) overflowLocked(b *Batch, m *machine, now time.Time) *machine {
-	end := predictAt(m, m.g, now)
-	due := b.due(m.g.duration)
-	if due.IsZero() || !end.After(due) {
-		return nil
-	}
-	var best *machine
-	var bestEnd time.Time
-	bestInTime := false
-	for _, s := range d.spare {
-		if s.slot.Batch < b.Size() || s.isDown() {
-			continue
-		}
-		e := predictAt(s, s.g, now)
-		inTime := !e.After(b.due(s.g.duration))
-		switch {
-		case inTime && (!bestInTime || e.Before(bestEnd)):
-			best, bestEnd, bestInTime = s, e, true
-		case !inTime && !bestInTime && e.Before(end) && (best == nil || e.Before(bestEnd)):
-			best, bestEnd = s, e
-		}
-	}
-	return best
-}
-
 // due returns the earliest Due of b's items on a machine of duration dur
 // (zero: none is bounded).
 func (b *Batch) due(dur time.Duration) time.Time {
 	var at time.Time
 	for _, it := range b.Items {
 		if t := it.Due(dur); !t.IsZero() && (at.IsZero() || t.Before(at)) {
-			at = t
-		}
-	}
-	return at
-}
-
-// spareAt returns when an item submitted now would complete at the earliest
-// on a spare machine that is up (zero: none).
-func (d *Dispatcher) spareAt(now time.Time) time.Time {
-	var at time.Time
-	for _, s := range d.spare {
-		if s.isDown() {
-			continue
-		}
-		if t := predictAt(s, s.g, now); at.IsZero() || t.Before(at) {
 			at = t
 		}
 	}
