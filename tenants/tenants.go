@@ -193,7 +193,7 @@ func (tn *Tenant) Admit() error {
 		st.refusedRate.Inc()
 		// The time until the bucket holds a token again, in whole seconds.
 		wait := time.Duration((1 - st.lim.Tokens()) / tn.rate * float64(time.Second))
-		after := max(time.Second, (wait+time.Second-1).Truncate(time.Second))
+		after := max(time.Second, (wait + time.Second - 1).Truncate(time.Second))
 		return &Refusal{sentinel: ErrLimited, Reason: "rate", RetryAfter: after,
 			msg: fmt.Sprintf("too many requests: tenant %q is over its rate of %g requests/s (burst %d); retry after %v", tn.Name, tn.rate, tn.burst, after)}
 	}
