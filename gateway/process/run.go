@@ -102,6 +102,9 @@ type Options struct {
 	// backends on every call: the credential a backend started with
 	// --admin-token asks of model load and unload. "": none.
 	BackendToken string
+	// Tenants (--tenants) is the tenants file: API keys, rates, concurrency
+	// and priority classes (package tenants); "": off.
+	Tenants string
 
 	// Tests only: the control loop's options (Plan, Target are set by the
 	// wiring) and a hook called with every plan made live.
@@ -183,6 +186,10 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	gm, err := metrics.NewMetrics(reg)
 	if err != nil {
 		return err
+	}
+	tenantTable, err := startTenants(ctx, o.Tenants, reg, log)
+	if err != nil {
+		return fmt.Errorf("--tenants: %w", err)
 	}
 	slack := o.Slack
 	if slack == 0 {
@@ -274,7 +281,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	}
 	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, MaxInflightBytes: o.MaxInflight,
 		HeaderTimeout: o.HeaderTimeout, MaxConnsPerIP: o.MaxConnsPerIP, AdminApart: o.AdminListen != "", Version: o.Version, Metrics: gm, Logger: log, Admin: admin,
-		Overload: o.door()})
+		Overload: o.door(), Tenants: tenantTable})
 	if err != nil {
 		return err
 	}
@@ -321,6 +328,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 		log.Warn("the admin API and /metrics are served on the client port, which listens beyond loopback: pass --admin-listen to serve them apart (docs/security.md)",
 			zap.String("http", hl.Addr().String()))
 	}
+	warnOpenClientPorts(log, tenantTable, hl.Addr(), gl.Addr())
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()
 	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()), zap.String("admin", adminAt),
