@@ -43,6 +43,7 @@ type gatewayOptions struct {
 	maxConnsPerIP           int
 	adminListen             string
 	tenants                 string
+	consulAuth              membership.ConsulAuth
 	backendTLSMode          string
 	backendToken            string
 	slack                   float64
@@ -211,7 +212,8 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.gatewayID, "gateway-id", "", "with --consul: this gateway's id for its rate reports (default <host>-<HTTP port>)")
 	f.DurationVar(&o.configWait, "config-wait", 15*time.Second, "with --consul: how long an admin change waits for its plan to go live before answering")
 	o.tls.register(f, "serve HTTPS and gRPC")
-	f.StringVar(&o.backendToken, "backend-token", "", "the gateway's credential towards the backends, sent on every call (backends started with --admin-token ask it of model load/unload; default: $"+backendTokenEnv+")")
+	f.StringVar(&o.backendToken, "backend-token", "", "the gateway's credential towards the backends, sent on every call (backends started with --admin-token ask it of model load/unload); with --consul, a backend whose registration does not carry its HMAC is refused (default: $"+backendTokenEnv+")")
+	addConsulAuthFlags(f, &o.consulAuth)
 	f.StringVar(&o.backendTLSMode, "backend-tls", "preferred", "who decides whether a backend is called over TLS: required (every backend, whatever it registered), preferred (the backend's entry: tls: true in backends:, or meta tls=true in Consul) or off (none)")
 	f.StringVar(&o.backendCA, "backend-ca", "", "verify the backends that serve TLS (tls: true in backends:, or meta tls=true in Consul) with the CAs in this PEM file (default: the system's roots)")
 	f.StringVar(&o.backendCert, "backend-cert", "", "present this PEM certificate to the backends that serve TLS and ask for one (backend --tls-client-ca), reloaded when it changes; needs --backend-key")
@@ -236,7 +238,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	return gatewayprocess.Run(ctx, gatewayprocess.Options{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
-		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), Tenants: o.tenants, HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
+		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), Tenants: o.tenants, ConsulAuth: o.consulAuth, HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
@@ -102,6 +103,11 @@ type Options struct {
 	// backends on every call: the credential a backend started with
 	// --admin-token asks of model load and unload. "": none.
 	BackendToken string
+	// ConsulAuth (--consul-token, --consul-cacert, ...; the CONSUL_*
+	// environment for what is not given) is the gateway's ACL token and TLS
+	// towards Consul; with --consul and BackendToken, a backend whose
+	// registration lacks the credential is refused (membership.Credential).
+	ConsulAuth membership.ConsulAuth
 	// Tenants (--tenants) is the tenants file: API keys, rates, concurrency
 	// and priority classes (package tenants); "": off.
 	Tenants string
@@ -227,7 +233,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 		gopts.Loop.Hold = tp.Hold
 	}
 	if o.Consul != "" {
-		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.Consul, Prefix: o.ClusterPrefix, Schedule: o.Schedule, SchedulerID: o.SchedulerID,
+		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.Consul, ConsulAuth: o.ConsulAuth, BackendToken: o.BackendToken, Prefix: o.ClusterPrefix, Schedule: o.Schedule, SchedulerID: o.SchedulerID,
 			SchedulerTTL: o.SchedulerTTL, GatewayID: o.GatewayID, Listen: o.Listen, ConfigWait: o.ConfigWait}
 	}
 	g, err := controlplane.StartGateway(ctx, cfg, gopts)
