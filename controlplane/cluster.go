@@ -82,16 +82,18 @@ type PlanEvent struct {
 
 // ClusterOptions configure the cluster control (`piccolo gateway --consul`).
 type ClusterOptions struct {
-	Consul       string        // the Consul agent's HTTP address host:port
-	Prefix       string        // KV prefix of the cluster (cluster.DefaultPrefix)
-	Schedule     bool          // also run a scheduler candidate in this gateway
-	SchedulerID  string        // the candidate's id (default gateway-<GatewayID>)
-	SchedulerTTL time.Duration // the candidate's heartbeat TTL
-	GatewayID    string        // this gateway's id in Consul (default <host>-<port of Listen>)
-	Listen       string        // the HTTP listen address, for the default GatewayID
-	ConfigWait   time.Duration // how long a config change waits for its plan (default 15s)
-	Fuse         bool          // the config pipeline's fuse step (off: --no-fusion)
-	Fusions      io.Writer     // told each fusion made (optional)
+	Consul       string                // the Consul agent's HTTP address host:port
+	ConsulAuth   membership.ConsulAuth // its ACL token and TLS (the CONSUL_* environment for what is not given)
+	BackendToken string                // the credential every backend's registration must carry ("": none asked)
+	Prefix       string                // KV prefix of the cluster (cluster.DefaultPrefix)
+	Schedule     bool                  // also run a scheduler candidate in this gateway
+	SchedulerID  string                // the candidate's id (default gateway-<GatewayID>)
+	SchedulerTTL time.Duration         // the candidate's heartbeat TTL
+	GatewayID    string                // this gateway's id in Consul (default <host>-<port of Listen>)
+	Listen       string                // the HTTP listen address, for the default GatewayID
+	ConfigWait   time.Duration         // how long a config change waits for its plan (default 15s)
+	Fuse         bool                  // the config pipeline's fuse step (off: --no-fusion)
+	Fusions      io.Writer             // told each fusion made (optional)
 
 	// Tests only: the control loop's options (Plan, Target are set here), the
 	// rate monitor's, and a hook called with every plan made live.
@@ -110,7 +112,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	if err != nil {
 		return nil, err
 	}
-	kv, err := cluster.New(o.Consul, cluster.Options{Prefix: o.Prefix, Logger: log})
+	kv, err := cluster.New(o.Consul, cluster.Options{Prefix: o.Prefix, Logger: log, Auth: o.ConsulAuth, BackendToken: o.BackendToken})
 	if err != nil {
 		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}
@@ -118,7 +120,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	if err != nil {
 		return nil, err
 	}
-	w, err := membership.NewConsul(o.Consul, membership.ConsulOptions{Logger: log})
+	w, err := membership.NewConsul(o.Consul, membership.ConsulOptions{Logger: log, Auth: o.ConsulAuth, BackendToken: o.BackendToken})
 	if err != nil {
 		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}

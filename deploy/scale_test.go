@@ -58,7 +58,7 @@ func fanOut(b *testing.B, n, g int) {
 	// One client registers them all: membership.Register opens a connection per
 	// backend (each talks to its own node's agent in a cluster), and one agent
 	// refuses more than 200 connections from one IP.
-	client, err := membership.NewClient(agent.Addr())
+	client, err := membership.NewClient(agent.Addr(), membership.ConsulAuth{})
 	if err != nil {
 		b.Fatal(err)
 	}

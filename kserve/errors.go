@@ -9,14 +9,22 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/tenants"
 )
 
-// HTTPStatus returns the HTTP status for err: 400, 404, 413, 429, 500, 504, 503 or 502
-// (502 for anything not recognised: a failure somewhere behind the gateway).
+// HTTPStatus returns the HTTP status for err: 400, 401, 403, 404, 413, 429,
+// 500, 504, 503 or 502 (502 for anything not recognised: a failure somewhere
+// behind the gateway).
 func HTTPStatus(err error) int {
 	switch {
 	case err == nil:
 		return http.StatusOK
+	case errors.Is(err, tenants.ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, tenants.ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, tenants.ErrLimited):
+		return http.StatusTooManyRequests
 	case errors.Is(err, gateway.ErrBadInput):
 		return http.StatusBadRequest
 	case errors.Is(err, gateway.ErrInternal):
@@ -44,6 +52,12 @@ func GRPCCode(err error) codes.Code {
 	switch {
 	case err == nil:
 		return codes.OK
+	case errors.Is(err, tenants.ErrUnauthenticated):
+		return codes.Unauthenticated
+	case errors.Is(err, tenants.ErrForbidden):
+		return codes.PermissionDenied
+	case errors.Is(err, tenants.ErrLimited):
+		return codes.ResourceExhausted
 	case errors.Is(err, gateway.ErrBadInput):
 		return codes.InvalidArgument
 	case errors.Is(err, gateway.ErrInternal):
@@ -70,6 +84,10 @@ func GRPCCode(err error) codes.Code {
 func (s *Server) publicMessage(err error, session string) string {
 	if msg, ok := gateway.PublicMessage(err); ok {
 		return msg
+	}
+	var r *tenants.Refusal
+	if errors.As(err, &r) { // written for the client: the tenant and its limit
+		return r.Error()
 	}
 	q := strconv.Quote(session)
 	switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/tenants"
 	"github.com/piccolo-serving/piccolo/tracing"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -110,7 +111,10 @@ func (g *grpcService) ServerMetadata(context.Context, *inference.ServerMetadataR
 	return &inference.ServerMetadataResponse{Name: "piccolo", Version: g.s.opts.Version, Extensions: []string{ExtensionBinaryData, ExtensionStatistics}}, nil
 }
 
-func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {
+func (g *grpcService) ModelReady(ctx context.Context, req *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {
+	if _, err := g.s.identifyGRPC(ctx); err != nil {
+		return nil, g.s.grpcFail(req.GetName(), "", err)
+	}
 	if err := g.s.exec.CheckSession(req.GetName()); err != nil {
 		return nil, g.s.grpcFail(req.GetName(), "", err)
 	}
@@ -120,7 +124,10 @@ func (g *grpcService) ModelReady(_ context.Context, req *inference.ModelReadyReq
 	return &inference.ModelReadyResponse{Ready: g.s.ready.Load()}, nil
 }
 
-func (g *grpcService) ModelMetadata(_ context.Context, req *inference.ModelMetadataRequest) (*inference.ModelMetadataResponse, error) {
+func (g *grpcService) ModelMetadata(ctx context.Context, req *inference.ModelMetadataRequest) (*inference.ModelMetadataResponse, error) {
+	if _, err := g.s.identifyGRPC(ctx); err != nil {
+		return nil, g.s.grpcFail(req.GetName(), "", err)
+	}
 	md, err := g.s.exec.Metadata(req.GetName())
 	if err == nil {
 		err = g.s.checkVersion(req.GetName(), req.GetVersion())
@@ -174,6 +181,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 	g.s.opts.Metrics.Observe(req.GetModelName(), true, status, took)
 	g.s.stats.observe(g.s.exec, req.GetModelName(), status, took, &gresp)
 	if err != nil {
+		grpcRefusalHeader(ctx, err)
 		return nil, g.s.grpcFail(req.GetModelName(), req.GetId(), err)
 	}
 	return resp, nil
@@ -193,11 +201,24 @@ func (g *grpcService) modelInferRecovered(ctx context.Context, req *inference.Mo
 // modelInfer answers ModelInfer; errors are the gateway's, not yet statuses.
 func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferRequest, gresp *gateway.InferResponse) (*inference.ModelInferResponse, error) {
 	session := req.GetModelName()
+	var tn *tenants.Tenant // nil: tenants are off
+	if g.s.opts.Tenants != nil {
+		var err error
+		if tn, err = g.s.identifyGRPC(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := g.s.checkVersion(session, req.GetModelVersion()); err != nil {
 		return nil, err
 	}
 	if err := g.s.exec.CheckSession(session); err != nil {
 		return nil, err
+	}
+	if tn != nil { // before the tensors are read: a tenant over its limits costs no conversion
+		if err := tn.Admit(); err != nil {
+			return nil, err
+		}
+		defer tn.Done()
 	}
 	// The message is already in memory (grpc-go holds it to MaxRecvMsgSize);
 	// its tensors' bytes, and the raw bytes typed contents convert to, are
@@ -229,6 +250,11 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 	}
 	if err := grpcSchedule(req.GetParameters(), &r); err != nil {
 		return nil, err
+	}
+	if tn != nil {
+		if err := allowPriority(tn, r.Priority); err != nil {
+			return nil, err
+		}
 	}
 	if len(req.GetOutputs()) > MaxOutputs {
 		return nil, gateway.BadInput("outputs: %d requested outputs, more than %d", len(req.GetOutputs()), MaxOutputs)
@@ -280,7 +306,10 @@ func (g *grpcService) modelInfer(ctx context.Context, req *inference.ModelInferR
 
 // ModelStatistics answers the statistics extension (stats.go) for one
 // session, or every session when the name is empty.
-func (g *grpcService) ModelStatistics(_ context.Context, req *inference.ModelStatisticsRequest) (*inference.ModelStatisticsResponse, error) {
+func (g *grpcService) ModelStatistics(ctx context.Context, req *inference.ModelStatisticsRequest) (*inference.ModelStatisticsResponse, error) {
+	if _, err := g.s.identifyGRPC(ctx); err != nil {
+		return nil, g.s.grpcFail(req.GetName(), "", err)
+	}
 	r, err := g.s.modelStatistics(req.GetName(), req.GetVersion())
 	if err != nil {
 		return nil, g.s.grpcFail(req.GetName(), "", err)
@@ -290,7 +319,10 @@ func (g *grpcService) ModelStatistics(_ context.Context, req *inference.ModelSta
 
 // RepositoryIndex lists the sessions (stats.go, repositoryIndex). Loading and
 // unloading stay unimplemented: the control plane places models.
-func (g *grpcService) RepositoryIndex(_ context.Context, req *inference.RepositoryIndexRequest) (*inference.RepositoryIndexResponse, error) {
+func (g *grpcService) RepositoryIndex(ctx context.Context, req *inference.RepositoryIndexRequest) (*inference.RepositoryIndexResponse, error) {
+	if _, err := g.s.identifyGRPC(ctx); err != nil {
+		return nil, g.s.grpcFail("", "", err)
+	}
 	return &inference.RepositoryIndexResponse{Models: g.s.repositoryIndex(req.GetReady())}, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/tenants"
 	"github.com/piccolo-serving/piccolo/tracing"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/pprofhandler"
@@ -112,6 +113,14 @@ type ServerOptions struct {
 	// process that serves the gateway alone (not one that also runs the
 	// load or the backends, as piccolo demo and tests do).
 	Overload *OverloadOptions
+	// Tenants, when set, asks every model route (infer, metadata, ready,
+	// statistics, the repository index) for an API key (HTTP
+	// `Authorization: Bearer <key>` or `X-API-Key`; gRPC metadata
+	// authorization or x-api-key) and holds each infer request to its
+	// tenant's rate, concurrency and highest priority class: 401 with
+	// WWW-Authenticate, 429 with Retry-After, 403 (docs/security.md,
+	// "Tenants"). Health and server metadata stay open. Nil: off.
+	Tenants *tenants.Tenants
 }
 
 // Server serves the DAGRunner's sessions as KServe v2 models over HTTP (fasthttp)
@@ -361,13 +370,15 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	}
 	switch {
 	case string(path) == "/v2/models/stats":
-		if s.method(ctx, "GET") {
+		if _, ok := s.identifyHTTP(ctx); ok && s.method(ctx, "GET") {
 			s.writeStats(ctx, "", "")
 		}
 	case bytes.HasPrefix(path, prefModels):
-		s.handleModel(ctx, path[len(prefModels):])
+		if tn, ok := s.identifyHTTP(ctx); ok {
+			s.handleModel(ctx, path[len(prefModels):], tn)
+		}
 	case string(path) == "/v2/repository/index":
-		if s.method(ctx, "POST") {
+		if _, ok := s.identifyHTTP(ctx); ok && s.method(ctx, "POST") {
 			s.writeIndex(ctx)
 		}
 	case string(path) == "/v2/health/live":
@@ -425,7 +436,9 @@ func (s *Server) method(ctx *fasthttp.RequestCtx, want string) bool {
 	return false
 }
 
-func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
+// handleModel routes /v2/models/{session}/...; tn is the request's tenant
+// (nil: tenants are off).
+func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte, tn *tenants.Tenant) {
 	action := ""
 	switch {
 	case bytes.HasSuffix(rest, suffixInfer):
@@ -459,7 +472,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, rest []byte) {
 		}
 	case "infer":
 		if s.method(ctx, "POST") {
-			s.infer(ctx, rest)
+			s.infer(ctx, rest, tn)
 		}
 	case "ready":
 		if !s.method(ctx, "GET") {
@@ -535,7 +548,7 @@ func appendTensorMeta(b []byte, ts []gateway.TensorMeta) []byte {
 	return append(b, ']')
 }
 
-func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
+func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte, tn *tenants.Tenant) {
 	start := time.Now()
 	name := string(session)
 	// Not ctx itself: its Done channel is the server's. The connection's
@@ -546,7 +559,7 @@ func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 		rctx, span = tracing.StartRequest(rctx, &ctx.Request.Header, name)
 	}
 	var resp gateway.InferResponse
-	status := s.inferHTTP(ctx, rctx, name, &resp)
+	status := s.inferHTTP(ctx, rctx, name, tn, &resp)
 	if span != nil {
 		tracing.EndRequest(span, &ctx.Response.Header, status)
 	}
@@ -556,11 +569,12 @@ func (s *Server) infer(ctx *fasthttp.RequestCtx, session []byte) {
 }
 
 // inferHTTP answers one infer request into resp and returns the status it
-// answered with. rctx is the request's context (carrying its span when traced).
+// answered with. rctx is the request's context (carrying its span when traced);
+// tn its tenant (nil: tenants are off).
 //
 // A panic while it serves (decoding, the DAG, encoding) is answered 500 with
 // the request's id (api.Recovered: counted, its stack logged once per cause).
-func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string, resp *gateway.InferResponse) (status int) {
+func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name string, tn *tenants.Tenant, resp *gateway.InferResponse) (status int) {
 	var req gateway.InferRequest
 	var ext binaryExt // the binary tensor data extension, if the request uses it
 	h := hold{b: s.budget}
@@ -575,6 +589,12 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name 
 	}()
 	if err := s.exec.CheckSession(name); err != nil {
 		return s.fail(ctx, name, "", err)
+	}
+	if tn != nil { // before the body is decoded: a tenant over its limits costs no decoding
+		if err := tn.Admit(); err != nil {
+			return s.fail(ctx, name, "", err)
+		}
+		defer tn.Done()
 	}
 	// The body as received, then what it decompresses and decodes to, are
 	// the request's share of the in-flight budget until it is answered.
@@ -598,6 +618,11 @@ func (s *Server) inferHTTP(ctx *fasthttp.RequestCtx, rctx context.Context, name 
 	}
 	if v := ctx.Request.Header.Peek(HeaderTimeout); v != nil {
 		if req.Timeout, err = parseTimeout(v); err != nil {
+			return s.fail(ctx, name, req.ID, err)
+		}
+	}
+	if tn != nil {
+		if err := allowPriority(tn, req.Priority); err != nil {
 			return s.fail(ctx, name, req.ID, err)
 		}
 	}
@@ -713,7 +738,7 @@ func writeErrorMessage(ctx *fasthttp.RequestCtx, err error, msg string) int {
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(jsonType)
-	if status == fasthttp.StatusTooManyRequests || errors.Is(err, errBusy) {
+	if !refusalHeaders(ctx, err) && (status == fasthttp.StatusTooManyRequests || errors.Is(err, errBusy)) {
 		ctx.Response.Header.Set("Retry-After", "1")
 	}
 	b := append(make([]byte, 0, 128), `{"error":`...)

@@ -19,6 +19,12 @@ const (
 	GatewayInflightBytes        = "piccolo_gateway_inflight_bytes"
 	GatewayInflightRefusedTotal = "piccolo_gateway_inflight_refused_total"
 
+	// Tenants (package tenants, --tenants): requests admitted per tenant, and
+	// requests refused by tenant and reason (missing_key, unknown_key: tenant
+	// ""; rate, concurrency, priority).
+	GatewayTenantRequestsTotal = "piccolo_gateway_tenant_requests_total"
+	GatewayTenantRefusedTotal  = "piccolo_gateway_tenant_refused_total"
+
 	// The door, the gateway's own overload control (kserve.OverloadStats,
 	// collected at scrape time): infer requests refused before decoding, the
 	// limit on those in flight, those in flight, the scheduling delay it

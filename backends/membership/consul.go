@@ -27,8 +27,18 @@ type ConsulOptions struct {
 	// doubles from 50 ms with each failure, jittered down to half.
 	MaxBackoff time.Duration
 	// Logger says when Consul becomes unreachable and when it is back (once
-	// each, not per retry). Default: no logs.
+	// each, not per retry), and names the registrations left out (once per
+	// change). Default: no logs.
 	Logger *zap.Logger
+	// Auth is the ACL token and TLS of the Consul client (NewClient).
+	Auth ConsulAuth
+	// BackendToken, when set, is the credential every registration must
+	// carry: meta MetaAuth, the HMAC of its id and address made with this
+	// token (Credential). A registration without it, or with one made for
+	// another id or address or with another token, is left out (named in
+	// Snapshot.Err and logged): a pod that can reach Consul cannot join as
+	// a backend without the token.
+	BackendToken string
 }
 
 // Consul is the membership of the backends registered in Consul as service
@@ -40,6 +50,7 @@ type ConsulOptions struct {
 type Consul struct {
 	client     *capi.Client
 	addr       string
+	token      string // ConsulOptions.BackendToken
 	service    string
 	waitTime   time.Duration
 	maxBackoff time.Duration
@@ -49,15 +60,14 @@ type Consul struct {
 var _ Membership = (*Consul)(nil)
 
 // NewConsul returns a watcher of the Consul agent at addr (host:port of its
-// HTTP API, or an http:// URL). The ACL token, if any, comes from the
-// environment as for the consul CLI (CONSUL_HTTP_TOKEN). It does not contact
-// Consul: Watch does.
+// HTTP API, or an http:// URL), its client made by NewClient with o.Auth. It
+// does not contact Consul: Watch does.
 func NewConsul(addr string, o ConsulOptions) (*Consul, error) {
-	client, err := NewClient(addr)
+	client, err := NewClient(addr, o.Auth)
 	if err != nil {
 		return nil, err
 	}
-	c := &Consul{client: client, addr: addr, service: o.Service, waitTime: o.WaitTime, maxBackoff: o.MaxBackoff, log: o.Logger}
+	c := &Consul{client: client, addr: addr, token: o.BackendToken, service: o.Service, waitTime: o.WaitTime, maxBackoff: o.MaxBackoff, log: o.Logger}
 	if c.service == "" {
 		c.service = ServiceName
 	}
@@ -73,16 +83,49 @@ func NewConsul(addr string, o ConsulOptions) (*Consul, error) {
 	return c, nil
 }
 
+// ConsulAuth is how a Consul client proves itself and checks the agent: an
+// ACL token and TLS. Every field left empty is taken from the environment
+// as the consul CLI takes it (consul/api's DefaultConfig):
+// CONSUL_HTTP_TOKEN (or CONSUL_HTTP_TOKEN_FILE), CONSUL_CACERT,
+// CONSUL_CLIENT_CERT, CONSUL_CLIENT_KEY, CONSUL_HTTP_SSL.
+type ConsulAuth struct {
+	Token    string // --consul-token: the ACL token sent with every call
+	CAFile   string // --consul-cacert: PEM CA that signed the agent's certificate
+	CertFile string // --consul-client-cert: PEM client certificate (mutual TLS)
+	KeyFile  string // --consul-client-key: its PEM private key
+	// TLS (--consul-tls) speaks HTTPS to the agent; a CA or client
+	// certificate given turns it on too, as does an https:// address.
+	TLS bool
+}
+
 // NewClient returns a consul/api client of the agent at addr (host:port of its
-// HTTP API, or an http:// URL); the ACL token comes from CONSUL_HTTP_TOKEN as for
-// the consul CLI. Shared by the membership watcher, Register and the cluster
-// mode (scheduler/cluster), so every part reads the address the same way.
-func NewClient(addr string) (*capi.Client, error) {
+// HTTP API, or an http:// or https:// URL) with auth over the environment
+// (ConsulAuth). Every Consul client of Piccolo is made here (the membership
+// watcher, Register, the cluster mode's KV, lock and scheduler), so the
+// gateway, the scheduler and the backends read the address, the ACL token
+// and TLS the same way. Errors name the flag: a certificate without its key,
+// a TLS file that does not load.
+func NewClient(addr string, auth ConsulAuth) (*capi.Client, error) {
 	if addr == "" {
 		return nil, errors.New("consul address is empty: want host:port of the agent's HTTP API, such as 127.0.0.1:8500")
 	}
-	cfg := capi.DefaultConfig()
+	cfg := capi.DefaultConfig() // the CONSUL_* environment
 	cfg.Address = addr
+	if auth.Token != "" {
+		cfg.Token, cfg.TokenFile = auth.Token, ""
+	}
+	if auth.CAFile != "" {
+		cfg.TLSConfig.CAFile = auth.CAFile
+	}
+	if auth.CertFile != "" || auth.KeyFile != "" {
+		if auth.CertFile == "" || auth.KeyFile == "" {
+			return nil, fmt.Errorf("consul %s: --consul-client-cert %q and --consul-client-key %q: give both or neither", addr, auth.CertFile, auth.KeyFile)
+		}
+		cfg.TLSConfig.CertFile, cfg.TLSConfig.KeyFile = auth.CertFile, auth.KeyFile
+	}
+	if auth.TLS || cfg.TLSConfig.CAFile != "" || cfg.TLSConfig.CertFile != "" {
+		cfg.Scheme = "https"
+	}
 	client, err := capi.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("consul %s: %w", addr, err)
@@ -133,10 +176,13 @@ func (c *Consul) Watch(ctx context.Context, fn func(Snapshot)) error {
 			failures = 0
 		}
 		index = NextIndex(index, meta.LastIndex)
-		s := snapshotOf(entries)
+		s := snapshotOf(entries, c.token)
 		s.At = time.Now()
 		if have && !last.Stale && s.SameMembers(last) && errText(s.Err) == errText(last.Err) {
 			continue
+		}
+		if s.Err != nil {
+			c.log.Warn("backend registrations left out", zap.String("consul", c.addr), zap.Int("members", len(s.Members)), zap.Error(s.Err))
 		}
 		last, have = s, true
 		fn(s)
@@ -144,8 +190,9 @@ func (c *Consul) Watch(ctx context.Context, fn func(Snapshot)) error {
 	return nil
 }
 
-// snapshotOf reads the members out of passing service entries.
-func snapshotOf(entries []*capi.ServiceEntry) Snapshot {
+// snapshotOf reads the members out of passing service entries; with a
+// token, only those whose credential it verifies (Verify).
+func snapshotOf(entries []*capi.ServiceEntry, token string) Snapshot {
 	s := Snapshot{Source: "consul", Members: make([]Member, 0, len(entries))}
 	var errs []error
 	seen := make(map[string]string, len(entries)) // id → node
@@ -165,6 +212,11 @@ func snapshotOf(entries []*capi.ServiceEntry) Snapshot {
 		if prev, dup := seen[e.Service.ID]; dup {
 			errs = append(errs, fmt.Errorf("%w %q at %s: registered on nodes %q and %q; the one on %q is ignored",
 				ErrBadMember, e.Service.ID, addr, prev, node, node))
+			continue
+		}
+		if token != "" && !Verify(token, e.Service.ID, e.Service.Address, e.Service.Port, e.Service.Meta[MetaAuth]) {
+			errs = append(errs, fmt.Errorf("%w %q at %s: refused: its registration lacks the backend credential (meta %q: HMAC-SHA256 of its id and address made with the backend token; start the backend with --admin-token or $PICCOLO_BACKEND_TOKEN equal to the gateway's --backend-token)",
+				ErrBadMember, e.Service.ID, addr, MetaAuth))
 			continue
 		}
 		m, err := memberFromMeta(e.Service.ID, addr, e.Service.Meta)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -357,5 +360,107 @@ func TestNextIndex(t *testing.T) {
 		if got := NextIndex(tc.prev, tc.last); got != tc.want {
 			t.Errorf("NextIndex(%d, %d) = %d, want %d", tc.prev, tc.last, got, tc.want)
 		}
+	}
+}
+
+// TestConsulRogueRegistrationRefused: with a backend token, a watcher lists
+// only registrations that carry their credential (RegisterOptions.BackendToken):
+// one registered without it, one that copied a good credential onto another
+// address, and one signed with another token are left out and named.
+func TestConsulRogueRegistrationRefused(t *testing.T) {
+	agent := consultest.Start(t)
+	good, rogue, copycat, stranger := newFakeBackend(t), newFakeBackend(t), newFakeBackend(t), newFakeBackend(t)
+	c, err := NewConsul(agent.Addr(), ConsulOptions{WaitTime: 10 * time.Second, BackendToken: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan seen, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Watch(ctx, func(s Snapshot) { ch <- seen{s, time.Now()} }) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	reg := func(m Member, token string) {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		dereg, err := RegisterWith(rctx, agent.Addr(), m, RegisterOptions{BackendToken: token})
+		if err != nil {
+			t.Fatalf("RegisterWith(%s): %v", m.ID, err)
+		}
+		t.Cleanup(func() { _ = dereg(context.Background()) })
+	}
+	reg(Member{ID: "good", Address: good.addr(), Hardware: "v100"}, "tok")
+	reg(Member{ID: "rogue", Address: rogue.addr(), Hardware: "v100"}, "")
+	reg(Member{ID: "stranger", Address: stranger.addr(), Hardware: "v100"}, "other")
+	// The copycat registers as "good" would, with good's credential, at its own address.
+	client, err := NewClient(agent.Addr(), ConsulAuth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port := splitAddr(t, good.addr())
+	_, cport := splitAddr(t, copycat.addr())
+	if err := client.Agent().ServiceRegister(&capi.AgentServiceRegistration{ID: "copycat", Name: ServiceName, Address: host, Port: cport,
+		Meta: map[string]string{MetaHardware: "v100", MetaAuth: Credential("tok", "good", host, port)}}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitFor(t, ch, 15*time.Second, "good alone listed, the three others named", func(s Snapshot) bool {
+		return slices.Equal(ids(s), []string{"good"}) && s.Err != nil && strings.Count(s.Err.Error(), "lacks the backend credential") == 3
+	})
+	for _, id := range []string{`"rogue"`, `"copycat"`, `"stranger"`} {
+		if !strings.Contains(s.Err.Error(), id) {
+			t.Errorf("Err %q does not name %s", s.Err, id)
+		}
+	}
+	// Without a token the watcher asks nothing: all four are members.
+	waitFor(t, watch(t, agent.Addr()), 15*time.Second, "all four without a token", hasIDs("copycat", "good", "rogue", "stranger"))
+}
+
+func splitAddr(t *testing.T, addr string) (string, int) {
+	t.Helper()
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, port
+}
+
+// TestNewClientAuth: the ACL token comes from the flag, else from
+// CONSUL_HTTP_TOKEN as for the consul CLI (seen by an HTTP server standing
+// in for the agent); a certificate without its key, or a CA file that does
+// not exist, is refused naming it.
+func TestNewClientAuth(t *testing.T) {
+	tokens := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tokens <- r.Header.Get("X-Consul-Token")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`"127.0.0.1:8300"`))
+	}))
+	defer srv.Close()
+	t.Setenv("CONSUL_HTTP_TOKEN", "from-env")
+	for _, c := range []struct {
+		name string
+		auth ConsulAuth
+		want string
+	}{{"environment", ConsulAuth{}, "from-env"}, {"flag over environment", ConsulAuth{Token: "from-flag"}, "from-flag"}} {
+		client, err := NewClient(srv.Listener.Addr().String(), c.auth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Status().Leader(); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-tokens; got != c.want {
+			t.Errorf("%s: token %q, want %q", c.name, got, c.want)
+		}
+	}
+	if _, err := NewClient("127.0.0.1:8500", ConsulAuth{CertFile: "c.pem"}); err == nil || !strings.Contains(err.Error(), "--consul-client-key") {
+		t.Errorf("a certificate without its key: %v", err)
+	}
+	if _, err := NewClient("127.0.0.1:8500", ConsulAuth{CAFile: "/nonexistent/ca.pem"}); err == nil || !strings.Contains(err.Error(), "ca.pem") {
+		t.Errorf("a CA file that does not exist: %v", err)
 	}
 }

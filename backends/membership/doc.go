@@ -22,7 +22,10 @@
 // instances of service ServiceName ("piccolo-backend") whose checks pass, with
 // blocking queries on /v1/health/service (WaitIndex), so a change reaches fn as
 // soon as the agent sees it (docs/control-plane.md has the measured delay).
-// Registrations with malformed metadata are left out and named in Snapshot.Err.
+// Registrations with malformed metadata are left out and named in Snapshot.Err;
+// so are, with ConsulOptions.BackendToken, those without the backend
+// credential (meta auth: Credential, an HMAC of the id and address keyed
+// with the token; Verify), and they are logged.
 // When Consul is unreachable Watch gives one Stale snapshot with the last members
 // (the gateway keeps serving them), logs once, retries with jittered backoff
 // from 50 ms up to ConsulOptions.MaxBackoff (2 s), and gives a fresh snapshot
@@ -31,10 +34,15 @@
 // Register / RegisterWith (backend side; `piccolo backend --consul ADDR`)
 // register one Member with the local agent: service ServiceName, ID = Member.ID,
 // Meta keys hardware, price, gpu, gpu_memory (bytes), models (comma-joined),
+// auth (with RegisterOptions.BackendToken, the registration's Credential),
 // a TCP check on the gRPC address every CheckInterval (1 s, Consul's minimum)
 // with DeregisterCriticalAfter (1 min, Consul's minimum). They keep the
 // registration alive across agent restarts and return deregister, to call on
 // graceful shutdown.
+//
+// NewClient is the one constructor of every Consul client in Piccolo (the
+// watcher, Register, scheduler/cluster): consul/api's DefaultConfig (the
+// CONSUL_* environment) with ConsulAuth's token and TLS files over it.
 //
 // Everything here is safe for concurrent use; a Watch call owns its goroutine.
 package membership

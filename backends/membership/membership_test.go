@@ -154,7 +154,7 @@ func TestSnapshotOfEntries(t *testing.T) {
 		entry("a", "n1", "10.0.0.1", 9101, map[string]string{"hardware": "v100", "price": "3.06"}),
 		entry("a", "n2", "10.0.0.2", 9101, map[string]string{"hardware": "v100"}), // duplicate id
 		entry("c", "n1", "10.0.0.3", 9103, map[string]string{}),                   // no hardware
-	})
+	}, "")
 	want := []Member{
 		{ID: "a", Address: "10.0.0.1:9101", Hardware: "v100", Price: 3.06},
 		{ID: "b", Address: "10.0.0.9:9102", Hardware: "t4"},

@@ -41,6 +41,12 @@ type RegisterOptions struct {
 	// Logger says when the registration was lost and re-made, or cannot be.
 	// Default: no logs.
 	Logger *zap.Logger
+	// Auth is the ACL token and TLS of the Consul client (NewClient).
+	Auth ConsulAuth
+	// BackendToken, when set, signs the registration: meta MetaAuth is its
+	// Credential, which gateways started with the same --backend-token ask
+	// of every backend (ConsulOptions.BackendToken).
+	BackendToken string
 }
 
 // Register registers m with the Consul agent at consulAddr as service
@@ -87,9 +93,13 @@ func RegisterWith(ctx context.Context, consulAddr string, m Member, o RegisterOp
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	client, err := NewClient(consulAddr)
+	client, err := NewClient(consulAddr, o.Auth)
 	if err != nil {
 		return nil, err
+	}
+	meta := m.Meta()
+	if o.BackendToken != "" {
+		meta[MetaAuth] = Credential(o.BackendToken, m.ID, host, port)
 	}
 	reg := &capi.AgentServiceRegistration{
 		ID:      m.ID,
@@ -97,7 +107,7 @@ func RegisterWith(ctx context.Context, consulAddr string, m Member, o RegisterOp
 		Address: host,
 		Port:    port,
 		Tags:    []string{m.Hardware},
-		Meta:    m.Meta(),
+		Meta:    meta,
 		Check: &capi.AgentServiceCheck{
 			Name:                           "gRPC port accepts connections",
 			TCP:                            check,

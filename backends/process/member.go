@@ -50,7 +50,7 @@ func register(ctx context.Context, o Options, m membership.Member, log *zap.Logg
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	dereg, err := membership.RegisterWith(rctx, o.Consul, m, membership.RegisterOptions{Logger: log})
+	dereg, err := membership.RegisterWith(rctx, o.Consul, m, membership.RegisterOptions{Logger: log, Auth: o.ConsulAuth, BackendToken: o.AdminToken})
 	if err != nil {
 		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/internal/tlsfiles"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/tracing"
@@ -53,6 +54,11 @@ type Options struct {
 	// need "authorization: Bearer <token>" (backends.RequireToken); "": no
 	// credential asked (a warning at start).
 	AdminToken string
+	// ConsulAuth is the ACL token and TLS towards Consul (--consul-token,
+	// --consul-cacert, ...; the CONSUL_* environment for what is not given).
+	// With AdminToken the registration also carries its credential
+	// (membership.Credential), which gateways with that --backend-token ask.
+	ConsulAuth membership.ConsulAuth
 	// TLS is the gRPC listener's TLS (--tls-cert, --tls-key,
 	// --tls-client-ca); nil: plain text.
 	TLS *tls.Config

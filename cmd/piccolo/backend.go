@@ -17,24 +17,25 @@ import (
 
 // backendOptions are the flags of `piccolo backend`.
 type backendOptions struct {
-	tracing  tracingFlags
-	listen   string
-	hardware string
-	files    []string
-	executor string
-	jitter   float64
-	seed     uint64
-	models   []string
-	logFmt   string
-	drain    time.Duration
-	metrics  string // listen address of /metrics: host:port, auto (gRPC port + 1000) or off/empty: none
-	gpu      bool   // read GPU telemetry with NVML
-	ortLib   string // onnx, ocr: path of libonnxruntime.so.1
-	modelDir string // onnx, ocr: directory of <model>.onnx (and ppocr_keys_v1.txt)
-	threads  int    // onnx, ocr: intra-op threads per lane
-	devLanes int    // onnx, ocr: batches at once across models (0: no limit)
-	consul   string // Consul agent HTTP address to register with; "": none
-	id       string // Consul registration id; "": <hardware>-<host>-<port>
+	tracing    tracingFlags
+	listen     string
+	hardware   string
+	files      []string
+	executor   string
+	jitter     float64
+	seed       uint64
+	models     []string
+	logFmt     string
+	drain      time.Duration
+	metrics    string // listen address of /metrics: host:port, auto (gRPC port + 1000) or off/empty: none
+	gpu        bool   // read GPU telemetry with NVML
+	ortLib     string // onnx, ocr: path of libonnxruntime.so.1
+	modelDir   string // onnx, ocr: directory of <model>.onnx (and ppocr_keys_v1.txt)
+	threads    int    // onnx, ocr: intra-op threads per lane
+	devLanes   int    // onnx, ocr: batches at once across models (0: no limit)
+	consul     string // Consul agent HTTP address to register with; "": none
+	consulAuth membership.ConsulAuth
+	id         string // Consul registration id; "": <hardware>-<host>-<port>
 
 	faults    []string // --fault words (docs/faults.md)
 	faultSeed uint64   // seed of the fail share's draws
@@ -122,9 +123,10 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let batches in flight finish")
 	f.StringVar(&o.consul, "consul", "", "register with the Consul agent at this host:port (HTTP API) as service "+membership.ServiceName+" (meta: hardware, price, GPU, models; TCP check every 1s); deregister on shutdown")
 	f.StringVar(&o.id, "id", "", "with --consul: the registration id (default <hardware>-<host>-<port>)")
+	addConsulAuthFlags(f, &o.consulAuth)
 	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed, shared=K; change at run time with "+process.FaultsPath+" on the metrics port")
 	f.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of which calls fail=P fails")
-	f.StringVar(&o.token, "admin-token", "", "the gateway's credential: model load/unload and "+process.FaultsPath+" need Authorization: Bearer <token> (default: $"+backendTokenEnv+"; empty: none asked, a warning at start)")
+	f.StringVar(&o.token, "admin-token", "", "the gateway's credential: model load/unload and "+process.FaultsPath+" need Authorization: Bearer <token>; with --consul the registration carries its HMAC, which gateways with this --backend-token ask (default: $"+backendTokenEnv+"; empty: none asked, a warning at start)")
 	f.BoolVar(&o.faultOn, "fault-injection", false, "allow fault injection: --fault and "+process.FaultsPath+" on the metrics port (off: --fault is refused and "+process.FaultsPath+" is 404; on: logged at warn; never in production)")
 	o.tls.register(f, "serve gRPC")
 	return cmd
@@ -140,7 +142,8 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	return process.Run(ctx, process.Options{Listen: o.listen, Hardware: o.hardware, Files: o.files, Executor: o.executor, Jitter: o.jitter,
 		Seed: o.seed, Models: o.models, Drain: o.drain, MetricsListen: o.metrics, GPUTelemetry: o.gpu, ORTLib: o.ortLib, ModelDir: o.modelDir,
 		IntraOpThreads: o.threads, DeviceLanes: o.devLanes, Consul: o.consul, ID: o.id, Faults: o.faults, FaultSeed: o.faultSeed, FaultInjection: o.faultOn, AdminToken: backendToken(o.token),
-		TLS: tlsCfg, Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version}, ready)
+		ConsulAuth: o.consulAuth,
+		TLS:        tlsCfg, Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version}, ready)
 }
 
 // modelCache is where `make models` fetches into (onnx.Cache).

@@ -42,6 +42,8 @@ type gatewayOptions struct {
 	headerTimeout           time.Duration
 	maxConnsPerIP           int
 	adminListen             string
+	tenants                 string
+	consulAuth              membership.ConsulAuth
 	backendTLSMode          string
 	backendToken            string
 	slack                   float64
@@ -186,6 +188,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.Int64Var(&o.maxInflight, "max-inflight-bytes", 0, "request bytes all requests in flight may hold together (bodies, decompressed, decoded); past it 503 + Retry-After (0: a fifth of the cgroup memory limit, else 3 x --max-body; < 0: off; docs/security.md)")
 	f.DurationVar(&o.headerTimeout, "header-timeout", kserve.DefaultHeaderTimeout, "how long a client may take to send a request's headers; a half-sent request's connection is closed after it")
 	f.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:8002", "host:port of the admin listener: the admin API, /metrics and /debug/pprof/, apart from the client port (\"same\": on the client port, as before; docs/security.md)")
+	f.StringVar(&o.tenants, "tenants", "", "tenants file (YAML): API keys stored as SHA-256, each tenant's rate, concurrency and highest priority class; model routes then need a key (Authorization: Bearer or X-API-Key), reloaded on change (docs/security.md, \"Tenants\"); empty: off")
 	f.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", kserve.DefaultMaxConnsPerIP, "open HTTP connections one client address may hold (< 0: no cap)")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
@@ -209,7 +212,8 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.gatewayID, "gateway-id", "", "with --consul: this gateway's id for its rate reports (default <host>-<HTTP port>)")
 	f.DurationVar(&o.configWait, "config-wait", 15*time.Second, "with --consul: how long an admin change waits for its plan to go live before answering")
 	o.tls.register(f, "serve HTTPS and gRPC")
-	f.StringVar(&o.backendToken, "backend-token", "", "the gateway's credential towards the backends, sent on every call (backends started with --admin-token ask it of model load/unload; default: $"+backendTokenEnv+")")
+	f.StringVar(&o.backendToken, "backend-token", "", "the gateway's credential towards the backends, sent on every call (backends started with --admin-token ask it of model load/unload); with --consul, a backend whose registration does not carry its HMAC is refused (default: $"+backendTokenEnv+")")
+	addConsulAuthFlags(f, &o.consulAuth)
 	f.StringVar(&o.backendTLSMode, "backend-tls", "preferred", "who decides whether a backend is called over TLS: required (every backend, whatever it registered), preferred (the backend's entry: tls: true in backends:, or meta tls=true in Consul) or off (none)")
 	f.StringVar(&o.backendCA, "backend-ca", "", "verify the backends that serve TLS (tls: true in backends:, or meta tls=true in Consul) with the CAs in this PEM file (default: the system's roots)")
 	f.StringVar(&o.backendCert, "backend-cert", "", "present this PEM certificate to the backends that serve TLS and ask for one (backend --tls-client-ca), reloaded when it changes; needs --backend-key")
@@ -234,7 +238,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	return gatewayprocess.Run(ctx, gatewayprocess.Options{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
-		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
+		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), Tenants: o.tenants, ConsulAuth: o.consulAuth, HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
@@ -20,17 +21,19 @@ import (
 
 // schedulerOptions are the flags of `piccolo scheduler`.
 type schedulerOptions struct {
-	files   []string
-	consul  string
-	prefix  string
-	id      string
-	ttl     time.Duration
-	policy  string
-	maxUtil float64
-	burst   float64
-	logFmt  string
-	listen  string
-	follow  bool // --calibration
+	files        []string
+	consul       string
+	consulAuth   membership.ConsulAuth
+	backendToken string
+	prefix       string
+	id           string
+	ttl          time.Duration
+	policy       string
+	maxUtil      float64
+	burst        float64
+	logFmt       string
+	listen       string
+	follow       bool // --calibration
 
 	loop replan.Options // tests: the control loop's tuning
 }
@@ -67,6 +70,8 @@ GET /healthz are served there.`,
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.files, "config", "c", nil, "config file seeding the cluster's config (repeatable; files are merged)")
 	f.StringVar(&o.consul, "consul", "", "the Consul agent's HTTP address host:port (required)")
+	addConsulAuthFlags(f, &o.consulAuth)
+	f.StringVar(&o.backendToken, "backend-token", "", "the credential every backend's Consul registration must carry (its HMAC; backends started with the same --admin-token make it); a backend without it is not placed on (default: $"+backendTokenEnv+")")
 	f.StringVar(&o.prefix, "cluster-prefix", cluster.DefaultPrefix, "the Consul KV prefix of the cluster")
 	f.StringVar(&o.id, "id", "", "this candidate's id, unique in the cluster (default scheduler-<host>-<pid>)")
 	f.DurationVar(&o.ttl, "ttl", cluster.DefaultTTL, "how long the leader may miss heartbeats before a standby takes over (>= 1s)")
@@ -91,5 +96,6 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 		o.loop.Calibration = est
 	}
 	return schedulerprocess.Run(ctx, schedulerprocess.Options{Files: o.files, Consul: o.consul, Prefix: o.prefix, ID: o.id, TTL: o.ttl,
-		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Listen: o.listen, NewLogger: newLogger(o.logFmt), Loop: o.loop}, ready)
+		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Listen: o.listen, NewLogger: newLogger(o.logFmt), Loop: o.loop,
+		ConsulAuth: o.consulAuth, BackendToken: backendToken(o.backendToken)}, ready)
 }

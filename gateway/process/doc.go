@@ -6,7 +6,9 @@
 // (controlplane.StartGateway: the first plan live, the DAGRunner and the
 // ConfigStore attached), the admin API, the -c file watcher and the KServe v2
 // HTTP and gRPC servers (and the admin listener apart with --admin-listen),
-// and drains when the context ends.
+// with the tenants file (tenants.go: --tenants loaded, watched, and a
+// warning when a client port listens beyond loopback without it), and
+// drains when the context ends.
 //
 // cmd/piccolo holds only the command's flags and passes them as Options; the
 // errors name those flags (--listen, --dispatch, --trace...), as the command

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/controlplane"
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/dispatcher"
@@ -102,6 +103,14 @@ type Options struct {
 	// backends on every call: the credential a backend started with
 	// --admin-token asks of model load and unload. "": none.
 	BackendToken string
+	// ConsulAuth (--consul-token, --consul-cacert, ...; the CONSUL_*
+	// environment for what is not given) is the gateway's ACL token and TLS
+	// towards Consul; with --consul and BackendToken, a backend whose
+	// registration lacks the credential is refused (membership.Credential).
+	ConsulAuth membership.ConsulAuth
+	// Tenants (--tenants) is the tenants file: API keys, rates, concurrency
+	// and priority classes (package tenants); "": off.
+	Tenants string
 
 	// Tests only: the control loop's options (Plan, Target are set by the
 	// wiring) and a hook called with every plan made live.
@@ -184,6 +193,10 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	if err != nil {
 		return err
 	}
+	tenantTable, err := startTenants(ctx, o.Tenants, reg, log)
+	if err != nil {
+		return fmt.Errorf("--tenants: %w", err)
+	}
 	slack := o.Slack
 	if slack == 0 {
 		slack = -1 // LiveOptions: negative means none
@@ -220,7 +233,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 		gopts.Loop.Hold = tp.Hold
 	}
 	if o.Consul != "" {
-		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.Consul, Prefix: o.ClusterPrefix, Schedule: o.Schedule, SchedulerID: o.SchedulerID,
+		gopts.Cluster = &controlplane.ClusterOptions{Consul: o.Consul, ConsulAuth: o.ConsulAuth, BackendToken: o.BackendToken, Prefix: o.ClusterPrefix, Schedule: o.Schedule, SchedulerID: o.SchedulerID,
 			SchedulerTTL: o.SchedulerTTL, GatewayID: o.GatewayID, Listen: o.Listen, ConfigWait: o.ConfigWait}
 	}
 	g, err := controlplane.StartGateway(ctx, cfg, gopts)
@@ -274,7 +287,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	}
 	srv, err := kserve.NewServer(exec, kserve.ServerOptions{MaxBodyBytes: o.MaxBody, MaxInflightBytes: o.MaxInflight,
 		HeaderTimeout: o.HeaderTimeout, MaxConnsPerIP: o.MaxConnsPerIP, AdminApart: o.AdminListen != "", Version: o.Version, Metrics: gm, Logger: log, Admin: admin,
-		Overload: o.door()})
+		Overload: o.door(), Tenants: tenantTable})
 	if err != nil {
 		return err
 	}
@@ -321,6 +334,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 		log.Warn("the admin API and /metrics are served on the client port, which listens beyond loopback: pass --admin-listen to serve them apart (docs/security.md)",
 			zap.String("http", hl.Addr().String()))
 	}
+	warnOpenClientPorts(log, tenantTable, hl.Addr(), gl.Addr())
 	go func() { served <- hs.Serve(hl) }()
 	go func() { served <- gs.Serve(gl) }()
 	log.Info("gateway serving", zap.String("http", hl.Addr().String()), zap.String("grpc", gl.Addr().String()), zap.String("admin", adminAt),

@@ -119,6 +119,9 @@ type Agent struct {
 	bin   string
 	ports ports
 	node  string
+	// token is the ACL management token of an agent started by StartACL
+	// ("": ACLs off).
+	token string
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -132,7 +135,20 @@ type ports struct{ http, serfLAN, serfWAN, server int }
 // is killed in tb's Cleanup; when tb failed, the agent's log tail is printed.
 func Start(tb testing.TB) *Agent {
 	tb.Helper()
-	a := &Agent{tb: tb, bin: Binary(tb)}
+	return start(tb, "")
+}
+
+// StartACL is Start with ACLs on, denying by default: every call needs a
+// token, managementToken allowing everything (Consul's initial management
+// token), others what their policies grant.
+func StartACL(tb testing.TB, managementToken string) *Agent {
+	tb.Helper()
+	return start(tb, managementToken)
+}
+
+func start(tb testing.TB, token string) *Agent {
+	tb.Helper()
+	a := &Agent{tb: tb, bin: Binary(tb), token: token}
 	tb.Cleanup(func() {
 		a.Kill()
 		if tb.Failed() && a.log != nil {
@@ -213,14 +229,20 @@ func (a *Agent) signal(sig os.Signal, wait time.Duration) {
 
 func (a *Agent) start() error {
 	a.log = &syncBuffer{}
-	cmd := exec.Command(a.bin, "agent", "-dev",
-		"-bind=127.0.0.1", "-client=127.0.0.1", "-node="+a.node,
-		"-http-port="+strconv.Itoa(a.ports.http), "-https-port=-1",
+	args := []string{"agent", "-dev",
+		"-bind=127.0.0.1", "-client=127.0.0.1", "-node=" + a.node,
+		"-http-port=" + strconv.Itoa(a.ports.http), "-https-port=-1",
 		"-dns-port=-1", "-grpc-port=-1", "-grpc-tls-port=-1",
-		"-serf-lan-port="+strconv.Itoa(a.ports.serfLAN),
-		"-serf-wan-port="+strconv.Itoa(a.ports.serfWAN),
-		"-server-port="+strconv.Itoa(a.ports.server),
-		"-log-level=info")
+		"-serf-lan-port=" + strconv.Itoa(a.ports.serfLAN),
+		"-serf-wan-port=" + strconv.Itoa(a.ports.serfWAN),
+		"-server-port=" + strconv.Itoa(a.ports.server),
+		"-log-level=info"}
+	if a.token != "" {
+		// The agent's own token is the management one: it registers its
+		// node and syncs services without a token of its own.
+		args = append(args, "-hcl", fmt.Sprintf(`acl { enabled = true, default_policy = "deny", tokens { initial_management = %q, agent = %q } }`, a.token, a.token))
+	}
+	cmd := exec.Command(a.bin, args...)
 	cmd.Stdout = a.log
 	cmd.Stderr = a.log
 	if err := cmd.Start(); err != nil {
@@ -244,7 +266,14 @@ func (a *Agent) start() error {
 func (a *Agent) waitReady(ctx context.Context) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	get := func(path string) (string, error) {
-		resp, err := client.Get("http://" + a.Addr() + path)
+		req, err := http.NewRequest("GET", "http://"+a.Addr()+path, nil)
+		if err != nil {
+			return "", err
+		}
+		if a.token != "" {
+			req.Header.Set("X-Consul-Token", a.token)
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			return "", err
 		}

@@ -9,7 +9,7 @@
 //	0 shapes:      internal/registry (the one shape of every strategy registry)
 //	1 model:       api, api/inference, configs, arrival, backends/nvml, internal/consultest, tracing, internal/tlsfiles
 //	2 mechanisms:  dispatcher, planner, placement, backends, backends/membership, loadgen, metrics
-//	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/replan, status
+//	3 built on 2:  backends/builtin, backends/faults, backends/fused, backends/onnx, backends/sim, simulate, profiler, scheduler/replan, status, tenants
 //	4 sessions:    gateway (DAG execution and admission), evaluation (the paper's
 //	               evaluation: plans refereed by the simulator), scheduler/cluster
 //	               (the elected re-planner), internal/ocrtest, internal/ocrsamples

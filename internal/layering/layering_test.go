@@ -17,7 +17,7 @@ var layers = [][]string{
 	{"internal/registry"},
 	{"api", "api/inference", "configs", "arrival", "backends/nvml", "internal/consultest", "tracing", "internal/tlsfiles"},
 	{"dispatcher", "planner", "placement", "backends", "backends/membership", "loadgen", "metrics", "calibrate"},
-	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/replan", "status"},
+	{"backends/builtin", "backends/faults", "backends/fused", "backends/onnx", "backends/sim", "simulate", "profiler", "scheduler/replan", "status", "tenants"},
 	{"gateway", "serving", "scheduler/cluster", "internal/ocrtest", "internal/ocrsamples", "backends/process"},
 	{"dataplane", "kserve", "evaluation"},
 	{"controlplane"},

@@ -33,25 +33,35 @@ type Options struct {
 	WaitTime time.Duration
 	// Logger says when Consul becomes unreachable and is back (once each).
 	Logger *zap.Logger
+	// Auth is the ACL token and TLS of the Consul client
+	// (membership.NewClient).
+	Auth membership.ConsulAuth
+	// BackendToken, when set, is the credential a Replanner's default
+	// membership asks of every backend (membership.ConsulOptions.BackendToken).
+	BackendToken string
 }
 
 // Client reads and writes one cluster's keys in Consul KV. Safe for concurrent use.
 type Client struct {
-	c      *capi.Client
-	addr   string
-	prefix string
-	wait   time.Duration
-	log    *zap.Logger
+	c    *capi.Client
+	addr string
+	auth membership.ConsulAuth
+	// backendToken is Options.BackendToken, for the membership a
+	// Replanner watches by default.
+	backendToken string
+	prefix       string
+	wait         time.Duration
+	log          *zap.Logger
 }
 
 // New returns a client of the Consul agent at addr (host:port of its HTTP API).
 // It does not contact Consul.
 func New(addr string, o Options) (*Client, error) {
-	c, err := membership.NewClient(addr)
+	c, err := membership.NewClient(addr, o.Auth)
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{c: c, addr: addr, prefix: strings.Trim(o.Prefix, "/"), wait: o.WaitTime, log: o.Logger}
+	cl := &Client{c: c, addr: addr, auth: o.Auth, backendToken: o.BackendToken, prefix: strings.Trim(o.Prefix, "/"), wait: o.WaitTime, log: o.Logger}
 	if cl.prefix == "" {
 		cl.prefix = DefaultPrefix
 	}

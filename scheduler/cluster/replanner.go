@@ -70,7 +70,7 @@ func NewReplanner(c *Client, o ReplannerOptions) (*Replanner, error) {
 		o.Logger = zap.NewNop()
 	}
 	if o.Members == nil {
-		m, err := membership.NewConsul(c.addr, membership.ConsulOptions{Logger: o.Logger})
+		m, err := membership.NewConsul(c.addr, membership.ConsulOptions{Logger: o.Logger, Auth: c.auth, BackendToken: c.backendToken})
 		if err != nil {
 			return nil, err
 		}

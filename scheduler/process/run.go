@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/cluster"
@@ -36,6 +37,12 @@ type Options struct {
 	NewLogger func() (*zap.Logger, error)
 
 	Loop replan.Options // tests: the control loop's tuning
+
+	// ConsulAuth: --consul-token, --consul-cacert, ... (the CONSUL_*
+	// environment for what is not given); BackendToken (--backend-token):
+	// the credential every backend's registration must carry (none: any).
+	ConsulAuth   membership.ConsulAuth
+	BackendToken string
 }
 
 // Run runs a standalone re-planner candidate of a Consul cluster
@@ -70,7 +77,7 @@ func Run(ctx context.Context, o Options, ready func(metricsAddr string)) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	kv, err := cluster.New(o.Consul, cluster.Options{Prefix: o.Prefix, Logger: log})
+	kv, err := cluster.New(o.Consul, cluster.Options{Prefix: o.Prefix, Logger: log, Auth: o.ConsulAuth, BackendToken: o.BackendToken})
 	if err != nil {
 		return fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}
