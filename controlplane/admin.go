@@ -223,11 +223,12 @@ func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 // dropped (`?dry_run=true` on a server without dry runs would apply the change).
 func (a *Admin) queryOK(ctx *fasthttp.RequestCtx, allowed ...string) bool {
 	var bad string
-	ctx.QueryArgs().VisitAll(func(k, _ []byte) {
-		if bad == "" && !slices.Contains(allowed, string(k)) {
+	for k := range ctx.QueryArgs().All() {
+		if !slices.Contains(allowed, string(k)) {
 			bad = string(k)
+			break
 		}
-	})
+	}
 	if bad == "" {
 		return true
 	}

@@ -107,9 +107,8 @@ const (
 	// Per re-planner candidate (--consul):
 	ReplannerLeader = "piccolo_replanner_leader"
 	// SchedulerLeader is ReplannerLeader's name until this release, served
-	// beside it for a release so dashboards and alerts can move.
-	//
-	// Deprecated: use ReplannerLeader.
+	// beside it for a release so dashboards and alerts can move; then
+	// removed.
 	SchedulerLeader = "piccolo_scheduler_leader"
 
 	// ProcessStartTimeSeconds is the Go client's process collector's start
