@@ -6,9 +6,10 @@ import "embed"
 
 // FS holds the demo's default configs (demo/*.yaml, ocr.yaml,
 // ocr-variants.yaml), the paper's examples (paper/*.yaml) and its five
-// applications (paper/apps/*.yaml, the evaluation's: docs/evaluation.md).
+// applications (paper/apps/*.yaml, the evaluation's: docs/evaluation.md) with
+// its other GPU pools (paper/pools/*.yaml).
 //
-//go:embed demo/*.yaml paper/*.yaml paper/apps/*.yaml ocr.yaml ocr-variants.yaml
+//go:embed demo/*.yaml paper/*.yaml paper/apps/*.yaml paper/pools/*.yaml ocr.yaml ocr-variants.yaml
 var FS embed.FS
 
 // Demo lists the files of the demo's embedded default, in FS: the OCR session on

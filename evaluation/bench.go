@@ -17,6 +17,7 @@ type BenchOptions struct {
 	Variants  bool   // planner --variants: workloads with model variants and accuracy targets
 	Random    bool   // paper --random: the planner benchmark's random workloads
 	Out       string // paper -o: directory of the figures' CSV and PNG files
+	Pool      string // paper --pool: the GPU pool (Pools; "" is the paper's testbed)
 	Options          // paper: the headroom rule, target and simulated time (Seed is set from Seed)
 	// Tick, when set, is called once per workload done (a progress bar).
 	Tick func()
@@ -65,7 +66,7 @@ func BenchPaper(w io.Writer, o BenchOptions) error {
 	if n < 1 {
 		return fmt.Errorf("--workloads %d: must be ≥ 1", n)
 	}
-	apps, err := Apps()
+	apps, err := AppsOn(o.Pool)
 	if err != nil {
 		return err
 	}
@@ -84,6 +85,13 @@ func BenchPaper(w io.Writer, o BenchOptions) error {
 	rows, err := TableII()
 	if err != nil {
 		return err
+	}
+	if !o.Random {
+		pool := o.Pool
+		if pool == "" {
+			pool = "testbed"
+		}
+		fmt.Fprintf(w, "GPU pool: %s (docs/evaluation/sources.md)\n\n", pool)
 	}
 	res.Summary(w)
 	fmt.Fprintln(w, "\nTable II (M2 then M3 of Table I at 50 and 40 req/s, SLO 0.9 s):")

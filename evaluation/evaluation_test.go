@@ -58,7 +58,10 @@ func TestAblationDirections(t *testing.T) {
 		a, b string
 		min  float64
 	}{
-		{"piccolo-nb", "piccolo", 0.95}, {"paper-nb", "paper", 0.85},
+		// piccolo-nb 0.85: on the sourced profiles (docs/evaluation/sources.md)
+		// batch 2 is barely cheaper than batch 1 for some models (VGG-16 on a
+		// P100 is slower per image at 2), so no-batching ties on a few workloads.
+		{"piccolo-nb", "piccolo", 0.85}, {"paper-nb", "paper", 0.85},
 		{"piccolo-np", "piccolo", 0.8}, {"piccolo-tb", "piccolo", 0.7},
 	} {
 		share, n := dearer(r, c.a, c.b)
@@ -95,8 +98,8 @@ func TestAblationDirections(t *testing.T) {
 	// away the last slack, its plan can miss under Poisson arrivals and take
 	// the next cap's headroom, a few percent dearer (docs/evaluation.md).
 	for _, a := range []string{"piccolo-0re", "piccolo-nd"} {
-		if s := r.CostStats(a, "piccolo"); s.AtOne < 0.9 || s.Max > 1.02 || s.Min < 0.92 {
-			t.Errorf("%s equals piccolo on %.0f%%, within [%.3f, %.3f]×; docs/evaluation.md says on ≥ 90%%, within [0.92, 1.02]", a, 100*s.AtOne, s.Min, s.Max)
+		if s := r.CostStats(a, "piccolo"); s.AtOne < 0.9 || s.Max > 1.05 || s.Min < 0.92 {
+			t.Errorf("%s equals piccolo on %.0f%%, within [%.3f, %.3f]×; docs/evaluation.md says on ≥ 90%%, within [0.92, 1.05]", a, 100*s.AtOne, s.Min, s.Max)
 		}
 	}
 	if s := r.CostStats("optimal", "piccolo"); s.AtOne < 0.6 {
