@@ -26,13 +26,14 @@ const HistoryLen = 100
 // /admin/history): who made it and when, the sessions it added, modified or
 // removed, a unified diff of the sessions' YAML against the version before,
 // and the cost of the plan live right after it (price units per hour; 0
-// when the store has no plan source). Embedded mode only: with --consul the
-// history is this gateway's view, lost with it.
+// when the store has no plan source). With --consul the admin API lists
+// the cluster's history instead (ConsulControl.History, Consul KV; the same
+// fields, cluster_history.go); the store's own then serves only fileGuard.
 type Change struct {
 	Version  uint64    `json:"version"`
 	At       time.Time `json:"at"`
 	Cause    string    `json:"cause"` // "initial", "config" (file), "manual" (admin API), or Adopt's
-	Who      string    `json:"who"`   // "file", "admin" (the admin token), "cluster"
+	Who      string    `json:"who"`   // the admin token's name ("admin": --admin-token's), "file"; with --consul also "consul"
 	Note     string    `json:"note,omitempty"`
 	Sessions []string  `json:"sessions"` // changed: added, modified or removed
 	Diff     string    `json:"diff,omitempty"`
