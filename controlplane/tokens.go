@@ -99,7 +99,7 @@ func ParseAdminTokens(name string, data []byte) ([]AdminToken, error) {
 		case !tokenName.MatchString(t.name):
 			bad(nameLine, "name %q: want letters, digits and . _ @ - (at most 64, starting with a letter or digit)", t.name)
 		case isReserved(t.name):
-			bad(nameLine, "name %q is reserved: the history names changes not made with a token %s", t.name, strings.Join(reservedWho, ", "))
+			bad(nameLine, "name %q is reserved: %s are the history's names for changes not made with a token", t.name, strings.Join(reservedWho, ", "))
 		case names[t.name] != 0:
 			bad(nameLine, "name %q given twice (first on line %d)", t.name, names[t.name])
 		default:
