@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,9 +35,13 @@ type BackendInfo = api.BackendInfo
 
 // AdminOptions configure the admin API.
 type AdminOptions struct {
-	// Token is the bearer token every admin request must carry
-	// (Authorization: Bearer <token>). Required: the API is off without one.
+	// Token is a bearer token an admin request may carry (Authorization:
+	// Bearer <token>), named DefaultAdminTokenName ("admin") in the history.
 	Token string
+	// Tokens are named tokens (LoadAdminTokens, --admin-tokens FILE), each
+	// accepted as Token is; the history records a change's token by name.
+	// Token or Tokens is required: the API is off without one.
+	Tokens []AdminToken
 	// Store holds the running config; PUT and DELETE change it through
 	// ConfigStore.Update (cause "manual"). Required.
 	Store *ConfigStore
@@ -55,6 +58,10 @@ type AdminOptions struct {
 	Timeout time.Duration
 	// Logger gets one line per change made or refused; nil logs nothing.
 	Logger *zap.Logger
+	// History lists the config history (GET /admin/history, and where a
+	// rollback finds its version): ConsulControl.History with --consul, the
+	// cluster's in Consul KV; nil: the Store's own.
+	History func(ctx context.Context) ([]Change, error)
 	// Gatherer is the gateway's metrics registry, which the live view
 	// (view.go, /admin/view/) reads; nil: the view's figures answer 501.
 	// With it NewAdmin starts a sampler goroutine that Close stops.
@@ -81,22 +88,24 @@ type AdminOptions struct {
 // the ConfigStore. See docs/control-plane.md for bodies and status codes.
 type Admin struct {
 	opts    AdminOptions
-	tokenH  [32]byte
+	tokens  []AdminToken // immutable after NewAdmin
 	timeout time.Duration
 	view    *viewSampler // nil without opts.Gatherer
 }
 
 // NewAdmin returns the admin API, or an error when a required option is missing.
 func NewAdmin(opts AdminOptions) (*Admin, error) {
+	tokens, err := adminTokens(opts.Token, opts.Tokens)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case opts.Token == "":
-		return nil, errors.New("controlplane: the admin API needs a bearer token (--admin-token or PICCOLO_ADMIN_TOKEN)")
 	case opts.Store == nil:
 		return nil, errors.New("controlplane: the admin API needs a ConfigStore")
 	case opts.Plan == nil:
 		return nil, errors.New("controlplane: the admin API needs the running plan (AdminOptions.Plan)")
 	}
-	a := &Admin{opts: opts, tokenH: sha256.Sum256([]byte(opts.Token)), timeout: opts.Timeout}
+	a := &Admin{opts: opts, tokens: tokens, timeout: opts.Timeout}
 	if a.timeout <= 0 {
 		a.timeout = 2 * time.Minute
 	}
@@ -125,29 +134,34 @@ type adminError struct {
 
 func (e *adminError) Error() string { return e.msg }
 
-// authorized checks the bearer token in constant time (both sides hashed, so the
-// token's length does not leak either).
-func (a *Admin) authorized(ctx *fasthttp.RequestCtx) bool {
+// authorized checks the bearer token against every admin token in constant
+// time (both sides hashed, so the token's length does not leak either) and
+// returns the matching token's name; "" when none matches.
+func (a *Admin) authorized(ctx *fasthttp.RequestCtx) string {
 	h := ctx.Request.Header.Peek("Authorization")
 	// The scheme is case-insensitive (RFC 7235 §2.1): "bearer TOKEN" too.
 	if len(h) < len(bearerPrefix) || !bytes.EqualFold(h[:len(bearerPrefix)], bearerPrefix) {
-		return false
+		return ""
 	}
-	got := sha256.Sum256(bytes.TrimSpace(h[len(bearerPrefix):]))
-	return subtle.ConstantTimeCompare(got[:], a.tokenH[:]) == 1
+	return matchToken(a.tokens, sha256.Sum256(bytes.TrimSpace(h[len(bearerPrefix):])))
 }
+
+// tokenNameKey is the fasthttp user value holding the request's token name.
+const tokenNameKey = "piccolo.admin.token"
 
 // Handle answers one request whose path starts with /admin/.
 func (a *Admin) Handle(ctx *fasthttp.RequestCtx) {
 	if a.viewAsset(ctx, string(ctx.Path())) {
 		return
 	}
-	if !a.authorized(ctx) {
+	who := a.authorized(ctx)
+	if who == "" {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="piccolo-admin"`)
 		a.fail(ctx, &adminError{status: http.StatusUnauthorized,
 			msg: "unauthorized: send the admin token as `Authorization: Bearer <token>`"})
 		return
 	}
+	ctx.SetUserValue(tokenNameKey, who)
 	path := string(ctx.Path())
 	switch {
 	case path == "/admin/plan":
@@ -390,15 +404,18 @@ func unknownSession(name string, cfg *api.Config) *adminError {
 	return &adminError{status: 404, msg: fmt.Sprintf("%v %q; known sessions: %s", gateway.ErrUnknownSession, name, strings.Join(names, ", "))}
 }
 
-// changeResult is the answer to a change that went live.
+// changeResult is the answer to a change that went live. HistoryVersion,
+// with --consul, is the version the change got in the cluster's history
+// (Version is this gateway's config version, its ETag).
 type changeResult struct {
-	Version   uint64       `json:"version"`
-	Session   *sessionJSON `json:"session,omitempty"`
-	Deleted   string       `json:"deleted,omitempty"`
-	PlanCost  float64      `json:"plan_cost"`
-	TookMs    float64      `json:"took_ms"`
-	Sessions  []string     `json:"sessions"`
-	PlanError string       `json:"plan_error,omitempty"`
+	Version        uint64       `json:"version"`
+	HistoryVersion uint64       `json:"history_version,omitempty"`
+	Session        *sessionJSON `json:"session,omitempty"`
+	Deleted        string       `json:"deleted,omitempty"`
+	PlanCost       float64      `json:"plan_cost"`
+	TookMs         float64      `json:"took_ms"`
+	Sessions       []string     `json:"sessions"`
+	PlanError      string       `json:"plan_error,omitempty"`
 }
 
 func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
@@ -425,7 +442,8 @@ func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
 		a.dryRun(ctx, name, snap.Version, next)
 		return
 	}
-	snap, err := a.update(ctx, ifv, func(cur *api.Config) (*api.Config, error) {
+	var hv uint64
+	snap, err := a.updateAs(ctx, ifv, "", &hv, func(cur *api.Config) (*api.Config, error) {
 		_, exists := cur.Session(name)
 		created = !exists
 		return withSession(cur, name, body, docName)
@@ -443,7 +461,7 @@ func (a *Admin) putSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
 		status = 201
 	}
 	a.setVersion(ctx, snap.Version)
-	a.writeJSON(ctx, status, a.result(snap, start, &sj, ""))
+	a.writeJSON(ctx, status, a.result(snap, hv, start, &sj, ""))
 }
 
 func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
@@ -472,7 +490,8 @@ func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
 		a.dryRun(ctx, name, snap.Version, next)
 		return
 	}
-	snap, err := a.update(ctx, ifv, without)
+	var hv uint64
+	snap, err := a.updateAs(ctx, ifv, "", &hv, without)
 	if err != nil {
 		a.logChange("session delete refused", name, err)
 		a.fail(ctx, err)
@@ -480,23 +499,22 @@ func (a *Admin) deleteSession(ctx *fasthttp.RequestCtx, name string, dry bool) {
 	}
 	a.logChange("session deleted", name, nil)
 	a.setVersion(ctx, snap.Version)
-	a.writeJSON(ctx, 200, a.result(snap, start, nil, name))
+	a.writeJSON(ctx, 200, a.result(snap, hv, start, nil, name))
 }
 
-func (a *Admin) update(ctx *fasthttp.RequestCtx, ifVersion uint64, change func(*api.Config) (*api.Config, error)) (ConfigSnapshot, error) {
-	return a.updateAs(ctx, ifVersion, "", change)
-}
-
-// updateAs is update with a note for the history (a rollback's).
-func (a *Admin) updateAs(_ *fasthttp.RequestCtx, ifVersion uint64, note string, change func(*api.Config) (*api.Config, error)) (ConfigSnapshot, error) {
+// updateAs makes a change through the store (cause "manual"), recorded in
+// the history as made by the request's token (its name) with note (a
+// rollback's; "" for none); hv gets the change's version in a Control's own
+// history (the cluster's, with --consul), 0 without one.
+func (a *Admin) updateAs(ctx *fasthttp.RequestCtx, ifVersion uint64, note string, hv *uint64, change func(*api.Config) (*api.Config, error)) (ConfigSnapshot, error) {
 	c, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
-	// The admin token has no name: every admin change is "admin"'s.
-	return a.opts.Store.Update(WithWho(c, "admin", note), "manual", ifVersion, change)
+	who, _ := ctx.UserValue(tokenNameKey).(string)
+	return a.opts.Store.Update(withVersionSink(WithWho(c, who, note), hv), "manual", ifVersion, change)
 }
 
-func (a *Admin) result(snap ConfigSnapshot, start time.Time, s *sessionJSON, deleted string) changeResult {
-	r := changeResult{Version: snap.Version, Session: s, Deleted: deleted, TookMs: float64(time.Since(start)) / float64(time.Millisecond)}
+func (a *Admin) result(snap ConfigSnapshot, hv uint64, start time.Time, s *sessionJSON, deleted string) changeResult {
+	r := changeResult{Version: snap.Version, HistoryVersion: hv, Session: s, Deleted: deleted, TookMs: float64(time.Since(start)) / float64(time.Millisecond)}
 	if p := a.opts.Plan(); p != nil {
 		r.PlanCost = p.TotalCost
 		if s != nil {

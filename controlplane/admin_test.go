@@ -78,7 +78,8 @@ func bootAdmin(t testing.TB, cfg *api.Config) *adminHarness {
 }
 
 // bootAdminWith is bootAdmin with planner as the config pipeline's plan step.
-func bootAdminWith(t testing.TB, cfg *api.Config, planner Planner) *adminHarness {
+// opts change the admin API's options before it starts.
+func bootAdminWith(t testing.TB, cfg *api.Config, planner Planner, opts ...func(*AdminOptions)) *adminHarness {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	metrics, err := metrics.NewMetrics(reg)
@@ -95,7 +96,11 @@ func bootAdminWith(t testing.TB, cfg *api.Config, planner Planner) *adminHarness
 	t.Cleanup(func() { sw.Close() })
 	reg.MustRegister(sw)
 	h := &adminHarness{sw: sw, exec: exec, metrics: metrics, reg: reg, control: g.Control.(*EmbeddedControl), store: g.Store}
-	admin, err := NewAdmin(AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan, DryRun: h.control.DryRun, Gatherer: reg})
+	aopts := AdminOptions{Token: adminToken, Store: h.store, Plan: sw.Plan, DryRun: h.control.DryRun, Gatherer: reg}
+	for _, o := range opts {
+		o(&aopts)
+	}
+	admin, err := NewAdmin(aopts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,7 @@ type ConsulControl struct {
 	pipe    Pipeline
 	id      string
 	wait    time.Duration // how long a config change waits for its plan
+	histLen int           // how many versions the cluster's history keeps
 	onPlan  func(PlanEvent)
 
 	latest atomic.Pointer[cluster.Record] // the newest record seen (applied or not)
@@ -94,6 +95,9 @@ type ClusterOptions struct {
 	ConfigWait   time.Duration         // how long a config change waits for its plan (default 15s)
 	Fuse         bool                  // the config pipeline's fuse step (off: --no-fusion)
 	Fusions      io.Writer             // told each fusion made (optional)
+	// HistoryLen is how many versions the cluster's config history in
+	// Consul KV keeps (default HistoryLen).
+	HistoryLen int
 
 	// Tests only: the control loop's options (Plan, Target are set here), the
 	// rate monitor's, and a hook called with every plan made live.
@@ -132,6 +136,9 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	}
 	if cc.wait <= 0 {
 		cc.wait = 15 * time.Second
+	}
+	if cc.histLen = o.HistoryLen; cc.histLen <= 0 {
+		cc.histLen = HistoryLen
 	}
 	rates.track(cfg)
 	if o.Schedule {
@@ -314,11 +321,13 @@ func (cc *ConsulControl) ServedConfig() *api.Config {
 
 // Apply is the ConfigStore's OnConfig with Consul: the config pipeline's fuse,
 // plan and check steps here (refusing what cannot be planned, as
-// EmbeddedControl does), then the config and its checked plan stored in Consul
-// in one transaction if nobody changed the config meanwhile (the leader places
-// that plan: the change is planned once), and return once a plan made for it
-// is live on this gateway (or an error saying it is stored but not yet
-// planned).
+// EmbeddedControl does), then the config, its checked plan and its entry in
+// the cluster's history (who and note from ctx, WithWho; the checked plan's
+// cost; cluster_history.go) stored in Consul in one transaction if nobody
+// changed the config meanwhile (the leader places that plan: the change is
+// planned once), and return once a plan made for it is live on this gateway
+// (or an error saying it is stored but not yet planned). The history version
+// the change got is told to ctx's version sink (withVersionSink).
 func (cc *ConsulControl) Apply(ctx context.Context, cfg *api.Config, cause string) error {
 	cfg, err := cc.pipe.Fuse(cfg)
 	if err != nil {
@@ -326,6 +335,10 @@ func (cc *ConsulControl) Apply(ctx context.Context, cfg *api.Config, cause strin
 	}
 	cc.mu.Lock()
 	prev, prevCfg, ifIndex := cc.applied.Plan, cc.served, cc.applied.ConfigIndex
+	prevCost := 0.0
+	if prev != nil {
+		prevCost = prev.TotalCost
+	}
 	// Planned with the members as backends: the planner then plans only the
 	// hardware present (PlanForServing), as the leader will, so a change only
 	// an absent type could serve is refused here (422), not accepted and then
@@ -347,13 +360,19 @@ func (cc *ConsulControl) Apply(ctx context.Context, cfg *api.Config, cause strin
 	if planErr != nil {
 		cp.Error = planErr.Error()
 	}
-	idx, err := cc.kv.PutConfigPlanned(ctx, cfg, cp, ifIndex)
+	who, note := whoOf(ctx, cause)
+	hw, version, err := cc.historyWrite(ctx, prevCfg, cfg, ifIndex, prevCost, plan.TotalCost, cause, who, note)
+	if err != nil {
+		return fmt.Errorf("the cluster's history: %w", err)
+	}
+	idx, err := cc.kv.PutConfigLogged(ctx, cfg, cp, ifIndex, hw)
 	if err != nil {
 		if errors.Is(err, cluster.ErrConfigChanged) {
 			return fmt.Errorf("the cluster's config was changed at another gateway (or its plan is not live here yet): read it again and retry: %w", err)
 		}
 		return err
 	}
+	tellVersion(ctx, version)
 	timeout := time.NewTimer(cc.wait)
 	defer timeout.Stop()
 	for {

@@ -47,7 +47,7 @@
 //     check-and-set transaction (the leader places that plan instead of
 //     planning the change again) and waiting until a plan for it is live.
 //   - Admin (its Handle is kserve.ServerOptions.Admin) serves /admin/ on the
-//     HTTP port behind a bearer token compared in constant time: GET /admin/sessions, GET|PUT|DELETE
+//     HTTP port behind bearer tokens compared in constant time: GET /admin/sessions, GET|PUT|DELETE
 //     /admin/sessions/{name}, GET /admin/plan, GET /admin/backends. A PUT body
 //     (one session, YAML or JSON with the config file's fields) is parsed and
 //     validated by the config loader together with the rest of the running
@@ -63,7 +63,12 @@
 //     EmbeddedControl.DryRun, the pipeline's fuse, plan and check steps
 //     without the controller, and answer a PlanDiff. The ConfigStore keeps the
 //     last HistoryLen versions (history.go: who, when, a YAML diff, the plan's
-//     cost): GET /admin/history, POST /admin/sessions/{name}:rollback?to=V.
+//     cost): GET /admin/history, POST /admin/sessions/{name}:rollback?to=V;
+//     with --consul (AdminOptions.History = ConsulControl.History) the
+//     cluster's history, kept in Consul KV and written by ConsulControl.Apply
+//     in the config's own transaction (cluster_history.go). Who made a change
+//     is the name of the admin token it came with (AdminOptions.Token is
+//     "admin"; Tokens, named, from --admin-tokens FILE: tokens.go).
 //     The live view (view.go): a page under /admin/view/ (embedded files,
 //     served without the token: they hold no data) that polls GET
 //     /admin/view/state (token required), status.Live's figures over the

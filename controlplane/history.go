@@ -26,13 +26,14 @@ const HistoryLen = 100
 // /admin/history): who made it and when, the sessions it added, modified or
 // removed, a unified diff of the sessions' YAML against the version before,
 // and the cost of the plan live right after it (price units per hour; 0
-// when the store has no plan source). Embedded mode only: with --consul the
-// history is this gateway's view, lost with it.
+// when the store has no plan source). With --consul the admin API lists
+// the cluster's history instead (ConsulControl.History, Consul KV; the same
+// fields, cluster_history.go); the store's own then serves only fileGuard.
 type Change struct {
 	Version  uint64    `json:"version"`
 	At       time.Time `json:"at"`
 	Cause    string    `json:"cause"` // "initial", "config" (file), "manual" (admin API), or Adopt's
-	Who      string    `json:"who"`   // "file", "admin" (the admin token), "cluster"
+	Who      string    `json:"who"`   // the admin token's name ("admin": --admin-token's), "file"; with --consul also "consul"
 	Note     string    `json:"note,omitempty"`
 	Sessions []string  `json:"sessions"` // changed: added, modified or removed
 	Diff     string    `json:"diff,omitempty"`
@@ -55,6 +56,21 @@ type whoKey struct{}
 // "config", "admin" for "manual".
 func WithWho(ctx context.Context, who, note string) context.Context {
 	return context.WithValue(ctx, whoKey{}, [2]string{who, note})
+}
+
+type versionSinkKey struct{}
+
+// withVersionSink makes ctx carry v, where a Control that records a change in
+// a history of its own (ConsulControl: the cluster's, in Consul KV) stores
+// the version the change got there.
+func withVersionSink(ctx context.Context, v *uint64) context.Context {
+	return context.WithValue(ctx, versionSinkKey{}, v)
+}
+
+func tellVersion(ctx context.Context, v uint64) {
+	if p, ok := ctx.Value(versionSinkKey{}).(*uint64); ok {
+		*p = v
+	}
 }
 
 func whoOf(ctx context.Context, cause string) (who, note string) {
@@ -255,12 +271,33 @@ func newFileRefusals() prometheus.Counter {
 		Help: "Reloads of the -c files refused because they would overwrite a newer admin API change to a session."})
 }
 
+// changes is the history the admin API lists and rolls back from: the
+// cluster's (AdminOptions.History) or the store's. A history that cannot be
+// read (Consul unreachable) is a 503.
+func (a *Admin) changes() ([]Change, error) {
+	if a.opts.History == nil {
+		return a.opts.Store.History(), nil
+	}
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	changes, err := a.opts.History(c)
+	if err != nil {
+		return nil, &adminError{status: 503, msg: fmt.Sprintf("the config history cannot be read: %v", err)}
+	}
+	return changes, nil
+}
+
 // history answers GET /admin/history: {"changes": [Change...]}, oldest first.
 func (a *Admin) history(ctx *fasthttp.RequestCtx) {
+	changes, err := a.changes()
+	if err != nil {
+		a.fail(ctx, err)
+		return
+	}
 	a.setVersion(ctx, a.opts.Store.Current().Version)
 	a.writeJSON(ctx, 200, struct {
 		Changes []Change `json:"changes"`
-	}{a.opts.Store.History()})
+	}{changes})
 }
 
 // rollback answers POST /admin/sessions/{name}:rollback?to=VERSION: the
@@ -275,7 +312,11 @@ func (a *Admin) rollback(ctx *fasthttp.RequestCtx, name string) {
 		a.fail(ctx, &adminError{status: 400, msg: fmt.Sprintf("to=%q: want the config version to roll back to, such as ?to=3 (GET /admin/history lists them)", to)})
 		return
 	}
-	changes := a.opts.Store.History()
+	changes, err := a.changes()
+	if err != nil {
+		a.fail(ctx, err)
+		return
+	}
 	i := slices.IndexFunc(changes, func(c Change) bool { return c.Version == v })
 	if i < 0 {
 		kept := "none"
@@ -286,8 +327,13 @@ func (a *Admin) rollback(ctx *fasthttp.RequestCtx, name string) {
 		return
 	}
 	old := changes[i].cfg
+	if old == nil {
+		a.fail(ctx, &adminError{status: 409, msg: fmt.Sprintf("version %d is listed but its sessions were not kept (%s): it cannot be rolled back to", v, changes[i].Note)})
+		return
+	}
 	start := time.Now()
-	snap, err := a.updateAs(ctx, 0, fmt.Sprintf("rollback of %s to version %d", name, v), func(cur *api.Config) (*api.Config, error) {
+	var hv uint64
+	snap, err := a.updateAs(ctx, 0, fmt.Sprintf("rollback of %s to version %d", name, v), &hv, func(cur *api.Config) (*api.Config, error) {
 		next := *cur
 		next.Sessions = slices.Clone(cur.Sessions)
 		j := sessionIndex(cur, name)
@@ -320,5 +366,5 @@ func (a *Admin) rollback(ctx *fasthttp.RequestCtx, name string) {
 	if sj == nil {
 		deleted = name
 	}
-	a.writeJSON(ctx, 200, a.result(snap, start, sj, deleted))
+	a.writeJSON(ctx, 200, a.result(snap, hv, start, sj, deleted))
 }

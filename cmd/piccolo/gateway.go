@@ -57,6 +57,7 @@ type gatewayOptions struct {
 	drain                   time.Duration
 	drainDelay              time.Duration // on shutdown, serve this long while reporting not ready, then drain
 	adminToken              string
+	adminTokens             string // --admin-tokens FILE
 	watch                   bool
 	consul                  string   // Consul agent HTTP address; "": membership from the config (controlplane/cluster.go)
 	tls                     tlsFlags // HTTPS and gRPC TLS to clients
@@ -117,8 +118,9 @@ compute and total milliseconds as parameters "piccolo.<module>.queue_ms" etc.
 
 Admin API, on the admin listener (--admin-listen, with /metrics and
 /debug/pprof/; the client port answers 404 for them; docs/security.md), only
-with --admin-token or PICCOLO_ADMIN_TOKEN; every request must send
-"Authorization: Bearer <token>", else 401:
+with --admin-token or PICCOLO_ADMIN_TOKEN (named "admin") and/or --admin-tokens
+FILE (named tokens); every request must send "Authorization: Bearer <token>",
+else 401; the config history records each change by its token's name:
   GET /admin/sessions, GET|PUT|DELETE /admin/sessions/{name},
   PUT /admin/sessions/{name}?dry_run=true, POST /admin/sessions/{name}:plan,
   GET /admin/history, POST /admin/sessions/{name}:rollback?to=VERSION,
@@ -200,7 +202,8 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.DurationVar(&o.drain, "drain", 10*time.Second, "on shutdown, how long to let requests in flight finish")
 	f.DurationVar(&o.drainDelay, "drain-delay", 0, "on shutdown, how long to keep accepting requests while reporting not ready (HTTP /v2/health/ready 503, gRPC health NOT_SERVING) before draining; in Kubernetes, more than the readiness probe's period × failureThreshold")
-	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/ (default: $PICCOLO_ADMIN_TOKEN; empty: the admin API is off)")
+	f.StringVar(&o.adminToken, "admin-token", "", "bearer token of the admin API under /admin/, named \"admin\" in the config history (default: $PICCOLO_ADMIN_TOKEN; empty, and no --admin-tokens: the admin API is off)")
+	f.StringVar(&o.adminTokens, "admin-tokens", "", "file of named admin tokens, each accepted as --admin-token is and named in the config history: a YAML list of {name, sha256}, sha256 the token's SHA-256 in hex (printf %s \"$TOKEN\" | sha256sum), so the file holds no secret (a mounted Kubernetes Secret works); read at start")
 	addFusionFlag(f, &o.noFuse)
 	addTracingFlags(f, &o.tracing)
 	f.BoolVar(&o.watch, "watch", true, "reload the -c files when they change (invalid edits are logged and ignored)")
@@ -240,7 +243,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	return gatewayprocess.Run(ctx, gatewayprocess.Options{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
 		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), Tenants: o.tenants, ConsulAuth: o.consulAuth, HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
-		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), Watch: o.watch, Consul: o.consul,
+		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), AdminTokens: o.adminTokens, Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,
 		ConfigWait: o.configWait, Trace: o.trace, PlanFile: o.planFile, Tune: o.tune, TuneScope: o.tuneScope, TLS: tlsCfg, BackendTLS: backendTLS, BackendTLSMode: o.backendTLSMode, BackendToken: backendToken(o.backendToken),
 		Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version, Loop: o.loop, Monitor: o.monitor, OnPlan: o.onPlan}, ready)

@@ -51,8 +51,11 @@ type Options struct {
 	CalFile    string        // --calibration-file: where the calibration is kept
 	Drain      time.Duration // --drain: how long requests in flight may finish on shutdown
 	DrainDelay time.Duration // --drain-delay: serve this long while not ready, then drain
-	AdminToken string        // --admin-token (or $PICCOLO_ADMIN_TOKEN); "": admin API off
-	Watch      bool          // --watch: reload the -c files when they change
+	AdminToken string        // --admin-token (or $PICCOLO_ADMIN_TOKEN), named "admin"; "" and no AdminTokens: admin API off
+	// AdminTokens (--admin-tokens FILE) is a file of named admin tokens
+	// (controlplane.LoadAdminTokens: a YAML list of {name, sha256}); "": none.
+	AdminTokens string
+	Watch       bool // --watch: reload the -c files when they change
 
 	// With Consul (--consul, controlplane/cluster.go, scheduler/cluster).
 	Consul        string        // --consul: the agent's HTTP host:port; "": static membership
@@ -168,6 +171,12 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	if _, port, _ := net.SplitHostPort(o.Listen); o.Listen == o.GRPCListen && port != "0" {
 		return fmt.Errorf("--listen and --grpc-listen are both %s: HTTP and gRPC need their own ports", o.Listen)
 	}
+	var tokens []controlplane.AdminToken
+	if o.AdminTokens != "" {
+		if tokens, err = controlplane.LoadAdminTokens(o.AdminTokens); err != nil {
+			return fmt.Errorf("--admin-tokens %s: %w", o.AdminTokens, err)
+		}
+	}
 	cfg, err := api.Load(o.Files...)
 	if err != nil {
 		return err
@@ -263,19 +272,22 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 		reg.MustRegister(metrics.ColocationCollector(colocationSeries(est, sw.Plan)))
 	}
 	var admin fasthttp.RequestHandler // nil: the admin API is off
-	if o.AdminToken != "" {
-		aopts := controlplane.AdminOptions{Token: o.AdminToken, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members(), Gatherer: reg}
+	if o.AdminToken != "" || len(tokens) > 0 {
+		aopts := controlplane.AdminOptions{Token: o.AdminToken, Tokens: tokens, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members(), Gatherer: reg}
 		if ec, ok := ctl.(*controlplane.EmbeddedControl); ok {
 			aopts.DryRun = ec.DryRun
 		}
+		if cc, ok := ctl.(*controlplane.ConsulControl); ok {
+			aopts.History = cc.History // the cluster's, in Consul KV
+		}
 		a, err := controlplane.NewAdmin(aopts)
 		if err != nil {
-			return err
+			return fmt.Errorf("--admin-token, --admin-tokens: %w", err)
 		}
 		defer a.Close()
 		admin = a.Handle
 	} else {
-		log.Info("admin API off: pass --admin-token or set PICCOLO_ADMIN_TOKEN to turn it on")
+		log.Info("admin API off: pass --admin-token, set PICCOLO_ADMIN_TOKEN or pass --admin-tokens FILE to turn it on")
 	}
 	if o.Watch {
 		cw, err := controlplane.StartConfigWatcher(ctx, store, o.Files, controlplane.WatchOptions{Logger: log})

@@ -25,6 +25,11 @@
 //	<prefix>/scheduler/leader  the lock; its value names the leader.
 //	<prefix>/rates/<gateway>   each gateway's rate monitor snapshot (JSON,
 //	                           replan.RateSnapshot), rewritten every second.
+//	<prefix>/history/<version> one version of the config history (20-digit
+//	                           version; opaque JSON, controlplane's), created
+//	                           only if absent in the config's own transaction
+//	                           (PutConfigLogged), so its ModifyIndex is the
+//	                           config's; the oldest deleted there too.
 //	<prefix>/calibration/<gateway>  each gateway's calibration (JSON,
 //	                           calibrate.Estimator.Marshal), rewritten every
 //	                           few seconds; the leader merges them with its

@@ -178,6 +178,12 @@ func (c *Client) PutConfig(ctx context.Context, cfg *api.Config, ifIndex uint64)
 // the leader places that plan instead of planning cfg again (ConfigPlanFor).
 // planned nil stores the config alone.
 func (c *Client) PutConfigPlanned(ctx context.Context, cfg *api.Config, planned *ConfigPlan, ifIndex uint64) (uint64, error) {
+	return c.putConfig(ctx, cfg, planned, ifIndex, nil)
+}
+
+// putConfig writes the config (check-and-set on ifIndex), its plan and extra
+// in one transaction and returns the config's new ModifyIndex.
+func (c *Client) putConfig(ctx context.Context, cfg *api.Config, planned *ConfigPlan, ifIndex uint64, extra capi.KVTxnOps) (uint64, error) {
 	b, err := api.EncodeYAML(WithoutBackends(cfg))
 	if err != nil {
 		return 0, err
@@ -192,14 +198,20 @@ func (c *Client) PutConfigPlanned(ctx context.Context, cfg *api.Config, planned 
 		}
 		ops = append(ops, &capi.KVTxnOp{Verb: capi.KVSet, Key: c.ConfigPlanKey(), Value: pb})
 	}
+	ops = append(ops, extra...)
 	ok, resp, _, err := c.c.KV().Txn(ops, (&capi.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return 0, fmt.Errorf("consul %s: write %s: %w", c.addr, c.ConfigKey(), err)
 	}
-	if !ok || resp == nil || len(resp.Results) != len(ops) {
+	if !ok || resp == nil || len(resp.Results) == 0 { // deletes have no result: Results[0] is the config's
 		why := ""
 		if resp != nil && len(resp.Errors) > 0 {
-			why = " (" + resp.Errors[0].What + ")"
+			e := resp.Errors[0]
+			why = " (" + e.What + ")"
+			if e.OpIndex > 0 && e.OpIndex < len(ops) && ops[e.OpIndex].Verb == capi.KVCAS {
+				// A history version taken: another writer logged a change first.
+				return 0, fmt.Errorf("%w: %s was written by another writer first%s", ErrConfigChanged, ops[e.OpIndex].Key, why)
+			}
 		}
 		return 0, fmt.Errorf("%w: %s is no longer at index %d%s", ErrConfigChanged, c.ConfigKey(), ifIndex, why)
 	}
