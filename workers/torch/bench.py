@@ -4,13 +4,14 @@ a loop on one thread, with no gRPC and no gateway, so that a change to how the
 worker assembles, copies and answers a batch shows apart from the network.
 
     /usr/bin/python3 workers/torch/bench.py --model mobilenet_v3_small --batch 8 \
-        [--image-size 64] [--input fp32|jpeg] [--seconds 5] [--threads 1] \
+        [--image-size 64] [--input fp32|uint8|jpeg] [--seconds 5] [--threads 1] \
         [--worker-dir DIR] [--cprofile FILE]
 
 --worker-dir runs another copy of worker.py and zoo.py (an older commit's, to
 compare before and after on the same load; docs/gpu.md). --input jpeg sends
 each item as the same encoded JPEG (BYTES), for the models that take images
-(preprocess, preprocess+<classifier>). --cprofile writes cProfile's stats
+(preprocess, preprocess+<classifier>), --input uint8 zero pixels (normalize,
+normalize+<classifier>). --cprofile writes cProfile's stats
 (pstats, sorted by cumulative time) of the timed loop to FILE.
 
 It prints one line: model, batch, input, batches, items/s, ms a batch.
@@ -59,7 +60,7 @@ def main():
     ap.add_argument("--model", default="mobilenet_v3_small")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--image-size", type=int, default=64)
-    ap.add_argument("--input", default="fp32", choices=["fp32", "jpeg"])
+    ap.add_argument("--input", default="fp32", choices=["fp32", "uint8", "jpeg"])
     ap.add_argument("--jpeg-size", type=int, default=0, help="side of the JPEG sent (default: --image-size)")
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--threads", type=int, default=1)
@@ -77,6 +78,9 @@ def main():
     if args.input == "fp32":
         req.inputs.add(name="input", datatype="FP32", shape=[n, 3, s, s])
         req.raw_input_contents.append(bytes(n * 3 * s * s * 4))
+    elif args.input == "uint8":
+        req.inputs.add(name="pixels", datatype="UINT8", shape=[n, 3, s, s])
+        req.raw_input_contents.append(bytes(n * 3 * s * s))
     else:
         row = jpeg_row(args.jpeg_size or s)
         req.inputs.add(name="image", datatype="BYTES", shape=[n])
@@ -99,7 +103,7 @@ def main():
         pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
         with open(args.cprofile, "w") as f:
             f.write(buf.getvalue())
-    print("%s b%d %s (%d B a request): %d batches in %.1fs, %.1f items/s, %.1f ms a batch"
+    print("%s b%d %s (%d B a batch): %d batches in %.1fs, %.1f items/s, %.1f ms a batch"
           % (args.model, n, args.input, len(req.raw_input_contents[0]), batches, took, batches * n / took, 1000 * took / batches))
 
 
