@@ -327,6 +327,10 @@ class Net:
         self.pixels = name == NORMALIZE or name.startswith(NORMALIZE + "+")
         m = None
         if build is not None:
+            # Random weights, but the same for every build of an architecture:
+            # a chain preprocess+<model> answers as preprocess then <model> do.
+            # Builds run under the worker's load lock, so the global seed is ours.
+            torch.manual_seed(0)
             with torch.inference_mode():
                 m = build().eval().to(device)
                 if fp16 and kind == "classifier":
