@@ -12,7 +12,8 @@ compare before and after on the same load; docs/gpu.md). --input jpeg sends
 each item as the same encoded JPEG (BYTES), for the models that take images
 (preprocess, preprocess+<classifier>), --input uint8 zero pixels (normalize,
 normalize+<classifier>). --cprofile writes cProfile's stats
-(pstats, sorted by cumulative time) of the timed loop to FILE.
+of the timed loop to FILE: the calling thread's by cumulative time, and the
+lane thread's (where the batch runs) by own time.
 
 It prints one line: model, batch, input, batches, items/s, ms a batch.
 """
@@ -64,6 +65,7 @@ def main():
     ap.add_argument("--jpeg-size", type=int, default=0, help="side of the JPEG sent (default: --image-size)")
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--decode-threads", type=int, default=0, help="the worker's --decode-threads (0: its default)")
     ap.add_argument("--worker-dir", default=HERE)
     ap.add_argument("--cprofile", default="")
     args = ap.parse_args()
@@ -71,6 +73,8 @@ def main():
     w = load_worker(os.path.abspath(args.worker_dir))
     import torch
     torch.set_num_threads(args.threads)
+    if args.decode_threads and hasattr(w.zoo, "configure_decode"):
+        w.zoo.configure_decode(args.decode_threads)
     worker = w.Worker(torch.device("cpu"), args.image_size, "off", args.batch, w.Metrics(), lambda msg: None)
     worker.load(args.model, args.batch, 1)
     n, s = args.batch, args.image_size
@@ -90,6 +94,12 @@ def main():
         worker.ModelInfer(req, ctx)
 
     prof = cProfile.Profile() if args.cprofile else None
+    lane_prof, lane = None, None
+    if prof:  # cProfile sees one thread: one profile for this one, one on the lane's
+        lane_prof = cProfile.Profile()
+        lane = worker.models[args.model].lanes.get()
+        lane.call(lane_prof.enable)
+        worker.models[args.model].lanes.put(lane)
     batches, t0 = 0, time.monotonic()
     if prof:
         prof.enable()
@@ -99,8 +109,12 @@ def main():
     took = time.monotonic() - t0
     if prof:
         prof.disable()
+        lane.call(lane_prof.disable)
         buf = io.StringIO()
-        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
+        buf.write("=== the gRPC thread (ModelInfer) ===\n")
+        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(12)
+        buf.write("=== the lane's thread (the batch) ===\n")
+        pstats.Stats(lane_prof, stream=buf).sort_stats("tottime").print_stats(20)
         with open(args.cprofile, "w") as f:
             f.write(buf.getvalue())
     print("%s b%d %s (%d B a batch): %d batches in %.1fs, %.1f items/s, %.1f ms a batch"
