@@ -1,5 +1,12 @@
 """The torchvision models the worker serves, and how one batch runs on them.
 
+preprocess (input "image" BYTES [n]: JPEG or PNG bytes) and normalize (input
+"pixels" UINT8 [n, 3, H, W]) answer "input" FP32 [n, 3, H, W], decoded,
+resized and ImageNet-normalised; preprocess+<classifier> and
+normalize+<classifier> take the same inputs and answer the classifier's
+logits, the image staying on the device between the steps (docs/gpu.md,
+"Compact inputs"). What follows is about the other models.
+
 Every model takes one input, "input": FP32 [n, 3, H, W] (RGB, any values: the
 models are built with random weights, weights=None, so there is nothing to
 normalise for; the timing of a batch does not depend on the weight values,
