@@ -15,7 +15,11 @@ library only.
                                               machine; SLO = SLO_MS, or 0: 4 x the
                                               largest batch's duration at concurrency 1)
                                               and print "RATE SLO_MS"
-  gpu-check.py summary DIR                    write DIR/summary.md from the run's files
+  gpu-check.py jpeg WxH OUT                   write a WxH JPEG (quality 90) of gradients and
+                                              noise to OUT, with torchvision
+  gpu-check.py summary DIR [PUBLISHED]        write DIR/summary.md from the run's files;
+                                              PUBLISHED: the TSV of published figures
+                                              (scripts/gpu-published.tsv)
 """
 
 import glob
@@ -112,6 +116,50 @@ def cmd_session(model, hw, profiles, load, slo_ms, out):
     print(rate, slo)
 
 
+def cmd_jpeg(size, out):
+    import torch
+    from torchvision.io import encode_jpeg
+    w, h = (int(v) for v in size.lower().split("x"))
+    g = torch.Generator().manual_seed(37)
+    y = torch.linspace(0, 1, h).view(1, h, 1)
+    x = torch.linspace(0, 1, w).view(1, 1, w)
+    base = torch.stack([x.expand(1, h, w)[0], y.expand(1, h, w)[0], (x * y).expand(1, h, w)[0]]) * 200
+    img = (base + 40 * torch.rand(3, h, w, generator=g)).clamp(0, 255).to(torch.uint8)
+    with open(out, "wb") as f:
+        f.write(bytes(encode_jpeg(img, quality=90).numpy()))
+
+
+def published_section(profiles, hw, path):
+    """Each profiled model's best items/s beside the published figures of
+    PUBLISHED for the same model on the same hardware (a TSV: model, hardware,
+    precision, items_per_s, setting, source)."""
+    rows = []
+    if path and os.path.exists(path):
+        with open(path) as f:
+            head = None
+            for line in f:
+                if line.startswith("#") or not line.strip():
+                    continue
+                cols = line.rstrip("\n").split("\t")
+                if head is None:
+                    head = cols
+                    continue
+                rows.append(dict(zip(head, cols)))
+    lines = ["## Against published figures (scripts/gpu-published.tsv)", "",
+             "| model | best here (items/s, point) | published (items/s) | setting | source |", "|---|---:|---:|---|---|"]
+    for model, entries in read_profile(profiles).items():
+        b, c, d = max(entries, key=lambda e: e[1] * e[0] / e[2])
+        here = "%.0f (b%d c%d)" % (c * b / d * 1000, b, c)
+        base = model.split("+")[-1]
+        pub = [r for r in rows if r.get("model") == base and r.get("hardware") == hw]
+        if not pub:
+            lines.append("| %s | %s | none for %s on %s | | |" % (model, here, base, hw))
+        for r in pub:
+            lines.append("| %s | %s | %s | %s %s | %s |" % (model, here, r.get("items_per_s") or "to fill", r.get("precision", ""),
+                                                          r.get("setting", ""), r.get("source", "")))
+    return lines + [""]
+
+
 def stats(rows, key):
     vals = [float(r[key]) for r in rows if r.get(key)]
     if not vals:
@@ -119,7 +167,7 @@ def stats(rows, key):
     return min(vals), sum(vals) / len(vals), max(vals)
 
 
-def cmd_summary(d):
+def cmd_summary(d, published=""):
     lines = ["# gpu-check summary", ""]
     failed = os.path.join(d, "FAILED")
     if os.path.exists(failed):
@@ -139,6 +187,16 @@ def cmd_summary(d):
                 lines += ["", "Concurrency 1: %.1f items/s at batch %d, %.1f at batch %d (×%.2f)."
                           % (c1[0][1], c1[0][0], c1[-1][1], c1[-1][0], c1[-1][1] / c1[0][1])]
             lines.append("")
+    if os.path.exists(prof):
+        hw = re.search(r"name:\s*([^,}\s]+)", open(prof).readline())
+        lines += published_section(prof, hw.group(1) if hw else "", published)
+    sm = os.path.join(d, "dcgm-sm.txt")
+    if os.path.exists(sm):
+        text = open(sm).read().strip()
+        if "not installed" in text:
+            lines += ["SM activity: " + text, ""]
+        else:
+            lines += ["SM activity (DCGM fields 1002 SM active, 1003 SM occupancy, one sample a second): dcgm-sm.txt", ""]
     tsv = os.path.join(d, "gpu-metrics.tsv")
     if os.path.exists(tsv):
         rows = []
@@ -220,8 +278,10 @@ def main():
         cmd_sample(args[0], args[1], args[2], float(args[3]))
     elif cmd == "session":
         cmd_session(*args)
+    elif cmd == "jpeg":
+        cmd_jpeg(args[0], args[1])
     elif cmd == "summary":
-        cmd_summary(args[0])
+        cmd_summary(*args[:2])
     else:
         sys.exit(__doc__)
 

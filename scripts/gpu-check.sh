@@ -15,8 +15,17 @@
 #   5. `piccolo gateway` over the worker and `piccolo loadgen` (gRPC, Poisson)
 #      at the planned rate for 60 s: loadgen.json, the worker's and the
 #      gateway's /metrics at the end (the batches the worker ran);
-#   6. summary.md: the batch curves, the NVML readings per phase, the SLO
-#      attainment.
+#   6. summary.md: the batch curves, the NVML readings per phase (and DCGM's
+#      SM activity when dcgmi is installed), the SLO attainment, and each
+#      model's best items/s beside NVIDIA's published figure for it on that GPU
+#      (scripts/gpu-published.tsv).
+#
+# With GPU_CHECK_INPUT=jpeg (the default) the served module is the chain
+# preprocess+<first model> (docs/gpu.md, "Compact inputs"): profiled with a
+# JPEG as its input, and served with clients sending that JPEG (BYTES), so the
+# GPU decodes and normalises; its profile is measured beside the FP32 ones.
+# The merged profile is also written as configs/gpu/<hardware>.yaml inside the
+# output folder: the path to commit it under.
 #
 # Everything goes to one folder: $OUT when set (the device machine's), else
 # out/gpu-check-<UTC time>. The machine needs python3 with torch, torchvision
@@ -37,7 +46,11 @@
 #   GPU_CHECK_IMAGE_SIZE=0          worker --image-size (0: each model's own)
 #   GPU_CHECK_HARDWARE=             hardware type (default: from nvidia-smi's
 #                                   name, e.g. h100; cpu without a GPU)
+#   GPU_CHECK_INPUT=jpeg            jpeg: serve preprocess+<first model> with a JPEG;
+#                                   fp32: serve the first model with FP32 zeros
+#   GPU_CHECK_JPEG_SIZE=480x360     the JPEG's width x height (a photo's proportions)
 #   GPU_CHECK_LOAD=0.5              served rate / best single-machine items/s
+#                                   (the plan's peak: 0.8 to 0.9)
 #   GPU_CHECK_SLO_MS=0              SLO of the session (0: 4 x the largest batch's duration)
 #   GPU_CHECK_SERVE=60s             how long loadgen sends
 #   GPU_CHECK_THREADS=0             worker --threads on the CPU (0: torch's default)
@@ -63,6 +76,9 @@ pdur=${GPU_CHECK_PROFILE_DURATION:-2s}
 call_timeout=${GPU_CHECK_CALL_TIMEOUT:-180s}
 image_size=${GPU_CHECK_IMAGE_SIZE:-0}
 load=${GPU_CHECK_LOAD:-0.5}
+input=${GPU_CHECK_INPUT:-jpeg}
+jpeg_size=${GPU_CHECK_JPEG_SIZE:-480x360}
+case "$input" in jpeg | fp32) ;; *) echo "GPU_CHECK_INPUT=$input: allowed: jpeg, fp32" >&2; exit 2 ;; esac
 slo_ms=${GPU_CHECK_SLO_MS:-0}
 serve=${GPU_CHECK_SERVE:-60s}
 threads=${GPU_CHECK_THREADS:-0}
@@ -95,7 +111,7 @@ cleanup() {
 	done
 	rm -f "$out/.phase"
 	# What was measured, even when a step failed or the run was cut short.
-	[ -f "$out/summary.md" ] || "$py" "$helper" summary "$out" 2>/dev/null || true
+	[ -f "$out/summary.md" ] || "$py" "$helper" summary "$out" "$root/scripts/gpu-published.tsv" 2>/dev/null || true
 }
 trap cleanup EXIT
 
@@ -156,12 +172,29 @@ else
 fi
 "$py" "$helper" sample "http://127.0.0.1:$tmport/metrics" "$out/.phase" "$out/gpu-metrics.tsv" 1 &
 pids+=($!)
+# SM activity and occupancy (DCGM profiling fields 1002, 1003): NVML's
+# utilisation counts the time any kernel ran, not how much of the GPU it used.
+if command -v dcgmi >/dev/null 2>&1; then
+	dcgmi dmon -e 1002,1003 -d 1000 >"$out/dcgm-sm.txt" 2>&1 &
+	pids+=($!)
+else
+	echo "dcgmi: not installed; SM activity not measured (NVML utilisation only)" >"$out/dcgm-sm.txt"
+fi
 
 # 3. Profiles.
 echo "hardware: [{name: $hw, price: 1}] # price: 1 cost unit per machine-hour (the check compares no prices)" >"$out/profiles.yaml"
 echo "profiles:" >>"$out/profiles.yaml"
 IFS=, read -ra model_list <<<"$models"
 served=${model_list[0]}
+inputs=()
+if [ "$input" = jpeg ]; then
+	# One photo-sized JPEG of smooth gradients and noise (tens of KB, as a client sends).
+	"$py" "$helper" jpeg "$jpeg_size" "$out/input.jpg" || die "writing the JPEG input failed"
+	served=preprocess+${model_list[0]}
+	model_list=("$served" "${model_list[@]}")
+	inputs=(--input "$out/input.jpg" --input-name image)
+	say "serving $served with $(stat -c %s "$out/input.jpg")-byte JPEGs of ${jpeg_size}"
+fi
 for m in "${model_list[@]}"; do
 	if [ $((SECONDS - start)) -gt $((budget - 150)) ]; then
 		echo "not profiled: $((SECONDS - start)) s had passed, and serving needs the rest of the ${budget} s budget" >"$out/profile-$m.skipped"
@@ -169,13 +202,17 @@ for m in "${model_list[@]}"; do
 		continue
 	fi
 	phase "profile-$m"
+	model_inputs=()
+	case "$m" in preprocess*) model_inputs=("${inputs[@]}") ;; esac
 	"$piccolo" profile --target "$worker" --model "$m" --hardware "$hw" --batches "$batches" --concurrency "$concurrency" \
-		--duration "$pdur" --timeout "$call_timeout" -q -o "$out/profile-$m.yaml" 2>"$out/profile-$m.txt" ||
+		--duration "$pdur" --timeout "$call_timeout" ${model_inputs[@]+"${model_inputs[@]}"} -q -o "$out/profile-$m.yaml" 2>"$out/profile-$m.txt" ||
 		die "piccolo profile $m failed: $(tail -3 "$out/profile-$m.txt")"
 	cat "$out/profile-$m.txt" >&2
 	sed -n '/^profiles:/,$p' "$out/profile-$m.yaml" | tail -n +2 >>"$out/profiles.yaml"
 done
 [ -f "$out/profile-$served.yaml" ] || die "the served model $served was not profiled"
+mkdir -p "$out/configs/gpu"
+cp "$out/profiles.yaml" "$out/configs/gpu/$hw.yaml"
 
 # 4. Plan.
 phase plan
@@ -197,12 +234,12 @@ pids+=($!)
 "$py" "$helper" wait-line "$out/gateway.out" "piccolo gateway: HTTP on" 180 >/dev/null || die "the gateway did not start: $(tail -5 "$out/gateway.log")"
 "$py" "$helper" fetch "http://127.0.0.1:$wmport/metrics" >"$out/worker-metrics-before-serve.prom" || true
 "$piccolo" loadgen --target "127.0.0.1:$gport" --protocol grpc --session gpucheck --rate "$rate" --duration "$serve" \
-	--slo "${slo}ms" -q -o json >"$out/loadgen.json" 2>"$out/loadgen.err" || die "piccolo loadgen: $(tail -3 "$out/loadgen.err")"
+	${inputs[@]+"${inputs[@]}"} --slo "${slo}ms" -q -o json >"$out/loadgen.json" 2>"$out/loadgen.err" || die "piccolo loadgen: $(tail -3 "$out/loadgen.err")"
 "$py" "$helper" fetch "http://127.0.0.1:$hport/metrics" >"$out/gateway-metrics.prom" || true
 "$py" "$helper" fetch "http://127.0.0.1:$wmport/metrics" >"$out/worker-metrics.prom" || true
 phase done
 
 # 6. Summary.
-"$py" "$helper" summary "$out"
+"$py" "$helper" summary "$out" "$root/scripts/gpu-published.tsv"
 cat "$out/summary.md" >&2
 say "done in $((SECONDS - start)) s; everything is in $out"

@@ -366,9 +366,11 @@ func TestTorchWorkerRegistersWithConsul(t *testing.T) {
 
 // TestGPUCheckScriptOnCPU runs scripts/gpu-check.sh end to end on the CPU, as
 // on the GPU machine but with one small model, two batch sizes and seconds
-// instead of minutes: the stripped binary it is given profiles the worker,
-// plans and serves the session; the folder holds the merged profile (a config
-// the planner loads), the plan, the loadgen report and the summary.
+// instead of minutes: the stripped binary it is given profiles the worker
+// (the model with FP32 zeros, the chain preprocess+model with a JPEG), plans
+// and serves the chain with JPEG requests; the folder holds the merged profile
+// (a config the planner loads, also as configs/gpu/<hardware>.yaml), the
+// plan, the loadgen report and the summary with the published-figures table.
 func TestGPUCheckScriptOnCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds the binary and runs the script for about 30 s")
@@ -386,7 +388,7 @@ func TestGPUCheckScriptOnCPU(t *testing.T) {
 	cmd.Env = append(os.Environ(), "OUT="+out, "PYTHON="+py, "GPU_CHECK_DEVICE=cpu", "GPU_CHECK_MODELS="+torchModel,
 		"GPU_CHECK_BATCHES=1,2", "GPU_CHECK_CONCURRENCY=1", "GPU_CHECK_PROFILE_DURATION=500ms",
 		fmt.Sprintf("GPU_CHECK_IMAGE_SIZE=%d", torchImageSize), "GPU_CHECK_SERVE=3s", "GPU_CHECK_THREADS=1", "GPU_CHECK_HARDWARE=cpu-torch",
-		"GPU_CHECK_SLO_MS=2000") // a loose SLO: this checks the plumbing; the machine is loaded
+		"GPU_CHECK_JPEG_SIZE=80x60", "GPU_CHECK_SLO_MS=2000") // a loose SLO: this checks the plumbing; the machine is loaded
 	log, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("gpu-check.sh: %v\n%s", err, log)
@@ -395,8 +397,13 @@ func TestGPUCheckScriptOnCPU(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the script's profile and session: %v\n%s", err, log)
 	}
-	if ps := cfg.ProfilesOf(torchModel); len(ps) != 1 || ps[0].Hardware != "cpu-torch" || len(ps[0].Entries) != 2 {
-		t.Errorf("profiles.yaml: profiles of %s = %+v; want one on cpu-torch with 2 entries (batches 1, 2)", torchModel, ps)
+	for _, m := range []string{torchModel, "preprocess+" + torchModel} {
+		if ps := cfg.ProfilesOf(m); len(ps) != 1 || ps[0].Hardware != "cpu-torch" || len(ps[0].Entries) != 2 {
+			t.Errorf("profiles.yaml: profiles of %s = %+v; want one on cpu-torch with 2 entries (batches 1, 2)", m, ps)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "configs", "gpu", "cpu-torch.yaml")); err != nil {
+		t.Errorf("the profile to commit: %v", err)
 	}
 	var rep struct {
 		Sent, OK int64
@@ -412,7 +419,8 @@ func TestGPUCheckScriptOnCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"### " + torchModel, "No piccolo_gpu_* series", "attainment", "While serving, the worker ran"} {
+	for _, want := range []string{"### " + torchModel, "### preprocess+" + torchModel, "No piccolo_gpu_* series", "attainment",
+		"While serving, the worker ran", "items of preprocess+" + torchModel, "Against published figures", "SM activity"} {
 		if !strings.Contains(string(summary), want) {
 			t.Errorf("summary.md lacks %q:\n%s", want, summary)
 		}

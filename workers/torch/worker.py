@@ -16,12 +16,15 @@ It answers what a gateway and `piccolo profile` call on a `piccolo backend`
                              anything else is INVALID_ARGUMENT
   RepositoryModelUnload      NOT_FOUND when the model is unknown
   ModelInfer                 one batch, stacked on dimension 0, as
-                             raw_input_contents (or fp32_contents); answers
+                             raw_input_contents (or fp32_contents, or
+                             bytes_contents for encoded images); answers
                              raw_output_contents and the parameters
                              piccolo_queue_ns (the wait for a lane) and
                              piccolo_compute_ns (the model's run), int64 ns.
-                             INVALID_ARGUMENT names the bad tensor, or a batch
-                             over the loaded max batch
+                             INVALID_ARGUMENT names the bad tensor, a batch
+                             over the loaded max batch, or the item whose
+                             image is not a JPEG or PNG within the limits
+                             (zoo.image_header) or does not decode
   grpc.health.v1.Health      services "" and inference.GRPCInferenceService:
                              NOT_SERVING until the --models are loaded, SERVING,
                              NOT_SERVING from the drain on
@@ -51,6 +54,7 @@ import json
 import os
 import queue
 import signal
+import struct
 import sys
 import threading
 import time
@@ -347,6 +351,10 @@ class Worker(pb_grpc.GRPCInferenceServiceServicer):
                 m.lanes.put(lane)
             end = time.monotonic()
             seconds = end - start
+        except zoo.BadImage as e:  # an image that passed its header check but does not decode
+            e = RequestError(grpc.StatusCode.INVALID_ARGUMENT, "model %r: invalid input: input %r: %s" % (model, m.net.inputs[0][0], e))
+            self.metrics.failed(model, code_name(e.code))
+            context.abort(e.code, str(e))
         except RequestError as e:
             if model in self.models:
                 self.metrics.failed(model, code_name(e.code))
@@ -388,13 +396,15 @@ def int_param(p):
 
 def request_input(m, request):
     """Checks the request's one input against the loaded model and returns its
-    raw FP32 bytes and the batch size n."""
+    data and the batch size n: the raw FP32 bytes, or for a model that takes
+    encoded images (input BYTES [n]) the n images, each one's header checked
+    (zoo.split_images)."""
     net, model = m.net, request.model_name
     bad = lambda msg: RequestError(grpc.StatusCode.INVALID_ARGUMENT, "model %r: invalid input: %s" % (model, msg))  # noqa: E731
-    if len(request.inputs) != 1:
-        raise bad("%d inputs; the model has one, %r FP32 %s" % (len(request.inputs), net.inputs[0][0], net.inputs[0][2]))
-    t = request.inputs[0]
     name, dt, shape = net.inputs[0]
+    if len(request.inputs) != 1:
+        raise bad("%d inputs; the model has one, %r %s %s" % (len(request.inputs), name, dt, shape))
+    t = request.inputs[0]
     if t.name != name:
         raise bad("input %r is not an input of the model; its inputs: %s" % (t.name, name))
     if t.datatype != dt:
@@ -409,16 +419,33 @@ def request_input(m, request):
         raise bad("batch of %d items exceeds the loaded max batch %d" % (n, m.batch))
     if len(request.raw_input_contents) > 1:
         raise bad("%d raw_input_contents for one input" % len(request.raw_input_contents))
+    if request.raw_input_contents and t.HasField("contents"):
+        raise bad("input %r has both contents and raw_input_contents; send one" % t.name)
+    if dt == "BYTES":
+        if request.raw_input_contents:
+            raw = request.raw_input_contents[0]
+        elif t.contents.bytes_contents:
+            c = t.contents.bytes_contents
+            raw = b"".join(struct.pack("<I", len(b)) + b for b in c)
+        else:
+            raise bad("input %r has no data (neither raw_input_contents nor contents.bytes_contents)" % t.name)
+        try:
+            return zoo.split_images(raw, n), n
+        except zoo.BadImage as e:
+            raise bad("input %r: %s" % (t.name, e)) from None
     if request.raw_input_contents:
-        if t.HasField("contents"):
-            raise bad("input %r has both contents and raw_input_contents; send one" % t.name)
         raw = request.raw_input_contents[0]
-    elif t.contents.fp32_contents:
+    elif dt == "FP32" and t.contents.fp32_contents:
         raw = torch.tensor(t.contents.fp32_contents, dtype=torch.float32).numpy().tobytes()
+    elif dt == "UINT8" and t.contents.uint_contents:
+        v = torch.tensor(t.contents.uint_contents, dtype=torch.int64)
+        if int(v.max()) > 255:
+            raise bad("input %r: uint_contents holds %d; UINT8 is 0 to 255" % (t.name, int(v.max())))
+        raw = v.to(torch.uint8).numpy().tobytes()
     else:
-        raise bad("input %r has no data (neither raw_input_contents nor contents.fp32_contents)" % t.name)
+        raise bad("input %r has no data (neither raw_input_contents nor contents.%s)" % (t.name, "fp32_contents" if dt == "FP32" else "uint_contents"))
     if len(raw) != n * net.row_bytes:
-        raise bad("input %r: %d bytes; shape %s of FP32 is %d" % (t.name, len(raw), got, n * net.row_bytes))
+        raise bad("input %r: %d bytes; shape %s of %s is %d" % (t.name, len(raw), got, dt, n * net.row_bytes))
     return raw, n
 
 
@@ -590,6 +617,7 @@ def main(argv=None):
     ap.add_argument("--image-size", type=int, default=0, help="H = W of every model's input (default: each model's own, 224 or 320)")
     ap.add_argument("--default-batch", type=int, default=8, help="max batch of a load that names none")
     ap.add_argument("--threads", type=int, default=0, help="CPU: torch intra-op threads (default: torch's own)")
+    ap.add_argument("--decode-threads", type=int, default=0, help="threads that decode images on the CPU (default: min(4, CPUs))")
     ap.add_argument("--grpc-threads", type=int, default=64, help="gRPC call threads (calls beyond the lanes wait for one)")
     ap.add_argument("--metrics-listen", default="auto", help="/metrics host:port; auto: the gRPC port + 1000; off: none")
     ap.add_argument("--consul", default="", help="register with the Consul agent at this host:port as service " + SERVICE_NAME)
@@ -602,8 +630,8 @@ def main(argv=None):
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if unknown := zoo.check_names(models):
         ap.error("--models: unknown %s; allowed: %s" % (", ".join(unknown), ", ".join(sorted(zoo.MODELS))))
-    if args.default_batch < 1 or args.image_size < 0 or args.threads < 0 or args.grpc_threads < 1 or args.price < 0:
-        ap.error("--default-batch and --grpc-threads must be >= 1; --image-size, --threads and --price >= 0")
+    if args.default_batch < 1 or args.image_size < 0 or args.threads < 0 or args.decode_threads < 0 or args.grpc_threads < 1 or args.price < 0:
+        ap.error("--default-batch and --grpc-threads must be >= 1; --image-size, --threads, --decode-threads and --price >= 0")
     if args.id and not args.consul:
         ap.error("--id is only used with --consul: it names the Consul registration")
     if args.fp16 not in ("auto", "on", "off"):
@@ -613,6 +641,7 @@ def main(argv=None):
         ap.error("--fp16 on needs --device cuda (half precision on the CPU is slower, when it runs at all)")
     if args.threads:
         torch.set_num_threads(args.threads)
+    zoo.configure_decode(args.decode_threads)
     if device.type == "cuda":
         log("GPU %s, torch %s, CUDA %s" % (torch.cuda.get_device_name(device), torch.__version__, torch.version.cuda))
 
