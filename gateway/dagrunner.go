@@ -230,6 +230,12 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 	r := &run{e: e, d: d, ctx: ctx, inputs: req.Inputs,
 		mods: make([]modRun, len(d.mods)), signal: make(chan struct{}, 1)}
 	r.call.Deadline, r.call.Class = deadline, class
+	if d.lanes > 0 { // anyof: each racing branch is abandoned on its own
+		r.lanes = make([]Call, d.lanes)
+		for i := range r.lanes {
+			r.lanes[i].Deadline, r.lanes[i].Class = deadline, class
+		}
+	}
 	r.left.Store(int32(len(d.mods)))
 	for i := range d.mods {
 		r.mods[i].pending.Store(int32(len(d.mods[i].parents)))
@@ -304,6 +310,7 @@ const (
 	stRunning
 	stDone
 	stSkipped
+	stCut // a racing branch that lost (anyof): its result is dropped
 )
 
 // run is the state of one request through a dag. Modules resolve (done or skipped)
@@ -314,7 +321,8 @@ type run struct {
 	e      *DAGRunner
 	d      *dag
 	ctx    context.Context
-	call   Call // the request's deadline, class and abandonment, for every Run
+	call   Call   // the request's deadline, class and abandonment, for every Run
+	lanes  []Call // per racing branch into an anyof module (dag.lanes; nil: none)
 	inputs []api.Tensor
 	mods   []modRun
 	left   atomic.Int32 // modules not yet resolved
@@ -328,6 +336,8 @@ type modRun struct {
 	pending atomic.Int32 // parents not yet resolved
 	chosen  atomic.Bool  // a parent that ran chose this module
 	state   atomic.Int32
+	won     atomic.Bool // anyof: a parent has finished first (or all were skipped)
+	from    int         // anyof: the parent that won, set before the module starts
 	outputs []api.Tensor
 	start   time.Time
 	timing  Timing
@@ -352,6 +362,9 @@ func (r *run) failed() bool { return r.err.Load() != nil }
 // ended on its context, finds ctx done.
 func (r *run) abandon() {
 	r.call.Abandoned.Store(true)
+	for i := range r.lanes {
+		r.lanes[i].Abandoned.Store(true)
+	}
 	ab, ok := r.e.runner.(Abandoner)
 	if !ok {
 		return
@@ -394,14 +407,19 @@ func (r *run) start(m int) {
 		return
 	}
 	n := &r.d.mods[m]
+	if n.lane >= 0 && !mr.state.CompareAndSwap(stWaiting, stRunning) {
+		return // its branch lost the race before it started
+	}
 	inputs := r.inputsOf(m)
 	mr.start = time.Now()
-	mr.state.Store(stRunning)
+	if n.lane < 0 {
+		mr.state.Store(stRunning)
+	}
 	if n.fanout {
 		r.startFanout(m, inputs)
 		return
 	}
-	r.runModule(n.name, inputs, func(out []api.Tensor, t Timing, err error) {
+	r.runModule(m, inputs, func(out []api.Tensor, t Timing, err error) {
 		r.finished(m, out, t, err)
 	})
 }
@@ -410,13 +428,18 @@ func (r *run) start(m int) {
 // in a done it calls on this goroutine (a child module started from there),
 // fails the request with ErrInternal (api.Recovered) instead of ending the
 // process and every request in flight with it.
-func (r *run) runModule(module string, inputs []api.Tensor, done func([]api.Tensor, Timing, error)) {
+func (r *run) runModule(m int, inputs []api.Tensor, done func([]api.Tensor, Timing, error)) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.fail(api.Recovered("module", v))
 		}
 	}()
-	r.e.runner.Run(r.ctx, r.d.name, module, inputs, &r.call, done)
+	n := &r.d.mods[m]
+	call := &r.call
+	if n.lane >= 0 {
+		call = &r.lanes[n.lane]
+	}
+	r.e.runner.Run(r.ctx, r.d.name, n.name, inputs, call, done)
 }
 
 // inputsOf returns module m's inputs: the request's for a source, else the outputs
@@ -426,6 +449,9 @@ func (r *run) inputsOf(m int) []api.Tensor {
 	n := &r.d.mods[m]
 	if len(n.parents) == 0 {
 		return r.inputs
+	}
+	if n.anyOf { // the winner's outputs; it feeds this module alone
+		return r.mods[r.mods[m].from].outputs
 	}
 	ran := 0
 	last := -1
@@ -461,7 +487,7 @@ func (r *run) inputsOf(m int) []api.Tensor {
 }
 
 func (r *run) finished(m int, out []api.Tensor, t Timing, err error) {
-	if r.failed() {
+	if r.failed() || r.lost(m) {
 		return
 	}
 	name := r.d.mods[m].name
@@ -492,6 +518,9 @@ func validateOutputs(out []api.Tensor) error {
 func (r *run) resolve(m int, skipped bool) {
 	mr := &r.mods[m]
 	n := &r.d.mods[m]
+	if n.lane >= 0 && !r.settle(m, skipped) {
+		return // its branch lost the race: cut already counted it
+	}
 	chosen := ^uint64(0)
 	if !skipped && len(n.children) > 0 {
 		var err error
@@ -506,16 +535,101 @@ func (r *run) resolve(m int, skipped bool) {
 		mr.state.Store(stDone)
 	}
 	for i, c := range n.children {
-		if !skipped && chosen&(1<<i) != 0 {
-			r.mods[c].chosen.Store(true)
+		cr := &r.mods[c]
+		if r.d.mods[c].anyOf {
+			r.race(c, m, !skipped && chosen&(1<<i) != 0)
+			continue
 		}
-		if r.mods[c].pending.Add(-1) == 0 {
+		if !skipped && chosen&(1<<i) != 0 {
+			cr.chosen.Store(true)
+		}
+		if cr.pending.Add(-1) == 0 {
 			r.start(c)
 		}
 	}
 	if r.left.Add(-1) == 0 {
 		r.wake()
 	}
+}
+
+// race hands anyof module c the resolution of its parent p: the first parent
+// that ran and chose c wins, c starts on its outputs and the other parents'
+// branches are cut; when every parent was skipped, c is skipped.
+func (r *run) race(c, p int, ran bool) {
+	cr := &r.mods[c]
+	if ran && cr.won.CompareAndSwap(false, true) {
+		cr.from = p
+		cr.chosen.Store(true)
+		r.cut(c, p)
+		cr.pending.Add(-1)
+		r.start(c)
+		return
+	}
+	if cr.pending.Add(-1) == 0 && cr.won.CompareAndSwap(false, true) {
+		r.start(c) // not chosen: skipped
+	}
+}
+
+// cut drops the branches of anyof module c's parents other than winner: each
+// of their modules not yet resolved is resolved as cut, its lane's items are
+// abandoned, and a runner that can takes those still queued out at once.
+func (r *run) cut(c, winner int) {
+	n := &r.d.mods[c]
+	for k, p := range n.parents {
+		if p == winner {
+			continue
+		}
+		lane := r.d.mods[p].lane
+		running := false
+		for _, x := range n.raced[k] {
+			xr := &r.mods[x]
+			for {
+				st := xr.state.Load()
+				if st != stWaiting && st != stRunning {
+					break
+				}
+				if xr.state.CompareAndSwap(st, stCut) {
+					running = running || st == stRunning
+					if r.left.Add(-1) == 0 {
+						r.wake()
+					}
+					break
+				}
+			}
+		}
+		r.lanes[lane].Abandoned.Store(true)
+		if ab, ok := r.e.runner.(Abandoner); ok && running {
+			for _, x := range n.raced[k] {
+				ab.Abandon(r.d.name, r.d.mods[x].name)
+			}
+		}
+	}
+}
+
+// settle moves module m of a racing branch from waiting or running to done
+// (or skipped); false when the branch was cut first.
+func (r *run) settle(m int, skipped bool) bool {
+	to := stDone
+	if skipped {
+		to = stSkipped
+	}
+	xr := &r.mods[m]
+	for {
+		st := xr.state.Load()
+		if st != stWaiting && st != stRunning {
+			return false
+		}
+		if xr.state.CompareAndSwap(st, to) {
+			return true
+		}
+	}
+}
+
+// lost reports whether module m is on a racing branch that was cut: its
+// results and errors (ErrCancelled from the abandonment among them) are
+// dropped.
+func (r *run) lost(m int) bool {
+	return r.d.mods[m].lane >= 0 && r.mods[m].state.Load() == stCut
 }
 
 // branch reads module m's BranchOutput, if any, and returns the chosen children as
@@ -603,14 +717,14 @@ func (r *run) startFanout(m int, inputs []api.Tensor) {
 	mr.itemTimes = make([]Timing, len(items))
 	mr.itemsLeft.Store(int32(len(items)))
 	for i := range items {
-		r.runModule(n.name, items[i], func(out []api.Tensor, t Timing, err error) {
+		r.runModule(m, items[i], func(out []api.Tensor, t Timing, err error) {
 			r.itemDone(m, i, out, t, err)
 		})
 	}
 }
 
 func (r *run) itemDone(m, i int, out []api.Tensor, t Timing, err error) {
-	if r.failed() {
+	if r.failed() || r.lost(m) {
 		return
 	}
 	name := r.d.mods[m].name
