@@ -27,10 +27,13 @@ sessions:
 
 // raceRunner answers every module at once except those in hold, which answer
 // ErrCancelled only once the gateway abandons their items (Abandon): a
-// request that waited for them would never end. It records each item's Call.
+// request that waited for them would never end. A module in waitFor answers
+// only once the module it names was submitted. It records each item's Call.
 type raceRunner struct {
 	hold     map[string]bool
 	estimate map[string]time.Duration
+	waitFor  map[string]string
+	started  map[string]chan struct{}
 
 	mu        sync.Mutex
 	calls     map[string]*gateway.Call
@@ -40,7 +43,7 @@ type raceRunner struct {
 
 func newRaceRunner(hold ...string) *raceRunner {
 	r := &raceRunner{hold: map[string]bool{}, estimate: map[string]time.Duration{}, calls: map[string]*gateway.Call{},
-		ran: map[string]int{}, abandoned: map[string]chan struct{}{}}
+		ran: map[string]int{}, abandoned: map[string]chan struct{}{}, waitFor: map[string]string{}, started: map[string]chan struct{}{}}
 	for _, m := range hold {
 		r.hold[m] = true
 		r.abandoned[m] = make(chan struct{})
@@ -53,11 +56,20 @@ func (r *raceRunner) Run(_ context.Context, _, module string, in []api.Tensor, c
 	r.calls[module] = call
 	r.ran[module]++
 	ch := r.abandoned[module]
+	if c, ok := r.started[module]; ok {
+		close(c)
+	}
+	gate := r.started[r.waitFor[module]]
 	r.mu.Unlock()
 	if !r.hold[module] {
 		out := append([]api.Tensor{}, in...)
 		out = append(out, api.Tensor{Name: "by_" + module, Datatype: "FP32", Shape: []int64{1}, Data: gatewaytest.FP32(1)})
-		go done(out, gateway.Timing{}, nil)
+		go func() {
+			if gate != nil {
+				<-gate
+			}
+			done(out, gateway.Timing{}, nil)
+		}()
 		return
 	}
 	go func() {
@@ -91,6 +103,8 @@ func (r *raceRunner) ranOf(m string) int {
 
 func TestAnyOfTakesTheFirstParent(t *testing.T) {
 	rr := newRaceRunner("slow1")
+	rr.waitFor["fast"] = "slow1" // the race is decided while slow1 runs
+	rr.started["slow1"] = make(chan struct{})
 	e, err := gateway.NewDAGRunner(rr, gatewaytest.SessionsFromYAML(t, anyOfSessions))
 	if err != nil {
 		t.Fatal(err)
