@@ -299,9 +299,18 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 	sp := api.SessionPlan{Name: s.Name, SLOMs: ms(slo), LatencyMs: ms(latency)}
 	for i, m := range s.Modules {
 		r := results[i]
+		// A raced module (Cloudflow's competitive execution) runs every batch
+		// on k machines at once: k times the machines, and the cost, of the
+		// groups planned for its rate; its WCL is one machine's (the first
+		// answer is at least as early).
+		k := float64(m.Racers())
+		r.cost *= k
 		mp := api.ModulePlan{
-			Name: m.Name, Model: m.Model, After: m.After, Rate: mods[i].rate, DummyRate: r.dummy,
+			Name: m.Name, Model: m.Model, After: m.After, Join: m.Join, Rate: mods[i].rate, DummyRate: r.dummy,
 			BudgetMs: ms(budgets[i]), WCLMs: ms(w[i]), Cost: r.cost, Configs: []api.GroupPlan{},
+		}
+		if m.Race > 1 {
+			mp.Race = m.Race
 		}
 		stream := streamRates(r.groups)
 		gm := model
@@ -311,8 +320,8 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 		for k, gr := range r.groups {
 			mp.Configs = append(mp.Configs, api.GroupPlan{
 				Hardware: gr.c.Hardware, Price: gr.c.Price, Batch: gr.c.Batch, Concurrency: gr.c.Concurrency,
-				DurationMs: ms(gr.c.Duration), Throughput: gr.c.Throughput, Machines: gr.machines,
-				Rate: gr.rate, WCLMs: ms(gm.WCL(gr.c, stream[k])), Cost: gr.machines * gr.c.Price,
+				DurationMs: ms(gr.c.Duration), Throughput: gr.c.Throughput, Machines: gr.machines * float64(m.Racers()),
+				Rate: gr.rate, WCLMs: ms(gm.WCL(gr.c, stream[k])), Cost: gr.machines * float64(m.Racers()) * gr.c.Price,
 			})
 		}
 		sp.Cost += r.cost
