@@ -300,11 +300,18 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 	for i, m := range s.Modules {
 		r := results[i]
 		// A raced module (Cloudflow's competitive execution) runs every batch
-		// on k machines at once: k times the machines, and the cost, of the
-		// groups planned for its rate; its WCL is one machine's (the first
-		// answer is at least as early).
-		k := float64(m.Racers())
-		r.cost *= k
+		// on k machines at once, each copy on a device of its own: k times
+		// the whole machines of each group planned for its rate (a fraction
+		// rounded up: a copy cannot share its racer's device), and k times
+		// their cost; its WCL is one machine's (the first answer is at least
+		// as early).
+		if m.Racers() > 1 {
+			r.cost = 0
+			for k := range r.groups {
+				r.groups[k].machines = racedMachines(r.groups[k].machines, m.Racers())
+				r.cost += r.groups[k].machines * r.groups[k].c.Price
+			}
+		}
 		mp := api.ModulePlan{
 			Name: m.Name, Model: m.Model, After: m.After, Join: m.Join, Rate: mods[i].rate, DummyRate: r.dummy,
 			BudgetMs: ms(budgets[i]), WCLMs: ms(w[i]), Cost: r.cost, Configs: []api.GroupPlan{},
@@ -320,14 +327,20 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 		for k, gr := range r.groups {
 			mp.Configs = append(mp.Configs, api.GroupPlan{
 				Hardware: gr.c.Hardware, Price: gr.c.Price, Batch: gr.c.Batch, Concurrency: gr.c.Concurrency,
-				DurationMs: ms(gr.c.Duration), Throughput: gr.c.Throughput, Machines: gr.machines * float64(m.Racers()),
-				Rate: gr.rate, WCLMs: ms(gm.WCL(gr.c, stream[k])), Cost: gr.machines * float64(m.Racers()) * gr.c.Price,
+				DurationMs: ms(gr.c.Duration), Throughput: gr.c.Throughput, Machines: gr.machines,
+				Rate: gr.rate, WCLMs: ms(gm.WCL(gr.c, stream[k])), Cost: gr.machines * gr.c.Price,
 			})
 		}
 		sp.Cost += r.cost
 		sp.Modules = append(sp.Modules, mp)
 	}
 	return sp
+}
+
+// racedMachines is the machines a group of m machines needs when each batch
+// runs on k of them at once: k whole machines for every (started) machine.
+func racedMachines(m float64, k int) float64 {
+	return float64(k) * math.Ceil(m-1e-9)
 }
 
 func ms(s float64) float64 {

@@ -11,8 +11,9 @@ import (
 )
 
 // TestRacePlansKTimesTheMachines: a module raced on k machines (Cloudflow's
-// competitive execution) is planned with k times the machines and cost of the
-// same module unraced, at the same WCL, and the plan still checks.
+// competitive execution) is planned with k times the whole machines (a
+// fraction rounded up) and their cost of the same module unraced, at the same
+// WCL, and the plan still checks.
 func TestRacePlansKTimesTheMachines(t *testing.T) {
 	session := func(race int) *api.Config {
 		return withSessions(tableI(), api.Session{Name: "chain", SLO: api.Duration(900 * time.Millisecond), Modules: []api.Module{
@@ -35,16 +36,22 @@ func TestRacePlansKTimesTheMachines(t *testing.T) {
 	if r.Race != 2 || p.Race != 0 {
 		t.Errorf("plan's race %d (unraced %d), want 2 (0)", r.Race, p.Race)
 	}
-	if math.Abs(r.Cost-2*p.Cost) > 1e-9 || r.WCLMs != p.WCLMs {
-		t.Errorf("raced m3 costs %.4g at WCL %.4gms; want twice %.4g at %.4gms", r.Cost, r.WCLMs, p.Cost, p.WCLMs)
+	if r.WCLMs != p.WCLMs {
+		t.Errorf("raced m3 WCL %.4gms, want the unraced %.4gms", r.WCLMs, p.WCLMs)
 	}
+	want := 0.0
 	for k := range r.Configs {
-		if math.Abs(r.Configs[k].Machines-2*p.Configs[k].Machines) > 1e-9 {
-			t.Errorf("group %d: %.4g machines, want twice %.4g", k, r.Configs[k].Machines, p.Configs[k].Machines)
+		m := 2 * math.Ceil(p.Configs[k].Machines-1e-9)
+		if r.Configs[k].Machines != m {
+			t.Errorf("group %d: %.4g machines, want twice the whole machines of %.4g: %g", k, r.Configs[k].Machines, p.Configs[k].Machines, m)
 		}
+		want += m * p.Configs[k].Price
 	}
-	if d := raced.TotalCost - plain.TotalCost; math.Abs(d-p.Cost) > 1e-9 {
-		t.Errorf("total cost grew by %.4g, want m3's cost %.4g once more", d, p.Cost)
+	if math.Abs(r.Cost-want) > 1e-9 {
+		t.Errorf("raced m3 costs %.4g, want %.4g", r.Cost, want)
+	}
+	if d := raced.TotalCost - plain.TotalCost; math.Abs(d-(want-p.Cost)) > 1e-9 {
+		t.Errorf("total cost grew by %.4g, want %.4g", d, want-p.Cost)
 	}
 }
 
