@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,7 @@ type raceRunner struct {
 	estimate map[string]time.Duration
 	waitFor  map[string]string
 	started  map[string]chan struct{}
+	fail     map[string]error
 
 	mu        sync.Mutex
 	calls     map[string]*gateway.Call
@@ -43,7 +45,8 @@ type raceRunner struct {
 
 func newRaceRunner(hold ...string) *raceRunner {
 	r := &raceRunner{hold: map[string]bool{}, estimate: map[string]time.Duration{}, calls: map[string]*gateway.Call{},
-		ran: map[string]int{}, abandoned: map[string]chan struct{}{}, waitFor: map[string]string{}, started: map[string]chan struct{}{}}
+		ran: map[string]int{}, abandoned: map[string]chan struct{}{}, waitFor: map[string]string{}, started: map[string]chan struct{}{},
+		fail: map[string]error{}}
 	for _, m := range hold {
 		r.hold[m] = true
 		r.abandoned[m] = make(chan struct{})
@@ -60,7 +63,17 @@ func (r *raceRunner) Run(_ context.Context, _, module string, in []api.Tensor, c
 		close(c)
 	}
 	gate := r.started[r.waitFor[module]]
+	failErr := r.fail[module]
 	r.mu.Unlock()
+	if failErr != nil {
+		go func() {
+			if gate != nil {
+				<-gate
+			}
+			done(nil, gateway.Timing{}, failErr)
+		}()
+		return
+	}
 	if !r.hold[module] {
 		out := append([]api.Tensor{}, in...)
 		out = append(out, api.Tensor{Name: "by_" + module, Datatype: "FP32", Shape: []int64{1}, Data: gatewaytest.FP32(1)})
@@ -217,6 +230,49 @@ sessions:
 			_, err := gateway.NewDAGRunner(gatewaytest.NewFakeRunner(), gatewaytest.SessionsFromYAML(t, tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A branch that fails leaves the race to the others (the fast branch
+// refused by admission must not fail a request the slow one still answers);
+// only when every branch failed does the request fail, with a branch's error.
+func TestAnyOfBranchFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fail    []string
+		wantErr bool
+		outputs string
+	}{
+		{"fast fails, slow wins", []string{"fast"}, false, "x,by_src,by_slow1,by_slow2,by_pick"},
+		{"slow fails, fast wins", []string{"slow2"}, false, "x,by_src,by_fast,by_pick"},
+		{"both fail", []string{"fast", "slow1"}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr := newRaceRunner()
+			for _, m := range tc.fail {
+				rr.fail[m] = fmt.Errorf("%w: injected", gateway.ErrOverloaded)
+			}
+			e, err := gateway.NewDAGRunner(rr, gatewaytest.SessionsFromYAML(t, anyOfSessions))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var resp gateway.InferResponse
+			err = e.Infer(ctx, "race", &gateway.InferRequest{Inputs: gatewaytest.Input(1)}, &resp)
+			if tc.wantErr {
+				if !errors.Is(err, gateway.ErrOverloaded) {
+					t.Fatalf("got %v; want the branches' ErrOverloaded", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("one branch failed, the other could win: %v", err)
+			}
+			if got := gatewaytest.OutputNames(resp.Outputs); got != tc.outputs {
+				t.Errorf("outputs %s, want %s", got, tc.outputs)
 			}
 		})
 	}

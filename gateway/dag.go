@@ -34,6 +34,9 @@ type dag struct {
 	sinks   []int
 	session api.Session
 	lanes   int // racing branches into anyof modules, over all of them (run.lanes)
+	// laneJoin[l] is the anyof module racing branch l feeds, laneTop[l] the
+	// branch's last module (the anyof module's parent).
+	laneJoin, laneTop []int
 }
 
 // node is one module of a dag.
@@ -180,6 +183,7 @@ func (d *dag) compileAnyOf(s api.Session) error {
 				}
 			}
 			n.raced = append(n.raced, lane)
+			d.laneJoin, d.laneTop = append(d.laneJoin, i), append(d.laneTop, p)
 			d.lanes++
 		}
 	}

@@ -336,8 +336,9 @@ type modRun struct {
 	pending atomic.Int32 // parents not yet resolved
 	chosen  atomic.Bool  // a parent that ran chose this module
 	state   atomic.Int32
-	won     atomic.Bool // anyof: a parent has finished first (or all were skipped)
-	from    int         // anyof: the parent that won, set before the module starts
+	won     atomic.Bool            // anyof: a parent has finished first (or all were skipped)
+	from    int                    // anyof: the parent that won, set before the module starts
+	lost    atomic.Pointer[errBox] // anyof: the first error of a parent's branch that failed
 	outputs []api.Tensor
 	start   time.Time
 	timing  Timing
@@ -492,11 +493,11 @@ func (r *run) finished(m int, out []api.Tensor, t Timing, err error) {
 	}
 	name := r.d.mods[m].name
 	if err != nil {
-		r.fail(fmt.Errorf("module %q: %w", name, err))
+		r.failModule(m, fmt.Errorf("module %q: %w", name, err))
 		return
 	}
 	if err := validateOutputs(out); err != nil {
-		r.fail(WrapBackend(fmt.Sprintf("module %q", name), err))
+		r.failModule(m, WrapBackend(fmt.Sprintf("module %q", name), err))
 		return
 	}
 	mr := &r.mods[m]
@@ -566,8 +567,39 @@ func (r *run) race(c, p int, ran bool) {
 		return
 	}
 	if cr.pending.Add(-1) == 0 && cr.won.CompareAndSwap(false, true) {
+		if eb := cr.lost.Load(); eb != nil {
+			r.fail(eb.err) // no branch won: one failed, the others failed or were skipped
+			return
+		}
 		r.start(c) // not chosen: skipped
 	}
+}
+
+// failModule fails the request with err, unless module m is on a racing
+// branch: then only its branch is out of the race (cut, its items
+// abandoned), and the request fails only when no branch into the anyof
+// module is left to win (Cloudflow's anyof: the first to finish).
+func (r *run) failModule(m int, err error) {
+	lane := r.d.mods[m].lane
+	if lane < 0 {
+		r.fail(err)
+		return
+	}
+	if !r.mods[m].state.CompareAndSwap(stRunning, stCut) {
+		return // cut already: another branch won
+	}
+	if r.left.Add(-1) == 0 {
+		r.wake()
+	}
+	j, top := r.d.laneJoin[lane], r.d.laneTop[lane]
+	for k, p := range r.d.mods[j].parents {
+		if p == top {
+			r.cutLane(j, k) // the modules after m on the branch never run
+		}
+	}
+	r.lanes[lane].Abandoned.Store(true)
+	r.mods[j].lost.CompareAndSwap(nil, &errBox{err})
+	r.race(j, top, false)
 }
 
 // cut drops the branches of anyof module c's parents other than winner: each
@@ -580,23 +612,7 @@ func (r *run) cut(c, winner int) {
 			continue
 		}
 		lane := r.d.mods[p].lane
-		running := false
-		for _, x := range n.raced[k] {
-			xr := &r.mods[x]
-			for {
-				st := xr.state.Load()
-				if st != stWaiting && st != stRunning {
-					break
-				}
-				if xr.state.CompareAndSwap(st, stCut) {
-					running = running || st == stRunning
-					if r.left.Add(-1) == 0 {
-						r.wake()
-					}
-					break
-				}
-			}
-		}
+		running := r.cutLane(c, k)
 		r.lanes[lane].Abandoned.Store(true)
 		if ab, ok := r.e.runner.(Abandoner); ok && running {
 			for _, x := range n.raced[k] {
@@ -604,6 +620,28 @@ func (r *run) cut(c, winner int) {
 			}
 		}
 	}
+}
+
+// cutLane resolves as cut every module of anyof module c's parent k's
+// branch not yet resolved, and reports whether one of them was running.
+func (r *run) cutLane(c, k int) (running bool) {
+	for _, x := range r.d.mods[c].raced[k] {
+		xr := &r.mods[x]
+		for {
+			st := xr.state.Load()
+			if st != stWaiting && st != stRunning {
+				break
+			}
+			if xr.state.CompareAndSwap(st, stCut) {
+				running = running || st == stRunning
+				if r.left.Add(-1) == 0 {
+					r.wake()
+				}
+				break
+			}
+		}
+	}
+	return running
 }
 
 // settle moves module m of a racing branch from waiting or running to done
@@ -729,11 +767,11 @@ func (r *run) itemDone(m, i int, out []api.Tensor, t Timing, err error) {
 	}
 	name := r.d.mods[m].name
 	if err != nil {
-		r.fail(fmt.Errorf("module %q item %d: %w", name, i, err))
+		r.failModule(m, fmt.Errorf("module %q item %d: %w", name, i, err))
 		return
 	}
 	if err := validateOutputs(out); err != nil {
-		r.fail(WrapBackend(fmt.Sprintf("module %q item %d", name, i), err))
+		r.failModule(m, WrapBackend(fmt.Sprintf("module %q item %d", name, i), err))
 		return
 	}
 	mr := &r.mods[m]

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -40,6 +41,24 @@ func (g *graph) longest(w []float64) (float64, []float64) {
 		through[i] += head[i] - w[i]
 	}
 	return total, through
+}
+
+// parentBurst returns the burst module i's parents pass it (burst(p) for
+// parent p): the longest, or at an anyof module the shortest; 0 for a source.
+func (g *graph) parentBurst(i int, burst func(p int) float64) float64 {
+	anyOf := g.dag.AnyOf != nil && g.dag.AnyOf[i]
+	b := 0.0
+	for k, p := range g.parents[i] {
+		switch {
+		case k == 0:
+			b = burst(p)
+		case anyOf:
+			b = math.Min(b, burst(p))
+		default:
+			b = math.Max(b, burst(p))
+		}
+	}
+	return b
 }
 
 // criticalPath returns the module names of a longest path under w, source first:

@@ -183,13 +183,13 @@ func fastestPlan(g *graph, mods []moduleInput, slo float64, pol policy) ([]modul
 }
 
 // betas returns, for each module, the burst its parents pass it: the longest gap
-// between two batch completions of any parent (burstOf).
+// between two batch completions of any parent (burstOf); for an anyof module,
+// of the parent whose branch wins, taken as the shortest (the same rule as
+// its path, api.LongestPath).
 func betas(g *graph, results []moduleResult) []float64 {
 	b := make([]float64, len(results))
 	for i := range results {
-		for _, p := range g.parents[i] {
-			b[i] = math.Max(b[i], results[p].burst)
-		}
+		b[i] = g.parentBurst(i, func(p int) float64 { return results[p].burst })
 	}
 	return b
 }
