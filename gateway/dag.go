@@ -34,6 +34,7 @@ type dag struct {
 	sinks   []int
 	session api.Session
 	lanes   int // racing branches into anyof modules, over all of them (run.lanes)
+	joins   int // anyof modules (run.joins)
 	// laneJoin[l] is the anyof module racing branch l feeds, laneTop[l] the
 	// branch's last module (the anyof module's parent).
 	laneJoin, laneTop []int
@@ -55,8 +56,9 @@ type node struct {
 	anyOf bool
 	raced [][]int
 	// lane: the racing branch this module is on (an index into run.lanes,
-	// whose Call its items carry), -1 for none.
-	lane int
+	// whose Call its items carry), -1 for none; join: an anyof module's
+	// index into run.joins.
+	lane, join int
 }
 
 // compile validates s as a DAG and indexes it. Errors name the session, the module
@@ -162,6 +164,8 @@ func (d *dag) compileAnyOf(s api.Session) error {
 			d.graph.AnyOf = make([]bool, len(d.mods))
 		}
 		d.graph.AnyOf[i] = true
+		n.join = d.joins
+		d.joins++
 		if len(n.parents) < 2 {
 			return fmt.Errorf("%s: session %q: module %q joins anyof with %d parent(s); anyof races at least two modules in after",
 				s.Modules[i].Source, s.Name, n.name, len(n.parents))

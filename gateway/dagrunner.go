@@ -235,6 +235,7 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 		for i := range r.lanes {
 			r.lanes[i].Deadline, r.lanes[i].Class = deadline, class
 		}
+		r.joins = make([]joinRun, d.joins)
 	}
 	r.left.Store(int32(len(d.mods)))
 	for i := range d.mods {
@@ -321,8 +322,9 @@ type run struct {
 	e      *DAGRunner
 	d      *dag
 	ctx    context.Context
-	call   Call   // the request's deadline, class and abandonment, for every Run
-	lanes  []Call // per racing branch into an anyof module (dag.lanes; nil: none)
+	call   Call      // the request's deadline, class and abandonment, for every Run
+	lanes  []Call    // per racing branch into an anyof module (dag.lanes; nil: none)
+	joins  []joinRun // per anyof module (dag.joins; nil: none)
 	inputs []api.Tensor
 	mods   []modRun
 	left   atomic.Int32 // modules not yet resolved
@@ -332,13 +334,17 @@ type run struct {
 
 type errBox struct{ err error }
 
+// joinRun is the race state of one anyof module in one request.
+type joinRun struct {
+	won  atomic.Bool            // a parent has finished first (or all were skipped)
+	from int                    // the parent that won, set before the module starts
+	lost atomic.Pointer[errBox] // the first error of a parent's branch that failed
+}
+
 type modRun struct {
 	pending atomic.Int32 // parents not yet resolved
 	chosen  atomic.Bool  // a parent that ran chose this module
 	state   atomic.Int32
-	won     atomic.Bool            // anyof: a parent has finished first (or all were skipped)
-	from    int                    // anyof: the parent that won, set before the module starts
-	lost    atomic.Pointer[errBox] // anyof: the first error of a parent's branch that failed
 	outputs []api.Tensor
 	start   time.Time
 	timing  Timing
@@ -452,7 +458,7 @@ func (r *run) inputsOf(m int) []api.Tensor {
 		return r.inputs
 	}
 	if n.anyOf { // the winner's outputs; it feeds this module alone
-		return r.mods[r.mods[m].from].outputs
+		return r.mods[r.joins[n.join].from].outputs
 	}
 	ran := 0
 	last := -1
@@ -557,17 +563,17 @@ func (r *run) resolve(m int, skipped bool) {
 // that ran and chose c wins, c starts on its outputs and the other parents'
 // branches are cut; when every parent was skipped, c is skipped.
 func (r *run) race(c, p int, ran bool) {
-	cr := &r.mods[c]
-	if ran && cr.won.CompareAndSwap(false, true) {
-		cr.from = p
+	cr, jr := &r.mods[c], &r.joins[r.d.mods[c].join]
+	if ran && jr.won.CompareAndSwap(false, true) {
+		jr.from = p
 		cr.chosen.Store(true)
 		r.cut(c, p)
 		cr.pending.Add(-1)
 		r.start(c)
 		return
 	}
-	if cr.pending.Add(-1) == 0 && cr.won.CompareAndSwap(false, true) {
-		if eb := cr.lost.Load(); eb != nil {
+	if cr.pending.Add(-1) == 0 && jr.won.CompareAndSwap(false, true) {
+		if eb := jr.lost.Load(); eb != nil {
 			r.fail(eb.err) // no branch won: one failed, the others failed or were skipped
 			return
 		}
@@ -598,7 +604,7 @@ func (r *run) failModule(m int, err error) {
 		}
 	}
 	r.lanes[lane].Abandoned.Store(true)
-	r.mods[j].lost.CompareAndSwap(nil, &errBox{err})
+	r.joins[r.d.mods[j].join].lost.CompareAndSwap(nil, &errBox{err})
 	r.race(j, top, false)
 }
 
