@@ -231,11 +231,10 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 		mods: make([]modRun, len(d.mods)), signal: make(chan struct{}, 1)}
 	r.call.Deadline, r.call.Class = deadline, class
 	if d.lanes > 0 { // anyof: each racing branch is abandoned on its own
-		r.lanes = make([]Call, d.lanes)
-		for i := range r.lanes {
-			r.lanes[i].Deadline, r.lanes[i].Class = deadline, class
+		r.anyof = &raceRun{lanes: make([]Call, d.lanes), joins: make([]joinRun, d.joins)}
+		for i := range r.anyof.lanes {
+			r.anyof.lanes[i].Deadline, r.anyof.lanes[i].Class = deadline, class
 		}
-		r.joins = make([]joinRun, d.joins)
 	}
 	r.left.Store(int32(len(d.mods)))
 	for i := range d.mods {
@@ -322,9 +321,8 @@ type run struct {
 	e      *DAGRunner
 	d      *dag
 	ctx    context.Context
-	call   Call      // the request's deadline, class and abandonment, for every Run
-	lanes  []Call    // per racing branch into an anyof module (dag.lanes; nil: none)
-	joins  []joinRun // per anyof module (dag.joins; nil: none)
+	call   Call     // the request's deadline, class and abandonment, for every Run
+	anyof  *raceRun // anyof modules' state; nil for a session without one
 	inputs []api.Tensor
 	mods   []modRun
 	left   atomic.Int32 // modules not yet resolved
@@ -333,6 +331,14 @@ type run struct {
 }
 
 type errBox struct{ err error }
+
+// raceRun is a request's state of its anyof modules: a Call per racing
+// branch (dag.lanes), whose abandonment is the branch's own, and each anyof
+// module's race (dag.joins).
+type raceRun struct {
+	lanes []Call
+	joins []joinRun
+}
 
 // joinRun is the race state of one anyof module in one request.
 type joinRun struct {
@@ -369,8 +375,10 @@ func (r *run) failed() bool { return r.err.Load() != nil }
 // ended on its context, finds ctx done.
 func (r *run) abandon() {
 	r.call.Abandoned.Store(true)
-	for i := range r.lanes {
-		r.lanes[i].Abandoned.Store(true)
+	if r.anyof != nil {
+		for i := range r.anyof.lanes {
+			r.anyof.lanes[i].Abandoned.Store(true)
+		}
 	}
 	ab, ok := r.e.runner.(Abandoner)
 	if !ok {
@@ -444,7 +452,7 @@ func (r *run) runModule(m int, inputs []api.Tensor, done func([]api.Tensor, Timi
 	n := &r.d.mods[m]
 	call := &r.call
 	if n.lane >= 0 {
-		call = &r.lanes[n.lane]
+		call = &r.anyof.lanes[n.lane]
 	}
 	r.e.runner.Run(r.ctx, r.d.name, n.name, inputs, call, done)
 }
@@ -458,7 +466,7 @@ func (r *run) inputsOf(m int) []api.Tensor {
 		return r.inputs
 	}
 	if n.anyOf { // the winner's outputs; it feeds this module alone
-		return r.mods[r.joins[n.join].from].outputs
+		return r.mods[r.anyof.joins[n.join].from].outputs
 	}
 	ran := 0
 	last := -1
@@ -563,7 +571,7 @@ func (r *run) resolve(m int, skipped bool) {
 // that ran and chose c wins, c starts on its outputs and the other parents'
 // branches are cut; when every parent was skipped, c is skipped.
 func (r *run) race(c, p int, ran bool) {
-	cr, jr := &r.mods[c], &r.joins[r.d.mods[c].join]
+	cr, jr := &r.mods[c], &r.anyof.joins[r.d.mods[c].join]
 	if ran && jr.won.CompareAndSwap(false, true) {
 		jr.from = p
 		cr.chosen.Store(true)
@@ -603,8 +611,8 @@ func (r *run) failModule(m int, err error) {
 			r.cutLane(j, k) // the modules after m on the branch never run
 		}
 	}
-	r.lanes[lane].Abandoned.Store(true)
-	r.joins[r.d.mods[j].join].lost.CompareAndSwap(nil, &errBox{err})
+	r.anyof.lanes[lane].Abandoned.Store(true)
+	r.anyof.joins[r.d.mods[j].join].lost.CompareAndSwap(nil, &errBox{err})
 	r.race(j, top, false)
 }
 
@@ -619,7 +627,7 @@ func (r *run) cut(c, winner int) {
 		}
 		lane := r.d.mods[p].lane
 		running := r.cutLane(c, k)
-		r.lanes[lane].Abandoned.Store(true)
+		r.anyof.lanes[lane].Abandoned.Store(true)
 		if ab, ok := r.e.runner.(Abandoner); ok && running {
 			for _, x := range n.raced[k] {
 				ab.Abandon(r.d.name, r.d.mods[x].name)
