@@ -15,9 +15,12 @@
 # profiled time; the default, --hedge-budget 0.05) and with neither
 # (--hedge-budget 0).
 #
+# Then the unraced module again at utilisation 0.3 (--max-utilization), about
+# the raced plan's machines: headroom bought with the same money.
+#
 # For each it prints the plan's cost (`piccolo plan`), loadgen's latency
 # percentiles (open loop, Poisson) and the gateway's race/hedge counters.
-# Usage: [DURATION=30s] [RATE=20] [BRANCH_SLO=500ms] [TAIL_RATE=150] [SLOW=8] [SHARE=0.1] [PARTS="branches tail"]
+# Usage: [DURATION=30s] [RATE=20] [BRANCH_SLO=500ms] [TAIL_RATE=150] [SLOW=8] [SHARE=0.1] [PARTS="branches tail headroom"]
 #        scripts/race-live.sh [PICCOLO_BINARY]
 set -eu
 bin=${1:-bin/piccolo}
@@ -25,7 +28,7 @@ dur=${DURATION:-30s}
 rate=${RATE:-20}
 trate=${TAIL_RATE:-150}
 bslo=${BRANCH_SLO:-500ms}
-parts=${PARTS:-branches tail}
+parts=${PARTS:-branches tail headroom}
 slow=${SLOW:-8}
 share=${SHARE:-0.1}
 tmp=$(mktemp -d)
@@ -85,7 +88,7 @@ run() { # $1: label, $2: session file, $3: backends file, $4: session, $5: rate,
 	until grep -q "piccolo gateway: HTTP on" "$tmp/gw.log" 2>/dev/null; do
 		i=$((i + 1)); [ $i -lt 120 ] || { cat "$tmp/gw.log"; exit 1; }; sleep 0.5
 	done
-	cost=$("$bin" plan -c "$tmp/hw.yaml" -c "$cfg" -c "$bk" 2>/dev/null | sed -n "s/^session $session: .*cost \([0-9.]*\)\$/\1/p")
+	cost=$("$bin" plan -c "$tmp/hw.yaml" -c "$cfg" -c "$bk" ${pflags:-} 2>/dev/null | sed -n "s/^session $session: .*cost \([0-9.]*\)\$/\1/p")
 	"$bin" loadgen --target http://127.0.0.1:9581 --session "$session" --rate "$r" --arrival poisson \
 		--duration "$dur" --slo "$slo" -q -o json >"$tmp/load.json"
 	echo "== $label: plan cost ${cost:-?}; races $(counter piccolo_gateway_races_total) ($(counter piccolo_gateway_race_seconds_total) s extra machine time), hedges $(counter piccolo_gateway_hedges_total) ($(counter piccolo_gateway_hedge_seconds_total) s), batches $(counter piccolo_gateway_batches_sent_total)"
@@ -124,7 +127,7 @@ pids=""
 ;; esac
 
 # race: t on four heavy-tailed ha backends.
-case " $parts " in *" tail "*)
+case " $parts " in *" tail "*|*" headroom "*)
 backend ha 9511 31
 backend ha 9512 32
 backend ha 9513 33
@@ -139,9 +142,19 @@ YAML
 sleep 1
 tail_ 2 >"$tmp/t-race.yaml"
 tail_ 1 >"$tmp/t-one.yaml"
+;; esac
+case " $parts " in *" tail "*)
 run "tail, race: 2" "$tmp/t-race.yaml" "$tmp/bk-tail.yaml" tail "$trate" 1s --hedge-budget 0
 run "tail, hedging (budget 0.05)" "$tmp/t-one.yaml" "$tmp/bk-tail.yaml" tail "$trate" 1s
 run "tail, hedging (budget 1)" "$tmp/t-one.yaml" "$tmp/bk-tail.yaml" tail "$trate" 1s --hedge-budget 1
 run "tail, none" "$tmp/t-one.yaml" "$tmp/bk-tail.yaml" tail "$trate" 1s --hedge-budget 0
+;; esac
+# headroom: the unraced module planned at utilisation 0.3, about the raced
+# plan's machines, with and without hedging.
+case " $parts " in *" headroom "*)
+pflags="--max-utilization 0.3"
+run "tail, none, utilisation 0.3" "$tmp/t-one.yaml" "$tmp/bk-tail.yaml" tail "$trate" 1s --hedge-budget 0 $pflags
+run "tail, hedging (budget 0.05), utilisation 0.3" "$tmp/t-one.yaml" "$tmp/bk-tail.yaml" tail "$trate" 1s $pflags
+pflags=""
 ;; esac
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
