@@ -101,14 +101,41 @@ type Variant struct {
 // the modules it names in After (none: it takes the session's input). A module
 // names either one Model or several Variants, of which the planner picks one
 // (docs/variants.md).
+//
+// Join says when a module with several parents runs: JoinAllOf (the default,
+// "" or "allof") once every parent has resolved, on their outputs together;
+// JoinAnyOf ("anyof", Cloudflow's anyof operator) on the outputs of the first
+// parent to finish, the other parents' work cancelled (docs/planner.md,
+// "Related systems"). Race, when above 1, sends every batch of the module to
+// that many machines of its group at once and takes the first answer
+// (Cloudflow's competitive execution); the planner provisions Race times the
+// machines for it.
 type Module struct {
 	Name     string    `yaml:"name"`
 	Model    string    `yaml:"model,omitempty"`
 	Variants []Variant `yaml:"variants,omitempty"`
 	Rate     float64   `yaml:"rate"`
 	After    []string  `yaml:"after,omitempty,flow"`
+	Join     string    `yaml:"join,omitempty"`
+	Race     int       `yaml:"race,omitempty"`
 	Source   `yaml:",inline"`
 }
+
+// Join values of Module.Join.
+const (
+	JoinAllOf = "allof"
+	JoinAnyOf = "anyof"
+)
+
+// MaxRace bounds Module.Race: each batch occupies that many machines.
+const MaxRace = 8
+
+// AnyOf reports whether m runs on the first of its parents to finish
+// (Join is JoinAnyOf).
+func (m *Module) AnyOf() bool { return m.Join == JoinAnyOf }
+
+// Racers returns how many machines each batch of m is sent to: Race, or 1.
+func (m *Module) Racers() int { return max(m.Race, 1) }
 
 // Choices returns the models that may serve m: its Variants, or its one Model
 // with accuracy 1 (a module without variants is taken as exact).

@@ -130,10 +130,13 @@ func (s *Session) TopoOrder() ([]int, error) {
 // Graph is a DAG of modules by index: Order lists every module once, parents
 // before children (TopoOrder's order); Parents[i] are module i's parents (in
 // its After order). Immutable once built; Session.Graph and SessionPlan.Graph
-// build one.
+// build one. AnyOf, when not nil, marks the modules that run on the first of
+// their parents to finish (Module.AnyOf, Cloudflow's anyof): on a path into
+// one the head is the shortest over its parents rather than the longest.
 type Graph struct {
 	Order   []int
 	Parents [][]int
+	AnyOf   []bool
 }
 
 // Graph returns the session's DAG, indexed as s.Modules. Errors are
@@ -144,7 +147,21 @@ func (s *Session) Graph() (Graph, error) {
 		return Graph{}, err
 	}
 	parents, _ := s.graph()
-	return Graph{Order: order, Parents: parents}, nil
+	return Graph{Order: order, Parents: parents, AnyOf: s.anyOf()}, nil
+}
+
+// anyOf returns which modules are anyof joins, or nil when none is.
+func (s *Session) anyOf() []bool {
+	var out []bool
+	for i := range s.Modules {
+		if s.Modules[i].AnyOf() {
+			if out == nil {
+				out = make([]bool, len(s.Modules))
+			}
+			out[i] = true
+		}
+	}
+	return out
 }
 
 // Graph returns the DAG of the plan's modules (their After lists), indexed
@@ -152,7 +169,7 @@ func (s *Session) Graph() (Graph, error) {
 func (p *SessionPlan) Graph() (Graph, error) {
 	s := Session{Name: p.Name, Modules: make([]Module, len(p.Modules))}
 	for i, m := range p.Modules {
-		s.Modules[i] = Module{Name: m.Name, After: m.After}
+		s.Modules[i] = Module{Name: m.Name, After: m.After, Join: m.Join}
 	}
 	return s.Graph()
 }
@@ -169,9 +186,22 @@ type Weight interface{ ~int64 | ~float64 }
 // through i. Examples: a session's latency under WCLs or budgets is the
 // longest path; the time a request still needs after module i is
 // tail[i]−w[i]. LongestPath allocates only when head and tail are both nil.
+//
+// With anyof modules (g.AnyOf) a request ends when its sinks do, and an
+// anyof module starts with its first parent: head[i] of an anyof module is
+// the shortest head of its parents plus w[i], and the total is the longest
+// head of a sink (a losing branch's own head may be longer). tail keeps the
+// longest continuation, the time left when module i's branch is the one
+// that wins; a graph without AnyOf takes the plain longest path both ways.
 func LongestPath[W Weight](g Graph, w, head, tail []W) W {
 	if head == nil && tail == nil {
 		head = make([]W, len(w))
+	}
+	if g.AnyOf != nil {
+		if head == nil { // the total needs the heads: one allocation
+			head = make([]W, len(w))
+		}
+		return anyOfPath(g, w, head, tail)
 	}
 	var total W
 	if head != nil {
@@ -196,6 +226,42 @@ func LongestPath[W Weight](g Graph, w, head, tail []W) W {
 		}
 	}
 	return total
+}
+
+// anyOfPath is LongestPath for a graph with anyof modules, head not nil.
+func anyOfPath[W Weight](g Graph, w, head, tail []W) W {
+	for _, i := range g.Order {
+		var before W
+		for k, p := range g.Parents[i] {
+			if k == 0 || !g.AnyOf[i] {
+				before = max(before, head[p])
+			} else {
+				before = min(before, head[p])
+			}
+		}
+		head[i] = before + w[i]
+	}
+	var total W
+	for _, i := range g.Order {
+		if !hasChild(g, i) {
+			total = max(total, head[i])
+		}
+	}
+	if tail != nil {
+		LongestPath(Graph{Order: g.Order, Parents: g.Parents}, w, nil, tail)
+	}
+	return total
+}
+
+// hasChild reports whether some module of g runs after module i (O(edges):
+// graphs with anyof modules only).
+func hasChild(g Graph, i int) bool {
+	for _, ps := range g.Parents {
+		if containsInt(ps, i) {
+			return true
+		}
+	}
+	return false
 }
 
 // graph returns the parents (in After order) and children (ascending) of every

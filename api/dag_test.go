@@ -255,3 +255,39 @@ func TestSessionPlanGraph(t *testing.T) {
 		t.Errorf("cyclic plan: Graph = %v, want ErrCycle", err)
 	}
 }
+
+func TestLongestPathAnyOf(t *testing.T) {
+	ms := time.Millisecond
+	// src → {fast | slow1 → slow2} → pick (anyof) → out: the request ends
+	// with the fast branch; the slow branch's own head (src+slow1+slow2 = 61
+	// ms) is longer than the total and must not count.
+	s := session("src", "fast:src", "slow1:src", "slow2:slow1", "pick:slow2,fast", "out:pick")
+	s.Modules[4].Join = JoinAnyOf
+	g, err := s.Graph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := []time.Duration{1 * ms, 5 * ms, 30 * ms, 30 * ms, 2 * ms, 3 * ms}
+	head, tail := make([]time.Duration, len(w)), make([]time.Duration, len(w))
+	if got, want := LongestPath(g, w, head, tail), 11*ms; got != want {
+		t.Errorf("LongestPath = %v, want %v (src 1 + fast 5 + pick 2 + out 3)", got, want)
+	}
+	if diff := cmp.Diff([]time.Duration{1 * ms, 6 * ms, 31 * ms, 61 * ms, 8 * ms, 11 * ms}, head); diff != "" {
+		t.Errorf("head (-want +got):\n%s", diff)
+	}
+	// tails are the time left when a module's branch wins: the longest continuation.
+	if diff := cmp.Diff([]time.Duration{66 * ms, 10 * ms, 65 * ms, 35 * ms, 5 * ms, 3 * ms}, tail); diff != "" {
+		t.Errorf("tail (-want +got):\n%s", diff)
+	}
+	if got := LongestPath(g, w, nil, nil); got != 11*ms {
+		t.Errorf("LongestPath without buffers = %v, want 11ms", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { LongestPath(g, w, head, nil) }); n != 0 {
+		t.Errorf("LongestPath with anyof and a head buffer: %v allocs, want 0 (the gateway runs it per request)", n)
+	}
+	// The plan's graph keeps the join.
+	sp := SessionPlan{Modules: []ModulePlan{{Name: "a"}, {Name: "b"}, {Name: "j", After: []string{"a", "b"}, Join: JoinAnyOf}}}
+	if pg, err := sp.Graph(); err != nil || pg.AnyOf == nil || !pg.AnyOf[2] {
+		t.Errorf("SessionPlan.Graph AnyOf = %v (%v), want module j marked", pg.AnyOf, err)
+	}
+}

@@ -232,7 +232,7 @@ var (
 	profileKeys  = []string{"model", "hardware", "accuracy", "entries"}
 	entryKeys    = []string{"batch", "concurrency", "duration"}
 	sessionKeys  = []string{"name", "slo", "accuracy", "modules"}
-	moduleKeys   = []string{"name", "model", "variants", "rate", "after"}
+	moduleKeys   = []string{"name", "model", "variants", "rate", "after", "join", "race"}
 	variantKeys  = []string{"model", "accuracy"}
 	backendKeys  = []string{"id", "address", "hardware", "tls"}
 )
@@ -643,6 +643,8 @@ func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
 			m.After = append(m.After, name)
 		})
 	})
+	p.field(kv, n, k.with("join"), path, false, "", decString(&m.Join))
+	p.field(kv, n, k.with("race"), path, false, "", decInt(&m.Race, "a number of machines (whole number ≥ 1) such as 2"))
 	s.Modules = append(s.Modules, m)
 }
 
@@ -1135,8 +1137,35 @@ func (v *validator) modules(s *Session, i int, spath string) bool {
 			}
 			listed[name] = true
 		}
+		switch {
+		case m.Join != "" && m.Join != JoinAllOf && m.Join != JoinAnyOf:
+			v.fail(k.with("join"), m.Source, path+".join", "%q is not a join; allowed: allof (the default: run once every parent has finished) or anyof (run on the first parent to finish, cancel the others)", m.Join)
+		case m.AnyOf() && len(m.After) < 2:
+			v.fail(k.with("join"), m.Source, path+".join", "anyof races the modules in after, so module %s needs at least two of them; it has %d", m.Name, len(m.After))
+		case m.AnyOf():
+			v.anyOfParents(s, m, k, path)
+		}
+		if m.Race < 0 || m.Race > MaxRace {
+			v.fail(k.with("race"), m.Source, path+".race", "must be the number of machines each batch runs on at once, 1 ≤ race ≤ %d (1 or none: no race), got %d", MaxRace, m.Race)
+		}
 	}
 	return dagOK
+}
+
+// anyOfParents checks that every parent of anyof module m feeds m alone: the
+// losers' work is cancelled once a parent finishes, so no other module may
+// wait on it.
+func (v *validator) anyOfParents(s *Session, m Module, k fieldKey, path string) {
+	for _, p := range m.After {
+		for _, o := range s.Modules {
+			if o.Name == m.Name || !containsString(o.After, p) {
+				continue
+			}
+			v.fail(k.with("join"), m.Source, path+".join", "module %s races its parents (anyof), so each must feed it alone, but %s also feeds %s: the loser's work is cancelled; give %s its own copy of %s",
+				m.Name, p, o.Name, o.Name, p)
+			return
+		}
+	}
 }
 
 // variants checks the variants of module m (module j of session i).
@@ -1200,7 +1229,7 @@ func (v *validator) dag(s *Session, i int, spath string) {
 			return // no usable profile: reported elsewhere
 		}
 	}
-	parents, _ := s.graph()
+	parents, children := s.graph()
 	n := len(s.Modules)
 	finish := make([]time.Duration, n) // earliest finish of each module
 	pred := make([]int, n)             // the parent that finishes last, -1 for none
@@ -1208,13 +1237,14 @@ func (v *validator) dag(s *Session, i int, spath string) {
 	for _, j := range order {
 		pred[j] = -1
 		var start time.Duration
+		anyOf := s.Modules[j].AnyOf() // the first parent to finish starts it
 		for _, q := range parents[j] {
-			if pred[j] < 0 || finish[q] > start {
+			if pred[j] < 0 || !anyOf && finish[q] > start || anyOf && finish[q] < start {
 				start, pred[j] = finish[q], q
 			}
 		}
 		finish[j] = start + v.fastestOf(&s.Modules[j])
-		if end < 0 || finish[j] > finish[end] {
+		if len(children[j]) == 0 && (end < 0 || finish[j] > finish[end]) {
 			end = j
 		}
 	}

@@ -160,6 +160,21 @@ func TestLoadBytesErrors(t *testing.T) {
 
 		// sessions
 		{"session ok", "sessions:\n  - name: s\n    slo: 100ms\n    modules:\n      - {name: a, model: m1, rate: 10}\n      - {name: b, model: m2, after: [a]}\n", nil},
+		// anyof and race (Cloudflow): m1 10 ms, m2 30 ms; an slo of 25ms fits
+		// src → {a | b} → j only because anyof takes the faster branch.
+		{"anyof ok", "sessions:\n  - name: s\n    slo: 25ms\n    modules:\n      - {name: a, model: m1}\n      - {name: b, model: m2}\n      - {name: j, model: m1, after: [b, a], join: anyof, race: 2}\n", nil},
+		{"allof slo", "sessions:\n  - name: s\n    slo: 25ms\n    modules:\n      - {name: a, model: m1}\n      - {name: b, model: m2}\n      - {name: j, model: m1, after: [b, a], join: allof}\n",
+			[]wantErr{{3, "sessions[s].slo", "slo 25ms is below the fastest possible latency 40ms (path b -> j)", ""}}},
+		{"join unknown", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1}\n      - {name: b, model: m1}\n      - {name: j, model: m1, after: [a, b], join: first}\n",
+			[]wantErr{{7, "sessions[s].modules[j].join", `"first" is not a join; allowed: allof (the default: run once every parent has finished) or anyof`, ""}}},
+		{"anyof one parent", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1}\n      - {name: j, model: m1, after: [a], join: anyof}\n",
+			[]wantErr{{6, "sessions[s].modules[j].join", "anyof races the modules in after, so module j needs at least two of them; it has 1", ""}}},
+		{"anyof shared parent", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1}\n      - {name: b, model: m1}\n      - {name: j, model: m1, after: [a, b], join: anyof}\n      - {name: k, model: m1, after: [b]}\n",
+			[]wantErr{{7, "sessions[s].modules[j].join", "module j races its parents (anyof), so each must feed it alone, but b also feeds k", ""}}},
+		{"race too many", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1, race: 9}\n",
+			[]wantErr{{5, "sessions[s].modules[a].race", "must be the number of machines each batch runs on at once, 1 ≤ race ≤ 8 (1 or none: no race), got 9", ""}}},
+		{"race not a number", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1, race: two}\n",
+			[]wantErr{{5, "sessions[s].modules[a].race", "want a number of machines (whole number ≥ 1) such as 2", ""}}},
 		{"session empty name", "sessions:\n  - {name: \"\", slo: 1s, modules: [{name: a, model: m1}]}\n",
 			[]wantErr{{2, "sessions[0].name", "must not be empty", ""}}},
 		{"session name with slash", "sessions:\n  - {name: a/b, slo: 1s, modules: [{name: a, model: m1}]}\n",

@@ -42,13 +42,17 @@ type SessionPlan struct {
 //
 // For a module with variants, Variant is the chosen variant's model (the same as
 // Model, which the data plane serves) and Accuracy its accuracy; both are
-// omitted for a module with one model.
+// omitted for a module with one model. Join and Race are the module's
+// (Module.Join, Module.Race): Race machines run each batch, and the groups'
+// Machines and Cost count all of them.
 type ModulePlan struct {
 	Name      string      `json:"name"`
 	Model     string      `json:"model"`
 	Variant   string      `json:"variant,omitempty"`
 	Accuracy  float64     `json:"accuracy,omitempty"`
 	After     []string    `json:"after,omitempty"`
+	Join      string      `json:"join,omitempty"`
+	Race      int         `json:"race,omitempty"`
 	Rate      float64     `json:"rate"`
 	DummyRate float64     `json:"dummy_rate"`
 	BudgetMs  float64     `json:"budget_ms"`

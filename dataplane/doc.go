@@ -100,7 +100,10 @@
 // logged once per model and fails nothing. A batch
 // still running at twice its profiled duration is hedged to another machine
 // within LiveOptions.HedgeBudget; the first answer wins, the other call is
-// cancelled, and the batch completes once both have returned. The static mode
+// cancelled, and the batch completes once both have returned. A raced module
+// (api.ModulePlan.Race = k, Cloudflow's competitive execution) is not hedged:
+// every batch runs at once on its machine and up to k−1 others, the first
+// answer taken and the other calls cancelled (raceAttempt, resend.go). The static mode
 // (LiveSwitch.ReplaceOnEjection, called by controlplane.StartEmbedded) also
 // probes every used backend each ProbeInterval and re-places the plan on the
 // backends that are up, stragglers last (replace.go). docs/faults.md has the

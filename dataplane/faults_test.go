@@ -48,7 +48,14 @@ func (rig *faultRig) module() *liveModule { return rig.sw.Runner().sessions["s"]
 
 func startFaultRig(t *testing.T, n int, opts LiveOptions) *faultRig {
 	t.Helper()
-	base, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(faultConfig)})
+	return startRig(t, faultConfig, n, opts)
+}
+
+// startRig is startFaultRig for the config text cfgText (one session s of
+// one module m, on v100 machines).
+func startRig(t *testing.T, cfgText string, n int, opts LiveOptions) *faultRig {
+	t.Helper()
+	base, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(cfgText)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +86,9 @@ func startFaultRig(t *testing.T, n int, opts LiveOptions) *faultRig {
 		rig.inj = append(rig.inj, inj)
 		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, lis.Addr().String())
 	}
-	rig.sw = newFaultSwitch(t, bl.String(), opts)
+	rig.sw = newSwitch(t, cfgText, bl.String(), opts)
 	t.Cleanup(func() { rig.sw.Close() })
-	if got := len(rig.module().clients); got != 2 {
+	if got := len(rig.module().clients); got != 2 && cfgText == faultConfig {
 		t.Fatalf("the plan uses %d backends; the test needs 2", got)
 	}
 	return rig
@@ -99,7 +106,12 @@ func measurement(t *testing.T) {
 // and serves it with a LiveSwitch in the static mode (ReplaceOnEjection).
 func newFaultSwitch(t *testing.T, backendsYAML string, opts LiveOptions) *LiveSwitch {
 	t.Helper()
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(faultConfig)}, api.NamedDoc{Name: "b.yaml", Data: []byte(backendsYAML)})
+	return newSwitch(t, faultConfig, backendsYAML, opts)
+}
+
+func newSwitch(t *testing.T, cfgText, backendsYAML string, opts LiveOptions) *LiveSwitch {
+	t.Helper()
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(cfgText)}, api.NamedDoc{Name: "b.yaml", Data: []byte(backendsYAML)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,6 +83,8 @@ type Health struct {
 	priorAt                        atomic.Int64  // unix ns of the last spreadPrior (at most one each priorEvery)
 	batches, hedgesWon, hedgesLost atomic.Uint64
 	hedgeNanos                     atomic.Int64
+	racesWon, racesLost            atomic.Uint64 // raced batches: a copy answered first, the first choice did
+	raceNanos                      atomic.Int64  // machine time of race copies until the first answer
 	retries                        [numRetryReasons]atomic.Uint64
 	lateLogged                     atomic.Int64  // unix ns of the last late-batch line (noteLate)
 	lateLeftOut                    atomic.Uint64 // late batches not logged since it
@@ -807,6 +809,8 @@ type FaultStats struct {
 	Retries               uint64
 	HedgesWon, HedgesLost uint64
 	HedgeTime             time.Duration // machine time of hedged calls until the first answer
+	RacesWon, RacesLost   uint64        // raced batches (Module.Race) a copy won, the first choice won
+	RaceTime              time.Duration // machine time of race copies until the first answer
 }
 
 // Stats returns the counters.
@@ -816,12 +820,13 @@ func (h *Health) Stats() FaultStats {
 		r += h.retries[i].Load()
 	}
 	return FaultStats{Batches: h.batches.Load(), Retries: r, HedgesWon: h.hedgesWon.Load(), HedgesLost: h.hedgesLost.Load(),
-		HedgeTime: time.Duration(h.hedgeNanos.Load())}
+		HedgeTime: time.Duration(h.hedgeNanos.Load()), RacesWon: h.racesWon.Load(), RacesLost: h.racesLost.Load(),
+		RaceTime: time.Duration(h.raceNanos.Load())}
 }
 
 // Describe implements prometheus.Collector.
 func (h *Health) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{metrics.DescRetries, metrics.DescHedges, metrics.DescHedgeSeconds, metrics.DescBatchesSent,
+	for _, d := range []*prometheus.Desc{metrics.DescRetries, metrics.DescHedges, metrics.DescHedgeSeconds, metrics.DescRaces, metrics.DescRaceSeconds, metrics.DescBatchesSent,
 		metrics.DescBackendUp, metrics.DescBackendSlowness, metrics.DescBackendEjections, metrics.DescBackendHostSeconds} {
 		ch <- d
 	}
@@ -835,6 +840,9 @@ func (h *Health) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(metrics.DescHedges, prometheus.CounterValue, float64(h.hedgesWon.Load()), "won")
 	ch <- prometheus.MustNewConstMetric(metrics.DescHedges, prometheus.CounterValue, float64(h.hedgesLost.Load()), "lost")
 	ch <- prometheus.MustNewConstMetric(metrics.DescHedgeSeconds, prometheus.CounterValue, time.Duration(h.hedgeNanos.Load()).Seconds())
+	ch <- prometheus.MustNewConstMetric(metrics.DescRaces, prometheus.CounterValue, float64(h.racesWon.Load()), "won")
+	ch <- prometheus.MustNewConstMetric(metrics.DescRaces, prometheus.CounterValue, float64(h.racesLost.Load()), "lost")
+	ch <- prometheus.MustNewConstMetric(metrics.DescRaceSeconds, prometheus.CounterValue, time.Duration(h.raceNanos.Load()).Seconds())
 	ch <- prometheus.MustNewConstMetric(metrics.DescBatchesSent, prometheus.CounterValue, float64(h.batches.Load()))
 	for _, b := range h.Backends() {
 		up := 0.0

@@ -185,6 +185,7 @@ type liveModule struct {
 	metrics         *metrics.ModuleMetrics // nil: none recorded
 	h               *Health
 	health          map[string]*backendHealth // backend id -> its health; immutable
+	race            int                       // machines each batch runs on at once (api.ModulePlan.Race; ≤ 1: one)
 }
 
 // NewLiveRunner places plan on cfg's static backends (Place), loads every module's
@@ -248,7 +249,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			lm := &liveModule{session: sp.Name, name: mp.Name, model: mp.Model, clients: map[string]*backends.Client{},
 				h: r.health, health: map[string]*backendHealth{},
 				budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)),
-				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond))}
+				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond)), race: mp.Race}
 			lm.itemDone = lm.finish
 			lm.metrics = opts.Metrics.Module(sp.Name, mp.Name)
 			lm.countsQueue = !opts.Admission

@@ -69,6 +69,9 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	bh := lm.health[from.Backend]
 	h.batches.Add(1)
 	start := time.Now()
+	if lm.race > 1 && len(lm.clients) > 1 {
+		return lm.raceAttempt(ctx, from, c, items, dummies, wait, start)
+	}
 	if h.opts.HedgeBudget <= 0 || from.Duration <= 0 || len(lm.clients) < 2 { // no hedge possible: no timer, no goroutine
 		out, errs, tm, err := lm.infer(ctx, c, items, dummies)
 		lm.observe(bh, from, wait, start, len(items)+dummies, tm, err)
@@ -213,4 +216,97 @@ func (lm *liveModule) learn(bh *backendHealth, s *dispatcher.Slot, n int, run ti
 	if p := lm.profiledAt(s); p > 0 && n >= s.Batch {
 		lm.h.paced(bh, float64(run)/float64(p), now)
 	}
+}
+
+// raceAttempt runs a batch of a raced module (api.Module.Race = k, Cloudflow's
+// competitive execution): on from and at once on up to k−1 other machines of
+// the module (Dispatcher.Alternate: from's group first, not slow, idle), the
+// first answer taken and the other calls cancelled. A copy that fails leaves
+// the race to the others; the batch fails only when every call did (with
+// from's error). Like a hedge, a copy takes no lane of its machine: the
+// planner provisioned k times the machines, so each carries its share of
+// copies beside its own batches. raceAttempt returns only once every call has
+// returned, so no call reads the items' inputs after the batch is done.
+func (lm *liveModule) raceAttempt(ctx context.Context, from *dispatcher.Slot, c *backends.Client, items [][]api.Tensor, dummies int,
+	wait time.Duration, start time.Time) ([][]api.Tensor, []error, error) {
+	h := lm.h
+	n := len(items) + dummies
+	var slots [api.MaxRace]dispatcher.Slot
+	var exclude [api.MaxRace]string
+	slots[0], exclude[0] = *from, from.Backend
+	k := 1
+	for k < lm.race {
+		alt, ok := lm.disp.Alternate(from, n, exclude[:k]...)
+		if !ok || lm.clients[alt.Backend] == nil {
+			break
+		}
+		slots[k], exclude[k] = alt, alt.Backend
+		k++
+	}
+	if k == 1 { // no other machine up: one call, as unraced
+		out, errs, tm, err := lm.infer(ctx, c, items, dummies)
+		lm.observe(lm.health[from.Backend], from, wait, start, n, tm, err)
+		return out, errs, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type raced struct {
+		callResult
+		i int
+	}
+	ch := make(chan raced, k)
+	for i := range k {
+		cl := c
+		if i > 0 {
+			cl = lm.clients[slots[i].Backend]
+		}
+		go func() {
+			out, errs, tm, err := lm.inferRecovered(rctx, cl, items, dummies)
+			ch <- raced{callResult{out: out, errs: errs, tm: tm, err: err}, i}
+		}()
+	}
+	var win, firstErr raced
+	won := false
+	var back [api.MaxRace]bool // which calls have returned
+	for got := 0; got < k; got++ {
+		r := <-ch
+		back[r.i] = true
+		if won {
+			continue // a loser, cancelled
+		}
+		if r.err != nil {
+			if r.i == 0 || firstErr.err == nil {
+				firstErr = r
+			}
+			if r.i == 0 || !errors.Is(r.err, context.Canceled) {
+				lm.observe(lm.health[slots[r.i].Backend], &slots[r.i], 0, start, n, r.tm, r.err)
+			}
+			continue
+		}
+		win, won = r, true
+		h.raceNanos.Add(int64(k-1) * int64(time.Since(start)))
+		if r.i == 0 {
+			h.racesLost.Add(1)
+			lm.observe(lm.health[from.Backend], from, wait, start, n, r.tm, nil)
+		} else {
+			h.racesWon.Add(1)
+			lm.observe(lm.health[slots[r.i].Backend], &slots[r.i], 0, start, n, r.tm, nil)
+		}
+		// The calls still running took at least this long: a machine that
+		// always loses must still look slow (as a hedge's loser, settle).
+		for i := range k {
+			if bh := lm.health[slots[i].Backend]; !back[i] && bh != nil {
+				expect := slots[i].Duration
+				if i == 0 {
+					expect += wait // only the first choice was expected to queue
+				}
+				h.observe(bh, time.Since(start), expect)
+			}
+		}
+		cancel()
+	}
+	if !won {
+		return firstErr.out, firstErr.errs, firstErr.err
+	}
+	return win.out, win.errs, win.err
 }

@@ -33,6 +33,11 @@ type dag struct {
 	sources []int
 	sinks   []int
 	session api.Session
+	lanes   int // racing branches into anyof modules, over all of them (run.lanes)
+	joins   int // anyof modules (run.joins)
+	// laneJoin[l] is the anyof module racing branch l feeds, laneTop[l] the
+	// branch's last module (the anyof module's parent).
+	laneJoin, laneTop []int
 }
 
 // node is one module of a dag.
@@ -45,6 +50,15 @@ type node struct {
 	// becomes one item of this module (see doc.go).
 	fanout                         bool
 	queueKey, computeKey, totalKey string
+	// anyOf: the module runs on the first of its parents to finish
+	// (api.JoinAnyOf); raced[k] are the modules of its parent k's branch,
+	// that parent first, then up the chain of modules that feed only it.
+	anyOf bool
+	raced [][]int
+	// lane: the racing branch this module is on (an index into run.lanes,
+	// whose Call its items carry), -1 for none; join: an anyof module's
+	// index into run.joins.
+	lane, join int
 }
 
 // compile validates s as a DAG and indexes it. Errors name the session, the module
@@ -74,6 +88,8 @@ func compile(s api.Session) (*dag, error) {
 			queueKey:   "piccolo." + m.Name + ".queue_ms",
 			computeKey: "piccolo." + m.Name + ".compute_ms",
 			totalKey:   "piccolo." + m.Name + ".total_ms",
+			anyOf:      m.AnyOf(),
+			lane:       -1,
 		}
 	}
 	for i, m := range s.Modules {
@@ -117,6 +133,9 @@ func compile(s api.Session) (*dag, error) {
 	for i := range d.mods {
 		d.graph.Parents[i] = d.mods[i].parents
 	}
+	if err := d.compileAnyOf(s); err != nil {
+		return nil, err
+	}
 	// Fan-out, in topological order so that a parent's is known: a higher rate
 	// than the one parent starts it; the same rate as a fanned-out parent keeps
 	// it (one item per element all along a chain such as cls → rotate → rec).
@@ -130,6 +149,49 @@ func compile(s api.Session) (*dag, error) {
 		n.fanout = pr > 0 && (r > pr || r == pr && d.mods[p].fanout)
 	}
 	return d, nil
+}
+
+// compileAnyOf indexes the racing branches of the anyof modules: each parent
+// of one must feed it alone (its work is cancelled when another parent wins),
+// and so must every module up its chain that has one parent and one child.
+func (d *dag) compileAnyOf(s api.Session) error {
+	for i := range d.mods {
+		n := &d.mods[i]
+		if !n.anyOf {
+			continue
+		}
+		if d.graph.AnyOf == nil {
+			d.graph.AnyOf = make([]bool, len(d.mods))
+		}
+		d.graph.AnyOf[i] = true
+		n.join = d.joins
+		d.joins++
+		if len(n.parents) < 2 {
+			return fmt.Errorf("%s: session %q: module %q joins anyof with %d parent(s); anyof races at least two modules in after",
+				s.Modules[i].Source, s.Name, n.name, len(n.parents))
+		}
+		for _, p := range n.parents {
+			if len(d.mods[p].children) != 1 {
+				return fmt.Errorf("%s: session %q: module %q races its parents (anyof), but parent %q also feeds other modules; each parent of an anyof module must feed it alone",
+					s.Modules[i].Source, s.Name, n.name, d.mods[p].name)
+			}
+			var lane []int
+			for x := p; ; x = d.mods[x].parents[0] {
+				if d.mods[x].lane >= 0 {
+					return fmt.Errorf("%s: session %q: module %q is on two racing branches", s.Modules[i].Source, s.Name, d.mods[x].name)
+				}
+				d.mods[x].lane = d.lanes
+				lane = append(lane, x)
+				if len(d.mods[x].parents) != 1 || len(d.mods[d.mods[x].parents[0]].children) != 1 {
+					break
+				}
+			}
+			n.raced = append(n.raced, lane)
+			d.laneJoin, d.laneTop = append(d.laneJoin, i), append(d.laneTop, p)
+			d.lanes++
+		}
+	}
+	return nil
 }
 
 func moduleNames(s api.Session) []string {

@@ -230,6 +230,12 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 	r := &run{e: e, d: d, ctx: ctx, inputs: req.Inputs,
 		mods: make([]modRun, len(d.mods)), signal: make(chan struct{}, 1)}
 	r.call.Deadline, r.call.Class = deadline, class
+	if d.lanes > 0 { // anyof: each racing branch is abandoned on its own
+		r.anyof = &raceRun{lanes: make([]Call, d.lanes), joins: make([]joinRun, d.joins)}
+		for i := range r.anyof.lanes {
+			r.anyof.lanes[i].Deadline, r.anyof.lanes[i].Class = deadline, class
+		}
+	}
 	r.left.Store(int32(len(d.mods)))
 	for i := range d.mods {
 		r.mods[i].pending.Store(int32(len(d.mods[i].parents)))
@@ -304,6 +310,7 @@ const (
 	stRunning
 	stDone
 	stSkipped
+	stCut // a racing branch that lost (anyof): its result is dropped
 )
 
 // run is the state of one request through a dag. Modules resolve (done or skipped)
@@ -314,7 +321,8 @@ type run struct {
 	e      *DAGRunner
 	d      *dag
 	ctx    context.Context
-	call   Call // the request's deadline, class and abandonment, for every Run
+	call   Call     // the request's deadline, class and abandonment, for every Run
+	anyof  *raceRun // anyof modules' state; nil for a session without one
 	inputs []api.Tensor
 	mods   []modRun
 	left   atomic.Int32 // modules not yet resolved
@@ -323,6 +331,21 @@ type run struct {
 }
 
 type errBox struct{ err error }
+
+// raceRun is a request's state of its anyof modules: a Call per racing
+// branch (dag.lanes), whose abandonment is the branch's own, and each anyof
+// module's race (dag.joins).
+type raceRun struct {
+	lanes []Call
+	joins []joinRun
+}
+
+// joinRun is the race state of one anyof module in one request.
+type joinRun struct {
+	won  atomic.Bool            // a parent has finished first (or all were skipped)
+	from int                    // the parent that won, set before the module starts
+	lost atomic.Pointer[errBox] // the first error of a parent's branch that failed
+}
 
 type modRun struct {
 	pending atomic.Int32 // parents not yet resolved
@@ -352,6 +375,11 @@ func (r *run) failed() bool { return r.err.Load() != nil }
 // ended on its context, finds ctx done.
 func (r *run) abandon() {
 	r.call.Abandoned.Store(true)
+	if r.anyof != nil {
+		for i := range r.anyof.lanes {
+			r.anyof.lanes[i].Abandoned.Store(true)
+		}
+	}
 	ab, ok := r.e.runner.(Abandoner)
 	if !ok {
 		return
@@ -394,14 +422,19 @@ func (r *run) start(m int) {
 		return
 	}
 	n := &r.d.mods[m]
+	if n.lane >= 0 && !mr.state.CompareAndSwap(stWaiting, stRunning) {
+		return // its branch lost the race before it started
+	}
 	inputs := r.inputsOf(m)
 	mr.start = time.Now()
-	mr.state.Store(stRunning)
+	if n.lane < 0 {
+		mr.state.Store(stRunning)
+	}
 	if n.fanout {
 		r.startFanout(m, inputs)
 		return
 	}
-	r.runModule(n.name, inputs, func(out []api.Tensor, t Timing, err error) {
+	r.runModule(m, inputs, func(out []api.Tensor, t Timing, err error) {
 		r.finished(m, out, t, err)
 	})
 }
@@ -410,13 +443,18 @@ func (r *run) start(m int) {
 // in a done it calls on this goroutine (a child module started from there),
 // fails the request with ErrInternal (api.Recovered) instead of ending the
 // process and every request in flight with it.
-func (r *run) runModule(module string, inputs []api.Tensor, done func([]api.Tensor, Timing, error)) {
+func (r *run) runModule(m int, inputs []api.Tensor, done func([]api.Tensor, Timing, error)) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.fail(api.Recovered("module", v))
 		}
 	}()
-	r.e.runner.Run(r.ctx, r.d.name, module, inputs, &r.call, done)
+	n := &r.d.mods[m]
+	call := &r.call
+	if n.lane >= 0 {
+		call = &r.anyof.lanes[n.lane]
+	}
+	r.e.runner.Run(r.ctx, r.d.name, n.name, inputs, call, done)
 }
 
 // inputsOf returns module m's inputs: the request's for a source, else the outputs
@@ -426,6 +464,9 @@ func (r *run) inputsOf(m int) []api.Tensor {
 	n := &r.d.mods[m]
 	if len(n.parents) == 0 {
 		return r.inputs
+	}
+	if n.anyOf { // the winner's outputs; it feeds this module alone
+		return r.mods[r.anyof.joins[n.join].from].outputs
 	}
 	ran := 0
 	last := -1
@@ -461,16 +502,16 @@ func (r *run) inputsOf(m int) []api.Tensor {
 }
 
 func (r *run) finished(m int, out []api.Tensor, t Timing, err error) {
-	if r.failed() {
+	if r.failed() || r.lost(m) {
 		return
 	}
 	name := r.d.mods[m].name
 	if err != nil {
-		r.fail(fmt.Errorf("module %q: %w", name, err))
+		r.failModule(m, fmt.Errorf("module %q: %w", name, err))
 		return
 	}
 	if err := validateOutputs(out); err != nil {
-		r.fail(WrapBackend(fmt.Sprintf("module %q", name), err))
+		r.failModule(m, WrapBackend(fmt.Sprintf("module %q", name), err))
 		return
 	}
 	mr := &r.mods[m]
@@ -492,6 +533,9 @@ func validateOutputs(out []api.Tensor) error {
 func (r *run) resolve(m int, skipped bool) {
 	mr := &r.mods[m]
 	n := &r.d.mods[m]
+	if n.lane >= 0 && !r.settle(m, skipped) {
+		return // its branch lost the race: cut already counted it
+	}
 	chosen := ^uint64(0)
 	if !skipped && len(n.children) > 0 {
 		var err error
@@ -506,16 +550,138 @@ func (r *run) resolve(m int, skipped bool) {
 		mr.state.Store(stDone)
 	}
 	for i, c := range n.children {
-		if !skipped && chosen&(1<<i) != 0 {
-			r.mods[c].chosen.Store(true)
+		cr := &r.mods[c]
+		if r.d.mods[c].anyOf {
+			r.race(c, m, !skipped && chosen&(1<<i) != 0)
+			continue
 		}
-		if r.mods[c].pending.Add(-1) == 0 {
+		if !skipped && chosen&(1<<i) != 0 {
+			cr.chosen.Store(true)
+		}
+		if cr.pending.Add(-1) == 0 {
 			r.start(c)
 		}
 	}
 	if r.left.Add(-1) == 0 {
 		r.wake()
 	}
+}
+
+// race hands anyof module c the resolution of its parent p: the first parent
+// that ran and chose c wins, c starts on its outputs and the other parents'
+// branches are cut; when every parent was skipped, c is skipped.
+func (r *run) race(c, p int, ran bool) {
+	cr, jr := &r.mods[c], &r.anyof.joins[r.d.mods[c].join]
+	if ran && jr.won.CompareAndSwap(false, true) {
+		jr.from = p
+		cr.chosen.Store(true)
+		r.cut(c, p)
+		cr.pending.Add(-1)
+		r.start(c)
+		return
+	}
+	if cr.pending.Add(-1) == 0 && jr.won.CompareAndSwap(false, true) {
+		if eb := jr.lost.Load(); eb != nil {
+			r.fail(eb.err) // no branch won: one failed, the others failed or were skipped
+			return
+		}
+		r.start(c) // not chosen: skipped
+	}
+}
+
+// failModule fails the request with err, unless module m is on a racing
+// branch: then only its branch is out of the race (cut, its items
+// abandoned), and the request fails only when no branch into the anyof
+// module is left to win (Cloudflow's anyof: the first to finish).
+func (r *run) failModule(m int, err error) {
+	lane := r.d.mods[m].lane
+	if lane < 0 {
+		r.fail(err)
+		return
+	}
+	if !r.mods[m].state.CompareAndSwap(stRunning, stCut) {
+		return // cut already: another branch won
+	}
+	if r.left.Add(-1) == 0 {
+		r.wake()
+	}
+	j, top := r.d.laneJoin[lane], r.d.laneTop[lane]
+	for k, p := range r.d.mods[j].parents {
+		if p == top {
+			r.cutLane(j, k) // the modules after m on the branch never run
+		}
+	}
+	r.anyof.lanes[lane].Abandoned.Store(true)
+	r.anyof.joins[r.d.mods[j].join].lost.CompareAndSwap(nil, &errBox{err})
+	r.race(j, top, false)
+}
+
+// cut drops the branches of anyof module c's parents other than winner: each
+// of their modules not yet resolved is resolved as cut, its lane's items are
+// abandoned, and a runner that can takes those still queued out at once.
+func (r *run) cut(c, winner int) {
+	n := &r.d.mods[c]
+	for k, p := range n.parents {
+		if p == winner {
+			continue
+		}
+		lane := r.d.mods[p].lane
+		running := r.cutLane(c, k)
+		r.anyof.lanes[lane].Abandoned.Store(true)
+		if ab, ok := r.e.runner.(Abandoner); ok && running {
+			for _, x := range n.raced[k] {
+				ab.Abandon(r.d.name, r.d.mods[x].name)
+			}
+		}
+	}
+}
+
+// cutLane resolves as cut every module of anyof module c's parent k's
+// branch not yet resolved, and reports whether one of them was running.
+func (r *run) cutLane(c, k int) (running bool) {
+	for _, x := range r.d.mods[c].raced[k] {
+		xr := &r.mods[x]
+		for {
+			st := xr.state.Load()
+			if st != stWaiting && st != stRunning {
+				break
+			}
+			if xr.state.CompareAndSwap(st, stCut) {
+				running = running || st == stRunning
+				if r.left.Add(-1) == 0 {
+					r.wake()
+				}
+				break
+			}
+		}
+	}
+	return running
+}
+
+// settle moves module m of a racing branch from waiting or running to done
+// (or skipped); false when the branch was cut first.
+func (r *run) settle(m int, skipped bool) bool {
+	to := stDone
+	if skipped {
+		to = stSkipped
+	}
+	xr := &r.mods[m]
+	for {
+		st := xr.state.Load()
+		if st != stWaiting && st != stRunning {
+			return false
+		}
+		if xr.state.CompareAndSwap(st, to) {
+			return true
+		}
+	}
+}
+
+// lost reports whether module m is on a racing branch that was cut: its
+// results and errors (ErrCancelled from the abandonment among them) are
+// dropped.
+func (r *run) lost(m int) bool {
+	return r.d.mods[m].lane >= 0 && r.mods[m].state.Load() == stCut
 }
 
 // branch reads module m's BranchOutput, if any, and returns the chosen children as
@@ -603,23 +769,23 @@ func (r *run) startFanout(m int, inputs []api.Tensor) {
 	mr.itemTimes = make([]Timing, len(items))
 	mr.itemsLeft.Store(int32(len(items)))
 	for i := range items {
-		r.runModule(n.name, items[i], func(out []api.Tensor, t Timing, err error) {
+		r.runModule(m, items[i], func(out []api.Tensor, t Timing, err error) {
 			r.itemDone(m, i, out, t, err)
 		})
 	}
 }
 
 func (r *run) itemDone(m, i int, out []api.Tensor, t Timing, err error) {
-	if r.failed() {
+	if r.failed() || r.lost(m) {
 		return
 	}
 	name := r.d.mods[m].name
 	if err != nil {
-		r.fail(fmt.Errorf("module %q item %d: %w", name, i, err))
+		r.failModule(m, fmt.Errorf("module %q item %d: %w", name, i, err))
 		return
 	}
 	if err := validateOutputs(out); err != nil {
-		r.fail(WrapBackend(fmt.Sprintf("module %q item %d", name, i), err))
+		r.failModule(m, WrapBackend(fmt.Sprintf("module %q item %d", name, i), err))
 		return
 	}
 	mr := &r.mods[m]

@@ -70,8 +70,19 @@
 //     as box → classify → recognize runs one item per box all along and is
 //     batched per box; a lower rate (e.g. a per-request summary) gets the joined
 //     tensors as one item.
-//   - The first failure of any module fails the request once, with the module's
-//     name; the request's context is then cancelled and later results ignored.
+//   - anyof (api.JoinAnyOf, Cloudflow's anyof operator): a module with `join:
+//     anyof` runs on the outputs of the first of its parents to finish, alone;
+//     the other parents' branches (each parent and the chain of modules that
+//     feed only it) are cut: their modules not yet resolved never start or
+//     have their results dropped, and their items, which carry a Call of
+//     their branch's own, are abandoned (Abandoner takes those still queued
+//     out). A branch that fails leaves the race to the others; the request
+//     fails only when none is left. A skipped parent does not win; all
+//     skipped, the module is skipped. Admission counts the shortest branch
+//     (api.LongestPath). Each parent must feed the anyof module alone.
+//   - The first failure of any other module fails the request once, with the
+//     module's name; the request's context is then cancelled and later
+//     results ignored.
 //
 // # Concurrency
 //

@@ -516,6 +516,11 @@ var (
 		[]string{"outcome"}, nil)
 	DescHedgeSeconds = prometheus.NewDesc(GatewayHedgeSecondsTotal,
 		"Machine time the hedged calls ran, from their start until the first answer (then the other call is cancelled): the extra machine time hedging used.", nil, nil)
+	DescRaces = prometheus.NewDesc(GatewayRacesTotal,
+		"Batches of raced modules (race: k, Cloudflow's competitive execution) sent to k machines at once, by outcome: won (a copy answered first), lost (the dispatcher's own machine did).",
+		[]string{"outcome"}, nil)
+	DescRaceSeconds = prometheus.NewDesc(GatewayRaceSecondsTotal,
+		"Machine time the race copies ran, from their start until the first answer (then the others are cancelled): the extra machine time racing used.", nil, nil)
 	DescBatchesSent = prometheus.NewDesc(GatewayBatchesSentTotal,
 		"Calls of batches to backends (first tries; retries and hedges not included): the denominator of the hedge budget.", nil, nil)
 	DescBackendUp = prometheus.NewDesc(GatewayBackendUp,

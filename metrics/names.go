@@ -63,6 +63,8 @@ const (
 	GatewayRetriesTotal          = "piccolo_gateway_retries_total"
 	GatewayHedgesTotal           = "piccolo_gateway_hedges_total"
 	GatewayHedgeSecondsTotal     = "piccolo_gateway_hedge_seconds_total"
+	GatewayRacesTotal            = "piccolo_gateway_races_total"
+	GatewayRaceSecondsTotal      = "piccolo_gateway_race_seconds_total"
 	GatewayBatchesSentTotal      = "piccolo_gateway_batches_sent_total"
 	GatewayBackendUp             = "piccolo_gateway_backend_up"
 	GatewayBackendSlowness       = "piccolo_gateway_backend_slowness"

@@ -133,10 +133,7 @@ func Verify(cfg *api.Config, p *api.Plan) error {
 			if !rel(mcost, mp.Cost) {
 				bad("%s: cost %.6g ≠ Σ group costs %.6g", where, mp.Cost, mcost)
 			}
-			beta := 0.0
-			for _, p := range g.parents[i] {
-				beta = math.Max(beta, burst[p])
-			}
+			beta := g.parentBurst(i, func(p int) float64 { return burst[p] })
 			if !rel((maxWCL+beta)*1000, mp.WCLMs) {
 				bad("%s: WCL %.6gms ≠ max over groups %.6gms + parents' burst %.6gms", where, mp.WCLMs, maxWCL*1000, beta*1000)
 			}

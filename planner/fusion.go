@@ -178,13 +178,14 @@ func fusableChains(cfg *api.Config, s api.Session, fused map[string]bool) []fusa
 		}
 	}
 	// next returns the module a chain may extend m with: m's only child, whose
-	// only parent is m, at m's rate.
+	// only parent is m, at m's rate. A raced module (Race > 1) is not fused:
+	// a fused profile would run its race on every model of the chain.
 	next := func(m *api.Module) *api.Module {
 		if len(children[m.Name]) != 1 {
 			return nil
 		}
 		c := byName[children[m.Name][0]]
-		if c == nil || len(c.After) != 1 || c.Rate != m.Rate {
+		if c == nil || len(c.After) != 1 || c.Rate != m.Rate || c.Race > 1 {
 			return nil
 		}
 		return c
@@ -214,6 +215,9 @@ func fusableChains(cfg *api.Config, s api.Session, fused map[string]bool) []fusa
 	var chains []fusable
 	for i := range s.Modules {
 		m := &s.Modules[i]
+		if m.Race > 1 {
+			continue
+		}
 		names := []string{m.Name}
 		hasVariants := len(m.Variants) > 0
 		combos := extend([]combo{{accuracy: 1}}, m)

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -42,15 +43,35 @@ func (g *graph) longest(w []float64) (float64, []float64) {
 	return total, through
 }
 
+// parentBurst returns the burst module i's parents pass it (burst(p) for
+// parent p): the longest, or at an anyof module the shortest; 0 for a source.
+func (g *graph) parentBurst(i int, burst func(p int) float64) float64 {
+	anyOf := g.dag.AnyOf != nil && g.dag.AnyOf[i]
+	b := 0.0
+	for k, p := range g.parents[i] {
+		switch {
+		case k == 0:
+			b = burst(p)
+		case anyOf:
+			b = math.Min(b, burst(p))
+		default:
+			b = math.Max(b, burst(p))
+		}
+	}
+	return b
+}
+
 // criticalPath returns the module names of a longest path under w, source first:
-// from the first module in topological order where a longest path ends, back
-// through the parent with the longest path ending at it (the first such parent).
+// from the first sink in topological order where a longest path ends, back
+// through the parent with the longest path ending at it (the first such
+// parent); at an anyof module, through the parent with the shortest (the
+// branch that wins, api.LongestPath).
 func (g *graph) criticalPath(w []float64) []string {
 	head := make([]float64, len(w))
 	api.LongestPath(g.dag, w, head, nil)
 	end := -1
 	for _, i := range g.topo {
-		if end == -1 || head[i] > head[end] {
+		if len(g.children[i]) == 0 && (end == -1 || head[i] > head[end]) {
 			end = i
 		}
 	}
@@ -58,8 +79,9 @@ func (g *graph) criticalPath(w []float64) []string {
 	for i := end; i >= 0; {
 		path = append(path, g.names[i])
 		from := -1
+		anyOf := g.dag.AnyOf != nil && g.dag.AnyOf[i]
 		for _, p := range g.parents[i] {
-			if from == -1 || head[p] > head[from] {
+			if from == -1 || !anyOf && head[p] > head[from] || anyOf && head[p] < head[from] {
 				from = p
 			}
 		}

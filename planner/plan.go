@@ -183,13 +183,13 @@ func fastestPlan(g *graph, mods []moduleInput, slo float64, pol policy) ([]modul
 }
 
 // betas returns, for each module, the burst its parents pass it: the longest gap
-// between two batch completions of any parent (burstOf).
+// between two batch completions of any parent (burstOf); for an anyof module,
+// of the parent whose branch wins, taken as the shortest (the same rule as
+// its path, api.LongestPath).
 func betas(g *graph, results []moduleResult) []float64 {
 	b := make([]float64, len(results))
 	for i := range results {
-		for _, p := range g.parents[i] {
-			b[i] = math.Max(b[i], results[p].burst)
-		}
+		b[i] = g.parentBurst(i, func(p int) float64 { return results[p].burst })
 	}
 	return b
 }
@@ -299,9 +299,25 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 	sp := api.SessionPlan{Name: s.Name, SLOMs: ms(slo), LatencyMs: ms(latency)}
 	for i, m := range s.Modules {
 		r := results[i]
+		// A raced module (Cloudflow's competitive execution) runs every batch
+		// on k machines at once, each copy on a device of its own: k times
+		// the whole machines of each group planned for its rate (a fraction
+		// rounded up: a copy cannot share its racer's device), and k times
+		// their cost; its WCL is one machine's (the first answer is at least
+		// as early).
+		if m.Racers() > 1 {
+			r.cost = 0
+			for k := range r.groups {
+				r.groups[k].machines = racedMachines(r.groups[k].machines, m.Racers())
+				r.cost += r.groups[k].machines * r.groups[k].c.Price
+			}
+		}
 		mp := api.ModulePlan{
-			Name: m.Name, Model: m.Model, After: m.After, Rate: mods[i].rate, DummyRate: r.dummy,
+			Name: m.Name, Model: m.Model, After: m.After, Join: m.Join, Rate: mods[i].rate, DummyRate: r.dummy,
 			BudgetMs: ms(budgets[i]), WCLMs: ms(w[i]), Cost: r.cost, Configs: []api.GroupPlan{},
+		}
+		if m.Race > 1 {
+			mp.Race = m.Race
 		}
 		stream := streamRates(r.groups)
 		gm := model
@@ -319,6 +335,12 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 		sp.Modules = append(sp.Modules, mp)
 	}
 	return sp
+}
+
+// racedMachines is the machines a group of m machines needs when each batch
+// runs on k of them at once: k whole machines for every (started) machine.
+func racedMachines(m float64, k int) float64 {
+	return float64(k) * math.Ceil(m-1e-9)
 }
 
 func ms(s float64) float64 {

@@ -159,12 +159,15 @@ func searchSplit(g *graph, mods []moduleInput, slo float64, pol policy, list opt
 		i := g.topo[k]
 		// The latest parent's finish, plus the longest burst any parent passes on
 		// (betas, burstOf).
-		start, beta := 0.0, 0.0
-		for _, p := range g.parents[i] {
-			start = math.Max(start, finish[p])
-			beta = math.Max(beta, opts[p][choice[p]].r.burst)
+		// An anyof module starts with its first parent (api.LongestPath).
+		start := 0.0
+		anyOf := g.dag.AnyOf != nil && g.dag.AnyOf[i]
+		for k, p := range g.parents[i] {
+			if k == 0 || !anyOf && finish[p] > start || anyOf && finish[p] < start {
+				start = finish[p]
+			}
 		}
-		start += beta
+		start += g.parentBurst(i, func(p int) float64 { return opts[p][choice[p]].r.burst })
 		o := opts[i]
 		// From the cheapest option up: once the bound fails, every remaining
 		// option is dearer and fails too.

@@ -445,3 +445,32 @@ func TestSlowLandsInReportedCompute(t *testing.T) {
 		t.Errorf("two slowed batches on one lane reported %+v and %+v; want Compute 160ms each and one queued about 160ms", tms[0], tms[1])
 	}
 }
+
+// slowshare=P slows only a share P of the batches (a heavy-tailed service
+// time), each drawn on its own: the others take their normal time. Read from
+// the reported device time (1 ms, or 50 ms slowed), not the clock.
+func TestSlowShareSlowsAShareOfBatches(t *testing.T) {
+	f := start(t)
+	f.set(t, faults.Set{Slow: 50, SlowShare: 0.3})
+	const calls = 100
+	slowed := 0
+	for i := 0; i < calls; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, tm, err := f.client.InferTimed(ctx, "quick", oneItem())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch tm.Compute {
+		case 50 * time.Millisecond:
+			slowed++
+		case time.Millisecond:
+		default:
+			t.Fatalf("batch reported Compute %v; want 1ms or, slowed, 50ms", tm.Compute)
+		}
+	}
+	t.Logf("slow=50,slowshare=0.3: %d of %d batches slowed", slowed, calls)
+	if share := float64(slowed) / calls; share < 0.15 || share > 0.45 {
+		t.Errorf("slowshare=0.3 slowed %d of %d batches (%.2f); want about 0.3", slowed, calls, share)
+	}
+}

@@ -121,6 +121,9 @@ func (m *model) runFaulty(ctx context.Context, a *active, inputs []api.Tensor, n
 		return nil, backends.Timing{}, fmt.Errorf("%w: fail (a share %g of calls fails)", ErrInjected, s.Fail)
 	}
 	k := max(s.Slow, 1)
+	if k > 1 && s.SlowShare > 0 && s.SlowShare < 1 && !m.j.failNow(s.SlowShare) {
+		k = 1 // this batch is not in the slowed share
+	}
 	if s.Shared > 1 && m.x.others(m.name, m.j.now()) {
 		k *= s.Shared
 	}

@@ -8,10 +8,10 @@ import (
 )
 
 // Kinds names every fault, in the order Set.String and the metrics list them.
-var Kinds = []string{"refuse", "reset", "hang", "slow", "fail", "malformed", "shared"}
+var Kinds = []string{"refuse", "reset", "hang", "slow", "fail", "malformed", "shared", "slowshare"}
 
 // allowed is the list of fault words for error messages.
-const allowed = "refuse, reset, hang, slow=K (K ≥ 1), fail=P (0 ≤ P ≤ 1), malformed, shared=K (K ≥ 1)"
+const allowed = "refuse, reset, hang, slow=K (K ≥ 1), slowshare=P (0 < P ≤ 1, with slow), fail=P (0 ≤ P ≤ 1), malformed, shared=K (K ≥ 1)"
 
 // MaxSlow is the largest slow factor accepted: beyond it a batch is a hang.
 const MaxSlow = 1000
@@ -39,11 +39,15 @@ type Set struct {
 	// another model started a batch on this backend within SharedWindow
 	// (co-location interference, on top of Slow); 0 (or 1): off.
 	Shared float64 `json:"shared"`
+	// SlowShare is the share p of batches Slow applies to, drawn per batch
+	// (a heavy-tailed service time: most batches on time, a share p K times
+	// as long); 0 (or 1): every batch.
+	SlowShare float64 `json:"slow_share"`
 }
 
 // None reports whether s has no fault active.
 func (s Set) None() bool {
-	s.Slow, s.Shared = max(s.Slow, 1), max(s.Shared, 1)
+	s.Slow, s.Shared, s.SlowShare = max(s.Slow, 1), max(s.Shared, 1), 0
 	return s == Set{Slow: 1, Shared: 1}
 }
 
@@ -54,6 +58,9 @@ func (s Set) Validate() error {
 	}
 	if math.IsNaN(s.Shared) || s.Shared != 0 && (s.Shared < 1 || s.Shared > MaxSlow) {
 		return fmt.Errorf("faults: shared %v is out of range; want a factor 1 ≤ k ≤ %d (0: off)", s.Shared, MaxSlow)
+	}
+	if math.IsNaN(s.SlowShare) || s.SlowShare < 0 || s.SlowShare > 1 {
+		return fmt.Errorf("faults: slowshare %v is out of range; want a share 0 < p ≤ 1 of batches slow applies to (0: every batch)", s.SlowShare)
 	}
 	if math.IsNaN(s.Fail) || s.Fail < 0 || s.Fail > 1 {
 		return fmt.Errorf("faults: fail %v is out of range; want a share 0 ≤ p ≤ 1", s.Fail)
@@ -77,7 +84,11 @@ func (s Set) values() []float64 {
 	if shared == 1 {
 		shared = 0
 	}
-	return []float64{b(s.Refuse), b(s.Reset), b(s.Hang), slow, s.Fail, b(s.Malformed), shared}
+	share := s.SlowShare
+	if share == 1 || slow == 0 {
+		share = 0
+	}
+	return []float64{b(s.Refuse), b(s.Reset), b(s.Hang), slow, s.Fail, b(s.Malformed), shared, share}
 }
 
 // String lists the active faults in the --fault syntax ("slow=3,fail=0.1"), or
@@ -87,7 +98,7 @@ func (s Set) String() string {
 	for i, v := range s.values() {
 		switch {
 		case v == 0:
-		case Kinds[i] == "slow" || Kinds[i] == "fail" || Kinds[i] == "shared":
+		case Kinds[i] == "slow" || Kinds[i] == "fail" || Kinds[i] == "shared" || Kinds[i] == "slowshare":
 			words = append(words, Kinds[i]+"="+strconv.FormatFloat(v, 'g', -1, 64))
 		default:
 			words = append(words, Kinds[i])
@@ -128,7 +139,7 @@ func Parse(specs []string) (Set, error) {
 				default:
 					s.Malformed = true
 				}
-			case "slow", "fail", "shared":
+			case "slow", "fail", "shared", "slowshare":
 				v, err := strconv.ParseFloat(value, 64)
 				if !hasValue || err != nil {
 					return Set{}, fmt.Errorf("faults: %q: %s wants a number, e.g. slow=3 or fail=0.1; allowed: %s", word, name, allowed)
@@ -138,6 +149,8 @@ func Parse(specs []string) (Set, error) {
 					s.Slow = v
 				case "shared":
 					s.Shared = v
+				case "slowshare":
+					s.SlowShare = v
 				default:
 					s.Fail = v
 				}

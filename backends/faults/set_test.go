@@ -21,6 +21,8 @@ func TestParse(t *testing.T) {
 		{"last value wins", []string{"slow=2", "slow=4"}, faults.Set{Slow: 4}, "slow=4"},
 		{"slow 1 is off", []string{"slow=1"}, faults.Set{Slow: 1}, "none"},
 		{"every call fails", []string{"fail=1"}, faults.Set{Fail: 1}, "fail=1"},
+		{"a share of batches slow", []string{"slow=10,slowshare=0.1"}, faults.Set{Slow: 10, SlowShare: 0.1}, "slow=10,slowshare=0.1"},
+		{"slowshare without slow", []string{"slowshare=0.1"}, faults.Set{SlowShare: 0.1}, "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := faults.Parse(tc.specs)

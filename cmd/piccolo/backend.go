@@ -91,7 +91,8 @@ re-registers if the agent restarts, and deregisters on SIGINT or SIGTERM before
 draining.
 
 With --fault-injection and --fault it misbehaves on purpose, to rehearse failures: refuse (connections
-refused), reset (calls cut), hang, slow=K (batches K times as long), fail=P (a
+refused), reset (calls cut), hang, slow=K (batches K times as long; with slowshare=P only
+a share P of them, drawn per batch), fail=P (a
 share P of calls answer INTERNAL), malformed (outputs of the wrong shape or
 size), shared=K (batches K times as long while another model runs batches there). GET/PUT/DELETE ` + process.FaultsPath + ` on the metrics port reads and changes them
 at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`,
@@ -125,7 +126,7 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.StringVar(&o.id, "id", "", "with --consul: the registration id (default <hardware>-<host>-<port>)")
 	addConsulAuthFlags(f, &o.consulAuth)
 	f.StringSliceVar(&o.faults, "fault", nil, "inject faults (docs/faults.md), comma-separated or repeated: refuse, reset, hang, slow=K, fail=P, malformed, shared=K; change at run time with "+process.FaultsPath+" on the metrics port")
-	f.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of which calls fail=P fails")
+	f.Uint64Var(&o.faultSeed, "fault-seed", 1, "seed of which calls fail=P fails and which batches slowshare=P slows")
 	f.StringVar(&o.token, "admin-token", "", "the gateway's credential: model load/unload and "+process.FaultsPath+" need Authorization: Bearer <token>; with --consul the registration carries its HMAC, which gateways with this --backend-token ask (default: $"+backendTokenEnv+"; empty: none asked, a warning at start)")
 	f.BoolVar(&o.faultOn, "fault-injection", false, "allow fault injection: --fault and "+process.FaultsPath+" on the metrics port (off: --fault is refused and "+process.FaultsPath+" is 404; on: logged at warn; never in production)")
 	o.tls.register(f, "serve gRPC")
