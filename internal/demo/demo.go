@@ -67,6 +67,10 @@ type Options struct {
 	// NoSpares starts only the planned devices: no idle spare backends of
 	// the emulated types (simSpares).
 	NoSpares bool
+	// NoSpread starts only the one-lane CPU devices (cpu-<N>t) the plan
+	// packs onto: no more for the gateway to spread its fractions over
+	// (oneLaneDevices), so that their models share one lane as before.
+	NoSpread bool
 	// NoFusion plans and serves every module as configured (gateway
 	// --no-fusion); by default chains with a cheaper fused profile are fused
 	// (planner.Fuse, docs/fusion.md).
@@ -332,7 +336,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		case coresPerMachine(hw) == 0 && !o.NoSpares:
 			k := simSpares(n)
 			n, spares = n+k, spares+k
-		case cpuThreads.MatchString(hw):
+		case cpuThreads.MatchString(hw) && !o.NoSpread:
 			k := max(0, min(oneLaneDevices(plan, hw, hc.Cores), o.MaxBackendsPerType)-n)
 			n, spread = n+k, spread+k
 		}
