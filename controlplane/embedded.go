@@ -194,8 +194,9 @@ func (t loopTarget) Publish(r *replan.Replan) error    { return t.c.publish(r) }
 func (t loopTarget) Failed(cfg *api.Config, err error) { t.c.failed(cfg, err) }
 
 // place is the controller's placement for a static pool (placement.Options
-// Static): packed (fractional machines share devices, stable, idle backends
-// left free); when the pool is too small for the plan, the round-robin
+// Static): packed (fractional machines share devices, stable), the
+// fractions spread over the backends packing leaves idle; when the pool is
+// too small for the plan, the round-robin
 // placement a static gateway always had (machines share backends and run
 // slower) instead of a plan scaled down.
 func (c *EmbeddedControl) place(plan *api.Plan, members []placement.Member, prev *api.Plan, opts placement.Options) (*api.Plan, placement.Shortfall, error) {

@@ -155,7 +155,8 @@ type device struct {
 // where the interference is least (Shortfall.Interfering counts those).
 //
 // Options choose another placement: RoundRobin, or Static (pack when the
-// members hold every device, else round-robin).
+// members hold every device, the fractions spread over the members packing
+// leaves idle; else round-robin).
 func Place(plan *api.Plan, members []Member, prev *api.Plan, opts Options) (*api.Plan, Shortfall, error) {
 	if opts.Provision {
 		return provision(plan)
@@ -261,8 +262,63 @@ func (in *interference) clash(hw, model string, d *device) bool {
 	return in != nil && in.worst(hw, model, d.models) > in.limit
 }
 
-// pack is Place's default placement.
+// pack is Place's default placement (packFit's first-fit packing).
 func pack(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference) (*api.Plan, Shortfall, error) {
+	return packFit(plan, members, prev, avoid, false)
+}
+
+// packSpread is a static list's packing (placeStatic): pack, and, when
+// that fits the pool with devices of a type left idle, the same with the
+// fractional machines spread over them (packFit's spread), kept when it
+// fits the pool too. Shortfall.Needed stays the first-fit packing's (the
+// devices the plan needs, not the ones spreading used).
+//
+// Spreading, because a device runs one batch a lane: fractional machines
+// of several modules stacked on a one-lane device wait for each other's
+// batches, a wait the planner does not count (it plans each fraction as a
+// machine of its own, and its burst check simulates them so), while a
+// device of a static list left idle costs the same and serves nothing. The
+// demo's two OCR sessions stacked their det and per-box chain on one
+// single-lane cpu-1t backend, 0.71 of its time busy: Poisson bursts queued
+// seconds of work there, and admission refused 0.8–1.6% of their requests
+// in simulation, none on two devices (docs/ocr.md, "One lane, four
+// models"). Only a static list: with membership (the default placement) an
+// idle member is one the cluster may release (HardwareUse.Idle).
+func packSpread(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference) (*api.Plan, Shortfall, error) {
+	placed, short, err := pack(plan, members, prev, avoid)
+	if err != nil || short.Err() != nil || !idleBeside(short) {
+		return placed, short, err
+	}
+	spread, ss, err := packFit(plan, members, prev, avoid, true)
+	if err != nil || ss.Err() != nil {
+		return placed, short, nil
+	}
+	for i := range ss.Hardware {
+		for _, h := range short.Hardware {
+			if h.Hardware == ss.Hardware[i].Hardware {
+				ss.Hardware[i].Needed = h.Needed
+			}
+		}
+	}
+	return spread, ss, nil
+}
+
+// idleBeside reports whether some hardware type has both a device in use
+// and an idle one: only then can spreading move a fraction.
+func idleBeside(s Shortfall) bool {
+	for _, h := range s.Hardware {
+		if h.Used > 0 && len(h.Idle) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// packFit packs plan on members: full machines on devices of their own,
+// fractions first-fit decreasing onto shared devices; with spread, a
+// fraction takes a free device while the full machines still to place
+// leave one, else the least used device it fits on (pick).
+func packFit(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference, spread bool) (*api.Plan, Shortfall, error) {
 	if plan == nil {
 		return nil, Shortfall{}, errors.New("placement: no plan")
 	}
@@ -380,6 +436,14 @@ func pack(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference)
 		}
 		return ua.occ > ub.occ
 	})
+	// The full machines still to place, per hardware type: spreading leaves
+	// them a free device each.
+	fullLeft := map[string]int{}
+	for _, u := range units {
+		if u.occ >= 1 {
+			fullLeft[groups[u.group].hw]++
+		}
+	}
 	var short Shortfall
 	for _, ui := range order {
 		u := &units[ui]
@@ -389,7 +453,10 @@ func pack(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference)
 		if avoid != nil {
 			clash = func(d *device) bool { return avoid.clash(hw, ref.model, d) }
 		}
-		u.dev = pick(devs[hw], u, clash)
+		if u.occ >= 1 {
+			fullLeft[hw]--
+		}
+		u.dev = pick(devs[hw], u, clash, spread && u.occ < 1, fullLeft[hw])
 		if clash != nil && u.occ < 1 && (u.dev == len(devs[hw]) || devs[hw][u.dev].virtual) {
 			// No device it can share and none free: beside the model it
 			// interferes with least rather than on a missing device.
@@ -517,12 +584,44 @@ func pack(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference)
 
 // pick returns the device for u among ds (len(ds): a new, missing device).
 // clash (nil: none) says which devices hold a model u must not share with.
-func pick(ds []*device, u *unit, clash func(*device) bool) int {
+// With spread (a fraction, packFit's second pass), a free real device
+// nobody wants back while more are free than keep (the full machines still
+// to place), else the real device already shared it fits on with the
+// least occupancy (one no other module's pending machine wants back
+// first); before either, the devices u's module ran on.
+func pick(ds []*device, u *unit, clash func(*device) bool, spread bool, keep int) int {
 	fits := func(d *device) bool { return d.used+u.occ <= 1+occEps && (clash == nil || d.used == 0 || !clash(d)) }
 	// The devices this module ran on before.
 	for _, i := range u.prefer {
 		if d := ds[i]; (u.occ >= 1 && d.used == 0) || (u.occ < 1 && fits(d)) {
 			return i
+		}
+	}
+	if spread {
+		free, first := 0, -1
+		for i, d := range ds {
+			if !d.virtual && d.used == 0 {
+				free++
+				if first < 0 && d.claims == 0 {
+					first = i
+				}
+			}
+		}
+		if first >= 0 && free > keep {
+			return first
+		}
+		// Devices another module's pending machine wants back last, as
+		// first fit leaves them.
+		for _, claimed := range []bool{false, true} {
+			least := -1
+			for i, d := range ds {
+				if !d.virtual && d.used > 0 && (d.claims > 0) == claimed && fits(d) && (least < 0 || d.used < ds[least].used) {
+					least = i
+				}
+			}
+			if least >= 0 {
+				return least
+			}
 		}
 	}
 	// A fraction: first fit on a device already shared (real ones come first).

@@ -6,7 +6,8 @@ import "github.com/piccolo-serving/piccolo/api"
 // membership): when no group names backends yet and members hold every device
 // the plan needs, Place's packing (full machines on a device each, fractional
 // machines of different modules sharing devices up to occupancy 1), so the
-// gateway runs the plan on the devices the planner's cost buys; otherwise
+// gateway runs the plan on the devices the planner's cost buys, with the
+// fractions spread over the members packing leaves idle (packSpread); otherwise
 // (a short list, or a plan already placed) Options.RoundRobin's placement, whose groups
 // keep the backends they name and whose machines share backends when the list
 // is short. prev (may be nil) is the placed plan being replaced: Place keeps
@@ -17,7 +18,7 @@ import "github.com/piccolo-serving/piccolo/api"
 func placeStatic(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference) (*api.Plan, Shortfall, error) {
 	var short Shortfall
 	if plan != nil && !plan.Placed() {
-		placed, s, err := pack(plan, members, prev, avoid)
+		placed, s, err := packSpread(plan, members, prev, avoid)
 		if err == nil && s.Err() == nil {
 			return placed, s, nil
 		}

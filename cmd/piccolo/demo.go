@@ -51,6 +51,7 @@ profiled and measured durations side by side (docs/ocr.md).`,
 	f.BoolVar(&o.Reprofile, "reprofile", false, "profile the CPU models on this host even when --calibration-file holds them (the file is forgotten)")
 	f.StringVar(&o.CalibrationFile, "calibration-file", "", "this host's calibration: read at the start (used when it holds every CPU model of the plan), kept by the gateway for the next run (default <out>/calibration-<hostname>.json)")
 	f.BoolVar(&o.NoSpares, "no-spares", false, "start only the planned devices: no idle spare backends of the emulated (sim) types for the gateway's re-plans")
+	f.BoolVar(&o.NoSpread, "no-spread", false, "start only the one-lane CPU backends (cpu-<N>t) the plan packs onto: no more, up to the host's cores, for the gateway to spread the plan's fractional machines over (docs/ocr.md, \"One lane, four models\")")
 	cmd.SetContext(context.Background())
 	return cmd
 }

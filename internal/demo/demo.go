@@ -67,6 +67,10 @@ type Options struct {
 	// NoSpares starts only the planned devices: no idle spare backends of
 	// the emulated types (simSpares).
 	NoSpares bool
+	// NoSpread starts only the one-lane CPU devices (cpu-<N>t) the plan
+	// packs onto: no more for the gateway to spread its fractions over
+	// (oneLaneDevices), so that their models share one lane as before.
+	NoSpread bool
 	// NoFusion plans and serves every module as configured (gateway
 	// --no-fusion); by default chains with a cheaper fused profile are fused
 	// (planner.Fuse, docs/fusion.md).
@@ -93,10 +97,14 @@ type Result struct {
 	// PlanCost is the plan's total cost (fractional machines × price), Devices
 	// the devices placement packs it onto, Backends the backend processes
 	// started (Devices, less what MaxBackendsPerType capped, plus the idle
-	// spares of the emulated types: simSpares).
+	// spares of the emulated types, simSpares, and Spread).
 	PlanCost          float64
 	Devices, Backends int
 	Spares            int // of Backends, the idle spares (simSpares)
+	// Spread is, of Backends, the one-lane CPU devices started beyond
+	// those the plan packs onto, for the gateway to spread the plan's
+	// fractions over (oneLaneDevices).
+	Spread int
 	// Host is the accounting of the host's cores: what the plan's CPU
 	// backends and the demo need, what was free, what each process used.
 	Host *HostCPU
@@ -320,17 +328,31 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	need := placement.DevicesByHardware(placed)
 	logf(o.Log, "placed on %d device(s) for a plan of cost %.3g: %s", devices, plan.TotalCost, needString(need))
+	spares, spread := 0, 0
+	count := map[string]int{} // backends to run, by hardware type
+	for _, hw := range sortedKeys(need) {
+		n := min(need[hw], o.MaxBackendsPerType)
+		switch {
+		case coresPerMachine(hw) == 0 && !o.NoSpares:
+			k := simSpares(n)
+			n, spares = n+k, spares+k
+		case cpuThreads.MatchString(hw) && !o.NoSpread:
+			k := max(0, min(oneLaneDevices(plan, hw, hc.Cores), o.MaxBackendsPerType)-n)
+			n, spread = n+k, spread+k
+		}
+		count[hw] = max(n, started[hw])
+	}
+	// The host's cores as the gateway will place the plan on these backends
+	// (placement.Place, Static: the fractions spread over one-lane devices).
 	host := &HostCPU{Cores: hc.Cores, Free: hc.Free, Planned: planCores(placed), Reserve: demoReserveCores}
+	if sp, _, err := placement.Place(plan, plannedMembers(count), nil, placement.Options{Static: true}); err == nil {
+		host.Planned = planCores(sp)
+	}
 	if err := host.fitError(); err != nil {
 		logf(o.Log, "warning: %v", err)
 	}
-	spares := 0
-	for _, hw := range sortedKeys(need) {
-		n := min(need[hw], o.MaxBackendsPerType)
-		if coresPerMachine(hw) == 0 && !o.NoSpares {
-			k := simSpares(n)
-			n, spares = n+k, spares+k
-		}
+	for _, hw := range sortedKeys(count) {
+		n := count[hw]
 		have := started[hw]
 		for i := have; i < n; i++ {
 			if _, err := startBackend(hw); err != nil {
@@ -341,6 +363,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if spares > 0 {
 		logf(o.Log, "%d of the emulated backends are idle spares: the gateway re-plans onto them when the measured rate stays above the plan", spares)
+	}
+	if spread > 0 {
+		logf(o.Log, "%d of the CPU backends are one-lane devices beyond the plan's packing: the gateway spreads the plan's fractional machines over them, so that one module's batches do not wait for another's on a single lane", spread)
 	}
 	if err := checkStaticPlacement(plan, members); err != nil {
 		logf(o.Log, "warning: %v", err)
@@ -389,7 +414,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	url := "http://" + httpAddr
 	logf(o.Log, "gateway ready: HTTP %s, gRPC %s; loading every session for %s", url, grpcAddr, o.Duration)
 
-	res := &Result{PlanCost: plan.TotalCost, Devices: devices, Backends: len(backends), Spares: spares, Host: host,
+	res := &Result{PlanCost: plan.TotalCost, Devices: devices, Backends: len(backends), Spares: spares, Spread: spread, Host: host,
 		HostModels: hostRows, CalibrationFile: calFile}
 	// The CPU each process uses over the load; the sim backends as one.
 	names, pids := []string{"gateway", "load generator"}, []int{gw.cmd.Process.Pid, os.Getpid()}
@@ -596,7 +621,7 @@ func sessionRate(s *api.Session) float64 {
 }
 
 func writeReport(w io.Writer, res *Result) {
-	fmt.Fprintf(w, "plan: cost %.3g (fractional machines) on %d devices once placed; %d backend processes (%d idle spares)\n", res.PlanCost, res.Devices, res.Backends, res.Spares)
+	fmt.Fprintf(w, "plan: cost %.3g (fractional machines) on %d devices once placed; %d backend processes (%d idle spares, %d one-lane CPU devices to spread over)\n", res.PlanCost, res.Devices, res.Backends, res.Spares, res.Spread)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tRATE\tSENT\tOK\tTHROUGHPUT\tP50\tP99\tSLO\tSLO ATTAINMENT\tPLAN COST\tROUND-ROBIN BASELINE COST")
 	for _, s := range res.Sessions {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -48,9 +49,13 @@ func TestDemoEmbeddedDefault(t *testing.T) {
 	}
 	// One backend process per device of the placed plan (fewer than one per
 	// machine, since the fractional machines share devices), plus the idle
-	// spares of the emulated types.
-	if res.Devices == 0 || res.Spares == 0 || res.Backends != res.Devices+res.Spares {
-		t.Errorf("%d backend processes for a plan placed on %d devices and %d spares, want one per device and spare, spares > 0", res.Backends, res.Devices, res.Spares)
+	// spares of the emulated types and the one-lane CPU devices the
+	// fractions spread over (one cpu-1t more on a host of 2 cores or more).
+	if res.Devices == 0 || res.Spares == 0 || res.Backends != res.Devices+res.Spares+res.Spread {
+		t.Errorf("%d backend processes for a plan placed on %d devices, %d spares and %d spread devices, want one per device, spare and spread device, spares > 0", res.Backends, res.Devices, res.Spares, res.Spread)
+	}
+	if runtime.NumCPU() >= 2 && res.Spread == 0 {
+		t.Errorf("no cpu-1t backend beyond the packing's one on a host of %d cores", runtime.NumCPU())
 	}
 	if strings.Contains(log.String(), "warning: the gateway's round-robin placement") {
 		t.Error("the gateway's static placement overloads a device the packing shares")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/placement"
 )
 
 // The demo's host is one capacity of cores (docs/ocr.md, "CPU backends share
@@ -49,6 +50,50 @@ func coresPerMachine(hw string) float64 {
 		return 1
 	}
 	return 0
+}
+
+// oneLaneDevices is how many backends the demo starts of hw, a one-lane
+// CPU type (cpu-<N>t, started with --device-lanes 1: one batch at a time
+// across its models), beside the devices placement packs the plan onto: a
+// device for each machine of hw in the plan (a fraction is planned as a
+// machine of its own), as many as the host's cores run at once (cores / N).
+// The gateway's placement on a static list spreads the fractions over
+// them (placement.Place, Static): stacked on one lane, each module's
+// batches waited for the others', a wait the plan did not count, and
+// admission refused what the queue could not finish in time (docs/ocr.md,
+// "One lane, four models"). The cores the plan keeps busy do not change
+// (occupancy × cores per machine, planCores): the work is the same, spread.
+func oneLaneDevices(plan *api.Plan, hw string, cores int) int {
+	per := coresPerMachine(hw)
+	if per <= 0 {
+		return 0
+	}
+	machines := 0
+	for _, sp := range plan.Sessions {
+		if sp.Error != "" {
+			continue
+		}
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				if g.Hardware == hw {
+					machines += int(math.Ceil(g.Machines - 1e-9))
+				}
+			}
+		}
+	}
+	return min(machines, int(float64(cores)/per))
+}
+
+// plannedMembers are the backends count says to run, as the demo names
+// them ("<hardware>-<i>").
+func plannedMembers(count map[string]int) []placement.Member {
+	var out []placement.Member
+	for _, hw := range sortedKeys(count) {
+		for i := range count[hw] {
+			out = append(out, placement.Member{ID: fmt.Sprintf("%s-%d", hw, i), Hardware: hw})
+		}
+	}
+	return out
 }
 
 // planCores returns, per backend of the placed plan running on the host's

@@ -267,6 +267,9 @@ type Controller struct {
 	rates  atomic.Pointer[rateState] // what PlanningRates reads; written by Run's goroutine
 
 	// Owned by Run's goroutine.
+	// kept are the sessions the last drift or co-location re-plan kept on
+	// their last plan (keepServed), so that it says so once.
+	kept    map[string]bool
 	cfg     *api.Config
 	decl    map[ModuleKey]float64 // cfg's module rates
 	members []placement.Member
@@ -797,6 +800,9 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		}
 		c.driftFrom = time.Time{}
 		p, err = c.fallBack(p, err, rates)
+		if cause.cause == CauseDrift || cause.cause == CauseColocation {
+			p, err = c.keepServed(p, err, log)
+		}
 		p, err = c.fitPool(p, err)
 		r.PlanTook = took + time.Since(start)
 		r.Unplaced, r.PlanErr, r.Rates = p, err, rates
@@ -997,6 +1003,49 @@ func (c *Controller) fallBack(p *api.Plan, planErr error, rates map[ModuleKey]fl
 		}
 	}
 	return p, errors.Join(errs...)
+}
+
+// keepServed keeps, in p, a drift or co-location re-plan, the last plan of
+// every session that p could not plan and the current plan serves: the
+// devices measured slower than the session's SLO allows (a loaded host's
+// CPU models at 2–5× their profiles in the demo) make it infeasible on
+// paper, and a session dropped from the plan answers every request 503
+// (no plan), where its last plan, with admission reading the measured
+// pace, serves what the devices can finish in time and refuses the rest
+// (429). Only for the durations' causes: a config change is checked at its
+// entry (serving.Check), and a hardware type gone from the pool cannot run
+// the last plan. err is what p's planning said; the sessions kept are
+// logged, and their errors stay in it.
+func (c *Controller) keepServed(p *api.Plan, err error, log *zap.Logger) (*api.Plan, error) {
+	kept := map[string]bool{}
+	if c.unplaced == nil || !FailsMore(p, c.unplaced) {
+		c.kept = kept
+		return p, err
+	}
+	last := map[string]api.SessionPlan{}
+	for _, sp := range c.unplaced.Sessions {
+		if sp.Error == "" {
+			last[sp.Name] = sp
+		}
+	}
+	out := *p
+	out.Sessions = append([]api.SessionPlan(nil), p.Sessions...)
+	for i, sp := range out.Sessions {
+		if old, ok := last[sp.Name]; ok && sp.Error != "" {
+			// Said once while it lasts: the drift holds, and re-plans every DriftHold.
+			lvl := zap.WarnLevel
+			if c.kept[sp.Name] {
+				lvl = zap.DebugLevel
+			}
+			log.Log(lvl, "re-plan leaves a session unplanned on the measured durations; serving its last plan (admission refuses what it cannot finish in time)",
+				zap.String("session", sp.Name), zap.String("error", sp.Error))
+			kept[sp.Name] = true
+			out.TotalCost += old.Cost - sp.Cost
+			out.Sessions[i] = old
+		}
+	}
+	c.kept = kept
+	return &out, err
 }
 
 func (c *Controller) publishStatus(measured map[ModuleKey]float64, errText string) {

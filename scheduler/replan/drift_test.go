@@ -150,3 +150,37 @@ func TestControllerDriftHoldSurvivesATickWithNothingMeasured(t *testing.T) {
 		t.Fatalf("3 s after the drift was seen, one blind tick among them: published %v; want the initial plan and a drift re-plan", causes(h.published))
 	}
 }
+
+// TestControllerDriftKeepsASessionItCannotPlan: the one module's device
+// measured 10× its profile makes the session infeasible on the calibrated
+// profiles (a batch of 60 ms against an SLO of 30 ms). The drift re-plan
+// keeps serving the session's last plan, so that admission refuses what the
+// device cannot finish in time (429), instead of a plan without it, which
+// answered every request 503 ("no plan"; the demo's OCR sessions on a host
+// at load average 14).
+func TestControllerDriftKeepsASessionItCannotPlan(t *testing.T) {
+	est, err := calibrate.New(calibrate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, controlConfig(40, 30*time.Millisecond), []placement.Member{{ID: "gpu-0", Hardware: "v100"}}, Options{Calibration: est, DriftHold: 2 * time.Second})
+	first := h.last()
+	if first.Plan.Sessions[0].Error != "" {
+		t.Fatalf("initial plan: %s", first.Plan.Sessions[0].Error)
+	}
+	g := first.Plan.Sessions[0].Modules[0].Configs[0]
+	profiled := time.Duration(g.DurationMs * float64(time.Millisecond))
+	for range 20 {
+		est.Observe("m", "v100", "gpu-0", g.Batch, g.Concurrency, 10*profiled, h.now)
+		h.run(1, noisy(40))
+	}
+	for _, r := range h.published {
+		if r.Plan.Sessions[0].Error != "" {
+			t.Fatalf("a %s re-plan dropped the session: %s", r.Cause, r.Plan.Sessions[0].Error)
+		}
+	}
+	// The drift re-plan ran and kept the plan it had: nothing new to publish.
+	if h.c.Status().Unchanged == 0 {
+		t.Fatalf("published %v and no re-plan kept its plan; want a drift re-plan", causes(h.published))
+	}
+}
