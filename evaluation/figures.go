@@ -435,7 +435,9 @@ func writePNG(path string, f Figure) error {
 	p.Title.Text = f.Title
 	p.X.Label.Text, p.Y.Label.Text = f.XLabel, f.YLabel
 	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = f.Bars, false
+	// Bars: top right, above them (Y.Max leaves room); CDFs rise to the right,
+	// so their top left is empty.
+	p.Legend.Top, p.Legend.Left = true, !f.Bars
 	if f.Bars {
 		w := vg.Points(float64(36 / len(f.Series)))
 		for s, name := range f.Series {
