@@ -472,7 +472,7 @@ func writePNG(path string, f Figure) error {
 			p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
 		}
 		if f.Clipped != "" {
-			p.X.Label.Text += "\n" + f.Clipped
+			p.X.Label.Text += "\n" + wrap(f.Clipped, 90)
 		}
 		for s, name := range f.Series {
 			xs := f.Values[s]
@@ -502,12 +502,31 @@ func writePNG(path string, f Figure) error {
 			p.Add(l)
 			p.Legend.Add(name, l)
 		}
-		p.Y.Min, p.Y.Max = 0, 1
+		// Room above CDF 1 for the legend, one line a series.
+		p.Y.Min, p.Y.Max = 0, 1+0.09*float64(len(f.Series))
+		p.Y.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0, Label: "0"}, {Value: 0.25}, {Value: 0.5, Label: "0.5"}, {Value: 0.75}, {Value: 1, Label: "1"}})
 		if f.XMax > 0 {
 			p.X.Max = f.XMax
 		}
 	}
 	return p.Save(6*vg.Inch, 3.6*vg.Inch, path)
+}
+
+// wrap breaks s into lines of at most n bytes at ", " or spaces.
+func wrap(s string, n int) string {
+	var lines []string
+	for len(s) > n {
+		i := strings.LastIndex(s[:n], ", ")
+		if i <= 0 {
+			i = strings.LastIndex(s[:n], " ")
+		}
+		if i <= 0 {
+			break
+		}
+		lines = append(lines, s[:i+1])
+		s = strings.TrimLeft(s[i+1:], " ")
+	}
+	return strings.Join(append(lines, s), "\n")
 }
 
 // Summary writes each figure's summary beside the paper's published numbers.
