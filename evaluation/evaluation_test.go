@@ -235,7 +235,6 @@ func TestCDFsCountEveryWorkload(t *testing.T) {
 	}
 }
 
-
 // TestClipNamesTheOutliers: one point 28× the rest (Fig. 7's dummy rescue
 // outlier) no longer sets the axis; the note names its series and value.
 func TestClipNamesTheOutliers(t *testing.T) {

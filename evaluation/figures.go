@@ -61,7 +61,7 @@ func (r *Result) Ratios(a, b string, f func(Outcome) float64, keep func(Workload
 func cost(o Outcome) float64       { return o.Cost }
 func throughput(o Outcome) float64 { return o.SourceThroughput }
 func runtimeMs(o Outcome) float64  { return float64(o.Runtime.Microseconds()) / 1000 }
-func remaining(o Outcome) float64 { return max(o.RemainingMs, 0) }
+func remaining(o Outcome) float64  { return max(o.RemainingMs, 0) }
 
 // Values returns f of the named variant over the workloads where it met the
 // target, sorted.
@@ -562,7 +562,7 @@ func (r *Result) Summary(w io.Writer) {
 			}
 		}
 		line("4a", "InferLine plnr", st, fmt.Sprintf("(the project's planner on every %dth workload, whole replicas; %.0f%% occupied on average; %s a workload)",
-			o.InferLineEvery, 100*mean(occ), (rt / time.Duration(len(r.InferLine))).Round(time.Millisecond)))
+			o.InferLineEvery, 100*mean(occ), (rt/time.Duration(len(r.InferLine))).Round(time.Millisecond)))
 		line("4a", "InferLine occ", r.InferLineStats(true), fmt.Sprintf("(the same plans charged by occupancy / %.2g)", o.Utilizations[0]))
 	}
 	for _, s := range []string{"nexus", "scrooge", "inferline", "clipper"} {
