@@ -108,6 +108,9 @@ type Stats struct {
 func stats(xs []float64, missed, infeasible int) Stats {
 	s := Stats{N: len(xs), Missed: missed, Infeasible: infeasible, W: len(xs) + missed + infeasible}
 	if len(xs) == 0 {
+		// No workload to compare on: no mean (a bar left out, "none met" in
+		// the summary), not a 0 that reads as −100%.
+		s.Mean, s.Max, s.Min = math.NaN(), math.NaN(), math.NaN()
 		return s
 	}
 	s.Min, s.Max = xs[0], xs[len(xs)-1]
@@ -537,8 +540,11 @@ func (r *Result) Summary(w io.Writer) {
 		len(r.Workloads), o.SimDuration, o.Utilizations, 100*o.Target)
 	fmt.Fprintf(w, "%-8s %-16s %-44s %s\n", "figure", "variant", "ours: avg / max extra, at base, cheaper; misses, infeasible", "paper")
 	line := func(fig, name string, s Stats, paper string) {
-		fmt.Fprintf(w, "%-8s %-16s %-44s %s\n", fig, name,
-			fmt.Sprintf("%s / %s, %.0f%%, %.0f%%; %d, %d of %d", pct(s.Mean), pct(s.Max), 100*s.AtOne, 100*s.Below, s.Missed, s.Infeasible, s.W), paper)
+		ours := fmt.Sprintf("%s / %s, %.0f%%, %.0f%%; %d, %d of %d", pct(s.Mean), pct(s.Max), 100*s.AtOne, 100*s.Below, s.Missed, s.Infeasible, s.W)
+		if s.N == 0 {
+			ours = fmt.Sprintf("none met; %d, %d of %d", s.Missed, s.Infeasible, s.W)
+		}
+		fmt.Fprintf(w, "%-8s %-16s %-44s %s\n", fig, name, ours, paper)
 	}
 	for _, s := range Systems[1:] {
 		paper := "+4.4% to +44.3% avg, +31.4% to +101.8% max (the four systems)"
