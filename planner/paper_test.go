@@ -224,9 +224,9 @@ func TestPaperResidualNeedsDummy(t *testing.T) {
 	}
 	// By hand: padding the 1 req/s residual to b5's need, 5/(1.5 − 0.1) =
 	// 3.571 req/s, puts it on 0.0714 of a b5 machine (0.1 + 5/3.571 = 1.5 s):
-	// 2 b100 + 0.0714 b5 = 2.0714 with 2.571 req/s of dummies — not 199 req/s
-	// of dummies on two more b100 machines (raising the module's rate to b100's
-	// need, 200 req/s, which full machines absorb: cost 4).
+	// 2 b100 + 0.0714 b5 = 2.0714 with 2.571 req/s of dummies. Raising the
+	// module's rate to b100's need instead (199 req/s of dummies, which full
+	// machines absorb: cost 4) is among the candidates and loses.
 	m := p.Sessions[0].Modules[0]
 	if !near(p.TotalCost, 2+1/14.0) || !near(m.DummyRate, 5/1.4-1) {
 		t.Errorf("paper with dummy: cost %.4f, dummy %.4f req/s; want 2.0714 and 2.5714 (%v)", p.TotalCost, m.DummyRate, groupsOf(m))
