@@ -31,11 +31,13 @@ test: models consul tools deploy-check
 	$(GO) vet ./...
 	PICCOLO_REQUIRE_MODELS=1 PICCOLO_REQUIRE_CONSUL=1 PICCOLO_REQUIRE_TOOLS=1 PICCOLO_CACHE=$(PICCOLO_CACHE) $(GO) test $(TEST_FLAGS) ./...
 
-# eval regenerates the paper's evaluation on its five applications: every figure's
-# CSV and PNG under eval/, Table II and the summaries beside the paper's
-# (docs/evaluation.md).
+# eval regenerates the paper's evaluation on its five applications, on both GPU
+# pools: every figure's CSV and PNG under docs/evaluation/testbed/ and
+# docs/evaluation/current/ (committed), Table II and the summaries beside the
+# paper's (docs/evaluation.md).
 eval: build
-	$(BIN) bench paper -o eval
+	$(BIN) bench paper --pool testbed -o docs/evaluation/testbed
+	$(BIN) bench paper --pool current -o docs/evaluation/current
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

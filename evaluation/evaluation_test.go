@@ -3,8 +3,11 @@ package evaluation
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The fixed-seed run every direction test reads: 8 workloads per application,
@@ -23,7 +26,9 @@ func fixedRun(t *testing.T) *Result {
 			fixedErr = err
 			return
 		}
-		fixed, fixedErr = Run(Generate(apps, 1, 40, DefaultWorkloadSpec), DefaultOptions, nil)
+		o := DefaultOptions
+		o.InferLineEvery = 20 // two workloads: its search simulates every candidate
+		fixed, fixedErr = Run(Generate(apps, 1, 40, DefaultWorkloadSpec), o, nil)
 	})
 	if fixedErr != nil {
 		t.Fatal(fixedErr)
@@ -146,7 +151,7 @@ func TestWriteFiguresAndTableII(t *testing.T) {
 	if err := Write(dir, figs); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"fig4a", "fig4b", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"} {
+	for _, name := range []string{"fig4a", "fig4b", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "runtime", "brute"} {
 		for _, ext := range []string{".csv", ".png"} {
 			if fi, err := os.Stat(filepath.Join(dir, name+ext)); err != nil || fi.Size() < 100 {
 				t.Errorf("%s%s: %v (size %v)", name, ext, err, fi)
@@ -188,5 +193,119 @@ func TestServingFrom(t *testing.T) {
 	}
 	if got := ServingFrom(0.42).Utilizations; len(got) != 1 || got[0] != 0.42 {
 		t.Errorf("ServingFrom(0.42) caps %v; want [0.42]", got)
+	}
+}
+
+// TestCDFsCountEveryWorkload: a figure's CDF is over every workload where its
+// base met the target, so a variant that cannot plan some (piccolo-q0.1: a
+// 0.1 s grid cannot split SLOs under 0.3 s) ends below 1, and its CSV says so.
+func TestCDFsCountEveryWorkload(t *testing.T) {
+	r := fixedRun(t)
+	met := r.CostStats("piccolo", "piccolo").N
+	var f10 Figure
+	for _, f := range r.Figures() {
+		if f.Name == "fig10" {
+			f10 = f
+		}
+	}
+	for s, name := range f10.Series {
+		st := r.CostStats(name, base(name))
+		if f10.total(s) != st.W || (name[:7] == "piccolo" && st.W != met) {
+			t.Errorf("%s: CDF over %d workloads; want %d (met %d, missed %d, no plan %d)", name, f10.total(s), st.W, st.N, st.Missed, st.Infeasible)
+		}
+	}
+	i := slices.Index(f10.Series, "piccolo-q0.1")
+	if st := r.CostStats("piccolo-q0.1", "piccolo"); st.Infeasible == 0 {
+		t.Skip("piccolo-q0.1 planned every workload of the fixed run")
+	} else if last := float64(len(f10.Values[i])) / float64(f10.total(i)); last >= 1 {
+		t.Errorf("piccolo-q0.1's CDF reaches %.2f with %d workloads unplanned; want < 1", last, st.Infeasible)
+	}
+	dir := t.TempDir()
+	if err := Write(dir, []Figure{f10}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "fig10.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(l, "piccolo-q0.1,") && strings.HasSuffix(l, ",1") {
+			t.Errorf("fig10.csv row %q: piccolo-q0.1 reaches CDF 1 though it cannot plan every workload", l)
+		}
+	}
+}
+
+// TestClipNamesTheOutliers: one point 28× the rest (Fig. 7's dummy rescue
+// outlier) no longer sets the axis; the note names its series and value.
+func TestClipNamesTheOutliers(t *testing.T) {
+	xs := make([]float64, 0, 41)
+	for i := range 40 {
+		xs = append(xs, 1+float64(i)/100)
+	}
+	f := Figure{Name: "fig7", Series: []string{"paper-1bpc", "paper-2bpc"}, Values: [][]float64{xs, append(slices.Clone(xs), 29.15)}}
+	f.clip()
+	if !(f.XMax > 1.3 && f.XMax < 2) {
+		t.Errorf("axis clipped at %v; want between the bulk (≤ 1.39) and 2", f.XMax)
+	}
+	if !strings.Contains(f.Clipped, "paper-2bpc 1 (max 29.1)") || strings.Contains(f.Clipped, "paper-1bpc") {
+		t.Errorf("note %q; want paper-2bpc's one point at 29.1 named, paper-1bpc not", f.Clipped)
+	}
+	g := Figure{Series: []string{"a"}, Values: [][]float64{xs}}
+	if g.clip(); g.XMax != 0 || g.Clipped != "" {
+		t.Errorf("no outlier, yet clipped at %v: %q", g.XMax, g.Clipped)
+	}
+}
+
+// TestThroughputRuntimeAndInferLine: Fig. 6 is in throughput — without
+// batching the source module serves fewer requests per machine on every
+// workload; the brute force plans slower than piccolo on most workloads; the
+// project's InferLine planner ran on the workloads asked and its plans were
+// simulated.
+func TestThroughputRuntimeAndInferLine(t *testing.T) {
+	r := fixedRun(t)
+	xs, _, _ := r.Ratios("piccolo-nb", "piccolo", throughput, nil)
+	if len(xs) < 30 || xs[len(xs)-1] > 1+1e-9 {
+		t.Errorf("piccolo-nb's source throughput per machine over piccolo's: %d workloads, max %.3f; want ≥ 30, none above 1", len(xs), xs[len(xs)-1])
+	}
+	if rt := r.RuntimeRatios("optimal", "piccolo"); len(rt) < 30 || quantile(rt, 0.5) < 10 {
+		t.Errorf("optimal's runtime over piccolo's: median %.3g× on %d workloads; want ≥ 10× on ≥ 30", quantile(rt, 0.5), len(rt))
+	}
+	if len(r.InferLine) != 2 || r.InferLine[1].Workload != 20 {
+		t.Fatalf("InferLine's planner ran on %+v; want workloads 0 and 20", r.InferLine)
+	}
+	for _, o := range r.InferLine {
+		if o.Planned && !(o.Cost > 0 && o.Occupied > 0 && o.Occupied <= o.Cost+1e-9) {
+			t.Errorf("InferLine's planner on workload %d: cost %.3f, occupied %.3f; want 0 < occupied ≤ cost", o.Workload, o.Cost, o.Occupied)
+		}
+	}
+}
+
+// TestWorkersDoNotChangeNumbers: the same workloads on one worker and on
+// three give the same outcomes (each depends on its own seed only).
+func TestWorkersDoNotChangeNumbers(t *testing.T) {
+	apps, err := Apps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := Generate(apps, 3, 6, DefaultWorkloadSpec)
+	o := DefaultOptions
+	o.InferLineEvery, o.SimDuration = 0, 5*time.Second
+	o.Workers = 1
+	a, err := Run(ws, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Workers = 3
+	b, err := Run(ws, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := range a.Variants {
+		for w := range ws {
+			x, y := a.Outcomes[v][w], b.Outcomes[v][w]
+			if x.Cost != y.Cost || x.Met != y.Met || x.Attainment != y.Attainment {
+				t.Errorf("%s on workload %d: cost %v / %v, attainment %v / %v with 1 and 3 workers", a.Variants[v].Name, w, x.Cost, y.Cost, x.Attainment, y.Attainment)
+			}
+		}
 	}
 }

@@ -9,7 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
+	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -55,9 +58,10 @@ func (r *Result) Ratios(a, b string, f func(Outcome) float64, keep func(Workload
 	return ratios, missed, infeasible
 }
 
-func cost(o Outcome) float64      { return o.Cost }
-func ratio(o Outcome) float64     { return o.SourceRatio }
-func remaining(o Outcome) float64 { return max(o.RemainingMs, 0) }
+func cost(o Outcome) float64       { return o.Cost }
+func throughput(o Outcome) float64 { return o.SourceThroughput }
+func runtimeMs(o Outcome) float64  { return float64(o.Runtime.Microseconds()) / 1000 }
+func remaining(o Outcome) float64  { return max(o.RemainingMs, 0) }
 
 // Values returns f of the named variant over the workloads where it met the
 // target, sorted.
@@ -104,6 +108,9 @@ type Stats struct {
 func stats(xs []float64, missed, infeasible int) Stats {
 	s := Stats{N: len(xs), Missed: missed, Infeasible: infeasible, W: len(xs) + missed + infeasible}
 	if len(xs) == 0 {
+		// No workload to compare on: no mean (a bar left out, "none met" in
+		// the summary), not a 0 that reads as −100%.
+		s.Mean, s.Max, s.Min = math.NaN(), math.NaN(), math.NaN()
 		return s
 	}
 	s.Min, s.Max = xs[0], xs[len(xs)-1]
@@ -134,22 +141,84 @@ type Figure struct {
 	Labels                      []string    // bar labels (Bars)
 	Series                      []string    // series names, in legend order
 	Values                      [][]float64 // Values[s]: sorted samples (CDF) or one per label (Bars; NaN: none)
+	// Totals[s], when set and above len(Values[s]), is the number of workloads
+	// the CDF is over: the samples missing (a miss or no plan) are never
+	// reached, so the curve ends at len/Totals below 1. Nil: len(Values[s]).
+	Totals []int
+	// LogX draws the x axis on a log scale (every sample > 0).
+	LogX bool
+	// Clipped says, when the x axis is clipped (clip), where and which
+	// samples lie beyond it; the CSV keeps every sample.
+	XMax    float64
+	Clipped string
 }
 
-// Figures returns the data of Figs. 4a, 4b and 5–11.
+// total is the number of workloads series s is over.
+func (f Figure) total(s int) int {
+	if s < len(f.Totals) && f.Totals[s] > len(f.Values[s]) {
+		return f.Totals[s]
+	}
+	return len(f.Values[s])
+}
+
+// clip bounds a CDF's x axis so that a few outliers do not squeeze the rest:
+// at the 97.5th percentile of every sample when the largest is more than 1.25×
+// that, the samples beyond named in f.Clipped (series, count, largest). The
+// CSV keeps every sample.
+func (f *Figure) clip() {
+	var all []float64
+	for _, xs := range f.Values {
+		for _, x := range xs {
+			if !math.IsInf(x, 0) && !math.IsNaN(x) {
+				all = append(all, x)
+			}
+		}
+	}
+	if len(all) < 10 {
+		return
+	}
+	slices.Sort(all)
+	q := all[int(0.975*float64(len(all)-1))]
+	if !(q > 0) || all[len(all)-1] <= 1.25*q {
+		return
+	}
+	f.XMax = 1.1 * q
+	var notes []string
+	for s, xs := range f.Values {
+		k := len(xs) - sort.SearchFloat64s(xs, f.XMax)
+		for k > 0 && xs[len(xs)-k] <= f.XMax {
+			k--
+		}
+		if k > 0 {
+			notes = append(notes, fmt.Sprintf("%s %d (max %.3g)", f.Series[s], k, xs[len(xs)-1]))
+		}
+	}
+	f.Clipped = fmt.Sprintf("axis clipped at %.3g; beyond: %s", f.XMax, strings.Join(notes, ", "))
+}
+
+// Figures returns the data of Figs. 4a, 4b and 5–11, and of two figures the
+// paper states in words: the planner's runtime per workload ("runtime": Fig.
+// 10's runtime side, §IV-C) and its ratio to the brute force's ("brute",
+// §IV-B: "more than 1000 times faster").
 func (r *Result) Figures() []Figure {
 	var figs []Figure
 	systems := Systems[1:]
-	f4a := Figure{Name: "fig4a", Title: "Fig. 4a: normalized total cost (met plans only)", YLabel: "cost / piccolo's", Bars: true, Labels: systems, Series: []string{"ours"}}
-	f4b := Figure{Name: "fig4b", Title: "Fig. 4b: CDF of normalized total cost", XLabel: "cost / piccolo's", YLabel: "CDF"}
-	row := make([]float64, len(systems))
+	f4a := Figure{Name: "fig4a", Title: "Fig. 4a: normalized total cost (met plans only)", YLabel: "cost / piccolo's", Bars: true, Labels: systems,
+		Series: []string{"Table III (as the paper describes it)", "InferLine's planner: whole replicas", "InferLine's planner: occupied / 0.8"}}
+	f4b := Figure{Name: "fig4b", Title: "Fig. 4b: CDF of normalized total cost (misses never reach 1)", XLabel: "cost / piccolo's", YLabel: "CDF"}
+	row, il, ilOcc := make([]float64, len(systems)), make([]float64, len(systems)), make([]float64, len(systems))
 	for i, s := range systems {
 		xs, m, inf := r.Ratios(s, "piccolo", cost, nil)
-		row[i] = stats(xs, m, inf).Mean
+		row[i], il[i], ilOcc[i] = stats(xs, m, inf).Mean, math.NaN(), math.NaN()
 		f4b.Series = append(f4b.Series, s)
 		f4b.Values = append(f4b.Values, xs)
+		f4b.Totals = append(f4b.Totals, len(xs)+m+inf)
+		if s == "inferline" {
+			il[i], ilOcc[i] = r.InferLineStats(false).Mean, r.InferLineStats(true).Mean
+		}
 	}
-	f4a.Values = [][]float64{row}
+	f4a.Values = [][]float64{row, il, ilOcc}
+	f4b.clip()
 	figs = append(figs, f4a, f4b)
 
 	f5 := Figure{Name: "fig5", Title: "Fig. 5: average normalized total cost of the ablations", YLabel: "cost / its base's", Bars: true,
@@ -168,18 +237,22 @@ func (r *Result) Figures() []Figure {
 	f5.Values = append(f5.Values, pub)
 	figs = append(figs, f5)
 
+	// cdf is over every workload where the base met the target: a variant's
+	// misses and infeasible plans are counted in Totals, never reached.
 	cdf := func(name, title, xlabel string, series []string, f func(Outcome) float64, keep func(Workload) bool) Figure {
 		fig := Figure{Name: name, Title: title, XLabel: xlabel, YLabel: "CDF"}
 		for _, s := range series {
-			xs, _, _ := r.Ratios(s, base(s), f, keep)
+			xs, m, inf := r.Ratios(s, base(s), f, keep)
 			fig.Series = append(fig.Series, s)
 			fig.Values = append(fig.Values, xs)
+			fig.Totals = append(fig.Totals, len(xs)+m+inf)
 		}
+		fig.clip()
 		return fig
 	}
 	figs = append(figs,
-		cdf("fig6", "Fig. 6: normalized throughput per cost of the source module", "throughput-cost ratio / piccolo's",
-			[]string{"piccolo-np", "piccolo-nb", "piccolo-nh"}, ratio, nil),
+		cdf("fig6", "Fig. 6: normalized throughput of the source module", "throughput per machine / piccolo's",
+			[]string{"piccolo-np", "piccolo-nb", "piccolo-nh"}, throughput, nil),
 		cdf("fig7", "Fig. 7: CDF of normalized cost, 1 or 2 configs per module", "cost / its base's",
 			[]string{"paper-1bpc", "paper-2bpc", "piccolo-1bpc", "piccolo-2bpc"}, cost, nil))
 	f8 := Figure{Name: "fig8", Title: "Fig. 8: WCL of piccolo's configs under other dispatch", XLabel: "WCL / WCL under TC", YLabel: "CDF",
@@ -191,18 +264,21 @@ func (r *Result) Figures() []Figure {
 	slices.Sort(rr)
 	slices.Sort(dt)
 	f8.Values = [][]float64{rr, dt}
+	f8.clip()
 	figs = append(figs, f8)
 	mods := func(n int) func(Workload) bool { return func(w Workload) bool { return w.Modules == n } }
 	f9 := Figure{Name: "fig9", Title: "Fig. 9: CDF of normalized cost of Picc-tb", XLabel: "cost / its base's", YLabel: "CDF"}
 	for _, s := range []string{"piccolo-tb", "paper-tb"} {
 		for _, n := range []int{2, 3} {
-			xs, _, _ := r.Ratios(s, base(s), cost, mods(n))
+			xs, m, inf := r.Ratios(s, base(s), cost, mods(n))
 			f9.Series = append(f9.Series, fmt.Sprintf("%s, %d modules", s, n))
 			f9.Values = append(f9.Values, xs)
+			f9.Totals = append(f9.Totals, len(xs)+m+inf)
 		}
 	}
+	f9.clip()
 	figs = append(figs, f9,
-		cdf("fig10", "Fig. 10: CDF of normalized cost of the quantized splits", "cost / its base's",
+		cdf("fig10", "Fig. 10: CDF of normalized cost of the quantized splits (no plan: never reached)", "cost / its base's",
 			[]string{"piccolo-q0.01", "piccolo-q0.1", "paper-q0.01", "paper-q0.1"}, cost, nil),
 	)
 	f11 := Figure{Name: "fig11", Title: "Fig. 11: remaining latency budget (SLO − planned path)", XLabel: "remaining budget / SLO", YLabel: "CDF"}
@@ -210,7 +286,92 @@ func (r *Result) Figures() []Figure {
 		f11.Series = append(f11.Series, s)
 		f11.Values = append(f11.Values, r.Values(s, remainingShare))
 	}
-	return append(figs, f11)
+	figs = append(figs, f11)
+
+	rt := Figure{Name: "runtime", Title: "Planner runtime per workload (the plan kept)", XLabel: "planning time, ms (log)", YLabel: "CDF", LogX: true}
+	for _, s := range RuntimeSeries {
+		rt.Series = append(rt.Series, s)
+		rt.Values = append(rt.Values, r.Runtimes(s))
+	}
+	brute := Figure{Name: "brute", Title: "Brute force (optimal) runtime over the planner's, per workload", XLabel: "runtime / the planner's (log)", YLabel: "CDF", LogX: true}
+	for _, s := range []string{"piccolo", "paper"} {
+		brute.Series = append(brute.Series, "optimal / "+s)
+		brute.Values = append(brute.Values, r.RuntimeRatios("optimal", s))
+	}
+	return append(figs, rt, brute)
+}
+
+// RuntimeSeries are the policies the runtime figure shows.
+var RuntimeSeries = []string{"piccolo", "paper", "piccolo-q0.01", "piccolo-q0.1", "optimal"}
+
+// Runtimes returns the planning time, in ms, of the named variant's plan kept
+// on every workload it planned, sorted (each > 0).
+func (r *Result) Runtimes(name string) []float64 {
+	i := r.Index(name)
+	if i < 0 {
+		return nil
+	}
+	var xs []float64
+	for _, o := range r.Outcomes[i] {
+		if o.Planned && o.Runtime > 0 {
+			xs = append(xs, runtimeMs(o))
+		}
+	}
+	slices.Sort(xs)
+	return xs
+}
+
+// RuntimeRatios returns, per workload both planned, a's planning time over
+// b's, sorted.
+func (r *Result) RuntimeRatios(a, b string) []float64 {
+	ia, ib := r.Index(a), r.Index(b)
+	if ia < 0 || ib < 0 {
+		return nil
+	}
+	var xs []float64
+	for w := range r.Workloads {
+		oa, ob := r.Outcomes[ia][w], r.Outcomes[ib][w]
+		if oa.Planned && ob.Planned && oa.Runtime > 0 && ob.Runtime > 0 {
+			xs = append(xs, oa.Runtime.Seconds()/ob.Runtime.Seconds())
+		}
+	}
+	slices.Sort(xs)
+	return xs
+}
+
+// quantile returns the q-quantile (nearest rank) of sorted xs, NaN when empty.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	return xs[int(math.Round(q*float64(len(xs)-1)))]
+}
+
+// InferLineStats is Stats of the project's InferLine planner's cost against
+// piccolo's charged cost, on the workloads it ran on where piccolo met the
+// target: its whole replicas, or with occupied its simulated occupancy over
+// the first cap (Options.Utilizations[0]), the charge piccolo's plan gets at
+// that cap.
+func (r *Result) InferLineStats(occupied bool) Stats {
+	ip := r.Index("piccolo")
+	var xs []float64
+	missed, infeasible := 0, 0
+	for _, o := range r.InferLine {
+		b := r.Outcomes[ip][o.Workload]
+		switch {
+		case !b.Met:
+		case !o.Planned:
+			infeasible++
+		case !o.Met:
+			missed++
+		case occupied:
+			xs = append(xs, o.Occupied/r.Options.Utilizations[0]/b.Cost)
+		default:
+			xs = append(xs, o.Cost/b.Cost)
+		}
+	}
+	slices.Sort(xs)
+	return stats(xs, missed, infeasible)
 }
 
 // Write writes each figure as dir/NAME.csv and dir/NAME.png.
@@ -246,10 +407,12 @@ func writeCSV(path string, f Figure) error {
 			_ = w.Write(rec)
 		}
 	} else {
+		// cdf is over every workload of the series (Figure.Totals): the
+		// misses are the rows that are not there.
 		_ = w.Write([]string{"series", "value", "cdf"})
 		for s, name := range f.Series {
 			for i, x := range f.Values[s] {
-				_ = w.Write([]string{name, g(x), g(float64(i+1) / float64(len(f.Values[s])))})
+				_ = w.Write([]string{name, g(x), g(float64(i+1) / float64(f.total(s)))})
 			}
 		}
 	}
@@ -275,7 +438,9 @@ func writePNG(path string, f Figure) error {
 	p.Title.Text = f.Title
 	p.X.Label.Text, p.Y.Label.Text = f.XLabel, f.YLabel
 	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = f.Bars, false
+	// Bars: top right, above them (Y.Max leaves room); CDFs rise to the right,
+	// so their top left is empty.
+	p.Legend.Top, p.Legend.Left = true, !f.Bars
 	if f.Bars {
 		w := vg.Points(float64(36 / len(f.Series)))
 		for s, name := range f.Series {
@@ -306,15 +471,28 @@ func writePNG(path string, f Figure) error {
 		// Room above the bars for the legend.
 		p.Y.Min, p.Y.Max = 0, 1.35*top
 	} else {
+		if f.LogX {
+			p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+		}
+		if f.Clipped != "" {
+			p.X.Label.Text += "\n" + wrap(f.Clipped, 90)
+		}
 		for s, name := range f.Series {
 			xs := f.Values[s]
 			if len(xs) == 0 {
 				continue
 			}
+			if n := f.total(s); n > len(xs) {
+				name = fmt.Sprintf("%s (%d of %d: miss or no plan)", name, n-len(xs), n)
+			}
 			pts := make(plotter.XYs, 0, len(xs)+1)
 			pts = append(pts, plotter.XY{X: xs[0], Y: 0})
 			for i, x := range xs {
-				pts = append(pts, plotter.XY{X: x, Y: float64(i+1) / float64(len(xs))})
+				if f.XMax > 0 && x > f.XMax {
+					pts = append(pts, plotter.XY{X: f.XMax, Y: float64(i) / float64(f.total(s))})
+					break
+				}
+				pts = append(pts, plotter.XY{X: x, Y: float64(i+1) / float64(f.total(s))})
 			}
 			l, err := plotter.NewLine(pts)
 			if err != nil {
@@ -327,9 +505,31 @@ func writePNG(path string, f Figure) error {
 			p.Add(l)
 			p.Legend.Add(name, l)
 		}
-		p.Y.Min, p.Y.Max = 0, 1
+		// Room above CDF 1 for the legend, one line a series.
+		p.Y.Min, p.Y.Max = 0, 1+0.09*float64(len(f.Series))
+		p.Y.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 0, Label: "0"}, {Value: 0.25}, {Value: 0.5, Label: "0.5"}, {Value: 0.75}, {Value: 1, Label: "1"}})
+		if f.XMax > 0 {
+			p.X.Max = f.XMax
+		}
 	}
 	return p.Save(6*vg.Inch, 3.6*vg.Inch, path)
+}
+
+// wrap breaks s into lines of at most n bytes at ", " or spaces.
+func wrap(s string, n int) string {
+	var lines []string
+	for len(s) > n {
+		i := strings.LastIndex(s[:n], ", ")
+		if i <= 0 {
+			i = strings.LastIndex(s[:n], " ")
+		}
+		if i <= 0 {
+			break
+		}
+		lines = append(lines, s[:i+1])
+		s = strings.TrimLeft(s[i+1:], " ")
+	}
+	return strings.Join(append(lines, s), "\n")
 }
 
 // Summary writes each figure's summary beside the paper's published numbers.
@@ -340,8 +540,11 @@ func (r *Result) Summary(w io.Writer) {
 		len(r.Workloads), o.SimDuration, o.Utilizations, 100*o.Target)
 	fmt.Fprintf(w, "%-8s %-16s %-44s %s\n", "figure", "variant", "ours: avg / max extra, at base, cheaper; misses, infeasible", "paper")
 	line := func(fig, name string, s Stats, paper string) {
-		fmt.Fprintf(w, "%-8s %-16s %-44s %s\n", fig, name,
-			fmt.Sprintf("%s / %s, %.0f%%, %.0f%%; %d, %d of %d", pct(s.Mean), pct(s.Max), 100*s.AtOne, 100*s.Below, s.Missed, s.Infeasible, s.W), paper)
+		ours := fmt.Sprintf("%s / %s, %.0f%%, %.0f%%; %d, %d of %d", pct(s.Mean), pct(s.Max), 100*s.AtOne, 100*s.Below, s.Missed, s.Infeasible, s.W)
+		if s.N == 0 {
+			ours = fmt.Sprintf("none met; %d, %d of %d", s.Missed, s.Infeasible, s.W)
+		}
+		fmt.Fprintf(w, "%-8s %-16s %-44s %s\n", fig, name, ours, paper)
 	}
 	for _, s := range Systems[1:] {
 		paper := "+4.4% to +44.3% avg, +31.4% to +101.8% max (the four systems)"
@@ -353,15 +556,35 @@ func (r *Result) Summary(w io.Writer) {
 		}
 		line("4a/4b", s, r.CostStats(s, "piccolo"), paper)
 	}
+	if len(r.InferLine) > 0 {
+		st := r.InferLineStats(false)
+		var occ []float64
+		var rt time.Duration
+		ip := r.Index("piccolo")
+		for _, o := range r.InferLine {
+			rt += o.Runtime
+			if b := r.Outcomes[ip][o.Workload]; o.Met && b.Met {
+				occ = append(occ, o.Occupied/o.Cost)
+			}
+		}
+		line("4a", "InferLine plnr", st, fmt.Sprintf("(the project's planner on every %dth workload, whole replicas; %.0f%% occupied on average; %s a workload)",
+			o.InferLineEvery, 100*mean(occ), (rt/time.Duration(len(r.InferLine))).Round(time.Millisecond)))
+		line("4a", "InferLine occ", r.InferLineStats(true), fmt.Sprintf("(the same plans charged by occupancy / %.2g)", o.Utilizations[0]))
+	}
+	for _, s := range []string{"nexus", "scrooge", "inferline", "clipper"} {
+		line("4a/paper", s, r.CostStats(s, "paper"), "+4.4% to +44.3% avg over the paper's Piccolo")
+	}
+	line("diag", "paper-exact", r.CostStats("paper-exact", "piccolo"), "(paper's Piccolo with (b−1)/w for Theorem 1's b/w)")
 	for _, a := range Ablations {
 		for _, b := range []string{"paper", "piccolo"} {
 			line("5", b+"-"+a, r.CostStats(b+"-"+a, b), fmt.Sprintf("%+.1f%%", 100*Paper[a]))
 		}
 	}
 	for _, a := range []string{"np", "nb", "nh"} {
-		s := stats(r.Ratios("piccolo-"+a, "piccolo", ratio, nil))
+		s := stats(r.Ratios("piccolo-"+a, "piccolo", throughput, nil))
 		paper := map[string]string{"np": "-11.4%", "nb": "-42.9%", "nh": "-47.0%"}[a]
-		fmt.Fprintf(w, "%-8s %-16s source module throughput/cost %s avg (%d workloads)   %s\n", "6", "piccolo-"+a, pct(s.Mean), s.N, paper)
+		fmt.Fprintf(w, "%-8s %-16s source module throughput per machine %s avg, higher on %.0f%% (%d workloads)   %s\n", "6", "piccolo-"+a, pct(s.Mean),
+			100*(1-s.Below-s.AtOne), s.N, paper)
 	}
 	for _, x := range []struct{ v, paper string }{{"paper-1bpc", "at Piccolo 17.95%, max +61.6%"}, {"paper-2bpc", "at Piccolo 56.26%, max +25.3%"},
 		{"piccolo-1bpc", "(same)"}, {"piccolo-2bpc", "(same)"}} {
@@ -386,6 +609,22 @@ func (r *Result) Summary(w io.Writer) {
 	for _, x := range []struct{ v, paper string }{{"piccolo-q0.01", "+0.8% avg, +11.1% max, cheaper on ~1%"}, {"piccolo-q0.1", "+25.5% avg, +50.0% max"},
 		{"paper-q0.01", "(same)"}, {"paper-q0.1", "(same)"}} {
 		line("10", x.v, r.CostStats(x.v, base(x.v)), x.paper)
+	}
+	for _, x := range []struct{ v, paper string }{{"piccolo", "Piccolo 0.008 s avg"}, {"paper", ""}, {"piccolo-q0.01", "849 ms avg"}, {"piccolo-q0.1", ""}, {"optimal", "10.29 s avg"}} {
+		xs := r.Runtimes(x.v)
+		fmt.Fprintf(w, "%-8s %-16s planning time ms: mean %.3g, p50 %.3g, p90 %.3g, max %.3g (%d plans)   %s\n", "runtime", x.v,
+			mean(xs), quantile(xs, 0.5), quantile(xs, 0.9), quantile(xs, 1), len(xs), x.paper)
+	}
+	for _, b := range []string{"piccolo", "paper"} {
+		xs := r.RuntimeRatios("optimal", b)
+		ms := mean(r.Runtimes("optimal")) / mean(r.Runtimes(b))
+		fmt.Fprintf(w, "%-8s %-16s optimal's runtime / %s's: per workload p10 %.3gx, p50 %.3gx, p90 %.3gx, max %.3gx; ratio of means %.3gx   %s\n", "brute", b, b,
+			quantile(xs, 0.1), quantile(xs, 0.5), quantile(xs, 0.9), quantile(xs, 1), ms, "> 1000x (10.29 s / 0.008 s)")
+	}
+	for _, f := range r.Figures() {
+		if f.Clipped != "" {
+			fmt.Fprintf(w, "%-8s %s\n", f.Name, f.Clipped)
+		}
 	}
 	for _, x := range []struct{ v, paper string }{{"piccolo-0re", "6.23x"}, {"piccolo-1re", "2.11x"}, {"paper-0re", "6.23x"}, {"paper-1re", "2.11x"}} {
 		a, b := mean(r.Values(x.v, remainingShare)), mean(r.Values(base(x.v), remainingShare))

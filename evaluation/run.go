@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/arrival"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/simulate"
@@ -36,12 +39,29 @@ type Options struct {
 	SimItems int
 	// Seed seeds the simulations (workload i uses Seed + i).
 	Seed uint64
+	// Workers is how many workloads run at once (0: GOMAXPROCS). Each
+	// workload's outcomes depend on its seed only, so the numbers do not
+	// change with it; planner runtimes are measured on a machine that many
+	// workloads share.
+	Workers int
+	// InferLineEvery, when > 0, also plans every InferLineEvery-th workload
+	// (0, k, 2k, …) with the project's InferLine planner
+	// (simulate.PlanInferLine: whole replicas, feasibility by simulating a
+	// Poisson trace of InferLineTrace), beside the Table III caricature
+	// "inferline". 0: not run.
+	InferLineEvery int
+	// InferLineTrace is the length of that planning trace (0: 10 s).
+	InferLineTrace time.Duration
 }
 
 // DefaultOptions: caps from 0.8 (piccolo's serving default, docs/planner.md)
 // down to 0.5 in steps of 0.05; 99% of requests within the SLO over 20 s of
 // simulated Poisson arrivals.
-var DefaultOptions = Options{Utilizations: []float64{0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5}, Target: 0.99, SimDuration: 20 * time.Second, Seed: 1}
+// The project's InferLine planner runs on every 10th workload (its search
+// simulates each candidate on a trace and 8 resamples of it: 0.4–2 s a
+// workload).
+var DefaultOptions = Options{Utilizations: []float64{0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5}, Target: 0.99, SimDuration: 20 * time.Second, Seed: 1,
+	InferLineEvery: 10, InferLineTrace: 10 * time.Second}
 
 // Variant is one column of the evaluation: a planner configuration and the
 // dispatch its plans are simulated with.
@@ -58,6 +78,12 @@ type Variant struct {
 // of Table III and the optimum (under piccolo's model).
 var Systems = []string{"piccolo", "paper", "nexus", "scrooge", "inferline", "clipper", "optimal"}
 
+// Diagnostics are columns that explain a gap rather than reproduce a figure:
+// "paper-exact" is the paper's Piccolo (Algorithm 1, residual at its own
+// rate) with the exact collection time (b−1)/w in place of Theorem 1's b/w
+// (docs/evaluation.md, "Why the paper's Piccolo is dear").
+var Diagnostics = []string{"paper-exact"}
+
 // Ablations are Fig. 5's, in its order.
 var Ablations = []string{"np", "nb", "nh", "1bpc", "2bpc", "2d", "dt", "tb", "q0.01", "q0.1", "0re", "1re", "nd"}
 
@@ -71,8 +97,10 @@ func Variants(util float64) []Variant {
 		byName[v.Name] = v
 	}
 	byName["optimal"] = planner.Variant{Name: "optimal", Options: planner.Options{Policy: "optimal", Reference: "piccolo"}}
+	byName["paper-exact"] = planner.Variant{Name: "paper-exact", Options: planner.Options{Policy: "paper", Model: "tc-exact"}}
 	var names []string
 	names = append(names, Systems...)
+	names = append(names, Diagnostics...)
 	for _, base := range []string{"piccolo", "paper"} {
 		for _, a := range Ablations {
 			names = append(names, base+"-"+a)
@@ -115,10 +143,27 @@ type Outcome struct {
 	Utilization float64
 	// RemainingMs is the SLO minus the plan's longest path (Fig. 11).
 	RemainingMs float64
-	// SourceRatio is the source module's rate over its cost, req/s per cost
-	// unit (Fig. 6's throughput of a given module, per unit of cost).
-	SourceRatio float64
-	Runtime     time.Duration // planning time
+	// SourceThroughput is Fig. 6's "throughput for a given module": the
+	// source module's profiled throughput per machine, req/s, averaged over
+	// its config groups weighted by their machines (Σ machines·t / Σ
+	// machines) — what its configs (batch, concurrency, hardware) can serve
+	// per machine.
+	SourceThroughput float64
+	Runtime          time.Duration // planning time of the plan kept (the last cap tried)
+}
+
+// PlannerOutcome is the project's InferLine planner (simulate.PlanInferLine)
+// on one workload: whole replicas, no headroom rule (its own simulation
+// decides), simulated again like every plan.
+type PlannerOutcome struct {
+	Workload int
+	Planned  bool
+	// Cost is the whole replicas' cost; Occupied the device time its
+	// simulation occupied, in cost units per second (occupied).
+	Cost, Occupied float64
+	Attainment     float64
+	Met            bool
+	Runtime        time.Duration
 }
 
 // WCLRatio is one config group of piccolo's plan under the other dispatch
@@ -137,6 +182,9 @@ type Result struct {
 	Variants  []Variant
 	Outcomes  [][]Outcome
 	WCL       []WCLRatio
+	// InferLine holds the project's InferLine planner on every
+	// Options.InferLineEvery-th workload, in workload order.
+	InferLine []PlannerOutcome
 	Elapsed   time.Duration
 }
 
@@ -174,23 +222,107 @@ func Run(ws []Workload, o Options, progress func()) (*Result, error) {
 	for v := range vs {
 		res.Outcomes[v] = make([]Outcome, len(ws))
 	}
-	for w, wl := range ws {
-		for v, variant := range vs {
-			out, plan, err := runOne(wl, variant, o, o.Seed+uint64(w))
-			if err != nil {
-				return nil, fmt.Errorf("workload %d (%s), %s: %w", w, wl.App, variant.Name, err)
+	wcl := make([][]WCLRatio, len(ws))
+	il := make([]*PlannerOutcome, len(ws))
+	errs := make([]error, len(ws))
+	workers := o.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex // progress
+	for range min(workers, max(len(ws), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range next {
+				wl := ws[w]
+				for v, variant := range vs {
+					out, plan, err := runOne(wl, variant, o, o.Seed+uint64(w))
+					if err != nil {
+						errs[w] = fmt.Errorf("workload %d (%s), %s: %w", w, wl.App, variant.Name, err)
+						break
+					}
+					res.Outcomes[v][w] = out
+					if variant.Name == "piccolo" && plan != nil {
+						wcl[w] = wclRatios(w, plan)
+					}
+				}
+				if errs[w] == nil && o.InferLineEvery > 0 && w%o.InferLineEvery == 0 {
+					po, err := runInferLine(wl, o, o.Seed+uint64(w))
+					if err != nil {
+						errs[w] = fmt.Errorf("workload %d (%s), InferLine's planner: %w", w, wl.App, err)
+					}
+					po.Workload = w
+					il[w] = &po
+				}
+				if progress != nil {
+					mu.Lock()
+					progress()
+					mu.Unlock()
+				}
 			}
-			res.Outcomes[v][w] = out
-			if variant.Name == "piccolo" && plan != nil {
-				res.WCL = append(res.WCL, wclRatios(w, plan)...)
-			}
+		}()
+	}
+	for w := range ws {
+		if errs[w] != nil {
+			break
 		}
-		if progress != nil {
-			progress()
+		next <- w
+	}
+	close(next)
+	wg.Wait()
+	for w := range ws {
+		if errs[w] != nil {
+			return nil, errs[w]
+		}
+		res.WCL = append(res.WCL, wcl[w]...)
+		if il[w] != nil {
+			res.InferLine = append(res.InferLine, *il[w])
 		}
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// runInferLine plans wl with the project's InferLine planner on a Poisson
+// trace of o.InferLineTrace at the source module's rate, then simulates the
+// plan as every other (Poisson, o.SimDuration, its own dispatch: TC among
+// replicas of one config). A session it cannot plan (no feasible plan within
+// its replica limit) is an outcome with Planned false, not an error.
+func runInferLine(wl Workload, o Options, seed uint64) (PlannerOutcome, error) {
+	horizon := o.InferLineTrace
+	if horizon <= 0 {
+		horizon = 10 * time.Second
+	}
+	proc, err := arrival.Spec{Kind: "poisson", Rate: wl.Config.Sessions[0].Modules[0].Rate}.New(seed)
+	if err != nil {
+		return PlannerOutcome{}, err
+	}
+	tr, err := arrival.Record(proc, horizon, "poisson")
+	if err != nil {
+		return PlannerOutcome{}, err
+	}
+	t0 := time.Now()
+	run, _, err := simulate.PlanInferLine(wl.Config, o.Target, simulate.Options{Trace: tr, Seed: seed})
+	out := PlannerOutcome{Runtime: time.Since(t0)}
+	if err != nil {
+		return out, nil // infeasible under its search
+	}
+	p := run.Plan
+	sp := p.Sessions[0]
+	rep, err := simulate.Run(p, simulate.Options{Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed})
+	if err != nil {
+		return out, fmt.Errorf("simulating: %w", err)
+	}
+	out.Planned, out.Cost, out.Attainment = true, p.TotalCost, 1
+	for _, s := range rep.Sessions {
+		out.Attainment = min(out.Attainment, s.SLOAttainment)
+	}
+	out.Occupied = occupied(wl.Config, sp, rep)
+	out.Met = out.Attainment >= o.Target
+	return out, nil
 }
 
 // runOne applies the headroom rule (Options.Utilizations) to one variant on one
@@ -227,8 +359,13 @@ func planAndSimulate(wl Workload, v Variant, o Options, seed uint64) (Outcome, *
 	sp := p.Sessions[0]
 	out.Planned, out.PlannedCost = true, p.TotalCost
 	out.RemainingMs = sp.SLOMs - sp.LatencyMs
-	if m := sp.Modules[0]; m.Cost > 0 {
-		out.SourceRatio = m.Rate / m.Cost
+	var machines, served float64
+	for _, g := range sp.Modules[0].Configs {
+		machines += g.Machines
+		served += g.Machines * g.Throughput
+	}
+	if machines > 0 {
+		out.SourceThroughput = served / machines
 	}
 	var pol dispatcher.Policy = dispatcher.TC{}
 	if v.RoundRobin {

@@ -48,8 +48,9 @@ const (
 
 // generateConfigs is Algorithm 1 (GenerateConfigs): it returns the config set for a module of rate T
 // req/s under a latency budget of L seconds, with candidates in throughput-cost
-// order. When no config can serve the residual it reports false and the residual
-// rate it failed on (used by the dummy generator).
+// order. When no config can serve the residual it reports false, the residual
+// rate it failed on and, in the result's groups, the groups planned before it
+// (cost and WCL unset; used by the dummy generator's rescue).
 func generateConfigs(cands []Candidate, T, L float64, p genParams) (moduleResult, float64, bool) {
 	if T <= rateEps {
 		return moduleResult{}, 0, true
@@ -63,7 +64,7 @@ func generateConfigs(cands []Candidate, T, L float64, p genParams) (moduleResult
 	rw := T
 	for k := 0; rw > rateEps; {
 		if k >= len(cands) {
-			return moduleResult{}, rw, false
+			return moduleResult{groups: groups}, rw, false
 		}
 		c := cands[k]
 		if p.model.WCL(c, rw) > L+latencyEps {
@@ -71,7 +72,7 @@ func generateConfigs(cands []Candidate, T, L float64, p genParams) (moduleResult
 			continue
 		}
 		if p.maxConfigs > 0 && !used[c] && len(used) >= p.maxConfigs {
-			return moduleResult{}, rw, false
+			return moduleResult{groups: groups}, rw, false
 		}
 		last := p.maxConfigs > 0 && !used[c] && len(used) == p.maxConfigs-1
 		used[c] = true

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"math"
+	"slices"
 )
 
 // planModule returns the cheapest config set for a module of rate T req/s within L
@@ -49,13 +50,60 @@ func planModule(cands []Candidate, T, L float64, p genParams, dummy bool) (modul
 			}
 		}
 	default:
-		// Algorithm 1 found no config for the residual failedAt: raise the residual
-		// until some config can collect its batches in time.
+		// Algorithm 1 found no config for the residual failedAt. Rescue 1: raise
+		// the module's rate by each config's need minus the residual and run
+		// Algorithm 1 again; full machines may absorb the raise, so this only
+		// succeeds where the need is far above the rate (a detector at 31.6
+		// req/s padded with 1922 req/s of dummies on the former profiles).
 		for _, c := range cands {
 			try(withDummies(p.model).Need(c, L) - failedAt)
 		}
+		// Rescue 2: keep the groups Algorithm 1 planned and put the residual,
+		// padded to exactly a config's need, on one partial machine of that
+		// config (Theorem 2's dum_i for a config of its own): its stream is
+		// the need, so it collects its batches in time, and every group before
+		// it only gains stream rate.
+		for _, r := range rescueResidual(cands, base.groups, failedAt, L, p) {
+			if !found || r.cost < best.cost-1e-9 {
+				best, found = r, true
+			}
+		}
 	}
 	return best, found
+}
+
+// rescueResidual returns, for every config c whose need (the stream at which
+// it collects a batch within L, dummies in it) lies between the residual and
+// one machine's capacity, the set planned plus one partial machine of c
+// carrying the residual and need − residual of dummies, in throughput-cost
+// order, when it stays within L and within p.maxConfigs.
+func rescueResidual(cands []Candidate, planned []group, residual, L float64, p genParams) []moduleResult {
+	m := withDummies(p.model)
+	rank := map[Candidate]int{}
+	for i, c := range cands {
+		rank[c] = i
+	}
+	var out []moduleResult
+	for _, c := range cands {
+		need, capacity := m.Need(c, L), p.util*c.Throughput
+		if !(need >= residual) || need > capacity || math.IsInf(need, 0) {
+			continue
+		}
+		used := map[Candidate]bool{c: true}
+		for _, g := range planned {
+			used[g.c] = true
+		}
+		if p.maxConfigs > 0 && len(used) > p.maxConfigs {
+			continue
+		}
+		groups := append(append([]group(nil), planned...), group{c: c, machines: need / capacity, rate: need})
+		slices.SortStableFunc(groups, func(a, b group) int { return rank[a.c] - rank[b.c] })
+		r := finish(groups, need-residual, p.model)
+		if r.wcl <= L+latencyEps {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // bestSingleGroup is Algorithm 1 and the dummy generator in closed form for the

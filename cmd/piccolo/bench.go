@@ -62,6 +62,8 @@ func newBenchPaperCmd() *cobra.Command {
 	cmd.Flags().Float64Var(&o.Target, "target", o.Target, "simulated SLO attainment a plan must reach; below it the plan is a miss")
 	cmd.Flags().DurationVar(&o.SimDuration, "sim-duration", o.SimDuration, "virtual time of each plan's simulation")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar (it is also off when stderr is not a terminal)")
+	cmd.Flags().IntVar(&o.InferLineEvery, "inferline-every", o.InferLineEvery, "also plan every k-th workload with the project's InferLine planner (simulation-checked, whole replicas) for Fig. 4a; 0: never")
+	cmd.Flags().IntVar(&o.Workers, "workers", 0, "workloads run at once (0: one per CPU); the numbers do not change with it")
 	cmd.Flags().StringVar(&o.Pool, "pool", "testbed", "GPU pool of the applications: testbed (the paper's P100 + V100) or current (T4 + A100); sources in docs/evaluation/sources.md")
 	cmd.Flags().BoolVar(&o.Random, "random", false, "the planner benchmark's random workloads (synthetic profiles, `bench planner`) instead of the five applications")
 	return cmd

@@ -46,12 +46,13 @@ func TestBenchPaper(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"piccolo-nb", "+89.6%", "Table II", "| 2 | 0.40 (4) | 0.50 (4) | 4.00 | 4+4, 4.00 |"} {
+	for _, want := range []string{"piccolo-nb", "+89.6%", "Table II", "| 2 | 0.40 (4) | 0.50 (4) | 4.00 | 4+4, 4.00 |",
+		"InferLine plnr", "optimal's runtime / piccolo's", "throughput per machine"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, f := range []string{"fig4a", "fig4b", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"} {
+	for _, f := range []string{"fig4a", "fig4b", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "runtime", "brute"} {
 		for _, ext := range []string{".csv", ".png"} {
 			if _, err := os.Stat(filepath.Join(dir, f+ext)); err != nil {
 				t.Error(err)
