@@ -343,10 +343,14 @@ sessions:
 
 // TestFreshGatewayFirstRequests: a fresh gateway (nothing measured yet,
 // machines idle) answers its first request, and 8 concurrent first requests,
-// in at most twice their compute time (the profiled duration of the batch
-// they ran in: 5 ms alone, at most 10 ms for 8), not at the deadline flush
-// (~45 ms of the 50 ms SLO, which is what the first requests waited before
-// issue 11). Each case has a gateway of its own.
+// well before the deadline flush (~45 ms of the 50 ms SLO, which is what the
+// first requests waited before issue 11): within firstBound, half way there.
+// Their compute is 5 ms alone, at most 10 ms for 8; the bound leaves the
+// rest for a loaded 2-core host (twice the compute failed 2 of 3 gateways at
+// load 10) while a hold until the flush still fails it. Each case has a
+// gateway of its own.
+const firstBound = 25 * time.Millisecond
+
 func TestFreshGatewayFirstRequests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a live run")
@@ -377,13 +381,13 @@ func TestFreshGatewayFirstRequests(t *testing.T) {
 			// at load 5–13), so one slow attempt of three is tolerated.
 			slow := 0
 			for range 3 {
-				if worst := firstRequests(t, firstProfile, tc.n, post); worst > 2*tc.compute {
+				if worst := firstRequests(t, firstProfile, tc.n, post); worst > firstBound {
 					slow++
-					t.Logf("slowest of %d first requests took %v: over %v (2× compute %v)", tc.n, worst, 2*tc.compute, tc.compute)
+					t.Logf("slowest of %d first requests took %v: over %v (compute %v)", tc.n, worst, firstBound, tc.compute)
 				}
 			}
 			if slow > 1 {
-				t.Errorf("%d of 3 fresh gateways answered %d first request(s) in more than %v (2× compute %v)", slow, tc.n, 2*tc.compute, tc.compute)
+				t.Errorf("%d of 3 fresh gateways answered %d first request(s) in more than %v (compute %v; the deadline flush holds them ~45 ms)", slow, tc.n, firstBound, tc.compute)
 			}
 		})
 	}
