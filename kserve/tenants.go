@@ -3,7 +3,6 @@ package kserve
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"github.com/valyala/fasthttp"
 	"google.golang.org/grpc"
@@ -83,7 +82,7 @@ func refusalHeaders(ctx *fasthttp.RequestCtx, err error) bool {
 	case errors.Is(err, tenants.ErrUnauthenticated):
 		ctx.Response.Header.Set("WWW-Authenticate", wwwAuthenticate)
 	case errors.Is(err, tenants.ErrLimited):
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int(r.RetryAfter.Seconds())))
+		ctx.Response.Header.Set("Retry-After", r.RetryAfterHeader())
 	}
 	return true
 }
@@ -93,6 +92,6 @@ func refusalHeaders(ctx *fasthttp.RequestCtx, err error) bool {
 func grpcRefusalHeader(ctx context.Context, err error) {
 	var r *tenants.Refusal
 	if errors.As(err, &r) && r.RetryAfter > 0 {
-		_ = grpc.SetHeader(ctx, metadata.Pairs("retry-after", strconv.Itoa(int(r.RetryAfter.Seconds()))))
+		_ = grpc.SetHeader(ctx, metadata.Pairs("retry-after", r.RetryAfterHeader()))
 	}
 }

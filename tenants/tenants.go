@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,7 +65,16 @@ type Refusal struct {
 	RetryAfter time.Duration
 }
 
-func (r *Refusal) Error() string        { return r.msg }
+func (r *Refusal) Error() string { return r.msg }
+
+// RetryAfterHeader is RetryAfter in whole seconds, as the HTTP Retry-After
+// header and the gRPC retry-after metadata carry it ("" when none).
+func (r *Refusal) RetryAfterHeader() string {
+	if r.RetryAfter <= 0 {
+		return ""
+	}
+	return strconv.Itoa(int(r.RetryAfter.Seconds()))
+}
 func (r *Refusal) Is(target error) bool { return target == r.sentinel }
 
 var (
