@@ -24,7 +24,12 @@ import (
 
 // faultConfig plans one module on two v100 machines (200 req/s against 133
 // req/s a machine at batch 4).
-const faultConfig = `
+var faultConfig = faultConfigAt(200, 1)
+
+// faultConfigAt is faultConfig's module at rate req/s, raced on race
+// machines (race: k; 1: not raced).
+func faultConfigAt(rate float64, race int) string {
+	return fmt.Sprintf(`
 hardware:
   - {name: v100, price: 3}
 profiles:
@@ -34,8 +39,9 @@ profiles:
       - {batch: 1, concurrency: 1, duration: 20ms}
       - {batch: 4, concurrency: 1, duration: 30ms}
 sessions:
-  - {name: s, slo: 300ms, modules: [{name: m, model: m, rate: 200}]}
-`
+  - {name: s, slo: 300ms, modules: [{name: m, model: m, rate: %g, race: %d}]}
+`, rate, race)
+}
 
 // faultRig is a LiveSwitch in the static mode (ReplaceOnEjection) over n sim
 // backends, each behind a fault injector.

@@ -8,21 +8,6 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/faults"
 )
 
-// raceConfig is faultConfig's module at a rate one machine carries, raced on
-// two (race: 2): the plan holds two machines, one per backend.
-const raceConfig = `
-hardware:
-  - {name: v100, price: 3}
-profiles:
-  - model: m
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 20ms}
-      - {batch: 4, concurrency: 1, duration: 30ms}
-sessions:
-  - {name: s, slo: 300ms, modules: [{name: m, model: m, rate: 40, race: 2}]}
-`
-
 // A raced module (Cloudflow's competitive execution) keeps answering in time
 // while one of its two machines hangs: every batch also runs on the other,
 // whose answer is taken at once, and the hanging call is cancelled. Without
@@ -30,10 +15,9 @@ sessions:
 func TestRaceAnswersPastAHangingMachine(t *testing.T) {
 	for _, race := range []int{2, 1} {
 		t.Run(fmt.Sprintf("race=%d", race), func(t *testing.T) {
-			cfg := raceConfig
-			if race == 1 {
-				cfg = faultConfigAt(40)
-			}
+			// 40 req/s: one machine carries it; raced on two, the plan
+			// holds two machines, one per backend.
+			cfg := faultConfigAt(40, race)
 			rig := startRig(t, cfg, 2, LiveOptions{HedgeBudget: -1})
 			lm := rig.module()
 			if max(lm.race, 1) != race {
@@ -63,20 +47,4 @@ func TestRaceAnswersPastAHangingMachine(t *testing.T) {
 			}
 		})
 	}
-}
-
-// faultConfigAt is faultConfig's module at rate req/s.
-func faultConfigAt(rate float64) string {
-	return fmt.Sprintf(`
-hardware:
-  - {name: v100, price: 3}
-profiles:
-  - model: m
-    hardware: v100
-    entries:
-      - {batch: 1, concurrency: 1, duration: 20ms}
-      - {batch: 4, concurrency: 1, duration: 30ms}
-sessions:
-  - {name: s, slo: 300ms, modules: [{name: m, model: m, rate: %g}]}
-`, rate)
 }
