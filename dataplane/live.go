@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -138,7 +139,13 @@ func (o LiveOptions) healthOptions() HealthOptions {
 // batches to the placed backends with the backend client. Its module table is
 // immutable after NewLiveRunner; Run and Estimate take no lock of their own.
 type LiveRunner struct {
-	sessions  map[string]map[string]*liveModule
+	sessions map[string]map[string]*liveModule
+	// cfg and plans are what the runner was built from: the config and, per
+	// session it serves, its placed plan; the next runner compares its own
+	// with them to keep a session's modules (keptSession).
+	cfg       *api.Config
+	plans     map[string]*api.SessionPlan
+	kept      []string          // sessions whose modules were prev's (keptSession), in the plan's order
 	failed    map[string]string // session -> why it has no plan
 	loaded    map[modelAt]bool  // what NewLiveRunner loaded, by backend address
 	pool      *backends.Pool
@@ -186,6 +193,11 @@ type liveModule struct {
 	h               *Health
 	health          map[string]*backendHealth // backend id -> its health; immutable
 	race            int                       // machines each batch runs on at once (api.ModulePlan.Race; ≤ 1: one)
+	// owner is the runner that closes the module and counts its outstanding
+	// items for its drain: the runner that built it, until a later runner
+	// keeps it (keptSession) and LiveSwitch.apply hands it over (own) once
+	// that runner is live.
+	owner atomic.Pointer[LiveRunner]
 }
 
 // NewLiveRunner places plan on cfg's static backends (Place), loads every module's
@@ -211,7 +223,8 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	for _, b := range cfg.Backends {
 		addr[b.ID] = b.Address
 	}
-	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients}
+	r := &LiveRunner{sessions: map[string]map[string]*liveModule{}, failed: map[string]string{}, loaded: map[modelAt]bool{}, pool: opts.Clients,
+		cfg: cfg, plans: map[string]*api.SessionPlan{}}
 	if r.pool == nil {
 		r.pool, r.ownPool = NewPool(), true
 	}
@@ -238,9 +251,22 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	}
 	type loadKey struct{ backend, model string }
 	loads := map[loadKey][2]int{} // batch, concurrency
-	for _, sp := range placed.Sessions {
+	kept := map[string]bool{}     // sessions whose modules prev's keep serving
+	for i := range placed.Sessions {
+		sp := &placed.Sessions[i]
 		if sp.Error != "" {
 			r.failed[sp.Name] = sp.Error
+			continue
+		}
+		r.plans[sp.Name] = sp
+		if mods := prev.keptSession(cfg, sp); mods != nil {
+			r.sessions[sp.Name], kept[sp.Name] = mods, true
+			r.kept = append(r.kept, sp.Name)
+			for _, lm := range mods {
+				for _, c := range lm.clients { // the plan's backends and the spares prev loaded
+					r.loaded[modelAt{c.Addr(), lm.model}] = true
+				}
+			}
 			continue
 		}
 		mods := map[string]*liveModule{}
@@ -251,6 +277,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 				budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)),
 				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond)), race: mp.Race}
 			lm.itemDone = lm.finish
+			lm.owner.Store(r)
 			lm.metrics = opts.Metrics.Module(sp.Name, mp.Name)
 			lm.countsQueue = !opts.Admission
 			switch {
@@ -305,7 +332,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		setTails(sp.Modules, mods)
 	}
 	seen := map[*backendHealth]bool{}
-	for _, mods := range r.sessions {
+	for _, mods := range r.sessions { // kept ones too: this runner sends to their backends
 		for _, lm := range mods {
 			for _, bh := range lm.health {
 				if !seen[bh] {
@@ -352,10 +379,13 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	}
 	var spares map[*liveModule][]dispatcher.Slot
 	if opts.Spare {
-		spares = r.attachSpares(lctx, cfg, placed, opts.Logger)
+		spares = r.attachSpares(lctx, cfg, placed, kept, opts.Logger)
 	}
 	r.warmUp(lctx, placed, spares, prev, opts.Logger)
-	for _, mods := range r.sessions {
+	for s, mods := range r.sessions {
+		if kept[s] {
+			continue // set when prev built them; requests read them now
+		}
 		for _, lm := range mods {
 			if info, ok := meta[lm.model]; ok {
 				lm.inputs, lm.outputs, lm.hasMeta = specsToMeta(info.Inputs), specsToMeta(info.Outputs), true
@@ -379,7 +409,7 @@ func (r *LiveRunner) Close() error {
 	var errs []error
 	for _, mods := range r.sessions {
 		for _, lm := range mods {
-			if lm.disp != nil {
+			if lm.disp != nil && lm.owner.Load() == r { // a later runner kept the others
 				r.health.detach(lm.disp)
 				errs = append(errs, lm.disp.Close())
 			}
@@ -404,6 +434,75 @@ func (r *LiveRunner) Stats() map[string]dispatcher.Stats {
 	for s, mods := range r.sessions {
 		for m, lm := range mods {
 			out[s+"/"+m] = lm.disp.Stats()
+		}
+	}
+	return out
+}
+
+// keptSession returns the modules r serves session sp with when a runner
+// built for cfg may keep them as they are (nil otherwise): r placed the
+// session exactly as sp (every module's model, budget, groups, batch sizes,
+// machines and backends), every backend sp names has the address it had,
+// and the session's models have the offline profiles they had. Kept, the
+// session's dispatchers go on with their queues, lanes, measured slowness
+// and arrival gaps through a plan change that did not change it: a re-plan
+// for another session's drift or rate no longer rebuilds every session's
+// dispatchers and hands their queues over (the demo's paper-chain refused
+// 36 of 3,039 requests across nine such plan changes, 1 without them;
+// docs/dataplane.md, "Plan changes"). Nil r keeps nothing.
+func (r *LiveRunner) keptSession(cfg *api.Config, sp *api.SessionPlan) map[string]*liveModule {
+	if r == nil {
+		return nil
+	}
+	old, mods := r.plans[sp.Name], r.sessions[sp.Name]
+	if old == nil || mods == nil || !reflect.DeepEqual(old, sp) {
+		return nil
+	}
+	was, now := addresses(r.cfg), addresses(cfg)
+	for _, mp := range sp.Modules {
+		for _, g := range mp.Configs {
+			for _, id := range g.Backends {
+				if was[id] != now[id] {
+					return nil
+				}
+			}
+		}
+		if !reflect.DeepEqual(profilesOf(r.cfg, mp.Model), profilesOf(cfg, mp.Model)) {
+			return nil
+		}
+	}
+	return mods
+}
+
+// own makes r the owner of every module it serves (liveModule.owner): called
+// by LiveSwitch.apply once r is live, so the runner it replaced no longer
+// closes, or waits in its drain for, the modules r kept.
+func (r *LiveRunner) own() {
+	for _, mods := range r.sessions {
+		for _, lm := range mods {
+			lm.owner.Store(r)
+		}
+	}
+}
+
+// addresses maps cfg's backend ids to their addresses and TLS (nil cfg: none).
+func addresses(cfg *api.Config) map[string]string {
+	out := map[string]string{}
+	if cfg == nil {
+		return out
+	}
+	for _, b := range cfg.Backends {
+		out[b.ID] = fmt.Sprintf("%s tls=%t", b.Address, b.TLS)
+	}
+	return out
+}
+
+// profilesOf returns cfg's offline profiles of model, in cfg's order.
+func profilesOf(cfg *api.Config, model string) []api.Profile {
+	var out []api.Profile
+	for _, p := range cfg.Profiles {
+		if p.Model == model {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -222,6 +222,7 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 		return errors.Join(st.runner.Close(), fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable))
 	}
 	old := s.cur.Swap(st)
+	st.runner.own()
 	if !replacing {
 		s.home = st.plan
 	}
@@ -231,6 +232,9 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 	s.drainMu.Unlock()
 	if n := old.runner.handOver(st.runner); n > 0 {
 		s.log.Info("queued items handed to the new plan's dispatchers", zap.Int("items", n))
+	}
+	if len(st.runner.kept) > 0 {
+		s.log.Info("sessions the new plan leaves as they were keep their dispatchers", zap.Strings("sessions", st.runner.kept))
 	}
 	go s.drain(old)
 	return nil
@@ -283,7 +287,7 @@ func (r *LiveRunner) handOver(to *LiveRunner) int {
 	n := 0
 	for session, mods := range r.sessions {
 		for name, lm := range mods {
-			if nm := to.moduleOrNil(session, name); nm != nil && nm.model == lm.model {
+			if nm := to.moduleOrNil(session, name); nm != nil && nm != lm && nm.model == lm.model { // nm == lm: to kept it
 				n += lm.disp.Handover(nm.disp)
 			}
 		}
@@ -419,12 +423,15 @@ func (s *LiveSwitch) closeUnused(loaded map[modelAt]bool, keep []*LiveRunner) {
 	}
 }
 
-// outstanding is the number of items submitted and not yet done, all modules.
+// outstanding is the number of items submitted and not yet done, all the
+// modules r owns (a module a later runner kept is that runner's to drain).
 func (r *LiveRunner) outstanding() int64 {
 	var n int64
 	for _, mods := range r.sessions {
 		for _, lm := range mods {
-			n += lm.outstanding.Load()
+			if lm.owner.Load() == r {
+				n += lm.outstanding.Load()
+			}
 		}
 	}
 	return n

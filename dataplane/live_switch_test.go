@@ -17,6 +17,13 @@ import (
 // sessionBOnA is session sb with its module m on model a instead of b.
 const sessionBOnA = "  - {name: sb, slo: 1s, modules: [{name: m, model: a, rate: 5}]}\n"
 
+// sessionBSlower is session sb planned for 19 req/s instead of 20: the same
+// model on the same backend, a plan of its own.
+const sessionBSlower = "  - {name: sb, slo: 1s, modules: [{name: m, model: b, rate: 19}]}\n"
+
+// sessionAOther is session sa planned for 4 req/s instead of 5.
+const sessionAOther = "  - {name: sa, slo: 1s, modules: [{name: m, model: a, rate: 4}]}\n"
+
 // runQueued sends n requests to sb/m through sw, which hold them in m's open
 // batch (b runs batches of 4 only, so the TC dispatcher waits for
 // batch-mates until its deadline flush), and returns the channel their
@@ -72,7 +79,7 @@ func waitAll(t *testing.T, done <-chan error, n int) {
 func TestLiveSwitchHandsQueuedItemsOver(t *testing.T) {
 	const n = 3
 	rig, sw, logs, done := serveQueued(t, n)
-	cfg, plan := rig.config(t, sessionB)
+	cfg, plan := rig.config(t, sessionBSlower)
 	old := sw.Runner()
 	if got := old.outstanding(); got != n {
 		t.Fatalf("outstanding on the first runner before the Apply: %d, want %d", got, n)
@@ -107,6 +114,56 @@ func TestLiveSwitchHandsQueuedItemsOver(t *testing.T) {
 		t.Error("no debug line for the handover")
 	}
 	waitDrained(t, sw)
+}
+
+// TestLiveSwitchKeepsAnUnchangedSession: a plan change that leaves a
+// session as it was placed (here sa's rate changes, sb's plan does not)
+// keeps that session's dispatchers: sb's requests queued at the Apply stay
+// where they are, in the same dispatcher, and complete OK; the new runner
+// owns them (the old one's drain does not wait for them, and closes without
+// closing sb's dispatcher or unloading its model: a request after the
+// drain is answered); sa gets a new dispatcher.
+func TestLiveSwitchKeepsAnUnchangedSession(t *testing.T) {
+	const n = 3
+	rig := startUnloadRig(t, 2)
+	cfg, plan := rig.config(t, sessionA, sessionB)
+	sw, logs := newObservedSwitch(t, cfg, plan)
+	done := runQueued(t, sw, n)
+	old := sw.Runner()
+	cfg2, plan2 := rig.config(t, sessionAOther, sessionB)
+	if err := sw.Apply(context.Background(), cfg2, plan2); err != nil {
+		t.Fatal(err)
+	}
+	cur := sw.Runner()
+	if cur == old {
+		t.Fatal("Apply kept the runner")
+	}
+	if cur.sessions["sb"]["m"] != old.sessions["sb"]["m"] {
+		t.Error("sb, placed as it was, got a new module")
+	}
+	if cur.sessions["sa"]["m"] == old.sessions["sa"]["m"] {
+		t.Error("sa, planned at another rate, kept its module")
+	}
+	if got := old.Stats()["sb/m"].HandedOver; got != 0 {
+		t.Errorf("sb's dispatcher handed over %d items, want 0 (it is kept)", got)
+	}
+	if got := old.outstanding(); got != 0 {
+		t.Errorf("outstanding on the old runner right after the Apply: %d, want 0 (sb's items are the new runner's)", got)
+	}
+	if got := cur.outstanding(); got > n {
+		t.Errorf("outstanding on the new runner: %d, want at most the %d queued", got, n)
+	}
+	lines := logs.FilterMessage("sessions the new plan leaves as they were keep their dispatchers").All()
+	if len(lines) != 1 || !slices.Equal(anyStrings(lines[0].ContextMap()["sessions"]), []string{"sb"}) {
+		t.Errorf("log lines for the kept sessions: %v, want one naming [sb]", lines)
+	}
+	waitAll(t, done, n)
+	waitDrained(t, sw)
+	if st := cur.Stats()["sb/m"]; st.Completed != n {
+		t.Errorf("sb's dispatcher completed %d, want the %d queued", st.Completed, n)
+	}
+	after := runQueued(t, sw, 1)
+	waitAll(t, after, 1)
 }
 
 // TestLiveSwitchKeepsItemsOfAChangedModel: when the new plan runs the module

@@ -127,11 +127,22 @@ func spareEntry(cfg *api.Config, model, hardware string, need int, budget time.D
 // and left out; the plan itself does not depend on it. Called by
 // newLiveRunner when LiveOptions.Spare is set, after the plan's own loads;
 // returns the slots given, by module (their backends are warmed up too).
-func (r *LiveRunner) attachSpares(ctx context.Context, cfg *api.Config, placed *api.Plan, log *zap.Logger) map[*liveModule][]dispatcher.Slot {
+// The modules of the kept sessions (keptSession) keep the spares they had:
+// their client and health maps are read by the requests they serve.
+func (r *LiveRunner) attachSpares(ctx context.Context, cfg *api.Config, placed *api.Plan, kept map[string]bool, log *zap.Logger) map[*liveModule][]dispatcher.Slot {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	spares := spareSlots(cfg, placed, r.sessions)
+	mods := r.sessions
+	if len(kept) > 0 {
+		mods = map[string]map[string]*liveModule{}
+		for s, m := range r.sessions {
+			if !kept[s] {
+				mods[s] = m
+			}
+		}
+	}
+	spares := spareSlots(cfg, placed, mods)
 	type loadKey struct{ addr, model string }
 	loaded := map[loadKey]error{}
 	bySlot := map[*liveModule][]dispatcher.Slot{}
