@@ -101,8 +101,10 @@ func TestHostDelayIsNotTheDevice(t *testing.T) {
 // TestSlowedThenRestoredDevice: a device whose reported time is 1.6× its
 // profile is learned so (pace, straggler EWMA, calibration), then follows it
 // back: the pace at the third restored batch, the EWMA below
-// slowScaleExit within a dozen; and a device slowed and then left idle is
-// forgotten forgetAfter after its last batch (forget, on an injected time).
+// slowScaleExit within a dozen; and a device slowed and then left idle
+// loses its straggler mark forgetAfter after its last batch, its pace and
+// slowness forgetPaceAfter after it (forget, on an injected time), and a
+// device forgotten and still slow is measured so by its next batch.
 func TestSlowedThenRestoredDevice(t *testing.T) {
 	r := newDevTimeRig(t)
 	slowed := backends.Timing{Compute: 160 * time.Millisecond}
@@ -139,8 +141,13 @@ func TestSlowedThenRestoredDevice(t *testing.T) {
 		t.Errorf("%v after its last batch: pace %v; want the 1.6 measured kept", forgetAfter/2, p)
 	}
 	idle.h.forget(time.Now().Add(forgetAfter + forgetEvery))
+	if p, s := idle.bh.Pace(), idle.bh.Slowness(); p < 1.59 || s < 1.59 || idle.bh.slow.Load() {
+		t.Errorf("%v after its last batch: pace %v, slowness %v, straggler %v; want the straggler mark dropped, the pace and slowness kept for its next batch",
+			forgetAfter+forgetEvery, p, s, idle.bh.slow.Load())
+	}
+	idle.h.forget(time.Now().Add(forgetPaceAfter + forgetEvery))
 	if p, s := idle.bh.Pace(), idle.bh.Slowness(); p != 1 || s != 1 || idle.bh.slow.Load() {
-		t.Errorf("%v after its last batch: pace %v, slowness %v, straggler %v; want all forgotten", forgetAfter+forgetEvery, p, s, idle.bh.slow.Load())
+		t.Errorf("%v after its last batch: pace %v, slowness %v, straggler %v; want all forgotten", forgetPaceAfter+forgetEvery, p, s, idle.bh.slow.Load())
 	}
 	idle.batch(170*time.Millisecond, slowed) // the next batch measures it anew
 	if p := idle.bh.Pace(); p < 1.59 || !idle.bh.slow.Load() {

@@ -107,7 +107,10 @@ type backendHealth struct {
 	ratio   atomic.Uint64 // float64 bits: EWMA of measured/profiled batch duration (0: no sample)
 	slow    atomic.Bool
 	seenAt  atomic.Int64 // unix ns: the latest sample of ratio (Health.forget)
-	host    atomic.Int64 // ns: EWMA of the network-and-host share of its batches (Health.hostShare)
+	// forgotten: forget dropped the straggler mark, EWMA, host share and
+	// pace window since the latest sample; the pace and slowness stand.
+	forgotten atomic.Bool
+	host      atomic.Int64 // ns: EWMA of the network-and-host share of its batches (Health.hostShare)
 
 	lastEnd    atomic.Int64 // unix ns: the latest end of a batch on the backend (backendHealth.ran)
 	paceMu     sync.Mutex
@@ -490,6 +493,7 @@ func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 	}
 	x := float64(elapsed) / float64(profiled)
 	bh.seenAt.Store(time.Now().UnixNano())
+	bh.forgotten.Store(false)
 	var r float64
 	for {
 		old := bh.ratio.Load()
@@ -527,16 +531,24 @@ func (h *Health) observe(bh *backendHealth, elapsed, profiled time.Duration) {
 }
 
 // Forgetting (docs/calibration.md, "Forgetting"): what a backend's batches
-// taught, its straggler EWMA, its pace and its host share, is dropped once
-// no batch has measured it for forgetAfter, checked every forgetEvery: a
-// device slowed by a burst, or left idle since, is expected as profiled
-// again within seconds, and its next batch measures it anew (the EWMA and
-// the pace start from that batch's own ratio). While batches run the two
-// follow them (the EWMA's weight, the pace's latest paceSamples full
-// batches); a pace a warm-up measured waits for the backend's first batch.
+// taught is dropped in two steps once no batch has measured it. After
+// forgetAfter (checked every forgetEvery) its straggler mark (slow: fewer
+// batches), its straggler EWMA, its host share and its pace window go: a
+// device slowed by a burst, or avoided because it was slow, takes batches
+// again, and its next batch measures it anew (the EWMA and the pace start
+// from that batch's own ratio). Its pace and slowness, what the dispatchers
+// predict its batches with, stand until that batch, or until
+// forgetPaceAfter: the first batch on a device forgotten at once was
+// predicted as profiled, and on a device that was still slow it ended late
+// (one device of each module 1.6x: 1-6 requests 504 a run, each on the
+// first batch after the straggler was forgotten, late by 13-15 ms). While
+// batches run the two follow them (the EWMA's weight, the pace's latest
+// paceSamples full batches); a pace a warm-up measured waits for the
+// backend's first batch.
 const (
-	forgetAfter = 2 * time.Second
-	forgetEvery = 250 * time.Millisecond
+	forgetAfter     = 2 * time.Second
+	forgetPaceAfter = 10 * time.Second
+	forgetEvery     = 250 * time.Millisecond
 )
 
 // forgetLoop runs forget every forgetEvery until Close (started by the
@@ -556,10 +568,12 @@ func (h *Health) forgetLoop() {
 }
 
 // forget drops, on every backend whose latest batch ended before now −
-// forgetAfter, its straggler EWMA (slow no more: one log line), its pace
-// (SetPace(1)) and its host share. O(backends); the control path's.
+// forgetAfter, its straggler mark (one log line), EWMA, host share and pace
+// window, and once before now − forgetPaceAfter its pace and slowness
+// (SetPace(1), SetSlowness(1)). O(backends); the control path's.
 func (h *Health) forget(now time.Time) {
 	before := now.Add(-forgetAfter).UnixNano()
+	stale := now.Add(-forgetPaceAfter).UnixNano()
 	h.mu.Lock()
 	all := make([]*backendHealth, 0, len(h.byID))
 	for _, bh := range h.byID {
@@ -568,22 +582,31 @@ func (h *Health) forget(now time.Time) {
 	h.mu.Unlock()
 	changed := false
 	for _, bh := range all {
-		if seen := bh.seenAt.Load(); seen == 0 || seen >= before {
-			continue // measured lately, or not since the last forget (a warm-up's pace waits for traffic)
+		seen := bh.seenAt.Load()
+		if seen == 0 || seen >= before {
+			continue // measured lately, or forgotten (a warm-up's pace waits for traffic)
 		}
-		bh.ratio.Store(0)
-		bh.seenAt.Store(0)
-		bh.host.Store(0)
-		bh.SetHostShare(0)
-		if bh.slow.CompareAndSwap(true, false) {
-			h.log.Info("backend no longer slow: no batch has measured it", zap.String("backend", bh.id), zap.Duration("for", forgetAfter))
-			changed = true
+		if !bh.forgotten.Swap(true) {
+			bh.ratio.Store(0)
+			bh.host.Store(0)
+			bh.SetHostShare(0)
+			if bh.slow.CompareAndSwap(true, false) {
+				h.log.Info("backend no longer slow: no batch has measured it", zap.String("backend", bh.id), zap.Duration("for", forgetAfter),
+					zap.Float64("slowness_kept", bh.Slowness()))
+				changed = true
+			}
+			bh.paceMu.Lock()
+			bh.paces = paceWindow{}
+			bh.paceMu.Unlock()
 		}
-		bh.SetSlowness(1)
-		bh.paceMu.Lock()
-		bh.paces = paceWindow{}
-		bh.SetPace(1)
-		bh.paceMu.Unlock()
+		if seen < stale {
+			bh.seenAt.Store(0)
+			bh.forgotten.Store(false)
+			bh.SetSlowness(1)
+			bh.paceMu.Lock()
+			bh.SetPace(1)
+			bh.paceMu.Unlock()
+		}
 	}
 	if changed {
 		h.changed()
