@@ -37,9 +37,11 @@ var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 // hex (`printf %s "$TOKEN" | sha256sum`), so the file holds no secret; a
 // Kubernetes Secret mounted as the file reads the same. Every problem is
 // reported, each with its line: a file that does not read or parse, no
-// entry, an unknown field, a name missing, not of the form
-// [A-Za-z0-9][A-Za-z0-9._@-]{0,63}, reserved (file, consul, cluster) or
-// given twice, a sha256 that is not 64 hex digits or is given twice.
+// entry, an unknown field, a field given twice in an entry, a name or
+// sha256 that is not a plain string (an alias, a list), a name missing, not
+// of the form [A-Za-z0-9][A-Za-z0-9._@-]{0,63}, reserved (file, consul,
+// cluster) or given twice, a sha256 that is not 64 hex digits or is given
+// twice.
 func LoadAdminTokens(path string) ([]AdminToken, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -82,8 +84,19 @@ func ParseAdminTokens(name string, data []byte) ([]AdminToken, error) {
 		}
 		var t struct{ name, sum string }
 		var nameLine, sumLine int
+		seen := map[string]int{}
 		for j := 0; j+1 < len(item.Content); j += 2 {
 			k, v := item.Content[j], item.Content[j+1]
+			if first, twice := seen[k.Value]; twice {
+				bad(k.Line, "field %q given twice (first on line %d)", k.Value, first)
+				continue
+			}
+			seen[k.Value] = k.Line
+			if v.Kind != yaml.ScalarNode && (k.Value == "name" || k.Value == "sha256") {
+				// An alias's Value is its anchor's name, not the value.
+				bad(v.Line, "%s: want a plain string, not an alias, list or mapping", k.Value)
+				continue
+			}
 			switch k.Value {
 			case "name":
 				t.name, nameLine = v.Value, v.Line

@@ -41,6 +41,8 @@ func TestParseAdminTokens(t *testing.T) {
 		{name: "the token itself", file: "- name: alice\n  sha256: alice-secret\n", errs: []string{`tokens.yaml:2: sha256 of "alice" is not 64 hex digits (12 characters)`, "never the token itself"}},
 		{name: "no sha256", file: "- name: alice\n", errs: []string{"tokens.yaml:1: entry 1 (alice) has no sha256"}},
 		{name: "one token, two names", file: "- name: alice\n  sha256: " + alice + "\n- name: bob\n  sha256: " + alice + "\n", errs: []string{`tokens.yaml:4: sha256 of "bob" is also "alice"'s`}},
+		{name: "a name by alias", file: "- name: &n alice\n  sha256: " + alice + "\n- name: *n\n  sha256: " + bob + "\n", errs: []string{"tokens.yaml:3: name: want a plain string, not an alias"}},
+		{name: "a name twice in one entry", file: "- {name: alice, name: bob, sha256: " + alice + "}\n", errs: []string{`tokens.yaml:1: field "name" given twice (first on line 1)`}},
 		{name: "every problem at once", file: "- name: file\n  sha256: x\n- name: bob\n  extra: 1\n  sha256: " + bob + "\n",
 			errs: []string{`tokens.yaml:1: name "file" is reserved`, `tokens.yaml:2: sha256 of "file" is not 64 hex digits`, `tokens.yaml:4: unknown field "extra"`}},
 	} {
