@@ -592,6 +592,17 @@ func TestLoadBytesAliasBomb(t *testing.T) {
 // testdata/fuzz/FuzzLoadBytes.
 func FuzzLoadBytes(f *testing.F) {
 	f.Add([]byte(base))
+	// join and race (after 02af265): accepted, refused and odd spellings.
+	for _, m := range []string{
+		"{name: j, model: m1, after: [b, a], join: anyof, race: 2}",
+		"{name: j, model: m1, after: [a, b], join: allof, race: 8}",
+		"{name: j, model: m1, after: [a], join: anyof}",
+		"{name: j, model: m1, after: [a, b], join: ANYOF, race: 9}",
+		"{name: j, model: m1, join: \"\", race: -1}",
+		"{name: j, model: m1, after: [a, b], join: [anyof], race: 2.5}",
+	} {
+		f.Add([]byte("sessions:\n  - name: s\n    slo: 25ms\n    modules:\n      - {name: a, model: m1, race: 1}\n      - {name: b, model: m2}\n      - " + m + "\n" + base))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := LoadBytes(NamedDoc{Name: "fuzz.yaml", Data: data})
 		if err != nil {
