@@ -88,15 +88,16 @@ tools:
 # each (not in CI; docs/security.md): the KServe JSON codec, its numbers,
 # the binary extension, gzip/deflate bodies, the gRPC conversion, the config
 # loader, the admin API's session body, the fault-injection payloads, plans,
-# traces and load-generator requests. Each target's corpus is its package's
-# testdata/fuzz/<Target>; a crash's input is written there, to be kept as a
-# regression case once fixed. `make fuzz FUZZTIME=30s` for a quick pass.
+# traces, load-generator requests, the admin tokens and tenants files. Each
+# target's corpus is its package's testdata/fuzz/<Target>; a crash's input
+# is written there, to be kept as a regression case once fixed. `make fuzz FUZZTIME=30s` for a quick pass.
 FUZZTIME ?= 10m
 FUZZ_TARGETS := \
 	kserve:FuzzDecodeInferRequest kserve:FuzzNumber kserve:FuzzDecodeBinaryInferRequest \
 	kserve:FuzzGzipBody kserve:FuzzGRPCInputs api:FuzzLoadBytes controlplane:FuzzAdminSessionBody \
 	backends/faults:FuzzDecodeSet backends/faults:FuzzParse backends:FuzzSplitOutputs \
-	simulate:FuzzReadPlan arrival:FuzzReadTrace loadgen:FuzzParseRequest
+	simulate:FuzzReadPlan arrival:FuzzReadTrace loadgen:FuzzParseRequest \
+	controlplane:FuzzParseAdminTokens tenants:FuzzParseTenants
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; \
