@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 )
 
 // maxBody bounds a PUT body: a Set is a few dozen bytes.
@@ -53,12 +52,15 @@ func (j *Injector) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeSet reads one JSON Set, refusing unknown fields and trailing data.
+// jsonFields are Set's JSON fields: Kinds, but slowshare is slow_share.
+const jsonFields = "refuse, reset, hang, slow, fail, malformed, shared, slow_share"
+
 func decodeSet(body io.Reader) (Set, error) {
 	var s Set
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return Set{}, fmt.Errorf("faults: body: %v; want a JSON object with the fields %s (all optional)", err, strings.Join(Kinds, ", "))
+		return Set{}, fmt.Errorf("faults: body: %v; want a JSON object with the fields %s (all optional)", err, jsonFields)
 	}
 	if dec.More() {
 		return Set{}, fmt.Errorf("faults: body: data after the JSON object")

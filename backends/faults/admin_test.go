@@ -57,6 +57,7 @@ func TestAdminChangesFaultsAtRunTime(t *testing.T) {
 		{`{"fail": 2}`, "want a share 0 ≤ p ≤ 1"},
 		{`{"hang": "yes"}`, "want a JSON object with the fields refuse, reset, hang, slow, fail, malformed"},
 		{`{"crash": true}`, `unknown field \"crash\"`},
+		{`{"slow": 2, "slowshare": 0.3}`, "malformed, shared, slow_share (all optional)"},
 		{`{} {}`, "data after the JSON object"},
 	} {
 		if code, body := call(http.MethodPut, tc.body); code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
