@@ -12,7 +12,8 @@
 # issue 32's 4× case is
 #   SCALE=1 SPARE=1 ARRIVAL=constant LOADS=4 scripts/overload-live.sh
 # (two backends, 6,000 req/s for 10 s; target: >= 99.9% of admitted within
-# the SLO, no 504). GATEWAY_FLAGS adds flags to piccolo gateway.
+# the SLO, no 504). GATEWAY_FLAGS adds flags to piccolo gateway; PICCOLO=BINARY
+# runs that binary instead of building the working tree (to alternate two).
 set -euo pipefail
 LOADS=${LOADS:-2 4 10}
 SCALE=${SCALE:-10}
@@ -25,8 +26,12 @@ esac
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
-go build -o "$work/piccolo" ./cmd/piccolo
-P=$work/piccolo
+if [ -n "${PICCOLO:-}" ]; then
+  P=$PICCOLO
+else
+  go build -o "$work/piccolo" ./cmd/piccolo
+  P=$work/piccolo
+fi
 if [ "$SCALE" = 10 ]; then
   sed -e 's/name: gpu/name: v100/; s/hardware: gpu/hardware: v100/' \
       -e 's/duration: 2ms/duration: 20ms/; s/duration: 3ms/duration: 30ms/; s/duration: 8ms/duration: 80ms/' \
