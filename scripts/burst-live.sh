@@ -17,6 +17,7 @@
 #   CONNS="128 512"  the connection counts, in order (the ratio is last/first)
 #   GATEWAY_FLAGS="..." more flags for piccolo gateway, e.g.
 #                    --overload-control=false (no door) or --calibration=false
+#   PICCOLO=BINARY   run that binary instead of building the working tree
 #   KEEP=1           keep the work directory (logs, config, the gateway's
 #                    /metrics after each phase) and print its path
 # Loopback only; every process it starts is stopped at the end. On a shared
@@ -36,8 +37,12 @@ cleanup() {
 	if [ "${KEEP:-0}" = 1 ]; then echo "work directory: $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
-go build -o "$work/piccolo" ./cmd/piccolo
-P=$work/piccolo
+if [ -n "${PICCOLO:-}" ]; then
+	P=$PICCOLO
+else
+	go build -o "$work/piccolo" ./cmd/piccolo
+	P=$work/piccolo
+fi
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 bport=$(port) hport=$(port) gport=$(port)
 cat >"$work/burst.yaml" <<'YAML'
