@@ -43,20 +43,7 @@ type OverloadOptions struct {
 	// RetryAfter is what a refused request is told to wait: HTTP Retry-After
 	// (whole seconds, at least 1) and gRPC's RetryInfo. Default 1 s.
 	RetryAfter time.Duration
-	// Hold is how many intervals in a row the delay must be over TargetDelay,
-	// with the gateway's goroutines queued, before the limit shrinks.
-	// Default DefaultOverloadHold.
-	Hold int
 }
-
-// DefaultOverloadHold is the default Hold: three intervals (60 ms at the
-// default Interval). A saturated gateway stays over the target for as long
-// as its load lasts; one interval over it is a hiccup (a GC cycle, a
-// co-located CPU backend's batch), and cutting the limit to half of what was
-// in flight then refused requests of a gateway with CPU to spare: the
-// demo's paper-chain, 37 requests in flight waiting on their batches, lost
-// 15 in 130 ms to one 4.2 ms interval (docs/traffic.md, "Overload control").
-const DefaultOverloadHold = 3
 
 // DefaultOverloadTargetDelay is the default scheduling delay the door holds:
 // far below any SLO a session has (tens of ms and more), far above what an
@@ -82,14 +69,9 @@ func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
 	if o.RetryAfter == 0 {
 		o.RetryAfter = time.Second
 	}
-	if o.Hold == 0 {
-		o.Hold = DefaultOverloadHold
-	}
 	switch {
 	case o.TargetDelay < 0, o.Interval < 0, o.RetryAfter < 0:
 		return o, fmt.Errorf("kserve: overload: target delay %v, interval %v and retry-after %v must not be negative", o.TargetDelay, o.Interval, o.RetryAfter)
-	case o.Hold < 0:
-		return o, fmt.Errorf("kserve: overload: hold %d intervals must not be negative", o.Hold)
 	case o.MinLimit < 1 || o.MaxLimit < o.MinLimit:
 		return o, fmt.Errorf("kserve: overload: limits %d..%d: want 1 ≤ min ≤ max", o.MinLimit, o.MaxLimit)
 	}
@@ -150,7 +132,7 @@ type schedSample struct {
 
 func newDoor(o OverloadOptions, sig delaySignal) *door {
 	d := &door{
-		ctl:      limitController{target: o.TargetDelay, hold: o.Hold, min: float64(o.MinLimit), max: float64(o.MaxLimit), limit: float64(o.MaxLimit)},
+		ctl:      limitController{target: o.TargetDelay, min: float64(o.MinLimit), max: float64(o.MaxLimit), limit: float64(o.MaxLimit)},
 		sig:      sig,
 		interval: int64(o.Interval),
 	}
@@ -246,7 +228,7 @@ const minDelaySamples = 8
 // limitController is the rule on the limit, as Breakwater's credit pool
 // (Cho et al., OSDI '20) and DAGOR (Zhou et al., SoCC '18) drive theirs from
 // queueing delay rather than from latency: over the target with the
-// gateway's goroutines queued for hold intervals in a row, the limit drops to what is in flight times
+// gateway's goroutines queued, the limit drops to what is in flight times
 // target/delay (at most halved an interval, as Netflix's Gradient2 clamps
 // its gradient at 0.5), not below min; over the target without them queued
 // (another process's load), it stays; under the target, with the limit in
@@ -256,8 +238,6 @@ const minDelaySamples = 8
 // lock.
 type limitController struct {
 	target   time.Duration
-	hold     int // intervals over the target, queued, before a cut (≤ 1: the first)
-	over     int // such intervals in a row so far
 	min, max float64
 	limit    float64
 }
@@ -265,18 +245,13 @@ type limitController struct {
 func (c *limitController) update(s schedSample, inflight int64) float64 {
 	switch {
 	case s.samples < minDelaySamples:
-	case s.delay > c.target && s.queued:
-		if c.over++; c.over >= c.hold {
+	case s.delay > c.target:
+		if s.queued {
 			g := max(0.5, float64(c.target)/float64(s.delay))
 			c.limit = max(c.min, min(c.limit, float64(inflight))*g)
 		}
-	case s.delay > c.target:
-		c.over = 0
-	default:
-		c.over = 0
-		if float64(inflight)*2 >= c.limit {
-			c.limit = min(c.max, c.limit+math.Sqrt(c.limit))
-		}
+	case float64(inflight)*2 >= c.limit:
+		c.limit = min(c.max, c.limit+math.Sqrt(c.limit))
 	}
 	return c.limit
 }

@@ -31,26 +31,8 @@ func busy(d time.Duration) schedSample { return schedSample{delay: d, samples: 1
 func TestLimitController(t *testing.T) {
 	const target = 2 * time.Millisecond
 	newCtl := func() *limitController {
-		return &limitController{target: target, hold: 1, min: 16, max: 1024, limit: 1024}
+		return &limitController{target: target, min: 16, max: 1024, limit: 1024}
 	}
-	t.Run("one interval over the target cuts nothing, the third in a row does", func(t *testing.T) {
-		c := newCtl()
-		c.hold = DefaultOverloadHold
-		if l := c.update(busy(5*time.Millisecond), 40); l != 1024 {
-			t.Fatalf("one interval at 2.5× the target: limit %v, want 1024 kept (a hiccup)", l)
-		}
-		if l := c.update(busy(100*time.Microsecond), 40); l != 1024 {
-			t.Fatalf("then clear: limit %v, want 1024", l)
-		}
-		for i := 1; i < DefaultOverloadHold; i++ {
-			if l := c.update(busy(5*time.Millisecond), 40); l != 1024 {
-				t.Fatalf("interval %d in a row over the target: limit %v, want 1024 until %d", i, l, DefaultOverloadHold)
-			}
-		}
-		if l := c.update(busy(5*time.Millisecond), 40); l != 20 {
-			t.Fatalf("interval %d in a row over the target, 40 in flight: limit %v, want 20", DefaultOverloadHold, l)
-		}
-	})
 	t.Run("shrinks under queueing delay, to min", func(t *testing.T) {
 		c := newCtl()
 		inflight := int64(512)
@@ -121,7 +103,7 @@ func (f *scripted) read() schedSample { return f.s }
 
 func TestDoorShedsAndRecovers(t *testing.T) {
 	sig := &scripted{}
-	o, err := (&OverloadOptions{Interval: 10 * time.Millisecond, MinLimit: 4, MaxLimit: 8, Hold: 1}).withDefaults()
+	o, err := (&OverloadOptions{Interval: 10 * time.Millisecond, MinLimit: 4, MaxLimit: 8}).withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +153,7 @@ func TestDoorShedsAndRecovers(t *testing.T) {
 }
 
 func TestOverloadOptionsRefused(t *testing.T) {
-	for _, o := range []OverloadOptions{{MinLimit: 10, MaxLimit: 5}, {TargetDelay: -time.Second}, {MinLimit: -1}, {Hold: -1}} {
+	for _, o := range []OverloadOptions{{MinLimit: 10, MaxLimit: 5}, {TargetDelay: -time.Second}, {MinLimit: -1}} {
 		if _, err := o.withDefaults(); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
