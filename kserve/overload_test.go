@@ -33,6 +33,21 @@ func TestLimitController(t *testing.T) {
 	newCtl := func() *limitController {
 		return &limitController{target: target, min: 16, max: 1024, limit: 1024}
 	}
+	t.Run("a cut the next interval finds clear is undone; two in a row stay", func(t *testing.T) {
+		c := newCtl()
+		c.limit = 300
+		if l := c.update(busy(5*time.Millisecond), 40); l != 20 {
+			t.Fatalf("one interval at 2.5× the target, 40 in flight: limit %v, want 20 (the cut is prompt)", l)
+		}
+		if l := c.update(busy(100*time.Microsecond), 40); l != 300 {
+			t.Fatalf("the next interval clear: limit %v, want the 300 before the cut (a hiccup)", l)
+		}
+		c.update(busy(5*time.Millisecond), 40)
+		c.update(busy(5*time.Millisecond), 20)
+		if l := c.update(busy(100*time.Microsecond), 20); l != 20 {
+			t.Fatalf("clear after two intervals over the target: limit %v, want 20 (grown from the floor 16 by √16), not the 300 restored", l)
+		}
+	})
 	t.Run("shrinks under queueing delay, to min", func(t *testing.T) {
 		c := newCtl()
 		inflight := int64(512)
