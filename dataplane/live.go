@@ -251,7 +251,6 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	}
 	type loadKey struct{ backend, model string }
 	loads := map[loadKey][2]int{} // batch, concurrency
-	kept := map[string]bool{}     // sessions whose modules prev's keep serving
 	for i := range placed.Sessions {
 		sp := &placed.Sessions[i]
 		if sp.Error != "" {
@@ -260,7 +259,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 		}
 		r.plans[sp.Name] = sp
 		if mods := prev.keptSession(cfg, sp); mods != nil {
-			r.sessions[sp.Name], kept[sp.Name] = mods, true
+			r.sessions[sp.Name] = mods
 			r.kept = append(r.kept, sp.Name)
 			for _, lm := range mods {
 				for _, c := range lm.clients { // the plan's backends and the spares prev loaded
@@ -379,14 +378,14 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	}
 	var spares map[*liveModule][]dispatcher.Slot
 	if opts.Spare {
-		spares = r.attachSpares(lctx, cfg, placed, kept, opts.Logger)
+		spares = r.attachSpares(lctx, cfg, placed, opts.Logger)
 	}
 	r.warmUp(lctx, placed, spares, prev, opts.Logger)
-	for s, mods := range r.sessions {
-		if kept[s] {
-			continue // set when prev built them; requests read them now
-		}
+	for _, mods := range r.sessions {
 		for _, lm := range mods {
+			if lm.owner.Load() != r {
+				continue // kept: set when prev built it, and requests read it now
+			}
 			if info, ok := meta[lm.model]; ok {
 				lm.inputs, lm.outputs, lm.hasMeta = specsToMeta(info.Inputs), specsToMeta(info.Outputs), true
 			}
@@ -447,9 +446,12 @@ func (r *LiveRunner) Stats() map[string]dispatcher.Stats {
 // session's dispatchers go on with their queues, lanes, measured slowness
 // and arrival gaps through a plan change that did not change it: a re-plan
 // for another session's drift or rate no longer rebuilds every session's
-// dispatchers and hands their queues over (the demo's paper-chain refused
-// 36 of 3,039 requests across nine such plan changes, 1 without them;
-// docs/dataplane.md, "Plan changes"). Nil r keeps nothing.
+// dispatchers and hands their queues over (in the demo, where the OCR
+// sessions are re-planned 14-21 times a minute, paper-chain went from 36 of
+// 3,039 refused to 14, the rest the door's; docs/dataplane.md, "Plan
+// changes"). Until LiveSwitch.apply calls own, a kept module's owner is
+// still prev: that is how the new runner tells its kept modules from its
+// own. Nil r keeps nothing.
 func (r *LiveRunner) keptSession(cfg *api.Config, sp *api.SessionPlan) map[string]*liveModule {
 	if r == nil {
 		return nil

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -127,17 +128,18 @@ func spareEntry(cfg *api.Config, model, hardware string, need int, budget time.D
 // and left out; the plan itself does not depend on it. Called by
 // newLiveRunner when LiveOptions.Spare is set, after the plan's own loads;
 // returns the slots given, by module (their backends are warmed up too).
-// The modules of the kept sessions (keptSession) keep the spares they had:
-// their client and health maps are read by the requests they serve.
-func (r *LiveRunner) attachSpares(ctx context.Context, cfg *api.Config, placed *api.Plan, kept map[string]bool, log *zap.Logger) map[*liveModule][]dispatcher.Slot {
+// The modules of the kept sessions (keptSession: their owner is not r yet)
+// keep the spares they had: their client and health maps are read by the
+// requests they serve.
+func (r *LiveRunner) attachSpares(ctx context.Context, cfg *api.Config, placed *api.Plan, log *zap.Logger) map[*liveModule][]dispatcher.Slot {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	mods := r.sessions
-	if len(kept) > 0 {
+	if len(r.kept) > 0 {
 		mods = map[string]map[string]*liveModule{}
 		for s, m := range r.sessions {
-			if !kept[s] {
+			if !slices.Contains(r.kept, s) {
 				mods[s] = m
 			}
 		}
