@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/dataplane"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/internal/consultest"
@@ -38,14 +37,7 @@ func TestClusterHistoryInConsul(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		addr, _ := testharness.StartSimBackend(t, cfg.Profiles)
-		dereg, err := membership.Register(ctx, agent.Addr(), membership.Member{ID: fmt.Sprintf("gpu-%d", i), Address: addr, Hardware: "v100"}, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = dereg(context.Background()) })
-	}
+	registerSimBackends(ctx, t, agent.Addr(), cfg, 2)
 	planner := func(c *api.Config) (*api.Plan, error) {
 		return serving.Plan(c, serving.Options{Scheduler: planner.Options{Policy: "piccolo", MaxUtilization: 0.8}})
 	}

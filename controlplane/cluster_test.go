@@ -43,14 +43,7 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		addr, _ := testharness.StartSimBackend(t, cfg.Profiles)
-		dereg, err := membership.Register(ctx, agent.Addr(), membership.Member{ID: fmt.Sprintf("gpu-%d", i), Address: addr, Hardware: "v100"}, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = dereg(context.Background()) })
-	}
+	registerSimBackends(ctx, t, agent.Addr(), cfg, 2)
 	// The serving planner, as the gateway's: only the hardware present;
 	// counted, for the gateway's config pipeline and the elected re-planner
 	// (this gateway's candidate) together.
@@ -173,4 +166,19 @@ func TestConsulControlServesAndChangesTheClusterPlan(t *testing.T) {
 		t.Error("StepDown did not return")
 	}
 	ctl.LiveSwitch().Close()
+}
+
+// registerSimBackends starts n sim backends serving cfg's profiles and
+// registers them in the Consul agent at consul as v100 members gpu-0 …,
+// deregistered when the test ends.
+func registerSimBackends(ctx context.Context, t *testing.T, consul string, cfg *api.Config, n int) {
+	t.Helper()
+	for i := range n {
+		addr, _ := testharness.StartSimBackend(t, cfg.Profiles)
+		dereg, err := membership.Register(ctx, consul, membership.Member{ID: fmt.Sprintf("gpu-%d", i), Address: addr, Hardware: "v100"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = dereg(context.Background()) })
+	}
 }
