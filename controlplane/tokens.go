@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -36,7 +37,8 @@ var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 // FILE`): a YAML list of {name, sha256}, sha256 being the token's SHA-256 in
 // hex (`printf %s "$TOKEN" | sha256sum`), so the file holds no secret; a
 // Kubernetes Secret mounted as the file reads the same. Every problem is
-// reported, each with its line: a file that does not read or parse, no
+// reported, each with its line: a file that does not read or parse, holds
+// more than one YAML document, no
 // entry, an unknown field, a field given twice in an entry, a name or
 // sha256 that is not a plain string (an alias, a list), a name missing, not
 // of the form [A-Za-z0-9][A-Za-z0-9._@-]{0,63}, reserved (file, consul,
@@ -54,9 +56,19 @@ func LoadAdminTokens(path string) ([]AdminToken, error) {
 // used in errors.
 func ParseAdminTokens(name string, data []byte) ([]AdminToken, error) {
 	const want = "want a YAML list of {name, sha256}, such as\n- name: alice\n  sha256: <64 hex digits: printf %s \"$TOKEN\" | sha256sum>"
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	var doc, more yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w; %s", name, err, want)
+	}
+	// yaml.Unmarshal read the first document only: tokens after a "---"
+	// were ignored without a word.
+	switch err := dec.Decode(&more); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w; %s", name, err, want)
+	default:
+		return nil, fmt.Errorf("%s:%d: a second YAML document: put every token in the one list; %s", name, more.Line, want)
 	}
 	if len(doc.Content) == 0 {
 		return nil, fmt.Errorf("%s: no tokens; %s", name, want)
