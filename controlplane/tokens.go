@@ -104,9 +104,10 @@ func ParseAdminTokens(name string, data []byte) ([]AdminToken, error) {
 				continue
 			}
 			seen[k.Value] = k.Line
-			if v.Kind != yaml.ScalarNode && (k.Value == "name" || k.Value == "sha256") {
-				// An alias's Value is its anchor's name, not the value.
-				bad(v.Line, "%s: want a plain string, not an alias, list or mapping", k.Value)
+			if (v.Kind != yaml.ScalarNode || v.Tag == "!!null") && (k.Value == "name" || k.Value == "sha256") {
+				// An alias's Value is its anchor's name, not the value; a
+				// null's is "null" or "~".
+				bad(v.Line, "%s: want a plain string, not an alias, list, mapping or null", k.Value)
 				continue
 			}
 			switch k.Value {

@@ -31,6 +31,7 @@ func TestParseAdminTokens(t *testing.T) {
 		{name: "a comment and a Secret's trailing newline", file: "# piccolo admin tokens\n- name: ci@deploy\n  sha256: " + alice + "\n\n", want: []string{"ci@deploy"}},
 		{name: "empty file", file: "", errs: []string{"tokens.yaml: no tokens", "want a YAML list of {name, sha256}"}},
 		{name: "empty list", file: "[]\n", errs: []string{"tokens.yaml:1: the list is empty"}},
+		{name: "a null name", file: "- name: null\n  sha256: " + alice + "\n", errs: []string{"tokens.yaml:1: name: want a plain string, not an alias, list, mapping or null"}},
 		{name: "a second document", file: "- name: alice\n  sha256: " + alice + "\n---\n- name: bob\n  sha256: " + bob + "\n", errs: []string{"tokens.yaml:3: a second YAML document"}},
 		{name: "a mapping, not a list", file: "tokens:\n  - name: alice\n", errs: []string{"tokens.yaml:1: not a list"}},
 		{name: "not YAML", file: "- name: [\n", errs: []string{"tokens.yaml: yaml:"}},
