@@ -97,7 +97,7 @@ FUZZ_TARGETS := \
 	kserve:FuzzGzipBody kserve:FuzzGRPCInputs api:FuzzLoadBytes controlplane:FuzzAdminSessionBody \
 	backends/faults:FuzzDecodeSet backends/faults:FuzzParse backends:FuzzSplitOutputs \
 	simulate:FuzzReadPlan arrival:FuzzReadTrace loadgen:FuzzParseRequest \
-	controlplane:FuzzParseAdminTokens tenants:FuzzParseTenants
+	controlplane:FuzzParseAdminTokens tenants:FuzzParseTenants backends/builtin:FuzzPre
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; \
