@@ -320,7 +320,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			}
 			lm.profiled = profiledIn(cfg, mp.Model)
 			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Health: r.health, Devices: r.health,
-				Admission: opts.Admission, Profiled: lm.profiled})
+				Admission: opts.Admission, HandoffMargin: handoffMarginOf(cfg, sp.Name, mp.Name), Profiled: lm.profiled})
 			if err != nil {
 				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
 			}
@@ -452,6 +452,32 @@ func (r *LiveRunner) Stats() map[string]dispatcher.Stats {
 // changes"). Until LiveSwitch.apply calls own, a kept module's owner is
 // still prev: that is how the new runner tells its kept modules from its
 // own. Nil r keeps nothing.
+// HandoffMargin is the admission margin (dispatcher.Options.HandoffMargin)
+// of the modules a request enters its session by: 2 ms for each batch queued
+// ahead. Issue 32's 4x overload (one module, 8 ms batches of 16, SLO
+// 100 ms, two backends, 6,000 req/s against 1,500 planned, on a 2-core host
+// beside the load generator) keeps about ten batches queued; without a
+// margin one run in four had a stall of about 20 ms turn 44 admitted
+// requests into 504s (3 in another), with it none in eight runs
+// (docs/traffic.md, "Admission margin"). Later modules keep none: an item
+// refused there has had its upstream work done for nothing, and the
+// slowed-device step case had 504s in each of four runs with every module
+// keeping one (0 in five at the same time without any).
+const HandoffMargin = 2 * time.Millisecond
+
+// handoffMarginOf returns HandoffMargin for a module of the session's that
+// runs after none (a source of its DAG), else 0.
+func handoffMarginOf(cfg *api.Config, session, module string) time.Duration {
+	s, ok := cfg.Session(session)
+	if !ok {
+		return 0
+	}
+	if i := s.ModuleIndex(module); i >= 0 && len(s.Parents(i)) == 0 {
+		return HandoffMargin
+	}
+	return 0
+}
+
 func (r *LiveRunner) keptSession(cfg *api.Config, sp *api.SessionPlan) map[string]*liveModule {
 	if r == nil {
 		return nil

@@ -64,3 +64,20 @@ func TestEstimateLeavesTheQueueToAdmission(t *testing.T) {
 		}
 	}
 }
+
+// Only the modules a request enters its session by keep the admission
+// margin: a source of the DAG, not a module after one, nor a module or
+// session the config does not have.
+func TestHandoffMarginAtTheSessionsSources(t *testing.T) {
+	cfg := &api.Config{Sessions: []api.Session{{Name: "s", Modules: []api.Module{
+		{Name: "det"}, {Name: "meta"}, {Name: "rec", After: []string{"det"}}, {Name: "out", After: []string{"rec", "meta"}},
+	}}}}
+	for _, tc := range []struct {
+		session, module string
+		want            time.Duration
+	}{{"s", "det", HandoffMargin}, {"s", "meta", HandoffMargin}, {"s", "rec", 0}, {"s", "out", 0}, {"s", "gone", 0}, {"other", "det", 0}} {
+		if got := handoffMarginOf(cfg, tc.session, tc.module); got != tc.want {
+			t.Errorf("handoffMarginOf(%s, %s) = %v, want %v", tc.session, tc.module, got, tc.want)
+		}
+	}
+}

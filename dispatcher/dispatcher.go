@@ -37,6 +37,17 @@ type Options struct {
 	// that cannot be served in time is failed with ErrDeadline when its
 	// batch is sent, the paper's rule.
 	Admission bool
+	// HandoffMargin is, with Admission, the margin admission keeps before an
+	// item's Due for each batch queued ahead of its own on the machine it
+	// would go to (a wait of k batch durations keeps k × HandoffMargin); 0:
+	// none, an item is admitted when its batch is predicted to end by its
+	// Due. Each batch ahead is a lane freeing and the next batch sent, a
+	// wake-up of the gateway and of the backend that a loaded host delays;
+	// under overload admission fills the queue to the deadline, and one
+	// stall then makes a whole batch late. The live gateway sets it at the
+	// modules a request enters by (dataplane.HandoffMargin); the
+	// simulator's virtual clock has no host to stall.
+	HandoffMargin time.Duration
 	// Clock defaults to SystemClock.
 	Clock Clock
 	// Sender runs the batches.
@@ -144,9 +155,11 @@ type Dispatcher struct {
 	frule  Flush // Options.Flush
 	early  bool  // flush.Early(), read once
 	admit  bool  // Options.Admission
-	clock  Clock
-	sender Sender
-	health HealthTable // nil: every machine up, none slow
+	// handoff is Options.HandoffMargin.
+	handoff time.Duration
+	clock   Clock
+	sender  Sender
+	health  HealthTable // nil: every machine up, none slow
 	// profiled is Options.Profiled.
 	profiled func(hardware string, batch, concurrency int) time.Duration
 	devs     DeviceTable // nil: a machine's lanes are its own
@@ -378,7 +391,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
-	d := &Dispatcher{module: mp.Name, policy: opts.Policy, frule: opts.Flush, early: opts.Flush.Early(), admit: opts.Admission, clock: opts.Clock, sender: opts.Sender,
+	d := &Dispatcher{module: mp.Name, policy: opts.Policy, frule: opts.Flush, early: opts.Flush.Early(), admit: opts.Admission, handoff: opts.HandoffMargin, clock: opts.Clock, sender: opts.Sender,
 		health: opts.Health, devs: opts.Devices, profiled: opts.Profiled, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
 	if opts.ArrivalGap > 0 {
 		d.arrived = warmArrivals

@@ -283,7 +283,7 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 	}
 	m, end, kept := d.target(q, b.g, b, it, dl, now, true)
 	due := d.dueFor(it, m.g.duration, now)
-	if due.IsZero() || !end.After(due) {
+	if due.IsZero() || !end.Add(d.queuedMargin(m, end, now)).After(due) {
 		return true
 	}
 	if kept {
@@ -291,6 +291,24 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 		return inTime
 	}
 	return false
+}
+
+// queuedMargin returns the margin admission keeps before an item's Due when
+// its batch would end at end on m: Options.HandoffMargin for each batch
+// ahead of it on the lane (the predicted wait, end less now and the batch's
+// own duration as predictAt scales them, over that duration); none on an
+// idle machine, so a lone item is admitted when its batch alone ends in
+// time. O(1), no allocation.
+func (d *Dispatcher) queuedMargin(m *machine, end, now time.Time) time.Duration {
+	if d.handoff <= 0 {
+		return 0
+	}
+	own := float64(m.duration()) * m.g.slow
+	w := float64(end.Sub(now)) - own
+	if w <= 0 || own <= 0 {
+		return 0
+	}
+	return time.Duration(w / own * float64(d.handoff))
 }
 
 // predictAt returns when an item in a batch that starts on m at start

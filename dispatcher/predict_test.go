@@ -55,6 +55,40 @@ func TestAdmissionRefusesWhatWouldBeLate(t *testing.T) {
 	}
 }
 
+// HandoffMargin keeps a margin per batch queued ahead, and none before an
+// idle machine. One machine, batch 1, 10 ms, budget 40 ms, five items at 0:
+// without it four are admitted (ends at 10, 20, 30 and 40 ms); with 2 ms a
+// batch ahead the fourth, ending at 40 ms behind three batches, needs 46 and
+// is refused. A lone item whose batch takes its whole budget is admitted.
+func TestHandoffMarginPerQueuedBatch(t *testing.T) {
+	for _, tc := range []struct {
+		margin   time.Duration
+		budgetMs float64
+		n, want  int
+	}{{0, 40, 5, 4}, {2 * time.Millisecond, 40, 5, 3}, {2 * time.Millisecond, 10, 1, 1}} {
+		mp := api.ModulePlan{Name: "m", Rate: 50, BudgetMs: tc.budgetMs, Configs: []api.GroupPlan{gp(1, 10, 1, 50)}}
+		clock := NewVirtualClock(t0)
+		d, err := New(mp, Options{Admission: true, HandoffMargin: tc.margin, Clock: clock, Sender: &vsender{clock: clock}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := newTracker()
+		admitted := 0
+		for range tc.n {
+			if err := d.Submit(tr.item(time.Time{})); err == nil {
+				admitted++
+			} else if !errors.Is(err, ErrOverloaded) {
+				t.Fatal(err)
+			}
+		}
+		clock.Run(t0.Add(time.Second))
+		if admitted != tc.want || tr.errs["ok"] != tc.want {
+			t.Errorf("margin %v, budget %v ms, %d items: admitted %d, completions %v; want %d admitted, all ok",
+				tc.margin, tc.budgetMs, tc.n, admitted, tr.errs, tc.want)
+		}
+	}
+}
+
 // A backend slower than its profile makes Predict slower too: after 30
 // batches of 20 ms on a 10 ms profile, an idle machine is predicted at about
 // 20 ms (the 99th-percentile ratio follows a tenth of the gap a batch).
