@@ -18,6 +18,12 @@
 #   GATEWAY_FLAGS="..." more flags for piccolo gateway, e.g.
 #                    --overload-control=false (no door) or --calibration=false
 #   PICCOLO=BINARY   run that binary instead of building the working tree
+#   SLOW=K           the backend runs every batch K times as long as profiled
+#                    (--fault slow=K), so calibration measures a drift and
+#                    the gateway re-plans the 150,000 req/s session: e.g.
+#                    SLOW=2 CONNS=8 scripts/burst-live.sh 15 times that
+#                    re-plan (the last lines: each plan's cause and
+#                    planner_runtime)
 #   KEEP=1           keep the work directory (logs, config, the gateway's
 #                    /metrics after each phase) and print its path
 # Loopback only; every process it starts is stopped at the end. On a shared
@@ -68,7 +74,7 @@ python3 - "$work/body.json" <<'PY'
 import sys
 open(sys.argv[1], "w").write('{"id":"42","inputs":[{"name":"x","shape":[1,64],"datatype":"FP32","data":[' + "0.25," * 63 + '1.5]}]}')
 PY
-"$P" backend -c "$work/burst.yaml" --executor sim --hardware fast --listen "127.0.0.1:$bport" --metrics-listen off >"$work/backend.log" 2>&1 &
+"$P" backend ${SLOW:+--fault-injection --fault "slow=$SLOW"} -c "$work/burst.yaml" --executor sim --hardware fast --listen "127.0.0.1:$bport" --metrics-listen off >"$work/backend.log" 2>&1 &
 pids+=($!)
 # The gateway loads the model at start and exits if the backend is not up yet.
 for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$bport") 2>/dev/null && break; sleep 0.05; done
@@ -124,3 +130,11 @@ for at in 1 2 5 10 20; do
 	echo "lone request at +${at} s: $(lone)"
 done
 grep -iE 'overload|drift|re-plan|replan|pool too small' "$work/gateway.log" | tail -n 20 | cut -c1-400 || true
+python3 - "$work/gateway.log" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    if '"new plan live"' in line:
+        d = json.loads(line)
+        print("plan live: cause %s, planner_runtime %.1f ms, %.2f s after its trigger, cost %.3f"
+              % (d.get("cause"), 1000 * d.get("planner_runtime", 0), d.get("since_trigger", 0), d.get("plan_cost", 0)))
+PY
