@@ -402,3 +402,50 @@ func (p *SessionPlan) ShortestRest() ([]time.Duration, error) {
 	LongestPath(g, w, nil, rest)
 	return rest, nil
 }
+
+// RacingBranches returns, for each anyof module of s (Module.AnyOf), in
+// module order, its racing branches: for each parent in After order, the
+// modules of that parent's branch, the parent first, then up its chain
+// while a module has one parent that feeds it alone. When one parent
+// finishes first, the other branches' work is cut (docs/planner.md,
+// "Related systems"). joins[k] is the index of the k-th anyof module and
+// branches[k][p] the branch of its parent p. The gateway (its DAG) and the
+// simulator cut the same modules.
+//
+// Errors name the anyof module's source line, the session and the module: an anyof module with fewer than two parents, a
+// parent that also feeds another module, a module on two branches.
+func (s *Session) RacingBranches() (joins []int, branches [][][]int, err error) {
+	parents, children := s.graph()
+	on := map[int]bool{}
+	for i := range s.Modules {
+		if !s.Modules[i].AnyOf() {
+			continue
+		}
+		name := s.Modules[i].Name
+		if len(parents[i]) < 2 {
+			return nil, nil, fmt.Errorf("%s: session %q: module %q joins anyof with %d parent(s); anyof races at least two modules in after",
+				s.Modules[i].Source, s.Name, name, len(parents[i]))
+		}
+		var bs [][]int
+		for _, p := range parents[i] {
+			if len(children[p]) != 1 {
+				return nil, nil, fmt.Errorf("%s: session %q: module %q races its parents (anyof), but parent %q also feeds other modules; each parent of an anyof module must feed it alone",
+					s.Modules[i].Source, s.Name, name, s.Modules[p].Name)
+			}
+			var b []int
+			for x := p; ; x = parents[x][0] {
+				if on[x] {
+					return nil, nil, fmt.Errorf("%s: session %q: module %q is on two racing branches", s.Modules[i].Source, s.Name, s.Modules[x].Name)
+				}
+				on[x] = true
+				b = append(b, x)
+				if len(parents[x]) != 1 || len(children[parents[x][0]]) != 1 {
+					break
+				}
+			}
+			bs = append(bs, b)
+		}
+		joins, branches = append(joins, i), append(branches, bs)
+	}
+	return joins, branches, nil
+}

@@ -151,43 +151,29 @@ func compile(s api.Session) (*dag, error) {
 	return d, nil
 }
 
-// compileAnyOf indexes the racing branches of the anyof modules: each parent
-// of one must feed it alone (its work is cancelled when another parent wins),
-// and so must every module up its chain that has one parent and one child.
+// compileAnyOf indexes the racing branches of the anyof modules
+// (api.Session.RacingBranches: each parent of one must feed it alone, its
+// work cancelled when another parent wins, and so must every module up its
+// chain that has one parent and one child).
 func (d *dag) compileAnyOf(s api.Session) error {
-	for i := range d.mods {
+	joins, branches, err := s.RacingBranches()
+	if err != nil {
+		return err
+	}
+	for k, i := range joins {
 		n := &d.mods[i]
-		if !n.anyOf {
-			continue
-		}
 		if d.graph.AnyOf == nil {
 			d.graph.AnyOf = make([]bool, len(d.mods))
 		}
 		d.graph.AnyOf[i] = true
 		n.join = d.joins
 		d.joins++
-		if len(n.parents) < 2 {
-			return fmt.Errorf("%s: session %q: module %q joins anyof with %d parent(s); anyof races at least two modules in after",
-				s.Modules[i].Source, s.Name, n.name, len(n.parents))
-		}
-		for _, p := range n.parents {
-			if len(d.mods[p].children) != 1 {
-				return fmt.Errorf("%s: session %q: module %q races its parents (anyof), but parent %q also feeds other modules; each parent of an anyof module must feed it alone",
-					s.Modules[i].Source, s.Name, n.name, d.mods[p].name)
-			}
-			var lane []int
-			for x := p; ; x = d.mods[x].parents[0] {
-				if d.mods[x].lane >= 0 {
-					return fmt.Errorf("%s: session %q: module %q is on two racing branches", s.Modules[i].Source, s.Name, d.mods[x].name)
-				}
+		for _, lane := range branches[k] {
+			for _, x := range lane {
 				d.mods[x].lane = d.lanes
-				lane = append(lane, x)
-				if len(d.mods[x].parents) != 1 || len(d.mods[d.mods[x].parents[0]].children) != 1 {
-					break
-				}
 			}
 			n.raced = append(n.raced, lane)
-			d.laneJoin, d.laneTop = append(d.laneJoin, i), append(d.laneTop, p)
+			d.laneJoin, d.laneTop = append(d.laneJoin, i), append(d.laneTop, lane[0])
 			d.lanes++
 		}
 	}

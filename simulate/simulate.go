@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -196,6 +197,12 @@ type session struct {
 	refused int // measured requests refused by admission
 	errs    map[string]int
 	seconds []SecondCount // with Options.PerSecond: by arrival second
+	// lanes is the number of racing branches into anyof modules (0: the
+	// session has none); sinks the number of modules nothing runs after.
+	// With anyof a request ends when its sinks do: the losing branches'
+	// batches already sent run on, and the request is released after them.
+	lanes, sinks int
+	laneMods     [][]int
 }
 
 type module struct {
@@ -217,6 +224,13 @@ type module struct {
 	overWCL  int
 	refused  int // measured items refused by admission
 	errs     map[string]int
+	// anyOf: the module starts on the first of its parents to finish
+	// (api.JoinAnyOf); raced[k] is the racing branch (lane) its parent k
+	// ends. lane is the branch this module is on, -1 for none.
+	anyOf bool
+	raced []int
+	lane  int
+	sink  bool
 }
 
 type request struct {
@@ -228,6 +242,13 @@ type request struct {
 	inflight int   // items in flight, plus one while the request is being advanced
 	failed   string
 	measured bool // arrived within the measured window [0, Duration)
+	// cut[l] is set when racing branch l lost its anyof join: its items
+	// still queued are swept (dispatcher.Item.Abandoned), its modules not
+	// yet started never start. sinksLeft counts the sinks not yet done and
+	// doneAt is when the last one was (sessions with anyof only).
+	cut       []atomic.Bool
+	sinksLeft int
+	doneAt    time.Time
 }
 
 type simItem struct {
@@ -294,7 +315,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 	// The DAG helpers live on api.Session: build one from the plan's names.
 	dag := api.Session{Name: sp.Name}
 	for _, mp := range sp.Modules {
-		dag.Modules = append(dag.Modules, api.Module{Name: mp.Name, After: mp.After})
+		dag.Modules = append(dag.Modules, api.Module{Name: mp.Name, After: mp.After, Join: mp.Join})
 	}
 	for i, mp := range sp.Modules {
 		for _, p := range mp.After {
@@ -370,7 +391,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 				return nil, err
 			}
 		}
-		m := &module{plan: mp, d: d, children: dag.Children(i), primary: -1,
+		m := &module{plan: mp, d: d, children: dag.Children(i), primary: -1, lane: -1, anyOf: dag.Modules[i].AnyOf(),
 			budget: ms(mp.BudgetMs), wcl: ms(mp.WCLMs), errs: map[string]int{},
 			groupMax: make([]time.Duration, len(mp.Configs)), groupN: make([]int, len(mp.Configs))}
 		parents := dag.Parents(i)
@@ -393,6 +414,9 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 		want := int(float64(s.o.Duration.Seconds())*ss.rate*m.ratio*1.05) + 16
 		m.lat = make([]time.Duration, 0, min(want, 1<<24))
 		ss.mods = append(ss.mods, m)
+	}
+	if err := ss.compileAnyOf(&dag); err != nil {
+		return nil, err
 	}
 	rest, err := sp.ShortestRest()
 	if err != nil {
@@ -420,6 +444,32 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 	}
 	ss.proc = proc
 	return ss, nil
+}
+
+// compileAnyOf marks the session's sinks and its anyof modules' racing
+// branches (api.Session.RacingBranches, the gateway's rule): laneMods[l]
+// are the modules of branch l.
+func (ss *session) compileAnyOf(dag *api.Session) error {
+	joins, branches, err := dag.RacingBranches()
+	if err != nil {
+		return err
+	}
+	for _, i := range dag.Sinks() {
+		ss.mods[i].sink = true
+		ss.sinks++
+	}
+	for k, i := range joins {
+		m := ss.mods[i]
+		for _, b := range branches[k] {
+			for _, x := range b {
+				ss.mods[x].lane = ss.lanes
+			}
+			m.raced = append(m.raced, ss.lanes)
+			ss.laneMods = append(ss.laneMods, b)
+			ss.lanes++
+		}
+	}
+	return nil
 }
 
 // Limits that keep a simulation finite and its memory bounded.
@@ -553,6 +603,9 @@ func (ss *session) arrive() {
 	for _, i := range ss.order {
 		m := ss.mods[i]
 		r.wait[i] = m.parents
+		if m.anyOf {
+			r.wait[i] = 1 // the first parent to finish starts it
+		}
 		var units float64
 		if m.primary < 0 {
 			units = 1
@@ -567,6 +620,10 @@ func (ss *session) arrive() {
 		r.count[i] = n
 	}
 	r.inflight = 1
+	r.sinksLeft, r.doneAt = ss.sinks, time.Time{}
+	for l := range ss.lanes {
+		r.cut[l].Store(false)
+	}
 	for _, i := range ss.sources {
 		ss.startModule(r, i)
 	}
@@ -579,6 +636,13 @@ func (ss *session) arrive() {
 }
 
 func (ss *session) startModule(r *request, i int) {
+	m := ss.mods[i]
+	var cut *atomic.Bool
+	if m.lane >= 0 {
+		if cut = &r.cut[m.lane]; cut.Load() {
+			return // its branch lost the race: nothing of it starts
+		}
+	}
 	n := r.count[i]
 	r.left[i] = n
 	if n == 0 {
@@ -586,7 +650,6 @@ func (ss *session) startModule(r *request, i int) {
 		return
 	}
 	s := ss.sim
-	m := ss.mods[i]
 	// With admission the simulator stands for the live gateway and gives
 	// items its times (dataplane.LiveRunner.Run): admission's bound and the
 	// expiry from the request's deadline. Without, the paper's dispatcher:
@@ -600,6 +663,7 @@ func (ss *session) startModule(r *request, i int) {
 	for k := 0; k < n && r.failed == ""; k++ {
 		si := s.getItem()
 		si.req, si.mod = r, i
+		si.it.Abandoned = cut
 		if live {
 			si.it.SetDeadlines(s.clock.Now(), r.arrival.Add(ss.slo), &m.times, reserve)
 		}
@@ -620,10 +684,38 @@ func (ss *session) startModule(r *request, i int) {
 }
 
 func (ss *session) finishModule(r *request, i int) {
-	for _, c := range ss.mods[i].children {
+	m := ss.mods[i]
+	if m.sink && ss.lanes > 0 {
+		if r.sinksLeft--; r.sinksLeft == 0 {
+			r.doneAt = ss.sim.clock.Now()
+		}
+	}
+	if m.lane >= 0 && r.cut[m.lane].Load() {
+		return // a losing branch: the join started without it
+	}
+	for _, c := range m.children {
 		r.wait[c]--
 		if r.wait[c] == 0 && r.failed == "" {
+			if ss.mods[c].anyOf {
+				ss.cut(r, c, m.lane)
+			}
 			ss.startModule(r, c)
+		}
+	}
+}
+
+// cut ends the branches racing into anyof module j other than won, for r:
+// their modules not started never start, and their items still queued are
+// swept (dispatcher.Dispatcher.Sweep), as the gateway cancels them; items
+// already sent run on and are dropped.
+func (ss *session) cut(r *request, j, won int) {
+	for _, l := range ss.mods[j].raced {
+		if l == won {
+			continue
+		}
+		r.cut[l].Store(true)
+		for _, x := range ss.laneMods[l] {
+			ss.mods[x].d.Sweep()
 		}
 	}
 }
@@ -645,6 +737,9 @@ func (ss *session) release(r *request) {
 		good := false
 		if r.failed == "" {
 			lat := s.clock.Now().Sub(r.arrival)
+			if !r.doneAt.IsZero() { // anyof: its sinks were done before the losers' batches
+				lat = r.doneAt.Sub(r.arrival)
+			}
 			ss.lat = append(ss.lat, lat)
 			if good = ss.slo <= 0 || lat <= ss.slo; good {
 				ss.good++
@@ -670,6 +765,14 @@ func (s *sim) onItemDone(it *dispatcher.Item) {
 	r, i := si.req, si.mod
 	ss := r.s
 	m := ss.mods[i]
+	if m.lane >= 0 && r.cut[m.lane].Load() {
+		// A losing branch's item, swept or run for nothing: neither an
+		// error of the request nor a latency of the module.
+		s.putItem(si)
+		r.left[i]--
+		ss.release(r)
+		return
+	}
 	if it.Err != nil {
 		k := kind(it.Err)
 		if r.measured {
@@ -725,7 +828,7 @@ func (s *sim) getItem() *simItem {
 }
 
 func (s *sim) putItem(si *simItem) {
-	si.req = nil
+	si.req, si.it.Abandoned = nil, nil
 	si.it.Arrival, si.it.Deadline, si.it.Expiry, si.it.DoneBy = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	s.itemFree = append(s.itemFree, si)
 }
@@ -734,13 +837,13 @@ func (s *sim) getRequest(ss *session) *request {
 	if n := len(s.reqFree); n > 0 {
 		r := s.reqFree[n-1]
 		s.reqFree = s.reqFree[:n-1]
-		if len(r.count) >= len(ss.mods) {
+		if len(r.count) >= len(ss.mods) && len(r.cut) >= ss.lanes {
 			r.s, r.failed = ss, ""
 			return r
 		}
 	}
 	n := len(ss.mods)
-	return &request{s: ss, count: make([]int, n), left: make([]int, n), wait: make([]int, n)}
+	return &request{s: ss, count: make([]int, n), left: make([]int, n), wait: make([]int, n), cut: make([]atomic.Bool, ss.lanes)}
 }
 
 func (s *sim) putRequest(r *request) {
