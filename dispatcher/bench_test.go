@@ -51,7 +51,8 @@ func (c *completion) fire() {
 // devices as the gateway places them (Options.Devices; the groups share one
 // backend, whose machines are peers), and stacked (16 machines of a pool
 // shorter than the plan on one backend, busy: the device decides every
-// prediction). Target: 0 allocs/op.
+// prediction), and with the admission margin the gateway keeps at a
+// session's sources (Options.HandoffMargin). Target: 0 allocs/op.
 func BenchmarkSubmit(b *testing.B) {
 	for _, c := range []struct {
 		p       Policy
@@ -59,10 +60,11 @@ func BenchmarkSubmit(b *testing.B) {
 		admit   bool
 		placed  bool
 		stacked bool // one group of 16 machines on one backend
-	}{{TC{}, FlushDeadline, false, false, false}, {RR{}, FlushDeadline, false, false, false},
-		{TC{}, FlushIdle, false, false, false}, {RR{}, FlushIdle, false, false, false},
-		{TC{}, FlushIdle, true, false, false}, {RR{}, FlushIdle, true, false, false},
-		{TC{}, FlushIdle, true, true, false}, {TC{}, FlushIdle, true, true, true}} {
+		margin  bool // Options.HandoffMargin 2 ms
+	}{{TC{}, FlushDeadline, false, false, false, false}, {RR{}, FlushDeadline, false, false, false, false},
+		{TC{}, FlushIdle, false, false, false, false}, {RR{}, FlushIdle, false, false, false, false},
+		{TC{}, FlushIdle, true, false, false, false}, {RR{}, FlushIdle, true, false, false, false},
+		{TC{}, FlushIdle, true, true, false, false}, {TC{}, FlushIdle, true, true, true, false}, {TC{}, FlushIdle, true, true, false, true}} {
 		p := c.p
 		name := p.Name() + "/" + c.f.Name()
 		if c.admit {
@@ -72,6 +74,9 @@ func BenchmarkSubmit(b *testing.B) {
 			name += "/stacked"
 		} else if c.placed {
 			name += "/devices"
+		}
+		if c.margin {
+			name += "/margin"
 		}
 		b.Run(name, func(b *testing.B) {
 			mp := api.ModulePlan{Name: "m", Rate: 1000, DummyRate: 50, BudgetMs: 100, Configs: []api.GroupPlan{
@@ -92,7 +97,11 @@ func BenchmarkSubmit(b *testing.B) {
 			}
 			clock := NewVirtualClock(t0)
 			s := &poolSender{clock: clock}
-			d, err := New(mp, Options{Policy: p, Flush: c.f, Admission: c.admit, Clock: clock, Sender: s, Devices: devs})
+			var margin time.Duration
+			if c.margin {
+				margin = 2 * time.Millisecond
+			}
+			d, err := New(mp, Options{Policy: p, Flush: c.f, Admission: c.admit, HandoffMargin: margin, Clock: clock, Sender: s, Devices: devs})
 			if err != nil {
 				b.Fatal(err)
 			}
