@@ -93,7 +93,8 @@ var noBatch Batch
 //     (Dispatcher.reroute, health.go);
 //  3. with spares (spares true), when the batch would complete there after
 //     its earliest item is due (it's Due with it, admission's; else the
-//     batch's items'), and the machine is busy, or idle but slower than
+//     batch's items'), less the margin admission keeps (queuedMargin), and
+//     the machine is busy, or idle but slower than
 //     planned while another of its group is faster by a tenth: the spare
 //     machine (SetSpare) that holds the batch and completes it first in
 //     time, or, with none in time, one that completes it sooner. A batch
@@ -134,7 +135,7 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 		return m, end, false
 	}
 	due := d.dueOn(b, it, m.g.duration, now)
-	if due.IsZero() || !end.After(due) {
+	if due.IsZero() || !end.Add(d.queuedMargin(m, end, now)).After(due) {
 		return m, end, false
 	}
 	if m.idle() && !(m.duration() > m.slot.Duration && m.g.hasFasterPeer(m)) {

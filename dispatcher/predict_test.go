@@ -60,17 +60,26 @@ func TestAdmissionRefusesWhatWouldBeLate(t *testing.T) {
 // without it four are admitted (ends at 10, 20, 30 and 40 ms); with 2 ms a
 // batch ahead the fourth, ending at 40 ms behind three batches, needs 46 and
 // is refused. A lone item whose batch takes its whole budget is admitted.
+// With a spare machine, the batches the margin keeps off the planned machine
+// go to the spare (Dispatcher.target counts the margin too): all five are
+// admitted, none late.
 func TestHandoffMarginPerQueuedBatch(t *testing.T) {
 	for _, tc := range []struct {
 		margin   time.Duration
 		budgetMs float64
 		n, want  int
-	}{{0, 40, 5, 4}, {2 * time.Millisecond, 40, 5, 3}, {2 * time.Millisecond, 10, 1, 1}} {
+		spare    bool
+	}{{0, 40, 5, 4, false}, {2 * time.Millisecond, 40, 5, 3, false}, {2 * time.Millisecond, 10, 1, 1, false}, {2 * time.Millisecond, 40, 5, 5, true}} {
 		mp := api.ModulePlan{Name: "m", Rate: 50, BudgetMs: tc.budgetMs, Configs: []api.GroupPlan{gp(1, 10, 1, 50)}}
 		clock := NewVirtualClock(t0)
 		d, err := New(mp, Options{Admission: true, HandoffMargin: tc.margin, Clock: clock, Sender: &vsender{clock: clock}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if tc.spare {
+			if err := d.SetSpare([]Slot{{Module: "m", Backend: "b1", Batch: 1, Concurrency: 1, Duration: 10 * time.Millisecond}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		tr := newTracker()
 		admitted := 0
@@ -83,8 +92,13 @@ func TestHandoffMarginPerQueuedBatch(t *testing.T) {
 		}
 		clock.Run(t0.Add(time.Second))
 		if admitted != tc.want || tr.errs["ok"] != tc.want {
-			t.Errorf("margin %v, budget %v ms, %d items: admitted %d, completions %v; want %d admitted, all ok",
-				tc.margin, tc.budgetMs, tc.n, admitted, tr.errs, tc.want)
+			t.Errorf("margin %v, budget %v ms, %d items, spare %v: admitted %d, completions %v; want %d admitted, all ok",
+				tc.margin, tc.budgetMs, tc.n, tc.spare, admitted, tr.errs, tc.want)
+		}
+		for _, at := range tr.times {
+			if at.Sub(t0) > time.Duration(tc.budgetMs)*time.Millisecond {
+				t.Errorf("margin %v, spare %v: an admitted item finished at %v, after its %v ms budget", tc.margin, tc.spare, at.Sub(t0), tc.budgetMs)
+			}
 		}
 	}
 }
