@@ -458,7 +458,7 @@ func (r *LiveRunner) Stats() map[string]dispatcher.Stats {
 // 100 ms, two backends, 6,000 req/s against 1,500 planned, on a 2-core host
 // beside the load generator) keeps about ten batches queued; without a
 // margin one run in four had a stall of about 20 ms turn 44 admitted
-// requests into 504s (3 in another), with it none in eight runs
+// requests into 504s (3 in another); with it none in sixteen runs
 // (docs/traffic.md, "Admission margin"). Later modules keep none: an item
 // refused there has had its upstream work done for nothing, and the
 // slowed-device step case had 504s in each of four runs with every module
