@@ -62,6 +62,11 @@ func (s Set) Validate() error {
 	if math.IsNaN(s.SlowShare) || s.SlowShare < 0 || s.SlowShare > 1 {
 		return fmt.Errorf("faults: slowshare %v is out of range; want a share 0 < p ≤ 1 of batches slow applies to (0: every batch)", s.SlowShare)
 	}
+	if s.SlowShare > 0 && s.SlowShare < 1 && s.Slow <= 1 {
+		// A share of batches slowed by nothing: a rehearsal that would run
+		// with no fault while the operator believes one is on.
+		return fmt.Errorf("faults: slowshare %v without slow: slowshare is the share of batches slow=K slows; give slow=K (K > 1) with it", s.SlowShare)
+	}
 	if math.IsNaN(s.Fail) || s.Fail < 0 || s.Fail > 1 {
 		return fmt.Errorf("faults: fail %v is out of range; want a share 0 ≤ p ≤ 1", s.Fail)
 	}

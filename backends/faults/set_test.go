@@ -22,7 +22,7 @@ func TestParse(t *testing.T) {
 		{"slow 1 is off", []string{"slow=1"}, faults.Set{Slow: 1}, "none"},
 		{"every call fails", []string{"fail=1"}, faults.Set{Fail: 1}, "fail=1"},
 		{"a share of batches slow", []string{"slow=10,slowshare=0.1"}, faults.Set{Slow: 10, SlowShare: 0.1}, "slow=10,slowshare=0.1"},
-		{"slowshare without slow", []string{"slowshare=0.1"}, faults.Set{SlowShare: 0.1}, "none"},
+		{"slowshare 1 is every batch", []string{"slow=2,slowshare=1"}, faults.Set{Slow: 2, SlowShare: 1}, "slow=2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := faults.Parse(tc.specs)
@@ -51,6 +51,8 @@ func TestParseErrors(t *testing.T) {
 		{"fail=-0.1", "want a share"},
 		{"hang=1", "hang takes no value"},
 		{"none=1", "takes no value"},
+		{"slowshare=0.1", "slowshare 0.1 without slow"},
+		{"slow=1,slowshare=0.1", "without slow"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			_, err := faults.Parse([]string{tc.spec})
