@@ -438,20 +438,6 @@ func (r *LiveRunner) Stats() map[string]dispatcher.Stats {
 	return out
 }
 
-// keptSession returns the modules r serves session sp with when a runner
-// built for cfg may keep them as they are (nil otherwise): r placed the
-// session exactly as sp (every module's model, budget, groups, batch sizes,
-// machines and backends), every backend sp names has the address it had,
-// and the session's models have the offline profiles they had. Kept, the
-// session's dispatchers go on with their queues, lanes, measured slowness
-// and arrival gaps through a plan change that did not change it: a re-plan
-// for another session's drift or rate no longer rebuilds every session's
-// dispatchers and hands their queues over (in the demo, where the OCR
-// sessions are re-planned 14-21 times a minute, paper-chain went from 36 of
-// 3,039 refused to 14, the rest the door's; docs/dataplane.md, "Plan
-// changes"). Until LiveSwitch.apply calls own, a kept module's owner is
-// still prev: that is how the new runner tells its kept modules from its
-// own. Nil r keeps nothing.
 // HandoffMargin is the admission margin (dispatcher.Options.HandoffMargin)
 // of the modules a request enters its session by: 2 ms for each batch queued
 // ahead. Issue 32's 4x overload (one module, 8 ms batches of 16, SLO
@@ -478,6 +464,20 @@ func handoffMarginOf(cfg *api.Config, session, module string) time.Duration {
 	return 0
 }
 
+// keptSession returns the modules r serves session sp with when a runner
+// built for cfg may keep them as they are (nil otherwise): r placed the
+// session exactly as sp (every module's model, budget, groups, batch sizes,
+// machines and backends), every backend sp names has the address it had,
+// and the session's models have the offline profiles they had. Kept, the
+// session's dispatchers go on with their queues, lanes, measured slowness
+// and arrival gaps through a plan change that did not change it: a re-plan
+// for another session's drift or rate no longer rebuilds every session's
+// dispatchers and hands their queues over (in the demo, where the OCR
+// sessions are re-planned 14-21 times a minute, paper-chain went from 36 of
+// 3,039 refused to 14, the rest the door's; docs/dataplane.md, "Plan
+// changes"). Until LiveSwitch.apply calls own, a kept module's owner is
+// still prev: that is how the new runner tells its kept modules from its
+// own. Nil r keeps nothing.
 func (r *LiveRunner) keptSession(cfg *api.Config, sp *api.SessionPlan) map[string]*liveModule {
 	if r == nil {
 		return nil
