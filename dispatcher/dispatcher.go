@@ -393,6 +393,9 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{module: mp.Name, policy: opts.Policy, frule: opts.Flush, early: opts.Flush.Early(), admit: opts.Admission, handoff: opts.HandoffMargin, clock: opts.Clock, sender: opts.Sender,
 		health: opts.Health, devs: opts.Devices, profiled: opts.Profiled, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
+	if !opts.Admission {
+		d.handoff = 0 // the margin is admission's: without it the machine choice keeps none either
+	}
 	if opts.ArrivalGap > 0 {
 		d.arrived = warmArrivals
 	}

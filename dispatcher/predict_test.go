@@ -309,3 +309,34 @@ func TestPartialBatchesKeepTheRatio(t *testing.T) {
 		t.Errorf("Predict after 300 batches of one = %v; want the full batch's 320ms (a partial batch's speed is not the machine's)", got)
 	}
 }
+
+// The margin is admission's: with Admission off, HandoffMargin is ignored
+// and the machine choice overflows to a spare only what would end late.
+// Five items at 0 on one 10 ms machine, budget 40 ms, one spare: the fifth
+// (ending at 50 ms) overflows; the fourth, 6 ms inside the margin, does not.
+func TestHandoffMarginNeedsAdmission(t *testing.T) {
+	for _, tc := range []struct {
+		admit bool
+		want  uint64
+	}{{false, 1}, {true, 2}} {
+		mp := api.ModulePlan{Name: "m", Rate: 50, BudgetMs: 40, Configs: []api.GroupPlan{gp(1, 10, 1, 50)}}
+		clock := NewVirtualClock(t0)
+		d, err := New(mp, Options{Admission: tc.admit, HandoffMargin: 2 * time.Millisecond, Clock: clock, Sender: &vsender{clock: clock}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SetSpare([]Slot{{Module: "m", Backend: "b1", Batch: 1, Concurrency: 1, Duration: 10 * time.Millisecond}}); err != nil {
+			t.Fatal(err)
+		}
+		tr := newTracker()
+		for range 5 {
+			if err := d.Submit(tr.item(time.Time{})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Run(t0.Add(time.Second))
+		if got := d.Stats().Overflow; got != tc.want {
+			t.Errorf("admission %v: %d batches overflowed to the spare, want %d", tc.admit, got, tc.want)
+		}
+	}
+}
