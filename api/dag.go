@@ -412,8 +412,9 @@ func (p *SessionPlan) ShortestRest() ([]time.Duration, error) {
 // branches[k][p] the branch of its parent p. The gateway (its DAG) and the
 // simulator cut the same modules.
 //
-// Errors name the anyof module's source line, the session and the module: an anyof module with fewer than two parents, a
-// parent that also feeds another module, a module on two branches.
+// Errors name the anyof module's source line, the session and the module:
+// an anyof module with fewer than two parents, a parent that also feeds
+// another module, a module on two branches.
 func (s *Session) RacingBranches() (joins []int, branches [][][]int, err error) {
 	parents, children := s.graph()
 	on := map[int]bool{}
