@@ -24,9 +24,10 @@ import (
 // The limit follows the gateway's scheduling delay — how long its goroutines
 // wait for a CPU (the Go runtime's /sched/latencies:seconds, p90 over each
 // interval) — shrinking when that delay is over TargetDelay while the
-// gateway's own goroutines queue for its Ps (at least GOMAXPROCS runnable:
-// the gateway is the one short of CPU, not another process on the host),
-// and growing back otherwise. Requests that wait without a CPU (a batch
+// gateway's own goroutines queue for its Ps (on average over the interval,
+// at least max(1, GOMAXPROCS/2) of them waiting: the gateway is the one
+// short of CPU, not another process on the host), and growing back
+// otherwise. Requests that wait without a CPU (a batch
 // filling, a backend computing) cost nothing here: they raise neither
 // signal. Zero fields take the defaults below.
 type OverloadOptions struct {
@@ -123,7 +124,7 @@ type delaySignal interface {
 
 // schedSample is one read of the scheduler: the delay quantile over the
 // samples recorded since the previous read, and whether the process's
-// goroutines queue for its Ps now (runnable ≥ GOMAXPROCS).
+// goroutines queued for its Ps over that time (schedDelay.read).
 type schedSample struct {
 	delay   time.Duration
 	samples uint64
@@ -222,7 +223,8 @@ func (d *door) tap(ctx context.Context, info *tap.Info) (context.Context, error)
 const modelInferMethod = "/inference.GRPCInferenceService/ModelInfer"
 
 // minDelaySamples is the fewest scheduling samples an interval needs for
-// its quantile to count; with fewer (an idle gateway) the limit stays.
+// its quantile to count; with fewer (a nearly idle gateway) the limit
+// stays, or a single cut is undone (limitController).
 const minDelaySamples = 8
 
 // limitController is the rule on the limit, as Breakwater's credit pool
@@ -237,8 +239,9 @@ const minDelaySamples = 8
 // leaves it. Not safe for concurrent use: the door's revision holds its
 // lock.
 //
-// A cut that the very next interval finds under the target is undone: the
-// limit goes back to what it was before it. One interval over the target is
+// A cut that the very next interval finds under the target, or nearly idle
+// (fewer than minDelaySamples samples), is undone: the limit goes back to
+// what it was before it. One interval over the target is
 // a hiccup (a GC cycle, a co-located CPU backend's batch); a saturated
 // gateway stays over it for as long as its load lasts and keeps the cut.
 // Growing back by √limit from half of what was in flight took 80 ms, and a
@@ -259,6 +262,14 @@ type limitController struct {
 func (c *limitController) update(s schedSample, inflight int64) float64 {
 	switch {
 	case s.samples < minDelaySamples:
+		// Nearly idle: no gateway saturated by its requests schedules this
+		// little, so a cut just made was a hiccup; a gateway at 50 req/s has
+		// such intervals between its busy ones, and a cut they left standing
+		// refused its requests until a busier interval came.
+		if c.cuts == 1 {
+			c.limit = max(c.limit, c.before)
+		}
+		c.cuts = 0
 	case s.delay > c.target:
 		if s.queued {
 			if c.cuts == 0 {
@@ -283,30 +294,45 @@ func (c *limitController) update(s schedSample, inflight int64) float64 {
 
 // schedDelay is the production delaySignal: the p90 of the Go runtime's
 // scheduling latencies (time goroutines spent runnable, waiting for a P)
-// recorded since the previous read, and the runnable goroutines against
-// GOMAXPROCS now. It keeps the previous counts; read is called under the
-// door's lock.
+// recorded since the previous read, and whether the goroutines queued for
+// the Ps over that time. It keeps the previous counts and read time; read
+// is called under the door's lock.
+//
+// Queued is the mean number of goroutines waiting for a P over the time
+// since the previous read, by Little's law the sum of the latencies recorded
+// over that time (each at its histogram bucket's middle) divided by it, at
+// least max(1, GOMAXPROCS/2). It replaced the runnable count at the moment of
+// the read (at least GOMAXPROCS runnable), which a batch's completions
+// waking a handful of goroutines at once met on a gateway that used a tenth
+// of a core: in the demo (docs/traffic.md, "Overload control"), beside the
+// CPU backends' ONNX Runtime, the intervals over the target had a mean of
+// 0.05–0.63 goroutines waiting, and a third of them met the instant count;
+// at 512 connections the gateway's had 1.3 to 7 (median 3.6).
 type schedDelay struct {
-	sample []metrics.Sample // latencies, runnable, gomaxprocs
+	sample []metrics.Sample // latencies, gomaxprocs
 	prev   []uint64
 	delta  []uint64
+	at     time.Time // the previous read
 }
 
 func newSchedDelay() *schedDelay {
-	s := &schedDelay{sample: []metrics.Sample{{Name: "/sched/latencies:seconds"},
-		{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/gomaxprocs:threads"}}}
+	s := &schedDelay{sample: []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/gomaxprocs:threads"}}}
 	s.read() // the baseline
 	return s
 }
 
 func (s *schedDelay) read() schedSample {
+	now := time.Now()
+	elapsed := now.Sub(s.at).Seconds()
+	s.at = now
 	metrics.Read(s.sample)
 	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
 		return schedSample{} // not in this runtime: no signal, the limit stays at its max
 	}
-	// Without the runnable count (a runtime before Go 1.26), the delay alone.
-	queued := s.sample[1].Value.Kind() != metrics.KindUint64 || s.sample[2].Value.Kind() != metrics.KindUint64 ||
-		s.sample[1].Value.Uint64() >= s.sample[2].Value.Uint64()
+	procs := 1.0
+	if s.sample[1].Value.Kind() == metrics.KindUint64 {
+		procs = max(1, float64(s.sample[1].Value.Uint64())/2)
+	}
 	h := s.sample[0].Value.Float64Histogram()
 	if len(s.prev) != len(h.Counts) {
 		s.prev = make([]uint64, len(h.Counts))
@@ -319,9 +345,36 @@ func (s *schedDelay) read() schedSample {
 		n += s.delta[i]
 	}
 	if n == 0 {
-		return schedSample{queued: queued}
+		return schedSample{}
 	}
-	return schedSample{delay: time.Duration(quantile(h.Buckets, s.delta, n, 0.9) * float64(time.Second)), samples: n, queued: queued}
+	return schedSample{delay: time.Duration(quantile(h.Buckets, s.delta, n, 0.9) * float64(time.Second)), samples: n,
+		queued: meanWaiting(h.Buckets, s.delta, elapsed) >= procs}
+}
+
+// meanWaiting is the mean number of goroutines that waited for a P over
+// elapsed seconds in which the scheduling latencies counts (a histogram over
+// buckets, seconds) were recorded: Little's law, the latencies' sum over
+// elapsed, each latency at its bucket's middle (the top bucket, unbounded,
+// at its lower bound). Zero when elapsed is not positive.
+func meanWaiting(buckets []float64, counts []uint64, elapsed float64) float64 {
+	if elapsed <= 0 {
+		return 0
+	}
+	var waited float64
+	for i, c := range counts {
+		if c == 0 {
+			continue
+		}
+		lo, hi := buckets[i], buckets[i+1]
+		if math.IsInf(lo, -1) {
+			lo = 0
+		}
+		if math.IsInf(hi, 1) {
+			hi = lo
+		}
+		waited += float64(c) * (lo + hi) / 2
+	}
+	return waited / elapsed
 }
 
 // quantile returns the q-quantile of a histogram (counts[i] in

@@ -3,6 +3,7 @@ package kserve
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"runtime"
 	"strings"
@@ -46,6 +47,24 @@ func TestLimitController(t *testing.T) {
 		c.update(busy(5*time.Millisecond), 20)
 		if l := c.update(busy(100*time.Microsecond), 20); l != 20 {
 			t.Fatalf("clear after two intervals over the target: limit %v, want 20 (grown from the floor 16 by √16), not the 300 restored", l)
+		}
+	})
+	t.Run("a cut followed by a nearly idle interval is undone", func(t *testing.T) {
+		// The demo's paper-chain at 50 req/s, 40 in flight: one busy
+		// interval (a re-plan beside the CPU backends), then intervals with
+		// too few scheduling samples to read. The cut must not stand on
+		// them: it refused every request over 20 in flight until a busier
+		// interval came.
+		c := newCtl()
+		c.limit = 300
+		c.update(busy(5*time.Millisecond), 40)
+		if l := c.update(schedSample{delay: 5 * time.Millisecond, samples: minDelaySamples - 1, queued: true}, 40); l != 300 {
+			t.Fatalf("a nearly idle interval after one cut: limit %v, want the 300 before the cut", l)
+		}
+		c.update(busy(5*time.Millisecond), 40)
+		c.update(busy(5*time.Millisecond), 20)
+		if l := c.update(schedSample{samples: 1}, 20); l != 16 {
+			t.Fatalf("a nearly idle interval after two cuts: limit %v, want the cut kept at 16", l)
 		}
 	})
 	t.Run("shrinks under queueing delay, to min", func(t *testing.T) {
@@ -108,6 +127,41 @@ func TestLimitController(t *testing.T) {
 				t.Fatalf("limit %v, want it held at 300", l)
 			}
 		})
+	}
+}
+
+// TestMeanWaiting checks the queue signal on the intervals measured in the
+// demo and at 512 connections (docs/traffic.md, "Overload control"): what
+// the door calls queued is at least max(1, GOMAXPROCS/2) goroutines waiting
+// for a P on average, by Little's law over the interval.
+func TestMeanWaiting(t *testing.T) {
+	// Buckets in seconds, as the runtime's: 0–1 ms, 1–2 ms, 2–4 ms, 4 ms–∞.
+	buckets := []float64{math.Inf(-1), 0, 0.001, 0.002, 0.004, math.Inf(1)}
+	for _, tc := range []struct {
+		name    string
+		counts  []uint64
+		elapsed float64
+		want    float64
+	}{
+		// 9 wake-ups in 30 ms, one of them 3 ms late: a p90 over 2 ms, and
+		// yet 0.17 waiting on average, a hiccup.
+		{"the demo: few samples, one late", []uint64{0, 7, 1, 1, 0}, 0.030, (7*0.0005 + 0.0015 + 0.003) / 0.030},
+		// 90 in 20 ms, most 1–4 ms late: 9.3 waiting.
+		{"512 connections", []uint64{0, 10, 20, 60, 0}, 0.020, (10*0.0005 + 20*0.0015 + 60*0.003) / 0.020},
+		{"the unbounded bucket counts at its lower bound", []uint64{0, 0, 0, 0, 5}, 0.010, 5 * 0.004 / 0.010},
+		{"no time elapsed", []uint64{0, 1, 0, 0, 0}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := meanWaiting(buckets, tc.counts, tc.elapsed); math.Abs(got-tc.want) > 1e-9 {
+				t.Fatalf("mean waiting %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if w := meanWaiting(buckets, []uint64{0, 7, 1, 1, 0}, 0.030); w >= 1 {
+		t.Fatalf("the demo's hiccup: %v waiting, want under 1 (not queued on a 2-P gateway)", w)
+	}
+	if w := meanWaiting(buckets, []uint64{0, 10, 20, 60, 0}, 0.020); w < 1 {
+		t.Fatalf("512 connections: %v waiting, want at least 1 (queued)", w)
 	}
 }
 
