@@ -186,6 +186,17 @@ const DriftFloor = 0.05
 // entry may carry more overhead without the plan's being wrong. Drift beyond
 // a threshold for a hold is the control loop's cause "drift".
 func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (worst float64, at string, ok bool) {
+	return e.drift(offline, plan, now, false)
+}
+
+// DriftSlower is Drift over the entries measured slower than planned only
+// (ratio > 1), for a controller that holds a drift to faster longer than
+// one to slower: an entry 0.5× must not hide another 1.3×.
+func (e *Estimator) DriftSlower(offline *api.Config, plan *api.Plan, now time.Time) (worst float64, at string, ok bool) {
+	return e.drift(offline, plan, now, true)
+}
+
+func (e *Estimator) drift(offline *api.Config, plan *api.Plan, now time.Time, slowerOnly bool) (worst float64, at string, ok bool) {
 	worst = 1
 	if offline == nil || plan == nil {
 		return worst, "", false
@@ -210,6 +221,9 @@ func (e *Estimator) Drift(offline *api.Config, plan *api.Plan, now time.Time) (w
 					continue // moves neither the module's latency nor its machines by a twentieth
 				}
 				r := measured / g.DurationMs
+				if slowerOnly && r <= 1 {
+					continue
+				}
 				if !ok || math.Abs(math.Log(r)) > math.Abs(math.Log(worst)) {
 					worst, at, ok = r, SeriesKey{Model: mp.Model, Hardware: g.Hardware, Batch: g.Batch, Concurrency: conc(g.Concurrency)}.entryString(), true
 				}

@@ -127,6 +127,12 @@ func (f *Followed) Drift(offline *api.Config, plan *api.Plan, now time.Time) (fl
 	return f.merged.Load().Drift(offline, plan, now)
 }
 
+// DriftSlower is Drift over the entries slower than planned
+// (calibrate.Estimator.DriftSlower).
+func (f *Followed) DriftSlower(offline *api.Config, plan *api.Plan, now time.Time) (float64, string, bool) {
+	return f.merged.Load().DriftSlower(offline, plan, now)
+}
+
 // Colocations is replan.Calibration's, on the latest merge.
 func (f *Followed) Colocations(placed *api.Plan) []calibrate.Colocation {
 	return f.merged.Load().Colocations(placed)

@@ -162,6 +162,16 @@ type Options struct {
 	Calibration    Calibration
 	DriftThreshold float64
 	DriftHold      time.Duration
+	// DriftHoldFaster is the hold of a drift to faster than planned (the
+	// worst calibrated/planned ratio under 1 − DriftThreshold), default 30 s:
+	// as SustainDown is for the rate, a plan that assumes slower devices than
+	// measured costs more but keeps its SLO, so it waits out the noise. A
+	// drift that turns from slower to faster, or back, starts its hold again.
+	// Without it the demo's CPU models (ocr-pre, 10 ms, on a 2-core host
+	// beside ONNX Runtime) drifted 0.4× then 1.3× of each plan in turn,
+	// re-planned 12–26 times a minute, and each swap refused OCR requests
+	// (docs/calibration.md, "Drift to faster").
+	DriftHoldFaster time.Duration
 	// Covers, when set, maps the module rates (req/s) a plan was made at to
 	// the rates it carries as the rate monitor measures them: the band a rate
 	// re-plan is judged against (default: the rates themselves). A trace plan
@@ -224,6 +234,7 @@ func (o *Options) defaults() error {
 		dur(&o.SustainDown, 30*time.Second, "sustain down"),
 		dur(&o.StaleRates, 10*time.Second, "stale rates"),
 		dur(&o.DriftHold, 3*time.Second, "drift hold"),
+		dur(&o.DriftHoldFaster, 30*time.Second, "drift hold faster"),
 		frac(&o.DriftThreshold, 0.1, "drift threshold", math.Inf(1)),
 		frac(&o.HysteresisUp, 0.2, "hysteresis up", math.Inf(1)),
 		frac(&o.HysteresisDown, 0.3, "hysteresis down", 1),
@@ -292,8 +303,10 @@ type Controller struct {
 	short    placement.Shortfall // placement's shortfall of placed
 	// driftFrom is when the calibrated profiles first left the threshold
 	// around the current plan's durations; driftSeen when they were last
-	// measured beyond it.
+	// measured beyond it; driftFaster whether that drift is to faster than
+	// planned (held DriftHoldFaster).
 	driftFrom, driftSeen time.Time
+	driftFaster          bool
 	// slowdowns are the co-location slowdowns learned so far (the latest
 	// measured per pair; a pair kept apart is not measured again and keeps
 	// its last for slowdownMemory after slowSeen); placedWith those the
@@ -657,14 +670,29 @@ func (c *Controller) carried() map[ModuleKey]float64 {
 	return out
 }
 
+// slowerDrift is the Calibration that can also name the worst entry slower
+// than planned (calibrate.Estimator.DriftSlower), so that a drift to faster,
+// held DriftHoldFaster, does not hide one to slower.
+type slowerDrift interface {
+	DriftSlower(offline *api.Config, plan *api.Plan, now time.Time) (ratio float64, entry string, ok bool)
+}
+
 // drifted reports whether the calibrated durations of the current plan's
-// groups have stayed more than DriftThreshold from the plan's for DriftHold,
-// and since when (Options.Calibration; calibrate.Estimator.Drift).
+// groups have stayed more than DriftThreshold from the plan's for DriftHold
+// (DriftHoldFaster when they are faster), and since when
+// (Options.Calibration; calibrate.Estimator.Drift).
 func (c *Controller) drifted(now time.Time) (time.Time, bool) {
 	if c.o.Calibration == nil || c.unplaced == nil {
 		return time.Time{}, false
 	}
 	r, at, ok := c.o.Calibration.Drift(c.cfg, c.unplaced, now)
+	if sd, has := c.o.Calibration.(slowerDrift); ok && r < 1 && has {
+		// The worst entry is faster; one slower beyond the threshold is the
+		// drift to act on, with the shorter hold.
+		if rs, as, oks := sd.DriftSlower(c.cfg, c.unplaced, now); oks && rs-1 > c.o.DriftThreshold {
+			r, at = rs, as
+		}
+	}
 	if !ok {
 		// Nothing to judge at this tick (with every device 1.6× slower the
 		// estimator had none of the plan's entries to compare for a tick or
@@ -683,11 +711,15 @@ func (c *Controller) drifted(now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	c.driftSeen = now
-	if c.driftFrom.IsZero() {
-		c.driftFrom = now
+	if faster := r < 1; c.driftFrom.IsZero() || faster != c.driftFaster {
+		c.driftFrom, c.driftFaster = now, faster
 		c.o.Logger.Info("profiles drifting from the plan's", zap.String("entry", at), zap.Float64("measured_over_planned", r))
 	}
-	return c.driftFrom, now.Sub(c.driftFrom) >= c.o.DriftHold
+	hold := c.o.DriftHold
+	if c.driftFaster {
+		hold = c.o.DriftHoldFaster
+	}
+	return c.driftFrom, now.Sub(c.driftFrom) >= hold
 }
 
 // colocated learns the co-location slowdowns of the current placement and

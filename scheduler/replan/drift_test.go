@@ -184,3 +184,34 @@ func TestControllerDriftKeepsASessionItCannotPlan(t *testing.T) {
 		t.Fatalf("published %v and no re-plan kept its plan; want a drift re-plan", causes(h.published))
 	}
 }
+
+// TestControllerDriftToFasterHoldsLonger: a device measured 0.6× its
+// profile (faster: the plan costs more than it must, its SLO holds) waits
+// DriftHoldFaster, not DriftHold, before it re-plans; one measured 1.3×
+// re-plans after DriftHold (TestControllerDriftReplans).
+func TestControllerDriftToFasterHoldsLonger(t *testing.T) {
+	est, err := calibrate.New(calibrate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, controlConfig(4000, time.Second), []placement.Member{{ID: "gpu-0", Hardware: "v100"}},
+		Options{Calibration: est, DriftHold: 2 * time.Second, DriftHoldFaster: 10 * time.Second})
+	g := h.last().Plan.Sessions[0].Modules[0].Configs[0]
+	profiled := time.Duration(g.DurationMs * float64(time.Millisecond))
+	tick := func(n int) {
+		for range n {
+			for range 12 {
+				est.Observe("m", "v100", "gpu-0", g.Batch, g.Concurrency, time.Duration(0.6*float64(profiled)), h.now)
+			}
+			h.run(1, noisy(4000))
+		}
+	}
+	tick(8) // well past DriftHold
+	if len(h.published) != 1 {
+		t.Fatalf("published %v 8 s into a drift to faster; want the initial plan only until DriftHoldFaster", causes(h.published))
+	}
+	tick(4)
+	if len(h.published) != 2 || h.last().Cause != CauseDrift {
+		t.Fatalf("published %v; want initial, drift once the drift to faster held DriftHoldFaster", causes(h.published))
+	}
+}
