@@ -152,6 +152,19 @@ func TestDrift(t *testing.T) {
 	if r, _, _ := e.Drift(off, planOn(208*ms, 210*ms), t0.Add(time.Second)); r != 1 {
 		t.Errorf("drift against its own calibration = %.3f, want 1", r)
 	}
+	// A plan that assumed m2 at 416 ms (measured 208: 0.5×) and m3 at
+	// 160 ms (measured 210: 1.31×): Drift names the faster m2, the farther
+	// from 1; DriftSlower names m3, the one the plan is too fast for.
+	mixed := planOn(416*ms, 160*ms)
+	if r, at, _ := e.Drift(off, mixed, t0.Add(time.Second)); at != "m2@v100 b4c1" || r > 0.51 {
+		t.Errorf("drift = %.3f at %v, want 0.5 at m2", r, at)
+	}
+	if r, at, ok := e.DriftSlower(off, mixed, t0.Add(time.Second)); !ok || at != "m3@v100 b4c1" || r < 1.3 || r > 1.32 {
+		t.Errorf("drift slower = %.3f at %v (%v), want 1.31 at m3", r, at, ok)
+	}
+	if _, _, ok := e.DriftSlower(off, planOn(416*ms, 420*ms), t0.Add(time.Second)); ok {
+		t.Error("drift slower with every entry faster than planned")
+	}
 	// Old samples do not drive a re-plan.
 	if _, _, ok := e.Drift(off, offPlan, t0.Add(time.Minute)); ok {
 		t.Error("drift counted series not observed for a minute")
