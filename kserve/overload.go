@@ -25,9 +25,8 @@ import (
 // wait for a CPU (the Go runtime's /sched/latencies:seconds, p90 over each
 // interval) — shrinking when that delay is over TargetDelay while the
 // gateway's own goroutines queue for its Ps (on average over the interval,
-// at least max(1, GOMAXPROCS/2) of them waiting: the gateway is the one
-// short of CPU, not another process on the host), and growing back
-// otherwise. Requests that wait without a CPU (a batch
+// at least GOMAXPROCS of them waiting: the gateway is the one short of CPU,
+// not another process on the host), and growing back otherwise. Requests that wait without a CPU (a batch
 // filling, a backend computing) cost nothing here: they raise neither
 // signal. Zero fields take the defaults below.
 type OverloadOptions struct {
@@ -301,13 +300,14 @@ func (c *limitController) update(s schedSample, inflight int64) float64 {
 // Queued is the mean number of goroutines waiting for a P over the time
 // since the previous read, by Little's law the sum of the latencies recorded
 // over that time (each at its histogram bucket's middle) divided by it, at
-// least max(1, GOMAXPROCS/2). It replaced the runnable count at the moment of
-// the read (at least GOMAXPROCS runnable), which a batch's completions
-// waking a handful of goroutines at once met on a gateway that used a tenth
-// of a core: in the demo (docs/traffic.md, "Overload control"), beside the
-// CPU backends' ONNX Runtime, the intervals over the target had a mean of
-// 0.05–0.63 goroutines waiting, and a third of them met the instant count;
-// at 512 connections the gateway's had 1.3 to 7 (median 3.6).
+// least GOMAXPROCS. It replaced the runnable count at the moment of the read
+// (at least GOMAXPROCS runnable), which a batch's completions waking a
+// handful of goroutines at once met on a gateway that used a tenth of a
+// core: in the demo (docs/traffic.md, "Overload control"), beside the CPU
+// backends' ONNX Runtime, the intervals over the target had a mean of
+// 0.05–1.0 goroutines waiting (1.0 once, in a plan swap), and a third of
+// them met the instant count; at 512 connections the gateway's had 1.3 to 7
+// (tenth percentile 2.2, median 3.6), on GOMAXPROCS 2.
 type schedDelay struct {
 	sample []metrics.Sample // latencies, gomaxprocs
 	prev   []uint64
@@ -331,7 +331,7 @@ func (s *schedDelay) read() schedSample {
 	}
 	procs := 1.0
 	if s.sample[1].Value.Kind() == metrics.KindUint64 {
-		procs = max(1, float64(s.sample[1].Value.Uint64())/2)
+		procs = max(1, float64(s.sample[1].Value.Uint64()))
 	}
 	h := s.sample[0].Value.Float64Histogram()
 	if len(s.prev) != len(h.Counts) {
