@@ -114,6 +114,11 @@ type Result struct {
 	// learned, for the next run ("" with NoHostProfile).
 	HostModels      []HostModel
 	CalibrationFile string
+	// DoorShed is how many requests the gateway's door refused (429) before
+	// reading them, all sessions together (the door does not know the
+	// session): its own CPU saturated (docs/traffic.md, "Overload control").
+	// They are among the sessions' "rejected: overloaded".
+	DoorShed float64
 }
 
 // SessionResult is one session's figures.
@@ -508,7 +513,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if runErr != nil {
 		return res, runErr
 	}
-	if refusals, err := gatewayRefusals(ctx, url, placed); err == nil {
+	if refusals, door, err := gatewayRefusals(ctx, url, placed); err == nil {
+		res.DoorShed = door
 		for i := range res.Sessions {
 			res.Sessions[i].Refusals = refusals[res.Sessions[i].Name]
 		}
@@ -652,6 +658,9 @@ func writeReport(w io.Writer, res *Result) {
 	tw.Flush()
 	if res.Host != nil {
 		res.Host.write(w)
+	}
+	if res.DoorShed > 0 {
+		fmt.Fprintf(w, "gateway door: %.0f request(s) refused before they were read, the gateway's own CPU saturated (counted in the sessions' \"rejected: overloaded\" below)\n", res.DoorShed)
 	}
 	for _, s := range res.Sessions {
 		if len(s.Variants) > 0 {

@@ -305,22 +305,24 @@ type Refusals struct {
 }
 
 // gatewayRefusals reads the gateway's /metrics and returns, per session,
-// the admission refusals and the modules' measured/profiled durations; an
-// error when the metrics cannot be read.
-func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[string]*Refusals, error) {
+// the admission refusals and the modules' measured/profiled durations, and
+// the requests the gateway's door refused before reading them (all
+// sessions: the door sheds before it knows the session); an error when the
+// metrics cannot be read.
+func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[string]*Refusals, float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s/metrics: %w", base, err)
+		return nil, 0, fmt.Errorf("parse %s/metrics: %w", base, err)
 	}
 	out := map[string]*Refusals{}
 	get := func(s string) *Refusals {
@@ -374,7 +376,13 @@ func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[stri
 			get(s).Slow = append(get(s).Slow, fmt.Sprintf("%s %.2g× (queued %.0f ms)", r.module, r.r, 1000*r.queued))
 		}
 	}
-	return out, nil
+	var door float64
+	if f := fams[metrics.GatewayDoorShedTotal]; f != nil {
+		for _, m := range f.GetMetric() {
+			door += m.GetCounter().GetValue()
+		}
+	}
+	return out, door, nil
 }
 
 func label(m *dto.Metric, name string) string {

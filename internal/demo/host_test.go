@@ -105,6 +105,8 @@ func TestCPUSecondsOfThisProcess(t *testing.T) {
 func TestGatewayRefusalsReadsMetrics(t *testing.T) {
 	const text = `# TYPE piccolo_gateway_admission_rejections_total counter
 piccolo_gateway_admission_rejections_total{session="s"} 3
+# TYPE piccolo_gateway_door_shed_total counter
+piccolo_gateway_door_shed_total 5
 # TYPE piccolo_gateway_module_compute_seconds histogram
 piccolo_gateway_module_compute_seconds_bucket{session="s",module="m",le="+Inf"} 2
 piccolo_gateway_module_compute_seconds_sum{session="s",module="m"} 0.2
@@ -124,12 +126,31 @@ piccolo_gateway_module_queue_seconds_count{session="s",module="m"} 2
 	}))
 	defer srv.Close()
 	plan := &api.Plan{Sessions: []api.SessionPlan{{Name: "s", Modules: []api.ModulePlan{{Name: "m", Configs: []api.GroupPlan{{DurationMs: 50}}}}}}}
-	got, err := gatewayRefusals(context.Background(), srv.URL, plan)
+	got, door, err := gatewayRefusals(context.Background(), srv.URL, plan)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if door != 5 {
+		t.Errorf("door shed %v; want the 5 of piccolo_gateway_door_shed_total", door)
 	}
 	r := got["s"]
 	if r == nil || r.Admission != 3 || len(r.Slow) != 1 || r.Slow[0] != "m 2× (queued 40 ms)" {
 		t.Errorf("gatewayRefusals = %+v; want 3 refused and [m 2× (queued 40 ms)]", r)
+	}
+}
+
+// TestReportNamesTheDoor: requests the gateway's door shed are said in the
+// report, apart from admission's, so that a reader of a demo's 429s knows
+// the gateway's own CPU refused them; none, no line.
+func TestReportNamesTheDoor(t *testing.T) {
+	var b strings.Builder
+	writeReport(&b, &Result{DoorShed: 3})
+	if !strings.Contains(b.String(), "gateway door: 3 request(s) refused before they were read") {
+		t.Errorf("report with 3 shed at the door:\n%s\nwant the door's line", b.String())
+	}
+	b.Reset()
+	writeReport(&b, &Result{})
+	if strings.Contains(b.String(), "gateway door") {
+		t.Errorf("report with none shed names the door:\n%s", b.String())
 	}
 }
