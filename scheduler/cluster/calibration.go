@@ -127,8 +127,7 @@ func (f *Followed) Drift(offline *api.Config, plan *api.Plan, now time.Time) (fl
 	return f.merged.Load().Drift(offline, plan, now)
 }
 
-// DriftSlower is Drift over the entries slower than planned
-// (calibrate.Estimator.DriftSlower).
+// DriftSlower is replan.Calibration's, on the latest merge.
 func (f *Followed) DriftSlower(offline *api.Config, plan *api.Plan, now time.Time) (float64, string, bool) {
 	return f.merged.Load().DriftSlower(offline, plan, now)
 }

@@ -194,6 +194,10 @@ type Calibration interface {
 	// Drift returns the calibrated/planned duration ratio of plan's group
 	// farthest from 1, the entry it is at, and false when none was measured.
 	Drift(offline *api.Config, plan *api.Plan, now time.Time) (ratio float64, entry string, ok bool)
+	// DriftSlower is Drift over the groups measured slower than planned
+	// only (ratio > 1), so that a drift to faster, held DriftHoldFaster,
+	// does not hide one to slower.
+	DriftSlower(offline *api.Config, plan *api.Plan, now time.Time) (ratio float64, entry string, ok bool)
 	// Colocations returns the measured slowdowns of the models placed
 	// plan packs on shared devices against the same models alone.
 	Colocations(placed *api.Plan) []calibrate.Colocation
@@ -670,13 +674,6 @@ func (c *Controller) carried() map[ModuleKey]float64 {
 	return out
 }
 
-// slowerDrift is the Calibration that can also name the worst entry slower
-// than planned (calibrate.Estimator.DriftSlower), so that a drift to faster,
-// held DriftHoldFaster, does not hide one to slower.
-type slowerDrift interface {
-	DriftSlower(offline *api.Config, plan *api.Plan, now time.Time) (ratio float64, entry string, ok bool)
-}
-
 // drifted reports whether the calibrated durations of the current plan's
 // groups have stayed more than DriftThreshold from the plan's for DriftHold
 // (DriftHoldFaster when they are faster), and since when
@@ -686,10 +683,10 @@ func (c *Controller) drifted(now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	r, at, ok := c.o.Calibration.Drift(c.cfg, c.unplaced, now)
-	if sd, has := c.o.Calibration.(slowerDrift); ok && r < 1 && has {
+	if ok && r < 1 {
 		// The worst entry is faster; one slower beyond the threshold is the
 		// drift to act on, with the shorter hold.
-		if rs, as, oks := sd.DriftSlower(c.cfg, c.unplaced, now); oks && rs-1 > c.o.DriftThreshold {
+		if rs, as, oks := c.o.Calibration.DriftSlower(c.cfg, c.unplaced, now); oks && rs-1 > c.o.DriftThreshold {
 			r, at = rs, as
 		}
 	}

@@ -215,3 +215,34 @@ func TestControllerDriftToFasterHoldsLonger(t *testing.T) {
 		t.Fatalf("published %v; want initial, drift once the drift to faster held DriftHoldFaster", causes(h.published))
 	}
 }
+
+// mixedDrift is a Calibration whose worst entry is faster than planned
+// (0.5×) while another is slower beyond the threshold (1.3×).
+type mixedDrift struct{ Calibration }
+
+func (mixedDrift) Drift(*api.Config, *api.Plan, time.Time) (float64, string, bool) {
+	return 0.5, "fast@v100 b4c1", true
+}
+
+func (mixedDrift) DriftSlower(*api.Config, *api.Plan, time.Time) (float64, string, bool) {
+	return 1.3, "slow@v100 b4c1", true
+}
+
+// TestControllerSlowerDriftIsNotHiddenByAFasterOne: with one entry 0.5× and
+// another 1.3×, the controller acts on the slower after DriftHold, not on the
+// faster after DriftHoldFaster.
+func TestControllerSlowerDriftIsNotHiddenByAFasterOne(t *testing.T) {
+	est, err := calibrate.New(calibrate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, controlConfig(4000, time.Second), []placement.Member{{ID: "gpu-0", Hardware: "v100"}},
+		Options{Calibration: mixedDrift{est}, DriftHold: 2 * time.Second, DriftHoldFaster: 30 * time.Second})
+	h.run(4, noisy(4000))
+	// The fake calibrates nothing, so the drift re-plan gives the plan
+	// already published: counted as unchanged, not published again.
+	if st := h.c.Status(); st.Replans[CauseDrift] == 0 && st.Unchanged == 0 {
+		t.Fatalf("no drift re-plan 4 s into a 1.3× drift beside a 0.5× one (published %v, %d unchanged); want one after the slower one's 2 s hold",
+			causes(h.published), st.Unchanged)
+	}
+}
