@@ -26,9 +26,10 @@ import (
 // interval) — shrinking when that delay is over TargetDelay while the
 // gateway's own goroutines queue for its Ps (on average over the interval,
 // at least GOMAXPROCS of them waiting: the gateway is the one short of CPU,
-// not another process on the host), and growing back otherwise. Requests that wait without a CPU (a batch
-// filling, a backend computing) cost nothing here: they raise neither
-// signal. Zero fields take the defaults below.
+// not another process on the host), and growing back otherwise. Requests
+// that wait without a CPU (a batch filling, a backend computing) cost
+// nothing here: they raise neither signal. Zero fields take the defaults
+// below.
 type OverloadOptions struct {
 	// TargetDelay is the scheduling delay (p90 over one interval) the door
 	// holds the gateway to. Default DefaultOverloadTargetDelay.
@@ -116,9 +117,10 @@ type door struct {
 	grpcErr     error
 }
 
-// delaySignal reads the scheduling delay since its last read.
+// delaySignal reads the scheduling delay since its last read; now is the
+// revision's clock (unix ns), so the signal does not read it again.
 type delaySignal interface {
-	read() schedSample
+	read(now int64) schedSample
 }
 
 // schedSample is one read of the scheduler: the delay quantile over the
@@ -188,7 +190,7 @@ func (d *door) revise(now int64) {
 	if now < d.next.Load() {
 		return
 	}
-	s := d.sig.read()
+	s := d.sig.read(now)
 	if s.samples >= minDelaySamples {
 		d.delay.Store(int64(s.delay))
 	}
@@ -312,18 +314,17 @@ type schedDelay struct {
 	sample []metrics.Sample // latencies, gomaxprocs
 	prev   []uint64
 	delta  []uint64
-	at     time.Time // the previous read
+	at     int64 // unix ns of the previous read
 }
 
 func newSchedDelay() *schedDelay {
 	s := &schedDelay{sample: []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/gomaxprocs:threads"}}}
-	s.read() // the baseline
+	s.read(time.Now().UnixNano()) // the baseline
 	return s
 }
 
-func (s *schedDelay) read() schedSample {
-	now := time.Now()
-	elapsed := now.Sub(s.at).Seconds()
+func (s *schedDelay) read(now int64) schedSample {
+	elapsed := float64(now-s.at) / 1e9
 	s.at = now
 	metrics.Read(s.sample)
 	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {

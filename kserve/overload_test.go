@@ -137,38 +137,38 @@ func TestLimitController(t *testing.T) {
 func TestMeanWaiting(t *testing.T) {
 	// Buckets in seconds, as the runtime's: 0–1 ms, 1–2 ms, 2–4 ms, 4 ms–∞.
 	buckets := []float64{math.Inf(-1), 0, 0.001, 0.002, 0.004, math.Inf(1)}
+	const procs = 2 // the threshold on the 2-core host measured
 	for _, tc := range []struct {
 		name    string
 		counts  []uint64
 		elapsed float64
 		want    float64
+		queued  bool
 	}{
-		// 9 wake-ups in 30 ms, one of them 3 ms late: a p90 over 2 ms, and
-		// yet 0.17 waiting on average, a hiccup.
-		{"the demo: few samples, one late", []uint64{0, 7, 1, 1, 0}, 0.030, (7*0.0005 + 0.0015 + 0.003) / 0.030},
-		// 90 in 20 ms, most 1–4 ms late: 9.3 waiting.
-		{"512 connections", []uint64{0, 10, 20, 60, 0}, 0.020, (10*0.0005 + 20*0.0015 + 60*0.003) / 0.020},
-		{"the unbounded bucket counts at its lower bound", []uint64{0, 0, 0, 0, 5}, 0.010, 5 * 0.004 / 0.010},
-		{"no time elapsed", []uint64{0, 1, 0, 0, 0}, 0, 0},
+		// 9 wake-ups in 30 ms, two of them 1–4 ms late: a p90 of 2–4 ms,
+		// and yet 0.27 waiting on average, a hiccup.
+		{"the demo: few samples, one late", []uint64{0, 7, 1, 1, 0}, 0.030, (7*0.0005 + 0.0015 + 0.003) / 0.030, false},
+		// 90 in 20 ms, most 1–4 ms late: 10.75 waiting.
+		{"512 connections", []uint64{0, 10, 20, 60, 0}, 0.020, (10*0.0005 + 20*0.0015 + 60*0.003) / 0.020, true},
+		{"the unbounded bucket counts at its lower bound", []uint64{0, 0, 0, 0, 5}, 0.010, 5 * 0.004 / 0.010, true},
+		{"no time elapsed", []uint64{0, 1, 0, 0, 0}, 0, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := meanWaiting(buckets, tc.counts, tc.elapsed); math.Abs(got-tc.want) > 1e-9 {
+			got := meanWaiting(buckets, tc.counts, tc.elapsed)
+			if math.Abs(got-tc.want) > 1e-9 {
 				t.Fatalf("mean waiting %v, want %v", got, tc.want)
 			}
+			if (got >= procs) != tc.queued {
+				t.Fatalf("mean waiting %v against GOMAXPROCS %d: queued %v, want %v", got, procs, got >= procs, tc.queued)
+			}
 		})
-	}
-	if w := meanWaiting(buckets, []uint64{0, 7, 1, 1, 0}, 0.030); w >= 2 {
-		t.Fatalf("the demo's hiccup: %v waiting, want under 2 (not queued on a 2-P gateway)", w)
-	}
-	if w := meanWaiting(buckets, []uint64{0, 10, 20, 60, 0}, 0.020); w < 2 {
-		t.Fatalf("512 connections: %v waiting, want at least 2 (queued on a 2-P gateway)", w)
 	}
 }
 
 // scripted is a delaySignal that returns what the test set.
 type scripted struct{ s schedSample }
 
-func (f *scripted) read() schedSample { return f.s }
+func (f *scripted) read(int64) schedSample { return f.s }
 
 func TestDoorShedsAndRecovers(t *testing.T) {
 	sig := &scripted{}
@@ -440,12 +440,12 @@ func TestSchedDelaySignal(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("spinning goroutines: last read %+v; want ≥ %d samples, delay over %v, queued", last, minDelaySamples, o.TargetDelay)
 		}
-		if last = sig.read(); last.samples >= minDelaySamples && last.delay > o.TargetDelay && last.queued {
+		if last = sig.read(time.Now().UnixNano()); last.samples >= minDelaySamples && last.delay > o.TargetDelay && last.queued {
 			break
 		}
 	}
 	t.Logf("spinning: %+v", last)
-	sig.read() // start the door's next interval from here
+	sig.read(time.Now().UnixNano()) // start the door's next interval from here
 	for deadline := time.Now().Add(20 * time.Second); d.stats().Limit != int64(o.MinLimit); time.Sleep(o.Interval / 5) {
 		if time.Now().After(deadline) {
 			t.Fatalf("door %+v under spinning goroutines: want the limit at its floor %d", d.stats(), o.MinLimit)

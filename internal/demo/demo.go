@@ -472,8 +472,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			// One seed per session: with one seed for all, the two OCR
 			// sessions (same rate) drew the same arrival times, so every
 			// Poisson bunch of one was a bunch of the other on the same CPU
-			// backends at the same moment: 8 requests of each in 1.5 s, 165 s
-			// into a 3-minute demo, every run, refused by admission.
+			// backends at the same moment: 165 s into a 3-minute demo, 8
+			// requests of each in 1.5 s, refused by admission (both runs
+			// logged).
 			lo := loadgen.Options{
 				Target: url, Protocol: "http", Session: s.Name, Rate: rate, Arrival: "poisson", Seed: uint64(i + 1),
 				Duration: o.Duration, Drain: 10 * time.Second, Timeout: 10 * time.Second, SLO: s.SLO.D(),
