@@ -150,6 +150,7 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan, prevPlan 
 	if err != nil {
 		return nil, err
 	}
+	r.replaceable = s.canReplace
 	return &liveState{runner: r, plan: placed, cfg: cfg, grace: graceOf(cfg), down: down}, nil
 }
 
@@ -222,6 +223,8 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 		return errors.Join(st.runner.Close(), fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable))
 	}
 	old := s.cur.Swap(st)
+	old.runner.next.Store(st.runner)
+	close(old.runner.replaced)
 	st.runner.own()
 	if !replacing {
 		s.home = st.plan
@@ -238,6 +241,21 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 	}
 	go s.drain(old)
 	return nil
+}
+
+// canReplace reports whether a health re-placement will move a machine on
+// backend (of hardware) elsewhere: ReplaceOnEjection is on and another
+// backend of that hardware is up (LiveRunner.replaceable). Any goroutine.
+func (s *LiveSwitch) canReplace(hardware, backend string) bool {
+	if !s.replace.Load() {
+		return false
+	}
+	for _, b := range s.cur.Load().cfg.Backends {
+		if b.Hardware == hardware && b.ID != backend && !s.opts.Health.isDown(b.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 // samePlacement reports whether a health re-placement of plan would place

@@ -250,3 +250,83 @@ func TestHandoverCarriesSlowness(t *testing.T) {
 		t.Errorf("after the handover, on another backend: Predict = %v, want 10ms", got)
 	}
 }
+
+// deadSender takes the batches it is sent and runs none: the test ends each
+// with Requeue, as a Sender whose backend died does.
+type deadSender struct{ batches []*Batch }
+
+func (s *deadSender) Send(b *Batch) { s.batches = append(s.batches, b) }
+
+// Requeue moves a sent batch's items, uncompleted, to the dispatcher that
+// replaces its module, and frees its machine as Done does: one machine,
+// batch 2, 100 ms; five items at 0. d sends items 0–1 to a dead machine,
+// queues 2–3 and holds 4. Requeue of the sent batch starts the queued one
+// on the freed lane (the dead machine again, so it too is requeued); the new
+// dispatcher then runs all five, each completed once and without error, and
+// the counters say where they went. A requeue to a closed dispatcher
+// returns false and does nothing, so the Sender can still call Done.
+func TestBatchRequeue(t *testing.T) {
+	mp := api.ModulePlan{Name: "m", Rate: 20, BudgetMs: 10000, Configs: []api.GroupPlan{gp(2, 100, 1, 20)}}
+	clock := NewVirtualClock(t0)
+	dead, newS := &deadSender{}, &orderSender{vsender: vsender{clock: clock}}
+	d, err := New(mp, Options{Admission: true, Clock: clock, Sender: dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := New(mp, Options{Admission: true, Clock: clock, Sender: newS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := New(mp, Options{Clock: clock, Sender: newS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	tr := newTracker()
+	items := make([]*Item, 5)
+	for i := range items {
+		items[i] = tr.item(t0.Add(time.Duration(i) * time.Microsecond))
+		if err := d.Submit(items[i]); err != nil {
+			t.Fatalf("item %d: %v", i, err)
+		}
+	}
+	if len(dead.batches) != 1 {
+		t.Fatalf("d sent %d batches, want 1 (its one lane)", len(dead.batches))
+	}
+	if dead.batches[0].Requeue(closed) {
+		t.Fatal("Requeue to a closed dispatcher = true, want false")
+	}
+	if !dead.batches[0].Requeue(to) {
+		t.Fatal("Requeue = false, want true")
+	}
+	if len(dead.batches) != 2 {
+		t.Fatalf("after the requeue d sent %d batches, want 2 (its queued batch on the freed lane)", len(dead.batches))
+	}
+	if !dead.batches[1].Requeue(to) {
+		t.Fatal("second Requeue = false, want true")
+	}
+	if len(tr.done) != 0 {
+		t.Fatalf("%d items completed by the requeues, want none", len(tr.done))
+	}
+	d.Handover(to) // item 4, still in d's open batch, as a LiveSwitch swap moves it
+	if got := d.Predict(clock.Now()); got != 100*time.Millisecond {
+		t.Errorf("d's Predict after the requeues = %v, want 100ms (its lane free: one batch)", got)
+	}
+	clock.Run(t0.Add(20 * time.Second))
+	for i, it := range items {
+		if tr.done[it] != 1 {
+			t.Errorf("item %d completed %d times, want once", i, tr.done[it])
+		}
+	}
+	if tr.errs["ok"] != len(items) || len(tr.errs) != 1 {
+		t.Errorf("completions %v, want %d ok", tr.errs, len(items))
+	}
+	if len(newS.items) != 5 {
+		t.Errorf("the new dispatcher sent %d items, want 5", len(newS.items))
+	}
+	ds, ts := d.Stats(), to.Stats()
+	if ds.HandedOver != 5 || ds.Completed != 0 || ds.Failed != 0 || ts.TakenOver != 5 || ts.Completed != 5 {
+		t.Errorf("d: handed over %d, completed %d, failed %d; to: taken over %d, completed %d; want 5, 0, 0; 5, 5",
+			ds.HandedOver, ds.Completed, ds.Failed, ts.TakenOver, ts.Completed)
+	}
+}
