@@ -157,8 +157,8 @@ type LiveRunner struct {
 	// (stored first) being that runner; replaceable, set by a LiveSwitch,
 	// says whether a health re-placement will move a dead backend's machine
 	// of a hardware type to another backend (LiveSwitch.canReplace). A
-	// failed batch that no machine can take now waits for the swap
-	// (awaitReplacement).
+	// failed batch that no machine can take now waits for the swap and
+	// retries on the next runner (liveModule.awaitReplacement).
 	replaced    chan struct{}
 	next        atomic.Pointer[LiveRunner]
 	replaceable func(hardware, backend string) bool
@@ -808,13 +808,6 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 		items[i] = it.Inputs
 	}
 	out, errs, err := lm.run(ctx, b.Slot, c, items, b.Dummies, latest, b.Wait())
-	if err != nil && lm.awaitReplacement(b, err, latest) {
-		if span != nil {
-			tracing.EndBatch(span, err)
-		}
-		doneCalled = true // Requeue took the batch
-		return
-	}
 	if first != nil {
 		if end := time.Now(); end.After(oldest) {
 			lm.noteLate(b, first, end, oldest, err)
@@ -832,55 +825,6 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 	}
 	doneCalled = true
 	b.Done(out, err)
-}
-
-// maxRequeueWait bounds how long a failed batch waits for a health
-// re-placement (awaitReplacement); a failed re-placement tries again after
-// 500 ms (ReplaceOnEjection).
-const maxRequeueWait = 2 * time.Second
-
-// awaitReplacement is what a batch does that failed on a machine that could
-// not run it (the call was not sent, the connection broke, the model was not
-// loaded: retryReasonOf, not an answered failure) when run found no other
-// machine of the module to retry on: the plan had its only machine on a
-// backend that just died. When a LiveSwitch will re-place the plan on a
-// backend of the same hardware that is up (replaceable), the batch waits for
-// the next runner (at most maxRequeueWait, and no later than its latest
-// deadline less the module's shortest batch) and its items join that
-// runner's dispatcher of the module (dispatcher.Batch.Requeue), where they
-// are sent like the items the swap handed over. true: the batch is taken
-// (the caller must not call Done); false: nothing was done, and the items
-// fail with err as before. Before this, SIGKILLing two of three static
-// backends, the placed one among them, failed the 16 requests of the two
-// batches in flight (503) while the re-placement took 3 ms
-// (TestGatewayStaticBackendKilled/two).
-func (lm *liveModule) awaitReplacement(b *dispatcher.Batch, err error, latest time.Time) bool {
-	r := lm.owner.Load()
-	if r == nil || r.replaceable == nil {
-		return false
-	}
-	if why, ok := retryReasonOf(err); !ok || why == retryFailed || !r.replaceable(b.Slot.Hardware, b.Slot.Backend) {
-		return false
-	}
-	wait := min(time.Until(latest)-lm.minDuration, maxRequeueWait)
-	if wait <= 0 {
-		return false
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-r.replaced:
-	case <-t.C:
-		return false
-	}
-	for n := r.next.Load(); n != nil; n = n.next.Load() {
-		r = n
-	}
-	nm := r.moduleOrNil(lm.session, lm.name)
-	if nm == nil || nm == lm || nm.model != lm.model {
-		return false
-	}
-	return b.Requeue(nm.disp)
 }
 
 // inferRecovered is infer on a goroutine of its own: a panic in it becomes

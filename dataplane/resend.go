@@ -36,7 +36,18 @@ func (lm *liveModule) run(ctx context.Context, from *dispatcher.Slot, c *backend
 			return out, errs, err
 		}
 		alt, ok := lm.disp.Alternate(from, len(items)+dummies, tried[:try+1]...)
-		if !ok || time.Now().Add(alt.Duration).After(latest) {
+		if !ok {
+			if nm := lm.awaitReplacement(from, why, latest); nm != nil {
+				if alt, ok = nm.disp.Alternate(from, len(items)+dummies, tried[:try+1]...); ok && !time.Now().Add(alt.Duration).After(latest) {
+					if c = nm.clients[alt.Backend]; c != nil {
+						lm.h.retries[why].Add(1)
+						return nm.run(ctx, &alt, c, items, dummies, latest, 0)
+					}
+				}
+			}
+			return out, errs, err
+		}
+		if time.Now().Add(alt.Duration).After(latest) {
 			return out, errs, err
 		}
 		if c = lm.clients[alt.Backend]; c == nil {
@@ -45,6 +56,52 @@ func (lm *liveModule) run(ctx context.Context, from *dispatcher.Slot, c *backend
 		lm.h.retries[why].Add(1)
 		from = &alt
 	}
+}
+
+// maxReplacementWait bounds how long a failed batch waits for a health
+// re-placement (awaitReplacement); a failed re-placement tries again after
+// 500 ms (ReplaceOnEjection).
+const maxReplacementWait = 2 * time.Second
+
+// awaitReplacement is what run does for a batch whose call failed on a
+// machine that could not run it (why: not sent, the connection broke, the
+// model not loaded; not an answered failure) when no other machine of the
+// module can take it: the plan had the module's only machine on a backend
+// that just died. When a LiveSwitch will re-place the plan on a backend of
+// the same hardware that is up (LiveRunner.replaceable), it waits for the
+// next runner to be swapped in, at most maxReplacementWait and no later than
+// latest less the module's shortest batch, and returns that runner's module
+// (same session, module and model), on whose machines run retries the
+// batch; nil when there is none to wait for, or none came in time. The
+// batch keeps its lane on this module's dead machine meanwhile, as a retry
+// runs beside the target machine's own batches (Dispatcher.Alternate).
+// Before this, SIGKILLing two of three static backends, the placed one
+// among them, failed the 16 requests of the two batches in flight (503)
+// while the re-placement took 3 ms (TestGatewayStaticBackendKilled/two).
+func (lm *liveModule) awaitReplacement(from *dispatcher.Slot, why retryReason, latest time.Time) *liveModule {
+	r := lm.owner.Load()
+	if r == nil || r.replaceable == nil || why == retryFailed || !r.replaceable(from.Hardware, from.Backend) {
+		return nil
+	}
+	wait := min(time.Until(latest)-lm.minDuration, maxReplacementWait)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-r.replaced:
+	case <-t.C:
+		return nil
+	}
+	for n := r.next.Load(); n != nil; n = n.next.Load() {
+		r = n
+	}
+	nm := r.moduleOrNil(lm.session, lm.name)
+	if nm == nil || nm == lm || nm.model != lm.model {
+		return nil
+	}
+	return nm
 }
 
 // callResult is one call's outcome in a hedged attempt.

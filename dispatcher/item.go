@@ -144,27 +144,6 @@ func (b *Batch) Done(outputs [][]api.Tensor, err error) {
 	var out outList
 	d.mu.Lock()
 	d.stats.Dropped += dropped
-	d.stats.Completed += n
-	if err != nil {
-		d.stats.Failed += n
-	}
-	d.endLocked(b, now, true, &out)
-	d.mu.Unlock()
-	d.flush(&out)
-	for _, it := range b.Items {
-		it.Done(it)
-	}
-	d.mu.Lock()
-	d.recycleLocked(b)
-	d.mu.Unlock()
-}
-
-// endLocked takes sent batch b off its machine at now: its lane and device
-// time are freed, the machine (and peers whose queued batches it may run)
-// starts its next queued batch into out, and the estimates are republished.
-// measured: b's duration is a measure of the machine (Done; not Requeue,
-// whose batch never ran). The caller holds d.mu and recycles b afterwards.
-func (d *Dispatcher) endLocked(b *Batch, now time.Time, measured bool, out *outList) {
 	m := b.m
 	m.busy--
 	if m.lanes != nil {
@@ -179,10 +158,14 @@ func (d *Dispatcher) endLocked(b *Batch, now time.Time, measured bool, out *outL
 		m.dev.done(b.dev, now)
 		b.onDev = false
 	}
-	if measured && m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent), now, len(b.Items)+b.Dummies >= m.slot.Batch) {
+	if m.g.observe(now.Sub(b.Sent), b.end.Sub(b.Sent), now, len(b.Items)+b.Dummies >= m.slot.Batch) {
 		d.armRelaxLocked()
 	}
 	m.finished(b)
+	d.stats.Completed += n
+	if err != nil {
+		d.stats.Failed += n
+	}
 	for {
 		p := m.next()
 		if p == nil {
@@ -196,7 +179,7 @@ func (d *Dispatcher) endLocked(b *Batch, now time.Time, measured bool, out *outL
 		p.pending.pop()
 		d.promoteLocked(nb, p, now)
 		nb.m, nb.Slot = on, &on.slot
-		d.startLocked(nb, now, out)
+		d.startLocked(nb, now, &out)
 		if p != m { // a peer's queued batch: its estimates lose it
 			if d.admit {
 				p.resync(now)
@@ -216,55 +199,16 @@ func (d *Dispatcher) endLocked(b *Batch, now time.Time, measured bool, out *outL
 	}
 	d.publishLocked(now)
 	if d.early {
-		d.idleFlushLocked(m, now, out)
+		d.idleFlushLocked(m, now, &out)
 	}
-}
-
-// Requeue ends sent batch b without completing its items and queues them
-// again on to (b's own dispatcher or the one that took over its module:
-// Handover's rules: not admitted again, counted in to's queues; counted in
-// to's TakenOver when to is not b's). A Sender calls it instead of Done when
-// the batch failed before any machine could run it and no machine of the
-// module can take it now, but one will soon: a health re-placement on the
-// backends still up (dataplane.LiveSwitch), after the batch's backend died
-// with the only machine of the plan on it. Its items keep their Done,
-// Deadline and Expiry; one whose expiry passes before it is sent again
-// completes with ErrDeadline there. b's machine is freed as by Done but
-// its duration is not measured. false when to is closed: nothing was done,
-// and the Sender calls Done. After a true return the Sender must not touch
-// b or its items.
-func (b *Batch) Requeue(to *Dispatcher) bool {
-	d := b.d
-	if to == nil || to.module != d.module {
-		return false
-	}
-	items := append([]*Item(nil), b.Items...)
-	var out outList
-	to.mu.Lock()
-	closed := to.closed
-	to.mu.Unlock()
-	if closed {
-		return false
-	}
-	now := d.clock.Now()
-	d.mu.Lock()
-	d.endLocked(b, now, false, &out)
-	if to != d {
-		d.stats.HandedOver += uint64(len(items))
-	}
-	d.recycleLocked(b)
 	d.mu.Unlock()
 	d.flush(&out)
-	if to.takeOver(items, to != d) {
-		return true
-	}
-	// to closed meanwhile: its module is gone with it; the items fail as
-	// Close fails a queue.
-	for _, it := range items {
-		it.Err, it.Finished = ErrClosed, now
+	for _, it := range b.Items {
 		it.Done(it)
 	}
-	return true
+	d.mu.Lock()
+	d.recycleLocked(b)
+	d.mu.Unlock()
 }
 
 // batchFIFO is a ring of batches waiting for a free lane on one machine.
