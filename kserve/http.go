@@ -363,6 +363,9 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	if s.door != nil && ctx.IsPost() && bytes.HasPrefix(path, prefModels) { // infer: the door (overload.go)
 		if !s.door.enter(ctx.Time().UnixNano()) {
+			if !s.stats.countShed(path) {
+				s.door.unnamed.Add(1)
+			}
 			s.door.shedHTTP(ctx)
 			return
 		}

@@ -86,7 +86,14 @@ func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
 type OverloadStats struct {
 	Limit, InFlight int64
 	Shed            uint64
-	Delay           time.Duration
+	// ShedBySession are the HTTP infer requests of Shed whose session the
+	// door read from the path (a session answered before; nil: none);
+	// ShedUnnamed the others: gRPC calls, refused before their message names
+	// a session, and a session's requests before its first answer. Each is
+	// a counter of its own, so none decreases between two reads.
+	ShedBySession map[string]uint64
+	ShedUnnamed   uint64
+	Delay         time.Duration
 }
 
 // door is the request path's side of the overload control: one atomic add
@@ -105,7 +112,8 @@ type door struct {
 	limit    atomic.Int64
 	next     atomic.Int64 // unix ns of the next revision
 	shed     atomic.Uint64
-	delay    atomic.Int64 // ns, the latest measured
+	unnamed  atomic.Uint64 // of shed, those no session was counted for (OverloadStats.ShedUnnamed)
+	delay    atomic.Int64  // ns, the latest measured
 
 	mu  sync.Mutex // the revision; TryLock only
 	ctl limitController
@@ -174,6 +182,7 @@ func (d *door) full(now int64) bool {
 	}
 	if d.inflight.Load() >= d.limit.Load() {
 		d.shed.Add(1)
+		d.unnamed.Add(1)
 		return true
 	}
 	return false
@@ -401,5 +410,7 @@ func (s *Server) OverloadStats() OverloadStats {
 	if s.door == nil {
 		return OverloadStats{}
 	}
-	return s.door.stats()
+	st := s.door.stats()
+	st.ShedBySession, st.ShedUnnamed = s.stats.shedBySession(), s.door.unnamed.Load()
+	return st
 }

@@ -345,6 +345,10 @@ func TestDoorLive(t *testing.T) {
 	if st := srv.OverloadStats(); st.Shed != 2*flood || st.InFlight != limit {
 		t.Fatalf("door %+v: want %d shed, %d in flight", st, 2*flood, limit)
 	}
+	// No request of "echo" was answered yet, so none is counted by session.
+	if st := srv.OverloadStats(); st.ShedUnnamed != 2*flood || st.ShedBySession != nil {
+		t.Fatalf("door %+v: want all %d shed unnamed (no session answered yet)", st, 2*flood)
+	}
 	close(gate)
 	released = true
 	for i := 0; i < limit; i++ {
@@ -360,6 +364,43 @@ func TestDoorLive(t *testing.T) {
 	}
 	if st := srv.OverloadStats(); st.InFlight != 0 {
 		t.Fatalf("door %+v after every answer: want 0 in flight", st)
+	}
+}
+
+// The door counts an HTTP refusal by the session its path names, once that
+// session has been answered (it is in the statistics table), and never
+// for a name the gateway does not serve: a client cannot grow the table.
+func TestCountShedBySession(t *testing.T) {
+	exec, err := gateway.NewDAGRunner(gatewaytest.NewFakeRunner(), gatewaytest.SessionsFromYAML(t, serverSessions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st stats
+	if st.countShed([]byte("/v2/models/echo/infer")) {
+		t.Fatal("counted for a session not answered yet")
+	}
+	if st.of(exec, "echo") == nil {
+		t.Fatal("the served session echo has no statistics")
+	}
+	for _, p := range []string{"/v2/models/echo/infer", "/v2/models/echo/versions/1/infer", "/v2/models/echo"} {
+		if !st.countShed([]byte(p)) {
+			t.Errorf("%s: not counted for echo", p)
+		}
+	}
+	for _, p := range []string{"/v2/models/nope/infer", "/v2/models//infer", "/v2/models/", "/v2/health/ready"} {
+		if st.countShed([]byte(p)) {
+			t.Errorf("%s: counted for a session", p)
+		}
+	}
+	if got := st.shedBySession(); len(got) != 1 || got["echo"] != 3 {
+		t.Errorf("shed by session %v, want echo 3", got)
+	}
+	if st.of(exec, "nope") != nil || len(*st.table.Load()) != 1 {
+		t.Error("the table grew for a session the gateway does not serve")
+	}
+	path := []byte("/v2/models/echo/infer")
+	if n := testing.AllocsPerRun(100, func() { st.countShed(path) }); n != 0 {
+		t.Errorf("countShed allocates %v times a call, want 0", n)
 	}
 }
 

@@ -1,6 +1,7 @@
 package kserve
 
 import (
+	"bytes"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,9 +40,13 @@ func (d *duration) add(ns uint64) {
 //     fan-out module counts its slowest item).
 //   - lastInference: when the last successful request was answered, in ms
 //     since the Unix epoch.
+//   - doorShed: HTTP infer requests the door refused before reading them
+//     (not a statistics-extension figure: piccolo_gateway_door_shed_total's
+//     session label, Server.OverloadStats).
 type sessionStats struct {
 	success, fail, queue, compute duration
 	lastInference                 atomic.Int64
+	doorShed                      atomic.Uint64
 }
 
 // stats holds every session's statistics. The table is an immutable map
@@ -81,6 +86,46 @@ func (st *stats) of(exec *gateway.DAGRunner, session string) *sessionStats {
 	t[session] = ss
 	st.table.Store(&t)
 	return ss
+}
+
+// countShed counts an HTTP infer request the door refused in its session's
+// doorShed, read from the path (/v2/models/{session}/...) without decoding
+// anything: only a session already in the table (one request of it was
+// answered since the start) is counted, so a client cannot grow it, and
+// nothing allocates. false: not counted (the door's total still has it).
+func (st *stats) countShed(path []byte) bool {
+	t := st.table.Load()
+	if t == nil || !bytes.HasPrefix(path, prefModels) {
+		return false
+	}
+	name := path[len(prefModels):]
+	if i := bytes.IndexByte(name, '/'); i >= 0 {
+		name = name[:i]
+	}
+	ss := (*t)[string(name)] // no allocation: the compiler's map-index case
+	if ss == nil {
+		return false
+	}
+	ss.doorShed.Add(1)
+	return true
+}
+
+// shedBySession returns each session's doorShed, those above 0.
+func (st *stats) shedBySession() map[string]uint64 {
+	t := st.table.Load()
+	if t == nil {
+		return nil
+	}
+	var out map[string]uint64
+	for name, ss := range *t {
+		if n := ss.doorShed.Load(); n > 0 {
+			if out == nil {
+				out = map[string]uint64{}
+			}
+			out[name] = n
+		}
+	}
+	return out
 }
 
 // observe counts one request to session answered with status after took, and

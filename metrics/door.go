@@ -7,11 +7,15 @@ import "github.com/prometheus/client_golang/prometheus"
 type DoorStats struct {
 	Limit, InFlight int64
 	Shed            uint64
-	DelaySeconds    float64
+	// ShedBySession are those of Shed the door could name a session for,
+	// ShedUnnamed the others (served with session="").
+	ShedBySession map[string]uint64
+	ShedUnnamed   uint64
+	DelaySeconds  float64
 }
 
 var (
-	descDoorShed     = prometheus.NewDesc(GatewayDoorShedTotal, "Infer requests the gateway's door refused before decoding them (HTTP 429, gRPC RESOURCE_EXHAUSTED): its own CPU saturated.", nil, nil)
+	descDoorShed     = prometheus.NewDesc(GatewayDoorShedTotal, "Infer requests the gateway's door refused before decoding them (HTTP 429, gRPC RESOURCE_EXHAUSTED): its own CPU saturated. By session where the HTTP path named one already served; session=\"\" the rest (gRPC, a session's first requests).", []string{"session"}, nil)
 	descDoorLimit    = prometheus.NewDesc(GatewayDoorLimit, "The door's limit on infer requests in flight (adaptive, docs/traffic.md \"Overload control\").", nil, nil)
 	descDoorInFlight = prometheus.NewDesc(GatewayDoorInFlight, "Infer requests in flight past the door.", nil, nil)
 	descDoorDelay    = prometheus.NewDesc(GatewayDoorDelaySeconds, "The gateway's scheduling delay the door last measured: p90 of the time its goroutines waited for a CPU over one interval, in seconds.", nil, nil)
@@ -32,7 +36,10 @@ func (c doorCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c doorCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.stats()
-	ch <- prometheus.MustNewConstMetric(descDoorShed, prometheus.CounterValue, float64(s.Shed))
+	for name, n := range s.ShedBySession {
+		ch <- prometheus.MustNewConstMetric(descDoorShed, prometheus.CounterValue, float64(n), name)
+	}
+	ch <- prometheus.MustNewConstMetric(descDoorShed, prometheus.CounterValue, float64(s.ShedUnnamed), "")
 	ch <- prometheus.MustNewConstMetric(descDoorLimit, prometheus.GaugeValue, float64(s.Limit))
 	ch <- prometheus.MustNewConstMetric(descDoorInFlight, prometheus.GaugeValue, float64(s.InFlight))
 	ch <- prometheus.MustNewConstMetric(descDoorDelay, prometheus.GaugeValue, s.DelaySeconds)

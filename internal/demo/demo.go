@@ -115,9 +115,10 @@ type Result struct {
 	HostModels      []HostModel
 	CalibrationFile string
 	// DoorShed is how many requests the gateway's door refused (429) before
-	// reading them, all sessions together (the door does not know the
-	// session): its own CPU saturated (docs/traffic.md, "Overload control").
-	// They are among the sessions' "rejected: overloaded".
+	// reading them, all sessions together, its own CPU saturated
+	// (docs/traffic.md, "Overload control"); each session's Refusals.Door
+	// has those the door could name it for. They are among the sessions'
+	// "rejected: overloaded".
 	DoorShed float64
 }
 
@@ -683,8 +684,11 @@ func writeReport(w io.Writer, res *Result) {
 			fmt.Fprintf(w, "%s errors: %v\n", s.Name, s.Report.Errors)
 			if r := s.Refusals; r != nil {
 				refused := ""
+				if r.Door > 0 {
+					refused = fmt.Sprintf("%.0f refused at the gateway's door (its CPU saturated); ", r.Door)
+				}
 				if r.Admission > 0 {
-					refused = fmt.Sprintf("%.0f refused by admission (the queue could not finish them in time); ", r.Admission)
+					refused += fmt.Sprintf("%.0f refused by admission (the queue could not finish them in time); ", r.Admission)
 				}
 				fmt.Fprintf(w, "%s measured: %smodules' batch durations over the plan's, and their items' mean wait in the gateway: %s\n", s.Name, refused, strings.Join(r.Slow, ", "))
 			}

@@ -298,6 +298,10 @@ func coresList(m map[string]float64) string {
 type Refusals struct {
 	// Admission is the requests admission control refused at once (429).
 	Admission float64
+	// Door is the requests the gateway's door refused before reading them
+	// (429), counted for the session its HTTP path named
+	// (piccolo_gateway_door_shed_total{session}).
+	Door float64
 	// Slow lists each module's measured mean batch duration (gateway side,
 	// network included) over its plan's, highest first, with the mean time
 	// its items queued in the gateway, e.g. "det 1.8× (queued 40 ms)".
@@ -305,10 +309,10 @@ type Refusals struct {
 }
 
 // gatewayRefusals reads the gateway's /metrics and returns, per session,
-// the admission refusals and the modules' measured/profiled durations, and
-// the requests the gateway's door refused before reading them (all
-// sessions: the door sheds before it knows the session); an error when the
-// metrics cannot be read.
+// the admission and door refusals and the modules' measured/profiled
+// durations, and the requests the gateway's door refused before reading
+// them, all sessions together (also those it could not name a session
+// for); an error when the metrics cannot be read.
 func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[string]*Refusals, float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
@@ -379,7 +383,11 @@ func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[stri
 	var door float64
 	if f := fams[metrics.GatewayDoorShedTotal]; f != nil {
 		for _, m := range f.GetMetric() {
-			door += m.GetCounter().GetValue()
+			v := m.GetCounter().GetValue()
+			door += v
+			if s := label(m, "session"); s != "" && v > 0 {
+				get(s).Door += v
+			}
 		}
 	}
 	return out, door, nil

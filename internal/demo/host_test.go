@@ -106,7 +106,8 @@ func TestGatewayRefusalsReadsMetrics(t *testing.T) {
 	const text = `# TYPE piccolo_gateway_admission_rejections_total counter
 piccolo_gateway_admission_rejections_total{session="s"} 3
 # TYPE piccolo_gateway_door_shed_total counter
-piccolo_gateway_door_shed_total 5
+piccolo_gateway_door_shed_total{session=""} 1
+piccolo_gateway_door_shed_total{session="s"} 4
 # TYPE piccolo_gateway_module_compute_seconds histogram
 piccolo_gateway_module_compute_seconds_bucket{session="s",module="m",le="+Inf"} 2
 piccolo_gateway_module_compute_seconds_sum{session="s",module="m"} 0.2
@@ -131,11 +132,11 @@ piccolo_gateway_module_queue_seconds_count{session="s",module="m"} 2
 		t.Fatal(err)
 	}
 	if door != 5 {
-		t.Errorf("door shed %v; want the 5 of piccolo_gateway_door_shed_total", door)
+		t.Errorf("door shed %v; want the 5 of piccolo_gateway_door_shed_total, its series summed", door)
 	}
 	r := got["s"]
-	if r == nil || r.Admission != 3 || len(r.Slow) != 1 || r.Slow[0] != "m 2× (queued 40 ms)" {
-		t.Errorf("gatewayRefusals = %+v; want 3 refused and [m 2× (queued 40 ms)]", r)
+	if r == nil || r.Admission != 3 || r.Door != 4 || len(r.Slow) != 1 || r.Slow[0] != "m 2× (queued 40 ms)" {
+		t.Errorf("gatewayRefusals = %+v; want 3 refused by admission, 4 at the door and [m 2× (queued 40 ms)]", r)
 	}
 }
 
