@@ -1149,8 +1149,14 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	d.stats.Closed[why]++
 	// The one machine choice (Dispatcher.target): the machine Predict and
 	// admission assumed and the deadline flush timed the batch by, as the
-	// lanes stand now, a spare where the batch would end late.
-	m, _, _ := d.target(q, b.g, b, nil, b.minDL, now, true)
+	// lanes stand now, a spare where the batch would end late. Without
+	// spares that is target's pick alone: when the batch ends is not needed.
+	var m *machine
+	if len(d.spare) == 0 {
+		m, _ = d.pick(q, b.g, b, b.minDL, now)
+	} else {
+		m, _, _ = d.target(q, b.g, b, nil, b.minDL, now, true)
+	}
 	switch {
 	case m.slot.Group < 0:
 		d.stats.Overflow++
