@@ -33,23 +33,7 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 secs=${1:-5}
 CONNS=${CONNS:-128 512}
-HEY=$(command -v hey || ls "${PICCOLO_CACHE:-$HOME/.cache/piccolo}"/bin/hey 2>/dev/null || true)
-[ -n "$HEY" ] || { echo "burst-live: hey is not installed (scripts/tools.sh: apt-get install hey)" >&2; exit 1; }
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	if [ "${KEEP:-0}" = 1 ]; then echo "work directory: $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-if [ -n "${PICCOLO:-}" ]; then
-	P=$PICCOLO
-else
-	go build -o "$work/piccolo" ./cmd/piccolo
-	P=$work/piccolo
-fi
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. scripts/live-common.sh burst-live
 bport=$(port) hport=$(port) gport=$(port)
 cat >"$work/burst.yaml" <<'YAML'
 hardware:
@@ -81,11 +65,7 @@ for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$bport") 2>/dev/null && bre
 "$P" gateway --admin-listen same -c "$work/burst.yaml" -c "$work/backends.yaml" --listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" ${GATEWAY_FLAGS:-} >"$work/gateway.log" 2>&1 &
 pids+=($!)
 url=http://127.0.0.1:$hport
-for _ in $(seq 600); do
-	[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/v2/health/ready" || true)" = 200 ] && break
-	sleep 0.05
-done
-[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/v2/health/ready" || true)" = 200 ] || { echo "burst-live: the gateway did not become ready; its log:" >&2; cat "$work/gateway.log" >&2; exit 1; }
+wait_ready burst-live "$url" "$work/gateway.log"
 infer=$url/v2/models/burst/infer
 lone() { curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$work/body.json" "$infer" || echo "fail"; }
 echo "warm-up (one request): $(lone)"

@@ -23,23 +23,7 @@ cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 RATE=${RATE:-150} KILLS=${KILLS:-2} SECS=${SECS:-12} KILL=${KILL:-3} RESTART=${RESTART:-3}
 case $KILLS in 1 | 2 | 3) ;; *) echo "kill-live: KILLS=$KILLS: want 1, 2 or 3 (of three backends)" >&2; exit 1 ;; esac
-HEY=$(command -v hey || ls "${PICCOLO_CACHE:-$HOME/.cache/piccolo}"/bin/hey 2>/dev/null || true)
-[ -n "$HEY" ] || { echo "kill-live: hey is not installed (scripts/tools.sh: apt-get install hey)" >&2; exit 1; }
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	if [ "${KEEP:-0}" = 1 ]; then echo "work directory: $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-if [ -n "${PICCOLO:-}" ]; then
-	P=$PICCOLO
-else
-	go build -o "$work/piccolo" ./cmd/piccolo
-	P=$work/piccolo
-fi
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. scripts/live-common.sh kill-live
 cat >"$work/kill.yaml" <<YAML
 hardware:
   - {name: v100, price: 3}
@@ -77,11 +61,7 @@ hport=$(port) gport=$(port)
 "$P" gateway --admin-listen same -c "$work/kill.yaml" -c "$work/backends.yaml" --listen "127.0.0.1:$hport" --grpc-listen "127.0.0.1:$gport" >"$work/gateway.log" 2>&1 &
 pids+=($!)
 url=http://127.0.0.1:$hport
-for _ in $(seq 600); do
-	[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/v2/health/ready" || true)" = 200 ] && break
-	sleep 0.05
-done
-[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/v2/health/ready" || true)" = 200 ] || { echo "kill-live: the gateway did not become ready; its log:" >&2; cat "$work/gateway.log" >&2; exit 1; }
+wait_ready kill-live "$url" "$work/gateway.log"
 echo '{"inputs":[{"name":"x","shape":[1,1],"datatype":"FP32","data":[1.5]}]}' >"$work/body.json"
 
 # The victims: the backends the plan placed (from the gateway's log), then the others.
