@@ -153,15 +153,12 @@ type LiveRunner struct {
 	health    *Health
 	ownHealth bool
 	used      []*backendHealth // the backends this runner dispatches to (refs taken)
-	// replaced is closed when a LiveSwitch swaps a later runner in, next
-	// (stored first) being that runner; replaceable, set by a LiveSwitch,
-	// says whether a health re-placement will move a dead backend's machine
-	// of a hardware type to another backend (LiveSwitch.canReplace). A
-	// failed batch that no machine can take now waits for the swap and
-	// retries on the next runner (liveModule.awaitReplacement).
-	replaced    chan struct{}
-	next        atomic.Pointer[LiveRunner]
-	replaceable func(hardware, backend string) bool
+	// sw is the LiveSwitch that built the runner (nil: a runner alone);
+	// replaced is closed when sw swaps a later runner in. A failed batch
+	// that no machine can take now waits for the swap and retries on the
+	// current runner (liveModule.awaitReplacement).
+	sw       *LiveSwitch
+	replaced chan struct{}
 }
 
 // modelAt is a model loaded on the backend at addr (a host:port, not a backend

@@ -150,7 +150,7 @@ func (s *LiveSwitch) build(ctx context.Context, cfg *api.Config, plan, prevPlan 
 	if err != nil {
 		return nil, err
 	}
-	r.replaceable = s.canReplace
+	r.sw = s
 	return &liveState{runner: r, plan: placed, cfg: cfg, grace: graceOf(cfg), down: down}, nil
 }
 
@@ -223,7 +223,6 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 		return errors.Join(st.runner.Close(), fmt.Errorf("%w: the gateway is shutting down", gateway.ErrUnavailable))
 	}
 	old := s.cur.Swap(st)
-	old.runner.next.Store(st.runner)
 	close(old.runner.replaced)
 	st.runner.own()
 	if !replacing {
@@ -245,7 +244,7 @@ func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan,
 
 // canReplace reports whether a health re-placement will move a machine on
 // backend (of hardware) elsewhere: ReplaceOnEjection is on and another
-// backend of that hardware is up (LiveRunner.replaceable). Any goroutine.
+// backend of that hardware is up (liveModule.awaitReplacement). Any goroutine.
 func (s *LiveSwitch) canReplace(hardware, backend string) bool {
 	if !s.replace.Load() {
 		return false

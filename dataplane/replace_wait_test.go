@@ -32,14 +32,9 @@ func TestOnlyMachineDiedWaitsForReplacement(t *testing.T) {
 			}
 			victim := -1
 			for id := range lm.clients {
-				for i := range c.backends {
-					if id == fmt.Sprintf("gpu-%d", i) {
-						victim = i
-					}
+				if _, err := fmt.Sscanf(id, "gpu-%d", &victim); err != nil || victim >= c.backends {
+					t.Fatalf("placed on %q, not on a gpu-<i> of the rig", id)
 				}
-			}
-			if victim < 0 {
-				t.Fatalf("placed on %v, not on a gpu-<i> of the rig", lm.clients)
 			}
 			if err := rig.inj[victim].Set(faults.Set{Refuse: true}); err != nil {
 				t.Fatal(err)

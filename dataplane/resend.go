@@ -24,9 +24,10 @@ import (
 func (lm *liveModule) run(ctx context.Context, from *dispatcher.Slot, c *backends.Client, items [][]api.Tensor, dummies int,
 	latest time.Time, wait time.Duration) (out [][]api.Tensor, errs []error, err error) {
 	var tried [maxTries]string
+	on := lm // whose machines run the batch: lm's, or the next plan's module after a re-placement
 	for try := 0; ; try++ {
 		tried[try] = from.Backend
-		out, errs, err = lm.attempt(ctx, from, c, items, dummies, wait)
+		out, errs, err = on.attempt(ctx, from, c, items, dummies, wait)
 		wait = 0 // a retry goes to another backend, unqueued as far as this dispatcher knows
 		if err == nil || try+1 == maxTries || ctx.Err() != nil {
 			return out, errs, err
@@ -35,22 +36,19 @@ func (lm *liveModule) run(ctx context.Context, from *dispatcher.Slot, c *backend
 		if !ok {
 			return out, errs, err
 		}
-		alt, ok := lm.disp.Alternate(from, len(items)+dummies, tried[:try+1]...)
-		if !ok {
-			if nm := lm.awaitReplacement(from, why, latest); nm != nil {
-				if alt, ok = nm.disp.Alternate(from, len(items)+dummies, tried[:try+1]...); ok && !time.Now().Add(alt.Duration).After(latest) {
-					if c = nm.clients[alt.Backend]; c != nil {
-						lm.h.retries[why].Add(1)
-						return nm.run(ctx, &alt, c, items, dummies, latest, 0)
-					}
-				}
+		alt, ok := on.disp.Alternate(from, len(items)+dummies, tried[:try+1]...)
+		if !ok { // no other machine: the module's only one died; the re-placed plan's may take it
+			if on = on.awaitReplacement(from, why, latest); on == nil {
+				return out, errs, err
 			}
-			return out, errs, err
+			if alt, ok = on.disp.Alternate(from, len(items)+dummies, tried[:try+1]...); !ok {
+				return out, errs, err
+			}
 		}
 		if time.Now().Add(alt.Duration).After(latest) {
 			return out, errs, err
 		}
-		if c = lm.clients[alt.Backend]; c == nil {
+		if c = on.clients[alt.Backend]; c == nil {
 			return out, errs, err
 		}
 		lm.h.retries[why].Add(1)
@@ -67,12 +65,13 @@ const maxReplacementWait = 2 * time.Second
 // machine that could not run it (why: not sent, the connection broke, the
 // model not loaded; not an answered failure) when no other machine of the
 // module can take it: the plan had the module's only machine on a backend
-// that just died. When a LiveSwitch will re-place the plan on a backend of
-// the same hardware that is up (LiveRunner.replaceable), it waits for the
-// next runner to be swapped in, at most maxReplacementWait and no later than
+// that just died. When the LiveSwitch serving it will re-place the plan on a
+// backend of the same hardware that is up (LiveSwitch.canReplace), it waits
+// for the next runner to be swapped in, at most maxReplacementWait and no later than
 // latest less the module's shortest batch, and returns that runner's module
 // (same session, module and model), on whose machines run retries the
-// batch; nil when there is none to wait for, or none came in time. The
+// batch (within its maxTries); nil when there is none to wait for, or none
+// came in time. The
 // batch keeps its lane on this module's dead machine meanwhile, as a retry
 // runs beside the target machine's own batches (Dispatcher.Alternate).
 // Before this, SIGKILLing two of three static backends, the placed one
@@ -80,7 +79,7 @@ const maxReplacementWait = 2 * time.Second
 // while the re-placement took 3 ms (TestGatewayStaticBackendKilled/two).
 func (lm *liveModule) awaitReplacement(from *dispatcher.Slot, why retryReason, latest time.Time) *liveModule {
 	r := lm.owner.Load()
-	if r == nil || r.replaceable == nil || why == retryFailed || !r.replaceable(from.Hardware, from.Backend) {
+	if r == nil || r.sw == nil || why == retryFailed || !r.sw.canReplace(from.Hardware, from.Backend) {
 		return nil
 	}
 	wait := min(time.Until(latest)-lm.minDuration, maxReplacementWait)
@@ -94,10 +93,7 @@ func (lm *liveModule) awaitReplacement(from *dispatcher.Slot, why retryReason, l
 	case <-t.C:
 		return nil
 	}
-	for n := r.next.Load(); n != nil; n = n.next.Load() {
-		r = n
-	}
-	nm := r.moduleOrNil(lm.session, lm.name)
+	nm := r.sw.cur.Load().runner.moduleOrNil(lm.session, lm.name)
 	if nm == nil || nm == lm || nm.model != lm.model {
 		return nil
 	}

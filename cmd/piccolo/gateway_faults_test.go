@@ -167,21 +167,20 @@ func gatewayStaticKilled(t *testing.T, rate float64, kills int) {
 		t.Fatal("no backend got a batch")
 	}
 	victims = append(victims, rest...)[:kills]
-	up := func(p *staticProc, want float64) bool {
-		return scrape(t, url, metrics.GatewayBackendUp, `backend="`+p.id+`"`) == want
+	// allUp reports whether every victim's piccolo_gateway_backend_up is want.
+	allUp := func(want float64) bool {
+		for _, p := range victims {
+			if scrape(t, url, metrics.GatewayBackendUp, `backend="`+p.id+`"`) != want {
+				return false
+			}
+		}
+		return true
 	}
 	killed := time.Now()
 	for _, p := range victims {
 		p.kill() // SIGKILL
 	}
-	out := waitFor(t, 5*time.Second, "victims out of the dispatch table", func() bool {
-		for _, p := range victims {
-			if !up(p, 0) {
-				return false
-			}
-		}
-		return true
-	})
+	out := waitFor(t, 5*time.Second, "victims out of the dispatch table", func() bool { return allUp(0) })
 	time.Sleep(3 * time.Second)
 	restarted := time.Now()
 	batches := make([]float64, len(victims))
@@ -194,12 +193,7 @@ func gatewayStaticKilled(t *testing.T, rate float64, kills int) {
 	// back) given a batch. With two, the plan needs one machine, and the
 	// survivor keeps it, so only the first victim is waited on for batches.
 	back := waitFor(t, 10*time.Second, "restarted backends serving again", func() bool {
-		for _, p := range victims {
-			if !up(p, 1) {
-				return false
-			}
-		}
-		return kills > 1 || scrape(t, url, metrics.DispatcherBatchesTotal, `backend="`+victims[0].id+`"`) > batches[0]
+		return allUp(1) && (kills > 1 || scrape(t, url, metrics.DispatcherBatchesTotal, `backend="`+victims[0].id+`"`) > batches[0])
 	})
 	time.Sleep(3 * time.Second)
 	stopLoad()
