@@ -13,8 +13,13 @@
 # hey's answers by status, the share that failed (target: at most 0.1%),
 # the p99, and the gateway's lines on the kill.
 #
+# With CLOSED=N, hey runs closed-loop instead, N connections each sending
+# its next request when the last is answered (the plan still at RATE): the
+# 429s admission answers a load above the plan are counted apart from the
+# failures. A lone request goes right after hey ends, in both modes.
+#
 # Usage: scripts/kill-live.sh
-#   RATE=150 KILLS=2 SECS=12 KILL=3 RESTART=3
+#   RATE=150 KILLS=2 SECS=12 KILL=3 RESTART=3 CLOSED=
 #   PICCOLO=BINARY   run that binary instead of building the working tree
 #   KEEP=1           keep the work directory (logs, config) and print its path
 # Loopback only; every process it starts is stopped at the end.
@@ -82,8 +87,13 @@ echo "plan on: ${placed:-?}; killing at +${KILL} s: ${victims[*]}, restarting th
 
 # hey's -q is per worker and each worker waits for its answer: at most 5
 # requests a second per worker keeps the rate with answers up to 200 ms.
-workers=$(python3 -c "import math; print(max(10, math.ceil($RATE / 5)))")
-"$HEY" -z "${SECS}s" -c $workers -q "$(python3 -c "print(max(1, round($RATE / $workers)))")" -m POST -T application/json -D "$work/body.json" "$url/v2/models/s/infer" >"$work/hey.txt" 2>&1 &
+if [ -n "${CLOSED:-}" ]; then
+	pace=(-c "$CLOSED")
+else
+	workers=$(python3 -c "import math; print(max(10, math.ceil($RATE / 5)))")
+	pace=(-c "$workers" -q "$(python3 -c "print(max(1, round($RATE / $workers)))")")
+fi
+"$HEY" -z "${SECS}s" "${pace[@]}" -m POST -T application/json -D "$work/body.json" "$url/v2/models/s/infer" >"$work/hey.txt" 2>&1 &
 hey=$!
 sleep "$KILL"
 for id in "${victims[@]}"; do kill -9 "${bpid[${id#gpu-}]}"; done
@@ -100,13 +110,15 @@ m = re.search(r"Error distribution:\n((?:\s+\[\d+\].*\n?)*)", text)
 if m:
     errors = sum(int(n) for n in re.findall(r"\[(\d+)\]", m.group(1)))
 total = sum(codes.values()) + errors
-ok = codes.get(200, 0)
-failed = total - ok
+ok, refused = codes.get(200, 0), codes.get(429, 0)
+failed = total - ok - refused
 p99 = re.search(r"99% in ([\d.]+) secs", text)
-print("requests %d: 200 %d, failed %d (%.3f%%, target <= 0.1%%): by status %s, client errors %d; p99 %s ms"
-      % (total, ok, failed, 100 * failed / max(total, 1), ", ".join("%d: %d" % kv for kv in sorted(codes.items()) if kv[0] != 200) or "none",
+print("requests %d: 200 %d, refused 429 %d, failed %d (%.3f%%, target <= 0.1%%): by status %s, client errors %d; p99 %s ms"
+      % (total, ok, refused, failed, 100 * failed / max(total, 1),
+         ", ".join("%d: %d" % kv for kv in sorted(codes.items()) if kv[0] not in (200, 429)) or "none",
          errors, "%.1f" % (1000 * float(p99.group(1))) if p99 else "?"))
 PY
+echo "lone request right after: $(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$work/body.json" "$url/v2/models/s/infer" || echo fail)"
 grep -E '"backend down|"backend up|plan re-placed|re-placing after' "$work/gateway.log" | python3 -c '
 import json, sys
 for line in sys.stdin:
