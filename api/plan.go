@@ -34,6 +34,22 @@ type SessionPlan struct {
 	AccuracyTarget float64      `json:"accuracy_target,omitempty"`
 	Modules        []ModulePlan `json:"modules"`
 	Error          string       `json:"error,omitempty"`
+	// MaxUtilization, when not 0, is the cap this session was planned at
+	// instead of the plan's (the burst check gives each session its own
+	// headroom); 0: the plan's MaxUtilization.
+	MaxUtilization float64 `json:"max_utilization,omitempty"`
+}
+
+// Utilization is the cap session plan sp of p was planned at: its own, else
+// p's; 1 when neither is given (no headroom).
+func (p *Plan) Utilization(sp *SessionPlan) float64 {
+	switch {
+	case sp.MaxUtilization > 0:
+		return sp.MaxUtilization
+	case p.MaxUtilization > 0:
+		return p.MaxUtilization
+	}
+	return 1
 }
 
 // ModulePlan is the plan of one module. Rate is the module's request rate (req/s)

@@ -9,7 +9,8 @@ import (
 
 // WriteTable prints p for people (`piccolo plan`'s table): a header with the
 // cost and the devices it needs once placed (devices; negative: "?"), then one
-// block per session, a row per config group.
+// block per session (with its own max utilization where it has one), a row
+// per config group.
 func (p *Plan) WriteTable(w io.Writer, devices int) {
 	devs := "?"
 	if devices >= 0 {
@@ -27,6 +28,9 @@ func (p *Plan) WriteTable(w io.Writer, devices int) {
 		accuracy := ""
 		if variants {
 			accuracy = fmt.Sprintf(", accuracy %.4g (target %.4g)", s.Accuracy, s.AccuracyTarget)
+		}
+		if s.MaxUtilization > 0 { // its own headroom (the burst check's, per session)
+			accuracy += fmt.Sprintf(", max utilization %.2f", s.MaxUtilization)
 		}
 		fmt.Fprintf(w, "session %s: SLO %gms, latency %.1fms, cost %.4g%s\n", s.Name, s.SLOMs, s.LatencyMs, s.Cost, accuracy)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

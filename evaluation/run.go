@@ -39,6 +39,12 @@ type Options struct {
 	SimItems int
 	// Seed seeds the simulations (workload i uses Seed + i).
 	Seed uint64
+	// Admission simulates every plan as the gateway serves it
+	// (simulate.Options.Admission: the request's deadline, admission's
+	// refusals counted as misses), as the gateway's own burst check does
+	// (ServingOptions). False: the paper's dispatcher, in which an item's
+	// deadline is its module budget (the paper's evaluation).
+	Admission bool
 	// Workers is how many workloads run at once (0: GOMAXPROCS). Each
 	// workload's outcomes depend on its seed only, so the numbers do not
 	// change with it; planner runtimes are measured on a machine that many
@@ -312,7 +318,7 @@ func runInferLine(wl Workload, o Options, seed uint64) (PlannerOutcome, error) {
 	}
 	p := run.Plan
 	sp := p.Sessions[0]
-	rep, err := simulate.Run(p, simulate.Options{Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed})
+	rep, err := simulate.Run(p, simulate.Options{Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed, Admission: o.Admission})
 	if err != nil {
 		return out, fmt.Errorf("simulating: %w", err)
 	}
@@ -371,7 +377,7 @@ func planAndSimulate(wl Workload, v Variant, o Options, seed uint64) (Outcome, *
 	if v.RoundRobin {
 		pol = dispatcher.RR{}
 	}
-	rep, err := simulate.Run(p, simulate.Options{Policy: pol, Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed})
+	rep, err := simulate.Run(p, simulate.Options{Policy: pol, Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed, Admission: o.Admission})
 	if err != nil {
 		return out, nil, fmt.Errorf("simulating: %w", err)
 	}

@@ -21,10 +21,6 @@ import (
 func Verify(cfg *api.Config, p *api.Plan) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	util := p.MaxUtilization
-	if util == 0 {
-		util = 1
-	}
 	wcl := func(g api.GroupPlan, w float64, dummy bool) float64 {
 		d := g.DurationMs / 1000
 		b := float64(g.Batch)
@@ -63,6 +59,7 @@ func Verify(cfg *api.Config, p *api.Plan) error {
 		if sp.Error != "" {
 			continue
 		}
+		util := p.Utilization(&sp)
 		g, err := newGraph(s)
 		if err != nil {
 			bad("%v", err)

@@ -36,8 +36,22 @@ func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	start := time.Now()
 	out := &api.Plan{Policy: pol.name, LatencyModel: pol.model.Name(), MaxUtilization: pol.gen.util}
 	var errs []error
+	for name, u := range o.SessionUtilization {
+		if !(u > 0 && u <= 1) {
+			return nil, fmt.Errorf("session %q: max utilization %v: must be in (0, 1] (1 = no headroom)", name, u)
+		}
+	}
 	for i := range cfg.Sessions {
-		sp, err := planVariants(cfg, &cfg.Sessions[i], pol)
+		spol := pol
+		u, own := o.SessionUtilization[cfg.Sessions[i].Name]
+		own = own && u != pol.gen.util
+		if own {
+			spol.gen.util = u
+		}
+		sp, err := planVariants(cfg, &cfg.Sessions[i], spol)
+		if own && err == nil {
+			sp.MaxUtilization = u
+		}
 		if err != nil {
 			errs = append(errs, err)
 			sp = api.SessionPlan{Name: cfg.Sessions[i].Name, SLOMs: ms(cfg.Sessions[i].SLO.Seconds()), Error: err.Error()}

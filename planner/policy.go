@@ -26,6 +26,12 @@ type Options struct {
 	// share of their profiled throughput, in (0, 1]. 0 keeps the policy's default
 	// (0.8 for piccolo, which serves; 1 for the reproductions and baselines).
 	MaxUtilization float64
+	// SessionUtilization, by session name, replaces MaxUtilization for that
+	// session (each in (0, 1]): the burst check (simulate.PlanForBursts)
+	// gives each session the headroom its own simulation needs, so one
+	// session's bursts do not buy headroom for every other. The plan
+	// records such a session's cap in its SessionPlan.MaxUtilization.
+	SessionUtilization map[string]float64
 	// Model overrides the latency model: tc-exact, tc-theorem1, rr-2d (Picc-2d)
 	// or local (Picc-dt). Empty keeps the policy's.
 	Model string

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
 )
 
 // TestPolicyRegistry adds a baseline to the built-in policies, plans with it,
@@ -57,5 +59,33 @@ func TestPolicyRegistry(t *testing.T) {
 	}
 	if got := len(reg.Names()); got != len(Policies)+1 {
 		t.Errorf("%d names after the refused policies, want %d", got, len(Policies)+1)
+	}
+}
+
+// A session's own cap replaces the plan's for that session only, is recorded
+// in its plan, and must be in (0, 1].
+func TestSessionUtilization(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := cfg.Sessions[0].Name
+	at8, err := Plan(cfg, Options{MaxUtilization: 0.8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := Plan(cfg, Options{MaxUtilization: 0.9, SessionUtilization: map[string]float64{name: 0.8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.MaxUtilization != 0.9 || own.Sessions[0].MaxUtilization != 0.8 || own.TotalCost != at8.TotalCost {
+		t.Errorf("plan cap %.2f, session cap %.2f, cost %.4f; want 0.9, 0.8 and the 0.8 plan's cost %.4f",
+			own.MaxUtilization, own.Sessions[0].MaxUtilization, own.TotalCost, at8.TotalCost)
+	}
+	if err := Verify(cfg, own); err != nil {
+		t.Errorf("the plan fails its check: %v", err)
+	}
+	if _, err := Plan(cfg, Options{SessionUtilization: map[string]float64{name: 1.5}}); err == nil || !strings.Contains(err.Error(), "must be in (0, 1]") {
+		t.Errorf("cap 1.5: error %v, want one saying the cap must be in (0, 1]", err)
 	}
 }

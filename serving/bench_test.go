@@ -87,7 +87,7 @@ func TestBurstCheckItemsBounded(t *testing.T) {
 	} {
 		cfg := fastConfig(t, 5, c.rate)
 		cfg.Backends = nil // no pool: the check alone
-		p, rep, err := simulate.PlanForBursts(cfg, planner.Options{}, DefaultBurstTarget, 1)
+		p, rep, err := simulate.PlanForBursts(cfg, planner.Options{}, DefaultHeadroom.Check(DefaultBurstTarget))
 		if p == nil || rep == nil {
 			t.Fatalf("%g req/s: no plan or report: %v", c.rate, err)
 		}

@@ -65,7 +65,7 @@ func TestPlanUnchangedWhenThePoolHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _, err := simulate.PlanForBursts(cfg, planner.Options{}, DefaultBurstTarget, 1)
+	want, _, err := simulate.PlanForBursts(cfg, planner.Options{}, DefaultHeadroom.Check(DefaultBurstTarget))
 	if err != nil {
 		t.Fatal(err)
 	}

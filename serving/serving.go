@@ -39,6 +39,13 @@ type Options struct {
 	// BurstTarget is the share of simulated Poisson requests that must meet
 	// the SLO (--burst-target), in (0, 1]; 0 means DefaultBurstTarget.
 	BurstTarget float64
+	// NoAdmission says the gateway serves without admission
+	// (--admission=false): the burst check then simulates the paper's
+	// dispatcher (module budgets as deadlines, nothing refused), which
+	// misses more than the gateway serving without admission does, rather
+	// than admission's refusals, which free capacity a gateway that admits
+	// everything does not get back. False: the gateway's default.
+	NoAdmission bool
 }
 
 // Planner returns Plan with o as a Planner.
@@ -60,11 +67,21 @@ type Headroom struct {
 	Duration time.Duration
 	Items    int
 	Seed     uint64
+	// Admission simulates each candidate as the gateway serves it by default
+	// (simulate.BurstCheck.Admission: the request's deadline, admission's
+	// refusals counted as misses); false, the paper's dispatcher.
+	Admission bool
 }
 
-// DefaultHeadroom is the gateway's burst check (simulate.PlanForBursts).
+// DefaultHeadroom is the gateway's burst check (simulate.PlanForBursts): the
+// gateway's own semantics, since it serves with admission by default.
 var DefaultHeadroom = Headroom{Utilizations: simulate.Utilizations, Target: DefaultBurstTarget,
-	Duration: simulate.BurstDuration, Items: simulate.BurstItems, Seed: 1}
+	Duration: simulate.BurstDuration, Items: simulate.BurstItems, Seed: 1, Admission: true}
+
+// Check is h's simulation with target as simulate.PlanForBursts takes it.
+func (h Headroom) Check(target float64) simulate.BurstCheck {
+	return simulate.BurstCheck{Target: target, Seed: h.Seed, Admission: h.Admission}
+}
 
 // Plan is the plan a gateway serves for cfg (the config at the rates to plan
 // for, its backends the pool), the one answer every caller asks: the
@@ -114,21 +131,25 @@ func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	if target == 0 {
 		target = DefaultBurstTarget
 	}
-	plan, _, err := simulate.PlanForBursts(cfg, opts, target, DefaultHeadroom.Seed)
+	h := DefaultHeadroom
+	h.Admission = !o.NoAdmission
+	plan, _, err := simulate.PlanForBursts(cfg, opts, h.Check(target))
 	if opts.Pool == nil || plan == nil {
 		return plan, err
 	}
-	if plan.MaxUtilization < simulate.Utilizations[0] && missing(plan, cfg.Backends) > 0 {
+	if lowest(plan) < simulate.Utilizations[0] && missing(plan, cfg.Backends) > 0 {
 		// The headroom the simulation asked for needs devices the pool does
 		// not have: a plan short of devices shares them and refuses (or
 		// fails late) far more requests than less headroom does. Take the
-		// most headroom that fits, if any does.
+		// most headroom that fits, if any does: every session's cap raised
+		// to at least u.
 		for i := len(simulate.Utilizations) - 1; i >= 0; i-- {
-			if simulate.Utilizations[i] <= plan.MaxUtilization {
+			u := simulate.Utilizations[i]
+			if u <= lowest(plan) {
 				continue
 			}
 			o := opts
-			o.MaxUtilization = simulate.Utilizations[i]
+			o.MaxUtilization, o.SessionUtilization = caps(plan, 1, u)
 			if q, qerr := planner.Plan(cfg, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, plan) {
 				plan, err = q, qerr
 				break
@@ -154,7 +175,7 @@ const fitRateTries = 4
 // leaves a session unplanned that p planned is not taken. p when nothing
 // fits better.
 func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error) (*api.Plan, error) {
-	opts.MaxUtilization = p.MaxUtilization
+	opts.MaxUtilization, opts.SessionUtilization = caps(p, 1, 0)
 	best, bestErr, bestMissing := p, err, missing(p, cfg.Backends)
 	decl := replan.Declared(cfg)
 	s := 1.0
@@ -223,7 +244,8 @@ func poolHeadroom(cfg *api.Config, opts planner.Options, p *api.Plan, err error)
 		return replan.WithRates(cfg, rates)
 	}
 	free := opts
-	free.Pool, free.MaxUtilization = nil, p.MaxUtilization
+	free.Pool = nil
+	free.MaxUtilization, free.SessionUtilization = caps(p, 1, 0)
 	if q, _ := planner.Plan(scaled(poolRates[len(poolRates)-1]), free); q == nil || missing(q, cfg.Backends) == 0 {
 		return p, err
 	}
@@ -235,13 +257,43 @@ func poolHeadroom(cfg *api.Config, opts planner.Options, p *api.Plan, err error)
 				continue
 			}
 			o := opts
-			o.MaxUtilization = u
+			o.MaxUtilization, o.SessionUtilization = caps(p, u/p.MaxUtilization, 0)
 			if q, qerr := planner.Plan(scaled, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, p) {
 				best, bestErr, bestCap = q, qerr, s/u
 			}
 		}
 	}
 	return best, bestErr
+}
+
+// caps returns the planner's caps (planner.Options.MaxUtilization and
+// SessionUtilization) that plan again as p was planned: each session's cap
+// (p.Utilization) times scale, at least floor, at most 1.
+func caps(p *api.Plan, scale, floor float64) (float64, map[string]float64) {
+	capOf := func(u float64) float64 { return min(1, max(floor, u*scale)) }
+	top := capOf(p.MaxUtilization)
+	var per map[string]float64
+	for i := range p.Sessions {
+		sp := &p.Sessions[i]
+		if sp.MaxUtilization > 0 && capOf(sp.MaxUtilization) != top {
+			if per == nil {
+				per = map[string]float64{}
+			}
+			per[sp.Name] = capOf(sp.MaxUtilization)
+		}
+	}
+	return top, per
+}
+
+// lowest is the lowest cap a session of p was planned at.
+func lowest(p *api.Plan) float64 {
+	u := p.MaxUtilization
+	for i := range p.Sessions {
+		if c := p.Sessions[i].MaxUtilization; c > 0 {
+			u = min(u, c)
+		}
+	}
+	return u
 }
 
 // missing is how many devices placing p on the backends bs misses.

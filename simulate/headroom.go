@@ -42,33 +42,109 @@ func BurstWindow(p *api.Plan, items int) time.Duration {
 	return max(time.Millisecond, time.Duration(float64(items)/rate*float64(time.Second)))
 }
 
-// PlanForBursts plans cfg with opts at decreasing maximum utilisation (Utilizations)
-// until a simulation of the plan under Poisson arrivals at the planned rates (60 s
-// of virtual time or BurstItems items, whichever is shorter; the given seed, TC dispatch) meets every session's SLO for at
-// least target of its requests — the burstiness check InferLine makes by
-// simulation. Planning at 100% of the profiled throughput leaves queues to grow
-// without bound under random arrivals; a fixed headroom is either wasteful or too
-// little depending on the plan's slack. It returns the cheapest plan that passes,
-// its utilisation, and its simulated report; when none passes, the last (most
-// headroom) with an error saying so. A plan in which no session could be
-// planned is returned at once, without a report, with the planner's error.
-// opts.MaxUtilization is ignored.
-func PlanForBursts(cfg *api.Config, opts planner.Options, target float64, seed uint64) (*api.Plan, *Report, error) {
+// BurstCheck is the simulation PlanForBursts checks each candidate plan with.
+type BurstCheck struct {
+	// Target is the share of each session's simulated requests that must meet
+	// its SLO, in (0, 1]. A refused request counts against it.
+	Target float64
+	// Seed seeds the Poisson arrivals.
+	Seed uint64
+	// Admission simulates the plan as the live gateway serves it
+	// (Options.Admission): each item's expiry is its request's deadline less
+	// the later modules' reserve, and an item the queues say would finish
+	// too late is refused at once, counted as a miss. False: the paper's
+	// dispatcher, in which an item's deadline is its module's budget and
+	// everything is admitted. The two differ most where the budget split
+	// leaves a small module no slack: under the paper's semantics one
+	// Poisson bunch makes its items miss at every cap, so the search lowers
+	// the cap for misses that headroom does not remove (docs/planner.md,
+	// "The burst check's semantics").
+	Admission bool
+}
+
+// PlanForBursts plans cfg with opts at decreasing maximum utilisation
+// (Utilizations), each session on its own: it plans every session at the
+// first cap, simulates the plan under Poisson arrivals at the planned rates
+// (60 s of virtual time or BurstItems items, whichever is shorter; check's
+// seed and semantics, TC dispatch), and while a session meets its SLO for
+// less than check.Target of its requests, plans that session again at the
+// next cap (planner.Options.SessionUtilization), the others keeping theirs —
+// the burstiness check InferLine makes by simulation. Planning at 100% of the
+// profiled throughput leaves queues to grow without bound under random
+// arrivals; a fixed headroom is either wasteful or too little depending on
+// the plan's slack, and one cap for every session makes all of them pay for
+// the one with the least slack. The plan's MaxUtilization is the highest
+// session cap; a session planned lower carries its own
+// (api.SessionPlan.MaxUtilization).
+//
+// It returns the plan in which every session passes, with its simulated
+// report; when a session fails even at the last cap, the plan with that
+// session at the last cap (most headroom), with an error saying so. A plan in
+// which no session could be planned is returned at once, without a report,
+// with the planner's error. opts.MaxUtilization and opts.SessionUtilization
+// are ignored. It plans and simulates at most len(Utilizations) times: each
+// round lowers every failing session one cap.
+func PlanForBursts(cfg *api.Config, opts planner.Options, check BurstCheck) (*api.Plan, *Report, error) {
+	target := check.Target
 	if !(target > 0 && target <= 1) {
 		return nil, nil, fmt.Errorf("burst target %v: must be in (0, 1]", target)
 	}
-	load := Options{Policy: dispatcher.TC{}, Arrival: "poisson", Duration: BurstDuration, MaxItems: BurstItems, Seed: seed}
-	plan, rep, _, passed, err := search(len(Utilizations), func(i int) (*api.Plan, error) {
-		opts.MaxUtilization = Utilizations[i]
-		return planner.Plan(cfg, opts)
-	}, load, target, nil)
-	if !passed && rep != nil {
-		err = errors.Join(err, fmt.Errorf("no plan down to utilisation %.2f meets the SLO for %.2f%% of simulated Poisson requests", Utilizations[len(Utilizations)-1], 100*target))
+	load := Options{Policy: dispatcher.TC{}, Arrival: "poisson", Duration: BurstDuration, MaxItems: BurstItems, Seed: check.Seed, Admission: check.Admission}
+	at := map[string]int{} // session → index into Utilizations; absent: 0
+	last := len(Utilizations) - 1
+	for {
+		opts.MaxUtilization, opts.SessionUtilization = sessionCaps(cfg, at)
+		p, planErr := planner.Plan(cfg, opts)
+		if p == nil || !anyPlanned(p) { // nothing to simulate: the sessions' errors say why
+			return p, nil, planErr
+		}
+		r, err := Run(p, load)
+		if err != nil {
+			return nil, nil, fmt.Errorf("simulating the plan at utilisation %.2f: %w", p.MaxUtilization, err)
+		}
+		var lowered bool
+		var failed []string
+		for _, s := range r.Sessions {
+			if s.Skipped != "" || s.Requests == 0 || s.SLOAttainment >= target {
+				continue
+			}
+			if at[s.Name] < last {
+				at[s.Name]++
+				lowered = true
+			} else {
+				failed = append(failed, s.Name)
+			}
+		}
+		if !lowered {
+			if len(failed) > 0 {
+				planErr = errors.Join(planErr, fmt.Errorf("sessions %v: no plan down to utilisation %.2f meets the SLO for %.2f%% of simulated Poisson requests", failed, Utilizations[last], 100*target))
+			}
+			return p, r, planErr
+		}
 	}
-	return plan, rep, err
 }
 
-// search is the headroom search of PlanForBursts and PlanForTrace: it plans the
+// sessionCaps returns the planner's caps for the sessions' indexes into
+// Utilizations in at: the highest session cap as the plan's, and each session
+// below it by name.
+func sessionCaps(cfg *api.Config, at map[string]int) (float64, map[string]float64) {
+	top := len(Utilizations) - 1
+	for _, s := range cfg.Sessions {
+		top = min(top, at[s.Name])
+	}
+	var per map[string]float64
+	for _, s := range cfg.Sessions {
+		if i := at[s.Name]; i != top {
+			if per == nil {
+				per = map[string]float64{}
+			}
+			per[s.Name] = Utilizations[i]
+		}
+	}
+	return Utilizations[top], per
+}
+
+// search is the headroom search of PlanForTrace: it plans the
 // candidates in order (plan(i), i < n, from least headroom to most), simulates each
 // under load, and returns the first whose simulation meets target for every
 // session, its report and index, and passed. When none does it returns the last,

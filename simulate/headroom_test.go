@@ -20,7 +20,7 @@ func TestPlanForBursts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, rep, err := PlanForBursts(cfg, planner.Options{}, 0.999, 1)
+	plan, rep, err := PlanForBursts(cfg, planner.Options{}, BurstCheck{Target: 0.999, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestPlanForBursts(t *testing.T) {
 	if plan.TotalCost <= base.TotalCost {
 		t.Errorf("more headroom should cost more: %.3f vs %.3f", plan.TotalCost, base.TotalCost)
 	}
-	if _, _, err := PlanForBursts(cfg, planner.Options{}, 1.5, 1); err == nil {
+	if _, _, err := PlanForBursts(cfg, planner.Options{}, BurstCheck{Target: 1.5, Seed: 1}); err == nil {
 		t.Error("a target above 1 was accepted")
 	}
 }
@@ -64,11 +64,64 @@ func TestPlanForBurstsNothingPlanned(t *testing.T) {
 	}
 	cfg.Sessions = cfg.Sessions[:1]
 	cfg.Sessions[0].SLO = api.Duration(time.Millisecond) // shorter than any profiled duration
-	plan, rep, err := PlanForBursts(cfg, planner.Options{}, 0.999, 1)
+	plan, rep, err := PlanForBursts(cfg, planner.Options{}, BurstCheck{Target: 0.999, Seed: 1})
 	if plan == nil || len(plan.Sessions) != 1 || plan.Sessions[0].Error == "" {
 		t.Fatalf("plan %+v (err %v), want the session with its planning error", plan, err)
 	}
 	if rep != nil || (err != nil && strings.Contains(err.Error(), "simulat")) {
 		t.Errorf("report %v, err %v: want no report and no simulation error", rep, err)
+	}
+}
+
+// Each session gets the headroom its own simulation needs: beside the demo's
+// session, which needs more than the first cap, a copy of it with four times
+// the SLO keeps the first cap, and costs what it costs planned alone there.
+func TestPlanForBurstsPerSession(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slack := cfg.Sessions[0]
+	slack.Name, slack.SLO = "slack", 4*slack.SLO
+	cfg.Sessions = append(cfg.Sessions, slack)
+	tight := cfg.Sessions[0].Name
+	plan, rep, err := PlanForBursts(cfg, planner.Options{}, BurstCheck{Target: 0.999, Seed: 1, Admission: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.MaxUtilization != Utilizations[0] {
+		t.Errorf("plan's cap %.2f, want the first, %.2f, which the slack session meets", plan.MaxUtilization, Utilizations[0])
+	}
+	for _, sp := range plan.Sessions {
+		u := plan.Utilization(&sp)
+		t.Logf("session %s: cap %.2f, cost %.3f", sp.Name, u, sp.Cost)
+		switch sp.Name {
+		case tight:
+			if sp.MaxUtilization == 0 || sp.MaxUtilization >= Utilizations[0] {
+				t.Errorf("session %s: own cap %.2f, want one below %.2f", sp.Name, sp.MaxUtilization, Utilizations[0])
+			}
+		case "slack":
+			if sp.MaxUtilization != 0 {
+				t.Errorf("session slack: own cap %.2f, want the plan's", sp.MaxUtilization)
+			}
+		}
+		one := &api.Config{Hardware: cfg.Hardware, Profiles: cfg.Profiles}
+		s, _ := cfg.Session(sp.Name)
+		one.Sessions = []api.Session{*s}
+		alone, err := planner.Plan(one, planner.Options{MaxUtilization: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := alone.TotalCost - sp.Cost; d > 1e-9 || d < -1e-9 {
+			t.Errorf("session %s: cost %.4f, want %.4f as planned alone at %.2f", sp.Name, sp.Cost, alone.TotalCost, u)
+		}
+	}
+	for _, s := range rep.Sessions {
+		if s.SLOAttainment < 0.999 {
+			t.Errorf("session %s: simulated attainment %.4f below the target", s.Name, s.SLOAttainment)
+		}
+	}
+	if err := planner.Verify(cfg, plan); err != nil {
+		t.Errorf("the plan fails its check: %v", err)
 	}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +34,7 @@ type gatewayOptions struct {
 	grpcListen              string
 	policy                  string
 	maxUtil                 float64
+	sessionUtil             map[string]string
 	burst                   float64
 	dispatch                string
 	flush                   string
@@ -180,6 +183,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.StringVar(&o.grpcListen, "grpc-listen", "127.0.0.1:8001", "gRPC listen address host:port (must differ from --listen)")
 	f.StringVar(&o.policy, "policy", "piccolo", "planning policy: "+strings.Join(planner.Policies, ", "))
 	f.Float64Var(&o.maxUtil, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, see --burst-target)")
+	f.StringToStringVar(&o.sessionUtil, "session-utilization", nil, "with --max-utilization, SESSION=U plans that session at cap U in (0,1] instead (repeatable or comma-separated), as the burst check chooses per session ('piccolo plan' prints them)")
 	f.Float64Var(&o.burst, "burst-target", serving.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&o.dispatch, "dispatch", "tc", "dispatch policy: "+dispatcher.Policies)
 	f.StringVar(&o.flush, "flush", dispatcher.FlushIdle.Name(), "when a partial batch goes: idle (also as soon as a machine of its group is idle, while the measured arrival rate leaves capacity for batches that small) or deadline (the paper's §III-B: only at the latest time its oldest item allows)")
@@ -240,8 +244,12 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 	if err != nil {
 		return err
 	}
+	sessionUtil, err := sessionCaps(o.sessionUtil, o.maxUtil)
+	if err != nil {
+		return err
+	}
 	return gatewayprocess.Run(ctx, gatewayprocess.Options{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
-		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), Tenants: o.tenants, ConsulAuth: o.consulAuth, HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
+		Policy: o.policy, MaxUtil: o.maxUtil, SessionUtil: sessionUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), Tenants: o.tenants, ConsulAuth: o.consulAuth, HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), AdminTokens: o.adminTokens, Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,
@@ -256,4 +264,25 @@ func adminListen(v string) string {
 		return ""
 	}
 	return v
+}
+
+// sessionCaps parses --session-utilization (session name → cap). Each cap
+// must be a number in (0, 1], and --max-utilization must be given: without
+// it the burst check chooses every session's cap.
+func sessionCaps(flag map[string]string, maxUtil float64) (map[string]float64, error) {
+	if len(flag) == 0 {
+		return nil, nil
+	}
+	if maxUtil == 0 {
+		return nil, errors.New("--session-utilization needs --max-utilization: without it the burst check chooses each session's cap")
+	}
+	out := make(map[string]float64, len(flag))
+	for name, v := range flag {
+		u, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(u > 0 && u <= 1) {
+			return nil, fmt.Errorf("--session-utilization %s=%s: the cap must be a number in (0, 1]", name, v)
+		}
+		out[name] = u
+	}
+	return out, nil
 }

@@ -89,6 +89,9 @@ func TestGatewayTraceFlagErrors(t *testing.T) {
 		{[]string{"--trace", trace, "--tune", "--consul", "127.0.0.1:1"}, "--tune with --consul"},
 		{[]string{"--trace", trace, "--tune", "--tune-scope", "session"}, `--tune-scope: tuner scope "session": must be one of module, pipeline`},
 		{[]string{"--trace", trace, "--tune-scope", "pipeline"}, "--tune-scope pipeline needs --tune"},
+		{[]string{"--session-utilization", "paper-chain=0.7"}, "--session-utilization needs --max-utilization"},
+		{[]string{"--max-utilization", "0.8", "--session-utilization", "paper-chain=1.5"}, "--session-utilization paper-chain=1.5: the cap must be a number in (0, 1]"},
+		{[]string{"--max-utilization", "0.8", "--session-utilization", "chain=0.7"}, `--session-utilization chain: the config has no session "chain" (it has paper-chain)`},
 	} {
 		err := runGatewayCmd(t, append([]string{"-c", cfg, "-c", be}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

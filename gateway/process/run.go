@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -36,13 +37,16 @@ type Options struct {
 	NoFuse     bool     // --no-fusion: serve the modules as configured (docs/fusion.md)
 	Policy     string   // --policy: a name of planner.Policies
 	MaxUtil    float64  // --max-utilization, in (0,1]; 0: chosen by simulation
-	Burst      float64  // --burst-target: simulated share of requests within the SLO
-	Dispatch   string   // --dispatch: a dispatcher policy name
-	Flush      string   // --flush: a dispatcher flush name ("": idle)
-	MaxBody    int      // --max-body: largest request body or message, bytes, > 0
-	Slack      float64  // --slack: share of each module's budget kept free, in [0, 1)
-	Admission  bool     // --admission: refuse at each module what would finish too late
-	Hedge      float64  // --hedge-budget: share of batches sent twice, in [0, 1]
+	// SessionUtil (--session-utilization), with MaxUtil, plans the sessions
+	// it names at their own caps (planner.Options.SessionUtilization).
+	SessionUtil map[string]float64
+	Burst       float64 // --burst-target: simulated share of requests within the SLO
+	Dispatch    string  // --dispatch: a dispatcher policy name
+	Flush       string  // --flush: a dispatcher flush name ("": idle)
+	MaxBody     int     // --max-body: largest request body or message, bytes, > 0
+	Slack       float64 // --slack: share of each module's budget kept free, in [0, 1)
+	Admission   bool    // --admission: refuse at each module what would finish too late
+	Hedge       float64 // --hedge-budget: share of batches sent twice, in [0, 1]
 	// ProbeEvery (--probe-interval) is how often a static backend is
 	// health-probed (0: 1 s).
 	ProbeEvery time.Duration
@@ -187,6 +191,15 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	if len(cfg.Sessions) == 0 {
 		return errors.New("the config has no sessions: nothing to serve")
 	}
+	for name := range o.SessionUtil {
+		if _, ok := cfg.Session(name); !ok {
+			names := make([]string, len(cfg.Sessions))
+			for i, s := range cfg.Sessions {
+				names[i] = s.Name
+			}
+			return fmt.Errorf("--session-utilization %s: the config has no session %q (it has %s)", name, name, strings.Join(names, ", "))
+		}
+	}
 	if o.Consul == "" && len(cfg.Backends) == 0 {
 		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")
 	}
@@ -223,7 +236,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
 		Calibration: est}
-	planOpts := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil}, BurstTarget: o.Burst}
+	planOpts := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil, SessionUtilization: o.SessionUtil}, BurstTarget: o.Burst, NoAdmission: !o.Admission}
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
 	if err != nil {
 		return err
