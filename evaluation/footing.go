@@ -108,8 +108,12 @@ func DemoConfig() (*api.Config, error) {
 
 // WriteFooting writes rows as a Markdown table.
 func WriteFooting(w io.Writer, rows []FootingRow, o Options) {
-	fmt.Fprintf(w, "Every policy under one headroom rule: caps %v in turn until %.1f%% of %s of simulated Poisson requests meet the SLO (each policy's own dispatch); charged cost = max(planned, occupied / cap).\n\n",
-		o.Utilizations, 100*o.Target, o.SimDuration)
+	semantics := "the paper's dispatcher"
+	if o.Admission {
+		semantics = "the gateway's admission, a refusal a miss"
+	}
+	fmt.Fprintf(w, "Every policy under one headroom rule: caps %v in turn until %.1f%% of %s of simulated Poisson requests meet the SLO (each policy's own dispatch, %s); charged cost = max(planned, occupied / cap).\n\n",
+		o.Utilizations, 100*o.Target, o.SimDuration, semantics)
 	fmt.Fprintln(w, "| session | policy | cap | planned cost | charged cost | simulated attainment | verdict |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, r := range rows {
