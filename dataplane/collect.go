@@ -70,3 +70,13 @@ func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
 		r.health.Collect(ch)
 	}
 }
+
+// eachDispatcher calls f with every module's dispatcher of r (a session kept
+// from the previous plan shares its dispatchers with it).
+func (r *LiveRunner) eachDispatcher(f func(session, module string, d *dispatcher.Dispatcher)) {
+	for s, mods := range r.sessions {
+		for m, lm := range mods {
+			f(s, m, lm.disp)
+		}
+	}
+}

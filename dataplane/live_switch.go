@@ -17,7 +17,9 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
+	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/placement"
 )
 
@@ -74,6 +76,10 @@ type LiveSwitch struct {
 	cur     atomic.Pointer[liveState]
 	drainMu sync.Mutex
 	drains  []*LiveRunner                 // previous runners not closed yet
+	// occupied is the machine-seconds of the dispatchers drained runners
+	// held and no runner still serving holds (guarded by drainMu): the
+	// occupancy counter goes on from it when the plan changes.
+	occupied map[occKey]float64
 	oldView atomic.Pointer[[]*LiveRunner] // lock-free copy of drains for Run
 	closed  bool
 	wg      sync.WaitGroup
@@ -343,6 +349,7 @@ func (s *LiveSwitch) drain(old *liveState) {
 		if r == old.runner {
 			s.drains = append(s.drains[:i:i], s.drains[i+1:]...)
 			s.publishDrainsLocked()
+			s.carryOccupiedLocked(old.runner)
 			s.drainMu.Unlock()
 			old.runner.Close()
 			s.unloadDropped(old.runner.loaded)
@@ -538,17 +545,71 @@ func (s *LiveSwitch) ModuleMetadata(session, module string) (inputs, outputs []g
 // Describe implements prometheus.Collector.
 func (s *LiveSwitch) Describe(ch chan<- *prometheus.Desc) {
 	s.cur.Load().runner.Describe(ch)
+	ch <- metrics.DescOccupied
 	if s.ownHealth {
 		s.opts.Health.Describe(ch)
 	}
 }
 
 // Collect implements prometheus.Collector with the current runner's counters
-// (they restart from 0 when a new plan is applied: a counter reset to Prometheus).
+// (they restart from 0 when a new plan is applied: a counter reset to
+// Prometheus), and the occupancy summed over every plan served
+// (metrics.GatewayOccupiedMachineSecondsTotal), which does not restart.
 func (s *LiveSwitch) Collect(ch chan<- prometheus.Metric) {
-	s.cur.Load().runner.Collect(ch)
+	s.drainMu.Lock()
+	cur := s.cur.Load().runner
+	occ := make(map[occKey]float64, len(s.occupied))
+	for k, v := range s.occupied {
+		occ[k] = v
+	}
+	seen := map[*dispatcher.Dispatcher]bool{}
+	for _, r := range append([]*LiveRunner{cur}, s.drains...) {
+		r.eachDispatcher(func(session, module string, d *dispatcher.Dispatcher) {
+			if !seen[d] {
+				seen[d] = true
+				addOccupied(occ, session, module, d)
+			}
+		})
+	}
+	s.drainMu.Unlock()
+	cur.Collect(ch)
+	for k, v := range occ {
+		ch <- prometheus.MustNewConstMetric(metrics.DescOccupied, prometheus.CounterValue, v, k.session, k.module, k.hardware)
+	}
 	if s.ownHealth {
 		s.opts.Health.Collect(ch)
+	}
+}
+
+// occKey is one series of metrics.GatewayOccupiedMachineSecondsTotal.
+type occKey struct{ session, module, hardware string }
+
+// carryOccupiedLocked adds to s.occupied the machine-seconds of the
+// dispatchers of r, a runner drained (nothing outstanding) and taken out of
+// s.drains, that neither the current runner nor one still draining holds (a
+// session a new plan leaves as it was keeps its dispatchers: the last runner
+// holding one carries it). Called with drainMu held.
+func (s *LiveSwitch) carryOccupiedLocked(r *LiveRunner) {
+	held := map[*dispatcher.Dispatcher]bool{}
+	for _, o := range append([]*LiveRunner{s.cur.Load().runner}, s.drains...) {
+		o.eachDispatcher(func(_, _ string, d *dispatcher.Dispatcher) { held[d] = true })
+	}
+	r.eachDispatcher(func(session, module string, d *dispatcher.Dispatcher) {
+		if !held[d] {
+			if s.occupied == nil {
+				s.occupied = map[occKey]float64{}
+			}
+			addOccupied(s.occupied, session, module, d)
+		}
+	})
+}
+
+// addOccupied adds d's machine-seconds to occ: each slot's (spares too)
+// busy lane-seconds over its lanes, by hardware type.
+func addOccupied(occ map[occKey]float64, session, module string, d *dispatcher.Dispatcher) {
+	st := d.Stats()
+	for _, sl := range append(st.Slots, st.Spare...) {
+		occ[occKey{session, module, sl.Slot.Hardware}] += sl.Busy.Seconds() / float64(max(sl.Slot.Concurrency, 1))
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/gateway/gatewaytest"
+	"github.com/piccolo-serving/piccolo/metrics"
 )
 
 // sessionBOnA is session sb with its module m on model a instead of b.
@@ -223,5 +225,63 @@ func TestReplacementThatChangesNothingKeepsRunner(t *testing.T) {
 	}
 	if now := sw.cur.Load(); now == cur || !slices.Equal(rig.placedOn(now.plan, "a"), []string{rig.addr[idle]}) {
 		t.Errorf("a's backend down: a runs on %v, want the idle backend %s", rig.placedOn(sw.cur.Load().plan, "a"), rig.addr[idle])
+	}
+}
+
+// occupiedOf is session's machine-seconds in sw's occupancy counter
+// (metrics.GatewayOccupiedMachineSecondsTotal), over its modules and
+// hardware types, as a scrape reads it.
+func occupiedOf(t *testing.T, sw *LiveSwitch, session string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(sw)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range fams {
+		if f.GetName() != metrics.GatewayOccupiedMachineSecondsTotal {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "session" && l.GetValue() == session {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// TestOccupancySurvivesPlanChanges: the occupancy counter a charged cost is
+// read from goes on across plan changes, where the per-slot counters
+// restart: a change that keeps sb's dispatcher counts it once, not twice; a
+// change that replaces it carries the old dispatcher's time; new batches
+// add to it.
+func TestOccupancySurvivesPlanChanges(t *testing.T) {
+	const n = 3
+	rig := startUnloadRig(t, 2)
+	cfg, plan := rig.config(t, sessionA, sessionB)
+	sw, _ := newObservedSwitch(t, cfg, plan)
+	waitAll(t, runQueued(t, sw, n), n)
+	before := occupiedOf(t, sw, "sb")
+	if !(before > 0) {
+		t.Fatalf("sb occupied %v machine-seconds after %d requests, want > 0", before, n)
+	}
+	for _, sessions := range [][]string{{sessionAOther, sessionB}, {sessionA, sessionBSlower}} {
+		cfg, plan := rig.config(t, sessions...)
+		if err := sw.Apply(context.Background(), cfg, plan); err != nil {
+			t.Fatal(err)
+		}
+		waitDrained(t, sw)
+		if got := occupiedOf(t, sw, "sb"); got != before {
+			t.Errorf("after a plan change with no new requests sb occupied %v machine-seconds, want the %v before it", got, before)
+		}
+	}
+	waitAll(t, runQueued(t, sw, 1), 1)
+	if got := occupiedOf(t, sw, "sb"); !(got > before) {
+		t.Errorf("after one more request sb occupied %v machine-seconds, want more than %v", got, before)
 	}
 }

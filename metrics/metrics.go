@@ -483,6 +483,10 @@ var (
 		"Dummy arrivals of a module (§III-D): injected, dropped (their batch held no real item).",
 		[]string{"session", "module", "outcome"}, nil)
 	slotLabels = []string{"session", "module", "slot", "backend", "hardware"}
+	// DescOccupied is GatewayOccupiedMachineSecondsTotal.
+	DescOccupied = prometheus.NewDesc(GatewayOccupiedMachineSecondsTotal,
+		"Machine-seconds a module's batches occupied on a hardware type: each slot's busy lane-seconds (sent → done) over its lanes, summed over every plan served since start, so it does not restart when the plan changes. Times the hardware's price over the window, the module's occupied cost in cost units per second.",
+		[]string{"session", "module", "hardware"}, nil)
 	DescClosed = prometheus.NewDesc(DispatcherBatchesClosedTotal,
 		"Batches with a real item a module closed for dispatch, by what closed them: full (the group's batch size), deadline (the deadline flush), idle (--flush idle: an idle machine).",
 		[]string{"session", "module", "closer"}, nil)

@@ -55,6 +55,11 @@ const (
 	// were saturated; the spare machines' own batches, items and busy time are
 	// the slot metrics above with slot "spare<i>".
 	DispatcherOverflowBatchesTotal = "piccolo_dispatcher_overflow_batches_total"
+	// GatewayOccupiedMachineSecondsTotal is the machine time a module's
+	// batches occupied, by hardware type, summed over every plan served since
+	// the gateway started (dataplane.LiveSwitch): what its occupancy is
+	// charged on.
+	GatewayOccupiedMachineSecondsTotal = "piccolo_gateway_occupied_machine_seconds_total"
 	// DispatcherClassItemsTotal counts a module's items by priority class
 	// (high, normal, low) and outcome (submitted, overloaded).
 	DispatcherClassItemsTotal = "piccolo_dispatcher_class_items_total"
