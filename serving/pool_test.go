@@ -91,3 +91,47 @@ func listed(n map[string]int) []api.Backend {
 	}
 	return out
 }
+
+// TestAbsentTypeDoesNotWorsenThePlan: Scrooge's budget split reads every
+// type's profiles, so without the T4 in view it plans the demo's chain on
+// the same V100s at batch 1 for 18.12 cost units, more than the 8 V100
+// listed carry, instead of 11.65. A plan made with the whole catalog in view
+// that uses only the types listed is served: the plan the demo provisions
+// for is the plan its gateway serves.
+func TestAbsentTypeDoesNotWorsenThePlan(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := planner.Options{Policy: "scrooge", MaxUtilization: 0.85}
+	whole, err := planner.Plan(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backends = listed(map[string]int{"v100": 8})
+	if !usesOnly(whole, Hardware(cfg.Backends)) {
+		t.Fatal("the whole catalog's plan uses a type not listed; the case needs one that does not")
+	}
+	without, err := planner.Plan(replan.OnlyPresent(cfg, Hardware(cfg.Backends)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Plan(cfg, Options{Scheduler: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("served %.2f; planned with only the listed types in view %.2f, with the whole catalog %.2f", got.TotalCost, without.TotalCost, whole.TotalCost)
+	if !(without.TotalCost > whole.TotalCost) {
+		t.Errorf("planned without the T4 in view: %.2f, want dearer than %.2f (the case this test is about)", without.TotalCost, whole.TotalCost)
+	}
+	if got.TotalCost != whole.TotalCost || missing(got, cfg.Backends) != 0 {
+		t.Errorf("served plan costs %.2f and misses %d devices, want the whole catalog's %.2f, missing none", got.TotalCost, missing(got, cfg.Backends), whole.TotalCost)
+	}
+	for _, sp := range got.Sessions {
+		for _, mp := range sp.Modules {
+			if mp.Rate != 50 {
+				t.Errorf("module %s carries %g req/s, want the configured 50", mp.Name, mp.Rate)
+			}
+		}
+	}
+}
