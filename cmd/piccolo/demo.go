@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,6 +46,7 @@ profiled and measured durations side by side (docs/ocr.md).`,
 	f.BoolVar(&o.Serve, "serve", false, "keep running after the load; print URLs and a curl request")
 	f.StringVar(&o.OutDir, "out", "out/demo", "directory for latency plots and process logs")
 	f.Float64Var(&o.MaxUtilization, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: the highest whose simulation meets the SLO for 99.9% of Poisson requests)")
+	f.StringVar(&o.Policy, "policy", "piccolo", "planning policy the demo plans and its gateway serves with (the baselines with --dispatch rr): "+strings.Join(demo.DemoPolicies, ", "))
 	addFusionFlag(f, &o.NoFusion)
 	f.IntVar(&o.MaxBackendsPerType, "max-backends", 6, "at most this many backend processes per hardware type")
 	f.BoolVar(&o.NoHostProfile, "no-host-profile", false, "plan the CPU models from the config's profiles as written: no profile on this host, no calibration file")

@@ -64,6 +64,11 @@ type Options struct {
 	MaxBackendsPerType int
 	// MaxUtilization is the planner's headroom (0: its default).
 	MaxUtilization float64
+	// Policy is the planning policy the demo plans and its gateway serves
+	// with (gateway --policy; default piccolo): one of DemoPolicies. The
+	// baselines of Table III are served with round-robin dispatch, as their
+	// latency models assume (evaluation.Variant.RoundRobin).
+	Policy string
 	// NoSpares starts only the planned devices: no idle spare backends of
 	// the emulated types (simSpares).
 	NoSpares bool
@@ -135,6 +140,16 @@ type SessionResult struct {
 	// it: a plan whose model counts on batches that do not fill at the rate
 	// (InferLine's rr-2d) plans cheaper than it occupies.
 	ChargedCost float64
+	// LiveChargedCost is ChargedCost measured live: the larger of the
+	// planned cost and the gateway's occupancy (machine-seconds × price over
+	// the load's duration, Refusals.Occupied) over the session's cap; NaN
+	// when not measured. Live batches last their round trip (network and
+	// this host's contention included), the simulated ones their profile.
+	LiveChargedCost float64
+	// Cap is the utilisation cap the session was planned at.
+	Cap float64
+	// SimAttainment is the simulated SLO attainment ChargedCost comes with.
+	SimAttainment float64
 	// BaselineCost is the round-robin baseline's (BaselinePolicy) charged
 	// cost, as ChargedCost; NaN if none can plan.
 	BaselineCost float64
@@ -157,9 +172,30 @@ type SessionResult struct {
 
 var cpuThreads = regexp.MustCompile(`^cpu-(\d+)t$`)
 
+// DemoPolicies are the policies the demo serves (Options.Policy): Piccolo,
+// the paper's Piccolo and the four systems of Table III.
+var DemoPolicies = []string{"piccolo", "paper", "nexus", "scrooge", "inferline", "clipper"}
+
+// roundRobin reports whether policy's plans are served with round-robin
+// dispatch (evaluation.Variant.RoundRobin), as the evaluation simulates them.
+func roundRobin(policy string) bool {
+	for _, v := range evaluation.Variants(1) {
+		if v.Name == policy {
+			return v.RoundRobin
+		}
+	}
+	return false
+}
+
 // Run runs the demo. It returns after the load (or, with Serve, when ctx ends),
 // with every child process stopped.
 func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Policy == "" {
+		o.Policy = "piccolo"
+	}
+	if !slices.Contains(DemoPolicies, o.Policy) {
+		return nil, fmt.Errorf("demo: policy %q: allowed: %s", o.Policy, strings.Join(DemoPolicies, ", "))
+	}
 	if o.Duration <= 0 {
 		o.Duration = 60 * time.Second
 	}
@@ -338,9 +374,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	if len(own) > 0 {
-		logf(o.Log, "planned %d session(s) with policy piccolo at utilisation %.2f (%s): total cost %.3g", len(plan.Sessions), plan.MaxUtilization, strings.Join(own, ", "), plan.TotalCost)
+		logf(o.Log, "planned %d session(s) with policy %s at utilisation %.2f (%s): total cost %.3g", len(plan.Sessions), o.Policy, plan.MaxUtilization, strings.Join(own, ", "), plan.TotalCost)
 	} else {
-		logf(o.Log, "planned %d session(s) with policy piccolo at utilisation %.2f: total cost %.3g", len(plan.Sessions), plan.MaxUtilization, plan.TotalCost)
+		logf(o.Log, "planned %d session(s) with policy %s at utilisation %.2f: total cost %.3g", len(plan.Sessions), o.Policy, plan.MaxUtilization, plan.TotalCost)
 	}
 
 	// One backend process per device of the placed plan (placement packs the
@@ -417,7 +453,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	gw, err := procs.start(o.Binary, 2, func(addrs []string) []string {
 		args := []string{"gateway", "--listen", addrs[0], "--grpc-listen", addrs[1], "--log", "console", "-c", bfile,
 			"--admin-listen", "same", // the demo reads /metrics on its one loopback port
-			"--max-utilization", strconv.FormatFloat(plan.MaxUtilization, 'g', -1, 64)}
+			"--max-utilization", strconv.FormatFloat(plan.MaxUtilization, 'g', -1, 64), "--policy", o.Policy}
+		if roundRobin(o.Policy) {
+			args = append(args, "--dispatch", "rr")
+		}
 		for _, sp := range plan.Sessions { // the burst check's own caps, session by session
 			if sp.MaxUtilization > 0 {
 				args = append(args, "--session-utilization", sp.Name+"="+strconv.FormatFloat(sp.MaxUtilization, 'g', -1, 64))
@@ -471,12 +510,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// The round-robin baseline (Nexus, else InferLine) under the headroom
 		// rule the plan was made with, from the plan's own cap down, its plan
 		// simulated with its own dispatch (docs/evaluation.md, "Equal footing").
-		from := evaluation.ServingFrom(plan.Utilization(&sp))
-		r.ChargedCost = math.NaN()
+		r.Cap = plan.Utilization(&sp)
+		from := evaluation.ServingFrom(r.Cap)
+		r.ChargedCost, r.LiveChargedCost = math.NaN(), math.NaN()
 		if sp.Error == "" {
 			one := &api.Config{Hardware: cfg.Hardware, Profiles: cfg.Profiles, Sessions: []api.Session{*s}}
-			if rows, err := evaluation.Footing(one, []string{"piccolo"}, from); err == nil && len(rows) == 1 && rows[0].Planned {
-				r.ChargedCost = rows[0].Cost
+			if rows, err := evaluation.Footing(one, []string{o.Policy}, from); err == nil && len(rows) == 1 && rows[0].Planned {
+				r.ChargedCost, r.SimAttainment = rows[0].Cost, rows[0].Attainment
 			}
 		}
 		if b, err := evaluation.Baseline(cfg, s, from); err == nil {
@@ -550,7 +590,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if refusals, door, err := gatewayRefusals(ctx, url, placed); err == nil {
 		res.DoorShed = door
 		for i := range res.Sessions {
-			res.Sessions[i].Refusals = refusals[res.Sessions[i].Name]
+			r := &res.Sessions[i]
+			r.Refusals = refusals[r.Name]
+			if r.Refusals != nil && r.Refusals.Occupied != nil && r.Report != nil {
+				cost := 0.0
+				for hw, sec := range r.Refusals.Occupied {
+					if h, ok := cfg.HardwareByName(hw); ok {
+						cost += sec * h.Price
+					}
+				}
+				r.LiveChargedCost = max(r.PlanCost, cost/o.Duration.Seconds()/r.Cap)
+			}
 		}
 	} else {
 		logf(o.Log, "warning: reading the gateway's metrics: %v", err)
@@ -591,7 +641,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // named in it), or the error when nothing planned.
 func fuseAndPlan(c *api.Config, o Options, quiet bool) (*api.Config, *api.Plan, error) {
 	planFor := func(c *api.Config) (*api.Plan, error) {
-		return serving.Plan(c, serving.Options{Scheduler: planner.Options{MaxUtilization: o.MaxUtilization}})
+		return serving.Plan(c, serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtilization}})
 	}
 	if !o.NoFusion {
 		fc, fusions, err := planner.Fuse(c, planFor)
@@ -668,12 +718,16 @@ func sessionRate(s *api.Session) float64 {
 func writeReport(w io.Writer, res *Result) {
 	fmt.Fprintf(w, "plan: cost %.3g (fractional machines) on %d devices once placed; %d backend processes (%d idle spares, %d one-lane CPU devices to spread over)\n", res.PlanCost, res.Devices, res.Backends, res.Spares, res.Spread)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tRATE\tSENT\tOK\tTHROUGHPUT\tP50\tP99\tSLO\tSLO ATTAINMENT\tPLAN COST\tCHARGED\tROUND-ROBIN BASELINE CHARGED")
+	fmt.Fprintln(tw, "SESSION\tRATE\tSENT\tOK\tTHROUGHPUT\tP50\tP99\tSLO\tSLO ATTAINMENT\tPLAN COST\tCHARGED SIM / LIVE\tROUND-ROBIN BASELINE CHARGED")
 	for _, s := range res.Sessions {
-		base, charged := "cannot plan", "-"
+		base, charged, live := "cannot plan", "-", "-"
 		if !math.IsNaN(s.ChargedCost) {
 			charged = fmt.Sprintf("%.3g", s.ChargedCost)
 		}
+		if !math.IsNaN(s.LiveChargedCost) {
+			live = fmt.Sprintf("%.3g", s.LiveChargedCost)
+		}
+		charged += " / " + live
 		if !math.IsNaN(s.BaselineCost) {
 			base = fmt.Sprintf("%.3g (%s, %.2f%% simulated)", s.BaselineCost, s.BaselinePolicy, 100*s.BaselineAttainment)
 			if !math.IsNaN(s.ChargedCost) {
@@ -688,6 +742,9 @@ func writeReport(w io.Writer, res *Result) {
 		att, slo := "n/a", "-"
 		if r.SLOAttainment != nil {
 			att = fmt.Sprintf("%.2f%%", 100**r.SLOAttainment)
+			if !math.IsNaN(s.ChargedCost) {
+				att += fmt.Sprintf(" (sim %.2f%%)", 100*s.SimAttainment)
+			}
 		}
 		if r.SLOMs != nil {
 			slo = fmt.Sprintf("%gms", *r.SLOMs)

@@ -306,6 +306,10 @@ type Refusals struct {
 	// network included) over its plan's, highest first, with the mean time
 	// its items queued in the gateway, e.g. "det 1.8× (queued 40 ms)".
 	Slow []string
+	// Occupied is the machine-seconds the session's batches occupied, by
+	// hardware type, over every plan the gateway served
+	// (piccolo_gateway_occupied_machine_seconds_total).
+	Occupied map[string]float64
 }
 
 // gatewayRefusals reads the gateway's /metrics and returns, per session,
@@ -378,6 +382,15 @@ func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[stri
 		sort.Slice(rs, func(i, j int) bool { return rs[i].r > rs[j].r })
 		for _, r := range rs {
 			get(s).Slow = append(get(s).Slow, fmt.Sprintf("%s %.2g× (queued %.0f ms)", r.module, r.r, 1000*r.queued))
+		}
+	}
+	if f := fams[metrics.GatewayOccupiedMachineSecondsTotal]; f != nil {
+		for _, m := range f.GetMetric() {
+			r := get(label(m, "session"))
+			if r.Occupied == nil {
+				r.Occupied = map[string]float64{}
+			}
+			r.Occupied[label(m, "hardware")] += m.GetCounter().GetValue()
 		}
 	}
 	var door float64
