@@ -21,6 +21,8 @@ import (
 	"github.com/piccolo-serving/piccolo/kserve/kservetest"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/metrics"
+	"github.com/piccolo-serving/piccolo/scheduler/replan"
+	"github.com/piccolo-serving/piccolo/serving"
 )
 
 // adminConfig is testharness.ChainProfiles plus a second session, so a change to one can
@@ -55,7 +57,12 @@ type adminHarness struct {
 	reg     *prometheus.Registry
 }
 
-var testPlanner = testharness.Planner
+// testPlanner is the tests' plan step: the piccolo policy on the hardware
+// types the config's backends have, as serving.Plan plans for them (the
+// control loop hands the planner the whole catalog).
+func testPlanner(cfg *api.Config) (*api.Plan, error) {
+	return testharness.Planner(replan.OnlyPresent(cfg, serving.Hardware(cfg.Backends)))
+}
 
 // startAdminHarness boots n sim backends and a gateway over configText (the
 // backends list is added); it returns the harness and the config's full text.

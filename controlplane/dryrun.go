@@ -11,7 +11,6 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
-	"github.com/piccolo-serving/piccolo/serving"
 	"github.com/piccolo-serving/piccolo/simulate"
 )
 
@@ -32,7 +31,7 @@ func (c *EmbeddedControl) DryRun(cfg *api.Config) (*api.Plan, error) {
 	if err != nil {
 		// The plan the check refused, for the diff: the plan step again, as
 		// planChange's first try runs it (planChange keeps no refused plan).
-		plan, _ := c.pipe.Plan(replan.OnlyPresent(replan.WithRates(cfg, c.ctl.PlanningRates(cfg)), serving.Hardware(cfg.Backends)))
+		plan, _ := c.pipe.Plan(replan.WithRates(cfg, c.ctl.PlanningRates(cfg)))
 		return plan, err
 	}
 	return planned.Plan, nil

@@ -425,10 +425,9 @@ func (c *EmbeddedControl) rollback(p *pendingChange, prev *api.Config, err error
 // as the controller's fall-back would plan it; that plan is then handed over
 // at the config's rates and the controller plans at its own.
 func (c *EmbeddedControl) planChange(cfg, prev *api.Config) (*replan.Planned, error) {
-	present := serving.Hardware(cfg.Backends)
 	try := func(rates map[replan.ModuleKey]float64) (*replan.Planned, error) {
 		start := time.Now()
-		plan, err := c.pipe.Plan(replan.OnlyPresent(replan.WithRates(cfg, rates), present))
+		plan, err := c.pipe.Plan(replan.WithRates(cfg, rates)) // serving.Plan plans for the types cfg.Backends have
 		if plan == nil {
 			return nil, fmt.Errorf("plan: %w", err)
 		}
@@ -446,8 +445,9 @@ func (c *EmbeddedControl) planChange(cfg, prev *api.Config) (*replan.Planned, er
 		return planned, nil
 	}
 	var absent []string
+	present := serving.Hardware(cfg.Backends)
 	for _, h := range cfg.Hardware {
-		if !present[h.Name] {
+		if len(present) > 0 && !present[h.Name] {
 			absent = append(absent, fmt.Sprintf("%q", h.Name))
 		}
 	}

@@ -913,8 +913,9 @@ func (c *Controller) covers(rates map[ModuleKey]float64) map[ModuleKey]float64 {
 }
 
 // planningConfig is the config the planner sees: module rates replaced by the
-// measured ones in use, and, when members are known, only the hardware types
-// present (so a type that left is planned around, not waited for).
+// measured ones in use, and, when members are known, the members as its
+// backends: the planner (serving.Plan) plans for the hardware types they
+// have, so a type that left is planned around, not waited for.
 func (c *Controller) planningConfig() (*api.Config, map[ModuleKey]float64) {
 	rates := Declared(c.cfg)
 	for k := range rates {
@@ -922,7 +923,6 @@ func (c *Controller) planningConfig() (*api.Config, map[ModuleKey]float64) {
 			rates[k] = r
 		}
 	}
-	present := map[string]bool{}
 	cfg := WithRates(c.cfg, rates)
 	if len(c.members) > 0 {
 		// The planner sees the pool as its backends: a planner that fits the
@@ -932,10 +932,7 @@ func (c *Controller) planningConfig() (*api.Config, map[ModuleKey]float64) {
 			cfg.Backends[i] = api.Backend{ID: m.ID, Hardware: m.Hardware}
 		}
 	}
-	for _, m := range c.members {
-		present[m.Hardware] = true
-	}
-	return OnlyPresent(cfg, present), rates
+	return cfg, rates
 }
 
 // WithRates returns a copy of cfg whose modules run at rates (req/s) where
