@@ -135,3 +135,34 @@ func TestAbsentTypeDoesNotWorsenThePlan(t *testing.T) {
 		}
 	}
 }
+
+// TestFitRateRaisesToTheHighestThatFits: at 52 req/s Scrooge's whole-catalog
+// plan of the demo's chain moves m2 to the T4 the pool lacks, and the V100
+// plan needs a ninth device; the first rate fitRate finds that fits is 43.9
+// req/s, but the whole-catalog plan fits eight V100 up to about 51. The
+// served plan carries that, not the first fit.
+func TestFitRateRaisesToTheHighestThatFits(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backends = listed(map[string]int{"v100": 8})
+	rates := replan.Declared(cfg)
+	for k := range rates {
+		rates[k] = 52
+	}
+	cfg = replan.WithRates(cfg, rates)
+	p, err := Plan(cfg, Options{Scheduler: planner.Options{Policy: "scrooge", MaxUtilization: 0.85}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := missing(p, cfg.Backends); m != 0 {
+		t.Fatalf("the plan misses %d devices, want none", m)
+	}
+	for _, mp := range p.Sessions[0].Modules {
+		t.Logf("module %s carries %.2f req/s", mp.Name, mp.Rate)
+		if mp.Rate < 50 || mp.Rate > 52 {
+			t.Errorf("module %s carries %.2f req/s, want between 50 (eight V100 carry about 51) and the 52 asked", mp.Name, mp.Rate)
+		}
+	}
+}

@@ -113,18 +113,29 @@ func (h Headroom) Check(target float64) simulate.BurstCheck {
 // Errors: the planner's (per-session errors with a plan; none without).
 func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	present := Hardware(cfg.Backends)
+	return plan(cfg, o, func(c *api.Config, opts planner.Options) (*api.Plan, error) {
+		return planPresent(c, opts, present)
+	})
+}
+
+// planFunc is planner.Plan as Plan's steps call it: planPresent.
+type planFunc = func(*api.Config, planner.Options) (*api.Plan, error)
+
+// planPresent is planner.Plan for the hardware types in present (every type
+// when present is empty): cfg with only those types (replan.OnlyPresent),
+// or cfg as it is where its plan uses only those types and is better (it
+// misses no more devices, and costs less). The catalog's other types are
+// not planned for, but the budget splits read every type's profiles:
+// Scrooge's throughput split gives m2 of the demo's chain 360 ms with the
+// T4 in view and 209 ms without, so batch 1 and 18.12 cost units instead of
+// 11.65 on the same V100s, one V100 more than the demo starts.
+func planPresent(cfg *api.Config, opts planner.Options, present map[string]bool) (*api.Plan, error) {
 	only := replan.OnlyPresent(cfg, present)
-	p, err := plan(only, o)
+	p, err := planner.Plan(only, opts)
 	if only == cfg || p == nil {
 		return p, err
 	}
-	// The catalog's other types are not planned for, but a plan made with
-	// them in view that uses none of them is as servable, and the budget
-	// splits read every type's profiles (Scrooge's throughput split gives
-	// m2 of the demo's chain 360 ms with the T4 in view, 209 ms without, so
-	// batch 1 and 18.12 cost units instead of 11.65 on the same V100s): take
-	// it where it carries more, or as much for less.
-	if q, qerr := plan(cfg, o); q != nil && usesOnly(q, present) && better(q, p, cfg.Backends) {
+	if q, qerr := planner.Plan(cfg, opts); q != nil && usesOnly(q, present) && better(q, p, cfg.Backends) {
 		return q, qerr
 	}
 	return p, err
@@ -172,9 +183,8 @@ func better(q, p *api.Plan, bs []api.Backend) bool {
 	return q.TotalCost < p.TotalCost*(1-1e-9)
 }
 
-// plan is Plan for a config whose types are all present (or with no
-// backends to say which are).
-func plan(cfg *api.Config, o Options) (*api.Plan, error) {
+// plan is Plan with pl as its planner.
+func plan(cfg *api.Config, o Options, pl planFunc) (*api.Plan, error) {
 	opts := o.Scheduler
 	if opts.Pool == nil && len(cfg.Backends) > 0 {
 		opts.Pool = map[string]int{}
@@ -183,9 +193,9 @@ func plan(cfg *api.Config, o Options) (*api.Plan, error) {
 		}
 	}
 	if opts.MaxUtilization != 0 {
-		p, err := planner.Plan(cfg, opts)
+		p, err := pl(cfg, opts)
 		if opts.Pool != nil && p != nil && missing(p, cfg.Backends) > 0 {
-			p, err = fitRate(cfg, opts, p, err)
+			p, err = fitRate(cfg, opts, p, err, pl)
 		}
 		return p, err
 	}
@@ -195,7 +205,9 @@ func plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	}
 	h := DefaultHeadroom
 	h.Admission = !o.NoAdmission
-	plan, _, err := simulate.PlanForBursts(cfg, opts, h.Check(target))
+	check := h.Check(target)
+	check.Plan = pl
+	plan, _, err := simulate.PlanForBursts(cfg, opts, check)
 	if opts.Pool == nil || plan == nil {
 		return plan, err
 	}
@@ -212,49 +224,61 @@ func plan(cfg *api.Config, o Options) (*api.Plan, error) {
 			}
 			o := opts
 			o.MaxUtilization, o.SessionUtilization = caps(plan, 1, u)
-			if q, qerr := planner.Plan(cfg, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, plan) {
+			if q, qerr := pl(cfg, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, plan) {
 				plan, err = q, qerr
 				break
 			}
 		}
 	}
 	if missing(plan, cfg.Backends) > 0 {
-		return fitRate(cfg, opts, plan, err)
+		return fitRate(cfg, opts, plan, err, pl)
 	}
-	return poolHeadroom(cfg, opts, plan, err)
+	return poolHeadroom(cfg, opts, plan, err, pl)
 }
 
-// fitRateTries bounds the planner runs fitRate makes.
-const fitRateTries = 4
+// fitRateTries bounds the planner runs fitRate makes to find a rate that
+// fits; fitRateBisections those it then makes to raise it.
+const (
+	fitRateTries      = 4
+	fitRateBisections = 4
+)
 
 // fitRate returns, for a plan p of cfg that needs more devices than the
 // pool (cfg.Backends) has, a plan of cfg at lower module rates that fits
 // it: every module's rate scaled by s, s the smallest present/needed ratio
 // over the types short (machines grow about linearly with the rate), and
 // again by the next plan's ratio while it still misses, at most
-// fitRateTries planner runs, at p's utilisation. The plan kept is the first
-// that fits, else the one missing the fewest devices; a candidate that
-// leaves a session unplanned that p planned is not taken. p when nothing
-// fits better.
-func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error) (*api.Plan, error) {
+// fitRateTries planner runs, at p's utilisation. Once a scale fits, it is
+// raised by bisection between it and the lowest scale that missed
+// (fitRateBisections runs): the plan's shape can change with the rate (a
+// split that moves a module to a type the pool lacks), so the first scale
+// that fits can be well below the highest (Scrooge's chain at 52 req/s on
+// eight V100: 43.9 req/s, where 51 fits). The plan kept is the highest
+// scale that fits, else the one missing the fewest devices; a candidate
+// that leaves a session unplanned that p planned is not taken. p when
+// nothing fits better.
+func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl planFunc) (*api.Plan, error) {
 	opts.MaxUtilization, opts.SessionUtilization = caps(p, 1, 0)
 	best, bestErr, bestMissing := p, err, missing(p, cfg.Backends)
 	decl := replan.Declared(cfg)
-	s := 1.0
+	at := func(s float64) (*api.Plan, error) {
+		rates := make(map[replan.ModuleKey]float64, len(decl))
+		for k, r := range decl {
+			rates[k] = r * s
+		}
+		return pl(replan.WithRates(cfg, rates), opts)
+	}
+	s, missed := 1.0, 1.0 // the scale tried, the lowest that missed
 	cur := p
 	for range fitRateTries {
 		ratio := shortRatio(cur, cfg.Backends)
 		if ratio >= 1 {
 			break
 		}
-		s *= ratio
-		rates := make(map[replan.ModuleKey]float64, len(decl))
-		for k, r := range decl {
-			rates[k] = r * s
-		}
-		q, qerr := planner.Plan(replan.WithRates(cfg, rates), opts)
+		missed, s = s, s*ratio
+		q, qerr := at(s)
 		if q == nil || replan.FailsMore(q, p) {
-			break
+			return best, bestErr
 		}
 		m := missing(q, cfg.Backends)
 		if m < bestMissing {
@@ -264,6 +288,19 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error) (*ap
 			break
 		}
 		cur = q
+	}
+	if bestMissing > 0 {
+		return best, bestErr
+	}
+	lo, hi := s, missed
+	for range fitRateBisections {
+		mid := (lo + hi) / 2
+		q, qerr := at(mid)
+		if q != nil && !replan.FailsMore(q, p) && missing(q, cfg.Backends) == 0 {
+			best, bestErr, lo = q, qerr, mid
+		} else {
+			hi = mid
+		}
 	}
 	return best, bestErr
 }
@@ -297,7 +334,7 @@ var poolRates = []float64{1.1, 1.2, 1.3, 1.4}
 // there whatever the plan costs; planned at a higher rate the modules take
 // larger batches and carry bursts the plan at the measured rate would refuse
 // (docs/calibration.md, "Pool-aware planning").
-func poolHeadroom(cfg *api.Config, opts planner.Options, p *api.Plan, err error) (*api.Plan, error) {
+func poolHeadroom(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl planFunc) (*api.Plan, error) {
 	scaled := func(s float64) *api.Config {
 		rates := replan.Declared(cfg)
 		for k := range rates {
@@ -308,7 +345,7 @@ func poolHeadroom(cfg *api.Config, opts planner.Options, p *api.Plan, err error)
 	free := opts
 	free.Pool = nil
 	free.MaxUtilization, free.SessionUtilization = caps(p, 1, 0)
-	if q, _ := planner.Plan(scaled(poolRates[len(poolRates)-1]), free); q == nil || missing(q, cfg.Backends) == 0 {
+	if q, _ := pl(scaled(poolRates[len(poolRates)-1]), free); q == nil || missing(q, cfg.Backends) == 0 {
 		return p, err
 	}
 	best, bestErr, bestCap := p, err, 1/p.MaxUtilization
@@ -320,7 +357,7 @@ func poolHeadroom(cfg *api.Config, opts planner.Options, p *api.Plan, err error)
 			}
 			o := opts
 			o.MaxUtilization, o.SessionUtilization = caps(p, u/p.MaxUtilization, 0)
-			if q, qerr := planner.Plan(scaled, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, p) {
+			if q, qerr := pl(scaled, o); q != nil && missing(q, cfg.Backends) == 0 && !replan.FailsMore(q, p) {
 				best, bestErr, bestCap = q, qerr, s/u
 			}
 		}

@@ -58,8 +58,11 @@ type BurstCheck struct {
 	// leaves a small module no slack: under the paper's semantics one
 	// Poisson bunch makes its items miss at every cap, so the search lowers
 	// the cap for misses that headroom does not remove (docs/planner.md,
-	// "The burst check's semantics").
+	// "The burst check: a cap per session, the gateway's semantics").
 	Admission bool
+	// Plan plans each candidate (nil: planner.Plan); serving.Plan passes its
+	// planner for the hardware types the pool has.
+	Plan func(*api.Config, planner.Options) (*api.Plan, error)
 }
 
 // PlanForBursts plans cfg with opts at decreasing maximum utilisation
@@ -90,11 +93,15 @@ func PlanForBursts(cfg *api.Config, opts planner.Options, check BurstCheck) (*ap
 		return nil, nil, fmt.Errorf("burst target %v: must be in (0, 1]", target)
 	}
 	load := Options{Policy: dispatcher.TC{}, Arrival: "poisson", Duration: BurstDuration, MaxItems: BurstItems, Seed: check.Seed, Admission: check.Admission}
+	pl := check.Plan
+	if pl == nil {
+		pl = planner.Plan
+	}
 	at := map[string]int{} // session → index into Utilizations; absent: 0
 	last := len(Utilizations) - 1
 	for {
 		opts.MaxUtilization, opts.SessionUtilization = sessionCaps(cfg, at)
-		p, planErr := planner.Plan(cfg, opts)
+		p, planErr := pl(cfg, opts)
 		if p == nil || !anyPlanned(p) { // nothing to simulate: the sessions' errors say why
 			return p, nil, planErr
 		}
