@@ -141,28 +141,46 @@ func TestAbsentTypeDoesNotWorsenThePlan(t *testing.T) {
 // plan needs a ninth device; the first rate fitRate finds that fits is 43.9
 // req/s, but the whole-catalog plan fits eight V100 up to about 51. The
 // served plan carries that, not the first fit.
+//
+// The OCR session beside it, on the CPU types the pool has enough of, keeps
+// its rate: only the sessions on a short type are fitted.
 func TestFitRateRaisesToTheHighestThatFits(t *testing.T) {
-	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml", "../configs/ocr.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Backends = listed(map[string]int{"v100": 8})
+	cfg.Backends = listed(map[string]int{"v100": 8, "cpu-1t": 8, "cpu-builtin": 8})
+	opts := planner.Options{Policy: "scrooge", MaxUtilization: 0.85}
+	if cfg, err = Fuse(cfg, Options{Scheduler: opts}.Planner(), nil); err != nil { // unfused, the OCR chain misses its SLO under Scrooge
+		t.Fatal(err)
+	}
 	rates := replan.Declared(cfg)
 	for k := range rates {
-		rates[k] = 52
+		if k.Session == "paper-chain" {
+			rates[k] = 52
+		}
 	}
 	cfg = replan.WithRates(cfg, rates)
-	p, err := Plan(cfg, Options{Scheduler: planner.Options{Policy: "scrooge", MaxUtilization: 0.85}})
+	p, err := Plan(cfg, Options{Scheduler: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := missing(p, cfg.Backends); m != 0 {
 		t.Fatalf("the plan misses %d devices, want none", m)
 	}
-	for _, mp := range p.Sessions[0].Modules {
-		t.Logf("module %s carries %.2f req/s", mp.Name, mp.Rate)
-		if mp.Rate < 50 || mp.Rate > 52 {
-			t.Errorf("module %s carries %.2f req/s, want between 50 (eight V100 carry about 51) and the 52 asked", mp.Name, mp.Rate)
+	decl := replan.Declared(cfg)
+	for _, sp := range p.Sessions {
+		for _, mp := range sp.Modules {
+			t.Logf("%s/%s carries %.2f req/s", sp.Name, mp.Name, mp.Rate)
+			want := decl[replan.ModuleKey{Session: sp.Name, Module: mp.Name}]
+			switch {
+			case sp.Error != "":
+				t.Errorf("session %s not planned: %s", sp.Name, sp.Error)
+			case sp.Name == "paper-chain" && (mp.Rate < 50 || mp.Rate > 52):
+				t.Errorf("%s/%s carries %.2f req/s, want between 50 (eight V100 carry about 51) and the 52 asked", sp.Name, mp.Name, mp.Rate)
+			case sp.Name != "paper-chain" && mp.Rate != want:
+				t.Errorf("%s/%s carries %.2f req/s, want its %.2f: its CPU types are not short", sp.Name, mp.Name, mp.Rate, want)
+			}
 		}
 	}
 }

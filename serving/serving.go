@@ -245,7 +245,8 @@ const (
 
 // fitRate returns, for a plan p of cfg that needs more devices than the
 // pool (cfg.Backends) has, a plan of cfg at lower module rates that fits
-// it: every module's rate scaled by s, s the smallest present/needed ratio
+// it: the rate of every module of the sessions on a type the pool is short
+// of (shortSessions) scaled by s, s the smallest present/needed ratio
 // over the types short (machines grow about linearly with the rate), and
 // again by the next plan's ratio while it still misses, at most
 // fitRateTries planner runs, at p's utilisation. Once a scale fits, it is
@@ -261,10 +262,14 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 	opts.MaxUtilization, opts.SessionUtilization = caps(p, 1, 0)
 	best, bestErr, bestMissing := p, err, missing(p, cfg.Backends)
 	decl := replan.Declared(cfg)
+	onShort := shortSessions(p, cfg.Backends)
 	at := func(s float64) (*api.Plan, error) {
 		rates := make(map[replan.ModuleKey]float64, len(decl))
 		for k, r := range decl {
-			rates[k] = r * s
+			if onShort == nil || onShort[k.Session] {
+				r *= s
+			}
+			rates[k] = r
 		}
 		return pl(replan.WithRates(cfg, rates), opts)
 	}
@@ -303,6 +308,37 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 		}
 	}
 	return best, bestErr
+}
+
+// shortSessions is the set of sessions of p with a group on a hardware type
+// placing p on bs is short of: the sessions fitRate lowers the rates of (a
+// burst of the paper's chain on the V100 must not cut the OCR sessions on
+// the CPU). nil when none is: then every session is lowered.
+func shortSessions(p *api.Plan, bs []api.Backend) map[string]bool {
+	_, short, err := placement.Place(p, placement.Members(bs), nil, placement.Options{})
+	if err != nil {
+		return nil
+	}
+	types := map[string]bool{}
+	for _, h := range short.Hardware {
+		if h.Needed > h.Present {
+			types[h.Hardware] = true
+		}
+	}
+	var out map[string]bool
+	for _, sp := range p.Sessions {
+		for _, mp := range sp.Modules {
+			for _, g := range mp.Configs {
+				if types[g.Hardware] {
+					if out == nil {
+						out = map[string]bool{}
+					}
+					out[sp.Name] = true
+				}
+			}
+		}
+	}
+	return out
 }
 
 // shortRatio is the smallest present/needed device ratio over the hardware
