@@ -3,7 +3,10 @@ package serving
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
@@ -181,6 +184,57 @@ func TestFitRateRaisesToTheHighestThatFits(t *testing.T) {
 			case sp.Name != "paper-chain" && mp.Rate != want:
 				t.Errorf("%s/%s carries %.2f req/s, want its %.2f: its CPU types are not short", sp.Name, mp.Name, mp.Rate, want)
 			}
+		}
+	}
+}
+
+// TestAbsentTypeSessionBySession: with its cpu-1t profiles calibrated 1.6×
+// slower, the OCR session's whole-catalog plan puts det on the cpu-2t the
+// pool lacks; the paper's chain beside it still gets its whole-catalog plan
+// (11.65 on eight V100, not the 18.12 that needs a ninth), and OCR its plan
+// on the types present.
+func TestAbsentTypeSessionBySession(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml", "../configs/ocr.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backends = listed(map[string]int{"v100": 8, "cpu-1t": 8, "cpu-builtin": 8})
+	opts := planner.Options{Policy: "scrooge", MaxUtilization: 0.85}
+	if cfg, err = Fuse(cfg, Options{Scheduler: opts}.Planner(), nil); err != nil {
+		t.Fatal(err)
+	}
+	slow := *cfg
+	slow.Profiles = nil
+	for _, p := range cfg.Profiles {
+		if p.Hardware == "cpu-1t" {
+			p.Entries = slices.Clone(p.Entries)
+			for i := range p.Entries {
+				p.Entries[i].Duration = api.Duration(time.Duration(1.6 * float64(p.Entries[i].Duration)))
+			}
+		}
+		slow.Profiles = append(slow.Profiles, p)
+	}
+	whole, err := planner.Plan(&slow, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if usesOnly(whole, Hardware(cfg.Backends)) {
+		t.Fatal("the whole catalog's plan uses only the types listed; the case needs one that does not")
+	}
+	got, err := Plan(&slow, Options{Scheduler: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := missing(got, cfg.Backends); m != 0 {
+		t.Errorf("the served plan misses %d devices, want none", m)
+	}
+	for _, sp := range got.Sessions {
+		t.Logf("session %s: cost %.3f", sp.Name, sp.Cost)
+		if !sessionUsesOnly(&sp, Hardware(cfg.Backends)) {
+			t.Errorf("session %s is planned on a type the pool lacks", sp.Name)
+		}
+		if sp.Name == "paper-chain" && math.Abs(sp.Cost-11.647) > 0.01 {
+			t.Errorf("paper-chain costs %.3f, want its whole-catalog plan's 11.647", sp.Cost)
 		}
 	}
 }

@@ -129,27 +129,71 @@ type planFunc = func(*api.Config, planner.Options) (*api.Plan, error)
 // Scrooge's throughput split gives m2 of the demo's chain 360 ms with the
 // T4 in view and 209 ms without, so batch 1 and 18.12 cost units instead of
 // 11.65 on the same V100s, one V100 more than the demo starts.
+//
+// Session by session: a session whose whole-catalog plan is on an absent
+// type (OCR's det on the cpu-2t the demo does not start, once its cpu-1t
+// profile is calibrated slower) keeps its plan on the present types, and
+// the others still get theirs; the mix is served where placing it misses
+// no more devices and it costs less.
 func planPresent(cfg *api.Config, opts planner.Options, present map[string]bool) (*api.Plan, error) {
 	only := replan.OnlyPresent(cfg, present)
 	p, err := planner.Plan(only, opts)
 	if only == cfg || p == nil {
 		return p, err
 	}
-	if q, qerr := planner.Plan(cfg, opts); q != nil && usesOnly(q, present) && better(q, p, cfg.Backends) {
-		return q, qerr
+	q, _ := planner.Plan(cfg, opts)
+	if q == nil || len(q.Sessions) != len(p.Sessions) {
+		return p, err
 	}
-	return p, err
+	mixed := *p
+	mixed.Sessions = slices.Clone(p.Sessions)
+	mixed.TotalCost = 0
+	took := false
+	for i := range mixed.Sessions {
+		qs := &q.Sessions[i]
+		ps := &p.Sessions[i]
+		if qs.Name == ps.Name && qs.Error == "" && sessionUsesOnly(qs, present) && (ps.Error != "" || qs.Cost < ps.Cost*(1-1e-9)) {
+			mixed.Sessions[i], took = *qs, true
+		}
+		mixed.TotalCost += mixed.Sessions[i].Cost
+	}
+	if !took || !better(&mixed, p, cfg.Backends) {
+		return p, err
+	}
+	for i := range mixed.Sessions {
+		if p.Sessions[i].Error != "" && mixed.Sessions[i].Error == "" {
+			// A session p could not plan is planned: the planner's error
+			// names it, so keep only the errors of those still unplanned.
+			var errs []error
+			for _, sp := range mixed.Sessions {
+				if sp.Error != "" {
+					errs = append(errs, errors.New(sp.Error))
+				}
+			}
+			return &mixed, errors.Join(errs...)
+		}
+	}
+	return &mixed, err
 }
 
 // usesOnly reports whether every config group of p is on a hardware type in
 // present.
 func usesOnly(p *api.Plan, present map[string]bool) bool {
-	for _, sp := range p.Sessions {
-		for _, mp := range sp.Modules {
-			for _, g := range mp.Configs {
-				if !present[g.Hardware] {
-					return false
-				}
+	for i := range p.Sessions {
+		if !sessionUsesOnly(&p.Sessions[i], present) {
+			return false
+		}
+	}
+	return true
+}
+
+// sessionUsesOnly reports whether every config group of sp is on a hardware
+// type in present.
+func sessionUsesOnly(sp *api.SessionPlan, present map[string]bool) bool {
+	for _, mp := range sp.Modules {
+		for _, g := range mp.Configs {
+			if !present[g.Hardware] {
+				return false
 			}
 		}
 	}
