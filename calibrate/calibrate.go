@@ -112,7 +112,8 @@ const (
 // other entries of a measured model on that type are scaled by the model's
 // ratio there (the lower median over devices of a device's pooled quantile), else
 // by the type's largest ratio over its models, else (a type nothing measured)
-// by the smallest ratio of the measured types, within [0.5, 10]. offline
+// by the smallest ratio of the measured types but at least 1 (a slowdown is
+// carried over, a speed-up is not), within [0.5, 10]. offline
 // itself is not modified; with nothing trusted, Calibrate returns offline.
 func (e *Estimator) Calibrate(offline *api.Config, now time.Time) *api.Config {
 	if offline == nil {
@@ -135,11 +136,20 @@ func (e *Estimator) calibrate(offline *api.Config, t table) *api.Config {
 	// than it is draws the whole plan onto the devices of that type (seen:
 	// every device 1.6× slower, the first drift plan moved m2 from the
 	// measured t4 to the unmeasured v100 and needed 10 v100 of 6).
+	// Only a slowdown is carried over (the ratio is at least 1): a type
+	// measured faster than profiled (ocr-pre's batch of 2 on cpu-builtin,
+	// at the 0.5 floor) says its profile was pessimistic, nothing about
+	// another type; carried over, it halved the T4's profiles, drew the
+	// paper's chain onto the T4 the demo does not start, and the plan on
+	// the V100 it has fell back to a dearer split.
 	anyRatio := 0.0
 	for _, r := range hwRatio {
 		if anyRatio == 0 || r < anyRatio {
 			anyRatio = r
 		}
+	}
+	if anyRatio > 0 {
+		anyRatio = max(anyRatio, 1)
 	}
 	out := *offline
 	out.Profiles = make([]api.Profile, len(offline.Profiles))

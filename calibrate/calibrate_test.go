@@ -120,6 +120,19 @@ func TestCalibrate(t *testing.T) {
 	if empty := newEst(t, Options{}); empty.Calibrate(off, t0) != off {
 		t.Error("with nothing measured, Calibrate should return its input")
 	}
+	// A type measured faster than profiled lends its speed-up to no other:
+	// with m2 on v100 at half its profile, t4 keeps its profile.
+	fast := newEst(t, Options{MinSamples: 4})
+	for range 8 {
+		fast.Observe("m2", "v100", "gpu-0", 4, 1, 80*ms, t0)
+	}
+	cal = fast.Calibrate(off, t0)
+	if got, want := entry(cal, "m2", "v100", 4), 80*ms; got != want {
+		t.Errorf("m2 on v100 measured at half its profile: %v, want %v", got, want)
+	}
+	if got, want := entry(cal, "m2", "t4", 4), entry(off, "m2", "t4", 4); got != want {
+		t.Errorf("m2 on t4, nothing measured there, beside a faster v100: %v, want its profile %v", got, want)
+	}
 }
 
 // planOn is a plan of one session whose modules run m2 and m3 on v100 at
