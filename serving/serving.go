@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
@@ -46,6 +47,9 @@ type Options struct {
 	// than admission's refusals, which free capacity a gateway that admits
 	// everything does not get back. False: the gateway's default.
 	NoAdmission bool
+	// Dispatch is the gateway's dispatch (--dispatch; nil: TC), which the
+	// burst check simulates.
+	Dispatch dispatcher.Policy
 }
 
 // Planner returns Plan with o as a Planner.
@@ -250,7 +254,7 @@ func plan(cfg *api.Config, o Options, pl planFunc) (*api.Plan, error) {
 	h := DefaultHeadroom
 	h.Admission = !o.NoAdmission
 	check := h.Check(target)
-	check.Plan = pl
+	check.Plan, check.Dispatch = pl, o.Dispatch
 	plan, _, err := simulate.PlanForBursts(cfg, opts, check)
 	if opts.Pool == nil || plan == nil {
 		return plan, err

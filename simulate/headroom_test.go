@@ -125,3 +125,32 @@ func TestPlanForBurstsPerSession(t *testing.T) {
 		t.Errorf("the plan fails its check: %v", err)
 	}
 }
+
+// The burst check simulates the dispatch the plan is served with:
+// InferLine's plan of the demo's chain meets the target at 0.9 under TC, but
+// it is served round-robin, where 0.9 refuses about a tenth; checked under
+// RR it is planned with more headroom, and meets the target under RR.
+func TestPlanForBurstsServedDispatch(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := planner.Options{Policy: "inferline"}
+	tc, _, err := PlanForBursts(cfg, opts, BurstCheck{Target: 0.999, Seed: 1, Admission: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, rep, err := PlanForBursts(cfg, opts, BurstCheck{Target: 0.999, Seed: 1, Admission: true, Dispatch: dispatcher.RR{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checked under TC: cap %.2f, cost %.2f; under RR: cap %.2f, cost %.2f", tc.MaxUtilization, tc.TotalCost, rr.MaxUtilization, rr.TotalCost)
+	if !(rr.MaxUtilization < tc.MaxUtilization) {
+		t.Errorf("cap under RR %.2f, want below the %.2f TC passes at", rr.MaxUtilization, tc.MaxUtilization)
+	}
+	for _, s := range rep.Sessions {
+		if s.SLOAttainment < 0.999 {
+			t.Errorf("session %s: %.4f under RR, below the target", s.Name, s.SLOAttainment)
+		}
+	}
+}

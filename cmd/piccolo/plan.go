@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/placement"
 	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/serving"
@@ -16,12 +17,13 @@ import (
 
 func newPlanCmd() *cobra.Command {
 	var (
-		files  []string
-		opts   planner.Options
-		burst  float64
-		output string
-		tf     simulate.Traffic
-		noFuse bool
+		files    []string
+		opts     planner.Options
+		burst    float64
+		output   string
+		dispatch string
+		tf       simulate.Traffic
+		noFuse   bool
 		// --against: dry runs on a running gateway (plan_against.go)
 		against, token string
 	)
@@ -81,7 +83,11 @@ gateway (docs/operations.md).`,
 			} else {
 				// The plan a gateway started on the same files serves
 				// (serving.Served; TestPlanIsServed).
-				_, plan, planErr = serving.Served(cfg, serving.Options{Scheduler: opts, BurstTarget: burst}, noFuse, cmd.ErrOrStderr())
+				pol, err := dispatcher.ParsePolicy(dispatch)
+				if err != nil {
+					return err
+				}
+				_, plan, planErr = serving.Served(cfg, serving.Options{Scheduler: opts, BurstTarget: burst, Dispatch: pol}, noFuse, cmd.ErrOrStderr())
 			}
 			if plan == nil {
 				return planErr
@@ -110,6 +116,7 @@ gateway (docs/operations.md).`,
 	f.BoolVar(&opts.ReassignOnce, "reassign-once", false, "reassign the remaining budget to one module only (Picc-1re)")
 	f.IntVar(&opts.MaxConfigs, "max-configs", 0, "at most N distinct configs per module (0: the policy's own bound)")
 	f.Float64Var(&opts.MaxUtilization, "max-utilization", 0, "size machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, as the gateway does, see --burst-target)")
+	f.StringVar(&dispatch, "dispatch", "tc", "the dispatch the gateway serves with (its --dispatch), which the burst check simulates: "+dispatcher.Policies)
 	f.Float64Var(&burst, "burst-target", serving.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&opts.Model, "model", "", "override the latency model: "+planner.BuiltinModels().String())
 	f.StringVar(&opts.Split, "split", "", "override the latency split: "+planner.BuiltinSplits().String())

@@ -40,6 +40,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/configs"
+	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/evaluation"
 	"github.com/piccolo-serving/piccolo/loadgen"
 	"github.com/piccolo-serving/piccolo/placement"
@@ -129,10 +130,10 @@ type Result struct {
 
 // SessionResult is one session's figures.
 type SessionResult struct {
-	Name            string
-	Rate            float64 // req/s offered
-	Report          *loadgen.Report
-	PlanCost        float64
+	Name     string
+	Rate     float64 // req/s offered
+	Report   *loadgen.Report
+	PlanCost float64
 	// ChargedCost is what the session's plan is charged in the same
 	// simulation the baseline's is (evaluation.Outcome.Cost: the larger of
 	// its planned cost and the device time it occupied, over its cap); NaN if
@@ -152,7 +153,7 @@ type SessionResult struct {
 	SimAttainment float64
 	// BaselineCost is the round-robin baseline's (BaselinePolicy) charged
 	// cost, as ChargedCost; NaN if none can plan.
-	BaselineCost float64
+	BaselineCost    float64
 	BaselinePolicy  string
 	Plot            string
 	NotPlannedError string
@@ -641,7 +642,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // named in it), or the error when nothing planned.
 func fuseAndPlan(c *api.Config, o Options, quiet bool) (*api.Config, *api.Plan, error) {
 	planFor := func(c *api.Config) (*api.Plan, error) {
-		return serving.Plan(c, serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtilization}})
+		so := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtilization}}
+		if roundRobin(o.Policy) { // served with --dispatch rr: its burst check simulates that
+			so.Dispatch = dispatcher.RR{}
+		}
+		return serving.Plan(c, so)
 	}
 	if !o.NoFusion {
 		fc, fusions, err := planner.Fuse(c, planFor)
