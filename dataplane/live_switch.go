@@ -75,14 +75,14 @@ type LiveSwitch struct {
 	orphans map[modelAt]bool
 	cur     atomic.Pointer[liveState]
 	drainMu sync.Mutex
-	drains  []*LiveRunner                 // previous runners not closed yet
+	drains  []*LiveRunner // previous runners not closed yet
 	// occupied is the machine-seconds of the dispatchers drained runners
 	// held and no runner still serving holds (guarded by drainMu): the
 	// occupancy counter goes on from it when the plan changes.
 	occupied map[occKey]float64
-	oldView atomic.Pointer[[]*LiveRunner] // lock-free copy of drains for Run
-	closed  bool
-	wg      sync.WaitGroup
+	oldView  atomic.Pointer[[]*LiveRunner] // lock-free copy of drains for Run
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 // liveState is one generation: a runner, the placed plan it runs and the config

@@ -148,15 +148,7 @@ func TestAbsentTypeDoesNotWorsenThePlan(t *testing.T) {
 // The OCR session beside it, on the CPU types the pool has enough of, keeps
 // its rate: only the sessions on a short type are fitted.
 func TestFitRateRaisesToTheHighestThatFits(t *testing.T) {
-	cfg, err := api.Load("../configs/demo/paper-gpus.yaml", "../configs/ocr.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Backends = listed(map[string]int{"v100": 8, "cpu-1t": 8, "cpu-builtin": 8})
-	opts := planner.Options{Policy: "scrooge", MaxUtilization: 0.85}
-	if cfg, err = Fuse(cfg, Options{Scheduler: opts}.Planner(), nil); err != nil { // unfused, the OCR chain misses its SLO under Scrooge
-		t.Fatal(err)
-	}
+	cfg, opts := chainAndOCR(t)
 	rates := replan.Declared(cfg)
 	for k := range rates {
 		if k.Session == "paper-chain" {
@@ -194,15 +186,7 @@ func TestFitRateRaisesToTheHighestThatFits(t *testing.T) {
 // (11.65 on eight V100, not the 18.12 that needs a ninth), and OCR its plan
 // on the types present.
 func TestAbsentTypeSessionBySession(t *testing.T) {
-	cfg, err := api.Load("../configs/demo/paper-gpus.yaml", "../configs/ocr.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Backends = listed(map[string]int{"v100": 8, "cpu-1t": 8, "cpu-builtin": 8})
-	opts := planner.Options{Policy: "scrooge", MaxUtilization: 0.85}
-	if cfg, err = Fuse(cfg, Options{Scheduler: opts}.Planner(), nil); err != nil {
-		t.Fatal(err)
-	}
+	cfg, opts := chainAndOCR(t)
 	slow := *cfg
 	slow.Profiles = nil
 	for _, p := range cfg.Profiles {
@@ -237,4 +221,22 @@ func TestAbsentTypeSessionBySession(t *testing.T) {
 			t.Errorf("paper-chain costs %.3f, want its whole-catalog plan's 11.647", sp.Cost)
 		}
 	}
+}
+
+// chainAndOCR is the demo's chain and the OCR session, fused as Scrooge
+// plans them (unfused, the OCR chain misses its SLO under Scrooge), on eight
+// V100 and eight of each CPU type but cpu-2t, with Scrooge's options at cap
+// 0.85.
+func chainAndOCR(t *testing.T) (*api.Config, planner.Options) {
+	t.Helper()
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml", "../configs/ocr.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backends = listed(map[string]int{"v100": 8, "cpu-1t": 8, "cpu-builtin": 8})
+	opts := planner.Options{Policy: "scrooge", MaxUtilization: 0.85}
+	if cfg, err = Fuse(cfg, Options{Scheduler: opts}.Planner(), nil); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, opts
 }
