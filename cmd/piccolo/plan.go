@@ -22,8 +22,10 @@ func newPlanCmd() *cobra.Command {
 		burst    float64
 		output   string
 		dispatch string
-		tf       simulate.Traffic
-		noFuse   bool
+		// --session-utilization: session name → cap (sessionCaps)
+		sessionUtil map[string]string
+		tf          simulate.Traffic
+		noFuse      bool
 		// --against: dry runs on a running gateway (plan_against.go)
 		against, token string
 	)
@@ -68,6 +70,14 @@ gateway (docs/operations.md).`,
 			cfg, err := api.Load(files...)
 			if err != nil {
 				return err
+			}
+			if opts.SessionUtilization, err = sessionCaps(sessionUtil, opts.MaxUtilization); err != nil {
+				return err
+			}
+			for name := range opts.SessionUtilization {
+				if _, ok := cfg.Session(name); !ok {
+					return fmt.Errorf("--session-utilization %s: the config has no session %q", name, name)
+				}
 			}
 			var plan *api.Plan
 			var planErr error
@@ -116,6 +126,7 @@ gateway (docs/operations.md).`,
 	f.BoolVar(&opts.ReassignOnce, "reassign-once", false, "reassign the remaining budget to one module only (Picc-1re)")
 	f.IntVar(&opts.MaxConfigs, "max-configs", 0, "at most N distinct configs per module (0: the policy's own bound)")
 	f.Float64Var(&opts.MaxUtilization, "max-utilization", 0, "size machines to run at most this share of their throughput, in (0,1] (0: choose it by simulation, as the gateway does, see --burst-target)")
+	f.StringToStringVar(&sessionUtil, "session-utilization", nil, "with --max-utilization, SESSION=U plans that session at cap U in (0,1] instead (repeatable or comma-separated), as the burst check chooses per session and the gateway takes it")
 	f.StringVar(&dispatch, "dispatch", "tc", "the dispatch the gateway serves with (its --dispatch), which the burst check simulates: "+dispatcher.Policies)
 	f.Float64Var(&burst, "burst-target", serving.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO; the planner lowers utilisation until they do")
 	f.StringVar(&opts.Model, "model", "", "override the latency model: "+planner.BuiltinModels().String())

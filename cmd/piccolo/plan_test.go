@@ -105,6 +105,10 @@ func TestPlanBadInput(t *testing.T) {
 		{append([]string{"plan", "-o", "xml"}, paperConfigs...), `-o "xml"`},
 		{append([]string{"plan", "--max-utilization", "1.5"}, paperConfigs...), "must be in (0, 1]"},
 		{[]string{"plan", "-c", "does-not-exist.yaml"}, "does-not-exist.yaml"},
+		{append([]string{"plan", "--session-utilization", "s=0.7"}, paperConfigs...), "--session-utilization needs --max-utilization"},
+		{append([]string{"plan", "--max-utilization", "0.8", "--session-utilization", "nope=0.7"}, paperConfigs...), `the config has no session "nope"`},
+		{append([]string{"plan", "--max-utilization", "0.8", "--session-utilization", "nope=2"}, paperConfigs...), "the cap must be a number in (0, 1]"},
+		{append([]string{"plan", "--dispatch", "fifo"}, paperConfigs...), `unknown dispatch policy "fifo"`},
 	} {
 		_, err := run(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
