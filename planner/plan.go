@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -362,4 +363,41 @@ func ms(s float64) float64 {
 		return s
 	}
 	return s * 1000
+}
+
+// SplitCaps returns the caps that plan every session named in caps at its
+// own (session name → cap in (0, 1]): the highest as
+// Options.MaxUtilization, and the sessions below it as
+// Options.SessionUtilization (nil when none is). 0 and nil for no caps.
+func SplitCaps(caps map[string]float64) (float64, map[string]float64) {
+	top := 0.0
+	for _, u := range caps {
+		top = max(top, u)
+	}
+	var below map[string]float64
+	for name, u := range caps {
+		if u < top {
+			if below == nil {
+				below = map[string]float64{}
+			}
+			below[name] = u
+		}
+	}
+	return top, below
+}
+
+// CheckSessionUtilization returns an error naming the first session of caps
+// (Options.SessionUtilization, in name order) that cfg does not have, and
+// the sessions it has; nil when cfg has them all.
+func CheckSessionUtilization(cfg *api.Config, caps map[string]float64) error {
+	for _, name := range slices.Sorted(maps.Keys(caps)) {
+		if _, ok := cfg.Session(name); !ok {
+			names := make([]string, len(cfg.Sessions))
+			for i, s := range cfg.Sessions {
+				names[i] = s.Name
+			}
+			return fmt.Errorf("%s: the config has no session %q (it has %s)", name, name, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }

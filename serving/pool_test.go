@@ -240,3 +240,14 @@ func chainAndOCR(t *testing.T) (*api.Config, planner.Options) {
 	}
 	return cfg, opts
 }
+
+// usesOnly reports whether every session of p is on the hardware types in
+// present.
+func usesOnly(p *api.Plan, present map[string]bool) bool {
+	for i := range p.Sessions {
+		if !sessionUsesOnly(&p.Sessions[i], present) {
+			return false
+		}
+	}
+	return true
+}

@@ -109,8 +109,9 @@ func (h Headroom) Check(target float64) simulate.BurstCheck {
 //   - Fit: a plan that still needs more devices than the pool has (a drift
 //     re-plan whose calibrated profiles are 2× the profiled ones, a rate
 //     the pool cannot carry) is planned again for the rate the pool can
-//     carry (fitRate): the modules' planned rates lowered in proportion, at
-//     most fitRateTries planner runs. The plan's module rates say what it
+//     carry (fitRate): the rates of the sessions on a short type lowered in
+//     proportion, then raised by bisection to the highest that fits. The
+//     plan's module rates say what it
 //     carries; admission refuses the rest. A plan of 61 machines on a pool
 //     of one is never returned while a smaller rate fits.
 //
@@ -161,34 +162,36 @@ func planPresent(cfg *api.Config, opts planner.Options, present map[string]bool)
 		}
 		mixed.TotalCost += mixed.Sessions[i].Cost
 	}
-	if !took || !better(&mixed, p, cfg.Backends) {
+	// Every session taken is cheaper or planned where p's is not, so the mix
+	// leaves no more sessions unplanned: it is served when it places no
+	// worse, and plans more sessions or costs less.
+	planned := unplanned(&mixed) < unplanned(p)
+	if !took || missing(&mixed, cfg.Backends) > missing(p, cfg.Backends) || !planned && mixed.TotalCost >= p.TotalCost*(1-1e-9) {
 		return p, err
 	}
-	for i := range mixed.Sessions {
-		if p.Sessions[i].Error != "" && mixed.Sessions[i].Error == "" {
-			// A session p could not plan is planned: the planner's error
-			// names it, so keep only the errors of those still unplanned.
-			var errs []error
-			for _, sp := range mixed.Sessions {
-				if sp.Error != "" {
-					errs = append(errs, errors.New(sp.Error))
-				}
-			}
-			return &mixed, errors.Join(errs...)
+	if !planned {
+		return &mixed, err
+	}
+	// The planner's error names the sessions p could not plan: keep only
+	// those the mix still cannot.
+	var errs []error
+	for _, sp := range mixed.Sessions {
+		if sp.Error != "" {
+			errs = append(errs, errors.New(sp.Error))
 		}
 	}
-	return &mixed, err
+	return &mixed, errors.Join(errs...)
 }
 
-// usesOnly reports whether every config group of p is on a hardware type in
-// present.
-func usesOnly(p *api.Plan, present map[string]bool) bool {
-	for i := range p.Sessions {
-		if !sessionUsesOnly(&p.Sessions[i], present) {
-			return false
+// unplanned is how many sessions of p could not be planned.
+func unplanned(p *api.Plan) int {
+	n := 0
+	for _, sp := range p.Sessions {
+		if sp.Error != "" {
+			n++
 		}
 	}
-	return true
+	return n
 }
 
 // sessionUsesOnly reports whether every config group of sp is on a hardware
@@ -202,33 +205,6 @@ func sessionUsesOnly(sp *api.SessionPlan, present map[string]bool) bool {
 		}
 	}
 	return true
-}
-
-// better reports whether plan q is to be served rather than p on the
-// backends bs: it fails no session p plans, misses no device p does not,
-// and carries more request rate (a plan fitted to the pool carries less),
-// or as much for less cost.
-func better(q, p *api.Plan, bs []api.Backend) bool {
-	if replan.FailsMore(q, p) || missing(q, bs) > missing(p, bs) {
-		return false
-	}
-	carried := func(p *api.Plan) float64 {
-		r := 0.0
-		for _, sp := range p.Sessions {
-			for _, mp := range sp.Modules {
-				r += mp.Rate
-			}
-		}
-		return r
-	}
-	cq, cp := carried(q), carried(p)
-	switch {
-	case cq > cp*(1+1e-9):
-		return true
-	case cq < cp*(1-1e-9):
-		return false
-	}
-	return q.TotalCost < p.TotalCost*(1-1e-9)
 }
 
 // plan is Plan with pl as its planner.
@@ -308,9 +284,10 @@ const (
 // nothing fits better.
 func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl planFunc) (*api.Plan, error) {
 	opts.MaxUtilization, opts.SessionUtilization = caps(p, 1, 0)
-	best, bestErr, bestMissing := p, err, missing(p, cfg.Backends)
+	sh, bestMissing := shortfall(p, cfg.Backends)
+	best, bestErr := p, err
 	decl := replan.Declared(cfg)
-	onShort := shortSessions(p, cfg.Backends)
+	onShort := shortSessions(p, sh)
 	at := func(s float64) (*api.Plan, error) {
 		rates := make(map[replan.ModuleKey]float64, len(decl))
 		for k, r := range decl {
@@ -322,9 +299,8 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 		return pl(replan.WithRates(cfg, rates), opts)
 	}
 	s, missed := 1.0, 1.0 // the scale tried, the lowest that missed
-	cur := p
 	for range fitRateTries {
-		ratio := shortRatio(cur, cfg.Backends)
+		ratio := shortRatio(sh)
 		if ratio >= 1 {
 			break
 		}
@@ -333,14 +309,14 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 		if q == nil || replan.FailsMore(q, p) {
 			return best, bestErr
 		}
-		m := missing(q, cfg.Backends)
+		var m int
+		sh, m = shortfall(q, cfg.Backends)
 		if m < bestMissing {
 			best, bestErr, bestMissing = q, qerr, m
 		}
 		if m == 0 {
 			break
 		}
-		cur = q
 	}
 	if bestMissing > 0 {
 		return best, bestErr
@@ -359,14 +335,10 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 }
 
 // shortSessions is the set of sessions of p with a group on a hardware type
-// placing p on bs is short of: the sessions fitRate lowers the rates of (a
-// burst of the paper's chain on the V100 must not cut the OCR sessions on
-// the CPU). nil when none is: then every session is lowered.
-func shortSessions(p *api.Plan, bs []api.Backend) map[string]bool {
-	_, short, err := placement.Place(p, placement.Members(bs), nil, placement.Options{})
-	if err != nil {
-		return nil
-	}
+// placing p is short of (short, p's shortfall): the sessions fitRate lowers
+// the rates of (a burst of the paper's chain on the V100 must not cut the
+// OCR sessions on the CPU). nil when none is: then every session is lowered.
+func shortSessions(p *api.Plan, short placement.Shortfall) map[string]bool {
 	types := map[string]bool{}
 	for _, h := range short.Hardware {
 		if h.Needed > h.Present {
@@ -390,13 +362,10 @@ func shortSessions(p *api.Plan, bs []api.Backend) map[string]bool {
 }
 
 // shortRatio is the smallest present/needed device ratio over the hardware
-// types placing p on bs is short of (1 when none is), a little below it so
-// that rounding up machines does not leave the next plan one device short.
-func shortRatio(p *api.Plan, bs []api.Backend) float64 {
-	_, short, err := placement.Place(p, placement.Members(bs), nil, placement.Options{})
-	if err != nil {
-		return 1
-	}
+// types a placement is short of (its shortfall short; 1 when none is), a
+// little below it so that rounding up machines does not leave the next plan
+// one device short.
+func shortRatio(short placement.Shortfall) float64 {
 	r := 1.0
 	for _, h := range short.Hardware {
 		if h.Needed > h.Present {
@@ -453,19 +422,15 @@ func poolHeadroom(cfg *api.Config, opts planner.Options, p *api.Plan, err error,
 // SessionUtilization) that plan again as p was planned: each session's cap
 // (p.Utilization) times scale, at least floor, at most 1.
 func caps(p *api.Plan, scale, floor float64) (float64, map[string]float64) {
-	capOf := func(u float64) float64 { return min(1, max(floor, u*scale)) }
-	top := capOf(p.MaxUtilization)
-	var per map[string]float64
+	per := make(map[string]float64, len(p.Sessions))
 	for i := range p.Sessions {
-		sp := &p.Sessions[i]
-		if sp.MaxUtilization > 0 && capOf(sp.MaxUtilization) != top {
-			if per == nil {
-				per = map[string]float64{}
-			}
-			per[sp.Name] = capOf(sp.MaxUtilization)
-		}
+		per[p.Sessions[i].Name] = min(1, max(floor, p.Utilization(&p.Sessions[i])*scale))
 	}
-	return top, per
+	top, below := planner.SplitCaps(per)
+	if len(per) == 0 {
+		top = min(1, max(floor, p.MaxUtilization*scale))
+	}
+	return top, below
 }
 
 // lowest is the lowest cap a session of p was planned at.
@@ -481,11 +446,19 @@ func lowest(p *api.Plan) float64 {
 
 // missing is how many devices placing p on the backends bs misses.
 func missing(p *api.Plan, bs []api.Backend) int {
+	_, m := shortfall(p, bs)
+	return m
+}
+
+// shortfall places p on the backends bs and returns what the placement is
+// short of and how many devices it misses (1<<30, with no shortfall, when
+// p cannot be placed at all).
+func shortfall(p *api.Plan, bs []api.Backend) (placement.Shortfall, int) {
 	_, short, err := placement.Place(p, placement.Members(bs), nil, placement.Options{})
 	if err != nil {
-		return 1 << 30
+		return placement.Shortfall{}, 1 << 30
 	}
-	return short.Missing()
+	return short, short.Missing()
 }
 
 // Hardware is the set of hardware types bs have.

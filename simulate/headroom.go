@@ -74,7 +74,7 @@ type BurstCheck struct {
 // (Utilizations), each session on its own: it plans every session at the
 // first cap, simulates the plan under Poisson arrivals at the planned rates
 // (60 s of virtual time or BurstItems items, whichever is shorter; check's
-// seed and semantics, TC dispatch), and while a session meets its SLO for
+// seed, semantics and dispatch, TC by default), and while a session meets its SLO for
 // less than check.Target of its requests, plans that session again at the
 // next cap (planner.Options.SessionUtilization), the others keeping theirs —
 // the burstiness check InferLine makes by simulation. Planning at 100% of the
@@ -141,23 +141,13 @@ func PlanForBursts(cfg *api.Config, opts planner.Options, check BurstCheck) (*ap
 }
 
 // sessionCaps returns the planner's caps for the sessions' indexes into
-// Utilizations in at: the highest session cap as the plan's, and each session
-// below it by name.
+// Utilizations in at (planner.SplitCaps).
 func sessionCaps(cfg *api.Config, at map[string]int) (float64, map[string]float64) {
-	top := len(Utilizations) - 1
+	caps := make(map[string]float64, len(cfg.Sessions))
 	for _, s := range cfg.Sessions {
-		top = min(top, at[s.Name])
+		caps[s.Name] = Utilizations[at[s.Name]]
 	}
-	var per map[string]float64
-	for _, s := range cfg.Sessions {
-		if i := at[s.Name]; i != top {
-			if per == nil {
-				per = map[string]float64{}
-			}
-			per[s.Name] = Utilizations[i]
-		}
-	}
-	return Utilizations[top], per
+	return planner.SplitCaps(caps)
 }
 
 // search is the headroom search of PlanForTrace: it plans the

@@ -74,10 +74,8 @@ gateway (docs/operations.md).`,
 			if opts.SessionUtilization, err = sessionCaps(sessionUtil, opts.MaxUtilization); err != nil {
 				return err
 			}
-			for name := range opts.SessionUtilization {
-				if _, ok := cfg.Session(name); !ok {
-					return fmt.Errorf("--session-utilization %s: the config has no session %q", name, name)
-				}
+			if err := planner.CheckSessionUtilization(cfg, opts.SessionUtilization); err != nil {
+				return fmt.Errorf("--session-utilization %w", err)
 			}
 			var plan *api.Plan
 			var planErr error

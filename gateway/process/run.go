@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -191,14 +190,8 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	if len(cfg.Sessions) == 0 {
 		return errors.New("the config has no sessions: nothing to serve")
 	}
-	for name := range o.SessionUtil {
-		if _, ok := cfg.Session(name); !ok {
-			names := make([]string, len(cfg.Sessions))
-			for i, s := range cfg.Sessions {
-				names[i] = s.Name
-			}
-			return fmt.Errorf("--session-utilization %s: the config has no session %q (it has %s)", name, name, strings.Join(names, ", "))
-		}
+	if err := planner.CheckSessionUtilization(cfg, o.SessionUtil); err != nil {
+		return fmt.Errorf("--session-utilization %w", err)
 	}
 	if o.Consul == "" && len(cfg.Backends) == 0 {
 		return errors.New("the config has no backends: list them under `backends:` ({id, address, hardware})")

@@ -368,17 +368,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		gatewayFiles = []string{hostFile}
 	}
-	var own []string
+	own := "" // the sessions the burst check planned below the plan's cap
 	for _, sp := range plan.Sessions {
 		if sp.MaxUtilization > 0 {
-			own = append(own, fmt.Sprintf("%s %.2f", sp.Name, sp.MaxUtilization))
+			own += fmt.Sprintf(", %s %.2f", sp.Name, sp.MaxUtilization)
 		}
 	}
-	if len(own) > 0 {
-		logf(o.Log, "planned %d session(s) with policy %s at utilisation %.2f (%s): total cost %.3g", len(plan.Sessions), o.Policy, plan.MaxUtilization, strings.Join(own, ", "), plan.TotalCost)
-	} else {
-		logf(o.Log, "planned %d session(s) with policy %s at utilisation %.2f: total cost %.3g", len(plan.Sessions), o.Policy, plan.MaxUtilization, plan.TotalCost)
+	if own != "" {
+		own = " (" + own[2:] + ")"
 	}
+	logf(o.Log, "planned %d session(s) with policy %s at utilisation %.2f%s: total cost %.3g", len(plan.Sessions), o.Policy, plan.MaxUtilization, own, plan.TotalCost)
 
 	// One backend process per device of the placed plan (placement packs the
 	// fractional machines of different modules onto shared devices), up to
