@@ -26,16 +26,14 @@ import (
 
 // Static mode's control loop timing (docs/control-plane.md, "Re-planning
 // without Consul"). The rates are this gateway's own, handed to the controller
-// every StaticTick, so a sustained rise is re-planned within 2 s: after a step
-// to 2× the rate over the session's envelope window W (replan.EnvelopeWindow)
-// crosses planned×1.2 after 0.2 W and up to a 100 ms bucket of lag, stays
-// above for StaticSustainUp, the next tick plans (PlanForServing:
-// milliseconds, the burst simulation included) and the plan is live some
-// milliseconds later: 0.8 s measured for a 700 ms window; within 2 s for
-// windows up to about 5 s. The controller's 3 s default (kept with Consul,
-// whose rates arrive every second through KV) would take about 3.5 s. The
-// price of 500 ms: noise above the 20 % band for half a second re-plans up, to
-// the envelope, where the plan then stays.
+// every StaticTick. A sustained rise is re-planned once the latest window is
+// above planned×1.2 for StaticSustainUp and the rate over the latest four
+// windows is significant (replan.Options.UpSignificance); the next tick plans
+// (PlanForServing: milliseconds, the burst simulation included) and the plan is
+// live some milliseconds later. A step to 2× is re-planned within 1.4 s at
+// 150 req/s and 3.1 s at 50 req/s (TestUpSignificanceOnPoisson). The
+// controller's 3 s default (kept with Consul, whose rates arrive every second
+// through KV) would add 2.5 s. Noise at the planned rate does not re-plan.
 const (
 	StaticTick      = 100 * time.Millisecond
 	StaticSustainUp = 500 * time.Millisecond

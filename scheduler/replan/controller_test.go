@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -292,6 +293,7 @@ func TestControllerOptionErrors(t *testing.T) {
 		"negative tick":   {Plan: ok.Plan, Target: ok.Target, Tick: -time.Second},
 		"negative up":     {Plan: ok.Plan, Target: ok.Target, HysteresisUp: -0.1},
 		"headroom is NaN": {Plan: ok.Plan, Target: ok.Target, Headroom: math.NaN()},
+		"significance ∞":  {Plan: ok.Plan, Target: ok.Target, UpSignificance: math.Inf(1)},
 	} {
 		if _, err := New(controlConfig(1, time.Second), nil, o); err == nil {
 			t.Errorf("%s: no error", name)
@@ -515,5 +517,64 @@ func TestControllerRiseWithinPlannedRateDoesNotReplan(t *testing.T) {
 	h.run(20, noisy(2.5*R))
 	if n := len(h.published) - 2; n != 1 || h.last().Cause != CauseRate {
 		t.Fatalf("a rise to 2.5× of a plan made for 1.8×: %d re-plans %v; want one with cause rate", n, causes(h.published[2:]))
+	}
+}
+
+// runPoisson feeds Poisson arrivals at rate req/s (rng) for d, reporting
+// rates and stepping the controller every bucket, as runFine does.
+func (h *harness) runPoisson(d time.Duration, rate float64, rng *rand.Rand) {
+	for end := h.now.Add(d); h.now.Before(end); {
+		k := 0
+		for x := rng.ExpFloat64() / rate; x < h.mon.bucket.Seconds(); x += rng.ExpFloat64() / rate {
+			k++
+		}
+		h.ctr.Add(int64(k))
+		h.now = h.now.Add(h.mon.bucket)
+		h.c.ObserveRates("gw", h.mon.Snapshot(h.now))
+		h.c.step(h.now)
+	}
+}
+
+// TestRateRiseIsSignificant: Poisson arrivals at the planned rate do not
+// re-plan up (the demo's paper chain, 50 req/s over a 2 s window, re-planned
+// to 63.5 req/s on noise with the band alone), and a step to 2× still
+// re-plans within 5 s. Static mode's timing (tick 100 ms, 500 ms sustained).
+func TestRateRiseIsSignificant(t *testing.T) {
+	const R = 50
+	for _, tc := range []struct {
+		z     float64
+		noise bool // the band alone: Poisson noise re-plans within 10 minutes
+	}{{0, false}, {-1, true}} {
+		h := newHarness(t, controlConfig(R, 900*time.Millisecond), pool("v100", 10),
+			Options{Tick: 100 * time.Millisecond, SustainUp: 500 * time.Millisecond, UpSignificance: tc.z})
+		rng := rand.New(rand.NewPCG(7, 50))
+		h.runPoisson(10*time.Minute, R, rng)
+		rises := 0
+		for _, r := range h.published[1:] {
+			if r.Cause == CauseRate && r.Rates[ModuleKey{"s", "a"}] > R {
+				rises++
+			}
+		}
+		t.Logf("up significance %v: %d rate re-plans up in 10 minutes of Poisson arrivals at the planned %v req/s", tc.z, rises, R)
+		if tc.noise {
+			if rises == 0 {
+				t.Errorf("with the band alone, no re-plan on noise in 10 minutes; the test expects the noise the significance removes")
+			}
+			continue
+		}
+		if rises > 0 {
+			t.Fatalf("%d rate re-plans up on Poisson noise at the planned rate; want none", rises)
+		}
+		n, step := len(h.published), h.now
+		for h.now.Sub(step) < 10*time.Second && len(h.published) == n {
+			h.runPoisson(h.mon.bucket, 2*R, rng)
+		}
+		if len(h.published) == n || h.last().Cause != CauseRate {
+			t.Fatalf("a step to 2× did not re-plan within 10 s")
+		}
+		t.Logf("step to 2×: re-planned after %v", h.now.Sub(step))
+		if took := h.now.Sub(step); took > 5*time.Second {
+			t.Errorf("a step to 2× re-planned after %v; want within 5 s", took)
+		}
 	}
 }

@@ -38,8 +38,9 @@
 // per tick from one goroutine instead of Run); from any goroutine, SetConfig
 // (cause "config"), SetMembers (cause "membership": re-place the last plan, or
 // re-plan when a hardware type appeared or vanished), ObserveRates(source,
-// snapshot) (cause "rate": the latest window's rate above planned×(1+0.2) for
-// 3 s, or the envelope below planned×(1−0.3) for 30 s — about a minute after a
+// snapshot) (cause "rate": the latest window's rate above planned×(1+0.2),
+// and the rate over the latest 4 windows 4 standard deviations of a Poisson
+// count above it, for 3 s, or the envelope below planned×(1−0.3) for 30 s — about a minute after a
 // fall, with the horizon; the new plan uses the measured envelopes), Replan
 // (cause "manual"), every Period (cause "periodic"), and, with
 // Options.Calibration, when the calibrated durations of the plan's groups

@@ -194,7 +194,9 @@ func (m *RateMonitor) Snapshot(now time.Time) RateSnapshot {
 		span := int(c.span.Load())
 		r := ModuleRate{Session: c.key.Session, Module: c.key.Module, Window: time.Duration(span) * m.bucket}
 		if closed > 0 {
-			r.Current, r.Envelope, r.Mean = c.rates(cur, closed, min(span, closed))
+			recent := min(RecentWindows*span, closed)
+			r.Current, r.Envelope, r.Mean, r.Recent = c.rates(cur, closed, min(span, closed), recent)
+			r.RecentSpan = time.Duration(recent) * m.bucket
 		}
 		s.Rates = append(s.Rates, r)
 	}
@@ -207,26 +209,30 @@ func (m *RateMonitor) Snapshot(now time.Time) RateSnapshot {
 
 // rates walks the closed buckets before cur newest first, closed of them
 // (≤ the horizon), with a window of span buckets (≤ closed), and returns the
-// latest window's rate, the highest window rate and the mean, in req/s. One
-// pass: the window's sum slides by adding the older bucket and dropping the
-// newer one.
-func (c *Counter) rates(cur int64, closed, span int) (current, envelope, mean float64) {
+// latest window's rate, the highest window rate, the mean and the rate over
+// the latest recent buckets (span ≤ recent ≤ closed), in req/s. One pass:
+// the window's sum slides by adding the older bucket and dropping the newer
+// one.
+func (c *Counter) rates(cur int64, closed, span, recent int) (current, envelope, mean, recentRate float64) {
 	n := int64(len(c.ring))
 	at := func(i int) int64 { return c.ring[(cur-1-int64(i))%n].Load() }
 	var sum int64
 	for i := range span {
 		sum += at(i)
 	}
-	latest, total, peak := sum, sum, sum
+	latest, total, peak, recentSum := sum, sum, sum, sum
 	for i := span; i < closed; i++ {
 		x := at(i)
 		total += x
+		if i < recent {
+			recentSum = total
+		}
 		sum += x - at(i-span)
 		peak = max(peak, sum)
 	}
 	b := c.m.bucket.Seconds()
 	w := float64(span) * b
-	return float64(latest) / w, float64(peak) / w, float64(total) / (float64(closed) * b)
+	return float64(latest) / w, float64(peak) / w, float64(total) / (float64(closed) * b), float64(recentSum) / (float64(recent) * b)
 }
 
 // Run advances the monitor every bucket on clock until ctx ends; returns
@@ -254,20 +260,37 @@ type RateSnapshot struct {
 
 // ModuleRate is one (session, module)'s measured arrival rate in req/s over
 // its Window: Current over the latest window, Envelope the highest window
-// within the horizon (≥ Current), Mean over the horizon.
+// within the horizon (≥ Current), Mean over the horizon. Recent is the rate
+// over the latest RecentSpan: RecentWindows windows (at most the horizon, or
+// what has been measured when that is shorter), long enough for the
+// controller to judge whether a rise is significant (Options.UpSignificance):
+// RecentWindows windows of at least MinWindowArrivals (100) arrivals hold at
+// least 400, whose Poisson noise is at most 5%, half of one window's. 0 in
+// snapshots from before the field.
 type ModuleRate struct {
-	Session  string        `json:"session"`
-	Module   string        `json:"module"`
-	Window   time.Duration `json:"window"`
-	Current  float64       `json:"current"`
-	Envelope float64       `json:"envelope"`
-	Mean     float64       `json:"mean"`
+	Session    string        `json:"session"`
+	Module     string        `json:"module"`
+	Window     time.Duration `json:"window"`
+	Current    float64       `json:"current"`
+	Envelope   float64       `json:"envelope"`
+	Mean       float64       `json:"mean"`
+	Recent     float64       `json:"recent,omitempty"`
+	RecentSpan time.Duration `json:"recent_span,omitempty"`
 }
 
+// RecentWindows is how many windows ModuleRate.Recent spans.
+const RecentWindows = 4
+
 // Scaled returns r with its rates multiplied by f: a module that sees f
-// requests per request of the session's source (cluster.ExpandRates).
+// requests per request of the session's source (cluster.ExpandRates). Its
+// RecentSpan is divided by f: the span over which a Poisson stream at the
+// scaled rate has the scaled count's noise (f·√n for n source arrivals), so
+// the significance of a rise is judged as at the source.
 func (r ModuleRate) Scaled(f float64) ModuleRate {
-	r.Current, r.Envelope, r.Mean = r.Current*f, r.Envelope*f, r.Mean*f
+	r.Current, r.Envelope, r.Mean, r.Recent = r.Current*f, r.Envelope*f, r.Mean*f, r.Recent*f
+	if f > 0 {
+		r.RecentSpan = time.Duration(float64(r.RecentSpan) / f)
+	}
 	return r
 }
 
@@ -288,6 +311,19 @@ func (s RateSnapshot) Current() map[ModuleKey]float64 {
 		out[ModuleKey{r.Session, r.Module}] += r.Current
 	}
 	return out
+}
+
+// Recent returns the rate (req/s) of every key in s over its RecentSpan,
+// and that span (the longest where s lists a key twice).
+func (s RateSnapshot) Recent() (map[ModuleKey]float64, map[ModuleKey]time.Duration) {
+	rate := make(map[ModuleKey]float64, len(s.Rates))
+	span := make(map[ModuleKey]time.Duration, len(s.Rates))
+	for _, r := range s.Rates {
+		k := ModuleKey{r.Session, r.Module}
+		rate[k] += r.Recent
+		span[k] = max(span[k], r.RecentSpan)
+	}
+	return rate, span
 }
 
 // Closed appends to dst the arrivals of the closed buckets after bucket
