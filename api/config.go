@@ -2,6 +2,9 @@ package api
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -149,14 +152,46 @@ func (m *Module) Choices() []Variant {
 // Session is one application: a DAG of modules and an end-to-end latency SLO
 // (paper §III-A). Accuracy, when set, is the end-to-end accuracy target in
 // [0, 1] the planner's choice of variants must meet (the product of the chosen
-// variants' accuracies, docs/variants.md); nil means the most accurate
-// combination.
+// variants' accuracies, or the combination's JointAccuracy where listed,
+// docs/variants.md); nil means the most accurate combination.
 type Session struct {
 	Name     string   `yaml:"name"`
 	SLO      Duration `yaml:"slo"`
 	Accuracy *float64 `yaml:"accuracy,omitempty"`
 	Modules  []Module `yaml:"modules"`
+	// JointAccuracy lists end-to-end accuracies measured for whole variant
+	// combinations (JellyBean's profiles of interactions): where a
+	// combination is listed, its measured accuracy replaces the product of
+	// its variants' accuracies, which over-promises when the modules' errors
+	// are correlated.
+	JointAccuracy []JointAccuracy `yaml:"joint_accuracy,omitempty"`
+	Source        `yaml:",inline"`
+}
+
+// JointAccuracy is one variant combination's measured end-to-end accuracy:
+// Variants names, for every module of the session that lists variants, the
+// variant (model) the combination runs; Accuracy is in [0, 1] (the share of
+// right outputs on the labelled set, `piccolo profile --accuracy --joint`).
+type JointAccuracy struct {
+	Variants map[string]string `yaml:"variants"`
+	Accuracy float64           `yaml:"accuracy"`
 	Source   `yaml:",inline"`
+}
+
+// JointKey returns a canonical key of a variant combination (module →
+// model), for looking up JointAccuracy entries: "module=model" pairs sorted
+// by module, joined by ",".
+func JointKey(variants map[string]string) string {
+	var b strings.Builder
+	for i, mod := range slices.Sorted(maps.Keys(variants)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(mod)
+		b.WriteByte('=')
+		b.WriteString(variants[mod])
+	}
+	return b.String()
 }
 
 // Backend is one statically listed backend instance (membership `static`).

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -231,7 +233,8 @@ var (
 	hardwareKeys = []string{"name", "price"}
 	profileKeys  = []string{"model", "hardware", "accuracy", "entries"}
 	entryKeys    = []string{"batch", "concurrency", "duration"}
-	sessionKeys  = []string{"name", "slo", "accuracy", "modules"}
+	sessionKeys  = []string{"name", "slo", "accuracy", "modules", "joint_accuracy"}
+	jointKeys    = []string{"variants", "accuracy"}
 	moduleKeys   = []string{"name", "model", "variants", "rate", "after", "join", "race"}
 	variantKeys  = []string{"model", "accuracy"}
 	backendKeys  = []string{"id", "address", "hardware", "tls"}
@@ -245,6 +248,7 @@ const (
 	secSession    = "sessions"
 	secModule     = "modules"
 	secVariant    = "variants"
+	secJoint      = "joint_accuracy"
 	secBackend    = "backends"
 	secMembership = "membership"
 )
@@ -610,7 +614,46 @@ func (p *parser) session(n *yaml.Node) {
 			p.module(&s, c, i, path)
 		})
 	})
+	p.field(kv, n, k.with("joint_accuracy"), path, false, "", func(v *yaml.Node) error {
+		return p.items(v, wantJoint, func(_ int, c *yaml.Node) {
+			p.joint(&s, c, i, path)
+		})
+	})
 	p.cfg.Sessions = append(p.cfg.Sessions, s)
+}
+
+const wantJoint = "a list of measured combinations such as [{variants: {det: det-small, rec: rec-small}, accuracy: 0.59}]"
+
+// joint parses one entry of a session's joint_accuracy list.
+func (p *parser) joint(s *Session, n *yaml.Node, i int, spath string) {
+	x := len(s.JointAccuracy)
+	path := fmt.Sprintf("%s.joint_accuracy[%d]", spath, x)
+	kv, ok := p.mapping(n, path, "a measured combination such as {variants: {det: det-small, rec: rec-small}, accuracy: 0.59}")
+	if !ok {
+		return
+	}
+	ja := JointAccuracy{Source: Source{File: p.name, Line: n.Line}}
+	p.checkKeys(kv, path, jointKeys)
+	k := fieldKey{sec: secJoint, i: i, j: x}
+	p.field(kv, n, k.with("variants"), path, true, "a map from each module with variants to the variant run, such as {det: det-small, rec: rec-small}", func(v *yaml.Node) error {
+		if v.Kind != yaml.MappingNode {
+			return fmt.Errorf("want a map from each module with variants to the variant run, such as {det: det-small, rec: rec-small}; got %s", describe(v))
+		}
+		ja.Variants = make(map[string]string, len(v.Content)/2)
+		for c := 0; c+1 < len(v.Content); c += 2 {
+			mod, model := v.Content[c], resolve(v.Content[c+1])
+			if model == nil || model.Kind != yaml.ScalarNode || isNull(model) {
+				return fmt.Errorf("module %s: want a variant's model name; got %s", mod.Value, describe(v.Content[c+1]))
+			}
+			if _, dup := ja.Variants[mod.Value]; dup {
+				return fmt.Errorf("module %s is named twice: name each module once", mod.Value)
+			}
+			ja.Variants[mod.Value] = model.Value
+		}
+		return nil
+	})
+	p.field(kv, n, k.with("accuracy"), path, true, wantAccuracy, decFloat(&ja.Accuracy, wantAccuracy))
+	s.JointAccuracy = append(s.JointAccuracy, ja)
 }
 
 func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
@@ -1077,6 +1120,7 @@ func (v *validator) sessions() {
 		if v.modules(s, i, path) {
 			v.dag(s, i, path)
 		}
+		v.joints(s, i, path)
 	}
 }
 
@@ -1192,6 +1236,61 @@ func (v *validator) variants(m Module, i, j int, mpath string) {
 		case va.Accuracy == 0 && v.c.ModelAccuracy(va.Model) == 0:
 			v.fail(k.with("accuracy"), va.Source, path+".accuracy", "missing: give the variant's accuracy from 0 to 1 such as 0.95, or measure it into its profile with piccolo profile --accuracy")
 		}
+	}
+}
+
+// joints checks session s's joint_accuracy entries: each names every module
+// with variants, and only those, with one of its variants; each accuracy is
+// in [0, 1]; no combination is listed twice.
+func (v *validator) joints(s *Session, i int, spath string) {
+	var withVariants []string
+	models := map[string][]string{}
+	for _, m := range s.Modules {
+		if len(m.Variants) > 0 {
+			withVariants = append(withVariants, m.Name)
+			for _, va := range m.Variants {
+				models[m.Name] = append(models[m.Name], va.Model)
+			}
+		}
+	}
+	seen := map[string]int{}
+	for x, ja := range s.JointAccuracy {
+		k := fieldKey{sec: secJoint, i: i, j: x}
+		path := fmt.Sprintf("%s.joint_accuracy[%d]", spath, x)
+		if math.IsNaN(ja.Accuracy) || ja.Accuracy < 0 || ja.Accuracy > 1 {
+			v.fail(k.with("accuracy"), ja.Source, path+".accuracy", "must be from 0 to 1 (the share of right outputs of the whole session), got %v", ja.Accuracy)
+		}
+		if len(withVariants) == 0 {
+			v.fail(k.with("variants"), ja.Source, path+".variants", "session %s has no module with variants: joint accuracies are for variant combinations", s.Name)
+			continue
+		}
+		ok := true
+		for _, mod := range slices.Sorted(maps.Keys(ja.Variants)) {
+			model := ja.Variants[mod]
+			switch choices, has := models[mod]; {
+			case !has:
+				v.fail(k.with("variants"), ja.Source, path+".variants."+mod, "module %q is not a module of session %s with variants: name each of %s", mod, s.Name, strings.Join(withVariants, ", "))
+				ok = false
+			case !slices.Contains(choices, model):
+				v.fail(k.with("variants"), ja.Source, path+".variants."+mod, "%q is not a variant of module %s: its variants are %s", model, mod, strings.Join(choices, ", "))
+				ok = false
+			}
+		}
+		for _, mod := range withVariants {
+			if _, has := ja.Variants[mod]; !has {
+				v.fail(k.with("variants"), ja.Source, path+".variants", "module %s is missing: a combination names the variant of every module with variants (%s)", mod, strings.Join(withVariants, ", "))
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		key := JointKey(ja.Variants)
+		if x0, dup := seen[key]; dup {
+			v.fail(k.with("variants"), ja.Source, path+".variants", "combination listed twice (joint_accuracy[%d] at %s): list each once", x0, at(s.JointAccuracy[x0].Source, fmt.Sprintf("%s.joint_accuracy[%d]", spath, x0)))
+			continue
+		}
+		seen[key] = x
 	}
 }
 

@@ -30,10 +30,13 @@ type SessionPlan struct {
 	// Accuracy is the session's end-to-end accuracy estimate for the chosen
 	// variants (the product of the modules' accuracies) and AccuracyTarget the
 	// target it had to meet; both are omitted for a session without variants.
-	Accuracy       float64      `json:"accuracy,omitempty"`
-	AccuracyTarget float64      `json:"accuracy_target,omitempty"`
-	Modules        []ModulePlan `json:"modules"`
-	Error          string       `json:"error,omitempty"`
+	Accuracy       float64 `json:"accuracy,omitempty"`
+	AccuracyTarget float64 `json:"accuracy_target,omitempty"`
+	// AccuracyJoint: Accuracy is the combination's measured joint accuracy
+	// (Session.JointAccuracy), not the product.
+	AccuracyJoint bool         `json:"accuracy_joint,omitempty"`
+	Modules       []ModulePlan `json:"modules"`
+	Error         string       `json:"error,omitempty"`
 	// MaxUtilization, when not 0, is the cap this session was planned at
 	// instead of the plan's (the burst check gives each session its own
 	// headroom); 0: the plan's MaxUtilization.

@@ -27,7 +27,11 @@ func (p *Plan) WriteTable(w io.Writer, devices int) {
 		variants := s.AccuracyTarget > 0 // the session chose variants: show them
 		accuracy := ""
 		if variants {
-			accuracy = fmt.Sprintf(", accuracy %.4g (target %.4g)", s.Accuracy, s.AccuracyTarget)
+			how := ""
+			if s.AccuracyJoint {
+				how = " measured jointly"
+			}
+			accuracy = fmt.Sprintf(", accuracy %.4g%s (target %.4g)", s.Accuracy, how, s.AccuracyTarget)
 		}
 		if s.MaxUtilization > 0 { // its own headroom (the burst check's, per session)
 			accuracy += fmt.Sprintf(", max utilization %.2f", s.MaxUtilization)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -279,6 +280,42 @@ func fuseChain(s api.Session, chain fusable) api.Session {
 			m.After = after
 		}
 		out.Modules = append(out.Modules, m)
+	}
+	out.JointAccuracy = fuseJoint(s, chain, name)
+	return out
+}
+
+// fuseJoint returns s's joint accuracies for the session with chain fused
+// into one module called name: each combination's variants of the chain's
+// modules become the fused variant that runs them, and a combination whose
+// fused variant the chain does not offer (no fused profile) is dropped, as
+// the fused module cannot run it.
+func fuseJoint(s api.Session, chain fusable, name string) []api.JointAccuracy {
+	if len(chain.variants) == 0 || len(s.JointAccuracy) == 0 {
+		return s.JointAccuracy // the chain has no variants: no entry names its modules
+	}
+	var out []api.JointAccuracy
+	for _, ja := range s.JointAccuracy {
+		models := make([]string, len(chain.modules))
+		vs := make(map[string]string, len(ja.Variants))
+		for k, v := range ja.Variants {
+			vs[k] = v
+		}
+		for i, n := range chain.modules {
+			if v, ok := ja.Variants[n]; ok {
+				models[i] = v
+				delete(vs, n)
+			} else if j := moduleIndex(s, n); j >= 0 {
+				models[i] = s.Modules[j].Model
+			}
+		}
+		model := strings.Join(models, FusionSep)
+		if !slices.ContainsFunc(chain.variants, func(v api.Variant) bool { return v.Model == model }) {
+			continue
+		}
+		vs[name] = model
+		ja.Variants = vs
+		out = append(out, ja)
 	}
 	return out
 }

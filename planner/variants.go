@@ -94,6 +94,7 @@ type VariantSpace struct {
 	cfg     *api.Config
 	s       *api.Session
 	choices [][]api.Variant
+	acc     *accuracyRule
 	target  float64
 	pol     policy
 }
@@ -108,24 +109,118 @@ func (v *VariantSpace) Modules() int { return len(v.choices) }
 // Combination returns the combination pick (a variant index per module) and
 // whether it reaches the accuracy target.
 func (v *VariantSpace) Combination(pick []int) (Combination, bool) {
-	a := 1.0
-	for i, j := range pick {
-		a *= v.choices[i][j].Accuracy
-	}
+	a := v.acc.of(pick)
 	return Combination{pick: slices.Clone(pick), accuracy: a}, a >= v.target-accuracyEps
 }
 
 // All returns every combination that reaches the target, most accurate
 // first, and true; a partial list and false when there are more than limit.
 func (v *VariantSpace) All(limit int) ([]Combination, bool) {
-	return allCombos(v.choices, v.target, limit)
+	return allCombos(v.acc, v.target, limit)
 }
 
 // Beam returns JellyBean's model selection (§4): modules in reverse
 // topological order, the width partial combinations of least estimated cost
-// kept, each still able to reach the target.
+// kept, each still able to reach the target (by the product of accuracies
+// or a listed joint measurement; the combinations returned carry, and reach
+// the target by, the session's rule).
 func (v *VariantSpace) Beam(width int) []Combination {
-	return beamCombos(v.cfg, v.s, v.choices, v.target, width, v.pol)
+	var out []Combination
+	for _, c := range beamCombos(v.cfg, v.s, v.acc, v.target, width, v.pol) {
+		if c.accuracy = v.acc.of(c.pick); c.accuracy >= v.target-accuracyEps {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// accuracyRule is a session's accuracy of a variant combination: the product
+// of the picked variants' accuracies, or the combination's measured joint
+// accuracy where the session lists one (api.Session.JointAccuracy;
+// JellyBean's profiles of interactions). Read-only once made.
+type accuracyRule struct {
+	choices [][]api.Variant
+	// joint holds the listed combinations as picks (a variant index per
+	// module; modules without variants at 0) with their accuracies.
+	joint []Combination
+	byKey map[string]float64 // fmt.Sprint(pick) → measured accuracy
+}
+
+// newAccuracyRule returns s's rule over choices (s's modules' variants, each
+// with its accuracy). Entries naming a variant not among choices are
+// skipped (the loader refuses them in a config file).
+func newAccuracyRule(s *api.Session, choices [][]api.Variant) *accuracyRule {
+	r := &accuracyRule{choices: choices, byKey: map[string]float64{}}
+	for _, ja := range s.JointAccuracy {
+		pick := make([]int, len(choices))
+		ok := true
+		for i, m := range s.Modules {
+			if len(m.Variants) == 0 {
+				continue
+			}
+			pick[i] = slices.IndexFunc(choices[i], func(v api.Variant) bool { return v.Model == ja.Variants[m.Name] })
+			ok = ok && pick[i] >= 0
+		}
+		if ok {
+			r.joint = append(r.joint, Combination{pick: pick, accuracy: ja.Accuracy})
+			r.byKey[fmt.Sprint(pick)] = ja.Accuracy
+		}
+	}
+	return r
+}
+
+// of returns the accuracy of the combination pick.
+func (r *accuracyRule) of(pick []int) float64 {
+	if a, ok := r.byKey[fmt.Sprint(pick)]; ok {
+		return a
+	}
+	a := 1.0
+	for i, j := range pick {
+		a *= r.choices[i][j].Accuracy
+	}
+	return a
+}
+
+// measured reports whether pick's accuracy is a measured joint one.
+func (r *accuracyRule) measured(pick []int) bool {
+	_, ok := r.byKey[fmt.Sprint(pick)]
+	return ok
+}
+
+// reachable reports whether some combination agreeing with pick on the
+// modules set so far (set[i]) may reach target: the bound on its product
+// (bound: the product so far times the best the other modules can do) does,
+// or a listed combination agreeing with it does.
+func (r *accuracyRule) reachable(pick []int, set []bool, bound, target float64) bool {
+	if bound >= target-accuracyEps {
+		return true
+	}
+	for _, c := range r.joint {
+		if c.accuracy < target-accuracyEps {
+			continue
+		}
+		agrees := true
+		for i, ok := range set {
+			agrees = agrees && (!ok || c.pick[i] == pick[i])
+		}
+		if agrees {
+			return true
+		}
+	}
+	return false
+}
+
+// best returns the most accurate combination's accuracy and pick: each
+// module's most accurate variant, or a listed combination measured above it.
+func (r *accuracyRule) best() (float64, []int) {
+	pick := mostAccurate(r.choices)
+	a := r.of(pick)
+	for _, c := range r.joint {
+		if c.accuracy > a {
+			a, pick = c.accuracy, c.pick
+		}
+	}
+	return a, pick
 }
 
 // The built-in variant searches (BuiltinVariantSearches).
@@ -182,7 +277,6 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 		return planSession(cfg, s, pol)
 	}
 	choices := make([][]api.Variant, len(s.Modules))
-	best := 1.0
 	for i := range s.Modules {
 		choices[i] = slices.Clone(s.Modules[i].Choices())
 		for j := range choices[i] {
@@ -190,21 +284,18 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 				choices[i][j].Accuracy = cfg.ModelAccuracy(choices[i][j].Model)
 			}
 		}
-		top := 0.0
-		for _, v := range choices[i] {
-			top = math.Max(top, v.Accuracy)
-		}
-		best *= top
 	}
+	rule := newAccuracyRule(s, choices)
+	best, bestPick := rule.best()
 	target := best
 	if s.Accuracy != nil {
 		target = *s.Accuracy
 	}
 	if target > best+accuracyEps {
 		return api.SessionPlan{}, fmt.Errorf("session %q: %w: accuracy target %.4g is above the most accurate combination's %.4g (%s)",
-			s.Name, ErrInfeasible, target, best, describeCombo(s, choices, mostAccurate(choices)))
+			s.Name, ErrInfeasible, target, best, describeCombo(s, choices, bestPick))
 	}
-	combos := pol.variants.Combinations(&VariantSpace{cfg: cfg, s: s, choices: choices, target: target, pol: pol})
+	combos := pol.variants.Combinations(&VariantSpace{cfg: cfg, s: s, choices: choices, acc: rule, target: target, pol: pol})
 	var bestPlan api.SessionPlan
 	var bestCombo Combination
 	var errs []error
@@ -223,6 +314,7 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 		}
 		if !found || sp.Cost < bestPlan.Cost-1e-12 || (sp.Cost <= bestPlan.Cost+1e-12 && c.accuracy > bestPlan.Accuracy) {
 			annotate(&sp, s, choices, c, target)
+			sp.AccuracyJoint = rule.measured(c.pick)
 			bestPlan, bestCombo, found = sp, c, true
 			return true
 		}
@@ -234,13 +326,7 @@ func planVariants(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan,
 	// climb: from the best plan, change one module's variant at a time (keeping
 	// the target) while the planned cost drops. The beam ranks by a cost estimate
 	// that ignores latency; this corrects it with the planner's own costs.
-	accOf := func(pick []int) float64 {
-		a := 1.0
-		for i, j := range pick {
-			a *= choices[i][j].Accuracy
-		}
-		return a
-	}
+	accOf := rule.of
 	// move tries from with module i at variant j (and module k at l when k ≥ 0).
 	move := func(from Combination, i, j, k, l int) bool {
 		c := Combination{pick: slices.Clone(from.pick)}
@@ -314,18 +400,27 @@ func annotate(sp *api.SessionPlan, s *api.Session, choices [][]api.Variant, c Co
 	}
 }
 
-// allCombos lists every combination whose accuracy reaches target, most
-// accurate first; false (and a partial list) when there are more than limit.
-func allCombos(choices [][]api.Variant, target float64, limit int) ([]Combination, bool) {
+// allCombos lists every combination whose accuracy (by rule) reaches target,
+// most accurate first; false (and a partial list) when there are more than
+// limit.
+func allCombos(rule *accuracyRule, target float64, limit int) ([]Combination, bool) {
+	choices := rule.choices
 	var out []Combination
 	pick := make([]int, len(choices))
+	set := make([]bool, len(choices))
 	var walk func(i int, acc float64)
 	walk = func(i int, acc float64) {
-		if acc < target-accuracyEps || len(out) > limit {
-			return // accuracies are at most 1: it only falls from here
+		// Accuracies are at most 1: the product only falls from here.
+		for k := range set {
+			set[k] = k < i
+		}
+		if !rule.reachable(pick, set, acc, target) || len(out) > limit {
+			return
 		}
 		if i == len(choices) {
-			out = append(out, Combination{pick: slices.Clone(pick), accuracy: acc})
+			if a := rule.of(pick); a >= target-accuracyEps {
+				out = append(out, Combination{pick: slices.Clone(pick), accuracy: a})
+			}
 			return
 		}
 		for j, v := range choices[i] {
@@ -344,7 +439,8 @@ func allCombos(choices [][]api.Variant, target float64, limit int) ([]Combinatio
 // beamCombos is JellyBean's model selection: modules in reverse topological
 // order, width partial combinations kept by estimated cost, each still able to
 // reach target with the best variants of the modules not yet assigned.
-func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target float64, width int, pol policy) []Combination {
+func beamCombos(cfg *api.Config, s *api.Session, rule *accuracyRule, target float64, width int, pol policy) []Combination {
+	choices := rule.choices
 	order, err := s.TopoOrder()
 	if err != nil {
 		order = make([]int, len(s.Modules))
@@ -378,17 +474,20 @@ func beamCombos(cfg *api.Config, s *api.Session, choices [][]api.Variant, target
 		bound[k] = bound[k+1] * top
 	}
 	beam := []Combination{{pick: make([]int, len(choices)), accuracy: 1}}
+	set := make([]bool, len(choices))
 	for k, i := range order {
 		rate := s.Modules[i].Rate
+		set[i] = true
 		var next []Combination
 		for _, c := range beam {
 			for j, v := range choices[i] {
 				acc := c.accuracy * v.Accuracy
-				if acc*bound[k+1] < target-accuracyEps {
+				n := Combination{pick: slices.Clone(c.pick), accuracy: acc}
+				n.pick[i] = j
+				if !rule.reachable(n.pick, set, acc*bound[k+1], target) {
 					continue
 				}
-				n := Combination{pick: slices.Clone(c.pick), accuracy: acc, estimate: c.estimate + estimateCost(cfg, v.Model, rate, budget, pol)}
-				n.pick[i] = j
+				n.estimate = c.estimate + estimateCost(cfg, v.Model, rate, budget, pol)
 				next = append(next, n)
 			}
 		}

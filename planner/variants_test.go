@@ -163,7 +163,7 @@ func TestVariantClimbBeyondAll(t *testing.T) {
 		}
 		target := best * 0.8
 		s.Accuracy = &target
-		list, _ := allCombos(choices, target, math.MaxInt)
+		list, _ := allCombos(newAccuracyRule(s, choices), target, math.MaxInt)
 		combos := len(list)
 		if combos <= MaxCombinations {
 			continue
@@ -187,5 +187,53 @@ func TestVariantClimbBeyondAll(t *testing.T) {
 	}
 	if tried == 0 {
 		t.Fatal("no workload with more than MaxCombinations combinations")
+	}
+}
+
+// TestJointAccuracyReplacesProduct: a combination's measured joint accuracy
+// replaces the product of its variants' accuracies, both ways. At target
+// 0.80 the product of det-s and rec-s (0.837) reaches it; measured jointly at
+// 0.78 it does not, and every search picks det-s with rec-l (0.873) instead.
+// At target 0.95 only both large variants reach it by the product (0.9506);
+// det-l with rec-s measured jointly at 0.955 is cheaper and is picked. The
+// plan says its accuracy is the measured one.
+func TestJointAccuracyReplacesProduct(t *testing.T) {
+	for _, tc := range []struct {
+		accuracy, joint string
+		det, rec        string
+		acc             float64
+		measured        bool
+	}{
+		{"accuracy: 0.80", "", "det-s", "rec-s", 0.837, false},
+		{"accuracy: 0.80", "{variants: {det: det-s, rec: rec-s}, accuracy: 0.78}", "det-s", "rec-l", 0.873, false},
+		{"accuracy: 0.95", "", "det-l", "rec-l", 0.9506, false},
+		{"accuracy: 0.95", "{variants: {rec: rec-s, det: det-l}, accuracy: 0.955}", "det-l", "rec-s", 0.955, true},
+	} {
+		accuracy := tc.accuracy
+		if tc.joint != "" {
+			accuracy += "\n    joint_accuracy: [" + tc.joint + "]"
+		}
+		cfg := loadVariants(t, accuracy)
+		for _, o := range []Options{{VariantSearch: "climb"}, {VariantSearch: "beam"}, {VariantSearch: "all"}, {Policy: "optimal"}} {
+			p, err := Plan(cfg, o)
+			if err != nil {
+				t.Fatalf("%s %s %+v: %v", tc.accuracy, tc.joint, o, err)
+			}
+			sp := p.Sessions[0]
+			got := map[string]string{}
+			for _, m := range sp.Modules {
+				got[m.Name] = m.Variant
+			}
+			if got["det"] != tc.det || got["rec"] != tc.rec || math.Abs(sp.Accuracy-tc.acc) > 1e-3 || sp.AccuracyJoint != tc.measured {
+				t.Errorf("%s, joint %q, %+v: chose det %s, rec %s at accuracy %.4g (joint %v); want %s, %s at %.4g (joint %v)",
+					tc.accuracy, tc.joint, o, got["det"], got["rec"], sp.Accuracy, sp.AccuracyJoint, tc.det, tc.rec, tc.acc, tc.measured)
+			}
+		}
+	}
+	// The most accurate combination is by the same rule: a target above a
+	// joint measurement of both large variants is infeasible, named with it.
+	cfg := loadVariants(t, "accuracy: 0.95\n    joint_accuracy: [{variants: {det: det-l, rec: rec-l}, accuracy: 0.93}]")
+	if _, err := Plan(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "above the most accurate combination's 0.93") {
+		t.Errorf("target 0.95 over a best combination measured at 0.93: %v; want infeasible, naming 0.93", err)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/backends"
 )
@@ -179,17 +182,7 @@ func SetAccuracy(doc []byte, model, hardware string, accuracy float64) ([]byte, 
 	if err := yaml.Unmarshal(doc, &root); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadOptions, err)
 	}
-	value := func(m *yaml.Node, key string) *yaml.Node {
-		if m == nil || m.Kind != yaml.MappingNode {
-			return nil
-		}
-		for i := 0; i+1 < len(m.Content); i += 2 {
-			if m.Content[i].Value == key {
-				return m.Content[i+1]
-			}
-		}
-		return nil
-	}
+	value := yamlValue
 	if len(root.Content) == 0 {
 		return nil, fmt.Errorf("%w: the file is empty", ErrBadOptions)
 	}
@@ -234,6 +227,105 @@ func SetAccuracy(doc []byte, model, hardware string, accuracy float64) ([]byte, 
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// ParseJoint parses --joint's MODULE=VARIANT,... into a map. Errors name the
+// malformed pair and what is allowed.
+func ParseJoint(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		mod, model, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || mod == "" || model == "" {
+			return nil, fmt.Errorf("%w: --joint %q: want MODULE=VARIANT pairs separated by commas, such as det=ocr-det-320,rec=ocr-rec-w240", ErrBadOptions, pair)
+		}
+		if _, dup := out[mod]; dup {
+			return nil, fmt.Errorf("%w: --joint: module %s named twice: name each module once", ErrBadOptions, mod)
+		}
+		out[mod] = model
+	}
+	return out, nil
+}
+
+// SetJointAccuracy writes accuracy as the joint accuracy of the variant
+// combination variants (module → model) into session of the config YAML doc
+// (its joint_accuracy list: the entry for the same combination is replaced,
+// else one is added) and returns the new document; comments and the other
+// content are kept. It fails when doc has no such session; the loader checks
+// the combination against the session's modules when the config is loaded
+// (the file may hold the session without the profiles it needs).
+func SetJointAccuracy(doc []byte, session string, variants map[string]string, accuracy float64) ([]byte, error) {
+	if !(accuracy >= 0 && accuracy <= 1) {
+		return nil, fmt.Errorf("%w: accuracy %v: want 0 to 1", ErrBadOptions, accuracy)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadOptions, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, fmt.Errorf("%w: the file is empty", ErrBadOptions)
+	}
+	var s *yaml.Node
+	if sessions := yamlValue(root.Content[0], "sessions"); sessions != nil {
+		for _, n := range sessions.Content {
+			if name := yamlValue(n, "name"); name != nil && name.Value == session {
+				s = n
+			}
+		}
+	}
+	if s == nil {
+		return nil, fmt.Errorf("%w: no session %s in the file: --model names the session served", ErrBadOptions, session)
+	}
+	want := api.JointKey(variants)
+	entry := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	vs := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	for _, mod := range slices.Sorted(maps.Keys(variants)) {
+		vs.Content = append(vs.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: mod}, &yaml.Node{Kind: yaml.ScalarNode, Value: variants[mod]})
+	}
+	entry.Content = []*yaml.Node{
+		{Kind: yaml.ScalarNode, Value: "variants"}, vs,
+		{Kind: yaml.ScalarNode, Value: "accuracy"}, {Kind: yaml.ScalarNode, Tag: "!!float", Value: fmt.Sprintf("%.4g", accuracy)},
+	}
+	list := yamlValue(s, "joint_accuracy")
+	if list == nil {
+		list = &yaml.Node{Kind: yaml.SequenceNode}
+		s.Content = append(s.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "joint_accuracy"}, list)
+	}
+	replaced := false
+	for i, e := range list.Content {
+		var got struct {
+			Variants map[string]string `yaml:"variants"`
+		}
+		if e.Decode(&got) == nil && api.JointKey(got.Variants) == want {
+			list.Content[i], replaced = entry, true
+		}
+	}
+	if !replaced {
+		list.Content = append(list.Content, entry)
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&root); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// yamlValue returns the value of key in the mapping m; nil when m is not a
+// mapping or has no such key.
+func yamlValue(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // WordAccuracy compares the recognized words with the expected ones, both in

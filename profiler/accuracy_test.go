@@ -119,3 +119,43 @@ func TestWordAccuracy(t *testing.T) {
 		}
 	}
 }
+
+// TestSetJointAccuracy: a measured accuracy written as a variant
+// combination's joint accuracy is added to the session, then replaced for the
+// same combination, keeping comments; the loader gives it to the planner's
+// rule. A session not in the file, and malformed --joint pairs, are errors.
+func TestSetJointAccuracy(t *testing.T) {
+	const doc = "# measured\nhardware:\n  - {name: cpu, price: 1}\nprofiles:\n" +
+		"  - {model: big, hardware: cpu, entries: [{batch: 1, duration: 5ms}]}\n" +
+		"  - {model: small, hardware: cpu, entries: [{batch: 1, duration: 2ms}]}\n" +
+		"sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, variants: [{model: big, accuracy: 0.9}, {model: small, accuracy: 0.8}]}\n"
+	combo, err := ParseJoint("a=small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := SetJointAccuracy([]byte(doc), "s", combo, 0.7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err = SetJointAccuracy(out, "s", combo, 0.75); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "# measured") {
+		t.Errorf("the comment was lost:\n%s", out)
+	}
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "p.yaml", Data: out})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if js := cfg.Sessions[0].JointAccuracy; len(js) != 1 || js[0].Variants["a"] != "small" || js[0].Accuracy != 0.75 {
+		t.Errorf("joint accuracies %+v; want one, a=small at 0.75 (the second write replacing the first)", js)
+	}
+	if _, err := SetJointAccuracy([]byte(doc), "t", combo, 0.7); !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "no session t in the file") {
+		t.Errorf("unknown session: %v", err)
+	}
+	for _, bad := range []string{"a", "a=", "=small", "a=small,a=big"} {
+		if _, err := ParseJoint(bad); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("--joint %q: %v; want an error", bad, err)
+		}
+	}
+}

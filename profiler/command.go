@@ -26,6 +26,7 @@ type CommandOptions struct {
 	AccuracyDir  string // --accuracy: images and LabelsFile
 	ProfileFile  string // --profile-file: write the accuracy into this config file
 	Variant      string // --variant: the model whose profile gets it ("": Model)
+	Joint        string // --joint: MODULE=VARIANT,...: write a joint accuracy of session Model instead
 	OutputTensor string // --output-name: the BYTES output holding the text read
 
 	Stdout, Stderr io.Writer // the YAML (or the accuracy line); the table
@@ -98,7 +99,25 @@ func (o CommandOptions) accuracy(ctx context.Context) error {
 	fmt.Fprintf(o.Stdout, "%s on %s: word accuracy %d/%d = %.4g, images read exactly %d/%d\n",
 		o.Model, o.AccuracyDir, res.Matched, res.Words, res.Accuracy(), res.ExactImages, res.Images)
 	if o.ProfileFile == "" {
+		if o.Joint != "" {
+			return fmt.Errorf("--joint: give --profile-file, the config file whose session %s gets the joint accuracy", o.Model)
+		}
 		return nil
+	}
+	if o.Joint != "" {
+		combo, err := ParseJoint(o.Joint)
+		if err != nil {
+			return err
+		}
+		doc, err := os.ReadFile(o.ProfileFile)
+		if err != nil {
+			return fmt.Errorf("--profile-file: %w", err)
+		}
+		out, err := SetJointAccuracy(doc, o.Model, combo, res.Accuracy())
+		if err != nil {
+			return fmt.Errorf("--profile-file %s: %w", o.ProfileFile, err)
+		}
+		return writeAtomic(o.ProfileFile, func(f *os.File) error { _, err := f.Write(out); return err })
 	}
 	variant := o.Variant
 	if variant == "" {

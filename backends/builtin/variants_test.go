@@ -3,6 +3,7 @@ package builtin_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -50,6 +51,22 @@ func TestOCRVariantsHardSet(t *testing.T) {
 			}
 		}
 	}
+	// The joint accuracies configs/ocr-variants.yaml plans with are these
+	// measurements (± 3 words: ONNX Runtime's threading may move a word).
+	cfg, err := api.Load("../../configs/ocr.yaml", "../../configs/ocr-variants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Sessions[len(cfg.Sessions)-1]
+	if len(s.JointAccuracy) != 6 {
+		t.Errorf("configs/ocr-variants.yaml lists %d joint accuracies; want the 6 combinations of its variants", len(s.JointAccuracy))
+	}
+	for _, ja := range s.JointAccuracy {
+		c := [2]string{ja.Variants["det"], ja.Variants["rec"]}
+		if math.Abs(ja.Accuracy-acc[c])*hardSetWords > 3 {
+			t.Errorf("configs/ocr-variants.yaml: %s + %s joint accuracy %.3f; measured %.3f here", c[0], c[1], ja.Accuracy, acc[c])
+		}
+	}
 	if a, full := acc[[2]string{builtin.OCRDet320, builtin.OCRRec}], acc[[2]string{builtin.OCRDet, builtin.OCRRec}]; !(a < full) {
 		t.Errorf("%s reads %.1f%%, not less than %s's %.1f%%: the hard set does not tell them apart", builtin.OCRDet320, 100*a, builtin.OCRDet, 100*full)
 	}
@@ -62,7 +79,9 @@ func TestOCRVariantsHardSet(t *testing.T) {
 // hard set per distinct detector chosen.
 func TestOCRVariantTargetsMet(t *testing.T) {
 	ocrtest.RequireModels(t)
-	targets := []float64{0.75, 0.80, 0.90, 0.95, 0} // 0: no target, the most accurate
+	// 0.65: the product of det-320 and rec-w240 (0.663) reaches it, their
+	// joint measurement (0.594, configs/ocr-variants.yaml) does not.
+	targets := []float64{0.65, 0.75, 0.80, 0.90, 0.95, 0} // 0: no target, the most accurate
 	chosen := make([][2]string, len(targets))
 	for i, target := range targets {
 		cfg, err := api.Load("../../configs/ocr.yaml", "../../configs/ocr-variants.yaml")

@@ -74,6 +74,7 @@ stderr is not a terminal. A model that was not loaded is unloaded at the end.`,
 	f.StringVar(&o.ProfileFile, "profile-file", "", "with --accuracy: write the accuracy into this config file's profiles of --variant (on --hardware, when given)")
 	f.StringVar(&o.Variant, "variant", "", "with --accuracy: the model whose profile gets the accuracy (default --model)")
 	f.StringVar(&o.OutputTensor, "output-name", "text", "with --accuracy: the BYTES output holding the text read")
+	f.StringVar(&o.Joint, "joint", "", "with --accuracy and --profile-file: the variant combination the session --model is serving, as MODULE=VARIANT,... for every module with variants; the accuracy is written as that combination's joint_accuracy in the file's session --model (docs/variants.md)")
 	_ = cmd.MarkFlagRequired("target")
 	_ = cmd.MarkFlagRequired("model")
 	return cmd

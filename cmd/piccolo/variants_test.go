@@ -94,6 +94,35 @@ func TestOCRVariantsThroughGateway(t *testing.T) {
 		t.Errorf("ocr-det's profile accuracy %v after --profile-file; want %d/170", a, matched)
 	}
 
+	// The same measurement as the combination's joint accuracy, into the
+	// session's joint_accuracy (replacing the entry the file has for it).
+	out, err = run(t, "profile", "--accuracy", set, "--target", addr, "--model", "ocr-variants",
+		"--profile-file", best, "--joint", "det=ocr-det,rec=ocr-rec")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	m = regexp.MustCompile(`word accuracy (\d+)/(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no word accuracy in %q", out)
+	}
+	joint, _ := strconv.Atoi(m[1])
+	if got, err = api.Load(ocrConfig, best); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := got.Session("ocr-variants")
+	n := 0
+	for _, ja := range js.JointAccuracy {
+		if ja.Variants["det"] == "ocr-det" && ja.Variants["rec"] == "ocr-rec" {
+			n++
+			if math.Abs(ja.Accuracy-float64(joint)/170) > 1e-4 {
+				t.Errorf("joint accuracy of ocr-det + ocr-rec %v after --joint; want %d/170", ja.Accuracy, joint)
+			}
+		}
+	}
+	if n != 1 || len(js.JointAccuracy) != 6 {
+		t.Errorf("after --joint: %d entries for ocr-det + ocr-rec among %d; want it replaced, one among 6", n, len(js.JointAccuracy))
+	}
+
 	// Under load: the hard set at the session's 2 images/s, open loop, through
 	// the variants the plan chose.
 	sess, _ := cfg.Session("ocr-variants")
