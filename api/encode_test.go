@@ -22,6 +22,12 @@ func stripSources(c *api.Config) {
 		c.Sessions[i].Source = api.Source{}
 		for j := range c.Sessions[i].Modules {
 			c.Sessions[i].Modules[j].Source = api.Source{}
+			for k := range c.Sessions[i].Modules[j].Variants {
+				c.Sessions[i].Modules[j].Variants[k].Source = api.Source{}
+			}
+		}
+		for j := range c.Sessions[i].JointAccuracy {
+			c.Sessions[i].JointAccuracy[j].Source = api.Source{}
 		}
 	}
 	for i := range c.Backends {
@@ -36,6 +42,7 @@ func TestEncodeYAMLRoundTrip(t *testing.T) {
 		{"../configs/paper/profiles.yaml", "../configs/paper/sessions.yaml"},
 		{"../configs/demo/paper-gpus.yaml"},
 		{"../configs/ocr.yaml"},
+		{"../configs/ocr.yaml", "../configs/ocr-variants.yaml"}, // variants and joint accuracies
 	} {
 		cfg, err := api.Load(files...)
 		if err != nil {
