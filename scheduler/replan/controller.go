@@ -894,15 +894,19 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	c.lastPlan = now
 	clear(c.upSince)
 	clear(c.downFrom)
-	if cause.cause == CauseRate && c.placed != nil && c.short.Missing() == 0 && short.Missing() > 0 {
-		// A rate rise the pool cannot hold: machines sharing devices miss
-		// their deadlines (504) where the plan that fits refuses the excess
-		// at admission (429). Keep it (docs/calibration.md, "Drift
-		// re-planning").
+	if keepsFit(cause.cause) && c.placed != nil && c.short.Missing() == 0 && short.Missing() > 0 {
+		// A rate rise, or devices measured slower, that the pool cannot
+		// hold, where the planner found no plan that fits: machines sharing
+		// devices miss their deadlines (504) where the plan that fits
+		// refuses the excess at admission (429), reading the measured pace.
+		// Keep it (docs/calibration.md, "Drift re-planning"). A drift so
+		// kept is judged again after DriftHold, on what is measured then.
 		c.retry = nil
-		c.planned = r.Rates // judged against the rise from now on: no re-plan every SustainUp
+		if cause.cause == CauseRate {
+			c.planned = r.Rates // judged against the rise from now on: no re-plan every SustainUp
+		}
 		c.same++
-		log.Debug("rate re-plan needs more devices than the pool has; keeping the plan that fits", zap.Int("devices_missing", short.Missing()))
+		log.Debug("re-plan needs more devices than the pool has; keeping the plan that fits", zap.String("cause", cause.cause), zap.Int("devices_missing", short.Missing()))
 		c.publishStatus(measured, "")
 		return
 	}
@@ -935,6 +939,14 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 	st := *c.status.Load()
 	st.Last = r
 	c.status.Store(&st)
+}
+
+// keepsFit reports whether a re-plan of cause is kept back when it needs
+// more devices than the pool has and the plan served fits: a measured rate
+// or measured durations, not an operator's change (config, manual), the
+// pool's (membership) or the first plan.
+func keepsFit(cause string) bool {
+	return cause == CauseRate || cause == CauseDrift || cause == CauseColocation
 }
 
 // sharesDevice reports whether placed puts two models on one backend.

@@ -246,3 +246,39 @@ func TestControllerSlowerDriftIsNotHiddenByAFasterOne(t *testing.T) {
 			causes(h.published), st.Unchanged)
 	}
 }
+
+// TestControllerDriftBeyondPoolKeepsPlanThatFits: devices measured 3× slower
+// than profiled, on a pool whose one device carries the plan, make a drift
+// re-plan that needs two: it is not published while the served plan fits
+// (admission refuses what the device cannot finish in time, reading the
+// measured pace), as a rate rise beyond the pool is not. Found with the demo
+// under a closed loop of 16 connections: the drift re-plans at the
+// measured rates of the refused requests' retries published plans of
+// 1,006–2,977 cost units on three CPU devices.
+func TestControllerDriftBeyondPoolKeepsPlanThatFits(t *testing.T) {
+	est, err := calibrate.New(calibrate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, controlConfig(400, time.Second), []placement.Member{{ID: "gpu-0", Hardware: "v100"}}, Options{Calibration: est, DriftHold: 2 * time.Second})
+	if h.c.Status().Last.Shortfall.Missing() != 0 {
+		t.Fatalf("the initial plan misses devices; the test needs one that fits")
+	}
+	g := h.last().Plan.Sessions[0].Modules[0].Configs[0]
+	slow := 3 * time.Duration(g.DurationMs*float64(time.Millisecond))
+	for range 20 {
+		est.Observe("m", "v100", "gpu-0", g.Batch, g.Concurrency, slow, h.now)
+		h.run(1, noisy(400))
+	}
+	if len(h.published) != 1 {
+		t.Fatalf("published %v; want the initial plan only (the drift plan needs more than the one device)", causes(h.published))
+	}
+	if h.c.Status().Unchanged == 0 {
+		t.Error("the drift re-plan kept back is not counted as unchanged")
+	}
+	h.c.SetConfig(controlConfig(300, time.Second))
+	h.run(1, noisy(300))
+	if h.last().Cause != CauseConfig {
+		t.Errorf("published %v; want a config change to be published", causes(h.published))
+	}
+}
