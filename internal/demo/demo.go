@@ -97,6 +97,13 @@ type Options struct {
 	Out, Log io.Writer
 }
 
+// ShortType is a hardware type the plan needs more devices of (Needed) than
+// the demo started (Started).
+type ShortType struct {
+	Hardware        string
+	Needed, Started int
+}
+
 // Result is what a run measured, per session.
 type Result struct {
 	Sessions []SessionResult
@@ -107,6 +114,10 @@ type Result struct {
 	PlanCost          float64
 	Devices, Backends int
 	Spares            int // of Backends, the idle spares (simSpares)
+	// Short are the hardware types whose placed plan needs more devices
+	// than the demo started (MaxBackendsPerType, spares included): the
+	// gateway fits the plan to the pool and refuses the rest.
+	Short []ShortType
 	// Spread is, of Backends, the one-lane CPU devices started beyond
 	// those the plan packs onto, for the gateway to spread the plan's
 	// fractions over (oneLaneDevices).
@@ -390,6 +401,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	need := placement.DevicesByHardware(placed)
 	logf(o.Log, "placed on %d device(s) for a plan of cost %.3g: %s", devices, plan.TotalCost, needString(need))
 	spares, spread := 0, 0
+	var short []ShortType
 	count := map[string]int{} // backends to run, by hardware type
 	for _, hw := range sortedKeys(need) {
 		n := min(need[hw], o.MaxBackendsPerType)
@@ -402,6 +414,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			n, spread = n+k, spread+k
 		}
 		count[hw] = max(n, started[hw])
+		if need[hw] > count[hw] {
+			short = append(short, ShortType{Hardware: hw, Needed: need[hw], Started: count[hw]})
+			logf(o.Log, "warning: the plan needs %d %s devices; the demo started %d of them (--max-backends %d, spares included): the gateway fits the plan to them and refuses the rest", need[hw], hw, count[hw], o.MaxBackendsPerType)
+		}
 	}
 	// The host's cores as the gateway will place the plan on these backends
 	// (placement.Place, Static: the fractions spread over one-lane devices).
@@ -483,7 +499,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	url := "http://" + httpAddr
 	logf(o.Log, "gateway ready: HTTP %s, gRPC %s; loading every session for %s", url, grpcAddr, o.Duration)
 
-	res := &Result{PlanCost: plan.TotalCost, Devices: devices, Backends: len(backends), Spares: spares, Spread: spread, Host: host,
+	res := &Result{PlanCost: plan.TotalCost, Devices: devices, Backends: len(backends), Spares: spares, Spread: spread, Short: short, Host: host,
 		HostModels: hostRows, CalibrationFile: calFile}
 	// The CPU each process uses over the load; the sim backends as one.
 	names, pids := []string{"gateway", "load generator"}, []int{gw.cmd.Process.Pid, os.Getpid()}
@@ -721,6 +737,9 @@ func sessionRate(s *api.Session) float64 {
 
 func writeReport(w io.Writer, res *Result) {
 	fmt.Fprintf(w, "plan: cost %.3g (fractional machines) on %d devices once placed; %d backend processes (%d idle spares, %d one-lane CPU devices to spread over)\n", res.PlanCost, res.Devices, res.Backends, res.Spares, res.Spread)
+	for _, st := range res.Short {
+		fmt.Fprintf(w, "plan: needs %d %s devices, %d started (--max-backends): the gateway fits the plan to them and refuses the rest\n", st.Needed, st.Hardware, st.Started)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tRATE\tSENT\tOK\tTHROUGHPUT\tP50\tP99\tSLO\tSLO ATTAINMENT\tPLAN COST\tCHARGED SIM / LIVE\tROUND-ROBIN BASELINE CHARGED")
 	for _, s := range res.Sessions {

@@ -155,3 +155,19 @@ func TestReportNamesTheDoor(t *testing.T) {
 		t.Errorf("report with none shed names the door:\n%s", b.String())
 	}
 }
+
+// TestReportNamesAShortPool: a hardware type the plan needs more devices of
+// than the demo started is said under the plan line (the gateway fits the
+// plan to the pool and refuses the rest); a pool that holds the plan, no line.
+func TestReportNamesAShortPool(t *testing.T) {
+	var b strings.Builder
+	writeReport(&b, &Result{Short: []ShortType{{Hardware: "v100", Needed: 10, Started: 8}}})
+	if !strings.Contains(b.String(), "plan: needs 10 v100 devices, 8 started (--max-backends): the gateway fits the plan to them and refuses the rest") {
+		t.Errorf("report with v100 short:\n%s\nwant the short type's line", b.String())
+	}
+	b.Reset()
+	writeReport(&b, &Result{})
+	if strings.Contains(b.String(), "started (--max-backends)") {
+		t.Errorf("report with the pool holding the plan names a short type:\n%s", b.String())
+	}
+}
