@@ -178,14 +178,11 @@ func SetAccuracy(doc []byte, model, hardware string, accuracy float64) ([]byte, 
 	if !(accuracy >= 0 && accuracy <= 1) {
 		return nil, fmt.Errorf("%w: accuracy %v: want 0 to 1", ErrBadOptions, accuracy)
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(doc, &root); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadOptions, err)
+	root, err := parseYAML(doc)
+	if err != nil {
+		return nil, err
 	}
 	value := yamlValue
-	if len(root.Content) == 0 {
-		return nil, fmt.Errorf("%w: the file is empty", ErrBadOptions)
-	}
 	set := 0
 	if profiles := value(root.Content[0], "profiles"); profiles != nil {
 		for _, p := range profiles.Content {
@@ -217,16 +214,7 @@ func SetAccuracy(doc []byte, model, hardware string, accuracy float64) ([]byte, 
 		}
 		return nil, fmt.Errorf("%w: no profile of model %s%s in the file: profile its durations first", ErrBadOptions, model, on)
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&root); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return encodeYAML(&root)
 }
 
 // ParseJoint parses --joint's MODULE=VARIANT,... into a map. Errors name the
@@ -257,12 +245,9 @@ func SetJointAccuracy(doc []byte, session string, variants map[string]string, ac
 	if !(accuracy >= 0 && accuracy <= 1) {
 		return nil, fmt.Errorf("%w: accuracy %v: want 0 to 1", ErrBadOptions, accuracy)
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(doc, &root); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadOptions, err)
-	}
-	if len(root.Content) == 0 {
-		return nil, fmt.Errorf("%w: the file is empty", ErrBadOptions)
+	root, err := parseYAML(doc)
+	if err != nil {
+		return nil, err
 	}
 	var s *yaml.Node
 	if sessions := yamlValue(root.Content[0], "sessions"); sessions != nil {
@@ -302,10 +287,28 @@ func SetJointAccuracy(doc []byte, session string, variants map[string]string, ac
 	if !replaced {
 		list.Content = append(list.Content, entry)
 	}
+	return encodeYAML(&root)
+}
+
+// parseYAML parses a config file's YAML doc into its node tree, keeping
+// comments; an empty or malformed document is ErrBadOptions.
+func parseYAML(doc []byte) (yaml.Node, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return root, fmt.Errorf("%w: %v", ErrBadOptions, err)
+	}
+	if len(root.Content) == 0 {
+		return root, fmt.Errorf("%w: the file is empty", ErrBadOptions)
+	}
+	return root, nil
+}
+
+// encodeYAML writes root back as YAML with the loader's two-space indent.
+func encodeYAML(root *yaml.Node) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(&root); err != nil {
+	if err := enc.Encode(root); err != nil {
 		return nil, err
 	}
 	if err := enc.Close(); err != nil {

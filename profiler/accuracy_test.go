@@ -76,13 +76,7 @@ func TestMeasureAccuracy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(out), "# measured") {
-		t.Errorf("the comment was lost:\n%s", out)
-	}
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "p.yaml", Data: out})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	cfg := loadWritten(t, out)
 	if got := cfg.Sessions[0].Modules[0].Variants[0].Accuracy; got < 0.714 || got > 0.715 {
 		t.Errorf("variant accuracy %v; want 5/7 from its profile", got)
 	}
@@ -140,13 +134,7 @@ func TestSetJointAccuracy(t *testing.T) {
 	if out, err = SetJointAccuracy(out, "s", combo, 0.75); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(out), "# measured") {
-		t.Errorf("the comment was lost:\n%s", out)
-	}
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "p.yaml", Data: out})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	cfg := loadWritten(t, out)
 	if js := cfg.Sessions[0].JointAccuracy; len(js) != 1 || js[0].Variants["a"] != "small" || js[0].Accuracy != 0.75 {
 		t.Errorf("joint accuracies %+v; want one, a=small at 0.75 (the second write replacing the first)", js)
 	}
@@ -158,4 +146,18 @@ func TestSetJointAccuracy(t *testing.T) {
 			t.Errorf("--joint %q: %v; want an error", bad, err)
 		}
 	}
+}
+
+// loadWritten loads a config file the profiler wrote, whose first line was
+// the comment "# measured": the comment must be kept and the file must load.
+func loadWritten(t *testing.T, out []byte) *api.Config {
+	t.Helper()
+	if !strings.Contains(string(out), "# measured") {
+		t.Errorf("the comment was lost:\n%s", out)
+	}
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "p.yaml", Data: out})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return cfg
 }
