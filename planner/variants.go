@@ -210,11 +210,44 @@ func (r *accuracyRule) reachable(pick []int, set []bool, bound, target float64) 
 	return false
 }
 
-// best returns the most accurate combination's accuracy and pick: each
-// module's most accurate variant, or a listed combination measured above it.
+// best returns the most accurate combination's accuracy and pick by the
+// rule. Without joint measurements it is each module's most accurate
+// variant. With them, a listed combination may be measured above or below
+// its product, so every combination is scored when there are at most
+// bestExact of them; beyond, the better of the most accurate variants and
+// the listed combinations (an unlisted combination whose product beats a
+// listed one measured low is then missed).
 func (r *accuracyRule) best() (float64, []int) {
 	pick := mostAccurate(r.choices)
 	a := r.of(pick)
+	if len(r.joint) == 0 {
+		return a, pick
+	}
+	n := 1
+	for _, vs := range r.choices {
+		n *= len(vs)
+		if n > bestExact {
+			break
+		}
+	}
+	if n <= bestExact {
+		cur := make([]int, len(r.choices))
+		var walk func(i int)
+		walk = func(i int) {
+			if i == len(cur) {
+				if x := r.of(cur); x > a+accuracyEps {
+					a, pick = x, slices.Clone(cur)
+				}
+				return
+			}
+			for j := range r.choices[i] {
+				cur[i] = j
+				walk(i + 1)
+			}
+		}
+		walk(0)
+		return a, pick
+	}
 	for _, c := range r.joint {
 		if c.accuracy > a {
 			a, pick = c.accuracy, c.pick
@@ -222,6 +255,9 @@ func (r *accuracyRule) best() (float64, []int) {
 	}
 	return a, pick
 }
+
+// bestExact is how many combinations accuracyRule.best scores one by one.
+const bestExact = 4096
 
 // The built-in variant searches (BuiltinVariantSearches).
 var (

@@ -231,9 +231,19 @@ func TestJointAccuracyReplacesProduct(t *testing.T) {
 		}
 	}
 	// The most accurate combination is by the same rule: a target above a
-	// joint measurement of both large variants is infeasible, named with it.
+	// joint measurement of both large variants is infeasible, named with
+	// it; measured at 0.90, det-l with rec-s (0.9114 by the product) is the
+	// most accurate, and a session without a target gets it.
 	cfg := loadVariants(t, "accuracy: 0.95\n    joint_accuracy: [{variants: {det: det-l, rec: rec-l}, accuracy: 0.93}]")
 	if _, err := Plan(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "above the most accurate combination's 0.93") {
 		t.Errorf("target 0.95 over a best combination measured at 0.93: %v; want infeasible, naming 0.93", err)
+	}
+	cfg = loadVariants(t, "joint_accuracy: [{variants: {det: det-l, rec: rec-l}, accuracy: 0.90}]")
+	p, err := Plan(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp := p.Sessions[0]; math.Abs(sp.AccuracyTarget-0.9114) > 1e-3 || math.Abs(sp.Accuracy-0.9114) > 1e-3 {
+		t.Errorf("no target, both large measured at 0.90: target %.4g, accuracy %.4g; want det-l with rec-s's 0.9114 for both", sp.AccuracyTarget, sp.Accuracy)
 	}
 }
