@@ -171,9 +171,11 @@ type SessionResult struct {
 	OCR             *OCRAccuracy // for an OCR session: the test images read back
 	// For a session with model variants (docs/variants.md): the variant the
 	// plan chose for each such module ("det ocr-det-480"), the accuracy target
-	// it planned for and the plan's estimate (the product of the variants').
+	// it planned for and the plan's estimate (the product of the variants',
+	// or, AccuracyJoint, the combination's measured joint accuracy).
 	Variants                 []string
 	AccuracyTarget, Accuracy float64
+	AccuracyJoint            bool
 	// Refusals is what the gateway measured of the session: its admission
 	// refusals and its modules' durations against the plan's (nil: unread).
 	Refusals *Refusals
@@ -517,7 +519,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for _, sp := range plan.Sessions {
 		s, _ := cfg.Session(sp.Name)
 		r := SessionResult{Name: sp.Name, PlanCost: sp.Cost, BaselineCost: math.NaN(), NotPlannedError: sp.Error,
-			AccuracyTarget: sp.AccuracyTarget, Accuracy: sp.Accuracy}
+			AccuracyTarget: sp.AccuracyTarget, Accuracy: sp.Accuracy, AccuracyJoint: sp.AccuracyJoint}
 		for _, mp := range sp.Modules {
 			if mp.Variant != "" {
 				r.Variants = append(r.Variants, mp.Name+" "+mp.Variant)
@@ -784,7 +786,11 @@ func writeReport(w io.Writer, res *Result) {
 	}
 	for _, s := range res.Sessions {
 		if len(s.Variants) > 0 {
-			fmt.Fprintf(w, "%s variants: %s; accuracy target %.3g, planned %.3g\n", s.Name, strings.Join(s.Variants, ", "), s.AccuracyTarget, s.Accuracy)
+			how := ""
+			if s.AccuracyJoint {
+				how = " (measured jointly)"
+			}
+			fmt.Fprintf(w, "%s variants: %s; accuracy target %.3g, planned %.3g%s\n", s.Name, strings.Join(s.Variants, ", "), s.AccuracyTarget, s.Accuracy, how)
 		}
 		if s.OCR != nil {
 			target := ""

@@ -171,3 +171,13 @@ func TestReportNamesAShortPool(t *testing.T) {
 		t.Errorf("report with the pool holding the plan names a short type:\n%s", b.String())
 	}
 }
+
+// TestReportSaysJointAccuracy: a variant session whose planned accuracy is
+// a measured joint one says so beside it.
+func TestReportSaysJointAccuracy(t *testing.T) {
+	var b strings.Builder
+	writeReport(&b, &Result{Sessions: []SessionResult{{Name: "v", Variants: []string{"det d-480"}, AccuracyTarget: 0.9, Accuracy: 0.953, AccuracyJoint: true}}})
+	if !strings.Contains(b.String(), "v variants: det d-480; accuracy target 0.9, planned 0.953 (measured jointly)") {
+		t.Errorf("report:\n%s\nwant the planned accuracy said measured jointly", b.String())
+	}
+}
