@@ -251,3 +251,60 @@ func usesOnly(p *api.Plan, present map[string]bool) bool {
 	}
 	return true
 }
+
+// TestFitRatePastARateTooLow: the latency model can make a session
+// infeasible at a low rate (its collection wait grows as the rate falls),
+// so the first rate fitRate scales a pool-short plan to may leave the
+// session unplanned. It then bisects between that rate and the last that
+// planned for one that plans and fits; before, it gave up and returned the
+// plan that needs five devices on a pool of two (the demo's drift plans of
+// 1,006–2,977 cost units on three CPU devices).
+func TestFitRatePastARateTooLow(t *testing.T) {
+	// A machine serves 200 req/s at any batch (5 ms an item), so the
+	// machines needed follow the rate.
+	p := api.Profile{Model: "m", Hardware: "v100"}
+	for b := 1; b <= 16; b *= 2 {
+		p.Entries = append(p.Entries, api.ProfileEntry{Batch: b, Concurrency: 1, Duration: api.Duration(time.Duration(5*b) * time.Millisecond)})
+	}
+	cfg := &api.Config{
+		Hardware: []api.Hardware{{Name: "v100", Price: 1}},
+		Profiles: []api.Profile{p},
+		Sessions: []api.Session{{Name: "s", SLO: api.Duration(time.Second), Modules: []api.Module{{Name: "a", Model: "m", Rate: 4000}}}},
+		Backends: listed(map[string]int{"v100": 2}),
+	}
+	opts := planner.Options{MaxUtilization: 0.9}
+	rate := func(q *api.Plan) float64 { return q.Sessions[0].Modules[0].Rate }
+	p0, err := planner.Plan(cfg, opts)
+	if err != nil || missing(p0, cfg.Backends) == 0 {
+		t.Fatalf("the plan at 4000 req/s: %v, missing %d; the test needs one short of the pool", err, missing(p0, cfg.Backends))
+	}
+	// fitRate tries r1 first (the pool's share of the devices needed); the
+	// highest rate that fits, top, is above it. A floor between the two
+	// leaves r1 unplanned and fitting rates above it.
+	sh, _ := shortfall(p0, cfg.Backends)
+	r1 := rate(p0) * shortRatio(sh)
+	top := r1
+	for r := r1; r < 2*r1; r *= 1.01 {
+		q, err := planner.Plan(replan.WithRates(cfg, map[replan.ModuleKey]float64{{Session: "s", Module: "a"}: r}), opts)
+		if err == nil && missing(q, cfg.Backends) == 0 {
+			top = r
+		}
+	}
+	if !(r1 < 0.97*top) {
+		t.Fatalf("first try %.0f req/s, highest that fits %.0f; the test needs room between them", r1, top)
+	}
+	tooLow := (r1 + top) / 2
+	floored := func(c *api.Config, o planner.Options) (*api.Plan, error) {
+		q, err := planner.Plan(c, o)
+		if q != nil && c.Sessions[0].Modules[0].Rate < tooLow {
+			q.Sessions[0].Error = "infeasible at this rate"
+		}
+		return q, err
+	}
+	got, _ := fitRate(cfg, opts, p0, nil, floored)
+	t.Logf("first try %.0f req/s, highest that fits %.0f; with the session unplanned below %.0f: %.0f req/s, missing %d", r1, top, tooLow, rate(got), missing(got, cfg.Backends))
+	if got.Sessions[0].Error != "" || missing(got, cfg.Backends) != 0 || rate(got) < tooLow {
+		t.Errorf("fitRate with the session unplanned below %.0f req/s: %.0f req/s, missing %d devices, error %q; want a plan of at least %.0f that fits",
+			tooLow, rate(got), missing(got, cfg.Backends), got.Sessions[0].Error, tooLow)
+	}
+}

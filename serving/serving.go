@@ -278,10 +278,12 @@ const (
 // (fitRateBisections runs): the plan's shape can change with the rate (a
 // split that moves a module to a type the pool lacks), so the first scale
 // that fits can be well below the highest (Scrooge's chain at 52 req/s on
-// eight V100: 43.9 req/s, where 51 fits). The plan kept is the highest
-// scale that fits, else the one missing the fewest devices; a candidate
-// that leaves a session unplanned that p planned is not taken. p when
-// nothing fits better.
+// eight V100: 43.9 req/s, where 51 fits). A candidate that leaves a session
+// unplanned that p planned is not taken; when the next scale does that (a
+// rate too low for the latency model), the scales between it and the last
+// that planned are bisected geometrically (2×fitRateBisections runs) for one
+// that plans and fits. The plan kept is the highest scale that fits, else the one missing
+// the fewest devices; p when nothing fits better.
 func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl planFunc) (*api.Plan, error) {
 	opts.MaxUtilization, opts.SessionUtilization = caps(p, 1, 0)
 	sh, bestMissing := shortfall(p, cfg.Backends)
@@ -299,16 +301,18 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 		return pl(replan.WithRates(cfg, rates), opts)
 	}
 	s, missed := 1.0, 1.0 // the scale tried, the lowest that missed
+	tooLow := 0.0           // the highest scale whose plan left a session unplanned (0: none)
 	for range fitRateTries {
 		ratio := shortRatio(sh)
 		if ratio >= 1 {
 			break
 		}
-		missed, s = s, s*ratio
-		q, qerr := at(s)
+		q, qerr := at(s * ratio)
 		if q == nil || replan.FailsMore(q, p) {
-			return best, bestErr
+			tooLow = s * ratio
+			break
 		}
+		missed, s = s, s*ratio
 		var m int
 		sh, m = shortfall(q, cfg.Backends)
 		if m < bestMissing {
@@ -316,6 +320,33 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 		}
 		if m == 0 {
 			break
+		}
+	}
+	if bestMissing > 0 && tooLow > 0 {
+		// A lower rate can leave a session unplanned (the latency model's
+		// collection wait grows as the rate falls: the demo's OCR session on
+		// a host measured 2× slow is infeasible at 2 req/s and plans at 4.75),
+		// so the scale that fits may lie between the one that left it
+		// unplanned and the lowest that planned it but missed devices.
+		// Geometric: the scales span orders of magnitude (a storm's rate of
+		// 364 req/s against the 5 the pool carries).
+		lo, hi := tooLow, s
+		for range 2 * fitRateBisections {
+			mid := math.Sqrt(lo * hi)
+			q, qerr := at(mid)
+			if q == nil || replan.FailsMore(q, p) {
+				lo = mid
+				continue
+			}
+			m := missing(q, cfg.Backends)
+			if m < bestMissing {
+				best, bestErr, bestMissing = q, qerr, m
+			}
+			if m == 0 {
+				s, missed = mid, hi
+				break
+			}
+			hi = mid
 		}
 	}
 	if bestMissing > 0 {
