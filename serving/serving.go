@@ -301,7 +301,7 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 		return pl(replan.WithRates(cfg, rates), opts)
 	}
 	s, missed := 1.0, 1.0 // the scale tried, the lowest that missed
-	tooLow := 0.0           // the highest scale whose plan left a session unplanned (0: none)
+	tooLow := 0.0         // the highest scale whose plan left a session unplanned (0: none)
 	for range fitRateTries {
 		ratio := shortRatio(sh)
 		if ratio >= 1 {
