@@ -294,6 +294,11 @@ func TestFitRatePastARateTooLow(t *testing.T) {
 		t.Fatalf("first try %.0f req/s, highest that fits %.0f; the test needs room between them", r1, top)
 	}
 	tooLow := (r1 + top) / 2
+	// Without a floor the raise after the first fit reaches near the top
+	// (geometric bisection; arithmetic stayed at r1 over this wide range).
+	if free, _ := fitRate(cfg, opts, p0, nil, planner.Plan); missing(free, cfg.Backends) != 0 || rate(free) < 0.95*top {
+		t.Errorf("fitRate without a floor: %.0f req/s, missing %d; want a fit near the highest, %.0f", rate(free), missing(free, cfg.Backends), top)
+	}
 	floored := func(c *api.Config, o planner.Options) (*api.Plan, error) {
 		q, err := planner.Plan(c, o)
 		if q != nil && c.Sessions[0].Modules[0].Rate < tooLow {

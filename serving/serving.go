@@ -261,10 +261,13 @@ func plan(cfg *api.Config, o Options, pl planFunc) (*api.Plan, error) {
 }
 
 // fitRateTries bounds the planner runs fitRate makes to find a rate that
-// fits; fitRateBisections those it then makes to raise it.
+// fits; 2×fitRateBisections bound those it then makes to raise it.
 const (
 	fitRateTries      = 4
 	fitRateBisections = 4
+	// fitRateTolerance ends a bisection once its bounds are this close
+	// (a ratio): at most 2×fitRateBisections runs, fewer on a narrow range.
+	fitRateTolerance = 0.01
 )
 
 // fitRate returns, for a plan p of cfg that needs more devices than the
@@ -274,15 +277,15 @@ const (
 // over the types short (machines grow about linearly with the rate), and
 // again by the next plan's ratio while it still misses, at most
 // fitRateTries planner runs, at p's utilisation. Once a scale fits, it is
-// raised by bisection between it and the lowest scale that missed
-// (fitRateBisections runs): the plan's shape can change with the rate (a
+// raised by geometric bisection between it and the lowest scale that missed
+// (until the two are within fitRateTolerance, at most 2×fitRateBisections
+// runs): the plan's shape can change with the rate (a
 // split that moves a module to a type the pool lacks), so the first scale
 // that fits can be well below the highest (Scrooge's chain at 52 req/s on
 // eight V100: 43.9 req/s, where 51 fits). A candidate that leaves a session
 // unplanned that p planned is not taken; when the next scale does that (a
 // rate too low for the latency model), the scales between it and the last
-// that planned are bisected geometrically (2×fitRateBisections runs) for one
-// that plans and fits. The plan kept is the highest scale that fits, else the one missing
+// that planned are bisected the same way for one that plans and fits. The plan kept is the highest scale that fits, else the one missing
 // the fewest devices; p when nothing fits better.
 func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl planFunc) (*api.Plan, error) {
 	opts.MaxUtilization, opts.SessionUtilization = caps(p, 1, 0)
@@ -331,7 +334,7 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 		// Geometric: the scales span orders of magnitude (a storm's rate of
 		// 364 req/s against the 5 the pool carries).
 		lo, hi := tooLow, s
-		for range 2 * fitRateBisections {
+		for i := 0; i < 2*fitRateBisections && hi > lo*(1+fitRateTolerance); i++ {
 			mid := math.Sqrt(lo * hi)
 			q, qerr := at(mid)
 			if q == nil || replan.FailsMore(q, p) {
@@ -353,8 +356,8 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 		return best, bestErr
 	}
 	lo, hi := s, missed
-	for range fitRateBisections {
-		mid := (lo + hi) / 2
+	for i := 0; i < 2*fitRateBisections && hi > lo*(1+fitRateTolerance); i++ {
+		mid := math.Sqrt(lo * hi) // geometric, as above: the range can span orders of magnitude
 		q, qerr := at(mid)
 		if q != nil && !replan.FailsMore(q, p) && missing(q, cfg.Backends) == 0 {
 			best, bestErr, lo = q, qerr, mid
