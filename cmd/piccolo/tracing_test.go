@@ -118,13 +118,23 @@ func TestTracingSpanTree(t *testing.T) {
 	// The spans end on the backend's and the gateway's goroutines just after
 	// the answers: wait until every expected one is exported, the backend's
 	// side of each batch's call included (it ends after the gateway has the
-	// answer; waiting on the compute spans alone failed on a loaded host).
+	// answer; waiting on the compute spans alone failed on a loaded host),
+	// and the gateway's gRPC server span, which ends after the answer is
+	// sent (not waiting on it failed once on a loaded host).
 	traced := append(slices.Clone(parents), gparent)
+	rpcEnded := func(spans tracetest.SpanStubs) bool {
+		for _, s := range spans {
+			if s.SpanKind == trace.SpanKindServer && s.Parent.SpanID() == gparent.SpanID() {
+				return true
+			}
+		}
+		return false
+	}
 	var spans tracetest.SpanStubs
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		spans = exp.GetSpans()
-		if countNamed(spans, "compute") >= 2*len(traced) && batchCallsContinued(spans) || time.Now().After(deadline) {
+		if countNamed(spans, "compute") >= 2*len(traced) && batchCallsContinued(spans) && rpcEnded(spans) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
