@@ -138,14 +138,15 @@ type Options struct {
 	// SustainUp and SustainDown are how long a rate must stay outside the band
 	// (defaults 3s and 30s).
 	SustainUp, SustainDown time.Duration
-	// UpSignificance is how far above the planned count the latest window's
-	// count must also be to count as a rise, in standard deviations of a
-	// Poisson count at the planned rate (√(planned×span), ModuleRate.Span):
-	// default 4 (DefaultUpSignificance); negative: the band alone. The band
-	// alone re-planned on noise: on 20 seeded runs of the load generator's
-	// Poisson arrivals at the planned rate, 13, 11 and 8 of them re-planned up
-	// within 60 s at 2, 50 and 150 req/s; with 4 deviations none did, and a
-	// step to 2× at 50 req/s is seen within 1.6 s (TestUpSignificanceOnPoisson,
+	// UpSignificance is how far the rate over the latest RecentWindows
+	// windows (ModuleRate.Recent) must also be above the planned rate to count
+	// as a rise, in standard deviations of a Poisson count at the planned rate
+	// over that span (√(planned×span)): default 4 (DefaultUpSignificance);
+	// negative: the band alone. The band alone re-planned on noise: on 20
+	// seeded runs of the load generator's Poisson arrivals at the planned
+	// rate, 13, 11 and 8 of them re-planned up within 60 s at 2, 50 and
+	// 150 req/s; with the significance none did, and a step to 2× at
+	// 50 req/s is seen within 3.1 s (TestUpSignificanceOnPoisson,
 	// docs/control-plane.md, "A rise must be significant").
 	UpSignificance float64
 	// Headroom multiplies measured rates before planning (default 1: the
@@ -680,8 +681,7 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current, recent map[
 					zap.Float64("envelope_rps", m), zap.Duration("for", now.Sub(s)))
 			}
 		}
-		base := max(planned, carried[k])
-		check(current[k] > base*(1+c.o.HysteresisUp) && recent[k] > significant(base, recentSpan[k], c.o.UpSignificance), c.upSince, c.o.SustainUp, "up")
+		check(risen(current[k], recent[k], recentSpan[k], max(planned, carried[k]), c.o.HysteresisUp, c.o.UpSignificance), c.upSince, c.o.SustainUp, "up")
 		floor := c.floor(k)
 		// Below the band, unless already planned at the floor.
 		check(m < planned*(1-c.o.HysteresisDown) && planned > floor*(1+1e-9), c.downFrom, c.o.SustainDown, "down")
@@ -689,14 +689,19 @@ func (c *Controller) rateOutOfBand(now time.Time, measured, current, recent map[
 	return first, fired
 }
 
-// significant returns the rate (req/s) a count over w must exceed to be z
-// standard deviations of a Poisson count above rate (req/s): rate +
-// z·√(rate/w). 0 when w is unknown or z is negative.
-func significant(rate float64, w time.Duration, z float64) float64 {
-	if w <= 0 || z < 0 || rate <= 0 {
-		return 0
+// risen is the up rule at one tick (rateOutOfBand): the current rate above
+// the band around base (base×(1+up), req/s), and the recent rate, counted
+// over span, z standard deviations of a Poisson count above base. A source
+// that reports no recent rate (span 0: a gateway from before the field, or
+// nothing measured yet) is judged on the band alone, as is a negative z.
+func risen(current, recent float64, span time.Duration, base, up, z float64) bool {
+	if current <= base*(1+up) {
+		return false
 	}
-	return rate + z*math.Sqrt(rate/w.Seconds())
+	if span <= 0 || z < 0 || base <= 0 {
+		return true
+	}
+	return recent > base+z*math.Sqrt(base/span.Seconds())
 }
 
 // carried returns the rate (req/s) each module of the current plan was

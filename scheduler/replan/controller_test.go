@@ -578,3 +578,29 @@ func TestRateRiseIsSignificant(t *testing.T) {
 		}
 	}
 }
+
+// TestRateRiseFromASourceWithoutRecent: a gateway from before the recent
+// rate (its snapshots carry no recent rate or span, as JSON through Consul
+// KV) is judged on the band alone: a step to 2× still re-plans. Before, its
+// recent rate read 0 and no rise was ever significant.
+func TestRateRiseFromASourceWithoutRecent(t *testing.T) {
+	const R = 400
+	h := newHarness(t, controlConfig(R, 2*time.Second), pool("v100", 10),
+		Options{Tick: 100 * time.Millisecond, SustainUp: 500 * time.Millisecond})
+	old := func(rate float64, d time.Duration) {
+		for end := h.now.Add(d); h.now.Before(end); {
+			feed(h.mon, h.ctr, &h.now, rate, h.mon.bucket)
+			s := h.mon.Snapshot(h.now)
+			for i := range s.Rates {
+				s.Rates[i].Recent, s.Rates[i].RecentSpan = 0, 0
+			}
+			h.c.ObserveRates("old-gw", s)
+			h.c.step(h.now)
+		}
+	}
+	old(R, 35*time.Second)
+	old(2*R, 5*time.Second)
+	if len(h.published) < 2 || h.published[1].Cause != CauseRate {
+		t.Fatalf("a step to 2× from a source without the recent rate: published %v; want a rate re-plan after the initial", causes(h.published))
+	}
+}

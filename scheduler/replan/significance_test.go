@@ -7,10 +7,10 @@ import (
 	"github.com/piccolo-serving/piccolo/arrival"
 )
 
-// upRule runs the controller's up rule (the latest window above the band and
-// significant, sustained) on a monitor fed Poisson arrivals at rate (the load
-// generator's process, seeded), stepped to rate×step at 60 s, for 80 s with
-// static mode's timing (a check every 100 ms bucket, 500 ms sustained). It
+// upRule runs the controller's up rule (risen: the latest window above the
+// band, the recent rate significant; sustained) on a monitor fed Poisson
+// arrivals at rate (the load generator's process, seeded), stepped to
+// rate×step at 60 s, for 80 s with static mode's timing (a check every 100 ms bucket, 500 ms sustained). It
 // returns whether the rule fired before the step, and how long after the step
 // it fired (-1: not within the 20 s).
 func upRule(rate, step, z float64, slo time.Duration, seed uint64) (falseFire bool, detect time.Duration) {
@@ -33,7 +33,7 @@ func upRule(rate, step, z float64, slo time.Duration, seed uint64) (falseFire bo
 		}
 		now = end
 		r := m.Snapshot(now).Rates[0]
-		if r.Current <= rate*1.2 || r.Recent <= significant(rate, r.RecentSpan, z) {
+		if !risen(r.Current, r.Recent, r.RecentSpan, rate, 0.2, z) {
 			since = time.Time{}
 			continue
 		}
