@@ -182,16 +182,15 @@ func SetAccuracy(doc []byte, model, hardware string, accuracy float64) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	value := yamlValue
 	set := 0
-	if profiles := value(root.Content[0], "profiles"); profiles != nil {
+	if profiles := yamlValue(root.Content[0], "profiles"); profiles != nil {
 		for _, p := range profiles.Content {
-			m, h := value(p, "model"), value(p, "hardware")
+			m, h := yamlValue(p, "model"), yamlValue(p, "hardware")
 			if m == nil || m.Value != model || (hardware != "" && (h == nil || h.Value != hardware)) {
 				continue
 			}
 			v := fmt.Sprintf("%.4g", accuracy)
-			if a := value(p, "accuracy"); a != nil {
+			if a := yamlValue(p, "accuracy"); a != nil {
 				a.Value, a.Tag = v, "!!float"
 			} else {
 				// After hardware, as the loader lists the keys.

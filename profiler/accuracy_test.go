@@ -146,6 +146,21 @@ func TestSetJointAccuracy(t *testing.T) {
 			t.Errorf("--joint %q: %v; want an error", bad, err)
 		}
 	}
+	// The command refuses bad --joint flags before it measures anything:
+	// the labelled set named does not exist, and the flag's error comes first.
+	for _, c := range []struct {
+		o    CommandOptions
+		want string
+	}{
+		{CommandOptions{Joint: "a=small"}, "--joint: give --profile-file"},
+		{CommandOptions{Joint: "a=small", ProfileFile: "p.yaml", Variant: "small"}, "--joint and --variant: give one"},
+		{CommandOptions{Joint: "a", ProfileFile: "p.yaml"}, "want MODULE=VARIANT pairs"},
+	} {
+		c.o.Model, c.o.AccuracyDir, c.o.Target = "s", filepath.Join(t.TempDir(), "none"), "127.0.0.1:1"
+		if err := Command(context.Background(), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want %q", c.o, err, c.want)
+		}
+	}
 }
 
 // loadWritten loads a config file the profiler wrote, whose first line was

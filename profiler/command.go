@@ -88,8 +88,23 @@ func Command(ctx context.Context, o CommandOptions) error {
 }
 
 // accuracy measures Model's word accuracy on the labelled set AccuracyDir
-// and, with ProfileFile, writes it into the profiles of Variant there.
+// and, with ProfileFile, writes it into the profiles of Variant there, or,
+// with Joint, as that variant combination's joint accuracy of session Model.
+// The flags are checked before the set is measured.
 func (o CommandOptions) accuracy(ctx context.Context) error {
+	var combo map[string]string
+	if o.Joint != "" {
+		switch {
+		case o.ProfileFile == "":
+			return fmt.Errorf("--joint: give --profile-file, the config file whose session %s gets the joint accuracy", o.Model)
+		case o.Variant != "":
+			return fmt.Errorf("--joint and --variant: give one (--variant writes a model's accuracy into its profiles, --joint a combination's into the session)")
+		}
+		var err error
+		if combo, err = ParseJoint(o.Joint); err != nil {
+			return err
+		}
+	}
 	res, err := MeasureAccuracy(ctx, AccuracyOptions{
 		Target: o.Target, Model: o.Model, Dir: o.AccuracyDir, InputName: o.InputName, OutputName: o.OutputTensor, Timeout: o.Timeout,
 	})
@@ -99,35 +114,22 @@ func (o CommandOptions) accuracy(ctx context.Context) error {
 	fmt.Fprintf(o.Stdout, "%s on %s: word accuracy %d/%d = %.4g, images read exactly %d/%d\n",
 		o.Model, o.AccuracyDir, res.Matched, res.Words, res.Accuracy(), res.ExactImages, res.Images)
 	if o.ProfileFile == "" {
-		if o.Joint != "" {
-			return fmt.Errorf("--joint: give --profile-file, the config file whose session %s gets the joint accuracy", o.Model)
-		}
 		return nil
-	}
-	if o.Joint != "" {
-		combo, err := ParseJoint(o.Joint)
-		if err != nil {
-			return err
-		}
-		doc, err := os.ReadFile(o.ProfileFile)
-		if err != nil {
-			return fmt.Errorf("--profile-file: %w", err)
-		}
-		out, err := SetJointAccuracy(doc, o.Model, combo, res.Accuracy())
-		if err != nil {
-			return fmt.Errorf("--profile-file %s: %w", o.ProfileFile, err)
-		}
-		return writeAtomic(o.ProfileFile, func(f *os.File) error { _, err := f.Write(out); return err })
-	}
-	variant := o.Variant
-	if variant == "" {
-		variant = o.Model
 	}
 	doc, err := os.ReadFile(o.ProfileFile)
 	if err != nil {
 		return fmt.Errorf("--profile-file: %w", err)
 	}
-	out, err := SetAccuracy(doc, variant, o.Hardware, res.Accuracy())
+	var out []byte
+	if combo != nil {
+		out, err = SetJointAccuracy(doc, o.Model, combo, res.Accuracy())
+	} else {
+		variant := o.Variant
+		if variant == "" {
+			variant = o.Model
+		}
+		out, err = SetAccuracy(doc, variant, o.Hardware, res.Accuracy())
+	}
 	if err != nil {
 		return fmt.Errorf("--profile-file %s: %w", o.ProfileFile, err)
 	}
