@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -297,10 +298,7 @@ func fuseJoint(s api.Session, chain fusable, name string) []api.JointAccuracy {
 	var out []api.JointAccuracy
 	for _, ja := range s.JointAccuracy {
 		models := make([]string, len(chain.modules))
-		vs := make(map[string]string, len(ja.Variants))
-		for k, v := range ja.Variants {
-			vs[k] = v
-		}
+		vs := maps.Clone(ja.Variants)
 		for i, n := range chain.modules {
 			if v, ok := ja.Variants[n]; ok {
 				models[i] = v

@@ -171,7 +171,7 @@ func newAccuracyRule(s *api.Session, choices [][]api.Variant) *accuracyRule {
 
 // of returns the accuracy of the combination pick.
 func (r *accuracyRule) of(pick []int) float64 {
-	if a, ok := r.byKey[fmt.Sprint(pick)]; ok {
+	if a, ok := r.lookup(pick); ok {
 		return a
 	}
 	a := 1.0
@@ -183,8 +183,18 @@ func (r *accuracyRule) of(pick []int) float64 {
 
 // measured reports whether pick's accuracy is a measured joint one.
 func (r *accuracyRule) measured(pick []int) bool {
-	_, ok := r.byKey[fmt.Sprint(pick)]
+	_, ok := r.lookup(pick)
 	return ok
+}
+
+// lookup returns pick's measured joint accuracy, if listed. A session
+// without joint accuracies (the common case) pays no key.
+func (r *accuracyRule) lookup(pick []int) (float64, bool) {
+	if len(r.joint) == 0 {
+		return 0, false
+	}
+	a, ok := r.byKey[fmt.Sprint(pick)]
+	return a, ok
 }
 
 // reachable reports whether some combination agreeing with pick on the
