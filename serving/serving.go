@@ -285,8 +285,9 @@ const (
 // eight V100: 43.9 req/s, where 51 fits). A candidate that leaves a session
 // unplanned that p planned is not taken; when the next scale does that (a
 // rate too low for the latency model), the scales between it and the last
-// that planned are bisected the same way for one that plans and fits. The plan kept is the highest scale that fits, else the one missing
-// the fewest devices; p when nothing fits better.
+// that planned are bisected the same way for one that plans and fits. The
+// plan kept is the highest scale that fits, else the one missing the fewest
+// devices; p when nothing fits better.
 func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl planFunc) (*api.Plan, error) {
 	opts.MaxUtilization, opts.SessionUtilization = caps(p, 1, 0)
 	sh, bestMissing := shortfall(p, cfg.Backends)

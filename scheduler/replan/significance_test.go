@@ -79,7 +79,7 @@ func TestUpSignificanceOnPoisson(t *testing.T) {
 				}
 			}
 			t.Logf("%5.0f req/s (window %v), significance %4.1f: %2d of 20 runs re-plan on noise in 60 s; step to 1.5× seen in %2d/20 within %v, to 2× in %2d/20 within %v",
-				tc.rate, EnvelopeWindow(tc.slo, tc.rate), z, falseRuns, 20-missed[1.5], slowest[1.5], 20-missed[2], slowest[2])
+				tc.rate, min(EnvelopeWindow(tc.slo, tc.rate), DefaultHorizon), z, falseRuns, 20-missed[1.5], slowest[1.5], 20-missed[2], slowest[2])
 			if z < 0 {
 				continue
 			}
