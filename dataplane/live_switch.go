@@ -57,6 +57,10 @@ type LiveSwitch struct {
 	// ownHealth: opts.Health made here; closed by Close.
 	ownHealth bool
 	replace   atomic.Bool // ReplaceOnEjection was called
+	// beforeReplace, when set (tests only, before ReplaceOnEjection's
+	// goroutine is kicked), runs on that goroutine before each re-placement
+	// takes the Apply lock.
+	beforeReplace func()
 	// coloc is the co-location options health re-placements place with
 	// (SetColocation; nil: none).
 	coloc atomic.Pointer[placement.Options]
@@ -194,6 +198,11 @@ func (s *LiveSwitch) Apply(ctx context.Context, cfg *api.Config, plan *api.Plan)
 func (s *LiveSwitch) apply(ctx context.Context, cfg *api.Config, plan *api.Plan, replacing bool) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	return s.applyLocked(ctx, cfg, plan, replacing)
+}
+
+// applyLocked is apply with applyMu held.
+func (s *LiveSwitch) applyLocked(ctx context.Context, cfg *api.Config, plan *api.Plan, replacing bool) error {
 	s.drainMu.Lock()
 	closed := s.closed
 	s.drainMu.Unlock()

@@ -40,10 +40,12 @@ func (s *LiveSwitch) ReplaceOnEjection() {
 				return
 			case <-kick:
 			}
-			cur := s.cur.Load()
+			if s.beforeReplace != nil {
+				s.beforeReplace()
+			}
 			start := time.Now()
-			err := s.apply(s.stop, cur.cfg, unplaced(cur.plan), true)
-			if err == nil && s.cur.Load() == cur {
+			changed, err := s.replaceCurrent()
+			if err == nil && !changed {
 				continue // placed as it was (samePlacement): nothing changed
 			}
 			if err != nil {
@@ -62,6 +64,19 @@ func (s *LiveSwitch) ReplaceOnEjection() {
 				zap.Duration("took", time.Since(start)))
 		}
 	}()
+}
+
+// replaceCurrent re-places the running plan on the backends up now, and
+// reports whether the running generation changed.
+// The running plan is read under the Apply lock: read before it, an Apply
+// that took the lock first would be undone by re-placing the plan it
+// replaced (the config and plan it made live swapped back for the old ones).
+func (s *LiveSwitch) replaceCurrent() (changed bool, err error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	cur := s.cur.Load()
+	err = s.applyLocked(s.stop, cur.cfg, unplaced(cur.plan), true)
+	return s.cur.Load() != cur, err
 }
 
 // placeOn returns the backends a plan is placed on: cfg's, less the down
