@@ -1155,7 +1155,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	if len(d.spare) == 0 {
 		m, _ = d.pick(q, b.g, b, b.minDL, now)
 	} else {
-		m, _, _ = d.target(q, b.g, b, nil, b.minDL, now, true)
+		m, _, _, _ = d.target(q, b.g, b, nil, b.minDL, now, true)
 	}
 	switch {
 	case m.slot.Group < 0:

@@ -64,10 +64,10 @@ func (d *Dispatcher) predictMachine(now time.Time, it *Item) (*Slot, time.Time) 
 		if it != nil && !it.Deadline.IsZero() && (dl.IsZero() || it.Deadline.Before(dl)) {
 			dl = it.Deadline
 		}
-		m, at, _ = d.target(q, g, b, it, dl, now, true)
+		m, at, _, _ = d.target(q, g, b, it, dl, now, true)
 	} else {
 		for _, g := range st.groups {
-			if o, t, _ := d.target(nil, g, &noBatch, nil, time.Time{}, now, true); m == nil || t.Before(at) {
+			if o, t, _, _ := d.target(nil, g, &noBatch, nil, time.Time{}, now, true); m == nil || t.Before(at) {
 				m, at = o, t
 			}
 		}
@@ -117,23 +117,40 @@ var noBatch Batch
 // (its size; &noBatch when none is open), it the item that would join it
 // (nil: none). The dispatcher's lock must be held; O(1) while the machine
 // next in rotation is free, no allocation.
-func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time.Time, spares bool) (m *machine, end time.Time, kept bool) {
+func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time.Time, spares bool) (m *machine, end time.Time, margin time.Duration, kept bool) {
 	m, start := d.pick(q, g, b, dl, now)
-	end = predictAt(m, start, now)
+	end, margin = d.endOn(m, start, now)
 	if !spares || len(d.spare) == 0 {
-		return m, end, false
+		return m, end, margin, false
 	}
 	due := d.dueOn(b, it, m.g.duration, now)
-	if due.IsZero() || !end.Add(d.queuedMargin(m, end, now)).After(due) {
-		return m, end, false
+	if due.IsZero() || !end.Add(margin).After(due) {
+		return m, end, margin, false
 	}
 	if m.idle() && !(m.duration() > m.slot.Duration && m.g.hasFasterPeer(m)) {
-		return m, end, true
+		return m, end, margin, true
 	}
 	if s, e, _ := d.spareFor(b, it, end, now); s != nil {
-		return s, e, false
+		return s, e, d.queuedMargin(s, e, now), false
 	}
-	return m, end, false
+	return m, end, margin, false
+}
+
+// endOn is predictAt and queuedMargin of a batch that starts on m at start,
+// m's duration read once (BenchmarkSubmit: the admission cases read it
+// twice, and an idle machine needs no margin at all).
+func (d *Dispatcher) endOn(m *machine, start, now time.Time) (end time.Time, margin time.Duration) {
+	dur := m.duration()
+	if m.g.slow == 1 {
+		// end − now − dur is start − now exactly: no Sub unless queued.
+		end = start.Add(dur)
+		if d.handoff <= 0 || dur <= 0 || !start.After(now) {
+			return end, 0
+		}
+		return end, time.Duration(float64(start.Sub(now)) / float64(dur) * float64(d.handoff))
+	}
+	end = now.Add(time.Duration(float64(start.Sub(now)+dur) * m.g.slow))
+	return end, d.marginFor(float64(dur)*m.g.slow, end, now)
 }
 
 // pick is target's first two steps: the machine b goes to (q's own, or its
@@ -290,9 +307,9 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 	if !it.Deadline.IsZero() && (dl.IsZero() || it.Deadline.Before(dl)) {
 		dl = it.Deadline
 	}
-	m, end, kept := d.target(q, b.g, b, it, dl, now, true)
+	m, end, margin, kept := d.target(q, b.g, b, it, dl, now, true)
 	due := d.dueFor(it, m.g.duration, now)
-	if due.IsZero() || !end.Add(d.queuedMargin(m, end, now)).After(due) {
+	if due.IsZero() || !end.Add(margin).After(due) {
 		return true
 	}
 	if kept {
@@ -309,10 +326,14 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 // idle machine, so a lone item is admitted when its batch alone ends in
 // time. O(1), no allocation.
 func (d *Dispatcher) queuedMargin(m *machine, end, now time.Time) time.Duration {
+	return d.marginFor(float64(m.duration())*m.g.slow, end, now)
+}
+
+// marginFor is queuedMargin for a batch of scaled duration own (ns).
+func (d *Dispatcher) marginFor(own float64, end, now time.Time) time.Duration {
 	if d.handoff <= 0 {
 		return 0
 	}
-	own := float64(m.duration()) * m.g.slow
 	w := float64(end.Sub(now)) - own
 	if w <= 0 || own <= 0 {
 		return 0
