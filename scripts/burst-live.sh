@@ -8,10 +8,11 @@
 # 5 s; then lone curl requests go at +1, +2, +5, +10 and +20 s after the
 # burst. It prints how long the gateway took from its start to ready, then,
 # per phase, the answers by status (200 answered, 429 refused, 504 admitted
-# but late, others), the goodput (200s a second), the ratio of goodput at 512 to goodput at 128, each lone request's status, the
-# gateway's door after each phase (piccolo_gateway_door_*: refused at the door
-# before decoding; piccolo_gateway_admission_rejections_total: refused by
-# admission after it) and the plan and drift lines of its log.
+# but late, others), the goodput (200s a second), the ratio of goodput at 512
+# to goodput at 128, each lone request's status, the gateway's door after each
+# phase (piccolo_gateway_door_*: refused at the door before decoding;
+# piccolo_gateway_admission_rejections_total: refused by admission after it)
+# and the plan and drift lines of its log.
 #
 # Usage: scripts/burst-live.sh [seconds per phase, default 5]
 #   CONNS="128 512"  the connection counts, in order (the ratio is last/first)
