@@ -71,12 +71,12 @@ func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// eachDispatcher calls f with every module's dispatcher of r (a session kept
-// from the previous plan shares its dispatchers with it).
-func (r *LiveRunner) eachDispatcher(f func(session, module string, d *dispatcher.Dispatcher)) {
+// eachModule calls f with every module of r (a session kept from the
+// runner before is the same *liveModule, dispatcher and counters, in both).
+func (r *LiveRunner) eachModule(f func(session, module string, lm *liveModule)) {
 	for s, mods := range r.sessions {
 		for m, lm := range mods {
-			f(s, m, lm.disp)
+			f(s, m, lm)
 		}
 	}
 }

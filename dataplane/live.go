@@ -199,6 +199,11 @@ type liveModule struct {
 	h               *Health
 	health          map[string]*backendHealth // backend id -> its health; immutable
 	race            int                       // machines each batch runs on at once (api.ModulePlan.Race; ≤ 1: one)
+	// device is the device time the backends reported for the module's
+	// batches, in machine-nanoseconds (compute over the slot's lanes), by
+	// hardware type: hardware -> *atomic.Int64. Per batch: one map load, one
+	// atomic add (metrics.GatewayDeviceMachineSecondsTotal).
+	device sync.Map
 	// owner is the runner that closes the module and counts its outstanding
 	// items for its drain: the runner that built it, until a later runner
 	// keeps it (keptSession) and LiveSwitch.apply hands it over (own) once

@@ -17,7 +17,6 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
-	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/gateway"
 	"github.com/piccolo-serving/piccolo/metrics"
 	"github.com/piccolo-serving/piccolo/placement"
@@ -80,10 +79,10 @@ type LiveSwitch struct {
 	cur     atomic.Pointer[liveState]
 	drainMu sync.Mutex
 	drains  []*LiveRunner // previous runners not closed yet
-	// occupied is the machine-seconds of the dispatchers drained runners
-	// held and no runner still serving holds (guarded by drainMu): the
-	// occupancy counter goes on from it when the plan changes.
-	occupied map[occKey]float64
+	// occupied is the machine-seconds (occupied and device) of the modules
+	// drained runners held and no runner still serving holds (guarded by
+	// drainMu): the counters go on from it when the plan changes.
+	occupied map[occKey]occupancy
 	oldView  atomic.Pointer[[]*LiveRunner] // lock-free copy of drains for Run
 	closed   bool
 	wg       sync.WaitGroup
@@ -555,6 +554,7 @@ func (s *LiveSwitch) ModuleMetadata(session, module string) (inputs, outputs []g
 func (s *LiveSwitch) Describe(ch chan<- *prometheus.Desc) {
 	s.cur.Load().runner.Describe(ch)
 	ch <- metrics.DescOccupied
+	ch <- metrics.DescDevice
 	if s.ownHealth {
 		s.opts.Health.Describe(ch)
 	}
@@ -563,63 +563,83 @@ func (s *LiveSwitch) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector with the current runner's counters
 // (they restart from 0 when a new plan is applied: a counter reset to
 // Prometheus), and the occupancy summed over every plan served
-// (metrics.GatewayOccupiedMachineSecondsTotal), which does not restart.
+// (metrics.GatewayOccupiedMachineSecondsTotal) and its device time
+// (metrics.GatewayDeviceMachineSecondsTotal), which do not restart.
 func (s *LiveSwitch) Collect(ch chan<- prometheus.Metric) {
 	s.drainMu.Lock()
 	cur := s.cur.Load().runner
-	occ := make(map[occKey]float64, len(s.occupied))
-	for k, v := range s.occupied {
-		occ[k] = v
+	occ := maps.Clone(s.occupied)
+	if occ == nil {
+		occ = map[occKey]occupancy{}
 	}
-	seen := map[*dispatcher.Dispatcher]bool{}
+	seen := map[*liveModule]bool{}
 	for _, r := range append([]*LiveRunner{cur}, s.drains...) {
-		r.eachDispatcher(func(session, module string, d *dispatcher.Dispatcher) {
-			if !seen[d] {
-				seen[d] = true
-				addOccupied(occ, session, module, d)
+		r.eachModule(func(session, module string, lm *liveModule) {
+			if !seen[lm] {
+				seen[lm] = true
+				addOccupied(occ, session, module, lm)
 			}
 		})
 	}
 	s.drainMu.Unlock()
 	cur.Collect(ch)
 	for k, v := range occ {
-		ch <- prometheus.MustNewConstMetric(metrics.DescOccupied, prometheus.CounterValue, v, k.session, k.module, k.hardware)
+		ch <- prometheus.MustNewConstMetric(metrics.DescOccupied, prometheus.CounterValue, v.occupied, k.session, k.module, k.hardware)
+		ch <- prometheus.MustNewConstMetric(metrics.DescDevice, prometheus.CounterValue, v.device, k.session, k.module, k.hardware)
 	}
 	if s.ownHealth {
 		s.opts.Health.Collect(ch)
 	}
 }
 
-// occKey is one series of metrics.GatewayOccupiedMachineSecondsTotal.
+// occKey is one series of metrics.GatewayOccupiedMachineSecondsTotal and
+// metrics.GatewayDeviceMachineSecondsTotal.
 type occKey struct{ session, module, hardware string }
 
+// occupancy is one occKey's machine-seconds: occupied (sent → done) and the
+// device time the backends reported within it.
+type occupancy struct{ occupied, device float64 }
+
 // carryOccupiedLocked adds to s.occupied the machine-seconds of the
-// dispatchers of r, a runner drained (nothing outstanding) and taken out of
+// modules of r, a runner drained (nothing outstanding) and taken out of
 // s.drains, that neither the current runner nor one still draining holds (a
-// session a new plan leaves as it was keeps its dispatchers: the last runner
+// session a new plan leaves as it was keeps its modules: the last runner
 // holding one carries it). Called with drainMu held.
 func (s *LiveSwitch) carryOccupiedLocked(r *LiveRunner) {
-	held := map[*dispatcher.Dispatcher]bool{}
+	held := map[*liveModule]bool{}
 	for _, o := range append([]*LiveRunner{s.cur.Load().runner}, s.drains...) {
-		o.eachDispatcher(func(_, _ string, d *dispatcher.Dispatcher) { held[d] = true })
+		o.eachModule(func(_, _ string, lm *liveModule) { held[lm] = true })
 	}
-	r.eachDispatcher(func(session, module string, d *dispatcher.Dispatcher) {
-		if !held[d] {
+	r.eachModule(func(session, module string, lm *liveModule) {
+		if !held[lm] {
 			if s.occupied == nil {
-				s.occupied = map[occKey]float64{}
+				s.occupied = map[occKey]occupancy{}
 			}
-			addOccupied(s.occupied, session, module, d)
+			addOccupied(s.occupied, session, module, lm)
 		}
 	})
 }
 
-// addOccupied adds d's machine-seconds to occ: each slot's (spares too)
-// busy lane-seconds over its lanes, by hardware type.
-func addOccupied(occ map[occKey]float64, session, module string, d *dispatcher.Dispatcher) {
-	st := d.Stats()
-	for _, sl := range append(st.Slots, st.Spare...) {
-		occ[occKey{session, module, sl.Slot.Hardware}] += sl.Busy.Seconds() / float64(max(sl.Slot.Concurrency, 1))
+// addOccupied adds lm's machine-seconds to occ: each slot's (spares too)
+// busy lane-seconds over its lanes, and the device time its backends
+// reported (liveModule.device), by hardware type.
+func addOccupied(occ map[occKey]occupancy, session, module string, lm *liveModule) {
+	if lm.disp != nil {
+		st := lm.disp.Stats()
+		for _, sl := range append(st.Slots, st.Spare...) {
+			k := occKey{session, module, sl.Slot.Hardware}
+			o := occ[k]
+			o.occupied += sl.Busy.Seconds() / float64(max(sl.Slot.Concurrency, 1))
+			occ[k] = o
+		}
 	}
+	lm.device.Range(func(hw, v any) bool {
+		k := occKey{session, module, hw.(string)}
+		o := occ[k]
+		o.device += time.Duration(v.(*atomic.Int64).Load()).Seconds()
+		occ[k] = o
+		return true
+	})
 }
 
 // Health returns the backends' health the switch's runners share.

@@ -228,10 +228,11 @@ func TestReplacementThatChangesNothingKeepsRunner(t *testing.T) {
 	}
 }
 
-// occupiedOf is session's machine-seconds in sw's occupancy counter
-// (metrics.GatewayOccupiedMachineSecondsTotal), over its modules and
-// hardware types, as a scrape reads it.
-func occupiedOf(t *testing.T, sw *LiveSwitch, session string) float64 {
+// occupiedOf is session's machine-seconds in sw's counter name
+// (metrics.GatewayOccupiedMachineSecondsTotal or
+// GatewayDeviceMachineSecondsTotal), over its modules and hardware types,
+// as a scrape reads it.
+func occupiedOf(t *testing.T, sw *LiveSwitch, name, session string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sw)
@@ -241,7 +242,7 @@ func occupiedOf(t *testing.T, sw *LiveSwitch, session string) float64 {
 	}
 	total := 0.0
 	for _, f := range fams {
-		if f.GetName() != metrics.GatewayOccupiedMachineSecondsTotal {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -266,22 +267,30 @@ func TestOccupancySurvivesPlanChanges(t *testing.T) {
 	cfg, plan := rig.config(t, sessionA, sessionB)
 	sw, _ := newObservedSwitch(t, cfg, plan)
 	waitAll(t, runQueued(t, sw, n), n)
-	before := occupiedOf(t, sw, "sb")
-	if !(before > 0) {
-		t.Fatalf("sb occupied %v machine-seconds after %d requests, want > 0", before, n)
+	for _, name := range []string{metrics.GatewayOccupiedMachineSecondsTotal, metrics.GatewayDeviceMachineSecondsTotal} {
+		t.Run(name, func(t *testing.T) {
+			before := occupiedOf(t, sw, name, "sb")
+			if !(before > 0) {
+				t.Fatalf("sb %v machine-seconds after %d requests, want > 0", before, n)
+			}
+			for _, sessions := range [][]string{{sessionAOther, sessionB}, {sessionA, sessionBSlower}} {
+				cfg, plan := rig.config(t, sessions...)
+				if err := sw.Apply(context.Background(), cfg, plan); err != nil {
+					t.Fatal(err)
+				}
+				waitDrained(t, sw)
+				if got := occupiedOf(t, sw, name, "sb"); got != before {
+					t.Errorf("after a plan change with no new requests sb %v machine-seconds, want the %v before it", got, before)
+				}
+			}
+			waitAll(t, runQueued(t, sw, 1), 1)
+			if got := occupiedOf(t, sw, name, "sb"); !(got > before) {
+				t.Errorf("after one more request sb %v machine-seconds, want more than %v", got, before)
+			}
+		})
 	}
-	for _, sessions := range [][]string{{sessionAOther, sessionB}, {sessionA, sessionBSlower}} {
-		cfg, plan := rig.config(t, sessions...)
-		if err := sw.Apply(context.Background(), cfg, plan); err != nil {
-			t.Fatal(err)
-		}
-		waitDrained(t, sw)
-		if got := occupiedOf(t, sw, "sb"); got != before {
-			t.Errorf("after a plan change with no new requests sb occupied %v machine-seconds, want the %v before it", got, before)
-		}
-	}
-	waitAll(t, runQueued(t, sw, 1), 1)
-	if got := occupiedOf(t, sw, "sb"); !(got > before) {
-		t.Errorf("after one more request sb occupied %v machine-seconds, want more than %v", got, before)
+	// The device ran within the time its batches occupied their machines.
+	if dev, occ := occupiedOf(t, sw, metrics.GatewayDeviceMachineSecondsTotal, "sb"), occupiedOf(t, sw, metrics.GatewayOccupiedMachineSecondsTotal, "sb"); dev > occ {
+		t.Errorf("sb: device %v machine-seconds, more than the %v its batches occupied", dev, occ)
 	}
 }

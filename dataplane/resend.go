@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -230,6 +231,9 @@ const failedRatio = 2.5
 // queue behind other dispatchers' batches on a shared backend is not
 // slowness), and backendHealth.ran says how long it ran for the calibration.
 func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.Duration, start time.Time, n int, tm backends.Timing, err error) {
+	if err == nil && tm.Reported() {
+		lm.addDevice(s.Hardware, tm.Compute/time.Duration(max(s.Concurrency, 1)))
+	}
 	if bh == nil {
 		return
 	}
@@ -362,4 +366,14 @@ func (lm *liveModule) raceAttempt(ctx context.Context, from *dispatcher.Slot, c 
 		return firstErr.out, firstErr.errs, firstErr.err
 	}
 	return win.out, win.errs, win.err
+}
+
+// addDevice counts d of device time (machine-nanoseconds) on hardware for
+// metrics.GatewayDeviceMachineSecondsTotal. Any goroutine.
+func (lm *liveModule) addDevice(hardware string, d time.Duration) {
+	v, ok := lm.device.Load(hardware)
+	if !ok {
+		v, _ = lm.device.LoadOrStore(hardware, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(int64(d))
 }

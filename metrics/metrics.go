@@ -487,6 +487,10 @@ var (
 	DescOccupied = prometheus.NewDesc(GatewayOccupiedMachineSecondsTotal,
 		"Machine-seconds a module's batches occupied on a hardware type: each slot's busy lane-seconds (sent → done) over its lanes, summed over every plan served since start, so it does not restart when the plan changes. Times the hardware's price over the window, the module's occupied cost in cost units per second.",
 		[]string{"session", "module", "hardware"}, nil)
+	// DescDevice is GatewayDeviceMachineSecondsTotal.
+	DescDevice = prometheus.NewDesc(GatewayDeviceMachineSecondsTotal,
+		"Machine-seconds of device time in a module's batches on a hardware type: the compute time each backend reported with its answer over the slot's lanes, summed over every plan served since start. The part of piccolo_gateway_occupied_machine_seconds_total the device ran; the rest is the round trip and the backend's queue. Batches whose backend reports no time are not counted.",
+		[]string{"session", "module", "hardware"}, nil)
 	DescClosed = prometheus.NewDesc(DispatcherBatchesClosedTotal,
 		"Batches with a real item a module closed for dispatch, by what closed them: full (the group's batch size), deadline (the deadline flush), idle (--flush idle: an idle machine).",
 		[]string{"session", "module", "closer"}, nil)

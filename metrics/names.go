@@ -60,6 +60,13 @@ const (
 	// the gateway started (dataplane.LiveSwitch): what its occupancy is
 	// charged on.
 	GatewayOccupiedMachineSecondsTotal = "piccolo_gateway_occupied_machine_seconds_total"
+	// GatewayDeviceMachineSecondsTotal is the part of
+	// GatewayOccupiedMachineSecondsTotal the devices ran: the compute time
+	// the backends reported with their answers, over the slot's lanes,
+	// summed the same way. The rest of the occupied time is the round trip
+	// and the backend's queue (docs/evaluation.md, "Every policy live beside
+	// its simulation").
+	GatewayDeviceMachineSecondsTotal = "piccolo_gateway_device_machine_seconds_total"
 	// DispatcherClassItemsTotal counts a module's items by priority class
 	// (high, normal, low) and outcome (submitted, overloaded).
 	DispatcherClassItemsTotal = "piccolo_dispatcher_class_items_total"

@@ -158,6 +158,12 @@ type SessionResult struct {
 	// when not measured. Live batches last their round trip (network and
 	// this host's contention included), the simulated ones their profile.
 	LiveChargedCost float64
+	// LiveDeviceCost is LiveChargedCost with the device time the backends
+	// reported (Refusals.Device) in place of the occupancy: what the session
+	// is charged if each batch held its machine only while the device ran
+	// it, as the simulation charges it. LiveChargedCost less it is the round
+	// trip's and the backends' queues' share. NaN when not measured.
+	LiveDeviceCost float64
 	// Cap is the utilisation cap the session was planned at.
 	Cap float64
 	// SimAttainment is the simulated SLO attainment ChargedCost comes with.
@@ -530,7 +536,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// simulated with its own dispatch (docs/evaluation.md, "Equal footing").
 		r.Cap = plan.Utilization(&sp)
 		from := evaluation.ServingFrom(r.Cap)
-		r.ChargedCost, r.LiveChargedCost = math.NaN(), math.NaN()
+		r.ChargedCost, r.LiveChargedCost, r.LiveDeviceCost = math.NaN(), math.NaN(), math.NaN()
 		if sp.Error == "" {
 			one := &api.Config{Hardware: cfg.Hardware, Profiles: cfg.Profiles, Sessions: []api.Session{*s}}
 			if rows, err := evaluation.Footing(one, []string{o.Policy}, from); err == nil && len(rows) == 1 && rows[0].Planned {
@@ -610,14 +616,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		for i := range res.Sessions {
 			r := &res.Sessions[i]
 			r.Refusals = refusals[r.Name]
-			if r.Refusals != nil && r.Refusals.Occupied != nil && r.Report != nil {
-				cost := 0.0
-				for hw, sec := range r.Refusals.Occupied {
-					if h, ok := cfg.HardwareByName(hw); ok {
-						cost += sec * h.Price
+			if r.Refusals != nil && r.Report != nil {
+				charge := func(sec map[string]float64) float64 {
+					if sec == nil {
+						return math.NaN()
 					}
+					cost := 0.0
+					for hw, secs := range sec {
+						if h, ok := cfg.HardwareByName(hw); ok {
+							cost += secs * h.Price
+						}
+					}
+					return max(r.PlanCost, cost/o.Duration.Seconds()/r.Cap)
 				}
-				r.LiveChargedCost = max(r.PlanCost, cost/o.Duration.Seconds()/r.Cap)
+				r.LiveChargedCost, r.LiveDeviceCost = charge(r.Refusals.Occupied), charge(r.Refusals.Device)
 			}
 		}
 	} else {
@@ -743,7 +755,7 @@ func writeReport(w io.Writer, res *Result) {
 		fmt.Fprintf(w, "plan: needs %d %s devices, %d started (--max-backends): the gateway fits the plan to them and refuses the rest\n", st.Needed, st.Hardware, st.Started)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tRATE\tSENT\tOK\tTHROUGHPUT\tP50\tP99\tSLO\tSLO ATTAINMENT\tPLAN COST\tCHARGED SIM / LIVE\tROUND-ROBIN BASELINE CHARGED")
+	fmt.Fprintln(tw, "SESSION\tRATE\tSENT\tOK\tTHROUGHPUT\tP50\tP99\tSLO\tSLO ATTAINMENT\tPLAN COST\tCHARGED SIM / LIVE (DEVICE)\tROUND-ROBIN BASELINE CHARGED")
 	for _, s := range res.Sessions {
 		base, charged, live := "cannot plan", "-", "-"
 		if !math.IsNaN(s.ChargedCost) {
@@ -751,6 +763,9 @@ func writeReport(w io.Writer, res *Result) {
 		}
 		if !math.IsNaN(s.LiveChargedCost) {
 			live = fmt.Sprintf("%.3g", s.LiveChargedCost)
+			if !math.IsNaN(s.LiveDeviceCost) {
+				live += fmt.Sprintf(" (device %.3g)", s.LiveDeviceCost)
+			}
 		}
 		charged += " / " + live
 		if !math.IsNaN(s.BaselineCost) {

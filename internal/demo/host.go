@@ -310,6 +310,10 @@ type Refusals struct {
 	// hardware type, over every plan the gateway served
 	// (piccolo_gateway_occupied_machine_seconds_total).
 	Occupied map[string]float64
+	// Device is the part of Occupied the devices ran: the compute time the
+	// backends reported with their answers, by hardware type
+	// (piccolo_gateway_device_machine_seconds_total).
+	Device map[string]float64
 }
 
 // gatewayRefusals reads the gateway's /metrics and returns, per session,
@@ -391,6 +395,15 @@ func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[stri
 				r.Occupied = map[string]float64{}
 			}
 			r.Occupied[label(m, "hardware")] += m.GetCounter().GetValue()
+		}
+	}
+	if f := fams[metrics.GatewayDeviceMachineSecondsTotal]; f != nil {
+		for _, m := range f.GetMetric() {
+			r := get(label(m, "session"))
+			if r.Device == nil {
+				r.Device = map[string]float64{}
+			}
+			r.Device[label(m, "hardware")] += m.GetCounter().GetValue()
 		}
 	}
 	var door float64
