@@ -387,19 +387,40 @@ func (h *intHeap) Pop() any {
 // an item may still be sent (docs/dataplane.md, "Module deadlines").
 // Errors are Graph's (a cycle).
 func (p *SessionPlan) ShortestRest() ([]time.Duration, error) {
+	return p.rest(func(mp *ModulePlan) time.Duration {
+		var w time.Duration
+		for k, c := range mp.Configs {
+			if d := time.Duration(c.DurationMs * float64(time.Millisecond)); k == 0 || d < w {
+				w = d
+			}
+		}
+		return w
+	})
+}
+
+// BudgetRest returns, for each module of p (indexed as p.Modules), the
+// longest path in module budgets (BudgetMs) from the module, included, to a
+// sink: the reference latency of the rest of the request's sequential paths
+// from there. Llama's per-invocation slack gives a module the share
+// budget/BudgetRest of the time a request has left (its Algorithm 1, the
+// least share over the paths through the module: the longest path gives
+// it; dispatcher.ModuleTimes.PathBudget). Errors are Graph's (a cycle).
+func (p *SessionPlan) BudgetRest() ([]time.Duration, error) {
+	return p.rest(func(mp *ModulePlan) time.Duration { return time.Duration(mp.BudgetMs * float64(time.Millisecond)) })
+}
+
+// rest is the longest path from each module, included, to a sink in the
+// weight w gives each module.
+func (p *SessionPlan) rest(w func(*ModulePlan) time.Duration) ([]time.Duration, error) {
 	g, err := p.Graph()
 	if err != nil {
 		return nil, err
 	}
-	w, rest := make([]time.Duration, len(p.Modules)), make([]time.Duration, len(p.Modules))
-	for i, mp := range p.Modules {
-		for k, c := range mp.Configs {
-			if d := time.Duration(c.DurationMs * float64(time.Millisecond)); k == 0 || d < w[i] {
-				w[i] = d
-			}
-		}
+	ws, rest := make([]time.Duration, len(p.Modules)), make([]time.Duration, len(p.Modules))
+	for i := range p.Modules {
+		ws[i] = w(&p.Modules[i])
 	}
-	LongestPath(g, w, nil, rest)
+	LongestPath(g, ws, nil, rest)
 	return rest, nil
 }
 

@@ -59,6 +59,13 @@ type LiveOptions struct {
 	// items and it refused 24% of a burst its plan serves;
 	// docs/dataplane.md, "Module deadlines"). Default 0.1; negative means none.
 	SlackFraction float64
+	// InvocationSlack turns on Llama's per-invocation slack
+	// (dispatcher.ModuleTimes.PathBudget; docs/dataplane.md, "Per-invocation
+	// slack"): an item's flush deadline at a module is the module's share of
+	// the time its request has left (its budget over the longest path of
+	// budgets from it to a sink), not its budget from now. Off: the paper's
+	// per-module budgets.
+	InvocationSlack bool
 	// Metrics, when set, records each module's queue and compute times and batch
 	// sizes (children resolved here, once per module).
 	Metrics *metrics.Metrics
@@ -339,7 +346,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			r.health.attach(d)
 			mods[mp.Name] = lm
 		}
-		setTails(sp.Modules, mods)
+		setTails(sp.Modules, mods, opts.InvocationSlack)
 	}
 	seen := map[*backendHealth]bool{}
 	for _, mods := range r.sessions { // kept ones too: this runner sends to their backends
@@ -683,17 +690,26 @@ func (lm *liveModule) finish(it *dispatcher.Item) {
 
 // setTails sets each module's tail (the longest path, in shortest batch
 // durations, from the module's children to a sink of the session's DAG,
-// which the config loader checked is acyclic), its item times, and its
+// which the config loader checked is acyclic), its item times (with
+// invocation, the path budget of Llama's per-invocation slack), and its
 // stage: its dispatcher and the stages of its children.
-func setTails(modules []api.ModulePlan, mods map[string]*liveModule) {
-	rest, err := (&api.SessionPlan{Modules: modules}).ShortestRest()
+func setTails(modules []api.ModulePlan, mods map[string]*liveModule, invocation bool) {
+	sp := &api.SessionPlan{Modules: modules}
+	rest, err := sp.ShortestRest()
 	if err != nil {
 		return // unreachable: the config loader rejects cycles
+	}
+	var paths []time.Duration
+	if invocation {
+		paths, _ = sp.BudgetRest()
 	}
 	for i, mp := range modules {
 		if lm := mods[mp.Name]; lm != nil {
 			lm.tail = rest[i] - lm.minDuration
 			lm.times = dispatcher.ModuleTimes{Budget: lm.budget, Slack: lm.slack, Shortest: lm.minDuration, Tail: lm.tail}
+			if paths != nil {
+				lm.times.PathBudget = paths[i]
+			}
 			lm.stage.D = lm.disp
 		}
 	}

@@ -77,7 +77,7 @@ func TestSetTailsDiamond(t *testing.T) {
 	mods := map[string]*liveModule{"a": {minDuration: 5 * ms}, "b": {minDuration: 30 * ms}, "c": {minDuration: 50 * ms}, "d": {minDuration: 10 * ms}}
 	cfg := func(ms float64) []api.GroupPlan { return []api.GroupPlan{{DurationMs: ms}, {DurationMs: 2 * ms}} }
 	setTails([]api.ModulePlan{{Name: "a", Configs: cfg(5)}, {Name: "b", After: []string{"a"}, Configs: cfg(30)},
-		{Name: "c", After: []string{"a"}, Configs: cfg(50)}, {Name: "d", After: []string{"b", "c"}, Configs: cfg(10)}}, mods)
+		{Name: "c", After: []string{"a"}, Configs: cfg(50)}, {Name: "d", After: []string{"b", "c"}, Configs: cfg(10)}}, mods, false)
 	for name, want := range map[string]time.Duration{"a": 60 * ms, "b": 10 * ms, "c": 10 * ms, "d": 0} {
 		if got := mods[name].tail; got != want {
 			t.Errorf("tail of %s = %v, want %v", name, got, want)

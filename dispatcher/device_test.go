@@ -145,6 +145,46 @@ func TestSetDeadlines(t *testing.T) {
 	}
 }
 
+// Llama's per-invocation slack (ModuleTimes.PathBudget): a module of
+// budget 300 ms with 600 ms of budgets on its longest path to a sink gets
+// half of the time its request has left, whatever its budget from now:
+// more when the modules before it ran early, less when they ran late; the
+// last module (path = its own budget) gets all of it.
+func TestSetDeadlinesPerInvocationSlack(t *testing.T) {
+	ms := time.Millisecond
+	times := ModuleTimes{Budget: 300 * ms, Slack: 30 * ms, Shortest: 250 * ms, Tail: 320 * ms, PathBudget: 600 * ms}
+	for _, c := range []struct {
+		name     string
+		left     time.Duration // the request's time left at t0
+		deadline time.Duration // since t0
+	}{
+		{"on time", 600 * ms, 270 * ms},   // the budget, as without
+		{"upstream early", 800 * ms, 370 * ms},
+		{"upstream late", 400 * ms, 170 * ms},
+		{"past its deadline", -10 * ms, -40 * ms}, // the request's own, less the slack
+	} {
+		var it Item
+		it.SetDeadlines(t0, t0.Add(c.left), &times, 0)
+		if got := it.Deadline.Sub(t0); got != c.deadline {
+			t.Errorf("%s: deadline %v, want %v", c.name, got, c.deadline)
+		}
+	}
+	last := ModuleTimes{Budget: 300 * ms, Slack: 30 * ms, PathBudget: 300 * ms}
+	var it Item
+	it.SetDeadlines(t0, t0.Add(800*ms), &last, 0)
+	if got := it.Deadline.Sub(t0); got != 770*ms {
+		t.Errorf("last module: deadline %v, want the request's less the slack, 770ms", got)
+	}
+	// Without a request deadline the budget rule stands.
+	var free Item
+	free.SetDeadlines(t0, time.Time{}, &times, 0)
+	var plain Item
+	plain.SetDeadlines(t0, time.Time{}, &ModuleTimes{Budget: 300 * ms, Slack: 30 * ms, Shortest: 250 * ms, Tail: 320 * ms}, 0)
+	if free.Deadline != plain.Deadline {
+		t.Errorf("no request deadline: %v, want %v as without the path budget", free.Deadline, plain.Deadline)
+	}
+}
+
 // Stage.Reserve is the longest path of the later modules' Lag: a chain a →
 // b whose b has two 100 ms batches queued leaves a item 300 ms less.
 func TestReserveFollowsTheNextModulesQueue(t *testing.T) {

@@ -252,6 +252,14 @@ func (q *batchFIFO) pop() *Batch {
 // Shortest). Fixed per plan.
 type ModuleTimes struct {
 	Budget, Slack, Shortest, Tail time.Duration
+	// PathBudget, when set, turns on Llama's per-invocation slack (its
+	// Algorithm 1; docs/dataplane.md, "Per-invocation slack"): Budget plus
+	// the longest path of budgets after the module to a sink
+	// (api.SessionPlan.BudgetRest). The flush deadline is then the module's
+	// share of the time the request has left, Budget/PathBudget of it,
+	// instead of Budget from now: an item whose upstream ran early gets the
+	// time it saved, one that arrives late flushes sooner, in proportion.
+	PathBudget time.Duration
 }
 
 // SetDeadlines sets it's Deadline, Expiry and DoneBy at a module of a DAG
@@ -260,6 +268,7 @@ type ModuleTimes struct {
 // (Stage.Reserve; 0 for the last module):
 //
 //	Deadline = min(now + Budget, request) − Slack          (times the flush)
+//	         = now + (request − now) × Budget/PathBudget − Slack  (PathBudget set)
 //	DoneBy   = request − max(Tail, reserve) − Slack        (admission's bound)
 //	Expiry   = request − Tail − Shortest − Slack, when later than Deadline
 //
@@ -274,7 +283,12 @@ type ModuleTimes struct {
 // gateway and the simulator both call it.
 func (it *Item) SetDeadlines(now, request time.Time, t *ModuleTimes, reserve time.Duration) {
 	it.Deadline, it.Expiry = request, time.Time{}
-	if t.Budget > 0 {
+	switch {
+	case t.PathBudget > 0 && !request.IsZero():
+		if left := request.Sub(now); left > 0 && t.Budget < t.PathBudget {
+			it.Deadline = now.Add(time.Duration(float64(left) * float64(t.Budget) / float64(t.PathBudget)))
+		}
+	case t.Budget > 0:
 		if b := now.Add(t.Budget); b.Before(request) {
 			it.Deadline = b
 		}

@@ -34,6 +34,7 @@ WARM=${WARM:-10}
 MEASURE=${MEASURE:-$([ "$MODE" = step ] && echo 70 || echo 40)}
 RATE=${RATE:-50}
 SEED=${SEED:-2} # the second load generator's trace (the first is seed 1)
+# GATEWAY_FLAGS adds flags to piccolo gateway (e.g. --invocation-slack).
 # PORTS: the first of the ports it takes (gateway PORTS and PORTS+1, backends
 # from PORTS+11, their metrics 1000 above), so that two runs can share a host.
 PORTS=${PORTS:-19290}
@@ -71,7 +72,7 @@ for cal in $CAL; do
   done
   sleep 1
   "$P" gateway --admin-listen same -c $CFG -c "$work/backends.yaml" --listen $GW --grpc-listen 127.0.0.1:$((PORTS + 1)) \
-    --calibration=$cal ${CALFILE:+$([ "$cal" = true ] && echo --calibration-file="$CALFILE")} --watch=false >"$work/g.log" 2>&1 &
+    --calibration=$cal ${CALFILE:+$([ "$cal" = true ] && echo --calibration-file="$CALFILE")} --watch=false ${GATEWAY_FLAGS:-} >"$work/g.log" 2>&1 &
   G=$!
   pids+=($G)
   for _ in $(seq 50); do curl -sf $GW/v2/health/ready >/dev/null && break; sleep 0.2; done

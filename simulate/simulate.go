@@ -60,6 +60,11 @@ type Options struct {
 	// Submit. A request so refused is counted as refused (SessionReport.Refused),
 	// not as an error, and its later modules do not run.
 	Admission bool
+	// InvocationSlack times each item's flush deadline by Llama's
+	// per-invocation slack (dispatcher.ModuleTimes.PathBudget), as the
+	// gateway's --invocation-slack does. With Admission only: without it,
+	// items keep the paper's module deadlines.
+	InvocationSlack bool
 	// Spare are machines outside the plan that a module's batches may
 	// overflow to (dispatcher.SetSpare): each applies to the module its
 	// Slot.Module names. Slots naming one backend (the same idle backend
@@ -422,6 +427,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 	if err != nil {
 		return nil, err
 	}
+	paths := s.pathBudgets(sp)
 	for i, m := range ss.mods {
 		shortest := time.Duration(math.MaxInt64)
 		for _, c := range m.plan.Configs {
@@ -429,7 +435,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 		}
 		// As the live gateway's (dataplane.LiveRunner), with no slack: the
 		// simulator has no hop to the backend.
-		m.times = dispatcher.ModuleTimes{Budget: m.budget, Shortest: shortest, Tail: rest[i] - shortest}
+		m.times = dispatcher.ModuleTimes{Budget: m.budget, Shortest: shortest, Tail: rest[i] - shortest, PathBudget: paths[i]}
 		m.stage = &dispatcher.Stage{D: m.d}
 	}
 	for _, m := range ss.mods {
@@ -572,6 +578,7 @@ func (s *sim) change(p *api.Plan) {
 			}
 			continue
 		}
+		paths := s.pathBudgets(np)
 		for i, m := range ss.mods {
 			mp := &np.Modules[i]
 			if err := m.d.SetPlan(*mp); err != nil {
@@ -585,9 +592,20 @@ func (s *sim) change(p *api.Plan) {
 			for _, c := range mp.Configs {
 				shortest = min(shortest, ms(c.DurationMs))
 			}
-			m.times = dispatcher.ModuleTimes{Budget: m.budget, Shortest: shortest, Tail: rest[i] - shortest}
+			m.times = dispatcher.ModuleTimes{Budget: m.budget, Shortest: shortest, Tail: rest[i] - shortest, PathBudget: paths[i]}
 		}
 	}
+}
+
+// pathBudgets is each module's path budget (api.SessionPlan.BudgetRest)
+// with Options.InvocationSlack, else zeros (the per-module budgets).
+func (s *sim) pathBudgets(sp *api.SessionPlan) []time.Duration {
+	if s.o.InvocationSlack {
+		if p, err := sp.BudgetRest(); err == nil {
+			return p
+		}
+	}
+	return make([]time.Duration, len(sp.Modules))
 }
 
 func (ss *session) arrive() {

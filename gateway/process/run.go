@@ -44,6 +44,9 @@ type Options struct {
 	Flush       string  // --flush: a dispatcher flush name ("": idle)
 	MaxBody     int     // --max-body: largest request body or message, bytes, > 0
 	Slack       float64 // --slack: share of each module's budget kept free, in [0, 1)
+	// InvocationSlack (--invocation-slack) times each item's flush deadline
+	// by Llama's per-invocation slack (dataplane.LiveOptions.InvocationSlack).
+	InvocationSlack bool
 	Admission   bool    // --admission: refuse at each module what would finish too late
 	Hedge       float64 // --hedge-budget: share of batches sent twice, in [0, 1]
 	// ProbeEvery (--probe-interval) is how often a static backend is
@@ -227,7 +230,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	if est != nil { // a nil *Estimator in the interface would not be nil
 		o.Loop.Calibration = est
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, InvocationSlack: o.InvocationSlack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
 		Calibration: est}
 	planOpts := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil, SessionUtilization: o.SessionUtil}, BurstTarget: o.Burst, NoAdmission: !o.Admission, Dispatch: pol}
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
