@@ -158,7 +158,7 @@ func TestSetDeadlinesPerInvocationSlack(t *testing.T) {
 		left     time.Duration // the request's time left at t0
 		deadline time.Duration // since t0
 	}{
-		{"on time", 600 * ms, 270 * ms},   // the budget, as without
+		{"on time", 600 * ms, 270 * ms}, // the budget, as without
 		{"upstream early", 800 * ms, 370 * ms},
 		{"upstream late", 400 * ms, 170 * ms},
 		{"past its deadline", -10 * ms, -40 * ms}, // the request's own, less the slack

@@ -47,8 +47,8 @@ type Options struct {
 	// InvocationSlack (--invocation-slack) times each item's flush deadline
 	// by Llama's per-invocation slack (dataplane.LiveOptions.InvocationSlack).
 	InvocationSlack bool
-	Admission   bool    // --admission: refuse at each module what would finish too late
-	Hedge       float64 // --hedge-budget: share of batches sent twice, in [0, 1]
+	Admission       bool    // --admission: refuse at each module what would finish too late
+	Hedge           float64 // --hedge-budget: share of batches sent twice, in [0, 1]
 	// ProbeEvery (--probe-interval) is how often a static backend is
 	// health-probed (0: 1 s).
 	ProbeEvery time.Duration
