@@ -15,6 +15,7 @@
 # gateway short of devices fits the plan to them and refuses the rest.
 # Run it alone: every run takes about 2.5 minutes of the host's two cores.
 # PICCOLO=BINARY runs that binary instead of building the working tree.
+# DEMO_FLAGS adds flags to every demo (e.g. --gateway-arg=--slack=0).
 set -euo pipefail
 POLICIES=${POLICIES:-piccolo paper nexus scrooge inferline clipper}
 DURATION=${DURATION:-60s}
@@ -30,7 +31,7 @@ CAL=${CAL:-out/demo/calibration-$(hostname).json}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for pol in $POLICIES; do
-  flags=(--policy "$pol" --duration "$DURATION" --max-backends "$MAX_BACKENDS" --out "$work/$pol")
+  flags=(--policy "$pol" --duration "$DURATION" --max-backends "$MAX_BACKENDS" --out "$work/$pol" ${DEMO_FLAGS:-})
   if [ -f "$CAL" ]; then
     cp "$CAL" "$work/cal-$pol.json"
     flags+=(--calibration-file "$work/cal-$pol.json")

@@ -45,6 +45,7 @@ profiled and measured durations side by side (docs/ocr.md).`,
 	f.DurationVar(&o.Duration, "duration", 60*time.Second, "how long to load each session")
 	f.BoolVar(&o.Serve, "serve", false, "keep running after the load; print URLs and a curl request")
 	f.StringVar(&o.OutDir, "out", "out/demo", "directory for latency plots and process logs")
+	f.StringArrayVar(&o.GatewayArgs, "gateway-arg", nil, "one more argument for the demo's gateway, after its own (repeatable; e.g. --gateway-arg=--slack=0 --gateway-arg=--invocation-slack)")
 	f.Float64Var(&o.MaxUtilization, "max-utilization", 0, "plan machines to run at most this share of their throughput, in (0,1] (0: the highest whose simulation meets the SLO for 99.9% of Poisson requests)")
 	f.StringVar(&o.Policy, "policy", "piccolo", "planning policy the demo plans and its gateway serves with (the baselines with --dispatch rr): "+strings.Join(demo.DemoPolicies, ", "))
 	addFusionFlag(f, &o.NoFusion)

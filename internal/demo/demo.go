@@ -58,6 +58,10 @@ type Options struct {
 	Serve bool
 	// OutDir receives the latency plots and the processes' logs (default out/demo).
 	OutDir string
+	// GatewayArgs are more arguments for the demo's `piccolo gateway`, after
+	// its own (e.g. "--slack=0"): to try a gateway setting on the demo's
+	// sessions. The gateway rejects what it does not know.
+	GatewayArgs []string
 	// Binary is the piccolo executable to start children from (default: this one).
 	Binary string
 	// MaxBackendsPerType caps the backend processes of one hardware type; planned
@@ -495,7 +499,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		for _, f := range gatewayFiles {
 			args = append(args, "-c", f)
 		}
-		return args
+		return append(args, o.GatewayArgs...)
 	}, filepath.Join(logs, "gateway.log"), "PICCOLO_ADMIN_TOKEN="+token)
 	if err != nil {
 		return nil, err
