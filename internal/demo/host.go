@@ -388,22 +388,18 @@ func gatewayRefusals(ctx context.Context, base string, plan *api.Plan) (map[stri
 			get(s).Slow = append(get(s).Slow, fmt.Sprintf("%s %.2g× (queued %.0f ms)", r.module, r.r, 1000*r.queued))
 		}
 	}
-	if f := fams[metrics.GatewayOccupiedMachineSecondsTotal]; f != nil {
-		for _, m := range f.GetMetric() {
-			r := get(label(m, "session"))
-			if r.Occupied == nil {
-				r.Occupied = map[string]float64{}
+	// Machine-seconds by session and hardware type: occupied, and the part
+	// the devices ran.
+	for name, field := range map[string]func(*Refusals) *map[string]float64{
+		metrics.GatewayOccupiedMachineSecondsTotal: func(r *Refusals) *map[string]float64 { return &r.Occupied },
+		metrics.GatewayDeviceMachineSecondsTotal:   func(r *Refusals) *map[string]float64 { return &r.Device },
+	} {
+		for _, m := range fams[name].GetMetric() {
+			sec := field(get(label(m, "session")))
+			if *sec == nil {
+				*sec = map[string]float64{}
 			}
-			r.Occupied[label(m, "hardware")] += m.GetCounter().GetValue()
-		}
-	}
-	if f := fams[metrics.GatewayDeviceMachineSecondsTotal]; f != nil {
-		for _, m := range f.GetMetric() {
-			r := get(label(m, "session"))
-			if r.Device == nil {
-				r.Device = map[string]float64{}
-			}
-			r.Device[label(m, "hardware")] += m.GetCounter().GetValue()
+			(*sec)[label(m, "hardware")] += m.GetCounter().GetValue()
 		}
 	}
 	var door float64
