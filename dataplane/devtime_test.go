@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/calibrate"
@@ -152,5 +156,31 @@ func TestSlowedThenRestoredDevice(t *testing.T) {
 	idle.batch(170*time.Millisecond, slowed) // the next batch measures it anew
 	if p := idle.bh.Pace(); p < 1.59 || !idle.bh.slow.Load() {
 		t.Errorf("one slowed batch after forgetting: pace %v, straggler %v; want 1.6 and yes", p, idle.bh.slow.Load())
+	}
+}
+
+// A batch late because its hosts stalled, not its device (the 512-connection
+// burst of docs/traffic.md: a 250 µs model answered after 53 ms): the
+// late-batch line gives the backend's reported queue and compute beside the
+// round trip, so the stall reads as network and host.
+func TestLateLineSaysTheHostStalled(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	r := newDevTimeRig(t)
+	r.h.log = zap.New(core)
+	r.lm.session, r.lm.name, r.lm.health = "s", "a", map[string]*backendHealth{"gpu-0": r.bh}
+	start := time.Now().Add(-53 * time.Millisecond)
+	r.lm.observe(r.bh, &r.slot, 0, start, 4, backends.Timing{Compute: 250 * time.Microsecond}, nil)
+	first := &dispatcher.Item{Arrival: start, Deadline: start.Add(40 * time.Millisecond)}
+	b := &dispatcher.Batch{Slot: &r.slot, Items: []*dispatcher.Item{first}, Sent: start}
+	r.lm.noteLate(b, first, start.Add(53*time.Millisecond), start.Add(48*time.Millisecond), nil)
+	lines := logs.FilterMessage("batch answered after its oldest item's deadline").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d late-batch lines, want 1", len(lines))
+	}
+	f := lines[0].ContextMap()
+	if f["backend_compute"] != 250*time.Microsecond || f["backend_queue"] != time.Duration(0) ||
+		f["network_and_host"] != 53*time.Millisecond-250*time.Microsecond {
+		t.Errorf("backend queue %v, compute %v, network and host %v; want 0, 250µs and the rest of the 53ms round trip",
+			f["backend_queue"], f["backend_compute"], f["network_and_host"])
 	}
 }

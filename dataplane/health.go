@@ -111,6 +111,10 @@ type backendHealth struct {
 	// pace window since the latest sample; the pace and slowness stand.
 	forgotten atomic.Bool
 	host      atomic.Int64 // ns: EWMA of the network-and-host share of its batches (Health.hostShare)
+	// lastQueue and lastCompute are the queue and compute time (ns) the
+	// backend reported with its latest answer, for the late-batch line
+	// (noteLate): that batch's, unless another answer came in between.
+	lastQueue, lastCompute atomic.Int64
 
 	lastEnd    atomic.Int64 // unix ns: the latest end of a batch on the backend (backendHealth.ran)
 	paceMu     sync.Mutex

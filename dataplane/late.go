@@ -20,11 +20,12 @@ const lateEvery = time.Second
 // item first (oldest): how long that item waited in the module's queue and
 // how much of its module budget was left when the batch was sent, what the
 // dispatcher expected of the machine it chose and what the machine did, so
-// that a 504 can be traced to its batch. The backend is the one the batch
-// was sent to first (a retry may have moved it); err is the call's error, if
-// any. Times run from b.Sent, when the dispatcher handed the batch over. Called from
-// the batch's goroutine (liveModule.send); per late batch, one CAS and at
-// most one line a second.
+// that a 504 can be traced to its batch, and, when the backend reports its
+// times, how much of the round trip it spent queueing and computing. The
+// backend is the one the batch was sent to first (a retry may have moved
+// it); err is the call's error, if any. Times run from b.Sent, when the
+// dispatcher handed the batch over. Called from the batch's goroutine
+// (liveModule.send); per late batch, one CAS and at most one line a second.
 func (lm *liveModule) noteLate(b *dispatcher.Batch, first *dispatcher.Item, end, oldest time.Time, err error) {
 	start := b.Sent
 	h := lm.h
@@ -48,6 +49,14 @@ func (lm *liveModule) noteLate(b *dispatcher.Batch, first *dispatcher.Item, end,
 	if bh := lm.health[b.Slot.Backend]; bh != nil {
 		fields = append(fields, zap.Float64("pace", math.Float64frombits(bh.paceRatio.Load())),
 			zap.Float64("straggler_ratio", math.Float64frombits(bh.ratio.Load())))
+		if q, c := time.Duration(bh.lastQueue.Load()), time.Duration(bh.lastCompute.Load()); q+c > 0 && err == nil {
+			// What the backend said of its latest answer (this batch's, unless
+			// another answered between): took far above them is the network
+			// and the hosts (a CPU-starved gateway or backend process), not
+			// the device.
+			fields = append(fields, zap.Duration("backend_queue", q), zap.Duration("backend_compute", c),
+				zap.Duration("network_and_host", end.Sub(start)-q-c))
+		}
 	}
 	h.log.Warn("batch answered after its oldest item's deadline", fields...)
 }

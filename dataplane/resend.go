@@ -245,6 +245,8 @@ func (lm *liveModule) observe(bh *backendHealth, s *dispatcher.Slot, wait time.D
 		if tm.Reported() {
 			bh.ran(start, now, s.Concurrency, wait) // keeps the backend's last end for a batch that reports none
 			lm.h.hostShare(bh, took-tm.Queue-tm.Compute)
+			bh.lastQueue.Store(int64(tm.Queue))
+			bh.lastCompute.Store(int64(tm.Compute))
 			lm.learn(bh, s, n, tm.Compute, now)
 			lm.h.observe(bh, tm.Compute, s.Duration)
 			return
