@@ -196,9 +196,11 @@ type SessionResult struct {
 
 var cpuThreads = regexp.MustCompile(`^cpu-(\d+)t$`)
 
-// DemoPolicies are the policies the demo serves (Options.Policy): Piccolo,
-// the paper's Piccolo and the four systems of Table III.
-var DemoPolicies = []string{"piccolo", "paper", "nexus", "scrooge", "inferline", "clipper"}
+// DemoPolicies are the policies the demo serves (Options.Policy): the
+// evaluation's systems (Piccolo, the paper's Piccolo and the four systems of
+// Table III) but the optimum, which is a search, not a policy a gateway
+// serves.
+var DemoPolicies = slices.DeleteFunc(slices.Clone(evaluation.Systems), func(s string) bool { return s == "optimal" })
 
 // roundRobin reports whether policy's plans are served with round-robin
 // dispatch (evaluation.Variant.RoundRobin), as the evaluation simulates them.
