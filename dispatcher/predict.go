@@ -137,19 +137,14 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 }
 
 // endOn is predictAt and queuedMargin of a batch that starts on m at start,
-// m's duration read once (BenchmarkSubmit: the admission cases read it
-// twice, and an idle machine needs no margin at all).
+// m's duration (its health's atomics) read once. A batch that starts now
+// has nothing queued ahead of it: no margin.
 func (d *Dispatcher) endOn(m *machine, start, now time.Time) (end time.Time, margin time.Duration) {
 	dur := m.duration()
-	if m.g.slow == 1 {
-		// end − now − dur is start − now exactly: no Sub unless queued.
-		end = start.Add(dur)
-		if d.handoff <= 0 || dur <= 0 || !start.After(now) {
-			return end, 0
-		}
-		return end, time.Duration(float64(start.Sub(now)) / float64(dur) * float64(d.handoff))
+	end = endAfter(m, dur, start, now)
+	if !start.After(now) {
+		return end, 0
 	}
-	end = now.Add(time.Duration(float64(start.Sub(now)+dur) * m.g.slow))
 	return end, d.marginFor(float64(dur)*m.g.slow, end, now)
 }
 
@@ -349,10 +344,15 @@ func (d *Dispatcher) marginFor(own float64, end, now time.Time) time.Duration {
 // average out the spread: the items admitted last are those its error
 // makes late).
 func predictAt(m *machine, start, now time.Time) time.Time {
+	return endAfter(m, m.duration(), start, now)
+}
+
+// endAfter is predictAt for m's expected duration dur.
+func endAfter(m *machine, dur time.Duration, start, now time.Time) time.Time {
 	if m.g.slow == 1 { // as measured, mostly: one Add, no Sub, no float (BenchmarkSubmit)
-		return start.Add(m.duration())
+		return start.Add(dur)
 	}
-	return now.Add(time.Duration(float64(start.Sub(now)+m.duration()) * m.g.slow))
+	return now.Add(time.Duration(float64(start.Sub(now)+dur) * m.g.slow))
 }
 
 // sendBy returns when the deadline flush sends q's open batch, whose oldest
