@@ -332,41 +332,55 @@ func fitRate(cfg *api.Config, opts planner.Options, p *api.Plan, err error, pl p
 		// a host measured 2× slow is infeasible at 2 req/s and plans at 4.75),
 		// so the scale that fits may lie between the one that left it
 		// unplanned and the lowest that planned it but missed devices.
-		// Geometric: the scales span orders of magnitude (a storm's rate of
-		// 364 req/s against the 5 the pool carries).
-		lo, hi := tooLow, s
-		for i := 0; i < 2*fitRateBisections && hi > lo*(1+fitRateTolerance); i++ {
-			mid := math.Sqrt(lo * hi)
+		bisectScale(tooLow, s, func(mid float64) (above, done bool) {
 			q, qerr := at(mid)
 			if q == nil || replan.FailsMore(q, p) {
-				lo = mid
-				continue
+				return true, false
 			}
 			m := missing(q, cfg.Backends)
 			if m < bestMissing {
 				best, bestErr, bestMissing = q, qerr, m
 			}
 			if m == 0 {
-				s, missed = mid, hi
-				break
+				s, missed = mid, s
+				return false, true
 			}
-			hi = mid
-		}
+			s = mid // the lowest scale that planned and missed, so far
+			return false, false
+		})
 	}
 	if bestMissing > 0 {
 		return best, bestErr
 	}
-	lo, hi := s, missed
-	for i := 0; i < 2*fitRateBisections && hi > lo*(1+fitRateTolerance); i++ {
-		mid := math.Sqrt(lo * hi) // geometric, as above: the range can span orders of magnitude
+	bisectScale(s, missed, func(mid float64) (above, done bool) {
 		q, qerr := at(mid)
 		if q != nil && !replan.FailsMore(q, p) && missing(q, cfg.Backends) == 0 {
-			best, bestErr, lo = q, qerr, mid
-		} else {
+			best, bestErr = q, qerr
+			return true, false
+		}
+		return false, false
+	})
+	return best, bestErr
+}
+
+// bisectScale bisects the scales between lo and hi geometrically (they can
+// span orders of magnitude: a storm's 364 req/s against the 5 a pool
+// carries), at most 2×fitRateBisections probes and until the bounds are
+// within fitRateTolerance: probe(mid) says whether what is sought lies above
+// mid (lo = mid) or below (hi = mid), or that it was found (done).
+func bisectScale(lo, hi float64, probe func(mid float64) (above, done bool)) {
+	for i := 0; i < 2*fitRateBisections && hi > lo*(1+fitRateTolerance); i++ {
+		mid := math.Sqrt(lo * hi)
+		above, done := probe(mid)
+		switch {
+		case done:
+			return
+		case above:
+			lo = mid
+		default:
 			hi = mid
 		}
 	}
-	return best, bestErr
 }
 
 // shortSessions is the set of sessions of p with a group on a hardware type
