@@ -46,8 +46,9 @@ sessions:
 // faultRig is a LiveSwitch in the static mode (ReplaceOnEjection) over n sim
 // backends, each behind a fault injector.
 type faultRig struct {
-	sw  *LiveSwitch
-	inj []*faults.Injector
+	sw       *LiveSwitch
+	inj      []*faults.Injector
+	backends string // the backends list the switch's config was loaded with (YAML)
 }
 
 func (rig *faultRig) module() *liveModule { return rig.sw.Runner().sessions["s"]["m"] }
@@ -92,7 +93,8 @@ func startRig(t *testing.T, cfgText string, n int, opts LiveOptions) *faultRig {
 		rig.inj = append(rig.inj, inj)
 		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, lis.Addr().String())
 	}
-	rig.sw = newSwitch(t, cfgText, bl.String(), opts)
+	rig.backends = bl.String()
+	rig.sw = newSwitch(t, cfgText, rig.backends, opts)
 	t.Cleanup(func() { rig.sw.Close() })
 	if got := len(rig.module().clients); got != 2 && cfgText == faultConfig {
 		t.Fatalf("the plan uses %d backends; the test needs 2", got)
@@ -117,6 +119,19 @@ func newFaultSwitch(t *testing.T, backendsYAML string, opts LiveOptions) *LiveSw
 
 func newSwitch(t *testing.T, cfgText, backendsYAML string, opts LiveOptions) *LiveSwitch {
 	t.Helper()
+	cfg, plan := plannedConfig(t, cfgText, backendsYAML)
+	sw, err := NewLiveSwitch(context.Background(), cfg, plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw.ReplaceOnEjection()
+	return sw
+}
+
+// plannedConfig loads the config text cfgText with the backends list
+// backendsYAML and plans it with the piccolo policy.
+func plannedConfig(t *testing.T, cfgText, backendsYAML string) (*api.Config, *api.Plan) {
+	t.Helper()
 	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(cfgText)}, api.NamedDoc{Name: "b.yaml", Data: []byte(backendsYAML)})
 	if err != nil {
 		t.Fatal(err)
@@ -125,12 +140,7 @@ func newSwitch(t *testing.T, cfgText, backendsYAML string, opts LiveOptions) *Li
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw, err := NewLiveSwitch(context.Background(), cfg, plan, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw.ReplaceOnEjection()
-	return sw
+	return cfg, plan
 }
 
 // loadResult counts the answers of an open-loop run.

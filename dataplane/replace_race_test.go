@@ -4,9 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/piccolo-serving/piccolo/api"
-	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // A health re-placement kicked while an Apply is being made must re-place
@@ -26,19 +23,7 @@ func TestReplacementDuringAnApplyKeepsTheApply(t *testing.T) {
 	if text == faultConfig {
 		t.Fatal("the test's config change did not apply")
 	}
-	var bl strings.Builder
-	bl.WriteString("backends:\n")
-	for _, b := range sw.Config().Backends {
-		bl.WriteString("  - {id: " + b.ID + ", address: \"" + b.Address + "\", hardware: " + b.Hardware + "}\n")
-	}
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(text)}, api.NamedDoc{Name: "b.yaml", Data: []byte(bl.String())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := planner.Plan(cfg, planner.Options{Policy: "piccolo"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, plan := plannedConfig(t, text, rig.backends)
 	if err := sw.Apply(context.Background(), cfg, plan); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/piccolo-serving/piccolo/backends/sim"
 	"github.com/piccolo-serving/piccolo/calibrate"
 	"github.com/piccolo-serving/piccolo/gateway"
-	"github.com/piccolo-serving/piccolo/planner"
 )
 
 // warmConfig plans one module on two v100 machines (30 req/s against 20
@@ -80,14 +79,7 @@ func startWarmSwitch(t *testing.T, specs []warmBackend, calibration bool) (*Live
 		addr, _ := serveGRPC(t, srv, spec.wrap)
 		fmt.Fprintf(&bl, "  - {id: gpu-%d, address: %q, hardware: v100}\n", i, addr)
 	}
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "c.yaml", Data: []byte(warmConfig)}, api.NamedDoc{Name: "b.yaml", Data: []byte(bl.String())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := planner.Plan(cfg, planner.Options{Policy: "piccolo"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, plan := plannedConfig(t, warmConfig, bl.String())
 	core, logs := observer.New(zap.InfoLevel)
 	opts := LiveOptions{Admission: true, Spare: true, ProbeInterval: -1, HedgeBudget: -1, Logger: zap.New(core)}
 	if calibration {

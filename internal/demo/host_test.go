@@ -140,35 +140,32 @@ piccolo_gateway_module_queue_seconds_count{session="s",module="m"} 2
 	}
 }
 
-// TestReportNamesTheDoor: requests the gateway's door shed are said in the
-// report, apart from admission's, so that a reader of a demo's 429s knows
-// the gateway's own CPU refused them; none, no line.
-func TestReportNamesTheDoor(t *testing.T) {
-	var b strings.Builder
-	writeReport(&b, &Result{DoorShed: 3})
-	if !strings.Contains(b.String(), "gateway door: 3 request(s) refused before they were read") {
-		t.Errorf("report with 3 shed at the door:\n%s\nwant the door's line", b.String())
-	}
-	b.Reset()
-	writeReport(&b, &Result{})
-	if strings.Contains(b.String(), "gateway door") {
-		t.Errorf("report with none shed names the door:\n%s", b.String())
-	}
-}
-
-// TestReportNamesAShortPool: a hardware type the plan needs more devices of
-// than the demo started is said under the plan line (the gateway fits the
-// plan to the pool and refuses the rest); a pool that holds the plan, no line.
-func TestReportNamesAShortPool(t *testing.T) {
-	var b strings.Builder
-	writeReport(&b, &Result{Short: []ShortType{{Hardware: "v100", Needed: 10, Started: 8}}})
-	if !strings.Contains(b.String(), "plan: needs 10 v100 devices, 8 started (--max-backends): the gateway fits the plan to them and refuses the rest") {
-		t.Errorf("report with v100 short:\n%s\nwant the short type's line", b.String())
-	}
-	b.Reset()
-	writeReport(&b, &Result{})
-	if strings.Contains(b.String(), "started (--max-backends)") {
-		t.Errorf("report with the pool holding the plan names a short type:\n%s", b.String())
+// TestReportNamesTheDoorAndAShortPool: requests the gateway's door shed are
+// said in the report, apart from admission's, so that a reader of a demo's
+// 429s knows the gateway's own CPU refused them; and a hardware type the
+// plan needs more devices of than the demo started is said under the plan
+// line (the gateway fits the plan to the pool and refuses the rest). With
+// neither, no line.
+func TestReportNamesTheDoorAndAShortPool(t *testing.T) {
+	for _, c := range []struct {
+		name, line, marker string
+		res                *Result
+	}{
+		{"3 shed at the door", "gateway door: 3 request(s) refused before they were read", "gateway door",
+			&Result{DoorShed: 3}},
+		{"v100 short", "plan: needs 10 v100 devices, 8 started (--max-backends): the gateway fits the plan to them and refuses the rest",
+			"started (--max-backends)", &Result{Short: []ShortType{{Hardware: "v100", Needed: 10, Started: 8}}}},
+	} {
+		var b strings.Builder
+		writeReport(&b, c.res)
+		if !strings.Contains(b.String(), c.line) {
+			t.Errorf("report with %s:\n%s\nwant %q", c.name, b.String(), c.line)
+		}
+		b.Reset()
+		writeReport(&b, &Result{})
+		if strings.Contains(b.String(), c.marker) {
+			t.Errorf("report without %s names it:\n%s", c.name, b.String())
+		}
 	}
 }
 

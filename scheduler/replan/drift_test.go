@@ -91,11 +91,19 @@ func TestControllerRateRiseBeyondPoolKeepsPlanThatFits(t *testing.T) {
 	h := newHarness(t, controlConfig(400, time.Second), []placement.Member{{ID: "gpu-0", Hardware: "v100"}}, Options{})
 	h.run(5, noisy(400))
 	h.run(10, noisy(1000)) // 1.6 machines: one device is not enough
+	keptBackThenConfig(t, h, "rate")
+}
+
+// keptBackThenConfig checks that h published its initial plan only, the
+// re-plan of cause kept back counted as unchanged, and that a config change
+// is then published all the same.
+func keptBackThenConfig(t *testing.T, h *harness, cause string) {
+	t.Helper()
 	if len(h.published) != 1 {
-		t.Fatalf("published %v; want the initial plan only", causes(h.published))
+		t.Fatalf("published %v; want the initial plan only (the %s plan needs more than the one device)", causes(h.published), cause)
 	}
 	if h.c.Status().Unchanged == 0 {
-		t.Error("the rate re-plan kept back is not counted as unchanged")
+		t.Errorf("the %s re-plan kept back is not counted as unchanged", cause)
 	}
 	h.c.SetConfig(controlConfig(300, time.Second))
 	h.run(1, noisy(300))
@@ -270,15 +278,5 @@ func TestControllerDriftBeyondPoolKeepsPlanThatFits(t *testing.T) {
 		est.Observe("m", "v100", "gpu-0", g.Batch, g.Concurrency, slow, h.now)
 		h.run(1, noisy(400))
 	}
-	if len(h.published) != 1 {
-		t.Fatalf("published %v; want the initial plan only (the drift plan needs more than the one device)", causes(h.published))
-	}
-	if h.c.Status().Unchanged == 0 {
-		t.Error("the drift re-plan kept back is not counted as unchanged")
-	}
-	h.c.SetConfig(controlConfig(300, time.Second))
-	h.run(1, noisy(300))
-	if h.last().Cause != CauseConfig {
-		t.Errorf("published %v; want a config change to be published", causes(h.published))
-	}
+	keptBackThenConfig(t, h, "drift")
 }
