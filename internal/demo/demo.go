@@ -623,14 +623,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			r := &res.Sessions[i]
 			r.Refusals = refusals[r.Name]
 			if r.Refusals != nil && r.Report != nil {
-				charge := func(sec map[string]float64) float64 {
-					if sec == nil {
+				charge := func(byHardware map[string]float64) float64 { // machine-seconds by type
+					if byHardware == nil {
 						return math.NaN()
 					}
 					cost := 0.0
-					for hw, secs := range sec {
+					for hw, sec := range byHardware {
 						if h, ok := cfg.HardwareByName(hw); ok {
-							cost += secs * h.Price
+							cost += sec * h.Price
 						}
 					}
 					return max(r.PlanCost, cost/o.Duration.Seconds()/r.Cap)
