@@ -13,11 +13,11 @@ import (
 
 // ServingOptions is the headroom rule the gateway and the demo plan with
 // (serving.DefaultHeadroom: the caps, 99.9% of Poisson requests over 60 s or
-// simulate.BurstItems items, seed 1, the gateway's admission), taken from the serving package so the
+// simulate.BurstItems items, seed 1, the gateway's admission and idle flush), taken from the serving package so the
 // two cannot drift apart; Footing and Baseline hold every policy to it.
 var ServingOptions = Options{Utilizations: serving.DefaultHeadroom.Utilizations, Target: serving.DefaultHeadroom.Target,
 	SimDuration: serving.DefaultHeadroom.Duration, SimItems: serving.DefaultHeadroom.Items, Seed: serving.DefaultHeadroom.Seed,
-	Admission: serving.DefaultHeadroom.Admission}
+	Admission: serving.DefaultHeadroom.Admission, Flush: serving.DefaultHeadroom.Flush}
 
 // ServingFrom is ServingOptions from the cap u down: the caps of
 // ServingOptions.Utilizations at or below u, or u alone when none is. A baseline

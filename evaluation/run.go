@@ -45,6 +45,10 @@ type Options struct {
 	// (ServingOptions). False: the paper's dispatcher, in which an item's
 	// deadline is its module budget (the paper's evaluation).
 	Admission bool
+	// Flush is the flush rule every plan is simulated with (nil:
+	// dispatcher.FlushDeadline, the paper's); ServingOptions sets the
+	// gateway's (the idle flush), as its burst check simulates.
+	Flush dispatcher.Flush
 	// Workers is how many workloads run at once (0: GOMAXPROCS). Each
 	// workload's outcomes depend on its seed only, so the numbers do not
 	// change with it; planner runtimes are measured on a machine that many
@@ -318,7 +322,7 @@ func runInferLine(wl Workload, o Options, seed uint64) (PlannerOutcome, error) {
 	}
 	p := run.Plan
 	sp := p.Sessions[0]
-	rep, err := simulate.Run(p, simulate.Options{Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed, Admission: o.Admission})
+	rep, err := simulate.Run(p, simulate.Options{Flush: o.Flush, Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed, Admission: o.Admission})
 	if err != nil {
 		return out, fmt.Errorf("simulating: %w", err)
 	}
@@ -377,7 +381,7 @@ func planAndSimulate(wl Workload, v Variant, o Options, seed uint64) (Outcome, *
 	if v.RoundRobin {
 		pol = dispatcher.RR{}
 	}
-	rep, err := simulate.Run(p, simulate.Options{Policy: pol, Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed, Admission: o.Admission})
+	rep, err := simulate.Run(p, simulate.Options{Policy: pol, Flush: o.Flush, Arrival: "poisson", Duration: o.SimDuration, MaxItems: o.SimItems, Seed: seed, Admission: o.Admission})
 	if err != nil {
 		return out, nil, fmt.Errorf("simulating: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
+	"github.com/piccolo-serving/piccolo/dispatcher"
 	"github.com/piccolo-serving/piccolo/internal/testharness"
 	"github.com/piccolo-serving/piccolo/planner"
 	"github.com/piccolo-serving/piccolo/scheduler/replan"
@@ -311,5 +312,34 @@ func TestFitRatePastARateTooLow(t *testing.T) {
 	if got.Sessions[0].Error != "" || missing(got, cfg.Backends) != 0 || rate(got) < tooLow {
 		t.Errorf("fitRate with the session unplanned below %.0f req/s: %.0f req/s, missing %d devices, error %q; want a plan of at least %.0f that fits",
 			tooLow, rate(got), missing(got, cfg.Backends), got.Sessions[0].Error, tooLow)
+	}
+}
+
+// TestBurstCheckSimulatesTheServedFlush: the burst check simulates the flush
+// the gateway serves with. InferLine's plan of the demo's chain (served
+// round-robin) meets the target at cap 0.8 under the idle flush, the
+// gateway's default, and only at 0.75 under the deadline flush, which holds
+// partial batches to their deadline: the default plan is the idle flush's,
+// and --flush deadline plans at the deadline flush's cap.
+func TestBurstCheckSimulatesTheServedFlush(t *testing.T) {
+	cfg, err := api.Load("../configs/demo/paper-gpus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capOf := func(fl dispatcher.Flush) (float64, float64) {
+		p, err := Plan(cfg, Options{Scheduler: planner.Options{Policy: "inferline"}, Dispatch: dispatcher.RR{}, Flush: fl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Utilization(&p.Sessions[0]), p.TotalCost
+	}
+	defCap, defCost := capOf(nil)
+	idleCap, idleCost := capOf(dispatcher.FlushIdle)
+	deadCap, deadCost := capOf(dispatcher.FlushDeadline)
+	if defCap != idleCap || defCost != idleCost {
+		t.Errorf("default flush planned cap %.2f cost %.4g; the idle flush (the gateway's default) %.2f, %.4g", defCap, defCost, idleCap, idleCost)
+	}
+	if deadCap >= idleCap || deadCost <= idleCost {
+		t.Errorf("deadline flush planned cap %.2f cost %.4g; want a lower cap and a higher cost than the idle flush's %.2f, %.4g", deadCap, deadCost, idleCap, idleCost)
 	}
 }

@@ -50,6 +50,9 @@ type Options struct {
 	// Dispatch is the gateway's dispatch (--dispatch; nil: TC), which the
 	// burst check simulates.
 	Dispatch dispatcher.Policy
+	// Flush is the gateway's flush rule (--flush; nil: DefaultHeadroom.Flush,
+	// the gateway's default, idle), which the burst check simulates.
+	Flush dispatcher.Flush
 }
 
 // Planner returns Plan with o as a Planner.
@@ -75,16 +78,20 @@ type Headroom struct {
 	// (simulate.BurstCheck.Admission: the request's deadline, admission's
 	// refusals counted as misses); false, the paper's dispatcher.
 	Admission bool
+	// Flush is the flush rule each candidate is simulated with: the one the
+	// gateway serves with (simulate.BurstCheck.Flush).
+	Flush dispatcher.Flush
 }
 
 // DefaultHeadroom is the gateway's burst check (simulate.PlanForBursts): the
-// gateway's own semantics, since it serves with admission by default.
+// gateway's own semantics, since it serves with admission and the idle flush
+// by default (`piccolo gateway --flush`'s default).
 var DefaultHeadroom = Headroom{Utilizations: simulate.Utilizations, Target: DefaultBurstTarget,
-	Duration: simulate.BurstDuration, Items: simulate.BurstItems, Seed: 1, Admission: true}
+	Duration: simulate.BurstDuration, Items: simulate.BurstItems, Seed: 1, Admission: true, Flush: dispatcher.FlushIdle}
 
 // Check is h's simulation with target as simulate.PlanForBursts takes it.
 func (h Headroom) Check(target float64) simulate.BurstCheck {
-	return simulate.BurstCheck{Target: target, Seed: h.Seed, Admission: h.Admission}
+	return simulate.BurstCheck{Target: target, Seed: h.Seed, Admission: h.Admission, Flush: h.Flush}
 }
 
 // Plan is the plan a gateway serves for cfg (the config at the rates to plan
@@ -229,6 +236,9 @@ func plan(cfg *api.Config, o Options, pl planFunc) (*api.Plan, error) {
 	}
 	h := DefaultHeadroom
 	h.Admission = !o.NoAdmission
+	if o.Flush != nil {
+		h.Flush = o.Flush
+	}
 	check := h.Check(target)
 	check.Plan, check.Dispatch = pl, o.Dispatch
 	plan, _, err := simulate.PlanForBursts(cfg, opts, check)

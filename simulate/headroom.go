@@ -68,6 +68,13 @@ type BurstCheck struct {
 	// headroom than TC (InferLine's chain meets 88% at 0.9 under RR, 100%
 	// under TC).
 	Dispatch dispatcher.Policy
+	// Flush is the flush rule the plan is served with (nil: FlushDeadline,
+	// the simulator's default and the paper's). The gateway passes its own
+	// (--flush, idle by default, serving.DefaultHeadroom): the idle flush
+	// sends partial batches to idle machines, which costs device time the
+	// deadline flush does not spend (docs/evaluation.md, "Every policy live
+	// beside its simulation").
+	Flush dispatcher.Flush
 }
 
 // PlanForBursts plans cfg with opts at decreasing maximum utilisation
@@ -101,7 +108,7 @@ func PlanForBursts(cfg *api.Config, opts planner.Options, check BurstCheck) (*ap
 	if check.Dispatch != nil {
 		pol = check.Dispatch
 	}
-	load := Options{Policy: pol, Arrival: "poisson", Duration: BurstDuration, MaxItems: BurstItems, Seed: check.Seed, Admission: check.Admission}
+	load := Options{Policy: pol, Flush: check.Flush, Arrival: "poisson", Duration: BurstDuration, MaxItems: BurstItems, Seed: check.Seed, Admission: check.Admission}
 	pl := check.Plan
 	if pl == nil {
 		pl = planner.Plan

@@ -95,7 +95,11 @@ gateway (docs/operations.md).`,
 				if err != nil {
 					return err
 				}
-				_, plan, planErr = serving.Served(cfg, serving.Options{Scheduler: opts, BurstTarget: burst, Dispatch: pol}, noFuse, cmd.ErrOrStderr())
+				flush, err := dispatcher.ParseFlush(tf.Flush)
+				if err != nil {
+					return fmt.Errorf("--flush: %w", err)
+				}
+				_, plan, planErr = serving.Served(cfg, serving.Options{Scheduler: opts, BurstTarget: burst, Dispatch: pol, Flush: flush}, noFuse, cmd.ErrOrStderr())
 			}
 			if plan == nil {
 				return planErr

@@ -39,7 +39,7 @@ func addPlanFlags(f *pflag.FlagSet, tf *simulate.Traffic) {
 	f.Float64Var(&tf.CV2, "cv2", 1, "with --arrival gamma: squared coefficient of variation of the inter-arrival gaps (1 is Poisson, >1 is burstier)")
 	f.Uint64Var(&tf.Seed, "seed", 1, "with --arrival: seed of the synthetic process and of the simulations")
 	f.Float64Var(&tf.Target, "attainment", 0.99, "with --trace or --arrival: the share of requests that must meet the SLO in simulation, in (0,1]")
-	f.StringVar(&tf.Flush, "flush", dispatcher.FlushDeadline.Name(), "with --trace or --arrival: the flush rule the simulations dispatch with: deadline (the paper's, as the gateway's own headroom search simulates) or idle (the gateway's serving default; bursts defeat its capacity guard, see docs/traffic.md)")
+	f.StringVar(&tf.Flush, "flush", dispatcher.FlushIdle.Name(), "the flush rule the gateway serves with (its --flush), which the plan's simulations dispatch with (the burst check; with --trace or --arrival, the trace search): idle (the gateway's default) or deadline (the paper's)")
 	f.DurationVar(&tf.Duration, "duration", 0, "with --trace: plan for this much of it (default: all); with a synthetic --arrival: how much of it to record and plan for (required)")
 	f.StringVar(&tf.Search, "trace-search", "ladder", "with --trace or --arrival: how the trace plan is searched: ladder (Piccolo's planner at rates from the trace's mean to its peak) or inferline (InferLine's planner: per module hardware, batch and whole replicas, greedy moves each checked by simulating the trace; docs/traffic.md)")
 }

@@ -232,7 +232,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	}
 	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, InvocationSlack: o.InvocationSlack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
 		Calibration: est}
-	planOpts := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil, SessionUtilization: o.SessionUtil}, BurstTarget: o.Burst, NoAdmission: !o.Admission, Dispatch: pol}
+	planOpts := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil, SessionUtilization: o.SessionUtil}, BurstTarget: o.Burst, NoAdmission: !o.Admission, Dispatch: pol, Flush: flush}
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
 	if err != nil {
 		return err
