@@ -21,6 +21,7 @@ import (
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/gateway"
+	"github.com/piccolo-serving/piccolo/simulate"
 )
 
 // AdminMaxBodyBytes bounds the body of PUT /admin/sessions/{name}.
@@ -53,6 +54,10 @@ type AdminOptions struct {
 	// DryRun plans a changed config through the config pipeline without
 	// making it live (EmbeddedControl.DryRun); nil: dry runs answer 501.
 	DryRun func(cfg *api.Config) (*api.Plan, error)
+	// Served is how the gateway dispatches (Policy, Flush, Admission), which
+	// a dry run's simulated attainment runs the plan under; its other
+	// fields are ignored. Zero: TC, the deadline flush, no admission.
+	Served simulate.Options
 	// Timeout bounds one change: re-planning, loading models, swapping
 	// (default 2 minutes).
 	Timeout time.Duration

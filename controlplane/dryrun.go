@@ -59,19 +59,24 @@ type PlanDiff struct {
 	Modules []ModuleDiff `json:"modules"`
 	// Attainment is each planned session's simulated SLO attainment under
 	// the plan after the change, in [0, 1]: Poisson arrivals at the planned
-	// rates, the TC dispatcher on a virtual clock, bounded as the gateway's
+	// rates, the gateway's dispatch, flush and admission
+	// (AdminOptions.Served) on a virtual clock, bounded as the gateway's
 	// burst check is (simulate.BurstDuration, simulate.BurstItems, seed 1).
 	// Unplaced: machines that share a backend are not slowed here.
 	Attainment map[string]float64 `json:"simulated_attainment,omitempty"`
 }
 
-// simulatedAttainment is Attainment for plan (nil without a plan to run).
-func simulatedAttainment(plan *api.Plan) map[string]float64 {
+// simulatedAttainment is Attainment for plan (nil without a plan to run)
+// served as served says (its Policy, Flush and Admission).
+func simulatedAttainment(plan *api.Plan, served simulate.Options) map[string]float64 {
 	if plan == nil {
 		return nil
 	}
-	rep, err := simulate.Run(plan, simulate.Options{Policy: dispatcher.TC{}, Arrival: "poisson",
-		Duration: simulate.BurstDuration, MaxItems: simulate.BurstItems, Seed: 1})
+	if served.Policy == nil {
+		served.Policy = dispatcher.TC{}
+	}
+	rep, err := simulate.Run(plan, simulate.Options{Policy: served.Policy, Flush: served.Flush, Admission: served.Admission,
+		Arrival: "poisson", Duration: simulate.BurstDuration, MaxItems: simulate.BurstItems, Seed: 1})
 	if err != nil {
 		return nil
 	}
@@ -198,7 +203,7 @@ func (a *Admin) dryRun(ctx *fasthttp.RequestCtx, session string, version uint64,
 	plan, err := a.opts.DryRun(next)
 	d := diffPlans(session, a.opts.Plan(), plan)
 	d.Version = version
-	d.Attainment = simulatedAttainment(plan)
+	d.Attainment = simulatedAttainment(plan, a.opts.Served)
 	status := 200
 	d.WouldApply = err == nil
 	if err != nil {

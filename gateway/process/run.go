@@ -285,6 +285,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 		aopts := controlplane.AdminOptions{Token: o.AdminToken, Tokens: tokens, Store: store, Plan: sw.Plan, Logger: log, Backends: ctl.Members(), Gatherer: reg}
 		if ec, ok := ctl.(*controlplane.EmbeddedControl); ok {
 			aopts.DryRun = ec.DryRun
+			aopts.Served = simulate.Options{Policy: pol, Flush: flush, Admission: o.Admission}
 		}
 		if cc, ok := ctl.(*controlplane.ConsulControl); ok {
 			aopts.History = cc.History // the cluster's, in Consul KV
