@@ -44,7 +44,25 @@ type OverloadOptions struct {
 	// RetryAfter is what a refused request is told to wait: HTTP Retry-After
 	// (whole seconds, at least 1) and gRPC's RetryInfo. Default 1 s.
 	RetryAfter time.Duration
+	// Hold delays an HTTP refusal by this long before it is answered (0:
+	// never) when its connection was refused before, less than RetryAfter
+	// ago: the client did not wait as it was told. At most MaxLimit
+	// refusals are held at a time (beyond that, answered at once). A
+	// closed-loop client that retries at once (hey, most load generators)
+	// otherwise turns the door's own refusals into the gateway's CPU load,
+	// thousands a second at 512 connections; a held refusal costs a parked
+	// goroutine, no CPU. A connection's first refusal is answered at once.
+	// gRPC refusals are not held: the tap runs on the connection's reader.
+	// `piccolo gateway` holds DefaultOverloadHold (--overload-hold;
+	// docs/traffic.md, "Holding the refusal").
+	Hold time.Duration
 }
+
+// DefaultOverloadHold is `piccolo gateway`'s hold of a repeated refusal at
+// the door (--overload-hold): a connection that retries at once sends a few
+// refusals a second instead of hundreds, and the hold is short beside the
+// 1 s Retry-After it was told.
+const DefaultOverloadHold = 200 * time.Millisecond
 
 // DefaultOverloadTargetDelay is the default scheduling delay the door holds:
 // far below any SLO a session has (tens of ms and more), far above what an
@@ -71,8 +89,8 @@ func (o OverloadOptions) withDefaults() (OverloadOptions, error) {
 		o.RetryAfter = time.Second
 	}
 	switch {
-	case o.TargetDelay < 0, o.Interval < 0, o.RetryAfter < 0:
-		return o, fmt.Errorf("kserve: overload: target delay %v, interval %v and retry-after %v must not be negative", o.TargetDelay, o.Interval, o.RetryAfter)
+	case o.TargetDelay < 0, o.Interval < 0, o.RetryAfter < 0, o.Hold < 0:
+		return o, fmt.Errorf("kserve: overload: target delay %v, interval %v, retry-after %v and hold %v must not be negative", o.TargetDelay, o.Interval, o.RetryAfter, o.Hold)
 	case o.MinLimit < 1 || o.MaxLimit < o.MinLimit:
 		return o, fmt.Errorf("kserve: overload: limits %d..%d: want 1 ≤ min ≤ max", o.MinLimit, o.MaxLimit)
 	}
@@ -114,12 +132,18 @@ type door struct {
 	shed     atomic.Uint64
 	unnamed  atomic.Uint64 // of shed, those no session was counted for (OverloadStats.ShedUnnamed)
 	delay    atomic.Int64  // ns, the latest measured
+	held     atomic.Int64  // HTTP refusals being held (OverloadOptions.Hold)
+	heldAll  atomic.Uint64 // HTTP refusals held since the start
+	refused  [refusedSlots]refusedConn
 
 	mu  sync.Mutex // the revision; TryLock only
 	ctl limitController
 	sig delaySignal
 
 	interval    int64 // ns
+	hold        time.Duration
+	maxHeld     int64
+	retryAfter  int64 // ns
 	httpBody    []byte
 	retryHeader string
 	grpcErr     error
@@ -142,9 +166,12 @@ type schedSample struct {
 
 func newDoor(o OverloadOptions, sig delaySignal) *door {
 	d := &door{
-		ctl:      limitController{target: o.TargetDelay, min: float64(o.MinLimit), max: float64(o.MaxLimit), limit: float64(o.MaxLimit)},
-		sig:      sig,
-		interval: int64(o.Interval),
+		ctl:        limitController{target: o.TargetDelay, min: float64(o.MinLimit), max: float64(o.MaxLimit), limit: float64(o.MaxLimit)},
+		sig:        sig,
+		interval:   int64(o.Interval),
+		hold:       o.Hold,
+		maxHeld:    int64(o.MaxLimit),
+		retryAfter: int64(o.RetryAfter),
 	}
 	d.limit.Store(int64(o.MaxLimit))
 	secs := max(1, int64(math.Ceil(o.RetryAfter.Seconds())))
@@ -214,10 +241,40 @@ func (d *door) stats() OverloadStats {
 // shedHTTP answers a refused HTTP request: 429, Retry-After, a JSON error.
 // Nothing of it allocates.
 func (d *door) shedHTTP(ctx *fasthttp.RequestCtx) {
+	if d.hold > 0 && d.again(ctx.ConnID(), ctx.Time().UnixNano()) {
+		if d.held.Add(1) <= d.maxHeld {
+			d.heldAll.Add(1)
+			time.Sleep(d.hold)
+		}
+		d.held.Add(-1)
+	}
 	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
 	ctx.SetContentTypeBytes(jsonType)
 	ctx.Response.Header.Set("Retry-After", d.retryHeader)
 	ctx.SetBody(d.httpBody)
+}
+
+// refusedSlots is the size of the door's table of recent refusals by
+// connection: a connection's slot is its id modulo this, so two
+// connections sharing a slot overwrite each other (a refusal then answered
+// at once), which costs nothing but a missed hold.
+const refusedSlots = 4096
+
+// refusedConn is one slot: the connection last refused there and when (unix
+// ns). Two atomics, not one value: a torn read pairs one connection's id with
+// another's time, again at worst a missed or an extra hold.
+type refusedConn struct {
+	conn atomic.Uint64
+	at   atomic.Int64
+}
+
+// again records a refusal of conn at now and reports whether conn was
+// refused before, less than the Retry-After ago.
+func (d *door) again(conn uint64, now int64) bool {
+	e := &d.refused[conn%refusedSlots]
+	prev := e.conn.Swap(conn) == conn && now-e.at.Load() < d.retryAfter
+	e.at.Store(now)
+	return prev
 }
 
 // tap is the gRPC server's InTapHandle: it refuses ModelInfer calls while the

@@ -222,7 +222,7 @@ func TestDoorShedsAndRecovers(t *testing.T) {
 }
 
 func TestOverloadOptionsRefused(t *testing.T) {
-	for _, o := range []OverloadOptions{{MinLimit: 10, MaxLimit: 5}, {TargetDelay: -time.Second}, {MinLimit: -1}} {
+	for _, o := range []OverloadOptions{{MinLimit: 10, MaxLimit: 5}, {TargetDelay: -time.Second}, {MinLimit: -1}, {Hold: -time.Second}} {
 		if _, err := o.withDefaults(); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
@@ -493,5 +493,79 @@ func TestSchedDelaySignal(t *testing.T) {
 		}
 		d.enter(time.Now().UnixNano())
 		d.exit()
+	}
+}
+
+// TestDoorHoldsARetryThatIgnoredRetryAfter: with a hold, a connection's
+// first refusal is answered at once and its next one, sent without waiting
+// the Retry-After it was told, is held for the hold before its 429; another
+// connection's first refusal is not held.
+func TestDoorHoldsARetryThatIgnoredRetryAfter(t *testing.T) {
+	gate := make(chan struct{})
+	f := gatewaytest.NewFakeRunner()
+	f.Fn["e"] = func(in []api.Tensor) ([]api.Tensor, error) { <-gate; return in, nil }
+	exec, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, serverSessions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hold = 300 * time.Millisecond
+	srv, err := NewServer(exec, ServerOptions{Overload: &OverloadOptions{MinLimit: 1, MaxLimit: 1, Hold: hold}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.door.sig = &scripted{} // no samples: the limit stays at 1
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.NewHTTPServer()
+	go hs.Serve(hl)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(gate)
+		}
+		hs.Shutdown()
+	})
+	// One client per connection (MaxConns 1), so "again" is the same connection.
+	post := func(c *fasthttp.HostClient) (int, time.Duration) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://" + hl.Addr().String() + "/v2/models/echo/infer")
+		req.Header.SetMethod("POST")
+		req.Header.SetContentType("application/json")
+		req.SetBodyString(goodBody)
+		t0 := time.Now()
+		if err := c.DoTimeout(req, resp, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode(), time.Since(t0)
+	}
+	conn := func() *fasthttp.HostClient { return &fasthttp.HostClient{Addr: hl.Addr().String(), MaxConns: 1} }
+	inside := make(chan int, 1)
+	go func() { code, _ := post(conn()); inside <- code }()
+	for deadline := time.Now().Add(30 * time.Second); srv.OverloadStats().InFlight < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("door %+v: the first request did not get in", srv.OverloadStats())
+		}
+	}
+	a, b := conn(), conn()
+	if code, _ := post(a); code != 429 || srv.door.heldAll.Load() != 0 {
+		t.Fatalf("connection a's first request: HTTP %d, %d held; want 429 answered at once", code, srv.door.heldAll.Load())
+	}
+	if code, took := post(a); code != 429 || srv.door.heldAll.Load() != 1 || took < hold {
+		t.Fatalf("connection a again at once: HTTP %d after %v, %d held; want 429 held %v", code, took, srv.door.heldAll.Load(), hold)
+	}
+	if code, _ := post(b); code != 429 || srv.door.heldAll.Load() != 1 {
+		t.Fatalf("connection b's first request: HTTP %d, %d held in all; want 429 answered at once (still 1 held)", code, srv.door.heldAll.Load())
+	}
+	close(gate)
+	released = true
+	if code := <-inside; code != 200 {
+		t.Fatalf("the request inside answered %d once released, want 200", code)
+	}
+	if code, _ := post(a); code != 200 || srv.door.heldAll.Load() != 1 {
+		t.Fatalf("connection a after the flood: HTTP %d, %d held in all; want 200, nothing more held", code, srv.door.heldAll.Load())
 	}
 }
