@@ -369,7 +369,12 @@ func (s *Server) HandleHTTP(ctx *fasthttp.RequestCtx) {
 			s.door.shedHTTP(ctx)
 			return
 		}
-		defer s.door.exit()
+		defer func() {
+			s.door.exit()
+			if ctx.Response.StatusCode() == fasthttp.StatusTooManyRequests { // admission's or a tenant's refusal
+				s.door.holdRepeated(ctx)
+			}
+		}()
 	}
 	switch {
 	case string(path) == "/v2/models/stats":

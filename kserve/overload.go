@@ -44,9 +44,10 @@ type OverloadOptions struct {
 	// RetryAfter is what a refused request is told to wait: HTTP Retry-After
 	// (whole seconds, at least 1) and gRPC's RetryInfo. Default 1 s.
 	RetryAfter time.Duration
-	// Hold delays an HTTP refusal by this long before it is answered (0:
-	// never) when its connection was refused before, less than RetryAfter
-	// ago: the client did not wait as it was told. At most MaxLimit
+	// Hold delays an HTTP refusal (the door's 429, and admission's and a
+	// tenant limit's 429 after decoding) by this long before it is answered
+	// (0: never) when its connection was refused before, less than
+	// RetryAfter ago: the client did not wait as it was told. At most MaxLimit
 	// refusals are held at a time (beyond that, answered at once). A
 	// closed-loop client that retries at once (hey, most load generators)
 	// otherwise turns the door's own refusals into the gateway's CPU load,
@@ -241,17 +242,27 @@ func (d *door) stats() OverloadStats {
 // shedHTTP answers a refused HTTP request: 429, Retry-After, a JSON error.
 // Nothing of it allocates.
 func (d *door) shedHTTP(ctx *fasthttp.RequestCtx) {
-	if d.hold > 0 && d.again(ctx.ConnID(), ctx.Time().UnixNano()) {
-		if d.held.Add(1) <= d.maxHeld {
-			d.heldAll.Add(1)
-			time.Sleep(d.hold)
-		}
-		d.held.Add(-1)
-	}
+	d.holdRepeated(ctx)
 	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
 	ctx.SetContentTypeBytes(jsonType)
 	ctx.Response.Header.Set("Retry-After", d.retryHeader)
 	ctx.SetBody(d.httpBody)
+}
+
+// holdRepeated holds a refusal (the door's, or admission's 429 after
+// decoding) for the hold when its connection was refused less than the
+// Retry-After ago (OverloadOptions.Hold); it returns at once otherwise. It
+// runs on the request's goroutine, after the door has counted the request
+// out, before the response is written.
+func (d *door) holdRepeated(ctx *fasthttp.RequestCtx) {
+	if d.hold <= 0 || !d.again(ctx.ConnID(), ctx.Time().UnixNano()) {
+		return
+	}
+	if d.held.Add(1) <= d.maxHeld {
+		d.heldAll.Add(1)
+		time.Sleep(d.hold)
+	}
+	d.held.Add(-1)
 }
 
 // refusedSlots is the size of the door's table of recent refusals by

@@ -569,3 +569,53 @@ func TestDoorHoldsARetryThatIgnoredRetryAfter(t *testing.T) {
 		t.Fatalf("connection a after the flood: HTTP %d, %d held in all; want 200, nothing more held", code, srv.door.heldAll.Load())
 	}
 }
+
+// TestAdmissionRefusalHeldWhenRepeated: admission's 429 (after decoding) is
+// held as the door's is: a connection refused again at once waits the hold.
+func TestAdmissionRefusalHeldWhenRepeated(t *testing.T) {
+	f := gatewaytest.NewFakeRunner()
+	f.Fn["e"] = func(in []api.Tensor) ([]api.Tensor, error) {
+		return nil, fmt.Errorf("%w: module e at the current load", gateway.ErrOverloaded)
+	}
+	exec, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, serverSessions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hold = 300 * time.Millisecond
+	srv, err := NewServer(exec, ServerOptions{Overload: &OverloadOptions{Hold: hold}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.door.sig = &scripted{} // no samples: the limit stays at its maximum
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.NewHTTPServer()
+	go hs.Serve(hl)
+	t.Cleanup(func() { hs.Shutdown() })
+	c := &fasthttp.HostClient{Addr: hl.Addr().String(), MaxConns: 1}
+	post := func() (int, time.Duration) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://" + hl.Addr().String() + "/v2/models/echo/infer")
+		req.Header.SetMethod("POST")
+		req.Header.SetContentType("application/json")
+		req.SetBodyString(goodBody)
+		t0 := time.Now()
+		if err := c.DoTimeout(req, resp, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode(), time.Since(t0)
+	}
+	if code, _ := post(); code != 429 || srv.door.heldAll.Load() != 0 {
+		t.Fatalf("first refusal: HTTP %d, %d held; want 429 answered at once", code, srv.door.heldAll.Load())
+	}
+	if code, took := post(); code != 429 || srv.door.heldAll.Load() != 1 || took < hold {
+		t.Fatalf("refused again at once: HTTP %d after %v, %d held; want 429 held %v", code, took, srv.door.heldAll.Load(), hold)
+	}
+	if st := srv.OverloadStats(); st.Shed != 0 || st.InFlight != 0 {
+		t.Fatalf("door %+v: want nothing shed by the door (admission refused) and nothing in flight", st)
+	}
+}
