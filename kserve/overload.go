@@ -113,6 +113,9 @@ type OverloadStats struct {
 	ShedBySession map[string]uint64
 	ShedUnnamed   uint64
 	Delay         time.Duration
+	// Held counts the refusals held before they were answered
+	// (OverloadOptions.Hold), since the start.
+	Held uint64
 }
 
 // door is the request path's side of the overload control: one atomic add
@@ -236,7 +239,7 @@ func (d *door) revise(now int64) {
 }
 
 func (d *door) stats() OverloadStats {
-	return OverloadStats{Limit: d.limit.Load(), InFlight: d.inflight.Load(), Shed: d.shed.Load(), Delay: time.Duration(d.delay.Load())}
+	return OverloadStats{Limit: d.limit.Load(), InFlight: d.inflight.Load(), Shed: d.shed.Load(), Delay: time.Duration(d.delay.Load()), Held: d.heldAll.Load()}
 }
 
 // shedHTTP answers a refused HTTP request: 429, Retry-After, a JSON error.

@@ -551,22 +551,22 @@ func TestDoorHoldsARetryThatIgnoredRetryAfter(t *testing.T) {
 		}
 	}
 	a, b := conn(), conn()
-	if code, _ := post(a); code != 429 || srv.door.heldAll.Load() != 0 {
-		t.Fatalf("connection a's first request: HTTP %d, %d held; want 429 answered at once", code, srv.door.heldAll.Load())
+	if code, _ := post(a); code != 429 || srv.OverloadStats().Held != 0 {
+		t.Fatalf("connection a's first request: HTTP %d, %d held; want 429 answered at once", code, srv.OverloadStats().Held)
 	}
-	if code, took := post(a); code != 429 || srv.door.heldAll.Load() != 1 || took < hold {
-		t.Fatalf("connection a again at once: HTTP %d after %v, %d held; want 429 held %v", code, took, srv.door.heldAll.Load(), hold)
+	if code, took := post(a); code != 429 || srv.OverloadStats().Held != 1 || took < hold {
+		t.Fatalf("connection a again at once: HTTP %d after %v, %d held; want 429 held %v", code, took, srv.OverloadStats().Held, hold)
 	}
-	if code, _ := post(b); code != 429 || srv.door.heldAll.Load() != 1 {
-		t.Fatalf("connection b's first request: HTTP %d, %d held in all; want 429 answered at once (still 1 held)", code, srv.door.heldAll.Load())
+	if code, _ := post(b); code != 429 || srv.OverloadStats().Held != 1 {
+		t.Fatalf("connection b's first request: HTTP %d, %d held in all; want 429 answered at once (still 1 held)", code, srv.OverloadStats().Held)
 	}
 	close(gate)
 	released = true
 	if code := <-inside; code != 200 {
 		t.Fatalf("the request inside answered %d once released, want 200", code)
 	}
-	if code, _ := post(a); code != 200 || srv.door.heldAll.Load() != 1 {
-		t.Fatalf("connection a after the flood: HTTP %d, %d held in all; want 200, nothing more held", code, srv.door.heldAll.Load())
+	if code, _ := post(a); code != 200 || srv.OverloadStats().Held != 1 {
+		t.Fatalf("connection a after the flood: HTTP %d, %d held in all; want 200, nothing more held", code, srv.OverloadStats().Held)
 	}
 }
 
@@ -609,11 +609,11 @@ func TestAdmissionRefusalHeldWhenRepeated(t *testing.T) {
 		}
 		return resp.StatusCode(), time.Since(t0)
 	}
-	if code, _ := post(); code != 429 || srv.door.heldAll.Load() != 0 {
-		t.Fatalf("first refusal: HTTP %d, %d held; want 429 answered at once", code, srv.door.heldAll.Load())
+	if code, _ := post(); code != 429 || srv.OverloadStats().Held != 0 {
+		t.Fatalf("first refusal: HTTP %d, %d held; want 429 answered at once", code, srv.OverloadStats().Held)
 	}
-	if code, took := post(); code != 429 || srv.door.heldAll.Load() != 1 || took < hold {
-		t.Fatalf("refused again at once: HTTP %d after %v, %d held; want 429 held %v", code, took, srv.door.heldAll.Load(), hold)
+	if code, took := post(); code != 429 || srv.OverloadStats().Held != 1 || took < hold {
+		t.Fatalf("refused again at once: HTTP %d after %v, %d held; want 429 held %v", code, took, srv.OverloadStats().Held, hold)
 	}
 	if st := srv.OverloadStats(); st.Shed != 0 || st.InFlight != 0 {
 		t.Fatalf("door %+v: want nothing shed by the door (admission refused) and nothing in flight", st)

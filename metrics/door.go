@@ -12,12 +12,16 @@ type DoorStats struct {
 	ShedBySession map[string]uint64
 	ShedUnnamed   uint64
 	DelaySeconds  float64
+	// Held are the repeated refusals held before their 429
+	// (kserve.OverloadOptions.Hold).
+	Held uint64
 }
 
 var (
 	descDoorShed     = prometheus.NewDesc(GatewayDoorShedTotal, "Infer requests the gateway's door refused before decoding them (HTTP 429, gRPC RESOURCE_EXHAUSTED): its own CPU saturated. By session where the HTTP path named one already served; session=\"\" the rest (gRPC, a session's first requests).", []string{"session"}, nil)
 	descDoorLimit    = prometheus.NewDesc(GatewayDoorLimit, "The door's limit on infer requests in flight (adaptive, docs/traffic.md \"Overload control\").", nil, nil)
 	descDoorInFlight = prometheus.NewDesc(GatewayDoorInFlight, "Infer requests in flight past the door.", nil, nil)
+	descDoorHeld     = prometheus.NewDesc(GatewayDoorHeldTotal, "HTTP refusals (429) of infer requests held before they were answered: their connection had been refused less than the Retry-After ago (--overload-hold).", nil, nil)
 	descDoorDelay    = prometheus.NewDesc(GatewayDoorDelaySeconds, "The gateway's scheduling delay the door last measured: p90 of the time its goroutines waited for a CPU over one interval, in seconds.", nil, nil)
 )
 
@@ -32,6 +36,7 @@ func (c doorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descDoorLimit
 	ch <- descDoorInFlight
 	ch <- descDoorDelay
+	ch <- descDoorHeld
 }
 
 func (c doorCollector) Collect(ch chan<- prometheus.Metric) {
@@ -43,4 +48,5 @@ func (c doorCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDoorLimit, prometheus.GaugeValue, float64(s.Limit))
 	ch <- prometheus.MustNewConstMetric(descDoorInFlight, prometheus.GaugeValue, float64(s.InFlight))
 	ch <- prometheus.MustNewConstMetric(descDoorDelay, prometheus.GaugeValue, s.DelaySeconds)
+	ch <- prometheus.MustNewConstMetric(descDoorHeld, prometheus.CounterValue, float64(s.Held))
 }

@@ -33,6 +33,7 @@ const (
 	GatewayDoorLimit        = "piccolo_gateway_door_limit"
 	GatewayDoorInFlight     = "piccolo_gateway_door_in_flight"
 	GatewayDoorDelaySeconds = "piccolo_gateway_door_delay_seconds"
+	GatewayDoorHeldTotal    = "piccolo_gateway_door_held_total"
 
 	// Per module item and batch (dataplane):
 	GatewayModuleQueueSeconds   = "piccolo_gateway_module_queue_seconds"
