@@ -237,17 +237,8 @@ func TestOverloadOptionsRefused(t *testing.T) {
 // released, and that a lone request after the flood is answered 200 on both.
 func TestDoorLive(t *testing.T) {
 	gate := make(chan struct{})
-	f := gatewaytest.NewFakeRunner()
-	f.Fn["e"] = func(in []api.Tensor) ([]api.Tensor, error) { <-gate; return in, nil }
-	exec, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, serverSessions))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const limit = 8
-	srv, err := NewServer(exec, ServerOptions{Overload: &OverloadOptions{MinLimit: limit, MaxLimit: limit}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := doorServer(t, func(in []api.Tensor) ([]api.Tensor, error) { <-gate; return in, nil }, OverloadOptions{MinLimit: limit, MaxLimit: limit})
 	srv.door.sig = &scripted{} // no samples: the limit stays at 8
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -502,47 +493,18 @@ func TestSchedDelaySignal(t *testing.T) {
 // connection's first refusal is not held.
 func TestDoorHoldsARetryThatIgnoredRetryAfter(t *testing.T) {
 	gate := make(chan struct{})
-	f := gatewaytest.NewFakeRunner()
-	f.Fn["e"] = func(in []api.Tensor) ([]api.Tensor, error) { <-gate; return in, nil }
-	exec, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, serverSessions))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const hold = 300 * time.Millisecond
-	srv, err := NewServer(exec, ServerOptions{Overload: &OverloadOptions{MinLimit: 1, MaxLimit: 1, Hold: hold}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.door.sig = &scripted{} // no samples: the limit stays at 1
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.NewHTTPServer()
-	go hs.Serve(hl)
+	srv := doorServer(t, func(in []api.Tensor) ([]api.Tensor, error) { <-gate; return in, nil }, OverloadOptions{MinLimit: 1, MaxLimit: 1, Hold: hold})
+	addr := startHTTPDoor(t, srv)
+	url := "http://" + addr + "/v2/models/echo/infer"
+	conn := func() *fasthttp.HostClient { return &fasthttp.HostClient{Addr: addr, MaxConns: 1} }
+	post := func(c *fasthttp.HostClient) (int, time.Duration) { return postOn(t, c, url) }
 	released := false
 	t.Cleanup(func() {
 		if !released {
 			close(gate)
 		}
-		hs.Shutdown()
 	})
-	// One client per connection (MaxConns 1), so "again" is the same connection.
-	post := func(c *fasthttp.HostClient) (int, time.Duration) {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		req.SetRequestURI("http://" + hl.Addr().String() + "/v2/models/echo/infer")
-		req.Header.SetMethod("POST")
-		req.Header.SetContentType("application/json")
-		req.SetBodyString(goodBody)
-		t0 := time.Now()
-		if err := c.DoTimeout(req, resp, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode(), time.Since(t0)
-	}
-	conn := func() *fasthttp.HostClient { return &fasthttp.HostClient{Addr: hl.Addr().String(), MaxConns: 1} }
 	inside := make(chan int, 1)
 	go func() { code, _ := post(conn()); inside <- code }()
 	for deadline := time.Now().Add(30 * time.Second); srv.OverloadStats().InFlight < 1; time.Sleep(time.Millisecond) {
@@ -573,42 +535,14 @@ func TestDoorHoldsARetryThatIgnoredRetryAfter(t *testing.T) {
 // TestAdmissionRefusalHeldWhenRepeated: admission's 429 (after decoding) is
 // held as the door's is: a connection refused again at once waits the hold.
 func TestAdmissionRefusalHeldWhenRepeated(t *testing.T) {
-	f := gatewaytest.NewFakeRunner()
-	f.Fn["e"] = func(in []api.Tensor) ([]api.Tensor, error) {
-		return nil, fmt.Errorf("%w: module e at the current load", gateway.ErrOverloaded)
-	}
-	exec, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, serverSessions))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const hold = 300 * time.Millisecond
-	srv, err := NewServer(exec, ServerOptions{Overload: &OverloadOptions{Hold: hold}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.door.sig = &scripted{} // no samples: the limit stays at its maximum
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.NewHTTPServer()
-	go hs.Serve(hl)
-	t.Cleanup(func() { hs.Shutdown() })
-	c := &fasthttp.HostClient{Addr: hl.Addr().String(), MaxConns: 1}
-	post := func() (int, time.Duration) {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		req.SetRequestURI("http://" + hl.Addr().String() + "/v2/models/echo/infer")
-		req.Header.SetMethod("POST")
-		req.Header.SetContentType("application/json")
-		req.SetBodyString(goodBody)
-		t0 := time.Now()
-		if err := c.DoTimeout(req, resp, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode(), time.Since(t0)
-	}
+	srv := doorServer(t, func(in []api.Tensor) ([]api.Tensor, error) {
+		return nil, fmt.Errorf("%w: module e at the current load", gateway.ErrOverloaded)
+	}, OverloadOptions{Hold: hold})
+	addr := startHTTPDoor(t, srv)
+	url := "http://" + addr + "/v2/models/echo/infer"
+	c := &fasthttp.HostClient{Addr: addr, MaxConns: 1}
+	post := func() (int, time.Duration) { return postOn(t, c, url) }
 	if code, _ := post(); code != 429 || srv.OverloadStats().Held != 0 {
 		t.Fatalf("first refusal: HTTP %d, %d held; want 429 answered at once", code, srv.OverloadStats().Held)
 	}
@@ -618,4 +552,55 @@ func TestAdmissionRefusalHeldWhenRepeated(t *testing.T) {
 	if st := srv.OverloadStats(); st.Shed != 0 || st.InFlight != 0 {
 		t.Fatalf("door %+v: want nothing shed by the door (admission refused) and nothing in flight", st)
 	}
+}
+
+// startHTTPDoor serves srv's HTTP API on loopback, its door's signal
+// scripted with no samples (the limit stays where it is), until the test
+// ends, and returns its address.
+func startHTTPDoor(t *testing.T, srv *Server) string {
+	t.Helper()
+	srv.door.sig = &scripted{}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.NewHTTPServer()
+	go hs.Serve(hl)
+	t.Cleanup(func() { hs.Shutdown() })
+	return hl.Addr().String()
+}
+
+// postOn posts goodBody to url on c (one connection when c.MaxConns is 1)
+// and returns the status and how long the answer took.
+func postOn(t *testing.T, c *fasthttp.HostClient, url string) (int, time.Duration) {
+	t.Helper()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(url)
+	req.Header.SetMethod("POST")
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(goodBody)
+	t0 := time.Now()
+	if err := c.DoTimeout(req, resp, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode(), time.Since(t0)
+}
+
+// doorServer is a Server of serverSessions whose module e runs fn, with the
+// door o.
+func doorServer(t *testing.T, fn func([]api.Tensor) ([]api.Tensor, error), o OverloadOptions) *Server {
+	t.Helper()
+	f := gatewaytest.NewFakeRunner()
+	f.Fn["e"] = fn
+	exec, err := gateway.NewDAGRunner(f, gatewaytest.SessionsFromYAML(t, serverSessions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(exec, ServerOptions{Overload: &o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }
