@@ -423,19 +423,12 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 	if err := ss.compileAnyOf(&dag); err != nil {
 		return nil, err
 	}
-	rest, err := sp.ShortestRest()
+	times, err := s.moduleTimes(sp)
 	if err != nil {
 		return nil, err
 	}
-	paths := s.pathBudgets(sp)
 	for i, m := range ss.mods {
-		shortest := time.Duration(math.MaxInt64)
-		for _, c := range m.plan.Configs {
-			shortest = min(shortest, ms(c.DurationMs))
-		}
-		// As the live gateway's (dataplane.LiveRunner), with no slack: the
-		// simulator has no hop to the backend.
-		m.times = dispatcher.ModuleTimes{Budget: m.budget, Shortest: shortest, Tail: rest[i] - shortest, PathBudget: paths[i]}
+		m.times = times[i]
 		m.stage = &dispatcher.Stage{D: m.d}
 	}
 	for _, m := range ss.mods {
@@ -571,14 +564,13 @@ func changedSession(p *api.Plan, name string) *api.SessionPlan {
 func (s *sim) change(p *api.Plan) {
 	for _, ss := range s.sessions {
 		np := changedSession(p, ss.plan.Name)
-		rest, err := np.ShortestRest()
+		times, err := s.moduleTimes(np)
 		if err != nil {
 			if s.changeErr == nil {
 				s.changeErr = fmt.Errorf("plan change at %v: session %q: %w", s.clock.Now().Sub(start), ss.plan.Name, err)
 			}
 			continue
 		}
-		paths := s.pathBudgets(np)
 		for i, m := range ss.mods {
 			mp := &np.Modules[i]
 			if err := m.d.SetPlan(*mp); err != nil {
@@ -588,24 +580,37 @@ func (s *sim) change(p *api.Plan) {
 				continue
 			}
 			m.budget, m.wcl = ms(mp.BudgetMs), ms(mp.WCLMs)
-			shortest := time.Duration(math.MaxInt64)
-			for _, c := range mp.Configs {
-				shortest = min(shortest, ms(c.DurationMs))
-			}
-			m.times = dispatcher.ModuleTimes{Budget: m.budget, Shortest: shortest, Tail: rest[i] - shortest, PathBudget: paths[i]}
+			m.times = times[i]
 		}
 	}
 }
 
-// pathBudgets is each module's path budget (api.SessionPlan.BudgetRest)
-// with Options.InvocationSlack, else zeros (the per-module budgets).
-func (s *sim) pathBudgets(sp *api.SessionPlan) []time.Duration {
+// moduleTimes is the item times of each module of sp (indexed as
+// sp.Modules), as the live gateway sets them (dataplane's setTails) but with
+// no slack: the simulator has no hop to the backend. PathBudget is set with
+// Options.InvocationSlack. Errors are ShortestRest's (a cycle).
+func (s *sim) moduleTimes(sp *api.SessionPlan) ([]dispatcher.ModuleTimes, error) {
+	rest, err := sp.ShortestRest()
+	if err != nil {
+		return nil, err
+	}
+	var paths []time.Duration
 	if s.o.InvocationSlack {
-		if p, err := sp.BudgetRest(); err == nil {
-			return p
+		paths, _ = sp.BudgetRest() // the same graph ShortestRest accepted
+	}
+	times := make([]dispatcher.ModuleTimes, len(sp.Modules))
+	for i := range sp.Modules {
+		mp := &sp.Modules[i]
+		shortest := time.Duration(math.MaxInt64)
+		for _, c := range mp.Configs {
+			shortest = min(shortest, ms(c.DurationMs))
+		}
+		times[i] = dispatcher.ModuleTimes{Budget: ms(mp.BudgetMs), Shortest: shortest, Tail: rest[i] - shortest}
+		if paths != nil {
+			times[i].PathBudget = paths[i]
 		}
 	}
-	return make([]time.Duration, len(sp.Modules))
+	return times, nil
 }
 
 func (ss *session) arrive() {
