@@ -44,9 +44,12 @@ type Options struct {
 	// Due. Each batch ahead is a lane freeing and the next batch sent, a
 	// wake-up of the gateway and of the backend that a loaded host delays;
 	// under overload admission fills the queue to the deadline, and one
-	// stall then makes a whole batch late. The live gateway sets it at the
-	// modules a request enters by (dataplane.HandoffMargin); the
-	// simulator's virtual clock has no host to stall.
+	// stall then makes a whole batch late. With FlushIdle and a planned
+	// rate, the margin is at least a third of the module's budget while
+	// arrivals outrun 1.5× that rate (a surge; predict.go, marginFor). The
+	// live gateway sets it at the modules a request enters by
+	// (dataplane.HandoffMargin); the simulator's virtual clock has no host
+	// to stall.
 	HandoffMargin time.Duration
 	// Clock defaults to SystemClock.
 	Clock Clock
@@ -224,6 +227,10 @@ type state struct {
 	// the module (max share·duration/occupancy).
 	maxLoad     float64
 	maxDuration time.Duration // of the groups' batches
+	// surgeGap is the arrival gap (s) below which the module takes arrivals
+	// faster than surgeFactor × its planned rate (0: no planned rate):
+	// admission keeps a surge margin then (predict.go, marginFor).
+	surgeGap float64
 }
 
 type group struct {
@@ -448,7 +455,11 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &state{budget: time.Duration(mp.BudgetMs * float64(time.Millisecond))}
+	surgeGap := 0.0
+	if r := mp.Rate + mp.DummyRate; r > 0 {
+		surgeGap = 1 / (surgeFactor * r)
+	}
+	st := &state{budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)), surgeGap: surgeGap}
 	for _, s := range slots {
 		if len(st.groups) <= s.Group {
 			gp := mp.Configs[s.Group]

@@ -324,7 +324,22 @@ func (d *Dispatcher) queuedMargin(m *machine, end, now time.Time) time.Duration 
 	return d.marginFor(float64(m.duration())*m.g.slow, end, now)
 }
 
-// marginFor is queuedMargin for a batch of scaled duration own (ns).
+// marginFor is queuedMargin for a batch of scaled duration own (ns):
+// HandoffMargin for each batch ahead; while the module takes arrivals
+// faster than surgeFactor × its planned rate (a surge: FlushIdle's arrival
+// gap estimate, d.gap, below the plan's over surgeFactor), at least
+// surgeShare of the module's budget. Under a surge the queue never drains:
+// a queue shorter by that share costs no goodput, and the host that the
+// surge's clients and connections load stalls the gateway and the backends
+// for tens of milliseconds, which every item admitted closer to its Due
+// pays with a 504 (issue 32's 4x overload: every 504 on a noisier host came
+// in the first 100 ms of the 4x run, as the load generator opened its
+// connections; docs/traffic.md, "Admission margin"). A module served at its
+// planned rate keeps the per-batch margin only, however deep its queue (every
+// device 1.6x slower than planned: a fixed share of the budget refused 118
+// of 2,055 requests after the first 10 s, against 25). An item whose batch
+// would start at once keeps no margin: a lone item is admitted when its
+// batch alone ends in time.
 func (d *Dispatcher) marginFor(own float64, end, now time.Time) time.Duration {
 	if d.handoff <= 0 {
 		return 0
@@ -333,8 +348,20 @@ func (d *Dispatcher) marginFor(own float64, end, now time.Time) time.Duration {
 	if w <= 0 || own <= 0 {
 		return 0
 	}
-	return time.Duration(w / own * float64(d.handoff))
+	m := w / own * float64(d.handoff)
+	if d.early && d.gap > 0 && d.gap < d.st.surgeGap {
+		m = max(m, surgeShare*float64(d.st.budget))
+	}
+	return time.Duration(m)
 }
+
+// surgeFactor is how many times its planned rate a module must take for
+// admission to keep its surge margin (marginFor), and surgeShare that
+// margin, a share of the module's budget.
+const (
+	surgeFactor = 1.5
+	surgeShare  = 1.0 / 3
+)
 
 // predictAt returns when an item in a batch that starts on m at start
 // would complete: the wait for the lane, of the machine's own batches and

@@ -340,3 +340,54 @@ func TestHandoffMarginNeedsAdmission(t *testing.T) {
 		}
 	}
 }
+
+// Under a surge, arrivals faster than surgeFactor × the planned rate,
+// admission keeps a third of the module's budget before a queued item's Due
+// (marginFor); at about the planned rate, the per-batch margin only, however
+// deep the queue. One machine, batch 1, 10 ms, budget 90 ms, HandoffMargin
+// 2 ms, an item every 2 ms for 200 ms (500 req/s, five times what the
+// machine serves). Planned at 50 req/s that is a surge: every admitted item
+// ends within 60 ms of its arrival. Planned at 400 req/s it is not: the
+// queue fills to the per-batch margin, and items end up to 90 ms after.
+// The same machine runs the same number of batches either way (goodput).
+func TestSurgeMarginKeepsTheQueueShort(t *testing.T) {
+	for _, tc := range []struct {
+		rate       float64
+		maxLatency time.Duration // the most an admitted item may take
+		minLatency time.Duration // the most one must take (the queue's depth)
+	}{{50, 60 * time.Millisecond, 50 * time.Millisecond}, {400, 90 * time.Millisecond, 75 * time.Millisecond}} {
+		mp := api.ModulePlan{Name: "m", Rate: tc.rate, BudgetMs: 90, Configs: []api.GroupPlan{gp(1, 10, 1, tc.rate)}}
+		clock := NewVirtualClock(t0)
+		d, err := New(mp, Options{Flush: FlushIdle, Admission: true, HandoffMargin: 2 * time.Millisecond, Clock: clock, Sender: &vsender{clock: clock}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var most time.Duration
+		admitted, ok := 0, 0
+		for i := range 100 {
+			clock.AfterFunc(time.Duration(i)*2*time.Millisecond, func() {
+				it := &Item{Arrival: clock.Now(), Done: func(it *Item) {
+					if it.Err == nil {
+						ok++
+						most = max(most, it.Finished.Sub(it.Arrival))
+					}
+				}}
+				if err := d.Submit(it); err == nil {
+					admitted++
+				} else if !errors.Is(err, ErrOverloaded) {
+					t.Errorf("Submit: %v", err)
+				}
+			})
+		}
+		clock.Run(t0.Add(time.Second))
+		if ok != admitted {
+			t.Errorf("planned %v req/s: %d admitted, %d completed ok", tc.rate, admitted, ok)
+		}
+		if most > tc.maxLatency || most < tc.minLatency {
+			t.Errorf("planned %v req/s: the slowest admitted item took %v, want %v to %v", tc.rate, most, tc.minLatency, tc.maxLatency)
+		}
+		if admitted < 20 {
+			t.Errorf("planned %v req/s: %d of 100 admitted, want at least 20 (the machine serves 20 in 200 ms)", tc.rate, admitted)
+		}
+	}
+}
