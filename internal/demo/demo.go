@@ -222,6 +222,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if !slices.Contains(DemoPolicies, o.Policy) {
 		return nil, fmt.Errorf("demo: policy %q: allowed: %s", o.Policy, strings.Join(DemoPolicies, ", "))
 	}
+	sv, err := servedBy(o.GatewayArgs) // before anything starts: a bad --flush is refused here
+	if err != nil {
+		return nil, err
+	}
 	if o.Duration <= 0 {
 		o.Duration = 60 * time.Second
 	}
@@ -542,6 +546,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// simulated with its own dispatch (docs/evaluation.md, "Equal footing").
 		r.Cap = plan.Utilization(&sp)
 		from := evaluation.ServingFrom(r.Cap)
+		if sv.flush != nil { // simulated with the flush its gateway serves
+			from.Flush = sv.flush
+		}
+		from.Admission = from.Admission && sv.admission
 		r.ChargedCost, r.LiveChargedCost, r.LiveDeviceCost = math.NaN(), math.NaN(), math.NaN()
 		if sp.Error == "" {
 			one := &api.Config{Hardware: cfg.Hardware, Profiles: cfg.Profiles, Sessions: []api.Session{*s}}
@@ -676,9 +684,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // returns the fused config and the plan (sessions that could not plan are
 // named in it), or the error when nothing planned.
 func fuseAndPlan(c *api.Config, o Options, quiet bool) (*api.Config, *api.Plan, error) {
+	sv, err := servedBy(o.GatewayArgs)
+	if err != nil {
+		return nil, nil, err
+	}
 	planFor := func(c *api.Config) (*api.Plan, error) {
-		so := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtilization}}
-		if roundRobin(o.Policy) { // served with --dispatch rr: its burst check simulates that
+		so := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtilization},
+			Flush: sv.flush, Dispatch: sv.dispatch, NoAdmission: !sv.admission}
+		if so.Dispatch == nil && roundRobin(o.Policy) { // served with --dispatch rr: its burst check simulates that
 			so.Dispatch = dispatcher.RR{}
 		}
 		return serving.Plan(c, so)
