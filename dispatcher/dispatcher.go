@@ -46,7 +46,7 @@ type Options struct {
 	// under overload admission fills the queue to the deadline, and one
 	// stall then makes a whole batch late. With FlushIdle and a planned
 	// rate, the margin is at least a third of the module's budget while
-	// arrivals outrun 1.5× that rate (a surge; predict.go, marginFor). The
+	// the items offered outrun 1.5× that rate (a surge; predict.go, marginFor). The
 	// live gateway sets it at the modules a request enters by
 	// (dataplane.HandoffMargin); the simulator's virtual clock has no host
 	// to stall.
@@ -178,6 +178,12 @@ type Dispatcher struct {
 	// weighted: the time the open batch needs to fill.
 	lastArrival time.Time
 	gap         float64 // seconds
+	// surgeEst is the gap between items offered to admission, refused
+	// ones included (weight surgeWeight; lastOffered the latest): whether
+	// the module is in a surge (predict.go, marginFor). Slower than gap, so
+	// a Poisson clump at the planned rate is not one.
+	surgeEst    float64
+	lastOffered time.Time
 	// Work conservation on a fresh dispatcher: the arrivals counted since
 	// born, up to warmArrivals (a dispatcher given a measured ArrivalGap
 	// starts warm).
@@ -573,6 +579,9 @@ func (d *Dispatcher) SetPlan(mp api.ModulePlan) error {
 	if r := mp.Rate + mp.DummyRate; r > 0 && d.gap == 0 {
 		d.gap = 1 / r // the planned rate until arrivals say otherwise
 	}
+	if r := mp.Rate + mp.DummyRate; r > 0 && d.surgeEst == 0 {
+		d.surgeEst = 1 / r
+	}
 	now := d.clock.Now()
 	d.publishLocked(now)
 	d.resubmitLocked(moved, now, &out)
@@ -683,6 +692,9 @@ func (d *Dispatcher) Submit(it *Item) error {
 		b := q.open
 		if b == nil {
 			b = d.openLocked(q) // left open, empty, if the item is refused: the next arrival joins it
+		}
+		if d.early {
+			d.offeredGapLocked(now)
 		}
 		c := classOf(it.Class)
 		shares := d.sharesLocked(c)
@@ -918,6 +930,7 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 		} else {
 			d.gap += gapWeight * (g - d.gap)
 		}
+
 	}
 	if now.After(d.lastArrival) {
 		d.lastArrival = now
