@@ -153,8 +153,10 @@ func (g *grpcService) ModelMetadata(ctx context.Context, req *inference.ModelMet
 // double parameters. The client's deadline, if earlier than the SLO, is the
 // request's deadline.
 func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	status := http.StatusOK
 	if d := g.s.door; d != nil { // the tap refused it at the door when full (overload.go)
 		d.count()
+		defer d.holdRepeatedGRPC(ctx, &status) // after exit (deferred calls run last first): a held refusal is not in flight
 		defer d.exit()
 	}
 	start := time.Now()
@@ -170,7 +172,6 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *inference.ModelInferR
 	}
 	var gresp gateway.InferResponse
 	resp, err := g.modelInferRecovered(ctx, req, &gresp)
-	status := http.StatusOK
 	if err != nil {
 		status = HTTPStatus(err)
 	}

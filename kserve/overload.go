@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
+	"net/http"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -12,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -53,7 +56,10 @@ type OverloadOptions struct {
 	// otherwise turns the door's own refusals into the gateway's CPU load,
 	// thousands a second at 512 connections; a held refusal costs a parked
 	// goroutine, no CPU. A connection's first refusal is answered at once.
-	// gRPC refusals are not held: the tap runs on the connection's reader.
+	// Over gRPC the same holds for a ModelInfer call refused 429 after its
+	// message was read (admission's, a tenant limit's), the connection told
+	// by its peer's address; the door's own refusals, in the tap, are never
+	// held: the tap runs on the connection's reader.
 	// `piccolo gateway` holds DefaultOverloadHold (--overload-hold;
 	// docs/traffic.md, "Holding the refusal").
 	Hold time.Duration
@@ -266,6 +272,49 @@ func (d *door) holdRepeated(ctx *fasthttp.RequestCtx) {
 		time.Sleep(d.hold)
 	}
 	d.held.Add(-1)
+}
+
+// holdRepeatedGRPC is holdRepeated for a ModelInfer call answered *status
+// (its HTTP equivalent): a 429 (admission's, a tenant limit's; not a
+// message over the size limit, which gRPC also answers RESOURCE_EXHAUSTED)
+// on a connection refused less than the Retry-After ago is held before its
+// status is sent. Called deferred after the door's exit, on the call's own
+// goroutine: the connection's other streams go on. The connection is told
+// by the peer's address (peerKey); the door's own refusals, in the tap, are
+// never held (it runs on the connection's reader).
+func (d *door) holdRepeatedGRPC(ctx context.Context, status *int) {
+	if d.hold <= 0 || *status != http.StatusTooManyRequests {
+		return
+	}
+	if !d.again(peerKey(ctx), time.Now().UnixNano()) {
+		return
+	}
+	if d.held.Add(1) <= d.maxHeld {
+		d.heldAll.Add(1)
+		time.Sleep(d.hold)
+	}
+	d.held.Add(-1)
+}
+
+// peerKey is a gRPC call's connection as a key of the refusal table: its
+// peer's IP and port, FNV-1a mixed, top bit set (HTTP's keys are fasthttp's
+// connection ids, counted from 1: the two rarely share a slot, and sharing
+// one costs a missed or an extra hold). No allocation.
+func peerKey(ctx context.Context) uint64 {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return 1 << 63
+	}
+	a, ok := p.Addr.(*net.TCPAddr)
+	if !ok {
+		return 1 << 63
+	}
+	h := uint64(14695981039346656037)
+	for _, b := range a.IP {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	h = (h ^ uint64(a.Port)) * 1099511628211
+	return h | 1<<63
 }
 
 // refusedSlots is the size of the door's table of recent refusals by

@@ -554,6 +554,52 @@ func TestAdmissionRefusalHeldWhenRepeated(t *testing.T) {
 	}
 }
 
+// The same over gRPC: a ModelInfer call admission refuses (429,
+// RESOURCE_EXHAUSTED) on a connection refused less than the Retry-After ago
+// is held before its status is sent, on the call's own goroutine; the
+// first is answered at once. A refusal that is not a 429 (the bad input of
+// an unknown session here, NOT_FOUND) is never held, repeated or not.
+func TestAdmissionRefusalHeldWhenRepeatedGRPC(t *testing.T) {
+	const hold = 300 * time.Millisecond
+	srv := doorServer(t, func(in []api.Tensor) ([]api.Tensor, error) {
+		return nil, fmt.Errorf("%w: module e at the current load", gateway.ErrOverloaded)
+	}, OverloadOptions{Hold: hold})
+	srv.door.sig = &scripted{}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := srv.NewGRPCServer()
+	go gs.Serve(gl)
+	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); gs.Stop() })
+	gc := inference.NewGRPCInferenceServiceClient(conn)
+	call := func(model string) (codes.Code, time.Duration) {
+		t0 := time.Now()
+		_, err := gc.ModelInfer(context.Background(), &inference.ModelInferRequest{ModelName: model,
+			Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{1, 1}}},
+			RawInputContents: [][]byte{gatewaytest.FP32(1)}})
+		return status.Code(err), time.Since(t0)
+	}
+	for range 2 {
+		if code, _ := call("nosuch"); code != codes.NotFound || srv.OverloadStats().Held != 0 {
+			t.Fatalf("unknown session: %v, %d held; want NotFound, never held", code, srv.OverloadStats().Held)
+		}
+	}
+	if code, _ := call("echo"); code != codes.ResourceExhausted || srv.OverloadStats().Held != 0 {
+		t.Fatalf("first refusal: %v, %d held; want RESOURCE_EXHAUSTED answered at once", code, srv.OverloadStats().Held)
+	}
+	if code, took := call("echo"); code != codes.ResourceExhausted || srv.OverloadStats().Held != 1 || took < hold {
+		t.Fatalf("refused again at once: %v after %v, %d held; want RESOURCE_EXHAUSTED held %v", code, took, srv.OverloadStats().Held, hold)
+	}
+	if st := srv.OverloadStats(); st.Shed != 0 || st.InFlight != 0 {
+		t.Fatalf("door %+v: want nothing shed by the door (admission refused) and nothing in flight", st)
+	}
+}
+
 // startHTTPDoor serves srv's HTTP API on loopback, its door's signal
 // scripted with no samples (the limit stays where it is), until the test
 // ends, and returns its address.

@@ -21,7 +21,7 @@ var (
 	descDoorShed     = prometheus.NewDesc(GatewayDoorShedTotal, "Infer requests the gateway's door refused before decoding them (HTTP 429, gRPC RESOURCE_EXHAUSTED): its own CPU saturated. By session where the HTTP path named one already served; session=\"\" the rest (gRPC, a session's first requests).", []string{"session"}, nil)
 	descDoorLimit    = prometheus.NewDesc(GatewayDoorLimit, "The door's limit on infer requests in flight (adaptive, docs/traffic.md \"Overload control\").", nil, nil)
 	descDoorInFlight = prometheus.NewDesc(GatewayDoorInFlight, "Infer requests in flight past the door.", nil, nil)
-	descDoorHeld     = prometheus.NewDesc(GatewayDoorHeldTotal, "HTTP refusals (429) of infer requests held before they were answered: their connection had been refused less than the Retry-After ago (--overload-hold).", nil, nil)
+	descDoorHeld     = prometheus.NewDesc(GatewayDoorHeldTotal, "Refusals of infer requests (HTTP 429; gRPC RESOURCE_EXHAUSTED after decoding) held before they were answered: their connection had been refused less than the Retry-After ago (--overload-hold).", nil, nil)
 	descDoorDelay    = prometheus.NewDesc(GatewayDoorDelaySeconds, "The gateway's scheduling delay the door last measured: p90 of the time its goroutines waited for a CPU over one interval, in seconds.", nil, nil)
 )
 
