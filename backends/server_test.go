@@ -152,8 +152,8 @@ func TestDurationFollowsProfile(t *testing.T) {
 		min, max time.Duration // min is the profiled duration; max leaves room for a loaded machine
 	}{
 		{1, 20 * time.Millisecond, 200 * time.Millisecond},
-		{3, 250 * time.Millisecond, 450 * time.Millisecond}, // smallest profiled batch ≥ 3 is 4
-		{5, 500 * time.Millisecond, 900 * time.Millisecond}, // ≥ 5 is 8
+		{3, 173333333, 450 * time.Millisecond}, // linear between 1 (20 ms) and 4 (250 ms)
+		{5, 312500 * time.Microsecond, 700 * time.Millisecond}, // between 4 (250 ms) and 8 (500 ms)
 	} {
 		var items [][]api.Tensor
 		for i := 0; i < tc.n; i++ {

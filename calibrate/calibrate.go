@@ -54,7 +54,7 @@ func (e *Estimator) table(ix index, now time.Time) table {
 			t.recent[mk] = true
 			t.fresh[entryKey{k.Model, k.Hardware, k.Batch, k.Concurrency}] = true
 		}
-		en, ok := ix.entry(k.Model, k.Hardware, k.Batch, k.Concurrency)
+		en, _, ok := ix.entry(k.Model, k.Hardware, k.Batch, k.Concurrency)
 		if !ok || en.Batch != k.Batch || en.Duration <= 0 {
 			continue
 		}
@@ -219,7 +219,7 @@ func (e *Estimator) drift(offline *api.Config, plan *api.Plan, now time.Time, sl
 				if !t.recent[[2]string{mp.Model, g.Hardware}] || g.DurationMs <= 0 {
 					continue
 				}
-				c, found := cal.entry(mp.Model, g.Hardware, g.Batch, g.Concurrency)
+				c, _, found := cal.entry(mp.Model, g.Hardware, g.Batch, g.Concurrency)
 				if !found || c.Batch != g.Batch {
 					continue
 				}

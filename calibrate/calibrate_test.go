@@ -87,6 +87,23 @@ func TestObserveCountsBatchAtCoveringEntry(t *testing.T) {
 	}
 }
 
+// A partial batch counts at its covering entry scaled by how much longer
+// that entry is profiled to run (api.DurationAt): m2 on a V100 is profiled at
+// 125 ms for 2 and 160 ms for 4, so a batch of 3 runs 142.5 ms as profiled,
+// and one measured at 142.5 ms counts as 160 ms at batch 4, a device as
+// profiled. Counted as measured, ten such batches taught the estimator that
+// batch 4 ran 0.89× its profile.
+func TestPartialBatchScaledToItsEntry(t *testing.T) {
+	e := newEst(t, Options{MinSamples: 4})
+	for range 10 {
+		e.Observe("m2", "v100", "gpu-0", 3, 1, 142500*time.Microsecond, t0)
+	}
+	got := e.Snapshot()
+	if len(got) != 1 || got[0].Batch != 4 || got[0].Estimate != 160*ms {
+		t.Errorf("series %+v; want one at batch 4 estimating 160ms, its profile", got)
+	}
+}
+
 func TestCalibrate(t *testing.T) {
 	off := paperGPUs()
 	e := newEst(t, Options{MinSamples: 4})

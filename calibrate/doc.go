@@ -12,8 +12,9 @@
 // (10s) is dropped (a series only loaded is kept); Drift counts only what was
 // measured within Options.Recent (2s) (docs/calibration.md, "Forgetting"). A batch of n items is counted
 // at the profile entry that covers it (the smallest profiled batch ≥ n at its
-// concurrency, as the sim backend runs it), so the series line up with the
-// profile's entries.
+// concurrency), its time scaled by that entry's duration over the one profiled
+// for n (api.DurationAt, as the sim backend runs it), so the series line up
+// with the profile's entries.
 //
 // Calibrate(offline) returns the config with calibrated profiles: an entry
 // with a trusted series takes the lower median of the estimates over the

@@ -159,15 +159,29 @@ func newIndex(cfg *api.Config) index {
 	return ix
 }
 
-// entry returns the profile entry that covers a batch of n items: the
-// smallest profiled batch ≥ n at concurrency c (ok false: none).
-func (ix index) entry(model, hardware string, n, c int) (api.ProfileEntry, bool) {
-	for _, en := range ix[profKey{model, hardware, conc(c)}] {
-		if en.Batch >= n {
-			return en, true
+// entry returns the profile entry that covers a batch of n items, the
+// smallest profiled batch ≥ n at concurrency c, and how much longer than a
+// batch of n that entry's batch is profiled to run (its duration over
+// api.DurationAt's for n, ≥ 1; 1 at the entry's own batch): a partial batch
+// measured at t counts as t × scale at the entry (ok false: none covers n).
+func (ix index) entry(model, hardware string, n, c int) (en api.ProfileEntry, scale float64, ok bool) {
+	es := ix[profKey{model, hardware, conc(c)}]
+	for _, e := range es {
+		if e.Batch >= n {
+			en, ok = e, true
+			break
 		}
 	}
-	return api.ProfileEntry{}, false
+	if !ok {
+		return en, 1, false
+	}
+	scale = 1
+	if en.Batch > n {
+		if d, ok := api.DurationAt(es, c, float64(n)); ok && d > 0 && en.Duration.D() > d {
+			scale = float64(en.Duration.D()) / float64(d)
+		}
+	}
+	return en, scale, true
 }
 
 // SetOffline gives the Estimator the offline (configured) profiles: Observe
@@ -187,8 +201,8 @@ func (e *Estimator) Observe(model, hardware, device string, n, c int, took time.
 		return
 	}
 	if ix := e.offline.Load(); ix != nil {
-		if en, ok := ix.entry(model, hardware, n, c); ok {
-			n = en.Batch
+		if en, scale, ok := ix.entry(model, hardware, n, c); ok {
+			n, took = en.Batch, time.Duration(float64(took)*scale)
 		}
 	}
 	k := SeriesKey{Model: model, Hardware: hardware, Batch: n, Concurrency: conc(c), Device: device}
@@ -305,7 +319,7 @@ func (e *Estimator) Snapshot() []Measured {
 		m := Measured{SeriesKey: k, Estimate: quantile(buf, e.o.Quantile), Samples: len(s.d), Total: s.total, Last: s.last}
 		m.Trusted = m.Samples >= e.o.MinSamples
 		if ix != nil {
-			if en, ok := ix.entry(k.Model, k.Hardware, k.Batch, k.Concurrency); ok && en.Batch == k.Batch {
+			if en, _, ok := ix.entry(k.Model, k.Hardware, k.Batch, k.Concurrency); ok && en.Batch == k.Batch {
 				m.Profiled = en.Duration.D()
 				m.Ratio = float64(m.Estimate) / float64(m.Profiled)
 			}

@@ -1,12 +1,10 @@
 package evaluation
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -421,33 +419,21 @@ func occupied(cfg *api.Config, sp api.SessionPlan, rep *simulate.Report) float64
 }
 
 // durationAt returns the profiled duration, in seconds, of a batch of size b of
-// model on g's hardware and concurrency: linear between the entries around b,
-// g's own duration when b is at or above g's batch or no entry is below it.
+// model on g's hardware and concurrency: api.DurationAt (linear between the
+// entries around b, the project's one model of a partial batch, which the
+// emulated backend runs), g's own duration when b is at or above g's batch
+// or nothing is profiled there.
 func durationAt(cfg *api.Config, model string, g api.GroupPlan, b float64) float64 {
 	full := g.DurationMs / 1000
 	if b >= float64(g.Batch) {
 		return full
 	}
-	type pt struct{ b, d float64 }
-	var pts []pt
 	for _, p := range cfg.ProfilesOf(model) {
-		if p.Hardware != g.Hardware {
-			continue
-		}
-		for _, e := range p.Entries {
-			if max(e.Concurrency, 1) == max(g.Concurrency, 1) && e.Batch <= g.Batch {
-				pts = append(pts, pt{float64(e.Batch), e.Duration.Seconds()})
+		if p.Hardware == g.Hardware {
+			if d, ok := api.DurationAt(p.Entries, g.Concurrency, b); ok {
+				return d.Seconds()
 			}
 		}
-	}
-	slices.SortFunc(pts, func(x, y pt) int { return cmp.Compare(x.b, y.b) })
-	for i := 1; i < len(pts); i++ {
-		if lo, hi := pts[i-1], pts[i]; b >= lo.b && b <= hi.b {
-			return lo.d + (hi.d-lo.d)*(b-lo.b)/(hi.b-lo.b)
-		}
-	}
-	if len(pts) > 0 && b < pts[0].b {
-		return pts[0].d
 	}
 	return full
 }

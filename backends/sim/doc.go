@@ -4,8 +4,11 @@
 //
 // A model is loaded with a max batch b and a concurrency c (RepositoryModelLoad
 // parameters "batch" and "concurrency"; default: the largest profiled entry).
-// A batch of n ≤ b items then takes the profiled duration of the smallest
-// profiled batch ≥ n at concurrency c, times an optional seeded jitter
+// A batch of n ≤ b items then takes the profiled duration linear between
+// the profiled batches around n at concurrency c (api.DurationAt: the
+// project's one model of a partial batch, which the calibration and the
+// evaluation's charge use too; below the smallest profiled batch, its
+// duration), times an optional seeded jitter
 // factor in [1-J, 1+J]. At most c batches of a model run at once (c lanes);
 // further batches wait for a lane in FIFO order.
 //

@@ -37,8 +37,8 @@ type Options struct {
 }
 
 // Sim emulates one device of one hardware type from its profiles: a batch of n
-// items takes the profiled duration of the smallest profiled batch ≥ n at the
-// loaded concurrency, on one of the device's lanes, which every model loaded on
+// items takes the profiled duration linear between the profiled batches
+// around n at the loaded concurrency (api.DurationAt), on one of the device's lanes, which every model loaded on
 // the Sim shares (see device). Sim's configuration is immutable after New; it is
 // safe for concurrent use.
 type Sim struct {
@@ -168,15 +168,11 @@ func (s *Sim) Load(model string, batch, concurrency int) (backends.Model, error)
 	if max := at[len(at)-1].Batch; batch > max {
 		return nil, fmt.Errorf("%w: %q on %s at concurrency %d is profiled up to batch %d; batch %d has no duration", backends.ErrInvalidInput, model, s.hardware, concurrency, max, batch)
 	}
-	// durations[n] for n = 1..batch: the smallest profiled batch ≥ n. Duplicate
-	// batches keep the first after sorting (any is a measurement of it).
+	// durations[n] for n = 1..batch: linear between the profiled batches
+	// around n (api.DurationAt, the project's one model of a partial batch).
 	durations := make([]time.Duration, batch+1)
-	k := 0
 	for n := 1; n <= batch; n++ {
-		for at[k].Batch < n {
-			k++
-		}
-		durations[n] = at[k].Duration.D()
+		durations[n], _ = api.DurationAt(at, concurrency, float64(n)) // batch ≤ the largest entry: checked above
 	}
 	s.dev.grow(concurrency)
 	m := &simModel{

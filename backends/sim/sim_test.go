@@ -47,9 +47,11 @@ func TestDurationTable(t *testing.T) {
 		batch, concurrency int
 		want               map[int]time.Duration // batch size n → duration
 	}{
-		{16, 1, map[int]time.Duration{1: 5 * time.Millisecond, 2: 9 * time.Millisecond, 4: 9 * time.Millisecond, 5: 30 * time.Millisecond, 16: 30 * time.Millisecond}},
-		{4, 1, map[int]time.Duration{1: 5 * time.Millisecond, 3: 9 * time.Millisecond, 4: 9 * time.Millisecond}},
-		{8, 2, map[int]time.Duration{1: 8 * time.Millisecond, 2: 8 * time.Millisecond, 3: 40 * time.Millisecond, 8: 40 * time.Millisecond}},
+		// Linear between the profiled batches around n (1→5, 4→9, 16→30 ms), the
+		// smallest's below it.
+		{16, 1, map[int]time.Duration{1: 5 * time.Millisecond, 2: 6333333, 4: 9 * time.Millisecond, 5: 10750 * time.Microsecond, 10: 19500 * time.Microsecond, 16: 30 * time.Millisecond}},
+		{4, 1, map[int]time.Duration{1: 5 * time.Millisecond, 3: 7666666, 4: 9 * time.Millisecond}},
+		{8, 2, map[int]time.Duration{1: 8 * time.Millisecond, 2: 8 * time.Millisecond, 3: 13333333, 8: 40 * time.Millisecond}},
 	} {
 		m, err := s.Load("resnet50", tc.batch, tc.concurrency)
 		if err != nil {

@@ -54,8 +54,8 @@ same as Triton's) for one machine of the given hardware type. The gateway sends 
 whole batches, stacked on dimension 0.
 
 Executor sim emulates the hardware from its profiles in the config: a batch of n
-items takes the profiled duration of the smallest profiled batch ≥ n at the
-loaded concurrency (times a seeded jitter factor in [1-J, 1+J] with --jitter J);
+items takes the profiled duration linear between the profiled batches around n
+at the loaded concurrency (times a seeded jitter factor in [1-J, 1+J] with --jitter J);
 at most "concurrency" batches of a model run at once. Its models answer output0
 FP32 [n, 1], a checksum of each input row.
 
