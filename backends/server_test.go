@@ -152,7 +152,7 @@ func TestDurationFollowsProfile(t *testing.T) {
 		min, max time.Duration // min is the profiled duration; max leaves room for a loaded machine
 	}{
 		{1, 20 * time.Millisecond, 200 * time.Millisecond},
-		{3, 173333333, 450 * time.Millisecond}, // linear between 1 (20 ms) and 4 (250 ms)
+		{3, 173333333, 450 * time.Millisecond},                 // linear between 1 (20 ms) and 4 (250 ms)
 		{5, 312500 * time.Microsecond, 700 * time.Millisecond}, // between 4 (250 ms) and 8 (500 ms)
 	} {
 		var items [][]api.Tensor
