@@ -233,8 +233,8 @@ type state struct {
 	// the module (max share·duration/occupancy).
 	maxLoad     float64
 	maxDuration time.Duration // of the groups' batches
-	// surgeGap is the arrival gap (s) below which the module takes arrivals
-	// faster than surgeFactor × its planned rate (0: no planned rate):
+	// surgeGap is the gap (s) between offered items below which the module
+	// is offered more than surgeFactor × its planned rate (0: no planned rate):
 	// admission keeps a surge margin then (predict.go, marginFor).
 	surgeGap float64
 }
@@ -462,8 +462,8 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 		return nil, err
 	}
 	surgeGap := 0.0
-	if r := mp.Rate + mp.DummyRate; r > 0 {
-		surgeGap = 1 / (surgeFactor * r)
+	if mp.Rate > 0 { // the requests' rate: dummies are never offered to admission
+		surgeGap = 1 / (surgeFactor * mp.Rate)
 	}
 	st := &state{budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)), surgeGap: surgeGap}
 	for _, s := range slots {
@@ -579,8 +579,8 @@ func (d *Dispatcher) SetPlan(mp api.ModulePlan) error {
 	if r := mp.Rate + mp.DummyRate; r > 0 && d.gap == 0 {
 		d.gap = 1 / r // the planned rate until arrivals say otherwise
 	}
-	if r := mp.Rate + mp.DummyRate; r > 0 && d.surgeEst == 0 {
-		d.surgeEst = 1 / r
+	if mp.Rate > 0 && d.surgeEst == 0 {
+		d.surgeEst = 1 / mp.Rate
 	}
 	now := d.clock.Now()
 	d.publishLocked(now)
@@ -930,7 +930,6 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 		} else {
 			d.gap += gapWeight * (g - d.gap)
 		}
-
 	}
 	if now.After(d.lastArrival) {
 		d.lastArrival = now

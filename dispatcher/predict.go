@@ -355,9 +355,6 @@ func (d *Dispatcher) marginFor(own float64, end, now time.Time) time.Duration {
 	return time.Duration(m)
 }
 
-// surgeFactor is how many times its planned rate a module must take for
-// admission to keep its surge margin (marginFor), and surgeShare that
-// margin, a share of the module's budget.
 // offeredGapLocked adds an item offered to admission at now to surgeEst.
 // Per item, under the lock: a subtraction and a multiply.
 func (d *Dispatcher) offeredGapLocked(now time.Time) {
@@ -374,7 +371,10 @@ func (d *Dispatcher) offeredGapLocked(now time.Time) {
 	}
 }
 
-// surgeWeight is the weight of the newest gap in the surge's estimate:
+// surgeFactor is how many times its planned rate a module must be offered
+// for admission to keep its surge margin (marginFor), and surgeShare that
+// margin, a share of the module's budget. surgeWeight is the weight of the
+// newest gap in the surge's estimate:
 // about fifty arrivals, 8 ms at 6,000 req/s, 1 s at 50 req/s. Poisson
 // arrivals at the planned rate put the estimate below the plan's gap over
 // surgeFactor at one arrival in about 17,000 (simulated, 2 million
