@@ -359,12 +359,7 @@ func (d *Dispatcher) marginFor(own float64, end, now time.Time) time.Duration {
 // Per item, under the lock: a subtraction and a multiply.
 func (d *Dispatcher) offeredGapLocked(now time.Time) {
 	if !d.lastOffered.IsZero() {
-		g := max(now.Sub(d.lastOffered).Seconds(), 0)
-		if d.surgeEst == 0 {
-			d.surgeEst = g
-		} else {
-			d.surgeEst += surgeWeight * (g - d.surgeEst)
-		}
+		addGap(&d.surgeEst, max(now.Sub(d.lastOffered).Seconds(), 0), surgeWeight)
 	}
 	if now.After(d.lastOffered) {
 		d.lastOffered = now

@@ -246,23 +246,12 @@ func TestDoorLive(t *testing.T) {
 	}
 	hs := srv.NewHTTPServer()
 	go hs.Serve(hl)
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := srv.NewGRPCServer()
-	go gs.Serve(gl)
-	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := startGRPCDoor(t, srv)
 	released := false
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before startGRPCDoor's (cleanups run last first): the calls held at the gate end
 		if !released {
 			close(gate)
 		}
-		conn.Close()
-		gs.Stop()
 		hs.Shutdown()
 	})
 	url := "http://" + hl.Addr().String() + "/v2/models/echo/infer"
@@ -565,18 +554,7 @@ func TestAdmissionRefusalHeldWhenRepeatedGRPC(t *testing.T) {
 		return nil, fmt.Errorf("%w: module e at the current load", gateway.ErrOverloaded)
 	}, OverloadOptions{Hold: hold})
 	srv.door.sig = &scripted{}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := srv.NewGRPCServer()
-	go gs.Serve(gl)
-	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); gs.Stop() })
-	gc := inference.NewGRPCInferenceServiceClient(conn)
+	gc := inference.NewGRPCInferenceServiceClient(startGRPCDoor(t, srv))
 	call := func(model string) (codes.Code, time.Duration) {
 		t0 := time.Now()
 		_, err := gc.ModelInfer(context.Background(), &inference.ModelInferRequest{ModelName: model,
@@ -598,6 +576,24 @@ func TestAdmissionRefusalHeldWhenRepeatedGRPC(t *testing.T) {
 	if st := srv.OverloadStats(); st.Shed != 0 || st.InFlight != 0 {
 		t.Fatalf("door %+v: want nothing shed by the door (admission refused) and nothing in flight", st)
 	}
+}
+
+// startGRPCDoor serves srv's gRPC API on loopback until the test ends and
+// returns a client connection to it.
+func startGRPCDoor(t *testing.T, srv *Server) *grpc.ClientConn {
+	t.Helper()
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := srv.NewGRPCServer()
+	go gs.Serve(gl)
+	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); gs.Stop() })
+	return conn
 }
 
 // startHTTPDoor serves srv's HTTP API on loopback, its door's signal
