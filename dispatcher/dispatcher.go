@@ -178,12 +178,12 @@ type Dispatcher struct {
 	// weighted: the time the open batch needs to fill.
 	lastArrival time.Time
 	gap         float64 // seconds
-	// surgeEst is the gap between items offered to admission, refused
-	// ones included (weight surgeWeight; lastOffered the latest): whether
-	// the module is in a surge (predict.go, marginFor). Slower than gap, so
-	// a Poisson clump at the planned rate is not one.
-	surgeEst    float64
-	lastOffered time.Time
+	// surgeEst is the gap (ns) between items offered to admission,
+	// refused ones included (weight 1/surgeSpan; lastOffered the latest,
+	// unix ns): whether the module is in a surge (predict.go, marginFor).
+	// Slower than gap, so a Poisson clump at the planned rate is not one.
+	surgeEst    int64
+	lastOffered int64
 	// Work conservation on a fresh dispatcher: the arrivals counted since
 	// born, up to warmArrivals (a dispatcher given a measured ArrivalGap
 	// starts warm).
@@ -233,10 +233,10 @@ type state struct {
 	// the module (max share·duration/occupancy).
 	maxLoad     float64
 	maxDuration time.Duration // of the groups' batches
-	// surgeGap is the gap (s) between offered items below which the module
+	// surgeGap is the gap (ns) between offered items below which the module
 	// is offered more than surgeFactor × its planned rate (0: no planned rate):
 	// admission keeps a surge margin then (predict.go, marginFor).
-	surgeGap float64
+	surgeGap int64
 }
 
 type group struct {
@@ -461,9 +461,9 @@ func (d *Dispatcher) newState(mp api.ModulePlan) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	surgeGap := 0.0
+	var surgeGap int64
 	if mp.Rate > 0 { // the requests' rate: dummies are never offered to admission
-		surgeGap = 1 / (surgeFactor * mp.Rate)
+		surgeGap = int64(float64(time.Second) / (surgeFactor * mp.Rate))
 	}
 	st := &state{budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)), surgeGap: surgeGap}
 	for _, s := range slots {
@@ -580,7 +580,7 @@ func (d *Dispatcher) SetPlan(mp api.ModulePlan) error {
 		d.gap = 1 / r // the planned rate until arrivals say otherwise
 	}
 	if mp.Rate > 0 && d.surgeEst == 0 {
-		d.surgeEst = 1 / mp.Rate
+		d.surgeEst = int64(float64(time.Second) / mp.Rate)
 	}
 	now := d.clock.Now()
 	d.publishLocked(now)
@@ -693,7 +693,7 @@ func (d *Dispatcher) Submit(it *Item) error {
 		if b == nil {
 			b = d.openLocked(q) // left open, empty, if the item is refused: the next arrival joins it
 		}
-		if d.early {
+		if d.early && d.handoff > 0 { // the surge margin is the handoff margin's (marginFor)
 			d.offeredGapLocked(now)
 		}
 		c := classOf(it.Class)
