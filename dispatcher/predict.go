@@ -361,7 +361,14 @@ func (d *Dispatcher) marginFor(own float64, end, now time.Time) time.Duration {
 func (d *Dispatcher) offeredGapLocked(now time.Time) {
 	ns := now.UnixNano()
 	if last := d.lastOffered; last != 0 {
+		// A quiet spell counts as quietFactor gaps at most, as in the idle
+		// flush's estimate: the pause before a surge (a client starting up)
+		// otherwise lifted the estimate tenfold, and the surge's first 20 ms
+		// went unseen, the stall of its start among them.
 		g := max(ns-last, 0)
+		if d.surgeEst > 0 {
+			g = min(g, quietFactor*d.surgeEst)
+		}
 		if d.surgeEst == 0 {
 			d.surgeEst = g
 		} else {
