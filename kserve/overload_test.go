@@ -246,9 +246,9 @@ func TestDoorLive(t *testing.T) {
 	}
 	hs := srv.NewHTTPServer()
 	go hs.Serve(hl)
-	conn := startGRPCDoor(t, srv)
+	conn := serveGRPC(t, srv)
 	released := false
-	t.Cleanup(func() { // before startGRPCDoor's (cleanups run last first): the calls held at the gate end
+	t.Cleanup(func() { // before serveGRPC's (cleanups run last first): the calls held at the gate end
 		if !released {
 			close(gate)
 		}
@@ -554,7 +554,7 @@ func TestAdmissionRefusalHeldWhenRepeatedGRPC(t *testing.T) {
 		return nil, fmt.Errorf("%w: module e at the current load", gateway.ErrOverloaded)
 	}, OverloadOptions{Hold: hold})
 	srv.door.sig = &scripted{}
-	gc := inference.NewGRPCInferenceServiceClient(startGRPCDoor(t, srv))
+	gc := inference.NewGRPCInferenceServiceClient(serveGRPC(t, srv))
 	call := func(model string) (codes.Code, time.Duration) {
 		t0 := time.Now()
 		_, err := gc.ModelInfer(context.Background(), &inference.ModelInferRequest{ModelName: model,
@@ -578,9 +578,10 @@ func TestAdmissionRefusalHeldWhenRepeatedGRPC(t *testing.T) {
 	}
 }
 
-// startGRPCDoor serves srv's gRPC API on loopback until the test ends and
-// returns a client connection to it.
-func startGRPCDoor(t *testing.T, srv *Server) *grpc.ClientConn {
+// serveGRPC serves srv's gRPC API on loopback until the test ends and
+// returns a client connection to it (kservetest.ServeGRPC's, which this
+// package's tests cannot import: it imports kserve).
+func serveGRPC(t *testing.T, srv *Server) *grpc.ClientConn {
 	t.Helper()
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

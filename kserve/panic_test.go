@@ -10,9 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -79,18 +77,8 @@ func TestPanicIsAnswered500AndServingGoesOn(t *testing.T) {
 	}
 	hs := srv.NewHTTPServer()
 	go hs.Serve(hl)
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := srv.NewGRPCServer()
-	go gs.Serve(gl)
-	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); gs.Stop(); hs.Shutdown() })
-	gc := inference.NewGRPCInferenceServiceClient(conn)
+	t.Cleanup(func() { hs.Shutdown() })
+	gc := inference.NewGRPCInferenceServiceClient(serveGRPC(t, srv))
 	url := "http://" + hl.Addr().String() + "/v2/models/"
 
 	for _, session := range []string{"boom", "lateboom", "boom"} {
