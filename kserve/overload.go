@@ -142,8 +142,8 @@ type door struct {
 	shed     atomic.Uint64
 	unnamed  atomic.Uint64 // of shed, those no session was counted for (OverloadStats.ShedUnnamed)
 	delay    atomic.Int64  // ns, the latest measured
-	held     atomic.Int64  // HTTP refusals being held (OverloadOptions.Hold)
-	heldAll  atomic.Uint64 // HTTP refusals held since the start
+	held     atomic.Int64  // refusals being held (OverloadOptions.Hold), HTTP and gRPC
+	heldAll  atomic.Uint64 // refusals held since the start
 	refused  [refusedSlots]refusedConn
 
 	mu  sync.Mutex // the revision; TryLock only
@@ -264,7 +264,17 @@ func (d *door) shedHTTP(ctx *fasthttp.RequestCtx) {
 // runs on the request's goroutine, after the door has counted the request
 // out, before the response is written.
 func (d *door) holdRepeated(ctx *fasthttp.RequestCtx) {
-	if d.hold <= 0 || !d.again(ctx.ConnID(), ctx.Time().UnixNano()) {
+	if d.hold > 0 {
+		d.holdIfAgain(ctx.ConnID(), ctx.Time().UnixNano())
+	}
+}
+
+// holdIfAgain records a refusal of conn at now and, when conn was refused
+// less than the Retry-After ago, sleeps the hold on the caller's goroutine
+// (at most maxHeld at a time; beyond that, answered at once). HTTP's and
+// gRPC's holds share it and its counters.
+func (d *door) holdIfAgain(conn uint64, now int64) {
+	if !d.again(conn, now) {
 		return
 	}
 	if d.held.Add(1) <= d.maxHeld {
@@ -283,17 +293,9 @@ func (d *door) holdRepeated(ctx *fasthttp.RequestCtx) {
 // by the peer's address (peerKey); the door's own refusals, in the tap, are
 // never held (it runs on the connection's reader).
 func (d *door) holdRepeatedGRPC(ctx context.Context, status *int) {
-	if d.hold <= 0 || *status != http.StatusTooManyRequests {
-		return
+	if d.hold > 0 && *status == http.StatusTooManyRequests {
+		d.holdIfAgain(peerKey(ctx), time.Now().UnixNano())
 	}
-	if !d.again(peerKey(ctx), time.Now().UnixNano()) {
-		return
-	}
-	if d.held.Add(1) <= d.maxHeld {
-		d.heldAll.Add(1)
-		time.Sleep(d.hold)
-	}
-	d.held.Add(-1)
 }
 
 // peerKey is a gRPC call's connection as a key of the refusal table: its
