@@ -240,34 +240,19 @@ func TestDoorLive(t *testing.T) {
 	const limit = 8
 	srv := doorServer(t, func(in []api.Tensor) ([]api.Tensor, error) { <-gate; return in, nil }, OverloadOptions{MinLimit: limit, MaxLimit: limit})
 	srv.door.sig = &scripted{} // no samples: the limit stays at 8
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.NewHTTPServer()
-	go hs.Serve(hl)
+	addr := serveHTTP(t, srv)
 	conn := serveGRPC(t, srv)
 	released := false
-	t.Cleanup(func() { // before serveGRPC's (cleanups run last first): the calls held at the gate end
+	t.Cleanup(func() { // before the servers' (cleanups run last first): the calls held at the gate end
 		if !released {
 			close(gate)
 		}
-		hs.Shutdown()
 	})
-	url := "http://" + hl.Addr().String() + "/v2/models/echo/infer"
+	url := "http://" + addr + "/v2/models/echo/infer"
 	client := &fasthttp.Client{MaxConnsPerHost: 256}
 	post := func() (int, string, string, error) {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
-		req.SetRequestURI(url)
-		req.Header.SetMethod("POST")
-		req.Header.SetContentType("application/json")
-		req.SetBodyString(goodBody)
-		if err := client.DoTimeout(req, resp, 30*time.Second); err != nil {
-			return 0, "", "", err
-		}
-		return resp.StatusCode(), string(resp.Header.Peek("Retry-After")), string(resp.Body()), nil
+		a, err := postGood(client, url)
+		return a.code, a.retryAfter, a.body, err
 	}
 	gc := inference.NewGRPCInferenceServiceClient(conn)
 	call := func() error {
@@ -603,6 +588,14 @@ func serveGRPC(t *testing.T, srv *Server) *grpc.ClientConn {
 func startHTTPDoor(t *testing.T, srv *Server) string {
 	t.Helper()
 	srv.door.sig = &scripted{}
+	return serveHTTP(t, srv)
+}
+
+// serveHTTP serves srv's HTTP API on loopback until the test ends and
+// returns its address (kservetest.ServeHTTP's, which this package's tests
+// cannot import: it imports kserve).
+func serveHTTP(t *testing.T, srv *Server) string {
+	t.Helper()
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -617,6 +610,25 @@ func startHTTPDoor(t *testing.T, srv *Server) string {
 // and returns the status and how long the answer took.
 func postOn(t *testing.T, c *fasthttp.HostClient, url string) (int, time.Duration) {
 	t.Helper()
+	a, err := postGood(c, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.code, a.took
+}
+
+// answer is what postGood got back.
+type answer struct {
+	code             int
+	retryAfter, body string
+	took             time.Duration
+}
+
+// postGood posts goodBody to url on c and returns the answer; an error
+// rather than a test failure, so that goroutines may call it.
+func postGood(c interface {
+	DoTimeout(*fasthttp.Request, *fasthttp.Response, time.Duration) error
+}, url string) (answer, error) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -626,9 +638,9 @@ func postOn(t *testing.T, c *fasthttp.HostClient, url string) (int, time.Duratio
 	req.SetBodyString(goodBody)
 	t0 := time.Now()
 	if err := c.DoTimeout(req, resp, 30*time.Second); err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
-	return resp.StatusCode(), time.Since(t0)
+	return answer{resp.StatusCode(), string(resp.Header.Peek("Retry-After")), string(resp.Body()), time.Since(t0)}, nil
 }
 
 // doorServer is a Server of serverSessions whose module e runs fn, with the

@@ -3,7 +3,6 @@ package kserve
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 
@@ -71,15 +70,8 @@ func TestPanicIsAnswered500AndServingGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { api.ReportPanics(nil) })
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.NewHTTPServer()
-	go hs.Serve(hl)
-	t.Cleanup(func() { hs.Shutdown() })
 	gc := inference.NewGRPCInferenceServiceClient(serveGRPC(t, srv))
-	url := "http://" + hl.Addr().String() + "/v2/models/"
+	url := "http://" + serveHTTP(t, srv) + "/v2/models/"
 
 	for _, session := range []string{"boom", "lateboom", "boom"} {
 		code, _, body := post(t, url+session+"/infer", []byte(goodBody))
