@@ -925,7 +925,11 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 			// still raises the estimate, ×1.2 an arrival.
 			g = min(g, quietFactor*d.gap)
 		}
-		addGap(&d.gap, g, gapWeight)
+		if d.gap == 0 {
+			d.gap = g
+		} else {
+			d.gap += gapWeight * (g - d.gap)
+		}
 	}
 	if now.After(d.lastArrival) {
 		d.lastArrival = now
@@ -933,16 +937,6 @@ func (d *Dispatcher) arrivedLocked(now time.Time) {
 	d.arrived = min(d.arrived+1, warmArrivals)
 	d.recent[d.recentI] = now
 	d.recentI = (d.recentI + 1) % recentArrivals
-}
-
-// addGap folds a gap g (s) into the estimate *est, weight w: an
-// exponentially weighted mean that the first gap seeds.
-func addGap(est *float64, g, w float64) {
-	if *est == 0 {
-		*est = g
-	} else {
-		*est += w * (g - *est)
-	}
 }
 
 // worthFlushing reports whether sending b, q's open batch, now, partial,

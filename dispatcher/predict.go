@@ -360,20 +360,15 @@ func (d *Dispatcher) marginFor(own float64, end, now time.Time) time.Duration {
 // subtraction and a multiply.
 func (d *Dispatcher) offeredGapLocked(now time.Time) {
 	ns := now.UnixNano()
-	if last := d.lastOffered; last != 0 {
+	// surgeEst starts at the plan's gap (SetPlan); without a planned rate
+	// there is no surge to tell and nothing to estimate.
+	if last := d.lastOffered; last != 0 && d.surgeEst > 0 {
 		// A quiet spell counts as quietFactor gaps at most, as in the idle
 		// flush's estimate: the pause before a surge (a client starting up)
 		// otherwise lifted the estimate tenfold, and the surge's first 20 ms
 		// went unseen, the stall of its start among them.
-		g := max(ns-last, 0)
-		if d.surgeEst > 0 {
-			g = min(g, quietFactor*d.surgeEst)
-		}
-		if d.surgeEst == 0 {
-			d.surgeEst = g
-		} else {
-			d.surgeEst += (g - d.surgeEst) / surgeSpan // integer: BenchmarkSubmit's margin case
-		}
+		g := min(max(ns-last, 0), quietFactor*d.surgeEst)
+		d.surgeEst += (g - d.surgeEst) / surgeSpan // integer: BenchmarkSubmit's margin case
 	}
 	d.lastOffered = max(d.lastOffered, ns)
 }
