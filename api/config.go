@@ -121,7 +121,11 @@ type Module struct {
 	After    []string  `yaml:"after,omitempty,flow"`
 	Join     string    `yaml:"join,omitempty"`
 	Race     int       `yaml:"race,omitempty"`
-	Source   `yaml:",inline"`
+	// FanOut, on a module with one parent, is the measured distribution of
+	// its items per item of the parent (see FanOut); it makes the module a
+	// fan-out whatever its rate, and the planner's simulations draw from it.
+	FanOut FanOut `yaml:"fanout,omitempty"`
+	Source `yaml:",inline"`
 }
 
 // Join values of Module.Join.

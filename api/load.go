@@ -192,6 +192,14 @@ func normalize(c *Config) {
 			}
 		}
 	}
+	for i := range c.Sessions {
+		for j := range c.Sessions[i].Modules {
+			m := &c.Sessions[i].Modules[j]
+			if f, ok := m.FanOut.Normalized(); ok {
+				m.FanOut = f
+			}
+		}
+	}
 	for i := range c.Profiles {
 		for j := range c.Profiles[i].Entries {
 			if c.Profiles[i].Entries[j].Concurrency == 0 {
@@ -235,7 +243,7 @@ var (
 	entryKeys    = []string{"batch", "concurrency", "duration"}
 	sessionKeys  = []string{"name", "slo", "accuracy", "modules", "joint_accuracy"}
 	jointKeys    = []string{"variants", "accuracy"}
-	moduleKeys   = []string{"name", "model", "variants", "rate", "after", "join", "race"}
+	moduleKeys   = []string{"name", "model", "variants", "rate", "after", "join", "race", "fanout"}
 	variantKeys  = []string{"model", "accuracy"}
 	backendKeys  = []string{"id", "address", "hardware", "tls"}
 )
@@ -688,7 +696,35 @@ func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
 	})
 	p.field(kv, n, k.with("join"), path, false, "", decString(&m.Join))
 	p.field(kv, n, k.with("race"), path, false, "", decInt(&m.Race, "a number of machines (whole number ≥ 1) such as 2"))
+	p.field(kv, n, k.with("fanout"), path, false, "", func(v *yaml.Node) error {
+		return p.fanOut(&m, v, path+".fanout")
+	})
 	s.Modules = append(s.Modules, m)
+}
+
+const wantFanOut = "a mapping from items per parent item to a weight, such as {0: 120, 1: 310, 4: 55, 12: 9} (measured counts)"
+
+// fanOut parses a module's fanout mapping (items → weight) into m.FanOut as
+// written; normalize scales it and the validator checks it.
+func (p *parser) fanOut(m *Module, v *yaml.Node, path string) error {
+	if v.Kind != yaml.MappingNode {
+		return fmt.Errorf("want %s; got %s", wantFanOut, describe(v))
+	}
+	for x := 0; x+1 < len(v.Content); x += 2 {
+		key, val := v.Content[x], v.Content[x+1]
+		var items int
+		if err := decInt(&items, "a whole number of items such as 4")(key); err != nil {
+			p.errorf(key.Line, path, "key %s: %v; want %s", describe(key), err, wantFanOut)
+			continue
+		}
+		var w float64
+		if err := decFloat(&w, "a weight ≥ 0 such as 310")(val); err != nil {
+			p.errorf(val.Line, fmt.Sprintf("%s[%d]", path, items), "%v", err)
+			continue
+		}
+		m.FanOut = append(m.FanOut, FanOutShare{Items: items, Share: w})
+	}
+	return nil
 }
 
 const (
@@ -1192,8 +1228,36 @@ func (v *validator) modules(s *Session, i int, spath string) bool {
 		if m.Race < 0 || m.Race > MaxRace {
 			v.fail(k.with("race"), m.Source, path+".race", "must be the number of machines each batch runs on at once, 1 ≤ race ≤ %d (1 or none: no race), got %d", MaxRace, m.Race)
 		}
+		if len(m.FanOut) > 0 {
+			v.fanOut(s, m, k.with("fanout"), path+".fanout")
+		}
 	}
 	return dagOK
+}
+
+// fanOut checks module m's fan-out distribution: well formed, on a module
+// with one parent, and agreeing with the rates (m's rate is its parent's
+// times the distribution's mean, within 1%).
+func (v *validator) fanOut(s *Session, m Module, k fieldKey, path string) {
+	f, ok := m.FanOut.Normalized()
+	if !ok {
+		v.fail(k, m.Source, path, "want %s: every key a whole number from 0 to %d listed once, every weight finite and ≥ 0, and some weight > 0", wantFanOut, MaxFanOutItems)
+		return
+	}
+	if len(m.After) != 1 || m.AnyOf() {
+		v.fail(k, m.Source, path, "module %s fans out per item of its parent, so it needs exactly one module in after; it has %d", m.Name, len(m.After))
+		return
+	}
+	pi := s.ModuleIndex(m.After[0])
+	if pi < 0 {
+		return // reported with after
+	}
+	pr := s.Modules[pi].Rate
+	want := pr * f.Mean()
+	if math.Abs(m.Rate-want) > 0.01*math.Max(m.Rate, want)+1e-9 {
+		v.fail(k, m.Source, path, "averages %.4g items per item of %s, so at %s's rate of %g req/s module %s runs %.4g items/s, but its rate is %g: set rate: %.4g (or correct fanout)",
+			f.Mean(), m.After[0], m.After[0], pr, m.Name, want, m.Rate, want)
+	}
 }
 
 // anyOfParents checks that every parent of anyof module m feeds m alone: the

@@ -175,6 +175,22 @@ func TestLoadBytesErrors(t *testing.T) {
 			[]wantErr{{5, "sessions[s].modules[a].race", "must be the number of machines each batch runs on at once, 1 ≤ race ≤ 8 (1 or none: no race), got 9", ""}}},
 		{"race not a number", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1, race: two}\n",
 			[]wantErr{{5, "sessions[s].modules[a].race", "want a number of machines (whole number ≥ 1) such as 2", ""}}},
+		// fanout (Llama's input-dependent flow): a detector at 10 req/s finding
+		// 0 to 3 objects, each as often (mean 1.5), feeds rec at 15 items/s.
+		{"fanout ok", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: det, model: m1, rate: 10}\n      - {name: rec, model: m1, rate: 15, after: [det], fanout: {0: 1, 1: 1, 2: 1, 3: 1}}\n", nil},
+		{"fanout mean below one", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: det, model: m1, rate: 10}\n      - {name: rec, model: m1, rate: 5, after: [det], fanout: {0: 1, 1: 1}}\n", nil},
+		{"fanout rate disagrees", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: det, model: m1, rate: 10}\n      - {name: rec, model: m1, rate: 40, after: [det], fanout: {0: 1, 1: 1, 2: 1, 3: 1}}\n",
+			[]wantErr{{6, "sessions[s].modules[rec].fanout", "averages 1.5 items per item of det, so at det's rate of 10 req/s module rec runs 15 items/s, but its rate is 40: set rate: 15", ""}}},
+		{"fanout two parents", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: a, model: m1, rate: 10}\n      - {name: b, model: m1, rate: 10}\n      - {name: rec, model: m1, rate: 10, after: [a, b], fanout: {1: 1}}\n",
+			[]wantErr{{7, "sessions[s].modules[rec].fanout", "module rec fans out per item of its parent, so it needs exactly one module in after; it has 2", ""}}},
+		{"fanout negative weight", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: det, model: m1, rate: 10}\n      - {name: rec, model: m1, rate: 10, after: [det], fanout: {1: 2, 3: -1}}\n",
+			[]wantErr{{6, "sessions[s].modules[rec].fanout", "every key a whole number from 0 to 1000 listed once, every weight finite and ≥ 0", ""}}},
+		{"fanout too many items", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: det, model: m1, rate: 10}\n      - {name: rec, model: m1, rate: 10, after: [det], fanout: {1001: 1}}\n",
+			[]wantErr{{6, "sessions[s].modules[rec].fanout", "from 0 to 1000", ""}}},
+		{"fanout a list", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: det, model: m1, rate: 10}\n      - {name: rec, model: m1, rate: 10, after: [det], fanout: [1, 2]}\n",
+			[]wantErr{{6, "sessions[s].modules[rec].fanout", "want a mapping from items per parent item to a weight", ""}}},
+		{"fanout key not a number", "sessions:\n  - name: s\n    slo: 1s\n    modules:\n      - {name: det, model: m1, rate: 10}\n      - {name: rec, model: m1, rate: 10, after: [det], fanout: {one: 1}}\n",
+			[]wantErr{{6, "sessions[s].modules[rec].fanout", `key "one"`, ""}}},
 		{"session empty name", "sessions:\n  - {name: \"\", slo: 1s, modules: [{name: a, model: m1}]}\n",
 			[]wantErr{{2, "sessions[0].name", "must not be empty", ""}}},
 		{"session name with slash", "sessions:\n  - {name: a/b, slo: 1s, modules: [{name: a, model: m1}]}\n",
@@ -618,6 +634,9 @@ func FuzzLoadBytes(f *testing.F) {
 		"{name: j, model: m1, after: [a, b], join: ANYOF, race: 9}",
 		"{name: j, model: m1, join: \"\", race: -1}",
 		"{name: j, model: m1, after: [a, b], join: [anyof], race: 2.5}",
+		"{name: j, model: m1, rate: 15, after: [a], fanout: {0: 2, 1: 1, 4: 1}}",
+		"{name: j, model: m1, rate: 1, after: [a], fanout: {0: .nan, -1: 1, 1001: 2}}",
+		"{name: j, model: m1, after: [a], fanout: {0: 0}}",
 	} {
 		f.Add([]byte("sessions:\n  - name: s\n    slo: 25ms\n    modules:\n      - {name: a, model: m1, race: 1}\n      - {name: b, model: m2}\n      - " + m + "\n" + base))
 	}

@@ -72,6 +72,7 @@ type ModulePlan struct {
 	After     []string    `json:"after,omitempty"`
 	Join      string      `json:"join,omitempty"`
 	Race      int         `json:"race,omitempty"`
+	FanOut    FanOut      `json:"fanout,omitempty"`
 	Rate      float64     `json:"rate"`
 	DummyRate float64     `json:"dummy_rate"`
 	BudgetMs  float64     `json:"budget_ms"`
