@@ -421,7 +421,7 @@ func (il *inferLine) modulePlans(st []ilChoice) []api.ModulePlan {
 			wcl += float64(e.Batch-1) / m.rate
 		}
 		n := float64(st[i].replicas)
-		out[i] = api.ModulePlan{Name: m.mod.Name, Model: m.model, After: m.mod.After, Rate: m.rate,
+		out[i] = api.ModulePlan{Name: m.mod.Name, Model: m.model, After: m.mod.After, FanOut: m.mod.FanOut, Rate: m.rate,
 			WCLMs: 1000 * wcl, Cost: n * hw.Price,
 			Configs: []api.GroupPlan{{Hardware: hw.Name, Price: hw.Price, Batch: e.Batch, Concurrency: 1,
 				DurationMs: 1000 * d, Throughput: e.Throughput(), Machines: n, Rate: m.rate, WCLMs: 1000 * wcl, Cost: n * hw.Price}}}

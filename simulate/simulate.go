@@ -208,6 +208,7 @@ type session struct {
 	// batches already sent run on, and the request is released after them.
 	lanes, sinks int
 	laneMods     [][]int
+	rng          *rand.Rand // fan-out draws (module.fanOut)
 }
 
 type module struct {
@@ -218,6 +219,11 @@ type module struct {
 	primary  int     // parent whose item count drives this module's; -1: a source
 	ratio    float64 // items per primary-parent item (sources: per request)
 	acc      float64
+	// fanOut, when set (api.ModulePlan.FanOut), draws each primary-parent
+	// item's items from the distribution instead of ratio; cum is its
+	// cumulative shares.
+	fanOut   api.FanOut
+	cum      []float64
 	budget   time.Duration
 	times    dispatcher.ModuleTimes
 	stage    *dispatcher.Stage
@@ -415,6 +421,16 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 		}
 		if r := mp.Rate / planRate; m.ratio > maxFanOut || bad(m.ratio) || r > maxFanOut {
 			return nil, fmt.Errorf("module %q: rate %g is %g items per item of its parent (or per request): at most %d allowed", mp.Name, mp.Rate, m.ratio, maxFanOut)
+		}
+		if len(mp.FanOut) > 0 {
+			f, ok := mp.FanOut.Normalized()
+			if !ok || len(parents) != 1 {
+				return nil, fmt.Errorf("module %q: fanout %v: want one parent and items from 0 to %d listed once with shares ≥ 0 summing to more than 0", mp.Name, mp.FanOut, api.MaxFanOutItems)
+			}
+			m.fanOut, m.cum = f, f.Cumulative()
+			if ss.rng == nil {
+				ss.rng = rand.New(rand.NewPCG(s.o.Seed^0x6a09e667f3bcc909, index))
+			}
 		}
 		want := int(float64(s.o.Duration.Seconds())*ss.rate*m.ratio*1.05) + 16
 		m.lat = make([]time.Duration, 0, min(want, 1<<24))
@@ -634,6 +650,14 @@ func (ss *session) arrive() {
 			units = 1
 		} else {
 			units = float64(r.count[m.primary])
+		}
+		if m.fanOut != nil {
+			n := 0
+			for range int(units) {
+				n += m.fanOut.Draw(m.cum, ss.rng.Float64())
+			}
+			r.count[i] = n
+			continue
 		}
 		if units > 0 {
 			m.acc += m.ratio * units
