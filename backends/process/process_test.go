@@ -64,3 +64,51 @@ func TestBuiltinExecutors(t *testing.T) {
 		t.Error("a second kind called sim was accepted")
 	}
 }
+
+// TestSimFanOut: the sim executor's fan-out models are the parents' models
+// (Model or every Variant) of the modules with a fanout, with the normalised
+// distribution; two sessions asking one model for different ones fail naming
+// both modules, the same one twice is fine.
+func TestSimFanOut(t *testing.T) {
+	counts := api.FanOut{{Items: 12, Share: 9}, {Items: 0, Share: 120}, {Items: 1, Share: 310}}
+	norm, _ := counts.Normalized()
+	session := func(name string, f api.FanOut, parent api.Module) api.Session {
+		return api.Session{Name: name, Modules: []api.Module{
+			parent,
+			{Name: "cls", Model: "classifier", Rate: 10, After: []string{parent.Name}, FanOut: f},
+			{Name: "tail", Model: "tail", Rate: 10, After: []string{"cls"}},
+		}}
+	}
+	det := api.Module{Name: "det", Model: "detector", Rate: 10}
+	ssd := api.Module{Name: "find", Variants: []api.Variant{{Model: "ssd-small"}, {Model: "ssd-large"}}, Rate: 10}
+
+	got, err := simFanOut(&api.Config{Sessions: []api.Session{
+		session("a", counts, det),
+		session("b", norm, det), // the same distribution, normalised
+		session("c", api.FanOut{{Items: 2, Share: 1}}, ssd),
+		{Name: "plain", Modules: []api.Module{{Name: "m", Model: "plain", Rate: 1}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]api.FanOut{"detector": norm, "ssd-small": {{Items: 2, Share: 1}}, "ssd-large": {{Items: 2, Share: 1}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("fan-out models (-want +got):\n%s", diff)
+	}
+	if got, err := simFanOut(&api.Config{}); err != nil || len(got) != 0 {
+		t.Errorf("no sessions: %v, %v; want none", got, err)
+	}
+
+	_, err = simFanOut(&api.Config{Sessions: []api.Session{
+		session("a", counts, det),
+		session("b", api.FanOut{{Items: 3, Share: 1}}, det),
+	}})
+	if err == nil || !strings.Contains(err.Error(), `"detector"`) || !strings.Contains(err.Error(), "a/cls") || !strings.Contains(err.Error(), "b/cls") {
+		t.Errorf("conflicting distributions: %v; want an error naming detector, a/cls and b/cls", err)
+	}
+	bad := session("a", counts, det)
+	bad.Modules[1].After = []string{"det", "tail"}
+	if _, err := simFanOut(&api.Config{Sessions: []api.Session{bad}}); err == nil || !strings.Contains(err.Error(), "a/cls") || !strings.Contains(err.Error(), "exactly one parent") {
+		t.Errorf("two parents: %v; want an error naming a/cls and asking for one parent", err)
+	}
+}

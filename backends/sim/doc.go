@@ -26,7 +26,11 @@
 // inputs too (an upstream module's outputs pass straight through). It answers
 // output0 FP32 [n, 1] whose row i is Checksum of row i of every input, so a test
 // can tell that item i's output came from item i's input; it declares no other
-// output.
+// output. A fan-out model (Options.FanOut: a detector that finds 0 to 12
+// objects an image) runs one item a call (max batch 1, Info.FanOut) in batch
+// 1's profiled time and answers output0 FP32 [k, 1]: k drawn from its
+// distribution by the item's Checksum (FanOutRows: the same input, the same k),
+// row j the Checksum plus j modulo 2^24 (FanOutChecksum).
 //
 // Sim's configuration is immutable after New; loaded models are safe for
 // concurrent Run.

@@ -23,7 +23,7 @@ const Platform = "piccolo_sim"
 // Default tensor names of a sim model.
 const (
 	InputName  = "input0"  // declared FP32 [-1, -1]; other inputs are accepted too
-	OutputName = "output0" // FP32 [n, 1]: row i is the checksum of input row i
+	OutputName = "output0" // FP32 [n, 1]: row i is the checksum of input row i (a fan-out model: [k, 1], see FanOutChecksum)
 )
 
 // Options configure a Sim. The zero value is usable: no jitter.
@@ -34,6 +34,13 @@ type Options struct {
 	// Seed seeds the jitter: the same seed gives the same factors in the same
 	// order of batches.
 	Seed uint64
+	// FanOut lists the fan-out models: model name → the distribution of the
+	// rows it emits per input item (api.FanOut; weights need not be
+	// normalised). Such a model's Info has FanOut, it loads at max batch 1
+	// only, and its one item's output0 has k rows, k drawn from the
+	// distribution by the item's input (FanOutRows: the same input, the same
+	// k). Models not profiled on the hardware are ignored; nil: none fans out.
+	FanOut map[string]api.FanOut
 }
 
 // Sim emulates one device of one hardware type from its profiles: a batch of n
@@ -46,15 +53,24 @@ type Sim struct {
 	profiles map[string][]api.ProfileEntry // model -> entries on this hardware
 	models   []string                      // sorted
 	opts     Options
+	fanOut   map[string]fanOut // model -> its normalised distribution (Options.FanOut)
 	dev      *device
+}
+
+// fanOut is a fan-out model's normalised distribution of rows per item and
+// its cumulative shares (api.FanOut.Draw).
+type fanOut struct {
+	f   api.FanOut
+	cum []float64
 }
 
 var _ backends.Executor = (*Sim)(nil)
 
 // New returns a Sim of hardware built from the profiles of that hardware (others
 // are ignored). It errors when no profile is for hardware, when an entry has a
-// batch, concurrency or duration that is not positive, or when Jitter is outside
-// [0, 1).
+// batch, concurrency or duration that is not positive, when Jitter is outside
+// [0, 1), or when a distribution of Options.FanOut is not one
+// (api.FanOut.Normalized fails).
 func New(hardware string, profiles []api.Profile, opts Options) (*Sim, error) {
 	if hardware == "" {
 		return nil, fmt.Errorf("sim: hardware type is empty")
@@ -62,7 +78,15 @@ func New(hardware string, profiles []api.Profile, opts Options) (*Sim, error) {
 	if opts.Jitter < 0 || opts.Jitter >= 1 || math.IsNaN(opts.Jitter) {
 		return nil, fmt.Errorf("sim: jitter %v is out of range; want 0 ≤ jitter < 1", opts.Jitter)
 	}
-	s := &Sim{hardware: hardware, profiles: map[string][]api.ProfileEntry{}, opts: opts, dev: &device{}}
+	s := &Sim{hardware: hardware, profiles: map[string][]api.ProfileEntry{}, opts: opts, fanOut: map[string]fanOut{}, dev: &device{}}
+	for _, model := range slices.Sorted(maps.Keys(opts.FanOut)) {
+		f, ok := opts.FanOut[model].Normalized()
+		if !ok {
+			return nil, fmt.Errorf("sim: fan-out of %q: %v is not a distribution of rows per item; want items from 0 to %d listed once, weights finite and ≥ 0, and some weight > 0",
+				model, opts.FanOut[model], api.MaxFanOutItems)
+		}
+		s.fanOut[model] = fanOut{f: f, cum: f.Cumulative()}
+	}
 	var others []string
 	for _, p := range profiles {
 		if p.Hardware != hardware {
@@ -109,7 +133,8 @@ func (s *Sim) Models() []string { return s.models }
 
 // Default returns the batch and concurrency a model is loaded with when none is
 // asked: those of its largest profiled entry (largest batch, then largest
-// concurrency), so that every profiled batch size fits.
+// concurrency), so that every profiled batch size fits; a fan-out model
+// (Options.FanOut) takes batch 1, the only one it runs, at that concurrency.
 func (s *Sim) Default(model string) (batch, concurrency int, err error) {
 	entries, ok := s.profiles[model]
 	if !ok {
@@ -120,6 +145,9 @@ func (s *Sim) Default(model string) (batch, concurrency int, err error) {
 		if e.Batch > best.Batch || (e.Batch == best.Batch && lanes(e.Concurrency) > lanes(best.Concurrency)) {
 			best = e
 		}
+	}
+	if _, ok := s.fanOut[model]; ok {
+		return 1, lanes(best.Concurrency), nil
 	}
 	return best.Batch, lanes(best.Concurrency), nil
 }
@@ -133,12 +161,16 @@ func lanes(c int) int {
 
 // Load prepares model with a max batch and a concurrency (0: Default). The
 // profile must have entries at that concurrency, one of them with batch ≥ the
-// max batch; otherwise the error wraps backends.ErrInvalidInput and lists what is
-// profiled.
+// max batch, and a fan-out model (Options.FanOut) takes max batch 1 only;
+// otherwise the error wraps backends.ErrInvalidInput and says what is allowed.
 func (s *Sim) Load(model string, batch, concurrency int) (backends.Model, error) {
 	entries, ok := s.profiles[model]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q has no profile on %s; profiled: %s", backends.ErrUnknownModel, model, s.hardware, strings.Join(s.models, ", "))
+	}
+	fo, fans := s.fanOut[model]
+	if fans && batch > 1 {
+		return nil, fmt.Errorf("%w: %q on %s fans out (any number of output rows for its one input item), so it runs batch 1 only, not batch %d", backends.ErrInvalidInput, model, s.hardware, batch)
 	}
 	if batch == 0 || concurrency == 0 {
 		b, c, _ := s.Default(model)
@@ -147,7 +179,7 @@ func (s *Sim) Load(model string, batch, concurrency int) (backends.Model, error)
 		}
 		if batch == 0 {
 			batch = largestBatch(entries, concurrency)
-			if concurrency == c {
+			if concurrency == c || fans {
 				batch = b
 			}
 		}
@@ -181,7 +213,9 @@ func (s *Sim) Load(model string, batch, concurrency int) (backends.Model, error)
 			Inputs:    []backends.TensorSpec{{Name: InputName, Datatype: "FP32", Shape: []int64{-1, -1}}},
 			Outputs:   []backends.TensorSpec{{Name: OutputName, Datatype: "FP32", Shape: []int64{-1, 1}}},
 			AnyInputs: true,
+			FanOut:    fans,
 		},
+		fanOut:    fo,
 		durations: durations,
 		lanes:     make(chan struct{}, concurrency),
 		dev:       s.dev,
@@ -213,6 +247,7 @@ func fnv64(s string) uint64 {
 // served in order; the device's queue is FIFO).
 type simModel struct {
 	info      backends.ModelInfo
+	fanOut    fanOut          // a fan-out model's distribution; f nil otherwise
 	durations []time.Duration // index: batch size n
 	lanes     chan struct{}
 	dev       *device
@@ -232,7 +267,8 @@ func (m *simModel) Duration(n int) time.Duration { return m.durations[n] }
 
 // Run computes the outputs, waits for a lane of the model and then one of the
 // device, then holds both for the profiled duration of n items (times the
-// jitter factor) or until ctx ends.
+// jitter factor) or until ctx ends. A fan-out model's one item (n = 1) takes
+// batch 1's duration whatever the k rows it emits.
 func (m *simModel) Run(ctx context.Context, inputs []api.Tensor, n int) ([]api.Tensor, error) {
 	out, _, err := m.RunTimed(ctx, inputs, n)
 	return out, err
@@ -249,8 +285,8 @@ func (m *simModel) RunTimed(ctx context.Context, inputs []api.Tensor, n int) ([]
 	if n < 1 || n >= len(m.durations) {
 		return nil, backends.Timing{}, fmt.Errorf("%w: batch of %d items; the loaded max batch is %d", backends.ErrInvalidInput, n, m.info.MaxBatch)
 	}
-	out := api.Tensor{Name: OutputName, Datatype: "FP32", Shape: []int64{int64(n), 1}, Data: make([]byte, 4*n)}
-	if err := checksums(inputs, n, out.Data); err != nil {
+	out, err := m.output(inputs, n)
+	if err != nil {
 		return nil, backends.Timing{}, fmt.Errorf("%w: %v", backends.ErrInvalidInput, err)
 	}
 	d := m.jittered(n)
@@ -274,6 +310,26 @@ func (m *simModel) RunTimed(ctx context.Context, inputs []api.Tensor, n int) ([]
 	case <-ctx.Done():
 		return nil, backends.Timing{}, ctx.Err()
 	}
+}
+
+// output computes output0 of a batch of n items: FP32 [n, 1], row i the
+// checksum of input row i; a fan-out model's (n = 1): FP32 [k, 1], k drawn
+// from its distribution by the item's checksum, row j FanOutChecksum's.
+func (m *simModel) output(inputs []api.Tensor, n int) (api.Tensor, error) {
+	out := api.Tensor{Name: OutputName, Datatype: "FP32", Shape: []int64{int64(n), 1}, Data: make([]byte, 4*n)}
+	if err := checksums(inputs, n, out.Data); err != nil {
+		return api.Tensor{}, err
+	}
+	if m.fanOut.f == nil {
+		return out, nil
+	}
+	c := math.Float32frombits(binary.LittleEndian.Uint32(out.Data)) // n = 1: MaxBatch 1
+	k := m.fanOut.f.Draw(m.fanOut.cum, fanOutU(c))
+	out.Shape[0], out.Data = int64(k), make([]byte, 4*k)
+	for j := 0; j < k; j++ {
+		binary.LittleEndian.PutUint32(out.Data[4*j:], math.Float32bits(fanOutRow(c, j)))
+	}
+	return out, nil
 }
 
 // jittered returns the duration of a batch of n items times this batch's jitter
@@ -343,4 +399,34 @@ func Checksum(rows ...[]byte) float32 {
 		h = fnvAdd(h, r)
 	}
 	return fold(h)
+}
+
+// FanOutRows returns the rows k a fan-out model with distribution f
+// (normalised: api.FanOut.Normalized, as Options.FanOut's are made) emits for
+// the input item whose row of every input, in request order, is rows: f's
+// items at the cumulative share u in [0, 1) that the item's Checksum hashes
+// to (splitmix64), so the same input always fans out to the same k and many
+// distinct inputs fan out as f says.
+func FanOutRows(f api.FanOut, rows ...[]byte) int {
+	return f.Draw(f.Cumulative(), fanOutU(Checksum(rows...)))
+}
+
+// FanOutChecksum returns row j (0 ≤ j < k) of a fan-out model's output0 for
+// the input item whose row of every input, in request order, is rows: the
+// item's Checksum plus j, modulo 2^24 (a float32 holds it exactly), so a row
+// tells both the item it came from and its place among the item's k rows.
+func FanOutChecksum(j int, rows ...[]byte) float32 {
+	return fanOutRow(Checksum(rows...), j)
+}
+
+// fanOutU hashes an item's checksum c (a whole number below 2^24) into a
+// uniform u in [0, 1): the item's draw from a fan-out distribution.
+func fanOutU(c float32) float64 {
+	return float64(splitmix64(uint64(c))>>11) / (1 << 53)
+}
+
+// fanOutRow is row j of a fan-out answer for the item of checksum c:
+// (c + j) mod 2^24.
+func fanOutRow(c float32, j int) float32 {
+	return float32((uint32(c) + uint32(j)) & 0xffffff)
 }

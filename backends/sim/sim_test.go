@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -276,5 +279,147 @@ func TestDeviceLanesGrowAndCancel(t *testing.T) {
 	d.release()
 	if d.busy != 0 || len(d.waiting) != 0 {
 		t.Errorf("busy %d, waiting %d after releasing every lane", d.busy, len(d.waiting))
+	}
+}
+
+const detector = `
+profiles:
+  - model: det
+    hardware: g
+    entries:
+      - {batch: 1, concurrency: 1, duration: 1ms}
+      - {batch: 8, concurrency: 2, duration: 4ms}
+  - model: cls
+    hardware: g
+    entries:
+      - {batch: 8, concurrency: 1, duration: 2ms}
+`
+
+// TestFanOutModel: a model listed in Options.FanOut reports Info().FanOut,
+// loads at batch 1 only (by default too), emits over many distinct inputs a
+// row count whose mean is the distribution's and whose values are its
+// items, the same count for the same input, and rows that tell the item and
+// their place; a model not listed is unchanged.
+func TestFanOutModel(t *testing.T) {
+	f := api.FanOut{{Items: 0, Share: 120}, {Items: 1, Share: 310}, {Items: 4, Share: 55}, {Items: 12, Share: 9}} // measured counts
+	s, err := New("g", profiles(t, detector), Options{FanOut: map[string]api.FanOut{"det": f, "elsewhere": {{Items: 2, Share: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Load("det", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := m.Info(); !info.FanOut || info.MaxBatch != 1 || info.Concurrency != 2 {
+		t.Errorf("default load of det: %+v; want FanOut, max batch 1 at the largest entry's concurrency 2", info)
+	}
+	if b, c, err := s.Default("det"); b != 1 || c != 2 || err != nil {
+		t.Errorf("Default(det) = %d, %d, %v; want 1, 2", b, c, err)
+	}
+	if m, err := s.Load("det", 1, 1); err != nil || !m.Info().FanOut || m.(*simModel).Duration(1) != time.Millisecond {
+		t.Errorf("Load(det, 1, 1) = %v; want the fan-out model at batch 1's 1ms", err)
+	}
+	if _, err := s.Load("det", 4, 2); !errors.Is(err, backends.ErrInvalidInput) || !strings.Contains(err.Error(), `"det"`) || !strings.Contains(err.Error(), "fans out") || !strings.Contains(err.Error(), "batch 1 only") {
+		t.Errorf("Load(det, 4, 2) = %v; want ErrInvalidInput naming det and saying it fans out so it runs batch 1 only", err)
+	}
+	if c, err := s.Load("cls", 0, 0); err != nil || c.Info().FanOut || c.Info().MaxBatch != 8 {
+		t.Errorf("Load(cls) = %v; want a plain model at batch 8", err)
+	}
+
+	norm, _ := f.Normalized()
+	listed := map[int]bool{}
+	for _, x := range f {
+		listed[x.Items] = true
+	}
+	sm := m.(*simModel)
+	const n = 20000
+	hist := map[int]int{}
+	total := 0
+	row := make([]byte, 4)
+	for i := range n {
+		binary.LittleEndian.PutUint32(row, uint32(i))
+		in := []api.Tensor{{Name: InputName, Datatype: "FP32", Shape: []int64{1, 1}, Data: row}}
+		out, err := sm.output(in, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := int(out.Shape[0])
+		if err := out.Validate(); err != nil || len(out.Data) != 4*k || len(out.Shape) != 2 || out.Shape[1] != 1 {
+			t.Fatalf("input %d: output shape %v with %d bytes (%v); want a valid [k, 1] of 4k bytes", i, out.Shape, len(out.Data), err)
+		}
+		if want := FanOutRows(norm, row); k != want {
+			t.Fatalf("input %d: %d rows; FanOutRows says %d", i, k, want)
+		}
+		hist[k]++
+		total += k
+	}
+	for k := range hist {
+		if !listed[k] {
+			t.Errorf("%d inputs fanned out to %d rows, which the distribution does not list (histogram %v)", hist[k], k, hist)
+		}
+	}
+	if mean, want := float64(total)/n, norm.Mean(); math.Abs(mean-want) > 0.03*want {
+		t.Errorf("mean rows per item %.4f over %d inputs; want the distribution's %.4f within 3%% (histogram %v)", mean, n, want, hist)
+	}
+	t.Logf("rows per item over %d inputs: mean %.4f (distribution's %.4f), histogram %v", n, float64(total)/n, norm.Mean(), hist)
+	for _, x := range norm {
+		if got := float64(hist[x.Items]) / n; math.Abs(got-x.Share) > 0.02 {
+			t.Errorf("share of items with %d rows %.4f; want %.4f within 0.02", x.Items, got, x.Share)
+		}
+	}
+
+	// Through Run: the same input twice gives the same rows, each the
+	// input's checksum plus its place.
+	in := func(b ...byte) []api.Tensor {
+		return []api.Tensor{{Name: "img", Datatype: "UINT8", Shape: []int64{1, int64(len(b))}, Data: b}}
+	}
+	var img []byte
+	for i := 0; img == nil; i++ { // an input that fans out to more than one row
+		if b := []byte{byte(i), byte(i >> 8), 7}; FanOutRows(norm, b) > 1 {
+			img = b
+		}
+	}
+	first, err := m.Run(context.Background(), in(img...), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := m.Run(context.Background(), in(img...), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := FanOutRows(norm, img)
+	if len(first) != 1 || first[0].Name != OutputName || first[0].Shape[0] != int64(k) || !bytes.Equal(first[0].Data, again[0].Data) {
+		t.Fatalf("Run twice on one input: %v then %v; want output0 of %d rows both times", first, again, k)
+	}
+	for j := range k {
+		got := math.Float32frombits(binary.LittleEndian.Uint32(first[0].Data[4*j:]))
+		if want := FanOutChecksum(j, img); got != want || want != float32((uint32(Checksum(img))+uint32(j))%(1<<24)) {
+			t.Errorf("row %d is %v; want FanOutChecksum %v (the input's checksum %v plus %d)", j, got, want, Checksum(img), j)
+		}
+	}
+	if _, err := m.Run(context.Background(), []api.Tensor{{Name: InputName, Datatype: "FP32", Shape: []int64{2, 1}, Data: make([]byte, 8)}}, 2); !errors.Is(err, backends.ErrInvalidInput) {
+		t.Errorf("a batch of 2 on the fan-out model: %v; want ErrInvalidInput", err)
+	}
+}
+
+func TestFanOutChecksumWraps(t *testing.T) {
+	if got := fanOutRow(1<<24-1, 2); got != 1 {
+		t.Errorf("row 2 of checksum 2^24-1 is %v; want 1 (mod 2^24)", got)
+	}
+}
+
+func TestNewRejectsBadFanOut(t *testing.T) {
+	for name, f := range map[string]api.FanOut{
+		"empty":          {},
+		"zero weights":   {{Items: 1, Share: 0}},
+		"negative items": {{Items: -1, Share: 1}},
+		"too many items": {{Items: api.MaxFanOutItems + 1, Share: 1}},
+		"listed twice":   {{Items: 1, Share: 1}, {Items: 1, Share: 2}},
+		"NaN weight":     {{Items: 1, Share: math.NaN()}},
+	} {
+		_, err := New("g", profiles(t, detector), Options{FanOut: map[string]api.FanOut{"det": f}})
+		if err == nil || !strings.Contains(err.Error(), `fan-out of "det"`) || !strings.Contains(err.Error(), "listed once") {
+			t.Errorf("%s: New = %v; want an error naming det and what a distribution is", name, err)
+		}
 	}
 }
