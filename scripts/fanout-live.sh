@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fan-out as a distribution, live (docs/planner.md, "Fan-out as a
-# distribution"): the session of simulate/fanout_test.go, a detector (sim
+# distribution"): the session of simulate/testdata/fanout.yaml, a detector (sim
 # model det, batch 1, 5 ms) at 40 images/s whose recognizer (rec, batches of
 # up to 8) runs one item per object found, SLO 60 ms, served by a `piccolo
 # gateway` over BACKENDS sim backends, open loop (Poisson, seed 1) for
@@ -20,20 +20,8 @@ mean) planfan="" ;;
 dist) planfan=", fanout: {0: 3, 12: 1}" ;;
 *) echo "fanout-live: PLAN=$PLAN: want mean or dist" >&2; exit 1 ;;
 esac
-write() { # write FILE FANOUT: the config with rec's fanout FANOUT
-  cat > "$1" <<YAML
-hardware:
-  - {name: cpu, price: 1}
-profiles:
-  - {model: det, hardware: cpu, entries: [{batch: 1, duration: 5ms}]}
-  - {model: rec, hardware: cpu, entries: [{batch: 1, duration: 4ms}, {batch: 4, duration: 9ms}, {batch: 8, duration: 14ms}]}
-sessions:
-  - name: ocr
-    slo: 60ms
-    modules:
-      - {name: det, model: det, rate: 40}
-      - {name: rec, model: rec, rate: 120, after: [det]$2}
-YAML
+write() { # write FILE FANOUT: simulate/testdata/fanout.yaml with rec's fanout FANOUT
+  sed -e "s/, fanout: {0: 3, 12: 1}/$2/" simulate/testdata/fanout.yaml > "$1"
 }
 # The backends always emulate the distribution; the gateway plans with it or
 # at its mean.
@@ -71,4 +59,3 @@ for s in p.get("sessions", []):
 ' || true
 "$P" loadgen --target "http://127.0.0.1:$gp" --session ocr --rate 40 --duration "$DURATION" --seed 1 --input "$work/inputs" -q -o json >"$work/lg.json"
 python3 scripts/loadgen-report.py "$work/lg.json" "PLAN=$PLAN BACKENDS=$BACKENDS ${GATEWAY_FLAGS:-}"
-curl -s "127.0.0.1:$gp/metrics" | awk '/^piccolo_dispatcher_submitted_total/ && /module="(det|rec)"/ {print "  " $0}' || true

@@ -1,7 +1,9 @@
 package simulate
 
 import (
+	"bytes"
 	"math"
+	"os"
 	"testing"
 	"time"
 
@@ -10,25 +12,22 @@ import (
 	"github.com/piccolo-serving/piccolo/planner"
 )
 
-// fanOutConfig is a detector (batch 1, 5 ms) at 40 images/s whose
-// recognizer runs one item per object found (batches of up to 8), SLO 60 ms:
-// fanout "" plans it at a fixed 3 items per image, otherwise with the
+// fanOutConfig is testdata/fanout.yaml (a detector at 40 images/s, its
+// recognizer one item per object, SLO 60 ms) with rec's fanout replaced by
+// fanout: "" plans it at a fixed 3 items per image, otherwise with the
 // distribution given (mean 3).
 func fanOutConfig(t testing.TB, fanout string) *api.Config {
 	t.Helper()
-	y := `hardware:
-  - {name: cpu, price: 1}
-profiles:
-  - {model: det, hardware: cpu, entries: [{batch: 1, duration: 5ms}]}
-  - {model: rec, hardware: cpu, entries: [{batch: 1, duration: 4ms}, {batch: 4, duration: 9ms}, {batch: 8, duration: 14ms}]}
-sessions:
-  - name: ocr
-    slo: 60ms
-    modules:
-      - {name: det, model: det, rate: 40}
-      - {name: rec, model: rec, rate: 120, after: [det]` + fanout + `}
-`
-	cfg, err := api.LoadBytes(api.NamedDoc{Name: "fanout.yaml", Data: []byte(y)})
+	b, err := os.ReadFile("testdata/fanout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const written = ", fanout: {0: 3, 12: 1}"
+	if !bytes.Contains(b, []byte(written)) {
+		t.Fatalf("testdata/fanout.yaml no longer has rec's %q", written)
+	}
+	b = bytes.Replace(b, []byte(written), []byte(fanout), 1)
+	cfg, err := api.LoadBytes(api.NamedDoc{Name: "fanout.yaml", Data: b})
 	if err != nil {
 		t.Fatal(err)
 	}
