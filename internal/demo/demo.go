@@ -264,7 +264,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	offline := cfg // as loaded: unfused, the config's own profiles
-	cfg, plan, err := fuseAndPlan(offline, o, !o.NoHostProfile)
+	cfg, plan, err := fuseAndPlan(offline, o, sv, !o.NoHostProfile)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +328,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			// and the calibration must have taken it (a calibration that
 			// ignores series no batch measured lately would not).
 			fromFile := hostConfig(offline, est, time.Now())
-			_, p, perr := fuseAndPlan(fromFile, o, true)
+			_, p, perr := fuseAndPlan(fromFile, o, sv, true)
 			useFile = perr == nil && covers(est, cpuEntries(p)) && !sameCPUProfiles(offline, fromFile)
 		}
 		switch {
@@ -373,7 +373,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		host := hostConfig(offline, est, time.Now())
 		configured := plan
-		if cfg, plan, err = fuseAndPlan(host, o, false); err != nil {
+		if cfg, plan, err = fuseAndPlan(host, o, sv, false); err != nil {
 			return nil, err
 		}
 		for _, e := range cpuEntries(plan) {
@@ -680,14 +680,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // fuseAndPlan fuses c as the gateway will (its plan is this one; not with
 // o.NoFusion), logging the fusions to o.Log unless quiet, and plans it at
 // o.MaxUtilization, or without one at the headroom that meets the SLO for
-// DefaultBurstTarget of simulated Poisson requests, as the gateway plans. It
+// DefaultBurstTarget of simulated Poisson requests, as the gateway plans,
+// served as sv says (o.GatewayArgs, read once by Run: servedBy). It
 // returns the fused config and the plan (sessions that could not plan are
 // named in it), or the error when nothing planned.
-func fuseAndPlan(c *api.Config, o Options, quiet bool) (*api.Config, *api.Plan, error) {
-	sv, err := servedBy(o.GatewayArgs)
-	if err != nil {
-		return nil, nil, err
-	}
+func fuseAndPlan(c *api.Config, o Options, sv served, quiet bool) (*api.Config, *api.Plan, error) {
 	planFor := func(c *api.Config) (*api.Plan, error) {
 		so := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtilization},
 			Flush: sv.flush, Dispatch: sv.dispatch, NoAdmission: !sv.admission}

@@ -84,7 +84,7 @@ func TestHostProfilePlansFromMeasuredDurations(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{MaxUtilization: 0.7}
-	_, offlinePlan, err := fuseAndPlan(cfg, o, true)
+	_, offlinePlan, err := fuseAndPlan(cfg, o, gatewayServed, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestHostProfilePlansFromMeasuredDurations(t *testing.T) {
 		t.Fatalf("%s: %d calls measured; want ≥ %d (calibrate's MinSamples)", entries[0], n, est.Options().MinSamples)
 	}
 	host := hostConfig(cfg, est, time.Now())
-	_, plan, err := fuseAndPlan(host, o, true)
+	_, plan, err := fuseAndPlan(host, o, gatewayServed, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestHostProfileOCR(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{MaxUtilization: 0.75}
-	_, offlinePlan, err := fuseAndPlan(cfg, o, true)
+	_, offlinePlan, err := fuseAndPlan(cfg, o, gatewayServed, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestHostProfileOCR(t *testing.T) {
 		t.Errorf("profiling took %v; want seconds (bound %v)", took, maxProfileTime)
 	}
 	host := hostConfig(cfg, est, time.Now())
-	_, plan, err := fuseAndPlan(host, o, true)
+	_, plan, err := fuseAndPlan(host, o, gatewayServed, true)
 	if err != nil {
 		t.Fatal(err)
 	}

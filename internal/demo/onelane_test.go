@@ -39,7 +39,7 @@ func TestOneLaneDevicesServeTheOCRSessions(t *testing.T) {
 			}
 		}
 	}
-	_, plan, err := fuseAndPlan(cfg, Options{Log: io.Discard}, true)
+	_, plan, err := fuseAndPlan(cfg, Options{Log: io.Discard}, gatewayServed, true)
 	if err != nil {
 		t.Fatal(err)
 	}

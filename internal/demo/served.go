@@ -21,6 +21,10 @@ type served struct {
 	admission bool
 }
 
+// gatewayServed is how a gateway given no --gateway-arg serves: its default
+// flush and dispatch, admission on.
+var gatewayServed = served{admission: true}
+
 // servedBy reads served from args, the demo's --gateway-arg values; the
 // gateway's other flags are passed through unread. A --flush or --dispatch
 // the gateway would refuse is refused here, naming the values allowed.

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestServedByReadsTheGatewayArgs(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "idle") || !strings.Contains(err.Error(), "deadline") {
 		t.Errorf("a bad flush: %v; want the allowed names (idle, deadline)", err)
 	}
-	if _, _, err := fuseAndPlan(nil, Options{Log: io.Discard, GatewayArgs: []string{"--flush=never"}}, true); err == nil {
-		t.Error("fuseAndPlan with --flush=never planned; want the flag's error")
+	if _, err := Run(context.Background(), Options{Log: io.Discard, OutDir: t.TempDir(), GatewayArgs: []string{"--flush=never"}}); err == nil || !strings.Contains(err.Error(), "flush") {
+		t.Errorf("Run with --flush=never: %v; want the flag's error before anything starts", err)
 	}
 }
