@@ -713,8 +713,8 @@ func (p *parser) fanOut(m *Module, v *yaml.Node, path string) error {
 	for x := 0; x+1 < len(v.Content); x += 2 {
 		key, val := v.Content[x], v.Content[x+1]
 		var items int
-		if err := decInt(&items, "a whole number of items such as 4")(key); err != nil {
-			p.errorf(key.Line, path, "key %s: %v; want %s", describe(key), err, wantFanOut)
+		if err := decInt(&items, "")(key); err != nil {
+			p.errorf(key.Line, path, "key %s is not a whole number of items; want %s", describe(key), wantFanOut)
 			continue
 		}
 		var w float64
@@ -1244,7 +1244,7 @@ func (v *validator) fanOut(s *Session, m Module, k fieldKey, path string) {
 		v.fail(k, m.Source, path, "want %s: every key a whole number from 0 to %d listed once, every weight finite and ≥ 0, and some weight > 0", wantFanOut, MaxFanOutItems)
 		return
 	}
-	if len(m.After) != 1 || m.AnyOf() {
+	if len(m.After) != 1 {
 		v.fail(k, m.Source, path, "module %s fans out per item of its parent, so it needs exactly one module in after; it has %d", m.Name, len(m.After))
 		return
 	}

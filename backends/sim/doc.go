@@ -29,8 +29,8 @@
 // output. A fan-out model (Options.FanOut: a detector that finds 0 to 12
 // objects an image) runs one item a call (max batch 1, Info.FanOut) in batch
 // 1's profiled time and answers output0 FP32 [k, 1]: k drawn from its
-// distribution by the item's Checksum (FanOutRows: the same input, the same k),
-// row j the Checksum plus j modulo 2^24 (FanOutChecksum).
+// distribution by a hash of the item's Checksum (the same input, the same
+// k), row j the Checksum plus j modulo 2^24.
 //
 // Sim's configuration is immutable after New; loaded models are safe for
 // concurrent Run.

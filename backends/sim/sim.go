@@ -23,7 +23,7 @@ const Platform = "piccolo_sim"
 // Default tensor names of a sim model.
 const (
 	InputName  = "input0"  // declared FP32 [-1, -1]; other inputs are accepted too
-	OutputName = "output0" // FP32 [n, 1]: row i is the checksum of input row i (a fan-out model: [k, 1], see FanOutChecksum)
+	OutputName = "output0" // FP32 [n, 1]: row i is the checksum of input row i (a fan-out model: [k, 1]: row j the checksum of the input row plus j, mod 2^24)
 )
 
 // Options configure a Sim. The zero value is usable: no jitter.
@@ -38,7 +38,7 @@ type Options struct {
 	// rows it emits per input item (api.FanOut; weights need not be
 	// normalised). Such a model's Info has FanOut, it loads at max batch 1
 	// only, and its one item's output0 has k rows, k drawn from the
-	// distribution by the item's input (FanOutRows: the same input, the same
+	// distribution by the item's input (a hash of its checksum: the same input, the same
 	// k). Models not profiled on the hardware are ignored; nil: none fans out.
 	FanOut map[string]api.FanOut
 }
@@ -314,7 +314,7 @@ func (m *simModel) RunTimed(ctx context.Context, inputs []api.Tensor, n int) ([]
 
 // output computes output0 of a batch of n items: FP32 [n, 1], row i the
 // checksum of input row i; a fan-out model's (n = 1): FP32 [k, 1], k drawn
-// from its distribution by the item's checksum, row j FanOutChecksum's.
+// from its distribution by the item's checksum, row j (c + j) mod 2^24 (fanOutRow).
 func (m *simModel) output(inputs []api.Tensor, n int) (api.Tensor, error) {
 	out := api.Tensor{Name: OutputName, Datatype: "FP32", Shape: []int64{int64(n), 1}, Data: make([]byte, 4*n)}
 	if err := checksums(inputs, n, out.Data); err != nil {
@@ -399,24 +399,6 @@ func Checksum(rows ...[]byte) float32 {
 		h = fnvAdd(h, r)
 	}
 	return fold(h)
-}
-
-// FanOutRows returns the rows k a fan-out model with distribution f
-// (normalised: api.FanOut.Normalized, as Options.FanOut's are made) emits for
-// the input item whose row of every input, in request order, is rows: f's
-// items at the cumulative share u in [0, 1) that the item's Checksum hashes
-// to (splitmix64), so the same input always fans out to the same k and many
-// distinct inputs fan out as f says.
-func FanOutRows(f api.FanOut, rows ...[]byte) int {
-	return f.Draw(f.Cumulative(), fanOutU(Checksum(rows...)))
-}
-
-// FanOutChecksum returns row j (0 ≤ j < k) of a fan-out model's output0 for
-// the input item whose row of every input, in request order, is rows: the
-// item's Checksum plus j, modulo 2^24 (a float32 holds it exactly), so a row
-// tells both the item it came from and its place among the item's k rows.
-func FanOutChecksum(j int, rows ...[]byte) float32 {
-	return fanOutRow(Checksum(rows...), j)
 }
 
 // fanOutU hashes an item's checksum c (a whole number below 2^24) into a

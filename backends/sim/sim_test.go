@@ -347,8 +347,8 @@ func TestFanOutModel(t *testing.T) {
 		if err := out.Validate(); err != nil || len(out.Data) != 4*k || len(out.Shape) != 2 || out.Shape[1] != 1 {
 			t.Fatalf("input %d: output shape %v with %d bytes (%v); want a valid [k, 1] of 4k bytes", i, out.Shape, len(out.Data), err)
 		}
-		if want := FanOutRows(norm, row); k != want {
-			t.Fatalf("input %d: %d rows; FanOutRows says %d", i, k, want)
+		if want := fanOutRows(norm, row); k != want {
+			t.Fatalf("input %d: %d rows; fanOutRows says %d", i, k, want)
 		}
 		hist[k]++
 		total += k
@@ -375,7 +375,7 @@ func TestFanOutModel(t *testing.T) {
 	}
 	var img []byte
 	for i := 0; img == nil; i++ { // an input that fans out to more than one row
-		if b := []byte{byte(i), byte(i >> 8), 7}; FanOutRows(norm, b) > 1 {
+		if b := []byte{byte(i), byte(i >> 8), 7}; fanOutRows(norm, b) > 1 {
 			img = b
 		}
 	}
@@ -387,14 +387,14 @@ func TestFanOutModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := FanOutRows(norm, img)
+	k := fanOutRows(norm, img)
 	if len(first) != 1 || first[0].Name != OutputName || first[0].Shape[0] != int64(k) || !bytes.Equal(first[0].Data, again[0].Data) {
 		t.Fatalf("Run twice on one input: %v then %v; want output0 of %d rows both times", first, again, k)
 	}
 	for j := range k {
 		got := math.Float32frombits(binary.LittleEndian.Uint32(first[0].Data[4*j:]))
-		if want := FanOutChecksum(j, img); got != want || want != float32((uint32(Checksum(img))+uint32(j))%(1<<24)) {
-			t.Errorf("row %d is %v; want FanOutChecksum %v (the input's checksum %v plus %d)", j, got, want, Checksum(img), j)
+		if want := fanOutChecksum(j, img); got != want || want != float32((uint32(Checksum(img))+uint32(j))%(1<<24)) {
+			t.Errorf("row %d is %v; want fanOutChecksum %v (the input's checksum %v plus %d)", j, got, want, Checksum(img), j)
 		}
 	}
 	if _, err := m.Run(context.Background(), []api.Tensor{{Name: InputName, Datatype: "FP32", Shape: []int64{2, 1}, Data: make([]byte, 8)}}, 2); !errors.Is(err, backends.ErrInvalidInput) {
@@ -422,4 +422,22 @@ func TestNewRejectsBadFanOut(t *testing.T) {
 			t.Errorf("%s: New = %v; want an error naming det and what a distribution is", name, err)
 		}
 	}
+}
+
+// fanOutRows returns the rows k a fan-out model with distribution f
+// (normalised: api.FanOut.Normalized, as Options.FanOut's are made) emits for
+// the input item whose row of every input, in request order, is rows: f's
+// items at the cumulative share u in [0, 1) that the item's Checksum hashes
+// to (splitmix64), so the same input always fans out to the same k and many
+// distinct inputs fan out as f says.
+func fanOutRows(f api.FanOut, rows ...[]byte) int {
+	return f.Draw(f.Cumulative(), fanOutU(Checksum(rows...)))
+}
+
+// fanOutChecksum returns row j (0 ≤ j < k) of a fan-out model's output0 for
+// the input item whose row of every input, in request order, is rows: the
+// item's Checksum plus j, modulo 2^24 (a float32 holds it exactly), so a row
+// tells both the item it came from and its place among the item's k rows.
+func fanOutChecksum(j int, rows ...[]byte) float32 {
+	return fanOutRow(Checksum(rows...), j)
 }
