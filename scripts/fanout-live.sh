@@ -8,12 +8,16 @@
 # 12 in the fourth (sim executor: the module's fanout makes its parent's model
 # fan out). PLAN=mean plans it as 3 objects an image (the paper's rate only);
 # PLAN=dist (default) with the distribution. GATEWAY_FLAGS adds gateway flags
-# (--invocation-slack). Prints loadgen's line and the plan's rec machines.
+# (--invocation-slack). Prints the plan's machines and loadgen's line.
+# CASES=all adds the neighbouring cases: the first request after the start,
+# 2x and 0.5x the planned rate, closed loops (hey) of 4 and 200 connections
+# with a lone request after each, and a backend killed halfway through a run.
 #   PLAN=mean BACKENDS=1 scripts/fanout-live.sh; PLAN=dist BACKENDS=3 scripts/fanout-live.sh
 set -euo pipefail
 PLAN=${PLAN:-dist}
 BACKENDS=${BACKENDS:-3}
 DURATION=${DURATION:-30s}
+CASES=${CASES:-plan}
 . scripts/live-common.sh fanout-live
 case $PLAN in
 mean) planfan="" ;;
@@ -57,5 +61,30 @@ for s in p.get("sessions", []):
     for m in s["modules"]:
         print("plan: %s %s machines %.3f budget %.1f ms cost %.3f" % (s["name"], m["name"], sum(g["machines"] for g in m["configs"]), m["budget_ms"], m["cost"]))
 ' || true
-"$P" loadgen --target "http://127.0.0.1:$gp" --session ocr --rate 40 --duration "$DURATION" --seed 1 --input "$work/inputs" -q -o json >"$work/lg.json"
-python3 scripts/loadgen-report.py "$work/lg.json" "PLAN=$PLAN BACKENDS=$BACKENDS ${GATEWAY_FLAGS:-}"
+G="http://127.0.0.1:$gp"
+URL="$G/v2/models/ocr/infer"
+code() { curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$1" "$URL"; }
+lg() { # lg LABEL LOADGEN-FLAGS...: one open-loop run over the 400 inputs
+  local label=$1; shift
+  "$P" loadgen --target "$G" --session ocr --seed 1 --input "$work/inputs" -q -o json "$@" >"$work/lg.json"
+  python3 scripts/loadgen-report.py "$work/lg.json" "$label"
+}
+[ "$CASES" = all ] && echo "fresh start, the first request: $(code "$work/inputs/img000.json")"
+lg "PLAN=$PLAN BACKENDS=$BACKENDS ${GATEWAY_FLAGS:-}" --rate 40 --duration "$DURATION"
+[ "$CASES" = all ] || exit 0
+# The neighbouring cases: above and below the planned rate, closed loops of
+# 4 and 200 connections on an image with 12 objects (a lone request of each
+# kind right after), a backend killed halfway through a run at the plan's rate.
+big=""
+for f in "$work"/inputs/img0*.json; do
+  case "$(curl -s -H 'Content-Type: application/json' --data-binary @"$f" "$URL")" in *'"shape":[12,1]'*) big=$f; break ;; esac
+done
+[ -n "$big" ] || { echo "fanout-live: no input found with 12 objects" >&2; exit 1; }
+lg "2x" --rate 80 --duration "$DURATION"
+lg "0.5x" --rate 20 --duration "$DURATION"
+for c in 4 200; do
+  echo "  hey -c $c -z 5s, one 12-object image: $("$HEY" -z 5s -c $c -m POST -T application/json -D "$big" "$URL" | grep -E '^ *\[[0-9]+\]' | tr -s ' \t' ' ' | tr '\n' ';')"
+  echo "    lone right after: $(code "$work/inputs/img000.json") $(code "$big")"
+done
+( sleep 10; kill "${pids[0]}" ) &
+lg "backend killed at 10 s" --rate 40 --duration 20s
