@@ -43,6 +43,7 @@ func TestEncodeYAMLRoundTrip(t *testing.T) {
 		{"../configs/demo/paper-gpus.yaml"},
 		{"../configs/ocr.yaml"},
 		{"../configs/ocr.yaml", "../configs/ocr-variants.yaml"}, // variants and joint accuracies
+		{"../simulate/testdata/fanout.yaml"},                    // a fan-out distribution
 	} {
 		cfg, err := api.Load(files...)
 		if err != nil {

@@ -1,8 +1,12 @@
 package api
 
 import (
+	"fmt"
 	"math"
 	"sort"
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // MaxFanOutItems bounds the items one parent item may fan out to in a
@@ -98,4 +102,43 @@ func (f FanOut) Draw(cum []float64, u float64) int {
 		i = len(f) - 1
 	}
 	return f[i].Items
+}
+
+// wantFanOut is what a config's fanout must be.
+const wantFanOut = "a mapping from items per parent item to a weight, such as {0: 120, 1: 310, 4: 55, 12: 9} (measured counts)"
+
+// UnmarshalYAML reads f as the config writes it: a mapping from items per
+// parent item (whole numbers) to weights (numbers), as written (Normalized
+// makes it a distribution; the config loader does). Errors name the first
+// key or weight that is not a number and say what is wanted.
+func (f *FanOut) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("want %s; got %s", wantFanOut, describe(n))
+	}
+	out := make(FanOut, 0, len(n.Content)/2)
+	for x := 0; x+1 < len(n.Content); x += 2 {
+		key, val := n.Content[x], n.Content[x+1]
+		var s FanOutShare
+		if err := decInt(&s.Items, "")(key); err != nil {
+			return fmt.Errorf("key %s is not a whole number of items; want %s", describe(key), wantFanOut)
+		}
+		if err := decFloat(&s.Share, "a weight ≥ 0 such as 310")(val); err != nil {
+			return fmt.Errorf("items %d: %w", s.Items, err)
+		}
+		out = append(out, s)
+	}
+	*f = out
+	return nil
+}
+
+// MarshalYAML writes f as the config reads it: a flow mapping from items to
+// share, in f's order, so that EncodeYAML's output loads back to f.
+func (f FanOut) MarshalYAML() (any, error) {
+	n := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	for _, s := range f {
+		n.Content = append(n.Content,
+			&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(s.Items)},
+			&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(s.Share, 'g', -1, 64)})
+	}
+	return n, nil
 }

@@ -696,35 +696,8 @@ func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
 	})
 	p.field(kv, n, k.with("join"), path, false, "", decString(&m.Join))
 	p.field(kv, n, k.with("race"), path, false, "", decInt(&m.Race, "a number of machines (whole number ≥ 1) such as 2"))
-	p.field(kv, n, k.with("fanout"), path, false, "", func(v *yaml.Node) error {
-		return p.fanOut(&m, v, path+".fanout")
-	})
+	p.field(kv, n, k.with("fanout"), path, false, "", m.FanOut.UnmarshalYAML)
 	s.Modules = append(s.Modules, m)
-}
-
-const wantFanOut = "a mapping from items per parent item to a weight, such as {0: 120, 1: 310, 4: 55, 12: 9} (measured counts)"
-
-// fanOut parses a module's fanout mapping (items → weight) into m.FanOut as
-// written; normalize scales it and the validator checks it.
-func (p *parser) fanOut(m *Module, v *yaml.Node, path string) error {
-	if v.Kind != yaml.MappingNode {
-		return fmt.Errorf("want %s; got %s", wantFanOut, describe(v))
-	}
-	for x := 0; x+1 < len(v.Content); x += 2 {
-		key, val := v.Content[x], v.Content[x+1]
-		var items int
-		if err := decInt(&items, "")(key); err != nil {
-			p.errorf(key.Line, path, "key %s is not a whole number of items; want %s", describe(key), wantFanOut)
-			continue
-		}
-		var w float64
-		if err := decFloat(&w, "a weight ≥ 0 such as 310")(val); err != nil {
-			p.errorf(val.Line, fmt.Sprintf("%s[%d]", path, items), "%v", err)
-			continue
-		}
-		m.FanOut = append(m.FanOut, FanOutShare{Items: items, Share: w})
-	}
-	return nil
 }
 
 const (
