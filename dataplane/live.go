@@ -175,6 +175,7 @@ type modelAt struct{ addr, model string }
 var (
 	_ gateway.ModuleRunner   = (*LiveRunner)(nil)
 	_ gateway.Abandoner      = (*LiveRunner)(nil)
+	_ gateway.FanOutObserver = (*LiveRunner)(nil)
 	_ gateway.MetadataSource = (*LiveRunner)(nil)
 	_ dispatcher.Sender      = (*liveModule)(nil)
 )
@@ -749,6 +750,14 @@ func (e *partialLoadError) Unwrap() error { return e.err }
 // 40% refused, against 99% simulated; docs/traffic.md). The WCL itself is a
 // worst case, and rejecting on it turned away requests the system would have
 // served (the demo lost 5% of its requests that way).
+// FannedOut implements gateway.FanOutObserver: one fan-out of module's,
+// items items from one parent item, on its piccolo_gateway_fanout_items.
+func (r *LiveRunner) FannedOut(session, module string, items int) {
+	if lm, ok := r.sessions[session][module]; ok {
+		lm.metrics.FanOut(items)
+	}
+}
+
 func (r *LiveRunner) Estimate(session, module string) time.Duration {
 	lm, ok := r.sessions[session][module]
 	if !ok {

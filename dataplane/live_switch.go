@@ -100,6 +100,7 @@ type liveState struct {
 
 var (
 	_ gateway.ModuleRunner   = (*LiveSwitch)(nil)
+	_ gateway.FanOutObserver = (*LiveSwitch)(nil)
 	_ gateway.MetadataSource = (*LiveSwitch)(nil)
 	_ prometheus.Collector   = (*LiveSwitch)(nil)
 )
@@ -541,6 +542,12 @@ func (s *LiveSwitch) Abandon(session, module string) {
 }
 
 // Estimate implements ModuleRunner.
+// FannedOut implements gateway.FanOutObserver on the runner that serves the
+// module.
+func (s *LiveSwitch) FannedOut(session, module string, items int) {
+	s.runnerFor(session, module).FannedOut(session, module, items)
+}
+
 func (s *LiveSwitch) Estimate(session, module string) time.Duration {
 	return s.runnerFor(session, module).Estimate(session, module)
 }

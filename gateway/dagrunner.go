@@ -60,6 +60,16 @@ type Abandoner interface {
 	Abandon(session, module string)
 }
 
+// FanOutObserver is a ModuleRunner told how many items each fan-out made:
+// module of session got items items (0: it was skipped) from one item of
+// its parent. Operators read the distribution from it and write it into the
+// session's config (api.Module.FanOut). The DAGRunner calls FannedOut once a
+// fan-out, on the request's goroutine: it must be cheap, lock-free and must
+// not allocate.
+type FanOutObserver interface {
+	FannedOut(session, module string, items int)
+}
+
 // Priority classes (Call.Class): what Triton's `priority` request parameter
 // maps to (PriorityClass; docs/protocol.md, "Priority").
 const (
@@ -92,6 +102,7 @@ const DefaultTimeout = 30 * time.Second
 type DAGRunner struct {
 	runner   ModuleRunner
 	meta     MetadataSource  // runner's, when it knows its modules' tensors
+	fanOut   FanOutObserver  // runner's, when it is told of fan-outs
 	arrivals ArrivalObserver // nil: none; set before the first Infer
 	table    atomic.Pointer[sessionTable]
 }
@@ -122,6 +133,7 @@ func NewDAGRunner(runner ModuleRunner, sessions []api.Session) (*DAGRunner, erro
 	}
 	e := &DAGRunner{runner: runner}
 	e.meta, _ = runner.(MetadataSource)
+	e.fanOut, _ = runner.(FanOutObserver)
 	if err := e.SetSessions(sessions); err != nil {
 		return nil, err
 	}
@@ -759,6 +771,9 @@ func (r *run) startFanout(m int, inputs []api.Tensor) {
 	if err != nil {
 		r.fail(WrapBackend(fmt.Sprintf("module %q fans out the outputs of %q", n.name, r.d.mods[n.parents[0]].name), err))
 		return
+	}
+	if r.e.fanOut != nil {
+		r.e.fanOut.FannedOut(r.d.name, n.name, len(items))
 	}
 	mr := &r.mods[m]
 	if len(items) == 0 {

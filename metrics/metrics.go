@@ -59,6 +59,7 @@ type Metrics struct {
 	queue      *prometheus.HistogramVec
 	compute    *prometheus.HistogramVec
 	batchSize  *prometheus.HistogramVec
+	fanOut     *prometheus.HistogramVec
 	table      atomic.Pointer[map[string]*sessionMetrics]
 	handler    fasthttp.RequestHandler
 
@@ -141,6 +142,9 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayBatchSize,
 			Help:    "Items plus dummies of each batch a module sent to a backend.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}}, sm),
+		fanOut: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: GatewayFanOutItems,
+			Help:    "Items a fan-out module got from one item of its parent (0: skipped): the distribution a session's fanout gives the planner (docs/planner.md, \"Fan-out as a distribution\").",
+			Buckets: fanOutBuckets}, sm),
 
 		planCost: prometheus.NewGauge(prometheus.GaugeOpts{Name: PlanCost,
 			Help: "Total cost of the current plan, in cost units per hour (Σ machines × price)."}),
@@ -192,7 +196,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		}
 		return time.Since(time.Unix(0, at)).Seconds()
 	})
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.violations, m.rejections, m.queue, m.compute, m.batchSize,
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.violations, m.rejections, m.queue, m.compute, m.batchSize, m.fanOut,
 		m.planCost, m.planTimestamp, m.planRuntime, m.replans, m.sessionCost, m.sessionSLO, m.moduleBudget, m.moduleWCL,
 		m.moduleRate, m.machines, m.membership, m.desired, m.available, m.stale, m.planVersion, m.planScheduler, m.panics, m.inflightBytes, m.inflightRefused, age} {
 		if err := reg.Register(c); err != nil {
@@ -311,10 +315,16 @@ func (m *Metrics) Observe(session string, grpc bool, status int, took time.Durat
 	}
 }
 
+// fanOutBuckets are piccolo_gateway_fanout_items' buckets: every count from 0
+// to 16 (a bucket's count less the one before it is how often exactly that
+// many items came, what a session's fanout lists), then coarser up to
+// api.MaxFanOutItems.
+var fanOutBuckets = append(prometheus.LinearBuckets(0, 1, 17), 24, 32, 48, 64, 128, 256, 512, 1000)
+
 // ModuleMetrics are one module's resolved children; a nil *ModuleMetrics
 // records nothing.
 type ModuleMetrics struct {
-	queue, compute, batchSize prometheus.Observer
+	queue, compute, batchSize, fanOut prometheus.Observer
 }
 
 // Module resolves the children of one module; nil when m is nil.
@@ -323,7 +333,7 @@ func (m *Metrics) Module(session, module string) *ModuleMetrics {
 		return nil
 	}
 	return &ModuleMetrics{queue: m.queue.WithLabelValues(session, module), compute: m.compute.WithLabelValues(session, module),
-		batchSize: m.batchSize.WithLabelValues(session, module)}
+		batchSize: m.batchSize.WithLabelValues(session, module), fanOut: m.fanOut.WithLabelValues(session, module)}
 }
 
 // Item records one item's timing (only items that were sent): queue from
@@ -343,6 +353,15 @@ func (mm *ModuleMetrics) Batch(size int) {
 		return
 	}
 	mm.batchSize.Observe(float64(size))
+}
+
+// FanOut records one fan-out: the module got items items from one item of
+// its parent (gateway.FanOutObserver).
+func (mm *ModuleMetrics) FanOut(items int) {
+	if mm == nil {
+		return
+	}
+	mm.fanOut.Observe(float64(items))
 }
 
 // SetPlan records a new plan: its cost, per-session and per-module targets,

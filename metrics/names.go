@@ -39,6 +39,7 @@ const (
 	GatewayModuleQueueSeconds   = "piccolo_gateway_module_queue_seconds"
 	GatewayModuleComputeSeconds = "piccolo_gateway_module_compute_seconds"
 	GatewayBatchSize            = "piccolo_gateway_batch_size"
+	GatewayFanOutItems          = "piccolo_gateway_fanout_items"
 	GatewayModuleOutstanding    = "piccolo_gateway_module_outstanding"
 
 	// Per dispatcher, collected at scrape time (dataplane.LiveRunner):

@@ -71,6 +71,19 @@ lg() { # lg LABEL LOADGEN-FLAGS...: one open-loop run over the 400 inputs
 }
 [ "$CASES" = all ] && echo "fresh start, the first request: $(code "$work/inputs/img000.json")"
 lg "PLAN=$PLAN BACKENDS=$BACKENDS ${GATEWAY_FLAGS:-}" --rate 40 --duration "$DURATION"
+# What the gateway measured (piccolo_gateway_fanout_items): images by
+# objects found, as a session's fanout lists them.
+curl -s "$G/metrics" | python3 -c '
+import re, sys
+below, seen = 0, {}
+for line in sys.stdin:
+    m = re.match(r"piccolo_gateway_fanout_items_bucket\{.*le=\"([^\"]+)\".*\} (\S+)", line)
+    if m and m.group(1) != "+Inf":
+        c = float(m.group(2)); k = float(m.group(1))
+        if c - below: seen[int(k)] = int(c - below)
+        below = c
+print("  measured fanout: {%s}" % ", ".join("%d: %d" % kv for kv in sorted(seen.items())))
+'
 [ "$CASES" = all ] || exit 0
 # The neighbouring cases: above and below the planned rate, closed loops of
 # 4 and 200 connections on an image with 12 objects (a lone request of each
