@@ -16,6 +16,31 @@ type Tensor struct {
 	Datatype string  // KServe v2 datatype: BOOL, UINT8..UINT64, INT8..INT64, FP16, FP32, FP64, BF16, BYTES
 	Shape    []int64 // dimension 0 is the batch dimension where the model batches
 	Data     []byte
+	// Held, when not nil, says that a backend keeps a copy of Data: the gateway
+	// asked the backend that produced the tensor to hold it (Cloudflow's
+	// locality, docs/locality.md), so a later call to that backend may name it
+	// by Held.Key instead of sending the bytes again. It is never encoded: the
+	// edge's codecs and the config ignore it. Immutable once set.
+	Held *Held `json:"-" yaml:"-"`
+}
+
+// Held is where a copy of a tensor's bytes is kept on a backend
+// (Tensor.Held): the backend's placement id, the key the gateway gave it,
+// and the size in bytes of the copy (a tensor whose Data has another length
+// is not that copy, and is sent as it is).
+type Held struct {
+	Backend string
+	Key     string
+	Size    int
+}
+
+// HeldOn returns the key under which backend holds t's bytes, or "" when it
+// holds none (no Held, another backend, or a Data of another length).
+func (t *Tensor) HeldOn(backend string) string {
+	if h := t.Held; h != nil && backend != "" && h.Backend == backend && h.Size == len(t.Data) {
+		return h.Key
+	}
+	return ""
 }
 
 // ElementSize returns the size in bytes of one element of datatype, 0 for BYTES

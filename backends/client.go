@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,9 +171,34 @@ func (c *Client) Infer(ctx context.Context, model string, items [][]api.Tensor) 
 // split (the response's ParamQueueNanos and ParamComputeNanos; a zero
 // Timing from a backend that does not report them).
 func (c *Client) InferTimed(ctx context.Context, model string, items [][]api.Tensor) ([][]api.Tensor, Timing, error) {
-	req, rows, err := stackItems(model, items)
+	return c.InferLocal(ctx, model, items, Locality{})
+}
+
+// Locality is what one call does with the backend's held tensors
+// (docs/locality.md, Cloudflow's dynamic dispatch with caching).
+type Locality struct {
+	// Backend is the backend's placement id: an input the backend holds
+	// (api.Tensor.HeldOn(Backend)) is named by its key instead of sent.
+	// "": every byte is sent.
+	Backend string
+	// HoldPrefix, when not "", asks the backend to keep every item's outputs
+	// of at least HoldMin bytes (ParamHold); the outputs it kept come back
+	// with Held set (Backend, their key, their size).
+	HoldPrefix string
+	HoldMin    int
+}
+
+// InferLocal is InferTimed with locality: inputs held on loc.Backend are
+// named, not sent, and outputs are held when loc.HoldPrefix asks. Errors are
+// Infer's, and ErrHeldMissing when the backend no longer holds an input
+// named (nothing ran: call again with a zero Locality to send the bytes).
+func (c *Client) InferLocal(ctx context.Context, model string, items [][]api.Tensor, loc Locality) ([][]api.Tensor, Timing, error) {
+	req, rows, err := stackItems(model, items, loc.Backend)
 	if err != nil {
 		return nil, Timing{}, fmt.Errorf("backend %s: model %q: %w: %v", c.addr, model, ErrInvalidInput, err)
+	}
+	if loc.HoldPrefix != "" {
+		req.Parameters = map[string]*inference.InferParameter{ParamHold: {ParameterChoice: &inference.InferParameter_StringParam{StringParam: holdValue(loc, rows)}}}
 	}
 	resp, err := c.stub.ModelInfer(ctx, req)
 	if err != nil {
@@ -185,12 +211,59 @@ func (c *Client) InferTimed(ctx context.Context, model string, items [][]api.Ten
 	if err != nil {
 		return nil, Timing{}, fmt.Errorf("backend %s: model %q: %w: %v", c.addr, model, ErrBackendBadResponse, err)
 	}
+	if loc.HoldPrefix != "" && resp.GetParameters()[ParamHeld].GetBoolParam() {
+		markHeld(out, loc)
+	}
 	return out, responseTiming(resp), nil
 }
 
+// holdValue is ParamHold's value for a call whose items have rows.
+func holdValue(loc Locality, rows []int64) string {
+	b := make([]byte, 0, len(loc.HoldPrefix)+16)
+	b = append(b, loc.HoldPrefix...)
+	b = append(b, ';')
+	b = strconv.AppendInt(b, int64(loc.HoldMin), 10)
+	for _, k := range rows {
+		if k != 1 {
+			b = append(b, ';')
+			for i, k := range rows {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendInt(b, k, 10)
+			}
+			break
+		}
+	}
+	return string(b)
+}
+
+// markHeld sets Held on the outputs the backend kept: the same rule as the
+// backend's (at least HoldMin bytes, not empty), one allocation for the lot.
+func markHeld(out [][]api.Tensor, loc Locality) {
+	n := 0
+	for _, item := range out {
+		for j := range item {
+			if l := len(item[j].Data); l > 0 && l >= loc.HoldMin {
+				n++
+			}
+		}
+	}
+	held := make([]api.Held, 0, n)
+	for i, item := range out {
+		for j := range item {
+			if l := len(item[j].Data); l > 0 && l >= loc.HoldMin {
+				held = append(held, api.Held{Backend: loc.Backend, Key: HeldKey(loc.HoldPrefix, i, j), Size: l})
+				item[j].Held = &held[len(held)-1]
+			}
+		}
+	}
+}
+
 // stackItems builds one ModelInferRequest from items and returns each item's
-// row count.
-func stackItems(model string, items [][]api.Tensor) (*inference.ModelInferRequest, []int64, error) {
+// row count. An input an item holds on backend (api.Tensor.HeldOn) is named
+// in the tensor's ParamRefs instead of stacked.
+func stackItems(model string, items [][]api.Tensor, backend string) (*inference.ModelInferRequest, []int64, error) {
 	if len(items) == 0 {
 		return nil, nil, errors.New("no items")
 	}
@@ -200,6 +273,7 @@ func stackItems(model string, items [][]api.Tensor) (*inference.ModelInferReques
 	}
 	rows := make([]int64, len(items))
 	sizes := make([]int, len(first))
+	var refs []bool // refs[j]: input j names a held tensor of some item
 	for i, item := range items {
 		if err := api.CanBatch(first, item); err != nil {
 			return nil, nil, fmt.Errorf("item %d against item 0: %w", i, err)
@@ -211,6 +285,13 @@ func stackItems(model string, items [][]api.Tensor) (*inference.ModelInferReques
 		for j := range item {
 			if err := item[j].Validate(); err != nil {
 				return nil, nil, fmt.Errorf("item %d: %w", i, err)
+			}
+			if item[j].HeldOn(backend) != "" {
+				if refs == nil {
+					refs = make([]bool, len(first))
+				}
+				refs[j] = true
+				continue
 			}
 			sizes[j] += len(item[j].Data)
 		}
@@ -231,6 +312,10 @@ func stackItems(model string, items [][]api.Tensor) (*inference.ModelInferReques
 		shape[0] = total
 		tensors[j].Name, tensors[j].Datatype, tensors[j].Shape = first[j].Name, first[j].Datatype, shape
 		req.Inputs[j] = &tensors[j]
+		if refs != nil && refs[j] {
+			req.RawInputContents[j], tensors[j].Parameters = referenced(items, j, backend, sizes[j])
+			continue
+		}
 		if len(items) == 1 {
 			req.RawInputContents[j] = first[j].Data // nothing to stack: no copy
 			continue
@@ -242,6 +327,27 @@ func stackItems(model string, items [][]api.Tensor) (*inference.ModelInferReques
 		req.RawInputContents[j] = buf
 	}
 	return req, rows, nil
+}
+
+// referenced stacks input j of items for a backend that holds some of them:
+// the inline items' bytes (size in all), and ParamRefs naming every item in
+// order.
+func referenced(items [][]api.Tensor, j int, backend string, size int) ([]byte, map[string]*inference.InferParameter) {
+	buf := make([]byte, 0, size)
+	var refs []byte
+	for i, item := range items {
+		if i > 0 {
+			refs = append(refs, ',')
+		}
+		if key := item[j].HeldOn(backend); key != "" {
+			refs = append(refs, '@')
+			refs = append(refs, key...)
+			continue
+		}
+		refs = strconv.AppendInt(refs, int64(len(item[j].Data)), 10)
+		buf = append(buf, item[j].Data...)
+	}
+	return buf, map[string]*inference.InferParameter{ParamRefs: {ParameterChoice: &inference.InferParameter_StringParam{StringParam: string(refs)}}}
 }
 
 // splitOutputs checks resp and cuts every output into the items' rows. rows

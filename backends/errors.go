@@ -80,6 +80,8 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrModelNotLoaded):
 		code = codes.FailedPrecondition
+	case errors.Is(err, ErrHeldMissing):
+		code = codes.Aborted
 	case errors.Is(err, ErrBackendOverloaded):
 		code = codes.ResourceExhausted
 	case errors.Is(err, ErrBackendUnavailable):
@@ -116,6 +118,8 @@ func fromStatus(ctx context.Context, addr, op string, err error) error {
 		sentinel = ErrUnknownModel
 	case codes.FailedPrecondition:
 		sentinel = ErrModelNotLoaded
+	case codes.Aborted:
+		sentinel = ErrHeldMissing
 	case codes.Unavailable:
 		sentinel = ErrBackendUnavailable
 	case codes.ResourceExhausted:

@@ -2,6 +2,7 @@ package backends
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -50,6 +51,12 @@ type ServerOptions struct {
 	Version string      // ServerMetadata version; default "dev"
 	Logger  *zap.Logger // load, unload and panics; never per request. Default: no logs.
 	Metrics *Metrics    // default: none recorded
+	// HoldBytes bounds the bytes of the outputs the server keeps when a
+	// gateway asks it to (ParamHold, docs/locality.md); 0: it keeps none and
+	// answers every hold not held. HoldTTL is how long it keeps each (default
+	// DefaultHoldTTL).
+	HoldBytes int64
+	HoldTTL   time.Duration
 }
 
 // Server serves the KServe v2 GRPCInferenceService over one Executor.
@@ -76,6 +83,7 @@ type Server struct {
 	models   atomic.Pointer[map[string]*loaded] // snapshot; replaced, never mutated
 	draining atomic.Bool
 	panics   atomic.Int64
+	held     *heldStore // nil: ServerOptions.HoldBytes 0
 }
 
 var _ inference.GRPCInferenceServiceServer = (*Server)(nil)
@@ -145,6 +153,12 @@ func NewServer(exec Executor, opts ServerOptions) (*Server, error) {
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()
+	}
+	if opts.HoldBytes < 0 || opts.HoldTTL < 0 {
+		return nil, fmt.Errorf("backends: NewServer: hold bytes %d and hold TTL %v must be ≥ 0", opts.HoldBytes, opts.HoldTTL)
+	}
+	if opts.HoldBytes > 0 {
+		s.held = newHeldStore(opts.HoldBytes, opts.HoldTTL)
 	}
 	empty := map[string]*loaded{}
 	s.models.Store(&empty)
@@ -464,7 +478,14 @@ func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferReques
 			m.metrics.failed(status.Code(err).String())
 		}
 	}()
-	inputs, n, err := requestInputs(info, req)
+	inputs, n, err := requestInputs(info, req, s.held)
+	if errors.Is(err, ErrHeldMissing) {
+		return nil, toStatus(fmt.Errorf("model %q: %w", info.Name, err))
+	}
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("model %q: %w: %v", info.Name, ErrInvalidInput, err))
+	}
+	hold, holding, err := holdParam(req)
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("model %q: %w: %v", info.Name, ErrInvalidInput, err))
 	}
@@ -479,14 +500,19 @@ func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferReques
 	resp, err = inferResponse(req, info, outputs, n)
 	if err == nil {
 		resp.Parameters = timingParams(timing, info.FanOut)
+		if holding && s.held != nil && s.held.hold(hold, responseTensors(resp), n, info.FanOut) {
+			resp.Parameters[ParamHeld] = heldTrue
+		}
 		m.metrics.ok(n, time.Since(start).Seconds(), req.GetRawInputContents(), resp.RawOutputContents)
 	}
 	return resp, err
 }
 
 // requestInputs turns the request's inputs into tensors (Data aliasing the
-// request) and checks them against info; it returns the batch size n.
-func requestInputs(info *ModelInfo, req *inference.ModelInferRequest) ([]api.Tensor, int, error) {
+// request, or rebuilt from held tensors where an input names them with
+// ParamRefs: a held key not in held wraps ErrHeldMissing) and checks them
+// against info; it returns the batch size n.
+func requestInputs(info *ModelInfo, req *inference.ModelInferRequest, held *heldStore) ([]api.Tensor, int, error) {
 	in := req.GetInputs()
 	raw := req.GetRawInputContents()
 	if len(in) == 0 {
@@ -519,6 +545,11 @@ func requestInputs(info *ModelInfo, req *inference.ModelInferRequest) ([]api.Ten
 				return nil, 0, fmt.Errorf("input %q: %v", name, err)
 			}
 			tensors[i].Data = data
+		}
+		if p, ok := t.GetParameters()[ParamRefs]; ok {
+			if err := held.resolveRefs(&tensors[i], p.GetStringParam(), tensors[i].Data); err != nil {
+				return nil, 0, err
+			}
 		}
 		if err := tensors[i].Validate(); err != nil {
 			return nil, 0, err

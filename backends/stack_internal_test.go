@@ -22,7 +22,7 @@ func BenchmarkStackSplit(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		_, rows, err := stackItems("m", items)
+		_, rows, err := stackItems("m", items, "")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -201,6 +201,7 @@ func (c *EmbeddedControl) place(plan *api.Plan, members []placement.Member, prev
 	opts.Static = true
 	if c.sw != nil {
 		c.sw.SetColocation(opts) // health re-placements keep the same pairs apart
+		opts.Chains = c.sw.Chains()
 	}
 	placed, short, err := placement.Place(plan, members, prev, opts)
 	if err == nil && short.Missing() > 0 {

@@ -111,6 +111,13 @@ type LiveOptions struct {
 	// backend's entry (api.Backend.TLS, Consul meta "tls"), as a backend
 	// registering itself may claim.
 	BackendTLSMode string
+	// Locality, when above 0, turns on Cloudflow's locality (locality.go,
+	// docs/locality.md): a module whose outputs feed another asks the backend
+	// to hold each item's outputs of at least this many bytes, a batch sent
+	// to a backend that holds its inputs names them instead of sending them,
+	// and a batch goes to a free machine on the backend holding its items
+	// when one is. 0: off (every byte sent every time).
+	Locality int
 }
 
 // The values of LiveOptions.BackendTLSMode.
@@ -207,6 +214,11 @@ type liveModule struct {
 	h               *Health
 	health          map[string]*backendHealth // backend id -> its health; immutable
 	race            int                       // machines each batch runs on at once (api.ModulePlan.Race; ≤ 1: one)
+	// local: LiveOptions.Locality is on (inputs held on a batch's backend
+	// are named); holdMin: this module's outputs feed another, and those of
+	// at least holdMin bytes are held (0: none). Immutable.
+	local   bool
+	holdMin int
 	// device is the device time the backends reported for the module's
 	// batches, in machine-nanoseconds (compute over the slot's lanes), by
 	// hardware type: hardware -> *atomic.Int64. Per batch: one map load, one
@@ -234,7 +246,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 	if plan == nil {
 		return nil, errors.New("dataplane: NewLiveRunner needs a plan")
 	}
-	placed, _, err := placement.Place(plan, placement.Members(cfg.Backends), nil, placement.Options{Static: true})
+	placed, _, err := placement.Place(plan, placement.Members(cfg.Backends), nil, placement.Options{Static: true, Chains: opts.Locality > 0})
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +305,10 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			lm := &liveModule{session: sp.Name, name: mp.Name, model: mp.Model, clients: map[string]*backends.Client{},
 				h: r.health, health: map[string]*backendHealth{},
 				budget: time.Duration(mp.BudgetMs * float64(time.Millisecond)),
-				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond)), race: mp.Race}
+				wcl:    time.Duration(mp.WCLMs * float64(time.Millisecond)), race: mp.Race, local: opts.Locality > 0}
+			if lm.local && feedsAnother(sp, mp.Name) {
+				lm.holdMin = opts.Locality
+			}
 			lm.itemDone = lm.finish
 			lm.owner.Store(r)
 			lm.metrics = opts.Metrics.Module(sp.Name, mp.Name)
@@ -339,7 +354,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			}
 			lm.profiled = profiledIn(cfg, mp.Model)
 			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Health: r.health, Devices: r.health,
-				Admission: opts.Admission, HandoffMargin: handoffMarginOf(cfg, sp.Name, mp.Name), Profiled: lm.profiled})
+				Admission: opts.Admission, HandoffMargin: handoffMarginOf(cfg, sp.Name, mp.Name), Profiled: lm.profiled, Locality: lm.local})
 			if err != nil {
 				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
 			}
@@ -598,6 +613,9 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 	now := time.Now()
 	it.Arrival, it.Inputs, it.Tag, it.Done = now, inputs, li, lm.itemDone
 	it.Abandoned, it.Class = &call.Abandoned, call.Class
+	if lm.local {
+		it.Home = homeOf(inputs)
+	}
 	li.done, li.deadline = done, call.Deadline
 	it.SetDeadlines(now, call.Deadline, &lm.times, lm.stage.Reserve(now))
 	if tracing.Enabled() {
@@ -613,6 +631,19 @@ func (r *LiveRunner) Run(ctx context.Context, session, module string, inputs []a
 		lm.items.Put(li)
 		done(nil, gateway.Timing{}, mapBackendError(err)) // the DAG runner names the module
 	}
+}
+
+// feedsAnother reports whether module's outputs are another module's inputs
+// in sp.
+func feedsAnother(sp *api.SessionPlan, module string) bool {
+	for _, mp := range sp.Modules {
+		for _, a := range mp.After {
+			if a == module {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // profiledIn returns model's offline profile in cfg as a lookup by
@@ -856,13 +887,13 @@ func (lm *liveModule) send(b *dispatcher.Batch) {
 
 // inferRecovered is infer on a goroutine of its own: a panic in it becomes
 // the whole call's error (api.Recovered) instead of ending the process.
-func (lm *liveModule) inferRecovered(ctx context.Context, c *backends.Client, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, tm backends.Timing, err error) {
+func (lm *liveModule) inferRecovered(ctx context.Context, c *backends.Client, backend string, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, tm backends.Timing, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			out, errs, tm, err = nil, nil, backends.Timing{}, api.Recovered("batch", v)
 		}
 	}()
-	return lm.infer(ctx, c, items, dummies)
+	return lm.infer(ctx, c, backend, items, dummies)
 }
 
 // startBatch starts the batch's span, linked to the module spans of its traced
@@ -886,18 +917,24 @@ func (lm *liveModule) startBatch(ctx context.Context, b *dispatcher.Batch, backe
 	return ctx, span
 }
 
-// infer runs items (plus dummies) in as few ModelInfer calls as stacking allows.
-// err is set when the whole batch failed; otherwise errs[i] (when errs is not nil)
+// infer runs items (plus dummies) in as few ModelInfer calls as stacking allows,
+// on c, the client of backend (its placement id: the locality's). err is set
+// when the whole batch failed; otherwise errs[i] (when errs is not nil)
 // is item i's own failure. tm is the backend's Timing of the one call a batch
 // that stacks makes (zero, not reported, for a batch split into calls).
-func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, tm backends.Timing, err error) {
+func (lm *liveModule) infer(ctx context.Context, c *backends.Client, backend string, items [][]api.Tensor, dummies int) (out [][]api.Tensor, errs []error, tm backends.Timing, err error) {
 	groups := stackGroups(items)
 	if len(groups) == 1 {
 		all := items
 		for range dummies {
 			all = append(all, items[0])
 		}
-		out, tm, err := c.InferTimed(ctx, lm.model, all)
+		loc := lm.locality(backend)
+		out, tm, err := c.InferLocal(ctx, lm.model, all, loc)
+		if errors.Is(err, backends.ErrHeldMissing) { // dropped there: nothing ran; send the bytes
+			loc.Backend = ""
+			out, tm, err = c.InferLocal(ctx, lm.model, all, loc)
+		}
 		if err != nil && len(items) > 1 && errors.Is(err, backends.ErrInvalidInput) {
 			out, errs, err := lm.inferEach(ctx, c, items)
 			return out, errs, backends.Timing{}, err
@@ -918,7 +955,7 @@ func (lm *liveModule) infer(ctx context.Context, c *backends.Client, items [][]a
 			for i, idx := range g {
 				sub[i] = items[idx]
 			}
-			res, subErrs, _, err := lm.inferRecovered(ctx, c, sub, 0)
+			res, subErrs, _, err := lm.inferRecovered(ctx, c, backend, sub, 0)
 			for i, idx := range g {
 				switch {
 				case err != nil:

@@ -294,7 +294,7 @@ func (s *LiveSwitch) place(cfg *api.Config, plan, prevPlan *api.Plan) (*api.Plan
 	if c := s.coloc.Load(); c != nil {
 		o.Slowdowns, o.Tolerance = c.Slowdowns, c.Tolerance
 	}
-	o.Static = true
+	o.Static, o.Chains = true, s.opts.Locality > 0
 	return placement.Place(plan, placement.Members(s.placeOn(cfg.Backends)), prevPlan, o)
 }
 
@@ -303,8 +303,13 @@ func (s *LiveSwitch) place(cfg *api.Config, plan, prevPlan *api.Plan) (*api.Plan
 // (ReplaceOnEjection) keeps the same pairs apart (docs/calibration.md,
 // "Co-location"). Safe from any goroutine; o is not modified.
 func (s *LiveSwitch) SetColocation(o placement.Options) {
+	// Chains is not stored: place sets it from the switch's own Locality.
 	s.coloc.Store(&placement.Options{Slowdowns: o.Slowdowns, Tolerance: o.Tolerance})
 }
+
+// Chains reports whether the switch's placements keep a chain's fractions
+// together (placement.Options.Chains): with LiveOptions.Locality on.
+func (s *LiveSwitch) Chains() bool { return s.opts.Locality > 0 }
 
 // handOver moves the items r's dispatchers have not sent yet to the
 // dispatchers of to that serve the same session's module with the same model

@@ -127,7 +127,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 		return lm.raceAttempt(ctx, from, c, items, dummies, wait, start)
 	}
 	if h.opts.HedgeBudget <= 0 || from.Duration <= 0 || len(lm.clients) < 2 { // no hedge possible: no timer, no goroutine
-		out, errs, tm, err := lm.infer(ctx, c, items, dummies)
+		out, errs, tm, err := lm.infer(ctx, c, from.Backend, items, dummies)
 		lm.observe(bh, from, wait, start, len(items)+dummies, tm, err)
 		return out, errs, err
 	}
@@ -135,7 +135,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	defer pcancel()
 	ch := make(chan callResult, 2)
 	go func() {
-		out, errs, tm, err := lm.inferRecovered(pctx, c, items, dummies)
+		out, errs, tm, err := lm.inferRecovered(pctx, c, from.Backend, items, dummies)
 		ch <- callResult{out: out, errs: errs, tm: tm, err: err}
 	}()
 	timer := time.NewTimer(wait + hedgeAfter*from.Duration)
@@ -161,7 +161,7 @@ func (lm *liveModule) attempt(ctx context.Context, from *dispatcher.Slot, c *bac
 	hstart := time.Now()
 	abh := lm.health[alt.Backend]
 	go func() {
-		out, errs, tm, err := lm.inferRecovered(hctx, hc, items, dummies)
+		out, errs, tm, err := lm.inferRecovered(hctx, hc, alt.Backend, items, dummies)
 		ch <- callResult{out: out, errs: errs, tm: tm, err: err, hedge: true}
 	}()
 	first := <-ch
@@ -303,7 +303,7 @@ func (lm *liveModule) raceAttempt(ctx context.Context, from *dispatcher.Slot, c 
 		k++
 	}
 	if k == 1 { // no other machine up: one call, as unraced
-		out, errs, tm, err := lm.infer(ctx, c, items, dummies)
+		out, errs, tm, err := lm.infer(ctx, c, from.Backend, items, dummies)
 		lm.observe(lm.health[from.Backend], from, wait, start, n, tm, err)
 		return out, errs, err
 	}
@@ -319,8 +319,9 @@ func (lm *liveModule) raceAttempt(ctx context.Context, from *dispatcher.Slot, c 
 		if i > 0 {
 			cl = lm.clients[slots[i].Backend]
 		}
+		backend := slots[i].Backend
 		go func() {
-			out, errs, tm, err := lm.inferRecovered(rctx, cl, items, dummies)
+			out, errs, tm, err := lm.inferRecovered(rctx, cl, backend, items, dummies)
 			ch <- raced{callResult{out: out, errs: errs, tm: tm, err: err}, i}
 		}()
 	}

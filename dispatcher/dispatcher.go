@@ -69,6 +69,12 @@ type Options struct {
 	// dispatcher using the backend has sent there, which a batch sent now
 	// waits behind (device.go). Nil: only this dispatcher's own batches.
 	Devices DeviceTable
+	// Locality sends a batch whose items name a Home (Item.Home) to a
+	// machine of its group on that backend when one is free now and runs as
+	// planned, before the one machine choice (the batch ends there as soon
+	// as anywhere: nothing admission predicted changes); else the choice as
+	// without it. Cloudflow's dynamic dispatch with caching (docs/locality.md).
+	Locality bool
 	// ClassFloor is, with Admission, the share of the admitted items (about
 	// the last 500) below which a priority class is admitted as class 0, so
 	// that no class starves; 0: DefaultClassFloor; negative: no floor.
@@ -122,6 +128,9 @@ type Stats struct {
 	// every machine of their group was busy and they would have completed
 	// too late there.
 	Overflow uint64
+	// Local counts the batches Options.Locality sent to a free machine on
+	// the backend holding their items (Item.Home).
+	Local uint64
 	// HandedOver counts the items Handover moved from this dispatcher to
 	// another, unsent (counted in this one's Submitted); TakenOver those it
 	// took from another (counted in this one's Completed, not Submitted).
@@ -155,6 +164,7 @@ type SlotStats struct {
 type Dispatcher struct {
 	module string
 	policy Policy
+	local  bool  // Options.Locality
 	frule  Flush // Options.Flush
 	early  bool  // flush.Early(), read once
 	admit  bool  // Options.Admission
@@ -404,7 +414,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
-	d := &Dispatcher{module: mp.Name, policy: opts.Policy, frule: opts.Flush, early: opts.Flush.Early(), admit: opts.Admission, handoff: opts.HandoffMargin, clock: opts.Clock, sender: opts.Sender,
+	d := &Dispatcher{module: mp.Name, policy: opts.Policy, frule: opts.Flush, early: opts.Flush.Early(), admit: opts.Admission, handoff: opts.HandoffMargin, local: opts.Locality, clock: opts.Clock, sender: opts.Sender,
 		health: opts.Health, devs: opts.Devices, profiled: opts.Profiled, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
 	if !opts.Admission {
 		d.handoff = 0 // the margin is admission's: without it the machine choice keeps none either
@@ -827,6 +837,55 @@ func (g *group) choose(now, dl time.Time) (*machine, time.Time) {
 	return best, now.Add(bestWait)
 }
 
+// freeOn returns a machine of g on backend that is free now (nothing queued,
+// a lane of its own and of its device free, not down) and runs as planned;
+// nil when none is, or backend is "". O(machines of g).
+func (g *group) freeOn(backend string, now time.Time) *machine {
+	if backend == "" {
+		return nil
+	}
+	for _, m := range g.machines {
+		if m.slot.Backend == backend && m.pending.len() == 0 && m.hasLane() &&
+			(m.dev == nil || m.dev.free.Load() <= now.UnixNano()) &&
+			(m.health == nil || !m.isDown() && m.duration() <= m.slot.Duration) {
+			return m
+		}
+	}
+	return nil
+}
+
+// home returns the Home most of b's items name ("" when none names one);
+// among the first four homes seen, ties to the first.
+func (b *Batch) home() string {
+	var homes [4]string
+	var counts [4]int
+	n := 0
+	for _, it := range b.Items {
+		if it.Home == "" {
+			continue
+		}
+		k := 0
+		for k < n && homes[k] != it.Home {
+			k++
+		}
+		if k == n {
+			if n == len(homes) {
+				continue
+			}
+			homes[k] = it.Home
+			n++
+		}
+		counts[k]++
+	}
+	best := 0
+	for k := 1; k < n; k++ {
+		if counts[k] > counts[best] {
+			best = k
+		}
+	}
+	return homes[best]
+}
+
 // advance moves g's rotation past m, the machine of g a batch went to.
 func (g *group) advance(m *machine) {
 	g.next = m.slot.Machine + 1
@@ -1174,9 +1233,15 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	// lanes stand now, a spare where the batch would end late. Without
 	// spares that is target's pick alone: when the batch ends is not needed.
 	var m *machine
-	if len(d.spare) == 0 {
+	if d.local && q.m == nil {
+		m = b.g.freeOn(b.home(), now)
+	}
+	switch {
+	case m != nil:
+		d.stats.Local++
+	case len(d.spare) == 0:
 		m, _ = d.pick(q, b.g, b, b.minDL, now)
-	} else {
+	default:
 		m, _, _, _ = d.target(q, b.g, b, nil, b.minDL, now, true)
 	}
 	switch {

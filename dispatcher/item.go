@@ -48,6 +48,11 @@ type Item struct {
 	Class int
 	// Inputs are the item's tensors (one row each); read by the Sender.
 	Inputs []api.Tensor
+	// Home is the backend (its placement id, Slot.Backend) that holds the
+	// item's inputs (Cloudflow's locality, docs/locality.md); "": none. With
+	// Options.Locality a batch goes to a free machine of its group on the
+	// home most of its items share, when one is free and as fast as planned.
+	Home string
 	// Tag is the caller's own context (a pointer keeps Submit allocation-free).
 	Tag any
 	// Done is called exactly once with the finished item, from the goroutine that

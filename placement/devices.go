@@ -20,7 +20,7 @@ func provision(plan *api.Plan) (*api.Plan, Shortfall, error) {
 	}
 	// First on no device: the shortfall says how many of each hardware type
 	// the packing needs; then on that many.
-	_, short, err := pack(plan, nil, nil, nil)
+	_, short, err := pack(plan, nil, nil, nil, false)
 	if err != nil {
 		return nil, short, err
 	}
@@ -30,7 +30,7 @@ func provision(plan *api.Plan) (*api.Plan, Shortfall, error) {
 			members = append(members, Member{ID: fmt.Sprintf("%s-%d", h.Hardware, i), Hardware: h.Hardware})
 		}
 	}
-	placed, short, err := pack(plan, members, nil, nil)
+	placed, short, err := pack(plan, members, nil, nil, false)
 	if err != nil {
 		return nil, short, err
 	}

@@ -121,6 +121,7 @@ type device struct {
 	virtual bool
 	claims  int      // pending units that ran on it before
 	models  []string // the models of the units placed on it
+	modules []moduleKey
 }
 
 // Place assigns every machine of plan to a concrete backend of its group's
@@ -162,12 +163,12 @@ func Place(plan *api.Plan, members []Member, prev *api.Plan, opts Options) (*api
 		return provision(plan)
 	}
 	if opts.Static {
-		return placeStatic(plan, members, prev, opts.avoid())
+		return placeStatic(plan, members, prev, opts.avoid(), opts.Chains)
 	}
 	if opts.RoundRobin {
 		return placeRoundRobin(plan, members)
 	}
-	return pack(plan, members, prev, opts.avoid())
+	return pack(plan, members, prev, opts.avoid(), opts.Chains)
 }
 
 // Options choose how Place places.
@@ -200,6 +201,14 @@ type Options struct {
 	// (GroupPlan.DurationMs, the model's duration alone) by more than the
 	// re-planner's drift threshold. Nil: no pair is avoided.
 	Slowdowns Slowdowns
+	// Chains is JellyBean's network-aware assignment, for a gateway whose
+	// backends keep the intermediates they make (dataplane
+	// LiveOptions.Locality, docs/locality.md): a fractional machine goes to a
+	// shared device where it fits beside a fraction of a module next to it
+	// in its session (a parent or a child), before any other rule but the
+	// device its module ran on before, so a chain's intermediate stays on
+	// the device that made it. Packing and Static only.
+	Chains bool
 	// Tolerance is the slowdown beyond 1 that Slowdowns allow a co-located
 	// model (default DefaultTolerance: the re-planner's drift threshold);
 	// it must be > 0.
@@ -263,8 +272,8 @@ func (in *interference) clash(hw, model string, d *device) bool {
 }
 
 // pack is Place's default placement (packFit's first-fit packing).
-func pack(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference) (*api.Plan, Shortfall, error) {
-	return packFit(plan, members, prev, avoid, false)
+func pack(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference, chains bool) (*api.Plan, Shortfall, error) {
+	return packFit(plan, members, prev, avoid, false, chains)
 }
 
 // packSpread is a static list's packing (placeStatic): pack, and, when
@@ -284,12 +293,12 @@ func pack(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference)
 // in simulation, none on two devices (docs/ocr.md, "One lane, four
 // models"). Only a static list: with membership (the default placement) an
 // idle member is one the cluster may release (HardwareUse.Idle).
-func packSpread(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference) (*api.Plan, Shortfall, error) {
-	placed, short, err := pack(plan, members, prev, avoid)
+func packSpread(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference, chains bool) (*api.Plan, Shortfall, error) {
+	placed, short, err := pack(plan, members, prev, avoid, chains)
 	if err != nil || short.Err() != nil || !idleBeside(short) {
 		return placed, short, err
 	}
-	spread, ss, err := packFit(plan, members, prev, avoid, true)
+	spread, ss, err := packFit(plan, members, prev, avoid, true, chains)
 	if err != nil || ss.Err() != nil {
 		return placed, short, nil
 	}
@@ -317,8 +326,10 @@ func idleBeside(s Shortfall) bool {
 // packFit packs plan on members: full machines on devices of their own,
 // fractions first-fit decreasing onto shared devices; with spread, a
 // fraction takes a free device while the full machines still to place
-// leave one, else the least used device it fits on (pick).
-func packFit(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference, spread bool) (*api.Plan, Shortfall, error) {
+// leave one, else the least used device it fits on (pick); with chains,
+// a fraction first takes a device beside a fraction of its DAG neighbour
+// (Options.Chains).
+func packFit(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference, spread, chains bool) (*api.Plan, Shortfall, error) {
 	if plan == nil {
 		return nil, Shortfall{}, errors.New("placement: no plan")
 	}
@@ -456,7 +467,11 @@ func packFit(plan *api.Plan, members []Member, prev *api.Plan, avoid *interferen
 		if u.occ >= 1 {
 			fullLeft[hw]--
 		}
-		u.dev = pick(devs[hw], u, clash, spread && u.occ < 1, fullLeft[hw])
+		var near func(*device) bool
+		if chains && u.occ < 1 {
+			near = func(d *device) bool { return neighbours(plan, ref.key, d.modules) }
+		}
+		u.dev = pick(devs[hw], u, clash, near, spread && u.occ < 1, fullLeft[hw])
 		if clash != nil && u.occ < 1 && (u.dev == len(devs[hw]) || devs[hw][u.dev].virtual) {
 			// No device it can share and none free: beside the model it
 			// interferes with least rather than on a missing device.
@@ -472,6 +487,9 @@ func packFit(plan *api.Plan, members []Member, prev *api.Plan, avoid *interferen
 		d.used += u.occ
 		if !contains(d.models, ref.model) {
 			d.models = append(d.models, ref.model)
+		}
+		if u.occ < 1 {
+			d.modules = append(d.modules, ref.key)
 		}
 		for _, d := range u.prefer {
 			devs[hw][d].claims--
@@ -588,13 +606,22 @@ func packFit(plan *api.Plan, members []Member, prev *api.Plan, avoid *interferen
 // nobody wants back while more are free than keep (the full machines still
 // to place), else the real device already shared it fits on with the
 // least occupancy (one no other module's pending machine wants back
-// first); before either, the devices u's module ran on.
-func pick(ds []*device, u *unit, clash func(*device) bool, spread bool, keep int) int {
+// first); before either, the devices u's module ran on, then (near not
+// nil: Options.Chains) the first real shared device it fits on that near
+// accepts.
+func pick(ds []*device, u *unit, clash func(*device) bool, near func(*device) bool, spread bool, keep int) int {
 	fits := func(d *device) bool { return d.used+u.occ <= 1+occEps && (clash == nil || d.used == 0 || !clash(d)) }
 	// The devices this module ran on before.
 	for _, i := range u.prefer {
 		if d := ds[i]; (u.occ >= 1 && d.used == 0) || (u.occ < 1 && fits(d)) {
 			return i
+		}
+	}
+	if near != nil {
+		for i, d := range ds {
+			if !d.virtual && d.used > 0 && fits(d) && near(d) {
+				return i
+			}
 		}
 	}
 	if spread {
@@ -652,6 +679,27 @@ func pick(ds []*device, u *unit, clash func(*device) bool, spread bool, keep int
 		}
 	}
 	return len(ds)
+}
+
+// neighbours reports whether one of mods (fractions placed on a device) is
+// k's parent or child in k's session of plan.
+func neighbours(plan *api.Plan, k moduleKey, mods []moduleKey) bool {
+	for _, o := range mods {
+		if o.Session != k.Session || o.Module == k.Module {
+			continue
+		}
+		for _, sp := range plan.Sessions {
+			if sp.Name != k.Session {
+				continue
+			}
+			for _, mp := range sp.Modules {
+				if mp.Name == k.Module && contains(mp.After, o.Module) || mp.Name == o.Module && contains(mp.After, k.Module) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // leastInterfering returns the real device u fits on whose worst slowdown

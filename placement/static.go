@@ -15,10 +15,10 @@ import "github.com/piccolo-serving/piccolo/api"
 //
 // The Shortfall is the packing's (what the plan needs vs the pool) with
 // Shared, the machines round-robin made share a backend, when it fell back.
-func placeStatic(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference) (*api.Plan, Shortfall, error) {
+func placeStatic(plan *api.Plan, members []Member, prev *api.Plan, avoid *interference, chains bool) (*api.Plan, Shortfall, error) {
 	var short Shortfall
 	if plan != nil && !plan.Placed() {
-		placed, s, err := packSpread(plan, members, prev, avoid)
+		placed, s, err := packSpread(plan, members, prev, avoid, chains)
 		if err == nil && s.Err() == nil {
 			return placed, s, nil
 		}

@@ -74,7 +74,14 @@ func BuiltinExecutors() *ExecutorRegistry {
 			if err != nil {
 				return nil, err
 			}
-			return sim.New(o.Hardware, cfg.Profiles, sim.Options{Jitter: o.Jitter, Seed: o.Seed, FanOut: fo})
+			width := make(map[string]int, len(o.SimOutputBytes))
+			for model, b := range o.SimOutputBytes {
+				if b < 1 {
+					return nil, fmt.Errorf("--sim-output-bytes: %s=%d; want a byte count ≥ 1", model, b)
+				}
+				width[model] = (b + 3) / 4
+			}
+			return sim.New(o.Hardware, cfg.Profiles, sim.Options{Jitter: o.Jitter, Seed: o.Seed, FanOut: fo, OutputWidth: width})
 		}),
 	)) // four constant, distinct names (TestBuiltinExecutors)
 }

@@ -23,14 +23,21 @@ import (
 // Options are `piccolo backend`'s settings, one field per flag (named in the
 // comments); Run checks them.
 type Options struct {
-	Listen   string        // --listen: gRPC host:port (port 0: any free port)
-	Hardware string        // --hardware: the hardware type ("": named from the first GPU)
-	Files    []string      // -c: config files with the hardware's profiles (merged)
-	Executor string        // --executor: a name in Executors
-	Jitter   float64       // --jitter (sim): batch durations vary by ±this fraction, in [0,1)
-	Seed     uint64        // --seed (sim): jitter seed
-	Models   []string      // --models: loaded at start with their largest profiled entry
-	Drain    time.Duration // --drain: how long batches in flight may finish on shutdown
+	Listen   string   // --listen: gRPC host:port (port 0: any free port)
+	Hardware string   // --hardware: the hardware type ("": named from the first GPU)
+	Files    []string // -c: config files with the hardware's profiles (merged)
+	Executor string   // --executor: a name in Executors
+	Jitter   float64  // --jitter (sim): batch durations vary by ±this fraction, in [0,1)
+	Seed     uint64   // --seed (sim): jitter seed
+	// SimOutputBytes (--sim-output-bytes, sim): model → bytes of each of its
+	// output rows (sim.Options.OutputWidth, rounded up to FP32 values).
+	SimOutputBytes map[string]int
+	// HoldBytes and HoldTTL (--hold-mib, --hold-ttl) bound the outputs kept
+	// for gateways (backends.ServerOptions; docs/locality.md).
+	HoldBytes int64
+	HoldTTL   time.Duration
+	Models    []string      // --models: loaded at start with their largest profiled entry
+	Drain     time.Duration // --drain: how long batches in flight may finish on shutdown
 	// MetricsListen (--metrics-listen) is where /metrics is served:
 	// host:port, "auto" (the gRPC port + MetricsPortOffset) or off/"": none.
 	MetricsListen  string
@@ -161,7 +168,7 @@ func Run(ctx context.Context, o Options, ready func(addr string)) error {
 			zap.Strings("faults", o.Faults))
 	}
 	exec = inj.Executor(exec)
-	srv, err := backends.NewServer(exec, backends.ServerOptions{Version: o.Version, Logger: log, Metrics: bm})
+	srv, err := backends.NewServer(exec, backends.ServerOptions{Version: o.Version, Logger: log, Metrics: bm, HoldBytes: o.HoldBytes, HoldTTL: o.HoldTTL})
 	if err != nil {
 		return err
 	}

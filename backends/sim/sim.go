@@ -41,7 +41,15 @@ type Options struct {
 	// distribution by the item's input (a hash of its checksum: the same input, the same
 	// k). Models not profiled on the hardware are ignored; nil: none fans out.
 	FanOut map[string]api.FanOut
+	// OutputWidth lists models whose output0 rows are wider than one value:
+	// model name → FP32 values a row (≥ 1), each the row's checksum, so a
+	// model can stand for one whose intermediates are large (1 MB a row is
+	// 262,144). Models not listed: 1.
+	OutputWidth map[string]int
 }
+
+// MaxOutputWidth bounds Options.OutputWidth: 64 MiB a row.
+const MaxOutputWidth = 1 << 24
 
 // Sim emulates one device of one hardware type from its profiles: a batch of n
 // items takes the profiled duration linear between the profiled batches
@@ -79,6 +87,11 @@ func New(hardware string, profiles []api.Profile, opts Options) (*Sim, error) {
 		return nil, fmt.Errorf("sim: jitter %v is out of range; want 0 ≤ jitter < 1", opts.Jitter)
 	}
 	s := &Sim{hardware: hardware, profiles: map[string][]api.ProfileEntry{}, opts: opts, fanOut: map[string]fanOut{}, dev: &device{}}
+	for model, w := range opts.OutputWidth {
+		if w < 1 || w > MaxOutputWidth {
+			return nil, fmt.Errorf("sim: output width of %q is %d; want 1 to %d FP32 values a row", model, w, MaxOutputWidth)
+		}
+	}
 	for _, model := range slices.Sorted(maps.Keys(opts.FanOut)) {
 		f, ok := opts.FanOut[model].Normalized()
 		if !ok {
@@ -207,15 +220,17 @@ func (s *Sim) Load(model string, batch, concurrency int) (backends.Model, error)
 		durations[n], _ = api.DurationAt(at, concurrency, float64(n)) // batch ≤ the largest entry: checked above
 	}
 	s.dev.grow(concurrency)
+	width := max(s.opts.OutputWidth[model], 1)
 	m := &simModel{
 		info: backends.ModelInfo{
 			Name: model, Platform: Platform, MaxBatch: batch, Concurrency: concurrency,
 			Inputs:    []backends.TensorSpec{{Name: InputName, Datatype: "FP32", Shape: []int64{-1, -1}}},
-			Outputs:   []backends.TensorSpec{{Name: OutputName, Datatype: "FP32", Shape: []int64{-1, 1}}},
+			Outputs:   []backends.TensorSpec{{Name: OutputName, Datatype: "FP32", Shape: []int64{-1, int64(width)}}},
 			AnyInputs: true,
 			FanOut:    fans,
 		},
 		fanOut:    fo,
+		width:     width,
 		durations: durations,
 		lanes:     make(chan struct{}, concurrency),
 		dev:       s.dev,
@@ -248,6 +263,7 @@ func fnv64(s string) uint64 {
 type simModel struct {
 	info      backends.ModelInfo
 	fanOut    fanOut          // a fan-out model's distribution; f nil otherwise
+	width     int             // values a row of output0 (Options.OutputWidth)
 	durations []time.Duration // index: batch size n
 	lanes     chan struct{}
 	dev       *device
@@ -286,6 +302,9 @@ func (m *simModel) RunTimed(ctx context.Context, inputs []api.Tensor, n int) ([]
 		return nil, backends.Timing{}, fmt.Errorf("%w: batch of %d items; the loaded max batch is %d", backends.ErrInvalidInput, n, m.info.MaxBatch)
 	}
 	out, err := m.output(inputs, n)
+	if err == nil && m.width > 1 {
+		out = widen(out, m.width)
+	}
 	if err != nil {
 		return nil, backends.Timing{}, fmt.Errorf("%w: %v", backends.ErrInvalidInput, err)
 	}
@@ -330,6 +349,21 @@ func (m *simModel) output(inputs []api.Tensor, n int) (api.Tensor, error) {
 		binary.LittleEndian.PutUint32(out.Data[4*j:], math.Float32bits(fanOutRow(c, j)))
 	}
 	return out, nil
+}
+
+// widen repeats every row's one value of out width times: FP32 [k, 1] →
+// [k, width].
+func widen(out api.Tensor, width int) api.Tensor {
+	k := int(out.Shape[0])
+	data := make([]byte, 4*k*width)
+	for i := 0; i < k; i++ {
+		v := out.Data[4*i : 4*i+4]
+		row := data[4*i*width : 4*(i+1)*width]
+		for j := 0; j < len(row); j += 4 {
+			copy(row[j:j+4], v)
+		}
+	}
+	return api.Tensor{Name: out.Name, Datatype: out.Datatype, Shape: []int64{int64(k), int64(width)}, Data: data}
 }
 
 // jittered returns the duration of a batch of n items times this batch's jitter

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/piccolo-serving/piccolo/backends"
 	"github.com/piccolo-serving/piccolo/backends/membership"
 	"github.com/piccolo-serving/piccolo/backends/onnx"
 	"github.com/piccolo-serving/piccolo/backends/process"
@@ -23,6 +24,9 @@ type backendOptions struct {
 	files      []string
 	executor   string
 	jitter     float64
+	holdMiB    int64
+	holdTTL    time.Duration
+	simOutput  map[string]int
 	seed       uint64
 	models     []string
 	logFmt     string
@@ -116,6 +120,9 @@ at run time (JSON); piccolo_backend_fault{kind} shows them. See docs/faults.md.`
 	f.IntVar(&o.devLanes, "device-lanes", 0, "onnx, ocr: at most this many batches run at once across all models, so the backend keeps at most device-lanes × intra-op-threads cores busy, as its profiles assume (0: no limit beyond each model's lanes)")
 	f.Float64Var(&o.jitter, "jitter", 0, "sim: batch durations vary uniformly by ±this fraction, in [0,1)")
 	f.Uint64Var(&o.seed, "seed", 1, "sim: jitter seed")
+	f.StringToIntVar(&o.simOutput, "sim-output-bytes", nil, "sim: model=BYTES makes each output row of that model BYTES long (rounded up to 4-byte FP32 values), to stand for a model with large intermediates (comma-separated or repeated)")
+	f.Int64Var(&o.holdMiB, "hold-mib", 256, "keep up to this many MiB of outputs a gateway asks this backend to hold, so a later call names them instead of sending them again (docs/locality.md); 0: keep none")
+	f.DurationVar(&o.holdTTL, "hold-ttl", backends.DefaultHoldTTL, "how long each held output is kept")
 	f.StringSliceVar(&o.models, "models", nil, "models to load at start, comma-separated (default: none; wait for RepositoryModelLoad)")
 	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	addTracingFlags(f, &o.tracing)
@@ -143,8 +150,8 @@ func runBackend(ctx context.Context, o *backendOptions, ready func(addr string))
 	return process.Run(ctx, process.Options{Listen: o.listen, Hardware: o.hardware, Files: o.files, Executor: o.executor, Jitter: o.jitter,
 		Seed: o.seed, Models: o.models, Drain: o.drain, MetricsListen: o.metrics, GPUTelemetry: o.gpu, ORTLib: o.ortLib, ModelDir: o.modelDir,
 		IntraOpThreads: o.threads, DeviceLanes: o.devLanes, Consul: o.consul, ID: o.id, Faults: o.faults, FaultSeed: o.faultSeed, FaultInjection: o.faultOn, AdminToken: backendToken(o.token),
-		ConsulAuth: o.consulAuth,
-		TLS:        tlsCfg, Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version}, ready)
+		ConsulAuth: o.consulAuth, HoldBytes: o.holdMiB << 20, HoldTTL: o.holdTTL, SimOutputBytes: o.simOutput,
+		TLS: tlsCfg, Tracing: o.tracing.options(), NewLogger: newLogger(o.logFmt), Version: version}, ready)
 }
 
 // modelCache is where `make models` fetches into (onnx.Cache).

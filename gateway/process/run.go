@@ -47,8 +47,11 @@ type Options struct {
 	// InvocationSlack (--invocation-slack) times each item's flush deadline
 	// by Llama's per-invocation slack (dataplane.LiveOptions.InvocationSlack).
 	InvocationSlack bool
-	Admission       bool    // --admission: refuse at each module what would finish too late
-	Hedge           float64 // --hedge-budget: share of batches sent twice, in [0, 1]
+	// Locality (--locality-bytes) is dataplane.LiveOptions.Locality: the
+	// smallest output a backend is asked to hold (docs/locality.md); 0: off.
+	Locality  int
+	Admission bool    // --admission: refuse at each module what would finish too late
+	Hedge     float64 // --hedge-budget: share of batches sent twice, in [0, 1]
 	// ProbeEvery (--probe-interval) is how often a static backend is
 	// health-probed (0: 1 s).
 	ProbeEvery time.Duration
@@ -168,6 +171,9 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	if o.Door && (o.DoorOpts.TargetDelay < 0 || o.DoorOpts.MinLimit < 0) {
 		return fmt.Errorf("--overload-delay %v, --overload-min-limit %d: want a delay > 0 and a limit ≥ 1", o.DoorOpts.TargetDelay, o.DoorOpts.MinLimit)
 	}
+	if o.Locality < 0 {
+		return fmt.Errorf("--locality-bytes %d: want 0 (off) or a byte count ≥ 1", o.Locality)
+	}
 	if o.Slack < 0 || o.Slack >= 1 {
 		return fmt.Errorf("--slack %v: must be in [0, 1)", o.Slack)
 	}
@@ -230,7 +236,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	if est != nil { // a nil *Estimator in the interface would not be nil
 		o.Loop.Calibration = est
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, InvocationSlack: o.InvocationSlack, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, InvocationSlack: o.InvocationSlack, Locality: o.Locality, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
 		Calibration: est}
 	planOpts := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil, SessionUtilization: o.SessionUtil}, BurstTarget: o.Burst, NoAdmission: !o.Admission, Dispatch: pol, Flush: flush}
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
