@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
 )
@@ -58,9 +60,10 @@ const DefaultHoldTTL = 10 * time.Second
 // bounds by bytes. Safe for concurrent use (one mutex; a batch takes it once
 // to hold its outputs, and once per referenced item to read).
 type heldStore struct {
-	max int64
-	ttl time.Duration
-	now func() time.Time
+	max   int64
+	ttl   time.Duration
+	now   func() time.Time
+	gauge prometheus.Gauge // the bytes held; nil: none
 
 	mu     sync.Mutex
 	bytes  int64
@@ -76,11 +79,11 @@ type heldEntry struct {
 	prev, next *heldEntry
 }
 
-func newHeldStore(maxBytes int64, ttl time.Duration) *heldStore {
+func newHeldStore(maxBytes int64, ttl time.Duration, gauge prometheus.Gauge) *heldStore {
 	if ttl <= 0 {
 		ttl = DefaultHoldTTL
 	}
-	return &heldStore{max: maxBytes, ttl: ttl, now: time.Now, byKey: map[string]*heldEntry{}}
+	return &heldStore{max: maxBytes, ttl: ttl, now: time.Now, gauge: gauge, byKey: map[string]*heldEntry{}}
 }
 
 // put keeps the tensors under their keys, all or none: none when together
@@ -124,6 +127,9 @@ func (s *heldStore) put(keys []string, ts []api.Tensor) bool {
 		}
 		s.newest = e
 	}
+	if s.gauge != nil {
+		s.gauge.Set(float64(s.bytes))
+	}
 	return true
 }
 
@@ -141,6 +147,9 @@ func (s *heldStore) unlinkLocked(e *heldEntry) {
 	e.prev, e.next = nil, nil
 	delete(s.byKey, e.key)
 	s.bytes -= int64(len(e.t.Data))
+	if s.gauge != nil {
+		s.gauge.Set(float64(s.bytes))
+	}
 }
 
 // get returns the tensor kept under key (its Data the store's: read only), or
@@ -247,9 +256,10 @@ func HeldKey(prefix string, i, j int) string {
 
 // resolveRefs rebuilds the data of input t from its ParamRefs value and the
 // inline bytes raw: the items in order, inline ones from raw, held ones from
-// the store. Errors wrap ErrHeldMissing for a key not kept, else name what is
-// wrong with the value.
-func (s *heldStore) resolveRefs(t *api.Tensor, refs string, raw []byte) error {
+// the store. It returns the bytes taken from the store. Errors wrap
+// ErrHeldMissing for a key not kept, else name what is wrong with the value.
+func (s *heldStore) resolveRefs(t *api.Tensor, refs string, raw []byte) (int, error) {
+	held := 0
 	var out []byte
 	for _, item := range strings.Split(refs, ",") {
 		if key, ok := strings.CutPrefix(item, "@"); ok {
@@ -259,26 +269,27 @@ func (s *heldStore) resolveRefs(t *api.Tensor, refs string, raw []byte) error {
 				h, found = s.get(key)
 			}
 			if !found {
-				return fmt.Errorf("input %q: %w: %q (not kept here, or expired)", t.Name, ErrHeldMissing, key)
+				return 0, fmt.Errorf("input %q: %w: %q (not kept here, or expired)", t.Name, ErrHeldMissing, key)
 			}
 			if h.Datatype != t.Datatype || len(h.Shape) != len(t.Shape) {
-				return fmt.Errorf("input %q: held tensor %q is %s %v; the input is %s %v", t.Name, key, h.Datatype, h.Shape, t.Datatype, t.Shape)
+				return 0, fmt.Errorf("input %q: held tensor %q is %s %v; the input is %s %v", t.Name, key, h.Datatype, h.Shape, t.Datatype, t.Shape)
 			}
 			out = append(out, h.Data...)
+			held += len(h.Data)
 			continue
 		}
 		n, err := strconv.Atoi(item)
 		if err != nil || n < 0 || n > len(raw) {
-			return fmt.Errorf("input %q: parameter %s item %q is neither \"@<key>\" nor a byte count within the %d inline bytes left", t.Name, ParamRefs, item, len(raw))
+			return 0, fmt.Errorf("input %q: parameter %s item %q is neither \"@<key>\" nor a byte count within the %d inline bytes left", t.Name, ParamRefs, item, len(raw))
 		}
 		out = append(out, raw[:n]...)
 		raw = raw[n:]
 	}
 	if len(raw) != 0 {
-		return fmt.Errorf("input %q: %d inline bytes left after the items of parameter %s", t.Name, len(raw), ParamRefs)
+		return 0, fmt.Errorf("input %q: %d inline bytes left after the items of parameter %s", t.Name, len(raw), ParamRefs)
 	}
 	t.Data = out
-	return nil
+	return held, nil
 }
 
 // holdParam reads a request's ParamHold (ok false: none).

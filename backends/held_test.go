@@ -48,13 +48,22 @@ func startHolding(t *testing.T, holdBytes int64) (*simBackend, *prometheus.Regis
 // received reads piccolo_backend_received_bytes_total of model m.
 func received(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
+	return gathered(t, reg, "piccolo_backend_received_bytes_total")
+}
+
+// gathered reads the first series of the metric name on reg (0: none).
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "piccolo_backend_received_bytes_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+		if mf.GetName() == name {
+			if m := mf.GetMetric()[0]; m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return mf.GetMetric()[0].GetGauge().GetValue()
 		}
 	}
 	return 0
@@ -88,6 +97,16 @@ func TestHeldOutputsNamedNotSent(t *testing.T) {
 	}
 	if got := received(t, bm) - before; got != 0 {
 		t.Fatalf("the backend received %v bytes for inputs it holds; want 0", got)
+	}
+	var heldSize int
+	for _, out := range first {
+		heldSize += len(out[0].Data)
+	}
+	if got := gathered(t, bm, "piccolo_backend_referenced_bytes_total"); got != float64(heldSize) {
+		t.Fatalf("piccolo_backend_referenced_bytes_total %v; want the %d bytes named", got, heldSize)
+	}
+	if got := gathered(t, bm, "piccolo_backend_held_bytes"); got != float64(heldSize) {
+		t.Fatalf("piccolo_backend_held_bytes %v; want the %d bytes held", got, heldSize)
 	}
 	// The same items sent in full, with the Held marks dropped.
 	plain := make([][]api.Tensor, len(first))

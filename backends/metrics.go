@@ -16,6 +16,8 @@ type Metrics struct {
 	outBytes    *prometheus.CounterVec
 	maxBatch    *prometheus.GaugeVec
 	concurrency *prometheus.GaugeVec
+	referenced  *prometheus.CounterVec
+	held        prometheus.Gauge
 }
 
 // NewMetrics creates the backend metrics and registers them on reg:
@@ -28,7 +30,9 @@ type Metrics struct {
 // protobuf framing aside; docs/fusion.md compares them fused and unfused), and
 // the loaded settings
 // piccolo_backend_model_max_batch and piccolo_backend_model_concurrency (absent
-// when the model is not loaded).
+// when the model is not loaded); for locality (docs/locality.md)
+// piccolo_backend_referenced_bytes_total (input bytes a call named as held
+// instead of sending them) and piccolo_backend_held_bytes (the bytes held).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_backend_batches_total", Help: "Batches run (successful ModelInfer calls)."}, []string{"model"}),
@@ -40,8 +44,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		outBytes:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_backend_sent_bytes_total", Help: "Tensor bytes sent (raw_output_contents) by successful ModelInfer calls."}, []string{"model"}),
 		maxBatch:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_backend_model_max_batch", Help: "Loaded max batch of the model."}, []string{"model"}),
 		concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "piccolo_backend_model_concurrency", Help: "Loaded concurrency (lanes) of the model."}, []string{"model"}),
+		referenced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "piccolo_backend_referenced_bytes_total",
+			Help: "Input tensor bytes successful ModelInfer calls named as held on this backend instead of sending them (locality)."}, []string{"model"}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "piccolo_backend_held_bytes", Help: "Bytes of outputs this backend holds for gateways (locality; at most --hold-mib)."}),
 	}
-	for _, c := range []prometheus.Collector{m.batches, m.items, m.errors, m.seconds, m.inBytes, m.outBytes, m.maxBatch, m.concurrency} {
+	for _, c := range []prometheus.Collector{m.batches, m.items, m.errors, m.seconds, m.inBytes, m.outBytes, m.maxBatch, m.concurrency, m.referenced, m.held} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -52,12 +59,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // modelMetrics are one loaded model's resolved children; the zero value (no
 // Metrics) records nothing.
 type modelMetrics struct {
-	parent  *Metrics
-	model   string
-	batches prometheus.Counter
-	items   prometheus.Counter
-	seconds prometheus.Observer
-	in, out prometheus.Counter
+	parent     *Metrics
+	model      string
+	batches    prometheus.Counter
+	items      prometheus.Counter
+	seconds    prometheus.Observer
+	in, out    prometheus.Counter
+	referenced prometheus.Counter
 }
 
 func (m *Metrics) forModel(info ModelInfo) modelMetrics {
@@ -68,7 +76,7 @@ func (m *Metrics) forModel(info ModelInfo) modelMetrics {
 	m.concurrency.WithLabelValues(info.Name).Set(float64(info.Concurrency))
 	return modelMetrics{parent: m, model: info.Name,
 		batches: m.batches.WithLabelValues(info.Name), items: m.items.WithLabelValues(info.Name), seconds: m.seconds.WithLabelValues(info.Name),
-		in: m.inBytes.WithLabelValues(info.Name), out: m.outBytes.WithLabelValues(info.Name)}
+		in: m.inBytes.WithLabelValues(info.Name), out: m.outBytes.WithLabelValues(info.Name), referenced: m.referenced.WithLabelValues(info.Name)}
 }
 
 func (m *Metrics) unloaded(model string) {
@@ -80,10 +88,13 @@ func (m *Metrics) unloaded(model string) {
 }
 
 // ok records a successful batch of n items that took seconds, with its raw
-// input and output contents.
-func (mm *modelMetrics) ok(n int, seconds float64, in, out [][]byte) {
+// input and output contents and the input bytes it named as held.
+func (mm *modelMetrics) ok(n int, seconds float64, in, out [][]byte, referenced int) {
 	if mm.parent == nil {
 		return
+	}
+	if referenced > 0 {
+		mm.referenced.Add(float64(referenced))
 	}
 	mm.batches.Inc()
 	mm.items.Add(float64(n))

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -158,7 +159,11 @@ func NewServer(exec Executor, opts ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("backends: NewServer: hold bytes %d and hold TTL %v must be ≥ 0", opts.HoldBytes, opts.HoldTTL)
 	}
 	if opts.HoldBytes > 0 {
-		s.held = newHeldStore(opts.HoldBytes, opts.HoldTTL)
+		var gauge prometheus.Gauge
+		if opts.Metrics != nil {
+			gauge = opts.Metrics.held
+		}
+		s.held = newHeldStore(opts.HoldBytes, opts.HoldTTL, gauge)
 	}
 	empty := map[string]*loaded{}
 	s.models.Store(&empty)
@@ -478,7 +483,7 @@ func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferReques
 			m.metrics.failed(status.Code(err).String())
 		}
 	}()
-	inputs, n, err := requestInputs(info, req, s.held)
+	inputs, n, referenced, err := requestInputs(info, req, s.held)
 	if errors.Is(err, ErrHeldMissing) {
 		return nil, toStatus(fmt.Errorf("model %q: %w", info.Name, err))
 	}
@@ -503,7 +508,7 @@ func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferReques
 		if holding && s.held != nil && s.held.hold(hold, responseTensors(resp), n, info.FanOut) {
 			resp.Parameters[ParamHeld] = heldTrue
 		}
-		m.metrics.ok(n, time.Since(start).Seconds(), req.GetRawInputContents(), resp.RawOutputContents)
+		m.metrics.ok(n, time.Since(start).Seconds(), req.GetRawInputContents(), resp.RawOutputContents, referenced)
 	}
 	return resp, err
 }
@@ -511,71 +516,73 @@ func (s *Server) ModelInfer(ctx context.Context, req *inference.ModelInferReques
 // requestInputs turns the request's inputs into tensors (Data aliasing the
 // request, or rebuilt from held tensors where an input names them with
 // ParamRefs: a held key not in held wraps ErrHeldMissing) and checks them
-// against info; it returns the batch size n.
-func requestInputs(info *ModelInfo, req *inference.ModelInferRequest, held *heldStore) ([]api.Tensor, int, error) {
+// against info; it returns the batch size n and the bytes taken from held.
+func requestInputs(info *ModelInfo, req *inference.ModelInferRequest, held *heldStore) (_ []api.Tensor, n, referenced int, _ error) {
 	in := req.GetInputs()
 	raw := req.GetRawInputContents()
 	if len(in) == 0 {
-		return nil, 0, fmt.Errorf("request has no inputs")
+		return nil, 0, 0, fmt.Errorf("request has no inputs")
 	}
 	if len(raw) != 0 && len(raw) != len(in) {
-		return nil, 0, fmt.Errorf("request has %d inputs but %d raw_input_contents; want one per input, in order", len(in), len(raw))
+		return nil, 0, 0, fmt.Errorf("request has %d inputs but %d raw_input_contents; want one per input, in order", len(in), len(raw))
 	}
 	tensors := make([]api.Tensor, len(in))
 	for i, t := range in {
 		name := t.GetName()
 		if name == "" {
-			return nil, 0, fmt.Errorf("input %d has no name", i)
+			return nil, 0, 0, fmt.Errorf("input %d has no name", i)
 		}
 		for _, prev := range in[:i] {
 			if prev.GetName() == name {
-				return nil, 0, fmt.Errorf("input %q appears twice", name)
+				return nil, 0, 0, fmt.Errorf("input %q appears twice", name)
 			}
 		}
 		tensors[i] = api.Tensor{Name: name, Datatype: t.GetDatatype(), Shape: t.GetShape()}
 		switch {
 		case len(raw) != 0:
 			if t.GetContents() != nil {
-				return nil, 0, fmt.Errorf("input %q has both contents and raw_input_contents; send one", name)
+				return nil, 0, 0, fmt.Errorf("input %q has both contents and raw_input_contents; send one", name)
 			}
 			tensors[i].Data = raw[i]
 		case t.GetContents() != nil:
 			data, err := contentsToRaw(t.GetDatatype(), t.GetContents())
 			if err != nil {
-				return nil, 0, fmt.Errorf("input %q: %v", name, err)
+				return nil, 0, 0, fmt.Errorf("input %q: %v", name, err)
 			}
 			tensors[i].Data = data
 		}
 		if p, ok := t.GetParameters()[ParamRefs]; ok {
-			if err := held.resolveRefs(&tensors[i], p.GetStringParam(), tensors[i].Data); err != nil {
-				return nil, 0, err
+			got, err := held.resolveRefs(&tensors[i], p.GetStringParam(), tensors[i].Data)
+			if err != nil {
+				return nil, 0, 0, err
 			}
+			referenced += got
 		}
 		if err := tensors[i].Validate(); err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		if err := checkSpec(info, &tensors[i]); err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 	}
-	n, err := api.Rows(tensors) // the batch size
+	rows, err := api.Rows(tensors) // the batch size
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	if !info.AnyInputs && len(in) != len(info.Inputs) {
 		for _, spec := range info.Inputs {
 			if !hasInput(in, spec.Name) {
-				return nil, 0, fmt.Errorf("input %q is missing", spec.Name)
+				return nil, 0, 0, fmt.Errorf("input %q is missing", spec.Name)
 			}
 		}
 	}
-	if n < 1 {
-		return nil, 0, fmt.Errorf("batch of %d items; want at least 1 in dimension 0", n)
+	if rows < 1 {
+		return nil, 0, 0, fmt.Errorf("batch of %d items; want at least 1 in dimension 0", rows)
 	}
-	if n > int64(info.MaxBatch) {
-		return nil, 0, fmt.Errorf("batch of %d items exceeds the loaded max batch %d", n, info.MaxBatch)
+	if rows > int64(info.MaxBatch) {
+		return nil, 0, 0, fmt.Errorf("batch of %d items exceeds the loaded max batch %d", rows, info.MaxBatch)
 	}
-	return tensors, int(n), nil
+	return tensors, int(rows), referenced, nil
 }
 
 func hasInput(in []*inference.ModelInferRequest_InferInputTensor, name string) bool {

@@ -198,10 +198,9 @@ func (t loopTarget) Failed(cfg *api.Config, err error) { t.c.failed(cfg, err) }
 // placement a static gateway always had (machines share backends and run
 // slower) instead of a plan scaled down.
 func (c *EmbeddedControl) place(plan *api.Plan, members []placement.Member, prev *api.Plan, opts placement.Options) (*api.Plan, placement.Shortfall, error) {
-	opts.Static = true
+	opts.Static, opts.Chains = true, c.live.Locality > 0 // a chain's fractions together where intermediates are held
 	if c.sw != nil {
 		c.sw.SetColocation(opts) // health re-placements keep the same pairs apart
-		opts.Chains = c.sw.Chains()
 	}
 	placed, short, err := placement.Place(plan, members, prev, opts)
 	if err == nil && short.Missing() > 0 {

@@ -307,10 +307,6 @@ func (s *LiveSwitch) SetColocation(o placement.Options) {
 	s.coloc.Store(&placement.Options{Slowdowns: o.Slowdowns, Tolerance: o.Tolerance})
 }
 
-// Chains reports whether the switch's placements keep a chain's fractions
-// together (placement.Options.Chains): with LiveOptions.Locality on.
-func (s *LiveSwitch) Chains() bool { return s.opts.Locality > 0 }
-
 // handOver moves the items r's dispatchers have not sent yet to the
 // dispatchers of to that serve the same session's module with the same model
 // (dispatcher.Handover), so that to's admission counts them on the backends

@@ -528,6 +528,9 @@ var (
 	DescOverflow = prometheus.NewDesc(DispatcherOverflowBatchesTotal,
 		"Batches of a module sent to a spare machine (a backend of the pool its plan leaves idle, gateway --spare) because every machine of their group was busy, or the one chosen was idle but slower than planned (its pace or straggler slowness) while another of the group was faster, and they would have completed late there: to the spare that completed them in time, or, when none could, sooner than there.",
 		[]string{"session", "module"}, nil)
+	DescLocal = prometheus.NewDesc(DispatcherLocalBatchesTotal,
+		"Batches of a module sent to a free machine on the backend holding their items' inputs (locality, gateway --locality-bytes), where they name the held inputs instead of sending them.",
+		[]string{"session", "module"}, nil)
 	DescOutstanding = prometheus.NewDesc(GatewayModuleOutstanding,
 		"Items submitted to a module and not yet done (what admission control reads).", []string{"session", "module"}, nil)
 )

@@ -57,6 +57,10 @@ const (
 	// were saturated; the spare machines' own batches, items and busy time are
 	// the slot metrics above with slot "spare<i>".
 	DispatcherOverflowBatchesTotal = "piccolo_dispatcher_overflow_batches_total"
+	// DispatcherLocalBatchesTotal counts a module's batches sent to a free
+	// machine on the backend holding their inputs (gateway --locality-bytes,
+	// docs/locality.md).
+	DispatcherLocalBatchesTotal = "piccolo_dispatcher_local_batches_total"
 	// GatewayOccupiedMachineSecondsTotal is the machine time a module's
 	// batches occupied, by hardware type, summed over every plan served since
 	// the gateway started (dataplane.LiveSwitch): what its occupancy is

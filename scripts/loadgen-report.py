@@ -8,6 +8,6 @@ d = json.load(open(sys.argv[1]))
 e = d["errors"]
 s = d["sent"]
 ref = e.get("rejected: overloaded", 0)
-print("  %-8s sent %5d  within SLO %7.3f%% of all  refused %4d  504 %d  other errors %d  p99 %.0f ms" % (
+print("  %-8s sent %5d  within SLO %7.3f%% of all  refused %4d  504 %d  other errors %d  p50 %.0f ms  p99 %.0f ms" % (
     sys.argv[2], s, 100 * d["slo_attainment"], ref, e.get("deadline", 0),
-    sum(v for k, v in e.items() if k not in ("rejected: overloaded", "deadline")), d["p99_ms"]))
+    sum(v for k, v in e.items() if k not in ("rejected: overloaded", "deadline")), d["p50_ms"], d["p99_ms"]))

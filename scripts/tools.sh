@@ -4,6 +4,10 @@
 #
 #   grpcurl         go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3
 #                   -> $cache/bin/grpcurl
+#   toxiproxy       go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
+#                   -> $cache/bin/toxiproxy-server: a TCP proxy that adds latency
+#                   and a bandwidth limit, the slow link of scripts/locality-live.sh
+#                   (this kernel has no netem)
 #   python3-grpcio, python3-grpc-tools   Debian packages, for /usr/bin/python3
 #                   (Debian's interpreter: a pyenv python3 on PATH does not see them)
 #   python3-torch, python3-torchvision   Debian packages, for /usr/bin/python3:
@@ -25,6 +29,7 @@
 set -uo pipefail
 
 GRPCURL_VERSION=v1.9.3 # the newest release that builds with go1.26.8
+TOXIPROXY_VERSION=v2.5.0
 
 cache=${PICCOLO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/piccolo}
 bin="$cache/bin"
@@ -79,6 +84,21 @@ else
 	else
 		unavailable grpcurl "go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION failed (see above)"
 	fi
+fi
+
+# toxiproxy's server, built from the Go module proxy (named so it does not
+# shadow anything: its command directory is called server).
+if [ -x "$bin/toxiproxy-server" ]; then
+	ok toxiproxy "$bin/toxiproxy-server"
+else
+	echo "tools: go install github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION (once)" >&2
+	tmpbin=$(mktemp -d)
+	if GOBIN="$tmpbin" go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" >&2 && mv "$tmpbin/server" "$bin/toxiproxy-server"; then
+		ok toxiproxy "$bin/toxiproxy-server"
+	else
+		unavailable toxiproxy "go install github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION failed (see above)"
+	fi
+	rm -rf "$tmpbin"
 fi
 
 # Python gRPC and its code generator, for Debian's interpreter.
