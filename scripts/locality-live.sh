@@ -11,12 +11,15 @@
 # keeps the chain's fractions on one device). Prints for each: loadgen's
 # line, and the tensor bytes that crossed the links (the backends'
 # piccolo_backend_received_bytes_total and _sent_bytes_total), per request.
+# CASES=all adds, with locality on, the neighbouring cases: twice the rate,
+# and the backend holding the chain killed halfway through a run.
 #   scripts/locality-live.sh    (PICCOLO=bin/piccolo to use a built binary)
 set -euo pipefail
 RATE=${RATE:-4}
 DURATION=${DURATION:-30s}
 LATENCY_MS=${LATENCY_MS:-1}
 KBPS=${KBPS:-12500}
+CASES=${CASES:-plan}
 . scripts/live-common.sh locality-live
 TOXI=$(command -v toxiproxy-server || ls "${PICCOLO_CACHE:-$HOME/.cache/piccolo}"/bin/toxiproxy-server 2>/dev/null || true)
 [ -n "$TOXI" ] || { echo "locality-live: toxiproxy-server is not installed (scripts/tools.sh installs it)" >&2; exit 1; }
@@ -62,26 +65,37 @@ done
 bytes() { # the tensor bytes received and sent by both backends so far
   for m in "${metrics[@]}"; do curl -s "$m/metrics"; done | awk '/^piccolo_backend_(received|sent)_bytes_total/ {s += $2} END {printf "%.0f\n", s}'
 }
-for flags in "" "--locality-bytes 65536"; do
-  gp=$(port)
-  "$P" gateway -c "$work/chain.yaml" -c "$work/backends.yaml" --listen 127.0.0.1:$gp --grpc-listen 127.0.0.1:0 \
-    --admin-listen same --admin-token locality-live $flags >"$work/g.log" 2>&1 &
-  g=$!
-  wait_ready gateway "http://127.0.0.1:$gp" "$work/g.log"
-  curl -s -H "Authorization: Bearer locality-live" "127.0.0.1:$gp/admin/plan" | python3 -c '
-import json, sys
-for s in json.load(sys.stdin).get("sessions", []):
-    print("  placed: " + ", ".join("%s on %s" % (m["name"], "+".join(b for g in m["configs"] for b in g.get("backends", []))) for m in s["modules"]))
-' || true
+run() { # run LABEL RATE: one loadgen run and the bytes it moved
+  local before after
   before=$(bytes)
-  "$P" loadgen --target "http://127.0.0.1:$gp" --session chain --rate "$RATE" --duration "$DURATION" --seed 1 -q -o json >"$work/lg.json"
+  "$P" loadgen --target "http://127.0.0.1:$gp" --session chain --rate "$2" --duration "$DURATION" --seed 1 -q -o json >"$work/lg.json"
   after=$(bytes)
-  python3 scripts/loadgen-report.py "$work/lg.json" "locality ${flags:-off}"
+  python3 scripts/loadgen-report.py "$work/lg.json" "$1"
+  [ "${3:-}" = nobytes ] && return # a killed backend's counters are gone
   python3 - "$work/lg.json" "$before" "$after" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 moved = int(sys.argv[3]) - int(sys.argv[2])
 print("  bytes over the links: %d (%.2f MB a request over %d sent)" % (moved, moved / max(r["sent"], 1) / 1e6, r["sent"]))
 PY
-  kill "$g"; wait "$g" 2>/dev/null || true
+}
+for flags in "" "--locality-bytes 65536"; do
+  gp=$(port)
+  "$P" gateway -c "$work/chain.yaml" -c "$work/backends.yaml" --listen 127.0.0.1:$gp --grpc-listen 127.0.0.1:0 \
+    --admin-listen same --admin-token locality-live $flags >"$work/g.log" 2>&1 &
+  g=$!
+  pids+=($g)
+  wait_ready gateway "http://127.0.0.1:$gp" "$work/g.log"
+  curl -s -H "Authorization: Bearer locality-live" "127.0.0.1:$gp/admin/plan" | python3 -c '
+import json, sys
+for s in json.load(sys.stdin).get("sessions", []):
+    print("  placed: " + ", ".join("%s on %s" % (m["name"], "+".join(b for g in m["configs"] for b in g.get("backends", []))) for m in s["modules"]))
+' || true
+  run "locality ${flags:-off}" "$RATE"
+  [ -z "$flags" ] && { kill "$g"; wait "$g" 2>/dev/null || true; }
 done
+[ "$CASES" = all ] || exit 0
+run "2x the rate" "$((2 * RATE))"
+( sleep 10; kill "${pids[1]}" ) & # cpu-0's backend, where the chain is placed
+run "cpu-0 killed at 10 s" "$RATE" nobytes
+echo "  cases done; the gateway's log is $work/g.log (KEEP=1 keeps it)"
