@@ -54,9 +54,28 @@ func (s Source) String() string {
 // Hardware is one kind of device with a unit price in cost units per machine-hour
 // (paper §III-A: heterogeneous hardware at various prices).
 type Hardware struct {
-	Name   string  `yaml:"name"`
-	Price  float64 `yaml:"price"`
-	Source `yaml:",inline"`
+	Name  string  `yaml:"name"`
+	Price float64 `yaml:"price"`
+	// LinkLatency and LinkMbps describe the network between the gateway
+	// and a backend of this type: the one-way latency and the bandwidth in
+	// each direction, in Mbit/s (0: not counted). With them the planner
+	// counts each batch's transfer (Transfer) in its duration: a lane of the
+	// live gateway is busy for the whole round trip (docs/locality.md, "The
+	// link in the plan").
+	LinkLatency Duration `yaml:"link_latency,omitempty"`
+	LinkMbps    float64  `yaml:"link_mbps,omitempty"`
+	Source      `yaml:",inline"`
+}
+
+// Transfer returns the time a batch of items moving bytesPerItem bytes
+// (its inputs and outputs together) spends on h's link: the latency there
+// and back plus the bytes at LinkMbps. Zero without a link.
+func (h Hardware) Transfer(items, bytesPerItem int) time.Duration {
+	t := 2 * time.Duration(h.LinkLatency)
+	if h.LinkMbps > 0 && bytesPerItem > 0 {
+		t += time.Duration(float64(items) * float64(bytesPerItem) * 8 / (h.LinkMbps * 1e6) * float64(time.Second))
+	}
+	return t
 }
 
 // ProfileEntry is one measured point of a profile: batch size b, concurrency c
@@ -83,12 +102,23 @@ func (e ProfileEntry) Throughput() float64 {
 // set (`piccolo profile --accuracy`); a variant that gives none takes it from
 // here (docs/variants.md).
 type Profile struct {
-	Model    string         `yaml:"model"`
-	Hardware string         `yaml:"hardware"`
-	Accuracy float64        `yaml:"accuracy,omitempty"`
-	Entries  []ProfileEntry `yaml:"entries"`
-	Source   `yaml:",inline"`
+	Model    string  `yaml:"model"`
+	Hardware string  `yaml:"hardware"`
+	Accuracy float64 `yaml:"accuracy,omitempty"`
+	// InputBytes and OutputBytes are the bytes one item of the model sends
+	// and receives (0: not counted): with the hardware's link
+	// (Hardware.Transfer) the planner adds their transfer to each batch.
+	InputBytes  int            `yaml:"input_bytes,omitempty"`
+	OutputBytes int            `yaml:"output_bytes,omitempty"`
+	Entries     []ProfileEntry `yaml:"entries"`
+	Source      `yaml:",inline"`
 }
+
+// MaxItemBytes bounds Profile.InputBytes and OutputBytes: 1 TiB an item.
+const MaxItemBytes = 1 << 40
+
+// MaxLinkLatency bounds Hardware.LinkLatency.
+const MaxLinkLatency = 10 * time.Second
 
 // Variant is one model that can serve a module (JellyBean §4: a larger network,
 // another input size, a quantized copy) and its accuracy in (0, 1]: the share of

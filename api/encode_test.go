@@ -44,6 +44,7 @@ func TestEncodeYAMLRoundTrip(t *testing.T) {
 		{"../configs/ocr.yaml"},
 		{"../configs/ocr.yaml", "../configs/ocr-variants.yaml"}, // variants and joint accuracies
 		{"../simulate/testdata/fanout.yaml"},                    // a fan-out distribution
+		{"testdata/link.yaml"},                                  // a link and items' bytes
 	} {
 		cfg, err := api.Load(files...)
 		if err != nil {

@@ -238,8 +238,8 @@ const (
 // Allowed keys, in the order they are listed in errors.
 var (
 	topKeys      = []string{"hardware", "profiles", "sessions", "backends", "membership"}
-	hardwareKeys = []string{"name", "price"}
-	profileKeys  = []string{"model", "hardware", "accuracy", "entries"}
+	hardwareKeys = []string{"name", "price", "link_latency", "link_mbps"}
+	profileKeys  = []string{"model", "hardware", "accuracy", "input_bytes", "output_bytes", "entries"}
 	entryKeys    = []string{"batch", "concurrency", "duration"}
 	sessionKeys  = []string{"name", "slo", "accuracy", "modules", "joint_accuracy"}
 	jointKeys    = []string{"variants", "accuracy"}
@@ -557,6 +557,8 @@ func (p *parser) hardware(n *yaml.Node) {
 	k := fieldKey{sec: secHardware, i: i, j: -1}
 	p.field(kv, n, k.with("name"), path, true, "a hardware type name such as v100", decString(&h.Name))
 	p.field(kv, n, k.with("price"), path, true, "a price in cost units per machine-hour such as 3.06", decFloat(&h.Price, "a price in cost units per machine-hour such as 3.06"))
+	p.field(kv, n, k.with("link_latency"), path, false, "", decDuration(&h.LinkLatency))
+	p.field(kv, n, k.with("link_mbps"), path, false, "", decFloat(&h.LinkMbps, "a bandwidth in Mbit/s such as 100"))
 	p.cfg.Hardware = append(p.cfg.Hardware, h)
 }
 
@@ -573,6 +575,8 @@ func (p *parser) profile(n *yaml.Node) {
 	p.field(kv, n, k.with("model"), path, true, "a model name such as resnet50", decString(&pr.Model))
 	p.field(kv, n, k.with("hardware"), path, true, "a hardware type name such as v100", decString(&pr.Hardware))
 	p.field(kv, n, k.with("accuracy"), path, false, "", decFloat(&pr.Accuracy, wantAccuracy))
+	p.field(kv, n, k.with("input_bytes"), path, false, "", decInt(&pr.InputBytes, "the bytes one item sends, a whole number such as 602112"))
+	p.field(kv, n, k.with("output_bytes"), path, false, "", decInt(&pr.OutputBytes, "the bytes one item receives, a whole number such as 4000"))
 	p.field(kv, n, k.with("entries"), path, true, "a list of entries such as [{batch: 1, concurrency: 1, duration: 20ms}]", func(v *yaml.Node) error {
 		return p.items(v, "a list of entries such as [{batch: 1, concurrency: 1, duration: 20ms}]", func(_ int, c *yaml.Node) {
 			p.entry(&pr, c, i, path)
@@ -1031,6 +1035,12 @@ func (v *validator) hardware() {
 		if !(h.Price > 0) || math.IsInf(h.Price, 0) {
 			v.fail(k.with("price"), h.Source, path+".price", "must be a positive finite number (cost units per machine-hour), got %v", h.Price)
 		}
+		if h.LinkLatency < 0 || time.Duration(h.LinkLatency) > MaxLinkLatency {
+			v.fail(k.with("link_latency"), h.Source, path+".link_latency", "must be from 0 to %v (the one-way latency between the gateway and a backend), got %v", MaxLinkLatency, time.Duration(h.LinkLatency))
+		}
+		if math.IsNaN(h.LinkMbps) || math.IsInf(h.LinkMbps, 0) || h.LinkMbps < 0 {
+			v.fail(k.with("link_mbps"), h.Source, path+".link_mbps", "must be a finite number of Mbit/s ≥ 0 (0: not counted), got %v", h.LinkMbps)
+		}
 	}
 }
 
@@ -1067,6 +1077,14 @@ func (v *validator) profiles() {
 		}
 		if math.IsNaN(p.Accuracy) || p.Accuracy < 0 || p.Accuracy > 1 {
 			v.fail(k.with("accuracy"), p.Source, path+".accuracy", "must be from 0 to 1 (the share of right outputs on the labelled set), got %v", p.Accuracy)
+		}
+		for _, f := range []struct {
+			key string
+			v   int
+		}{{"input_bytes", p.InputBytes}, {"output_bytes", p.OutputBytes}} {
+			if f.v < 0 || f.v > MaxItemBytes {
+				v.fail(k.with(f.key), p.Source, path+"."+f.key, "must be a whole number of bytes from 0 to %d, got %d", MaxItemBytes, f.v)
+			}
 		}
 		if len(p.Entries) == 0 {
 			v.fail(k.with("entries"), p.Source, path+".entries", "must list at least one entry, such as {batch: 1, concurrency: 1, duration: 20ms}")

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"time"
 	"slices"
 
 	"github.com/piccolo-serving/piccolo/api"
@@ -162,7 +163,11 @@ type filter struct {
 }
 
 // candidates returns the configs of model under f, in throughput-cost order (ties:
-// the shorter duration first), or an error when none is left.
+// the shorter duration first), or an error when none is left. A config's
+// duration is its profile entry's plus, where the hardware has a link and the
+// profile gives the item's bytes, the batch's transfer (api.Hardware.Transfer):
+// the live gateway's lane is busy for the whole round trip, so the transfer
+// is the machine's time as much as the compute is.
 func candidates(cfg *api.Config, model string, f filter) ([]Candidate, error) {
 	var out []Candidate
 	for _, p := range cfg.ProfilesOf(model) {
@@ -184,7 +189,7 @@ func candidates(cfg *api.Config, model string, f filter) ([]Candidate, error) {
 			if e.Batch < 1 || e.Duration <= 0 || hw.Price <= 0 {
 				continue // the loader rejects these; never divide by them
 			}
-			d := e.Duration.Seconds()
+			d := (time.Duration(e.Duration) + hw.Transfer(e.Batch, p.InputBytes+p.OutputBytes)).Seconds()
 			out = append(out, Candidate{
 				Hardware: p.Hardware, Price: hw.Price, Batch: e.Batch, Concurrency: conc,
 				Duration: d, Throughput: float64(conc*e.Batch) / d,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Locality, live (docs/locality.md): a two-module chain whose first module
 # (sim model mk, 5 ms) makes a 1 MB intermediate that the second (use, 5 ms)
-# reads, at RATE requests/s (Poisson, seed 1) for DURATION, SLO 1 s, over two
+# reads (api/testdata/link.yaml, its link set to the proxies'), at RATE
+# requests/s (Poisson, seed 1) for DURATION, SLO 1 s, over two
 # sim backends, each behind a slow link: a toxiproxy (a TCP proxy we did not
 # write; scripts/tools.sh installs it) adding LATENCY_MS each way and a
 # bandwidth limit of KBPS kB/s each way (default 1 ms and 12,500 kB/s, about
@@ -23,24 +24,11 @@ CASES=${CASES:-plan}
 . scripts/live-common.sh locality-live
 TOXI=$(command -v toxiproxy-server || ls "${PICCOLO_CACHE:-$HOME/.cache/piccolo}"/bin/toxiproxy-server 2>/dev/null || true)
 [ -n "$TOXI" ] || { echo "locality-live: toxiproxy-server is not installed (scripts/tools.sh installs it)" >&2; exit 1; }
-cat >"$work/chain.yaml" <<'YAML'
-hardware:
-  - {name: cpu, price: 1}
-profiles:
-  - model: mk
-    hardware: cpu
-    entries: [{batch: 1, concurrency: 1, duration: 5ms}]
-  - model: use
-    hardware: cpu
-    entries: [{batch: 1, concurrency: 1, duration: 5ms}]
-sessions:
-  - name: chain
-    slo: 1000ms
-    modules:
-      - {name: make, model: mk, rate: RATE}
-      - {name: read, model: use, rate: RATE, after: [make]}
-YAML
-sed -i "s/RATE/$RATE/g" "$work/chain.yaml"
+# api/testdata/link.yaml at this run's rate and link: the planner counts
+# each batch's transfer on the link in its duration (docs/locality.md).
+mbps=$(python3 -c "print($KBPS * 8 / 1000)")
+sed -e "s/rate: 4/rate: $RATE/g" -e "s/link_latency: 1ms/link_latency: ${LATENCY_MS}ms/" -e "s/link_mbps: 100/link_mbps: $mbps/" \
+  api/testdata/link.yaml >"$work/chain.yaml"
 tp=$(port)
 "$TOXI" -host 127.0.0.1 -port "$tp" >"$work/toxi.log" 2>&1 &
 pids+=($!)
