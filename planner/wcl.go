@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"time"
 	"slices"
+	"time"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/internal/registry"
