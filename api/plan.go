@@ -63,7 +63,10 @@ func (p *Plan) Utilization(sp *SessionPlan) float64 {
 // Model, which the data plane serves) and Accuracy its accuracy; both are
 // omitted for a module with one model. Join and Race are the module's
 // (Module.Join, Module.Race): Race machines run each batch, and the groups'
-// Machines and Cost count all of them.
+// Machines and Cost count all of them; for a module with race: auto, Race is
+// the number the planner chose (0: no race). Tail is the module's measured
+// tail (Module.Tail), which the planner sized it for and the simulator draws
+// from; the groups' DurationMs stay the profiled durations.
 type ModulePlan struct {
 	Name      string      `json:"name"`
 	Model     string      `json:"model"`
@@ -72,6 +75,7 @@ type ModulePlan struct {
 	After     []string    `json:"after,omitempty"`
 	Join      string      `json:"join,omitempty"`
 	Race      int         `json:"race,omitempty"`
+	Tail      *Tail       `json:"tail,omitempty"`
 	FanOut    FanOut      `json:"fanout,omitempty"`
 	Rate      float64     `json:"rate"`
 	DummyRate float64     `json:"dummy_rate"`

@@ -386,7 +386,7 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 			BudgetMs: ms(budgets[i]), WCLMs: ms(w[i]), Cost: r.cost, Configs: []api.GroupPlan{},
 		}
 		if m.Race > 1 {
-			mp.Race = m.Race
+			mp.Race = int(m.Race)
 		}
 		stream := streamRates(r.groups)
 		gm := model
