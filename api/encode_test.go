@@ -44,6 +44,7 @@ func TestEncodeYAMLRoundTrip(t *testing.T) {
 		{"../configs/ocr.yaml"},
 		{"../configs/ocr.yaml", "../configs/ocr-variants.yaml"}, // variants and joint accuracies
 		{"../simulate/testdata/fanout.yaml"},                    // a fan-out distribution
+		{"../simulate/testdata/race.yaml"},                      // race: auto and a tail
 	} {
 		cfg, err := api.Load(files...)
 		if err != nil {
