@@ -142,7 +142,9 @@ type Variant struct {
 // "Related systems"). Race, when above 1, sends every batch of the module to
 // that many machines of its group at once and takes the first answer
 // (Cloudflow's competitive execution); the planner provisions Race times the
-// machines for it.
+// machines for it. RaceAuto lets the planner choose from Tail, the module's
+// measured heavy tail (nil: none measured; every batch takes its profiled
+// duration).
 type Module struct {
 	Name     string    `yaml:"name"`
 	Model    string    `yaml:"model,omitempty"`
@@ -150,7 +152,8 @@ type Module struct {
 	Rate     float64   `yaml:"rate"`
 	After    []string  `yaml:"after,omitempty,flow"`
 	Join     string    `yaml:"join,omitempty"`
-	Race     int       `yaml:"race,omitempty"`
+	Race     Race      `yaml:"race,omitempty"`
+	Tail     *Tail     `yaml:"tail,omitempty"`
 	// FanOut, on a module with one parent, is the measured distribution of
 	// its items per item of the parent (see FanOut); it makes the module a
 	// fan-out whatever its rate, and the planner's simulations draw from it.
@@ -171,8 +174,13 @@ const MaxRace = 8
 // (Join is JoinAnyOf).
 func (m *Module) AnyOf() bool { return m.Join == JoinAnyOf }
 
-// Racers returns how many machines each batch of m is sent to: Race, or 1.
-func (m *Module) Racers() int { return max(m.Race, 1) }
+// Racers returns how many machines each batch of m is sent to: Race, or 1
+// (RaceAuto too, until the planner has chosen).
+func (m *Module) Racers() int { return max(int(m.Race), 1) }
+
+// MayRace reports whether m's batches may run on several machines at once:
+// Race above 1, or RaceAuto.
+func (m *Module) MayRace() bool { return m.Race > 1 || m.Race == RaceAuto }
 
 // Choices returns the models that may serve m: its Variants, or its one Model
 // with accuracy 1 (a module without variants is taken as exact).

@@ -45,6 +45,7 @@ func TestEncodeYAMLRoundTrip(t *testing.T) {
 		{"../configs/ocr.yaml", "../configs/ocr-variants.yaml"}, // variants and joint accuracies
 		{"../simulate/testdata/fanout.yaml"},                    // a fan-out distribution
 		{"testdata/link.yaml"},                                  // a link and items' bytes
+		{"../simulate/testdata/race.yaml"},                      // race: auto and a tail
 	} {
 		cfg, err := api.Load(files...)
 		if err != nil {

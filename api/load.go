@@ -243,7 +243,7 @@ var (
 	entryKeys    = []string{"batch", "concurrency", "duration"}
 	sessionKeys  = []string{"name", "slo", "accuracy", "modules", "joint_accuracy"}
 	jointKeys    = []string{"variants", "accuracy"}
-	moduleKeys   = []string{"name", "model", "variants", "rate", "after", "join", "race", "fanout"}
+	moduleKeys   = []string{"name", "model", "variants", "rate", "after", "join", "race", "tail", "fanout"}
 	variantKeys  = []string{"model", "accuracy"}
 	backendKeys  = []string{"id", "address", "hardware", "tls"}
 )
@@ -699,7 +699,15 @@ func (p *parser) module(s *Session, n *yaml.Node, i int, spath string) {
 		})
 	})
 	p.field(kv, n, k.with("join"), path, false, "", decString(&m.Join))
-	p.field(kv, n, k.with("race"), path, false, "", decInt(&m.Race, "a number of machines (whole number ≥ 1) such as 2"))
+	p.field(kv, n, k.with("race"), path, false, "", m.Race.UnmarshalYAML)
+	p.field(kv, n, k.with("tail"), path, false, "", func(v *yaml.Node) error {
+		var t Tail
+		if err := t.UnmarshalYAML(v); err != nil {
+			return err
+		}
+		m.Tail = &t
+		return nil
+	})
 	p.field(kv, n, k.with("fanout"), path, false, "", m.FanOut.UnmarshalYAML)
 	s.Modules = append(s.Modules, m)
 }
@@ -1216,8 +1224,11 @@ func (v *validator) modules(s *Session, i int, spath string) bool {
 		case m.AnyOf():
 			v.anyOfParents(s, m, k, path)
 		}
-		if m.Race < 0 || m.Race > MaxRace {
-			v.fail(k.with("race"), m.Source, path+".race", "must be the number of machines each batch runs on at once, 1 ≤ race ≤ %d (1 or none: no race), got %d", MaxRace, m.Race)
+		if (m.Race < 0 && m.Race != RaceAuto) || m.Race > MaxRace {
+			v.fail(k.with("race"), m.Source, path+".race", "must be the number of machines each batch runs on at once, 1 ≤ race ≤ %d (1 or none: no race), or auto (the planner chooses from the module's tail); got %d", MaxRace, m.Race)
+		}
+		if m.Tail != nil {
+			v.tail(m, k.with("tail"), path+".tail")
 		}
 		if len(m.FanOut) > 0 {
 			v.fanOut(s, m, k.with("fanout"), path+".fanout")
@@ -1248,6 +1259,18 @@ func (v *validator) fanOut(s *Session, m Module, k fieldKey, path string) {
 	if math.Abs(m.Rate-want) > 0.01*math.Max(m.Rate, want)+1e-9 {
 		v.fail(k, m.Source, path, "averages %.4g items per item of %s, so at %s's rate of %g req/s module %s runs %.4g items/s, but its rate is %g: set rate: %.4g (or correct fanout)",
 			f.Mean(), m.After[0], m.After[0], pr, m.Name, want, m.Rate, want)
+	}
+}
+
+// tail checks module m's measured tail: share in [0, MaxTailShare], factor in
+// [1, MaxTailFactor], both finite.
+func (v *validator) tail(m Module, k fieldKey, path string) {
+	t := m.Tail
+	if !(t.Share >= 0 && t.Share <= MaxTailShare) {
+		v.fail(k, m.Source, path+".share", "must be the share of module %s's batches that are slow, 0 ≤ share ≤ %g; got %v", m.Name, float64(MaxTailShare), t.Share)
+	}
+	if !(t.Factor >= 1 && t.Factor <= MaxTailFactor) {
+		v.fail(k, m.Source, path+".factor", "must be how many times its profiled duration a slow batch of module %s takes, 1 ≤ factor ≤ %g; got %v", m.Name, float64(MaxTailFactor), t.Factor)
 	}
 }
 

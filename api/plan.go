@@ -63,7 +63,10 @@ func (p *Plan) Utilization(sp *SessionPlan) float64 {
 // Model, which the data plane serves) and Accuracy its accuracy; both are
 // omitted for a module with one model. Join and Race are the module's
 // (Module.Join, Module.Race): Race machines run each batch, and the groups'
-// Machines and Cost count all of them.
+// Machines and Cost count all of them; for a module with race: auto, Race is
+// the number the planner chose (0: no race). Tail is the module's measured
+// tail (Module.Tail), which the planner sized it for and the simulator draws
+// from; the groups' DurationMs stay the profiled durations.
 type ModulePlan struct {
 	Name      string      `json:"name"`
 	Model     string      `json:"model"`
@@ -72,6 +75,7 @@ type ModulePlan struct {
 	After     []string    `json:"after,omitempty"`
 	Join      string      `json:"join,omitempty"`
 	Race      int         `json:"race,omitempty"`
+	Tail      *Tail       `json:"tail,omitempty"`
 	FanOut    FanOut      `json:"fanout,omitempty"`
 	Rate      float64     `json:"rate"`
 	DummyRate float64     `json:"dummy_rate"`
@@ -86,12 +90,22 @@ type ModulePlan struct {
 // WCL is d + b/w with w the Rate of this group and of every group after it
 // (Theorem 1), unless the plan's policy documents another latency model.
 // Rate is what the group carries, dummies included; Cost = Machines × price.
+//
+// TailMs, for a module planned for its measured tail (ModulePlan.Tail), is
+// the batch duration in ms the group's WCL is computed with: Factor ×
+// DurationMs where the group's machines are sized for every batch to be slow
+// (headroom), 2 × Factor × DurationMs where they are sized for the mean and
+// a batch may wait behind one slow batch and be slow itself (held up); 0
+// (omitted) where the WCL is computed with DurationMs (planner.TailMiss,
+// docs/planner.md "Choosing the race from a measured tail"). DurationMs and
+// Throughput stay the profile's: the data plane and the simulator run them.
 type GroupPlan struct {
 	Hardware    string   `json:"hardware"`
 	Price       float64  `json:"price"`
 	Batch       int      `json:"batch"`
 	Concurrency int      `json:"concurrency"`
 	DurationMs  float64  `json:"duration_ms"`
+	TailMs      float64  `json:"tail_ms,omitempty"`
 	Throughput  float64  `json:"throughput"`
 	Machines    float64  `json:"machines"`
 	Rate        float64  `json:"rate"`

@@ -115,14 +115,16 @@ func finish(groups []group, dummy float64, m LatencyModel) moduleResult {
 // the groups' durations, since a batch of a faster group sent later can finish
 // first. A child module receives its items in bursts at most this far apart, so
 // its oldest item can wait this much longer than its own (b−1)/w (found by the
-// simulator; docs/planner.md).
+// simulator; docs/planner.md). For a module planned for its tail's slow
+// batches (withTail) the spread runs from the shortest profiled duration to
+// the longest slow one.
 func burstOf(groups []group) float64 {
 	W, bMax := 0.0, 0
 	dMin, dMax := math.Inf(1), 0.0
 	for _, g := range groups {
 		W += g.rate
 		bMax = max(bMax, g.c.Batch)
-		dMin, dMax = math.Min(dMin, g.c.Duration), math.Max(dMax, g.c.Duration)
+		dMin, dMax = math.Min(dMin, g.c.profiledDuration()), math.Max(dMax, g.c.Duration)
 	}
 	return burst(W, bMax, dMin, dMax)
 }

@@ -180,16 +180,18 @@ func fusableChains(cfg *api.Config, s api.Session, fused map[string]bool) []fusa
 		}
 	}
 	// next returns the module a chain may extend m with: m's only child, whose
-	// only parent is m, at m's rate. A raced module (Race > 1) is not fused:
-	// a fused profile would run its race on every model of the chain; nor is
-	// a module with a fan-out distribution after the chain's first (its items
-	// per parent item would be lost inside the fused model).
+	// only parent is m, at m's rate. A module that may race (Race > 1 or
+	// auto) is not fused: a fused profile would run its race on every model
+	// of the chain; nor is one with a measured tail (the fused profile would
+	// not carry it), nor a module with a fan-out distribution after the
+	// chain's first (its items per parent item would be lost inside the
+	// fused model).
 	next := func(m *api.Module) *api.Module {
 		if len(children[m.Name]) != 1 {
 			return nil
 		}
 		c := byName[children[m.Name][0]]
-		if c == nil || len(c.After) != 1 || c.Rate != m.Rate || c.Race > 1 || len(c.FanOut) > 0 {
+		if c == nil || len(c.After) != 1 || c.Rate != m.Rate || c.MayRace() || c.Tail != nil || len(c.FanOut) > 0 {
 			return nil
 		}
 		return c
@@ -219,7 +221,7 @@ func fusableChains(cfg *api.Config, s api.Session, fused map[string]bool) []fusa
 	var chains []fusable
 	for i := range s.Modules {
 		m := &s.Modules[i]
-		if m.Race > 1 {
+		if m.MayRace() || m.Tail != nil {
 			continue
 		}
 		names := []string{m.Name}

@@ -67,7 +67,17 @@ func Plan(cfg *api.Config, o Options) (*api.Plan, error) {
 	return out, errors.Join(errs...)
 }
 
+// planSession plans session s under pol; its modules with race: auto are
+// raced or not as chooseRaces decides.
 func planSession(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, error) {
+	if hasAutoRace(s) {
+		return chooseRaces(s, func(s *api.Session) (api.SessionPlan, error) { return planRaces(cfg, s, pol) })
+	}
+	return planRaces(cfg, s, pol)
+}
+
+// planRaces plans session s under pol, each module raced as its Race says.
+func planRaces(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, error) {
 	if pol.singleHW && pol.filter.hardware == "" {
 		return planSingleHardware(cfg, s, pol)
 	}
@@ -126,7 +136,9 @@ func planSession(cfg *api.Config, s *api.Session, pol policy) (api.SessionPlan, 
 	return sessionPlan(s, g, mods, results, slo, pol.model), nil
 }
 
-// sessionInputs returns s's DAG and what the planner knows of each module.
+// sessionInputs returns s's DAG and what the planner knows of each module:
+// its candidates, as its measured tail (if any) and race make them
+// (withTail).
 func sessionInputs(cfg *api.Config, s *api.Session, f filter) (*graph, []moduleInput, error) {
 	g, err := newGraph(s)
 	if err != nil {
@@ -138,7 +150,7 @@ func sessionInputs(cfg *api.Config, s *api.Session, f filter) (*graph, []moduleI
 		if err != nil {
 			return nil, nil, fmt.Errorf("session %q module %q: %w", s.Name, m.Name, err)
 		}
-		mods[i] = moduleInput{name: m.Name, rate: m.Rate, cands: cands}
+		mods[i] = moduleInput{name: m.Name, rate: m.Rate, cands: withTail(cands, m.Tail, m.Racers())}
 	}
 	return g, mods, nil
 }
@@ -370,7 +382,8 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 		// the whole machines of each group planned for its rate (a fraction
 		// rounded up: a copy cannot share its racer's device), and k times
 		// their cost; its WCL is one machine's (the first answer is at least
-		// as early).
+		// as early). With a measured tail, the WCL and the machines per rate
+		// are already those of the first of k answers (withTail).
 		if m.Racers() > 1 {
 			r.cost = 0
 			for k := range r.groups {
@@ -382,11 +395,11 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 			fanOutMachines(&r, m.FanOut, budgets[i])
 		}
 		mp := api.ModulePlan{
-			Name: m.Name, Model: m.Model, After: m.After, Join: m.Join, FanOut: m.FanOut, Rate: mods[i].rate, DummyRate: r.dummy,
+			Name: m.Name, Model: m.Model, After: m.After, Join: m.Join, Tail: m.Tail, FanOut: m.FanOut, Rate: mods[i].rate, DummyRate: r.dummy,
 			BudgetMs: ms(budgets[i]), WCLMs: ms(w[i]), Cost: r.cost, Configs: []api.GroupPlan{},
 		}
 		if m.Race > 1 {
-			mp.Race = m.Race
+			mp.Race = int(m.Race)
 		}
 		stream := streamRates(r.groups)
 		gm := model
@@ -394,11 +407,15 @@ func sessionPlan(s *api.Session, g *graph, mods []moduleInput, results []moduleR
 			gm = withDummies(model)
 		}
 		for k, gr := range r.groups {
-			mp.Configs = append(mp.Configs, api.GroupPlan{
+			gp := api.GroupPlan{
 				Hardware: gr.c.Hardware, Price: gr.c.Price, Batch: gr.c.Batch, Concurrency: gr.c.Concurrency,
-				DurationMs: ms(gr.c.Duration), Throughput: gr.c.Throughput, Machines: gr.machines,
+				DurationMs: ms(gr.c.profiledDuration()), Throughput: gr.c.profiledThroughput(), Machines: gr.machines,
 				Rate: gr.rate, WCLMs: ms(gm.WCL(gr.c, stream[k])), Cost: gr.machines * gr.c.Price,
-			})
+			}
+			if gr.c.Duration != gr.c.profiledDuration() { // planned for a tail's slow batches (withTail)
+				gp.TailMs = ms(gr.c.Duration)
+			}
+			mp.Configs = append(mp.Configs, gp)
 		}
 		sp.Cost += r.cost
 		sp.Modules = append(sp.Modules, mp)

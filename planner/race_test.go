@@ -15,7 +15,7 @@ import (
 // fraction rounded up) and their cost of the same module unraced, at the same
 // WCL, and the plan still checks.
 func TestRacePlansKTimesTheMachines(t *testing.T) {
-	session := func(race int) *api.Config {
+	session := func(race api.Race) *api.Config {
 		return withSessions(tableI(), api.Session{Name: "chain", SLO: api.Duration(900 * time.Millisecond), Modules: []api.Module{
 			{Name: "m2", Model: "m2", Rate: 50}, {Name: "m3", Model: "m3", Rate: 40, After: []string{"m2"}, Race: race},
 		}})

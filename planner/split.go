@@ -155,7 +155,7 @@ type moduleInput struct {
 // point is one module running one config alone at its whole rate: the view
 // Algorithm 2 works on (GetWCL with w = T_M, cost = p·T_M/t).
 // For a module with children, burst is what it adds to their paths (burstOf of
-// one group: b/T) and wcl includes it.
+// one group: b/T, plus a tail's spread) and wcl includes it.
 type point struct {
 	wcl, cost, burst float64
 	c                Candidate
@@ -171,6 +171,9 @@ func points(m moduleInput, model LatencyModel, util float64, hasChildren bool) [
 		ps[i] = point{wcl: model.WCL(c, m.rate), cost: c.Price * m.rate / (util * c.Throughput), c: c}
 		if hasChildren {
 			ps[i].burst = float64(c.Batch) / m.rate
+			if c.profiled > 0 { // a tail planned for (withTail): its spread, as burstOf
+				ps[i].burst += c.Duration - c.profiled
+			}
 			ps[i].wcl += ps[i].burst
 		}
 	}

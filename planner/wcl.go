@@ -13,7 +13,10 @@ import (
 
 // Candidate is one config a module may run with: a profile entry on a hardware type.
 // Duration is in seconds, Throughput t = c·b/d in req/s per machine, Price in cost
-// units per machine.
+// units per machine. For a module with a measured tail (api.Tail), Duration is
+// the batch duration its WCL is computed with and Throughput the one its
+// machines are sized by (withTail); the profile's duration is kept apart for
+// the plan.
 type Candidate struct {
 	Hardware    string
 	Price       float64
@@ -21,6 +24,27 @@ type Candidate struct {
 	Concurrency int
 	Duration    float64
 	Throughput  float64
+	// profiled is the profile entry's duration (s) where withTail changed
+	// Duration and Throughput; 0 where it did not.
+	profiled float64
+}
+
+// profiledDuration returns the profile entry's batch duration (s): what the
+// plan records and the data plane and simulator run.
+func (c Candidate) profiledDuration() float64 {
+	if c.profiled > 0 {
+		return c.profiled
+	}
+	return c.Duration
+}
+
+// profiledThroughput returns the profile entry's throughput c·b/d (req/s per
+// machine), as the plan records it.
+func (c Candidate) profiledThroughput() float64 {
+	if c.profiled > 0 {
+		return float64(c.Concurrency*c.Batch) / c.profiled
+	}
+	return c.Throughput
 }
 
 // Ratio returns the throughput-cost ratio r = t/price (§III-B).
@@ -199,13 +223,19 @@ func candidates(cfg *api.Config, model string, f filter) ([]Candidate, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("model %q has no usable profile entry%s", model, f.describe())
 	}
-	slices.SortStableFunc(out, func(a, b Candidate) int {
+	sortCandidates(out)
+	return out, nil
+}
+
+// sortCandidates puts cands in throughput-cost order (ties: the shorter
+// duration first), stably.
+func sortCandidates(cands []Candidate) {
+	slices.SortStableFunc(cands, func(a, b Candidate) int {
 		if c := cmp.Compare(b.Ratio(), a.Ratio()); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Duration, b.Duration)
 	})
-	return out, nil
 }
 
 func (f filter) describe() string {

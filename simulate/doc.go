@@ -1,7 +1,8 @@
 // Package simulate is the discrete-event simulator behind `piccolo simulate`: it
 // runs a plan's sessions with the real dispatcher (package dispatcher) on a
 // dispatcher.VirtualClock, with virtual backends that finish each batch after its
-// group's profiled duration (optionally jittered), and reports latency, throughput,
+// group's profiled duration (optionally jittered; drawn from a module's measured
+// tail), and reports latency, throughput,
 // goodput, SLO attainment, errors by kind and per-slot utilisation and cost.
 //
 // Load: each session's requests arrive per an arrival process (package arrival) at
@@ -40,6 +41,12 @@
 // The simulator is also the referee of the planner's latency model: simulate a plan
 // under constant arrivals at its planned rates and compare each group's slowest
 // item (GroupReport.MaxMs) with its WCL. What we measured is in the package README.
+//
+// A module with a measured tail (api.ModulePlan.Tail) runs each batch Factor
+// times its duration with probability Share, drawn from its session's seeded
+// source; a raced module (api.ModulePlan.Race = k) runs each batch on a
+// racing set of k of its machines, all busy until the first of k draws ends
+// (tail.go: moduleSender, racingSets).
 //
 // Run is single-threaded and deterministic for a given plan and Options; it may be
 // called from several goroutines at once on different plans (nothing is shared).

@@ -209,11 +209,23 @@ type session struct {
 	lanes, sinks int
 	laneMods     [][]int
 	rng          *rand.Rand // fan-out draws (module.fanOut)
+	tailRng      *rand.Rand // slow-batch draws (moduleSender), made on first use
+	index        uint64     // in the plan's sessions: seeds the draws
+}
+
+// tailDraws returns the session's source of slow-batch draws (a module's
+// api.Tail), seeded apart from the fan-out draws and the jitter.
+func (ss *session) tailDraws() *rand.Rand {
+	if ss.tailRng == nil {
+		ss.tailRng = rand.New(rand.NewPCG(ss.sim.o.Seed^0xbb67ae8584caa73b, ss.index))
+	}
+	return ss.tailRng
 }
 
 type module struct {
 	plan     *api.ModulePlan
 	d        *dispatcher.Dispatcher
+	send     *moduleSender // its batches' durations: tail and race
 	children []int
 	parents  int
 	primary  int     // parent whose item count drives this module's; -1: a source
@@ -345,7 +357,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 	if bad(sp.SLOMs) || sp.SLOMs < 0 || sp.SLOMs > 1e9 {
 		return nil, fmt.Errorf("slo_ms %v: must be in [0, 1e9]", sp.SLOMs)
 	}
-	ss := &session{sim: s, plan: sp, order: order, errs: map[string]int{}, slo: ms(sp.SLOMs)}
+	ss := &session{sim: s, plan: sp, order: order, errs: map[string]int{}, slo: ms(sp.SLOMs), index: index}
 	ss.sources = dag.Sources()
 	for _, i := range ss.sources {
 		ss.rate = math.Max(ss.rate, sp.Modules[i].Rate)
@@ -386,8 +398,12 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 		if r := mp.Rate*ss.rate/planRate + mp.DummyRate; planRate > 0 && r > 0 {
 			gap = time.Duration(float64(time.Second) / r)
 		}
-		d, err := dispatcher.New(*mp, dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Admission: s.o.Admission,
-			ArrivalGap: gap, Clock: s.clock, Sender: s.sender, Devices: s.devTable})
+		send := &moduleSender{s: s.sender}
+		if err := send.set(mp, ss.tailDraws); err != nil {
+			return nil, fmt.Errorf("module %q: %w", mp.Name, err)
+		}
+		d, err := dispatcher.New(racingSets(*mp), dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Admission: s.o.Admission,
+			ArrivalGap: gap, Clock: s.clock, Sender: send, Devices: s.devTable})
 		if err != nil {
 			return nil, err
 		}
@@ -402,7 +418,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 				return nil, err
 			}
 		}
-		m := &module{plan: mp, d: d, children: dag.Children(i), primary: -1, lane: -1, anyOf: dag.Modules[i].AnyOf(),
+		m := &module{plan: mp, d: d, send: send, children: dag.Children(i), primary: -1, lane: -1, anyOf: dag.Modules[i].AnyOf(),
 			budget: ms(mp.BudgetMs), wcl: ms(mp.WCLMs), errs: map[string]int{},
 			groupMax: make([]time.Duration, len(mp.Configs)), groupN: make([]int, len(mp.Configs))}
 		parents := dag.Parents(i)
@@ -589,7 +605,13 @@ func (s *sim) change(p *api.Plan) {
 		}
 		for i, m := range ss.mods {
 			mp := &np.Modules[i]
-			if err := m.d.SetPlan(*mp); err != nil {
+			if err := m.send.set(mp, ss.tailDraws); err != nil {
+				if s.changeErr == nil {
+					s.changeErr = fmt.Errorf("plan change at %v: session %q module %q: %w", s.clock.Now().Sub(start), ss.plan.Name, mp.Name, err)
+				}
+				continue
+			}
+			if err := m.d.SetPlan(racingSets(*mp)); err != nil {
 				if s.changeErr == nil {
 					s.changeErr = fmt.Errorf("plan change at %v: session %q module %q: %w", s.clock.Now().Sub(start), ss.plan.Name, mp.Name, err)
 				}
@@ -899,7 +921,8 @@ func (s *sim) putRequest(r *request) {
 }
 
 // sender runs batches on virtual backends: each batch is done after its slot's
-// profiled duration (× jitter). In a placed plan (slots with a Backend) the
+// profiled duration (× jitter), or what its module's moduleSender drew. In a
+// placed plan (slots with a Backend) the
 // slots on one backend share that device's lanes (simDevice); a batch finding
 // them all busy waits for one. Completion records and their timers are reused.
 type sender struct {
@@ -922,7 +945,19 @@ type completion struct {
 	fn   func()
 }
 
-func (s *sender) Send(b *dispatcher.Batch) {
+func (s *sender) Send(b *dispatcher.Batch) { s.send(b, s.duration(b.Slot.Duration)) }
+
+// duration returns how long a batch of profiled duration d runs: d × (1 ±
+// jitter), uniformly.
+func (s *sender) duration(d time.Duration) time.Duration {
+	if s.jitter > 0 {
+		d = time.Duration(float64(d) * (1 + s.jitter*(2*s.rng.Float64()-1)))
+	}
+	return d
+}
+
+// send runs b for ran.
+func (s *sender) send(b *dispatcher.Batch, ran time.Duration) {
 	var c *completion
 	if n := len(s.free); n > 0 {
 		c = s.free[n-1]
@@ -932,10 +967,7 @@ func (s *sender) Send(b *dispatcher.Batch) {
 		c.fn = c.fire
 	}
 	c.b = b
-	c.ran = b.Slot.Duration
-	if s.jitter > 0 {
-		c.ran = time.Duration(float64(c.ran) * (1 + s.jitter*(2*s.rng.Float64()-1)))
-	}
+	c.ran = ran
 	c.dev = nil
 	if s.devs != nil && b.Slot.Backend != "" {
 		c.dev = s.devs[b.Slot.Backend]
