@@ -164,13 +164,6 @@ func (s *heldStore) get(key string) (api.Tensor, bool) {
 	return e.t, true
 }
 
-// size returns the bytes the store keeps (for tests and metrics).
-func (s *heldStore) size() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.bytes
-}
-
 // holdRequest is a parsed ParamHold.
 type holdRequest struct {
 	prefix string
