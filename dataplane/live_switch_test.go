@@ -236,19 +236,27 @@ func occupiedOf(t *testing.T, sw *LiveSwitch, name, session string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sw)
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	return counterSum(t, []*prometheus.Registry{reg}, name, "session", session)
+}
+
+// counterSum sums the counter name over regs' series whose label is value.
+func counterSum(t *testing.T, regs []*prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
 	total := 0.0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
+	for _, reg := range regs {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "session" && l.GetValue() == session {
-					total += m.GetCounter().GetValue()
+		for _, f := range fams {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == label && l.GetValue() == value {
+						total += m.GetCounter().GetValue()
+					}
 				}
 			}
 		}

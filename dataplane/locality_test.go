@@ -145,26 +145,7 @@ func local01(b bool) int {
 // receivedBytes sums piccolo_backend_received_bytes_total{model} over regs.
 func receivedBytes(t *testing.T, regs []*prometheus.Registry, model string) float64 {
 	t.Helper()
-	var sum float64
-	for _, reg := range regs {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "piccolo_backend_received_bytes_total" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "model" && l.GetValue() == model {
-						sum += m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
-	}
-	return sum
+	return counterSum(t, regs, "piccolo_backend_received_bytes_total", "model", model)
 }
 
 func fp32le(xs ...float32) []byte {
