@@ -20,7 +20,9 @@
 #
 # For each it prints the plan's cost (`piccolo plan`), loadgen's latency
 # percentiles (open loop, Poisson) and the gateway's race/hedge counters.
-# Usage: [DURATION=30s] [RATE=20] [BRANCH_SLO=500ms] [TAIL_RATE=150] [SLOW=8] [SHARE=0.1] [PARTS="branches tail headroom"]
+# auto: the same module with race: auto and its tail ({share: SHARE, factor:
+# SLOW}) on eight such backends: the race the planner chooses, and its cost.
+# Usage: [DURATION=30s] [RATE=20] [BRANCH_SLO=500ms] [TAIL_RATE=150] [SLOW=8] [SHARE=0.1] [PARTS="branches tail headroom auto"]
 #        scripts/race-live.sh [PICCOLO_BINARY]
 set -eu
 bin=${1:-bin/piccolo}
@@ -28,7 +30,7 @@ dur=${DURATION:-30s}
 rate=${RATE:-20}
 trate=${TAIL_RATE:-150}
 bslo=${BRANCH_SLO:-500ms}
-parts=${PARTS:-branches tail headroom}
+parts=${PARTS:-branches tail headroom auto}
 slow=${SLOW:-8}
 share=${SHARE:-0.1}
 tmp=$(mktemp -d)
@@ -66,13 +68,13 @@ sessions:
       - {name: pick, model: mp, rate: $rate, after: [a, b], join: $1}
 YAML
 }
-tail_() { # $1: race k (1: none)
+tail_() { # $1: race k (1: none, auto: the planner's choice from the tail)
 	cat <<YAML
 sessions:
   - name: tail
     slo: 1s
     modules:
-      - {name: t, model: mt, rate: $trate, race: $1}
+      - {name: t, model: mt, rate: $trate, race: $1, tail: {share: $share, factor: $slow}}
 YAML
 }
 counter() { # the sum of a gateway metric's samples
@@ -156,5 +158,22 @@ pflags="--max-utilization 0.3"
 run "tail, none, utilisation 0.3" "$tmp/t-one.yaml" "$tmp/bk-tail.yaml" tail "$trate" 1s --hedge-budget 0 $pflags
 run "tail, hedging (budget 0.05), utilisation 0.3" "$tmp/t-one.yaml" "$tmp/bk-tail.yaml" tail "$trate" 1s $pflags
 pflags=""
+;; esac
+# auto: race: auto with the measured tail, on eight heavy-tailed backends
+# (the planner's choice may need more machines than the four above).
+case " $parts " in *" auto "*)
+for p in $pids; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=""
+echo "backends:" >"$tmp/bk-auto.yaml"
+for i in 1 2 3 4 5 6 7 8; do
+	backend ha $((9520 + i)) $((40 + i))
+	echo "  - {id: t-$i, address: 127.0.0.1:$((9520 + i)), hardware: ha}" >>"$tmp/bk-auto.yaml"
+done
+sleep 1
+tail_ auto >"$tmp/t-auto.yaml"
+echo "== auto: $("$bin" plan -c "$tmp/hw.yaml" -c "$tmp/t-auto.yaml" -o json 2>/dev/null | python3 -c 'import json,sys; m=json.load(sys.stdin)["sessions"][0]["modules"][0]; print("race %s, machines %.2f, cost %.3f" % (m.get("race", 0), sum(g["machines"] for g in m["configs"]), m["cost"]))')"
+run "tail, race: auto" "$tmp/t-auto.yaml" "$tmp/bk-auto.yaml" tail "$trate" 1s --hedge-budget 0
+run "tail, race: auto, hedging (budget 0.05)" "$tmp/t-auto.yaml" "$tmp/bk-auto.yaml" tail "$trate" 1s
 ;; esac
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
