@@ -10,10 +10,11 @@ import (
 
 // TestBranchShareLearnedLive: a source whose items take one of two
 // conditional branches, declared half and half (Llama's input-dependent
-// flow: a branch taken with its measured probability). The rate monitor
-// counts each module's arrivals, so when nine items in ten take branch a,
-// the controller re-plans with a at 90% of the source's rate and b at 10%,
-// and b's machines go to a.
+// flow: a branch taken with its measured probability). Given each module's
+// own arrivals (the gateway counts its sources' only, controlplane
+// arrivals.go), when nine items in ten take branch a the controller
+// re-plans with a at 90% of the source's rate and b at 10%, and b's
+// machines go to a.
 func TestBranchShareLearnedLive(t *testing.T) {
 	const R = 400
 	cfg := controlConfig(R, 300*time.Millisecond)
