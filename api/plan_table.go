@@ -10,7 +10,8 @@ import (
 // WriteTable prints p for people (`piccolo plan`'s table): a header with the
 // cost and the devices it needs once placed (devices; negative: "?"), then one
 // block per session (with its own max utilization where it has one), a row
-// per config group.
+// per config group (its race, and the duration its WCL was computed with
+// where that is its measured tail's, ModulePlan.Race and GroupPlan.TailMs).
 func (p *Plan) WriteTable(w io.Writer, devices int) {
 	devs := "?"
 	if devices >= 0 {
@@ -54,6 +55,12 @@ func (p *Plan) WriteTable(w io.Writer, devices int) {
 			}
 			for k, g := range m.Configs {
 				group := fmt.Sprintf("%s b%d c%d %.4gms", g.Hardware, g.Batch, g.Concurrency, g.DurationMs)
+				if m.Race > 1 { // every batch on Race machines at once
+					group += fmt.Sprintf(" race %d", m.Race)
+				}
+				if g.TailMs > 0 { // its WCL counts its measured tail's slow batches
+					group += fmt.Sprintf(" tail %.4gms", g.TailMs)
+				}
 				if k == 0 {
 					fmt.Fprintf(tw, "  %s\t%.4g\t%.4g\t%.1fms\t%.1fms\t%.4g\t%s\t%.4g\t%.4g\t%.1fms\n",
 						name, m.Rate, m.DummyRate, m.BudgetMs, m.WCLMs, m.Cost, group, g.Machines, g.Rate, g.WCLMs)
