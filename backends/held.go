@@ -3,6 +3,7 @@ package backends
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,12 +91,15 @@ func newHeldStore(maxBytes int64, ttl time.Duration, gauge prometheus.Gauge) *he
 // they exceed the store's bound. It drops expired entries, then the oldest,
 // to make room. The tensors' Data is copied.
 func (s *heldStore) put(keys []string, ts []api.Tensor) bool {
+	if len(ts) == 0 {
+		return true // nothing qualified: all of it is kept
+	}
 	var need int64
 	for i := range ts {
 		need += int64(len(ts[i].Data))
 	}
-	if need > s.max || len(ts) == 0 {
-		return len(ts) == 0
+	if need > s.max {
+		return false
 	}
 	copies := make([]heldEntry, len(ts))
 	data := make([]byte, need) // one allocation for the batch's copies
@@ -249,9 +253,20 @@ func HeldKey(prefix string, i, j int) string {
 
 // resolveRefs rebuilds the data of input t from its ParamRefs value and the
 // inline bytes raw: the items in order, inline ones from raw, held ones from
-// the store. It returns the bytes taken from the store. Errors wrap
-// ErrHeldMissing for a key not kept, else name what is wrong with the value.
+// the store. It returns the bytes taken from the store. The rebuilt data may
+// not exceed what t's shape needs (MaxMessageBytes for BYTES), so a value
+// naming one held tensor many times costs no more than its bytes. Errors
+// wrap ErrHeldMissing for a key not kept, else name what is wrong with the
+// value.
 func (s *heldStore) resolveRefs(t *api.Tensor, refs string, raw []byte) (int, error) {
+	limit := int64(MaxMessageBytes)
+	if size := api.ElementSize(t.Datatype); size > 0 {
+		n, err := api.NumElements(t.Shape)
+		if err != nil {
+			return 0, fmt.Errorf("input %q: %v", t.Name, err)
+		}
+		limit = n * int64(size)
+	}
 	held := 0
 	var out []byte
 	for _, item := range strings.Split(refs, ",") {
@@ -264,8 +279,11 @@ func (s *heldStore) resolveRefs(t *api.Tensor, refs string, raw []byte) (int, er
 			if !found {
 				return 0, fmt.Errorf("input %q: %w: %q (not kept here, or expired)", t.Name, ErrHeldMissing, key)
 			}
-			if h.Datatype != t.Datatype || len(h.Shape) != len(t.Shape) {
+			if h.Datatype != t.Datatype || len(h.Shape) != len(t.Shape) || !slices.Equal(h.Shape[1:], t.Shape[1:]) {
 				return 0, fmt.Errorf("input %q: held tensor %q is %s %v; the input is %s %v", t.Name, key, h.Datatype, h.Shape, t.Datatype, t.Shape)
+			}
+			if int64(len(out)+len(h.Data)) > limit {
+				return 0, fmt.Errorf("input %q: the items of parameter %s come to more than the %d bytes its shape %v needs", t.Name, ParamRefs, limit, t.Shape)
 			}
 			out = append(out, h.Data...)
 			held += len(h.Data)
@@ -274,6 +292,9 @@ func (s *heldStore) resolveRefs(t *api.Tensor, refs string, raw []byte) (int, er
 		n, err := strconv.Atoi(item)
 		if err != nil || n < 0 || n > len(raw) {
 			return 0, fmt.Errorf("input %q: parameter %s item %q is neither \"@<key>\" nor a byte count within the %d inline bytes left", t.Name, ParamRefs, item, len(raw))
+		}
+		if int64(len(out)+n) > limit {
+			return 0, fmt.Errorf("input %q: the items of parameter %s come to more than the %d bytes its shape %v needs", t.Name, ParamRefs, limit, t.Shape)
 		}
 		out = append(out, raw[:n]...)
 		raw = raw[n:]
@@ -286,13 +307,13 @@ func (s *heldStore) resolveRefs(t *api.Tensor, refs string, raw []byte) (int, er
 }
 
 // holdParam reads a request's ParamHold (ok false: none).
-func holdParam(req *inference.ModelInferRequest) (holdRequest, bool, error) {
+func holdParam(req *inference.ModelInferRequest) (_ holdRequest, ok bool, _ error) {
 	p, ok := req.GetParameters()[ParamHold]
 	if !ok {
 		return holdRequest{}, false, nil
 	}
 	h, err := parseHold(p.GetStringParam())
-	return h, err == nil, err
+	return h, true, err
 }
 
 // heldTrue is ParamHeld's value in a response; never mutated.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/piccolo-serving/piccolo/api"
 	"github.com/piccolo-serving/piccolo/api/inference"
@@ -45,28 +47,11 @@ func startHolding(t *testing.T, holdBytes int64) (*simBackend, *prometheus.Regis
 	return b, reg
 }
 
-// received reads piccolo_backend_received_bytes_total of model m.
+// received reads model m's piccolo_backend_received_bytes_total.
 func received(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	return gathered(t, reg, "piccolo_backend_received_bytes_total")
-}
-
-// gathered reads the first series of the metric name on reg (0: none).
-func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			if m := mf.GetMetric()[0]; m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return 0
+	v, _ := metricValue(t, reg, "piccolo_backend_received_bytes_total", map[string]string{"model": "m"})
+	return v
 }
 
 // TestHeldOutputsNamedNotSent: a batch asked to hold its outputs comes back
@@ -102,10 +87,10 @@ func TestHeldOutputsNamedNotSent(t *testing.T) {
 	for _, out := range first {
 		heldSize += len(out[0].Data)
 	}
-	if got := gathered(t, bm, "piccolo_backend_referenced_bytes_total"); got != float64(heldSize) {
+	if got, _ := metricValue(t, bm, "piccolo_backend_referenced_bytes_total", map[string]string{"model": "m"}); got != float64(heldSize) {
 		t.Fatalf("piccolo_backend_referenced_bytes_total %v; want the %d bytes named", got, heldSize)
 	}
-	if got := gathered(t, bm, "piccolo_backend_held_bytes"); got != float64(heldSize) {
+	if got, _ := metricValue(t, bm, "piccolo_backend_held_bytes", map[string]string{}); got != float64(heldSize) {
 		t.Fatalf("piccolo_backend_held_bytes %v; want the %d bytes held", got, heldSize)
 	}
 	// The same items sent in full, with the Held marks dropped.
@@ -242,6 +227,19 @@ func TestHostileHoldAndRefs(t *testing.T) {
 				t.Fatalf("got %v; want an error naming %q", err, tc.want)
 			}
 		})
+	}
+	// One held tensor named many times for a one-row input: refused before
+	// it is copied more than the row's bytes.
+	first, _, err := b.client.InferLocal(ctx, "m", [][]api.Tensor{item(9, 1)}, backends.Locality{Backend: "b1", HoldPrefix: "many", HoldMin: 1})
+	if err != nil || first[0][0].Held == nil {
+		t.Fatalf("hold: %v", err)
+	}
+	out := first[0][0]
+	tensor := &inference.ModelInferRequest_InferInputTensor{Name: out.Name, Datatype: out.Datatype, Shape: out.Shape,
+		Parameters: map[string]*inference.InferParameter{backends.ParamRefs: str(strings.Repeat("@"+out.Held.Key+",", 10000) + "@" + out.Held.Key)}}
+	_, err = b.raw.ModelInfer(ctx, &inference.ModelInferRequest{ModelName: "m", Inputs: []*inference.ModelInferRequest_InferInputTensor{tensor}, RawInputContents: [][]byte{{}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "more than the 65536 bytes") {
+		t.Fatalf("one held row named 10,001 times: %v; want INVALID_ARGUMENT naming the bytes its shape needs", err)
 	}
 	if b.server.Panics() != 0 {
 		t.Fatal("the server panicked")
