@@ -53,6 +53,10 @@ var ErrHeldMissing = errors.New("held tensor missing")
 // SLOs are seconds at most.
 const DefaultHoldTTL = 10 * time.Second
 
+// MaxHoldPrefix bounds ParamHold's prefix, in bytes: the gateway's are 30
+// at most (holdPrefix), and keys are not counted in the store's bound.
+const MaxHoldPrefix = 128
+
 // heldStore is a backend's held tensors (Cloudflow's cache at an executor):
 // at most max bytes, each kept ttl, the oldest dropped first when a new batch
 // needs room. A hand-written LRU-by-insertion with a byte bound and an
@@ -180,6 +184,9 @@ func parseHold(v string) (holdRequest, error) {
 	parts := strings.Split(v, ";")
 	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
 		return holdRequest{}, fmt.Errorf("parameter %s is %q; want \"<prefix>;<min bytes>[;<rows>,…]\"", ParamHold, v)
+	}
+	if len(parts[0]) > MaxHoldPrefix {
+		return holdRequest{}, fmt.Errorf("parameter %s: prefix of %d bytes; at most %d (a key is kept per held output, beside its bytes)", ParamHold, len(parts[0]), MaxHoldPrefix)
 	}
 	if strings.ContainsAny(parts[0], ",@") {
 		return holdRequest{}, fmt.Errorf("parameter %s: prefix %q has ',' or '@'; a key may not (%s lists keys after '@', separated by ',')", ParamHold, parts[0], ParamRefs)

@@ -208,6 +208,7 @@ func TestHostileHoldAndRefs(t *testing.T) {
 		{"hold negative min", "p;-1", "", in.Data, "min bytes"},
 		{"hold bad rows", "p;0;x", "", in.Data, "item rows"},
 		{"hold comma prefix", "p,q;0", "", in.Data, "prefix"},
+		{"hold long prefix", strings.Repeat("p", 129) + ";0", "", in.Data, "at most 128"},
 		{"refs not a count", "", "abc", in.Data, backends.ParamRefs},
 		{"refs past the bytes", "", "16,9999", in.Data, backends.ParamRefs},
 		{"refs leave bytes", "", "16", in.Data, "left"},
