@@ -12,8 +12,10 @@
 # keeps the chain's fractions on one device). Prints for each: loadgen's
 # line, and the tensor bytes that crossed the links (the backends'
 # piccolo_backend_received_bytes_total and _sent_bytes_total), per request.
-# CASES=all adds, with locality on, the neighbouring cases: twice the rate,
-# and the backend holding the chain killed halfway through a run.
+# CASES=all adds, with locality on, the neighbouring cases: the first request
+# after the start, twice the rate, closed loops (hey) of 4 and 200
+# connections each followed by a lone request, and the backend holding the
+# chain killed halfway through a run.
 #   scripts/locality-live.sh    (PICCOLO=bin/piccolo to use a built binary)
 set -euo pipefail
 RATE=${RATE:-4}
@@ -50,6 +52,8 @@ for i in 0 1; do
   done
   echo "  - {id: cpu-$i, address: \"127.0.0.1:$lp\", hardware: cpu}" >>"$work/backends.yaml"
 done
+echo '{"inputs": [{"name": "input0", "shape": [1, 1], "datatype": "FP32", "data": [1.5]}]}' >"$work/body.json"
+code() { curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$work/body.json" "http://127.0.0.1:$gp/v2/models/chain/infer"; }
 bytes() { # the tensor bytes received and sent by both backends so far
   for m in "${metrics[@]}"; do curl -s "$m/metrics"; done | awk '/^piccolo_backend_(received|sent)_bytes_total/ {s += $2} END {printf "%.0f\n", s}'
 }
@@ -79,11 +83,18 @@ import json, sys
 for s in json.load(sys.stdin).get("sessions", []):
     print("  placed: " + ", ".join("%s on %s" % (m["name"], "+".join(b for g in m["configs"] for b in g.get("backends", []))) for m in s["modules"]))
 ' || true
+  if [ -n "$flags" ] && [ "$CASES" = all ]; then
+    echo "  fresh start, the first request: $(code)"
+  fi
   run "locality ${flags:-off}" "$RATE"
   [ -z "$flags" ] && { kill "$g"; wait "$g" 2>/dev/null || true; }
 done
 [ "$CASES" = all ] || exit 0
 run "2x the rate" "$((2 * RATE))"
+for c in 4 200; do # closed loops, then a lone request right after
+  echo "  hey -c $c -z 5s: $("$HEY" -z 5s -c $c -m POST -T application/json -D "$work/body.json" "http://127.0.0.1:$gp/v2/models/chain/infer" | grep -E '^ *\[[0-9]+\]' | tr -s ' \t' ' ' | tr '\n' ';')"
+  echo "    lone right after: $(code)"
+done
 ( sleep 10; kill "${pids[1]}" ) & # cpu-0's backend, where the chain is placed
 run "cpu-0 killed at 10 s" "$RATE" nobytes
 echo "  cases done; the gateway's log is $work/g.log (KEEP=1 keeps it)"
