@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -223,17 +224,15 @@ func holdValue(loc Locality, rows []int64) string {
 	b = append(b, loc.HoldPrefix...)
 	b = append(b, ';')
 	b = strconv.AppendInt(b, int64(loc.HoldMin), 10)
-	for _, k := range rows {
-		if k != 1 {
-			b = append(b, ';')
-			for i, k := range rows {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = strconv.AppendInt(b, k, 10)
-			}
-			break
+	if !slices.ContainsFunc(rows, func(k int64) bool { return k != 1 }) {
+		return string(b) // one row an item: the backend's default
+	}
+	b = append(b, ';')
+	for i, k := range rows {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = strconv.AppendInt(b, k, 10)
 	}
 	return string(b)
 }
