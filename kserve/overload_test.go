@@ -67,6 +67,61 @@ func TestLimitController(t *testing.T) {
 			t.Fatalf("a nearly idle interval after two cuts: limit %v, want the cut kept at 16", l)
 		}
 	})
+	t.Run("a cut stops at the calm floor of requests that wait, which a sustained overload forgets", func(t *testing.T) {
+		// The demo's paper-chain: about 37 requests in flight at 50 req/s,
+		// each waiting about 0.7 s on its batches, revised every 20 ms
+		// under the target; then two intervals over it (a re-plan beside
+		// the CPU backends).
+		c := newCtl()
+		c.limit = 300
+		now := int64(0)
+		step := func(s schedSample, inflight int64, entered uint64, shed bool) float64 {
+			now += int64(20 * time.Millisecond)
+			c.remember(s, doorInterval{now: now, elapsed: 0.02, inflight: inflight, entered: entered, shed: shed})
+			return c.update(s, inflight)
+		}
+		for i := range 100 {
+			step(busy(100*time.Microsecond), int64(30+i%8), 1, false) // 30..37 in flight, 50 req/s
+		}
+		step(busy(5*time.Millisecond), 37, 1, false)
+		l := step(busy(5*time.Millisecond), 37, 1, false)
+		if want := 37 + math.Sqrt(37); l != want {
+			t.Fatalf("two intervals over the target after calm ones with up to 37 in flight: limit %v, want the floor %.1f (37 + √37), not 37×0.4 = 14.8", l, want)
+		}
+		// An interval the door refused in does not raise the floor: that
+		// demand was cut off, not carried.
+		step(busy(100*time.Microsecond), 200, 1, true)
+		if f := c.floor(); f != 37+math.Sqrt(37) {
+			t.Fatalf("after an interval with 200 in flight and refusals: floor %v, want it still 37 + √37", f)
+		}
+		// A sustained overload: no calm interval for two windows.
+		for range 2 * int(calmWindow/int64(20*time.Millisecond)) {
+			l = step(busy(10*time.Millisecond), int64(l), 100, true)
+		}
+		if l != 16 || c.floor() != 16 {
+			t.Fatalf("after %v over the target: limit %v, floor %v; want both at the min 16", 2*time.Duration(calmWindow), l, c.floor())
+		}
+	})
+	t.Run("no floor from requests that come back at once", func(t *testing.T) {
+		// 128 closed-loop connections on a 50 ms session: 128 in flight,
+		// 10,000 req/s (12.8 ms each), calm until the gateway saturates.
+		c := newCtl()
+		c.limit = 300
+		now := int64(0)
+		for range 50 {
+			now += int64(20 * time.Millisecond)
+			c.remember(busy(100*time.Microsecond), doorInterval{now: now, elapsed: 0.02, inflight: 128, entered: 200})
+			c.update(busy(100*time.Microsecond), 128)
+		}
+		if f := c.floor(); f != 16 {
+			t.Fatalf("calm at 128 in flight, 12.8 ms each: floor %v, want the min 16 (they are the load that saturates the gateway)", f)
+		}
+		now += int64(20 * time.Millisecond)
+		c.remember(busy(8*time.Millisecond), doorInterval{now: now, elapsed: 0.02, inflight: 128, entered: 200})
+		if l := c.update(busy(8*time.Millisecond), 128); l != 64 {
+			t.Fatalf("over the target at 128 in flight: limit %v, want 64 (halved)", l)
+		}
+	})
 	t.Run("shrinks under queueing delay, to min", func(t *testing.T) {
 		c := newCtl()
 		inflight := int64(512)

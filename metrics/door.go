@@ -15,6 +15,9 @@ type DoorStats struct {
 	// Held are the repeated refusals held before their 429
 	// (kserve.OverloadOptions.Hold).
 	Held uint64
+	// Floor is the lowest a cut may take Limit now: the requests the
+	// gateway carried in flight calmly over the last second or two.
+	Floor int64
 }
 
 var (
@@ -22,6 +25,7 @@ var (
 	descDoorLimit    = prometheus.NewDesc(GatewayDoorLimit, "The door's limit on infer requests in flight (adaptive, docs/traffic.md \"Overload control\").", nil, nil)
 	descDoorInFlight = prometheus.NewDesc(GatewayDoorInFlight, "Infer requests in flight past the door.", nil, nil)
 	descDoorHeld     = prometheus.NewDesc(GatewayDoorHeldTotal, "Refusals of infer requests (HTTP 429; gRPC RESOURCE_EXHAUSTED after decoding) held before they were answered: their connection had been refused less than the Retry-After ago (--overload-hold).", nil, nil)
+	descDoorFloor    = prometheus.NewDesc(GatewayDoorFloor, "The lowest the door's limit may be cut to now: the infer requests in flight at its calm intervals (delay under the target, nothing refused) over the last 1–2 s, plus their square root (docs/traffic.md, \"The calm floor\").", nil, nil)
 	descDoorDelay    = prometheus.NewDesc(GatewayDoorDelaySeconds, "The gateway's scheduling delay the door last measured: p90 of the time its goroutines waited for a CPU over one interval, in seconds.", nil, nil)
 )
 
@@ -37,6 +41,7 @@ func (c doorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descDoorInFlight
 	ch <- descDoorDelay
 	ch <- descDoorHeld
+	ch <- descDoorFloor
 }
 
 func (c doorCollector) Collect(ch chan<- prometheus.Metric) {
@@ -49,4 +54,5 @@ func (c doorCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDoorInFlight, prometheus.GaugeValue, float64(s.InFlight))
 	ch <- prometheus.MustNewConstMetric(descDoorDelay, prometheus.GaugeValue, s.DelaySeconds)
 	ch <- prometheus.MustNewConstMetric(descDoorHeld, prometheus.CounterValue, float64(s.Held))
+	ch <- prometheus.MustNewConstMetric(descDoorFloor, prometheus.GaugeValue, float64(s.Floor))
 }

@@ -34,6 +34,7 @@ const (
 	GatewayDoorInFlight     = "piccolo_gateway_door_in_flight"
 	GatewayDoorDelaySeconds = "piccolo_gateway_door_delay_seconds"
 	GatewayDoorHeldTotal    = "piccolo_gateway_door_held_total"
+	GatewayDoorFloor        = "piccolo_gateway_door_floor"
 
 	// Per module item and batch (dataplane):
 	GatewayModuleQueueSeconds   = "piccolo_gateway_module_queue_seconds"

@@ -96,7 +96,7 @@ open(sys.argv[4], "w").write("%f" % (ok / secs))
 PY
 }
 first="" last=""
-door() { curl -s "$url/metrics" | grep -E '^piccolo_gateway_(door_(shed_total|limit|delay_seconds)|admission_rejections_total)' | tr '\n' ' '; echo; }
+door() { curl -s "$url/metrics" | grep -E '^piccolo_gateway_(door_(shed_total|limit|floor|delay_seconds)|admission_rejections_total)' | tr '\n' ' '; echo; }
 for c in $CONNS; do
 	phase "$c"
 	curl -s "$url/metrics" >"$work/metrics.$c" || true

@@ -321,7 +321,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	}
 	reg.MustRegister(metrics.DoorCollector(func() metrics.DoorStats {
 		d := srv.OverloadStats()
-		return metrics.DoorStats{Limit: d.Limit, InFlight: d.InFlight, Shed: d.Shed, ShedBySession: d.ShedBySession, ShedUnnamed: d.ShedUnnamed, DelaySeconds: d.Delay.Seconds(), Held: d.Held}
+		return metrics.DoorStats{Limit: d.Limit, InFlight: d.InFlight, Shed: d.Shed, ShedBySession: d.ShedBySession, ShedUnnamed: d.ShedUnnamed, DelaySeconds: d.Delay.Seconds(), Held: d.Held, Floor: d.Floor}
 	}))
 	hl, err := net.Listen("tcp", o.Listen)
 	if err != nil {
