@@ -282,7 +282,8 @@ type ModuleRate struct {
 const RecentWindows = 4
 
 // Scaled returns r with its rates multiplied by f: a module that sees f
-// requests per request of the session's source (cluster.ExpandRates). Its
+// requests per request of the session's source, where the gateway did not
+// count it (cluster.ExpandRates). Its
 // RecentSpan is divided by f: the span over which a Poisson stream at the
 // scaled rate has the scaled count's noise (f·√n for n source arrivals), so
 // the significance of a rise is judged as at the source.
