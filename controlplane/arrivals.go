@@ -28,6 +28,7 @@ type arrivals struct {
 type sessionCounters struct {
 	sources []*replan.Counter
 	modules map[string]*replan.Counter
+	refused *replan.Counter // the requests admission refused (replan.RefusedModule)
 }
 
 func newArrivals(start time.Time, o replan.MonitorOptions) (*arrivals, error) {
@@ -61,6 +62,7 @@ func (a *arrivals) track(cfg *api.Config) {
 				sc.sources = append(sc.sources, a.mon.Handle(s.Name, mod.Name, replan.EnvelopeWindow(slo, mod.Rate)))
 			}
 		}
+		sc.refused = a.mon.Handle(s.Name, replan.RefusedModule, replan.EnvelopeWindow(slo, srcRate))
 		for _, mod := range s.Modules {
 			if len(mod.After) > 0 {
 				rate := mod.Rate
@@ -96,6 +98,15 @@ func (a *arrivals) ModuleArrived(session, module string, items int) {
 		if c := sc.modules[module]; c != nil {
 			c.Add(int64(items))
 		}
+	}
+}
+
+// Refused implements gateway.ModuleArrivalObserver: a request of session
+// Arrived counted, refused by admission. One atomic load, a map lookup and
+// one atomic add.
+func (a *arrivals) Refused(session string) {
+	if sc := (*a.table.Load())[session]; sc != nil {
+		sc.refused.Add(1)
 	}
 }
 

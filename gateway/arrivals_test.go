@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -51,9 +53,12 @@ func TestArrivalObserverCountsEachRequestOnce(t *testing.T) {
 // items by session/module.
 type moduleCounts struct {
 	arrivalCounts
-	items map[string]int
-	calls int
+	items   map[string]int
+	calls   int
+	refused map[string]int
 }
+
+func (m *moduleCounts) Refused(session string) { m.refused[session]++ }
 
 func (m *moduleCounts) ModuleArrived(session, module string, items int) {
 	m.items[session+"/"+module] += items
@@ -73,7 +78,7 @@ func TestModuleArrivalsCountBranchesAndFanOuts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := &moduleCounts{arrivalCounts: arrivalCounts{}, items: map[string]int{}}
+	seen := &moduleCounts{arrivalCounts: arrivalCounts{}, items: map[string]int{}, refused: map[string]int{}}
 	e.ObserveArrivals(seen)
 	var choice []int64
 	r.Fn["router"] = func(in []api.Tensor) ([]api.Tensor, error) {
@@ -110,6 +115,7 @@ type nopModules struct{}
 
 func (nopModules) Arrived(string)                    {}
 func (nopModules) ModuleArrived(string, string, int) {}
+func (nopModules) Refused(string)                    {}
 
 // Telling a module arrival observer allocates nothing: a request through a
 // chain allocates as much with one as without.
@@ -134,5 +140,46 @@ func TestModuleArrivalsDoNotAllocate(t *testing.T) {
 	without, with := allocs(nil), allocs(nopModules{})
 	if with != without {
 		t.Errorf("a request allocates %.0f times with a module arrival observer, %.0f without; want no more", with, without)
+	}
+}
+
+// A module arrival observer is told each request admission refused, by the
+// session's estimate or by a source's own admission, and none that was
+// served or failed otherwise: the control plane scales the modules after the
+// sources, which see only admitted requests, back to the demand by it.
+func TestModuleArrivalsTellRefusals(t *testing.T) {
+	r := gatewaytest.NewFakeRunner()
+	r.Sync = true
+	e, err := gateway.NewDAGRunner(r, gatewaytest.SessionsFromYAML(t, testSessions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := &moduleCounts{arrivalCounts: arrivalCounts{}, items: map[string]int{}, refused: map[string]int{}}
+	e.ObserveArrivals(seen)
+	infer := func() error {
+		return e.Infer(context.Background(), "chain", &gateway.InferRequest{Inputs: gatewaytest.Input(1)}, &gateway.InferResponse{})
+	}
+	for range 3 {
+		if err := infer(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Estimated.Store(int64(time.Hour)) // the session's estimate refuses
+	if err := infer(); !errors.Is(err, gateway.ErrOverloaded) {
+		t.Fatalf("a request estimated at an hour: %v; want ErrOverloaded", err)
+	}
+	r.Estimated.Store(0)
+	r.Fn["a"] = func([]api.Tensor) ([]api.Tensor, error) { // the source's admission refuses
+		return nil, fmt.Errorf("%w: module a: the queue is full", gateway.ErrOverloaded)
+	}
+	if err := infer(); !errors.Is(err, gateway.ErrOverloaded) {
+		t.Fatalf("a request the source refused: %v; want ErrOverloaded", err)
+	}
+	r.Fn["a"] = func([]api.Tensor) ([]api.Tensor, error) { return nil, errors.New("backend down") }
+	if err := infer(); err == nil {
+		t.Fatal("a request whose source failed was answered")
+	}
+	if seen.arrivalCounts["chain"] != 6 || seen.refused["chain"] != 2 || seen.items["chain/b"] != 3 {
+		t.Errorf("arrivals %v, refused %v, items %v; want chain: 6 arrived, 2 refused, 3 items at b", seen.arrivalCounts, seen.refused, seen.items)
 	}
 }

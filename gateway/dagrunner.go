@@ -124,11 +124,16 @@ type ArrivalObserver interface {
 // items 1, or for a fan-out module the items its parent's item made (0 when
 // it made none: the module is skipped). A module a branch did not choose is
 // not told (it gets 0 items). Sources are not told: Arrived counts them.
+// Refused(session) is told of each request Arrived counted that admission
+// then refused (ErrOverloaded), before any module ran: under overload the
+// modules after the sources see only the admitted requests' items, and the
+// control plane scales them back to the demand by it.
 // Called on the request's goroutine or a runner's (a module starts where its
 // last parent resolved): it must be cheap, lock-free and must not allocate.
 type ModuleArrivalObserver interface {
 	ArrivalObserver
 	ModuleArrived(session, module string, items int)
+	Refused(session string)
 }
 
 // ObserveArrivals makes o the DAGRunner's arrival observer (and its
@@ -252,6 +257,9 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 		deadline = cd
 	}
 	if est := d.estimate(e.runner); est > 0 && arrival.Add(est).After(deadline) {
+		if e.modArr != nil {
+			e.modArr.Refused(session)
+		}
 		return fmt.Errorf("%w: session %q: the current queue needs about %.1f ms, the deadline is in %.1f ms",
 			ErrOverloaded, session, ms(est), ms(deadline.Sub(arrival)))
 	}
@@ -293,6 +301,9 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 				ErrDeadline, session, ms(deadline.Sub(arrival)), r.running())
 		}
 		return fmt.Errorf("session %q: %w", session, ctxErr)
+	}
+	if e.modArr != nil && errors.Is(eb.err, ErrOverloaded) {
+		e.modArr.Refused(session) // a module's admission (a source's, nearly always)
 	}
 	return eb.err
 }

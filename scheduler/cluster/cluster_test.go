@@ -310,6 +310,48 @@ func TestExpandRatesTakesEachModulesOwn(t *testing.T) {
 	}
 }
 
+// Under overload the modules after the sources see only the admitted
+// requests' items. With half the demand refused, a branch that takes 90% of
+// the admitted requests is planned at 90% of the demand, not of what was
+// admitted; a module of an older gateway's report (no refusals reported)
+// keeps its own rate.
+func TestExpandRatesScalesToTheDemand(t *testing.T) {
+	cfg := &api.Config{Sessions: []api.Session{{Name: "s", Modules: []api.Module{
+		{Name: "src", Rate: 100},
+		{Name: "br", Rate: 50, After: []string{"src"}},
+	}}}}
+	rate := func(module string, r float64) replan.ModuleRate {
+		return replan.ModuleRate{Session: "s", Module: module, Window: 10 * time.Second, Current: r, Envelope: 1.2 * r, Mean: r, Recent: r, RecentSpan: 40 * time.Second}
+	}
+	for _, tc := range []struct {
+		name    string
+		refused float64 // req/s; <0: not reported
+		want    float64 // br's mean, req/s
+	}{
+		{"half refused", 50, 90},
+		{"none refused", 0, 45},
+		{"not reported", -1, 45},
+		{"all refused: at most 20×", 100, 900},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := []replan.ModuleRate{rate("src", 100), rate("br", 45)}
+			if tc.refused >= 0 {
+				rs = append(rs, rate(replan.RefusedModule, tc.refused))
+			}
+			got := map[string]replan.ModuleRate{}
+			for _, r := range cluster.ExpandRates(cfg, replan.RateSnapshot{Horizon: 30 * time.Second, Rates: rs}).Rates {
+				got[r.Module] = r
+			}
+			if len(got) != 2 || math.Abs(got["src"].Mean-100) > 1e-9 {
+				t.Fatalf("expanded %v; want src at 100 req/s and br", got)
+			}
+			if br := got["br"]; math.Abs(br.Mean-tc.want) > 1e-9 || math.Abs(br.Envelope-1.2*tc.want) > 1e-9 {
+				t.Errorf("br: mean %.1f, envelope %.1f req/s; want %.1f, %.1f", br.Mean, br.Envelope, tc.want, 1.2*tc.want)
+			}
+		})
+	}
+}
+
 // A dev agent keeps nothing across a restart. The candidate that leads next
 // seeds the config it last saw in Consul (an operator's change included), not
 // its own files.

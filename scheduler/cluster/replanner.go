@@ -371,7 +371,14 @@ func members(s membership.Snapshot) []placement.Member {
 // envelope: each counts every request) times its configured rate over the
 // sources' configured rate, as every module did before the gateway counted
 // each module.
+//
+// A module's own rate counts the items of admitted requests only; when the
+// gateway reports refusals (replan.RefusedModule, the requests admission
+// refused), each such rate is scaled by the session's demand over its
+// admitted requests (at most 20), so that under overload every module is
+// planned for the demand its sources are.
 func ExpandRates(cfg *api.Config, s replan.RateSnapshot) replan.RateSnapshot {
+	const maxDemandOverAdmitted = 20 // a session refusing nineteen in twenty counts as that
 	measured := make(map[replan.ModuleKey]replan.ModuleRate, len(s.Rates))
 	for _, r := range s.Rates {
 		measured[replan.ModuleKey{Session: r.Session, Module: r.Module}] = r
@@ -392,8 +399,19 @@ func ExpandRates(cfg *api.Config, s replan.RateSnapshot) replan.RateSnapshot {
 				src, found = r, true
 			}
 		}
+		// Under overload the modules after the sources see the admitted
+		// requests' items only: scale them up to the demand by the share
+		// admission refused (replan.RefusedModule), or a re-plan for the
+		// sources' demand would plan them at what was admitted.
+		up := 1.0
+		if rf, ok := measured[replan.ModuleKey{Session: sess.Name, Module: replan.RefusedModule}]; ok && found && src.Mean > 0 && rf.Mean > 0 {
+			up = src.Mean / max(src.Mean-rf.Mean, src.Mean/maxDemandOverAdmitted)
+		}
 		for _, m := range sess.Modules {
 			if r, ok := measured[replan.ModuleKey{Session: sess.Name, Module: m.Name}]; ok && len(m.After) > 0 {
+				if up > 1 {
+					r = r.Scaled(up)
+				}
 				var perRequest float64 // items per request: measured, else declared
 				switch {
 				case found && src.Mean > 0:

@@ -278,6 +278,12 @@ type ModuleRate struct {
 	RecentSpan time.Duration `json:"recent_span,omitempty"`
 }
 
+// RefusedModule is the module name under which a gateway reports a
+// session's requests refused by admission (module names are never empty):
+// the modules after the sources see only the admitted requests' items, and
+// cluster.ExpandRates scales their rates back to the demand by it.
+const RefusedModule = ""
+
 // RecentWindows is how many windows ModuleRate.Recent spans.
 const RecentWindows = 4
 
