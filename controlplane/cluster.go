@@ -120,7 +120,7 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 	if err != nil {
 		return nil, fmt.Errorf("--consul %s: %w", o.Consul, err)
 	}
-	rates, err := newArrivals(o.Monitor)
+	rates, err := newArrivals(time.Now(), o.Monitor)
 	if err != nil {
 		return nil, err
 	}

@@ -38,8 +38,10 @@
 //     adds or modifies, cannot be planned (Check); else the checked plan is
 //     handed to Controller.SetPlanned, which places and applies it without
 //     planning again. Apply returns once it is live. The DAGRunner's
-//     ArrivalObserver (arrivals.go) counts each session's requests for the rate
-//     monitor. ConsulControl (--consul; StartConsulControl) follows the
+//     ModuleArrivalObserver (arrivals.go) counts each session's requests at
+//     its sources and the items reaching every other module, for the rate
+//     monitor; cluster.ExpandRates gives the controller each module's own
+//     measured rate. ConsulControl (--consul; StartConsulControl) follows the
 //     plan the cluster's elected re-planner publishes in Consul KV, runs a
 //     re-planner candidate unless told not to, reports the measured rates, and
 //     makes an operator's change live by fusing, planning and checking it here

@@ -120,7 +120,7 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 	if opts.ApplyWait <= 0 {
 		opts.ApplyWait = 30 * time.Second
 	}
-	rates, err := newArrivals(opts.Monitor)
+	rates, err := newArrivals(time.Now(), opts.Monitor)
 	if err != nil {
 		return nil, err
 	}
@@ -164,8 +164,9 @@ func StartEmbedded(ctx context.Context, cfg *api.Config, opts EmbeddedOptions) (
 }
 
 // feed hands the controller this gateway's measured rates every tick,
-// expanded from the source modules to every module (cluster.ExpandRates, as
-// the cluster's re-planner does with the gateways' reports).
+// expanded to every module of the served config (cluster.ExpandRates: each
+// module's own measured rate, as the cluster's re-planner does with the
+// gateways' reports).
 func (c *EmbeddedControl) feed(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()

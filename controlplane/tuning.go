@@ -24,12 +24,7 @@ import (
 // planned. The control loop must hold the session's rate band (Options.Hold =
 // tp.Hold). Errors: the session has no arrival counter.
 func (c *EmbeddedControl) StartTuner(ctx context.Context, tp *serving.TracePlanner) error {
-	var counter *replan.Counter
-	for _, ctr := range (*c.rates.table.Load())[tp.Session()] {
-		if ctr.Key().Module == tp.Source() {
-			counter = ctr
-		}
-	}
+	counter := c.rates.source(tp.Session(), tp.Source())
 	if counter == nil {
 		return errors.New("tuner: the traced session has no arrival counter")
 	}

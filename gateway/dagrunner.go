@@ -101,9 +101,10 @@ const DefaultTimeout = 30 * time.Second
 // finish on the table they started with.
 type DAGRunner struct {
 	runner   ModuleRunner
-	meta     MetadataSource  // runner's, when it knows its modules' tensors
-	fanOut   FanOutObserver  // runner's, when it is told of fan-outs
-	arrivals ArrivalObserver // nil: none; set before the first Infer
+	meta     MetadataSource        // runner's, when it knows its modules' tensors
+	fanOut   FanOutObserver        // runner's, when it is told of fan-outs
+	arrivals ArrivalObserver       // nil: none; set before the first Infer
+	modArr   ModuleArrivalObserver // arrivals', when it counts every module
 	table    atomic.Pointer[sessionTable]
 }
 
@@ -116,9 +117,32 @@ type ArrivalObserver interface {
 	Arrived(session string)
 }
 
-// ObserveArrivals makes o the DAGRunner's arrival observer. Call it before the
-// first Infer (it is not synchronised with requests).
-func (e *DAGRunner) ObserveArrivals(o ArrivalObserver) { e.arrivals = o }
+// ModuleArrivalObserver is an ArrivalObserver also told of the items that
+// reach each module with parents (Llama's input-dependent flow: branches
+// taken with their measured probabilities, fan-outs with their measured
+// items): ModuleArrived(session, module, items) once each time module starts,
+// items 1, or for a fan-out module the items its parent's item made (0 when
+// it made none: the module is skipped). A module a branch did not choose is
+// not told (it gets 0 items). Sources are not told: Arrived counts them.
+// Refused(session) is told of each request Arrived counted that admission
+// then refused (ErrOverloaded), before any module ran: under overload the
+// modules after the sources see only the admitted requests' items, and the
+// control plane scales them back to the demand by it.
+// Called on the request's goroutine or a runner's (a module starts where its
+// last parent resolved): it must be cheap, lock-free and must not allocate.
+type ModuleArrivalObserver interface {
+	ArrivalObserver
+	ModuleArrived(session, module string, items int)
+	Refused(session string)
+}
+
+// ObserveArrivals makes o the DAGRunner's arrival observer (and its
+// module arrival observer, when o is a ModuleArrivalObserver). Call it
+// before the first Infer (it is not synchronised with requests).
+func (e *DAGRunner) ObserveArrivals(o ArrivalObserver) {
+	e.arrivals = o
+	e.modArr, _ = o.(ModuleArrivalObserver)
+}
 
 type sessionTable struct {
 	byName map[string]*dag
@@ -233,6 +257,9 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 		deadline = cd
 	}
 	if est := d.estimate(e.runner); est > 0 && arrival.Add(est).After(deadline) {
+		if e.modArr != nil {
+			e.modArr.Refused(session)
+		}
 		return fmt.Errorf("%w: session %q: the current queue needs about %.1f ms, the deadline is in %.1f ms",
 			ErrOverloaded, session, ms(est), ms(deadline.Sub(arrival)))
 	}
@@ -274,6 +301,9 @@ func (e *DAGRunner) Infer(ctx context.Context, session string, req *InferRequest
 				ErrDeadline, session, ms(deadline.Sub(arrival)), r.running())
 		}
 		return fmt.Errorf("session %q: %w", session, ctxErr)
+	}
+	if e.modArr != nil && errors.Is(eb.err, ErrOverloaded) {
+		e.modArr.Refused(session) // a module's admission (a source's, nearly always)
 	}
 	return eb.err
 }
@@ -445,6 +475,9 @@ func (r *run) start(m int) {
 	if n.fanout {
 		r.startFanout(m, inputs)
 		return
+	}
+	if r.e.modArr != nil && len(n.parents) > 0 {
+		r.e.modArr.ModuleArrived(r.d.name, n.name, 1)
 	}
 	r.runModule(m, inputs, func(out []api.Tensor, t Timing, err error) {
 		r.finished(m, out, t, err)
@@ -774,6 +807,9 @@ func (r *run) startFanout(m int, inputs []api.Tensor) {
 	}
 	if r.e.fanOut != nil {
 		r.e.fanOut.FannedOut(r.d.name, n.name, len(items))
+	}
+	if r.e.modArr != nil {
+		r.e.modArr.ModuleArrived(r.d.name, n.name, len(items))
 	}
 	mr := &r.mods[m]
 	if len(items) == 0 {

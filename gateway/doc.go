@@ -25,7 +25,11 @@
 //     instead of being queued to miss it;
 //  3. run the DAG: each module starts when all its parents have resolved, by
 //     calling ModuleRunner.Run, which returns at once and calls back from the
-//     runner's goroutine; children of one module run concurrently;
+//     runner's goroutine; children of one module run concurrently; an
+//     ArrivalObserver is told of each request before admission (Arrived),
+//     and a ModuleArrivalObserver of the items reaching each module with
+//     parents as it starts (ModuleArrived: branches and fan-outs as they
+//     happen, what the control plane's rate monitor plans from);
 //  4. answer with the sink modules' outputs and, as response parameters,
 //     "piccolo.<module>.queue_ms", ".compute_ms", ".total_ms" and "piccolo.e2e_ms".
 //  5. a request that returns without its response (ctx cancelled: the client

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -250,7 +251,8 @@ func TestDeposedLeaderCannotPublish(t *testing.T) {
 }
 
 // ExpandRates scales each session's measured source rate to every module by
-// the configured ratios.
+// the configured ratios when only the sources were counted (a gateway from
+// before every module was).
 func TestExpandRates(t *testing.T) {
 	cfg := loadTestConfig(t)
 	cfg.Sessions[0].Modules[1].Rate = 150 // b: 3 items per request (fan-out)
@@ -262,6 +264,91 @@ func TestExpandRates(t *testing.T) {
 	}
 	if cur := cluster.ExpandRates(cfg, s).Current(); cur[replan.ModuleKey{Session: "s", Module: "b"}] != 30 {
 		t.Fatalf("expanded current rates %v; want b 30", cur)
+	}
+}
+
+// ExpandRates takes a module's own measured rate where the gateway counted
+// it (a branch at 9 of the source's 10 req/s where 5 were declared, a
+// fan-out at 3 items a request where 1.25 were declared), its recent span
+// divided by its items per request (3: 40 s → 13.3 s); the session's rate
+// comes from its configured source, never from another module with a
+// higher envelope (fan, 36, or a module no longer configured, 1000); a
+// module the gateway did not count keeps the source × its configured ratio.
+func TestExpandRatesTakesEachModulesOwn(t *testing.T) {
+	cfg := &api.Config{Sessions: []api.Session{{Name: "s", Modules: []api.Module{
+		{Name: "src", Rate: 10},
+		{Name: "br", Rate: 5, After: []string{"src"}},
+		{Name: "fan", Rate: 12.5, After: []string{"src"}},
+		{Name: "old", Rate: 20, After: []string{"src"}},
+	}}}}
+	rate := func(module string, r float64) replan.ModuleRate {
+		return replan.ModuleRate{Session: "s", Module: module, Window: 10 * time.Second, Current: r, Envelope: 1.2 * r, Mean: r, Recent: r, RecentSpan: 40 * time.Second}
+	}
+	s := replan.RateSnapshot{Horizon: 30 * time.Second,
+		Rates: []replan.ModuleRate{rate("br", 9), rate("fan", 30), rate("gone", 1000), rate("src", 10)}}
+	got := map[string]replan.ModuleRate{}
+	for _, r := range cluster.ExpandRates(cfg, s).Rates {
+		got[r.Module] = r
+	}
+	want := map[string]struct {
+		envelope float64
+		span     time.Duration
+	}{
+		"src": {12, 40 * time.Second},
+		"br":  {10.8, 40 * time.Second},
+		"fan": {36, 40 * time.Second / 3},
+		"old": {24, 20 * time.Second}, // Scaled(2): the span of 2 items a request
+	}
+	if len(got) != len(want) {
+		t.Errorf("expanded modules %v; want src, br, fan, old", got)
+	}
+	for m, w := range want {
+		r := got[m]
+		if math.Abs(r.Envelope-w.envelope) > 1e-9 || (r.RecentSpan-w.span).Abs() > time.Millisecond {
+			t.Errorf("%s: envelope %.2f req/s, recent span %v; want %.2f, %v", m, r.Envelope, r.RecentSpan, w.envelope, w.span)
+		}
+	}
+}
+
+// Under overload the modules after the sources see only the admitted
+// requests' items. With half the demand refused, a branch that takes 90% of
+// the admitted requests is planned at 90% of the demand, not of what was
+// admitted; a module of an older gateway's report (no refusals reported)
+// keeps its own rate.
+func TestExpandRatesScalesToTheDemand(t *testing.T) {
+	cfg := &api.Config{Sessions: []api.Session{{Name: "s", Modules: []api.Module{
+		{Name: "src", Rate: 100},
+		{Name: "br", Rate: 50, After: []string{"src"}},
+	}}}}
+	rate := func(module string, r float64) replan.ModuleRate {
+		return replan.ModuleRate{Session: "s", Module: module, Window: 10 * time.Second, Current: r, Envelope: 1.2 * r, Mean: r, Recent: r, RecentSpan: 40 * time.Second}
+	}
+	for _, tc := range []struct {
+		name    string
+		refused float64 // req/s; <0: not reported
+		want    float64 // br's mean, req/s
+	}{
+		{"half refused", 50, 90},
+		{"none refused", 0, 45},
+		{"not reported", -1, 45},
+		{"all refused: at most 20×", 100, 900},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := []replan.ModuleRate{rate("src", 100), rate("br", 45)}
+			if tc.refused >= 0 {
+				rs = append(rs, rate(replan.RefusedModule, tc.refused))
+			}
+			got := map[string]replan.ModuleRate{}
+			for _, r := range cluster.ExpandRates(cfg, replan.RateSnapshot{Horizon: 30 * time.Second, Rates: rs}).Rates {
+				got[r.Module] = r
+			}
+			if len(got) != 2 || math.Abs(got["src"].Mean-100) > 1e-9 {
+				t.Fatalf("expanded %v; want src at 100 req/s and br", got)
+			}
+			if br := got["br"]; math.Abs(br.Mean-tc.want) > 1e-9 || math.Abs(br.Envelope-1.2*tc.want) > 1e-9 {
+				t.Errorf("br: mean %.1f, envelope %.1f req/s; want %.1f, %.1f", br.Mean, br.Envelope, tc.want, 1.2*tc.want)
+			}
+		})
 	}
 }
 

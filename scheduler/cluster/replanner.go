@@ -314,8 +314,9 @@ const ratesEvery = time.Second
 
 // readRates reads the gateways' reports every ratesEvery and hands each one
 // that changed since the last read to the controller, stamped with this
-// scheduler's clock (so gateways' clocks do not matter) and expanded from the
-// source modules to every module (ExpandRates).
+// scheduler's clock (so gateways' clocks do not matter) and expanded to every
+// module of the config (ExpandRates: a module's own measured rate, or its
+// sources' scaled by the configured ratio).
 func (t *term) readRates(ctx context.Context, ctl *replan.Controller) {
 	tick := time.NewTicker(ratesEvery)
 	defer tick.Stop()
@@ -352,33 +353,81 @@ func members(s membership.Snapshot) []placement.Member {
 	return out
 }
 
-// ExpandRates turns the measured request rates of each session's source
-// modules (what a gateway counts) into rates for every module of cfg: a
-// module's rate is the session's measured request rate times its configured
-// rate over the sources' configured rate, so a fan-out module keeps its ratio.
+// ExpandRates turns a gateway's measured rates (controlplane's arrivals:
+// every module of each session, or from an older gateway its sources only)
+// into rates for every module of cfg, each in req/s (items/s after a
+// fan-out).
+//
+// A module with parents takes its own measured rate (Llama's input-dependent
+// flow: a branch at the share of its parent's items that take it, a fan-out
+// at the items its parent's items make), its RecentSpan divided by the
+// items it measured per request when that is more than one, so that the
+// controller judges a rise of its items as significant only as far as the
+// requests they come from are (ModuleRate.Scaled's rule: f items from each
+// request make a count f times as noisy as a Poisson count of f·n items).
+//
+// A source, and a module without a measured rate, takes the session's
+// measured request rate (the rate of its sources', by cfg, with the highest
+// envelope: each counts every request) times its configured rate over the
+// sources' configured rate, as every module did before the gateway counted
+// each module.
+//
+// A module's own rate counts the items of admitted requests only; when the
+// gateway reports refusals (replan.RefusedModule, the requests admission
+// refused), each such rate is scaled by the session's demand over its
+// admitted requests (at most 20), so that under overload every module is
+// planned for the demand its sources are.
 func ExpandRates(cfg *api.Config, s replan.RateSnapshot) replan.RateSnapshot {
-	measured := map[string]replan.ModuleRate{}
+	const maxDemandOverAdmitted = 20 // a session refusing nineteen in twenty counts as that
+	measured := make(map[replan.ModuleKey]replan.ModuleRate, len(s.Rates))
 	for _, r := range s.Rates {
-		if m, ok := measured[r.Session]; !ok || r.Envelope > m.Envelope {
-			measured[r.Session] = r
-		}
+		measured[replan.ModuleKey{Session: r.Session, Module: r.Module}] = r
 	}
 	out := replan.RateSnapshot{At: s.At, Horizon: s.Horizon}
 	for _, sess := range cfg.Sessions {
-		src, ok := measured[sess.Name]
-		if !ok {
-			continue
-		}
-		var srcRate float64
+		var (
+			src     replan.ModuleRate
+			found   bool
+			srcRate float64
+		)
 		for _, m := range sess.Modules {
-			if len(m.After) == 0 {
-				srcRate = max(srcRate, m.Rate)
+			if len(m.After) > 0 {
+				continue
+			}
+			srcRate = max(srcRate, m.Rate)
+			if r, ok := measured[replan.ModuleKey{Session: sess.Name, Module: m.Name}]; ok && (!found || r.Envelope > src.Envelope) {
+				src, found = r, true
 			}
 		}
-		if srcRate <= 0 {
-			continue
+		// Under overload the modules after the sources see the admitted
+		// requests' items only: scale them up to the demand by the share
+		// admission refused (replan.RefusedModule), or a re-plan for the
+		// sources' demand would plan them at what was admitted.
+		up := 1.0
+		if rf, ok := measured[replan.ModuleKey{Session: sess.Name, Module: replan.RefusedModule}]; ok && found && src.Mean > 0 && rf.Mean > 0 {
+			up = src.Mean / max(src.Mean-rf.Mean, src.Mean/maxDemandOverAdmitted)
 		}
 		for _, m := range sess.Modules {
+			if r, ok := measured[replan.ModuleKey{Session: sess.Name, Module: m.Name}]; ok && len(m.After) > 0 {
+				if up > 1 {
+					r = r.Scaled(up)
+				}
+				var perRequest float64 // items per request: measured, else declared
+				switch {
+				case found && src.Mean > 0:
+					perRequest = r.Mean / src.Mean
+				case srcRate > 0:
+					perRequest = m.Rate / srcRate
+				}
+				if perRequest > 1 {
+					r.RecentSpan = time.Duration(float64(r.RecentSpan) / perRequest)
+				}
+				out.Rates = append(out.Rates, r)
+				continue
+			}
+			if !found || srcRate <= 0 {
+				continue
+			}
 			r := src.Scaled(m.Rate / srcRate)
 			r.Module = m.Name
 			out.Rates = append(out.Rates, r)

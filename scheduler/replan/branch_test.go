@@ -11,8 +11,9 @@ import (
 // TestBranchShareLearnedLive: a source whose items take one of two
 // conditional branches, declared half and half (Llama's input-dependent
 // flow: a branch taken with its measured probability). Given each module's
-// own arrivals (the gateway counts its sources' only, controlplane
-// arrivals.go), when nine items in ten take branch a the controller
+// own arrivals (what the gateway counts, controlplane/arrivals.go; through
+// the gateway: controlplane's TestBranchShareLearnedThroughTheGateway),
+// when nine items in ten take branch a the controller
 // re-plans with a at 90% of the source's rate and b at 10%, and b's
 // machines go to a.
 func TestBranchShareLearnedLive(t *testing.T) {

@@ -63,9 +63,9 @@
 //
 //	mon, _ := replan.NewRateMonitor(time.Now(), replan.MonitorOptions{})
 //	go mon.Run(ctx, replan.SystemClock{})        // advances the buckets
-//	// per source module, when a plan is loaded:
+//	// per module, when a plan is loaded (controlplane/arrivals.go):
 //	//   c := mon.Handle(session, module, replan.EnvelopeWindow(slo, configuredRate))
-//	// per request:                        c.Add(1)
+//	// per request (a source), per item (another module): c.Add(1)
 //	ctl, _ := replan.New(cfg, members, replan.Options{
 //		Plan:    func(c *api.Config) (*api.Plan, error) { return planner.Plan(c, opts) },
 //		Target: replan.Publisher(func(r *replan.Replan) error { /* build LiveRunner from r.Plan, swap, metrics.SetPlan(r.Plan, r.Cause, r.PlanTook+r.PlaceTook) */ }),

@@ -278,11 +278,18 @@ type ModuleRate struct {
 	RecentSpan time.Duration `json:"recent_span,omitempty"`
 }
 
+// RefusedModule is the module name under which a gateway reports a
+// session's requests refused by admission (module names are never empty):
+// the modules after the sources see only the admitted requests' items, and
+// cluster.ExpandRates scales their rates back to the demand by it.
+const RefusedModule = ""
+
 // RecentWindows is how many windows ModuleRate.Recent spans.
 const RecentWindows = 4
 
 // Scaled returns r with its rates multiplied by f: a module that sees f
-// requests per request of the session's source (cluster.ExpandRates). Its
+// requests per request of the session's source, where the gateway did not
+// count it (cluster.ExpandRates). Its
 // RecentSpan is divided by f: the span over which a Poisson stream at the
 // scaled rate has the scaled count's noise (f·√n for n source arrivals), so
 // the significance of a rise is judged as at the source.
