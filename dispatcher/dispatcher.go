@@ -45,7 +45,8 @@ type Options struct {
 	// wake-up of the gateway and of the backend that a loaded host delays;
 	// under overload admission fills the queue to the deadline, and one
 	// stall then makes a whole batch late. With FlushIdle and a planned
-	// rate, the margin is at least a third of the module's budget while
+	// rate, the margin is at least two thirds of the module's budget (at most
+	// the budget less two batches) while
 	// the items offered outrun 1.5× that rate (a surge; predict.go, marginFor). The
 	// live gateway sets it at the modules a request enters by
 	// (dataplane.HandoffMargin); the simulator's virtual clock has no host

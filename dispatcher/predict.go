@@ -328,7 +328,8 @@ func (d *Dispatcher) queuedMargin(m *machine, end, now time.Time) time.Duration 
 // HandoffMargin for each batch ahead and, while the module is offered items
 // faster than surgeFactor × its planned rate (a surge: surgeEst, the gap
 // between the items offered to admission, refused ones included, below the
-// plan's over surgeFactor), at least surgeShare of the module's budget.
+// plan's over surgeFactor), at least surgeShare of the module's budget, or
+// the budget less two of its batches when that is less.
 // Under a surge the queue never drains: a queue shorter by that share costs
 // no goodput, and the host that the surge's clients and connections load
 // stalls the gateway and the backends for tens of milliseconds, which every
@@ -350,7 +351,10 @@ func (d *Dispatcher) marginFor(own float64, end, now time.Time) time.Duration {
 	}
 	m := w / own * float64(d.handoff)
 	if d.early && d.surgeEst > 0 && d.surgeEst < d.st.surgeGap {
-		m = max(m, surgeShare*float64(d.st.budget))
+		// At most what leaves one batch queued behind the running one:
+		// a module whose batch is long beside its budget keeps its lane
+		// busy and its batches full through the surge.
+		m = max(m, min(surgeShare*float64(d.st.budget), float64(d.st.budget)-2*own))
 	}
 	return time.Duration(m)
 }
@@ -383,7 +387,7 @@ func (d *Dispatcher) offeredGapLocked(now time.Time) {
 // arrivals); at FlushIdle's weight, 0.1, it would be one in 20.
 const (
 	surgeFactor = 1.5
-	surgeShare  = 1.0 / 3
+	surgeShare  = 2.0 / 3
 	surgeSpan   = 50
 )
 
