@@ -45,8 +45,8 @@ type Options struct {
 	// wake-up of the gateway and of the backend that a loaded host delays;
 	// under overload admission fills the queue to the deadline, and one
 	// stall then makes a whole batch late. With FlushIdle and a planned
-	// rate, the margin is at least two thirds of the module's budget (at most
-	// the budget less two batches) while
+	// rate, the margin is at least a third of the module's budget (two
+	// thirds over a surge's first 300 ms) while
 	// the items offered outrun 1.5× that rate (a surge; predict.go, marginFor). The
 	// live gateway sets it at the modules a request enters by
 	// (dataplane.HandoffMargin); the simulator's virtual clock has no host
@@ -195,6 +195,9 @@ type Dispatcher struct {
 	// Slower than gap, so a Poisson clump at the planned rate is not one.
 	surgeEst    int64
 	lastOffered int64
+	// surgeSince is when the current surge was first seen (unix ns; 0: no
+	// surge): its onset keeps the larger margin (predict.go, marginFor).
+	surgeSince int64
 	// Work conservation on a fresh dispatcher: the arrivals counted since
 	// born, up to warmArrivals (a dispatcher given a measured ArrivalGap
 	// starts warm).

@@ -427,3 +427,37 @@ func TestSurgeMarginKeepsTheLaneBusy(t *testing.T) {
 		t.Errorf("%d of 500 admitted, %d of them late or failed; want at least 105 (full batches of 4 every 35 ms over the 1 s offered: 114), none late", admitted, late)
 	}
 }
+
+// Two thirds of the budget are kept over a surge's first 300 ms only (the
+// host's stall at its start), a third after: one 10 ms machine, budget
+// 90 ms, planned at 50 req/s and offered 500 req/s for 1 s.
+func TestSurgeMarginOnset(t *testing.T) {
+	mp := api.ModulePlan{Name: "m", Rate: 50, BudgetMs: 90, Configs: []api.GroupPlan{gp(1, 10, 1, 50)}}
+	clock := NewVirtualClock(t0)
+	d, err := New(mp, Options{Flush: FlushIdle, Admission: true, HandoffMargin: 2 * time.Millisecond, Clock: clock, Sender: &vsender{clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onset, after time.Duration // the slowest item admitted in 100–250 ms and in 500–1000 ms
+	for i := range 500 {
+		clock.AfterFunc(time.Duration(i)*2*time.Millisecond, func() {
+			it := &Item{Arrival: clock.Now(), Done: func(it *Item) {
+				switch at, took := it.Arrival.Sub(t0), it.Finished.Sub(it.Arrival); {
+				case it.Err != nil:
+					t.Errorf("item at %v: %v", at, it.Err)
+				case at >= 100*time.Millisecond && at < 250*time.Millisecond:
+					onset = max(onset, took)
+				case at >= 500*time.Millisecond:
+					after = max(after, took)
+				}
+			}}
+			if err := d.Submit(it); err != nil && !errors.Is(err, ErrOverloaded) {
+				t.Errorf("Submit: %v", err)
+			}
+		})
+	}
+	clock.Run(t0.Add(2 * time.Second))
+	if onset < 20*time.Millisecond || onset > 30*time.Millisecond || after < 50*time.Millisecond || after > 60*time.Millisecond {
+		t.Errorf("slowest item admitted at 100–250 ms took %v, at 500–1000 ms %v; want 20–30 ms (two thirds of 90 ms kept) and 50–60 ms (a third)", onset, after)
+	}
+}
