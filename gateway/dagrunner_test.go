@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -199,14 +200,24 @@ func TestDAGRunnerFanOut(t *testing.T) {
 	}
 	var items [][]api.Tensor
 	var mu = make(chan struct{}, 1)
-	// recognize answers item i after a delay decreasing with i, so items finish in
-	// reverse order; the join must restore request order.
+	// recognize answers item i only once item i+1 has answered (the fake
+	// runs each on its own goroutine), so items finish in reverse order;
+	// the join must restore request order.
+	var answered [5]chan struct{}
+	for i := range answered {
+		answered[i] = make(chan struct{})
+	}
 	f.Fn["recognize"] = func(in []api.Tensor) ([]api.Tensor, error) {
 		v := gatewaytest.F32s(in[0])[0]
-		time.Sleep(time.Duration(5-v) * 20 * time.Millisecond)
+		if i := int(v); i < len(answered)-1 {
+			<-answered[i+1]
+		}
 		mu <- struct{}{}
 		items = append(items, in)
 		<-mu
+		if i := int(v); i >= 0 && i < len(answered) {
+			defer close(answered[i])
+		}
 		return []api.Tensor{{Name: "text", Datatype: "FP32", Shape: []int64{1, 1}, Data: gatewaytest.FP32(v * 10)}}, nil
 	}
 	e := newTestDAGRunner(t, f)
@@ -277,7 +288,11 @@ func TestDAGRunnerErrors(t *testing.T) {
 		if !errors.Is(err, gateway.ErrUnavailable) || !strings.Contains(err.Error(), `module "`) || strings.Count(err.Error(), "refused") != 1 {
 			t.Errorf("got %v, want one ErrUnavailable naming the module", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		// Every module the request started has returned (the join would be
+		// started by the last parent, before that parent's goroutine ends).
+		for deadline := time.Now().Add(10 * time.Second); f.Inflight.Load() != 0 && time.Now().Before(deadline); {
+			runtime.Gosched()
+		}
 		if f.CallsOf("join") != 0 {
 			t.Errorf("join ran after its parent failed")
 		}
