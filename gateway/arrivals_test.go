@@ -60,6 +60,21 @@ type moduleCounts struct {
 
 func (m *moduleCounts) Refused(session string) { m.refused[session]++ }
 
+// newCountedRunner returns a DAGRunner of testSessions over a synchronous
+// fake runner, observed by a moduleCounts.
+func newCountedRunner(t *testing.T) (*gatewaytest.FakeRunner, *gateway.DAGRunner, *moduleCounts) {
+	t.Helper()
+	r := gatewaytest.NewFakeRunner()
+	r.Sync = true
+	e, err := gateway.NewDAGRunner(r, gatewaytest.SessionsFromYAML(t, testSessions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := &moduleCounts{arrivalCounts: arrivalCounts{}, items: map[string]int{}, refused: map[string]int{}}
+	e.ObserveArrivals(seen)
+	return r, e, seen
+}
+
 func (m *moduleCounts) ModuleArrived(session, module string, items int) {
 	m.items[session+"/"+module] += items
 	m.calls++
@@ -72,14 +87,7 @@ func (m *moduleCounts) ModuleArrived(session, module string, items int) {
 // merge 4; fan with 3, 0 and 2 boxes: recognize 5, summarize 2 (the request
 // with no boxes skips it).
 func TestModuleArrivalsCountBranchesAndFanOuts(t *testing.T) {
-	r := gatewaytest.NewFakeRunner()
-	r.Sync = true
-	e, err := gateway.NewDAGRunner(r, gatewaytest.SessionsFromYAML(t, testSessions))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := &moduleCounts{arrivalCounts: arrivalCounts{}, items: map[string]int{}, refused: map[string]int{}}
-	e.ObserveArrivals(seen)
+	r, e, seen := newCountedRunner(t)
 	var choice []int64
 	r.Fn["router"] = func(in []api.Tensor) ([]api.Tensor, error) {
 		return append(in, api.Tensor{Name: "branch", Datatype: "INT64", Shape: []int64{int64(len(choice))}, Data: gatewaytest.I64(choice...)}), nil
@@ -148,14 +156,7 @@ func TestModuleArrivalsDoNotAllocate(t *testing.T) {
 // served or failed otherwise: the control plane scales the modules after the
 // sources, which see only admitted requests, back to the demand by it.
 func TestModuleArrivalsTellRefusals(t *testing.T) {
-	r := gatewaytest.NewFakeRunner()
-	r.Sync = true
-	e, err := gateway.NewDAGRunner(r, gatewaytest.SessionsFromYAML(t, testSessions))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := &moduleCounts{arrivalCounts: arrivalCounts{}, items: map[string]int{}, refused: map[string]int{}}
-	e.ObserveArrivals(seen)
+	r, e, seen := newCountedRunner(t)
 	infer := func() error {
 		return e.Infer(context.Background(), "chain", &gateway.InferRequest{Inputs: gatewaytest.Input(1)}, &gateway.InferResponse{})
 	}
