@@ -12,6 +12,9 @@
 # CASES=all adds the neighbouring cases: the first request after the start,
 # 2x and 0.5x the planned rate, closed loops (hey) of 4 and 200 connections
 # with a lone request after each, and a backend killed halfway through a run.
+# PLAN=under declares rec at 60 items/s (1.5 an image, half the true mean)
+# without the distribution, and prints the plan after the run and the
+# re-plans: the gateway counts rec's own items and re-plans it as measured.
 #   PLAN=mean BACKENDS=1 scripts/fanout-live.sh; PLAN=dist BACKENDS=3 scripts/fanout-live.sh
 set -euo pipefail
 PLAN=${PLAN:-dist}
@@ -19,18 +22,20 @@ BACKENDS=${BACKENDS:-3}
 DURATION=${DURATION:-30s}
 CASES=${CASES:-plan}
 . scripts/live-common.sh fanout-live
+recrate=120
 case $PLAN in
 mean) planfan="" ;;
 dist) planfan=", fanout: {0: 3, 12: 1}" ;;
-*) echo "fanout-live: PLAN=$PLAN: want mean or dist" >&2; exit 1 ;;
+under) planfan="" recrate=60 ;;
+*) echo "fanout-live: PLAN=$PLAN: want mean, dist or under" >&2; exit 1 ;;
 esac
-write() { # write FILE FANOUT: simulate/testdata/fanout.yaml with rec's fanout FANOUT
-  sed -e "s/, fanout: {0: 3, 12: 1}/$2/" simulate/testdata/fanout.yaml > "$1"
+write() { # write FILE FANOUT [RATE]: simulate/testdata/fanout.yaml with rec's fanout FANOUT (and rate RATE)
+  sed -e "s/, fanout: {0: 3, 12: 1}/$2/" -e "s/rate: 120, after/rate: ${3:-120}, after/" simulate/testdata/fanout.yaml > "$1"
 }
 # The backends always emulate the distribution; the gateway plans with it or
 # at its mean.
 write "$work/backend.yaml" ", fanout: {0: 3, 12: 1}"
-write "$work/gateway.yaml" "$planfan"
+write "$work/gateway.yaml" "$planfan" "$recrate"
 echo "backends:" > "$work/backends.yaml"
 for i in $(seq 0 $((BACKENDS - 1))); do
   bp=$(port)
@@ -54,13 +59,16 @@ gg=$(port)
   ${GATEWAY_FLAGS:-} >"$work/g.log" 2>&1 &
 pids+=($!)
 wait_ready gateway "http://127.0.0.1:$gp" "$work/g.log"
-curl -s -H "Authorization: Bearer fanout-live" "127.0.0.1:$gp/admin/plan" | python3 -c '
+plan() { # plan LABEL: the served plan's modules
+  curl -s -H "Authorization: Bearer fanout-live" "127.0.0.1:$gp/admin/plan" | python3 -c '
 import json, sys
 p = json.load(sys.stdin)
 for s in p.get("sessions", []):
     for m in s["modules"]:
-        print("plan: %s %s machines %.3f budget %.1f ms cost %.3f" % (s["name"], m["name"], sum(g["machines"] for g in m["configs"]), m["budget_ms"], m["cost"]))
-' || true
+        print("plan%s: %s %s at %.0f req/s, machines %.3f budget %.1f ms cost %.3f" % (sys.argv[1], s["name"], m["name"], m.get("rate", 0), sum(g["machines"] for g in m["configs"]), m["budget_ms"], m["cost"]))
+' "$1" || true
+}
+plan ""
 G="http://127.0.0.1:$gp"
 URL="$G/v2/models/ocr/infer"
 code() { curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$1" "$URL"; }
@@ -84,6 +92,10 @@ for line in sys.stdin:
         below = c
 print("  measured fanout: {%s}" % ", ".join("%d: %d" % kv for kv in sorted(seen.items())))
 '
+if [ "$PLAN" = under ]; then # the gateway learns rec's rate from its own counts
+  plan " after the run"
+  curl -s "$G/metrics" | grep -E '^piccolo_plan_replans_total[{]cause="(rate|drift)"[}]' | tr '\n' ' '; echo
+fi
 [ "$CASES" = all ] || exit 0
 # The neighbouring cases: above and below the planned rate, closed loops of
 # 4 and 200 connections on an image with 12 objects (a lone request of each
