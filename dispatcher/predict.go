@@ -333,7 +333,8 @@ func (d *Dispatcher) queuedMargin(m *machine, end, now time.Time, onset bool) ti
 // faster than surgeFactor × its planned rate (a surge: surgeEst, the gap
 // between the items offered to admission, refused ones included, below the
 // plan's over surgeFactor), at least surgeShare of the module's budget, and
-// over the surge's first surgeOnset onsetShare of it (at most the budget
+// over the surge's first surgeOnset, while it is three times the plan or
+// more, onsetShare of it (at most the budget
 // less two of its batches, so that one batch still waits behind the running
 // one). Under a surge the queue never drains: a queue shorter by that share
 // costs an open-loop client no goodput, and the host that the surge's
@@ -364,7 +365,7 @@ func (d *Dispatcher) marginFor(own float64, end, now time.Time, onset bool) time
 	m := w / own * float64(d.handoff)
 	if d.early && d.surgeSince != 0 {
 		share := surgeShare
-		if onset && now.UnixNano()-d.surgeSince < surgeOnset {
+		if onset && now.UnixNano()-d.surgeSince < surgeOnset && 2*d.surgeEst < d.st.surgeGap {
 			// At most what leaves one batch queued behind the running
 			// one: a module whose batch is long beside its budget keeps
 			// its lane busy and its batches full.
@@ -412,7 +413,11 @@ const (
 	surgeShare  = 1.0 / 3
 	surgeSpan   = 50
 	// onsetShare is the surge margin's share of the budget over the
-	// surge's first surgeOnset (ns), at most the budget less two batches.
+	// surge's first surgeOnset (ns), at most the budget less two batches,
+	// while the items offered outrun three times the planned rate (surgeEst
+	// below half of surgeGap): hey's 30 workers paced at the planned rate
+	// send their requests in clumps of 30, which pass for a surge of 1.5x,
+	// and two thirds refused 22 of 1,800 of them (scripts/kill-live.sh).
 	onsetShare = 2.0 / 3
 	surgeOnset = int64(300 * time.Millisecond)
 )
