@@ -150,6 +150,32 @@ func (s *Session) Graph() (Graph, error) {
 	return Graph{Order: order, Parents: parents, AnyOf: s.anyOf()}, nil
 }
 
+// FanOuts returns which modules fan out: run once per element of their one
+// parent's outputs (dimension 0). A module fans out when it has a fan-out
+// distribution (Module.FanOut, whose mean may be below 1), or a higher
+// rate than its one parent, or the same rate as a parent that fans out (one
+// item per element all along a chain such as cls → rotate → rec). The
+// gateway's DAG runs modules so (gateway/dag.go) and its rate counters
+// measure their distributions (controlplane/arrivals.go): one rule for both.
+// Errors are TopoOrder's (a cycle).
+func (s *Session) FanOuts() ([]bool, error) {
+	order, err := s.TopoOrder()
+	if err != nil {
+		return nil, err
+	}
+	parents, _ := s.graph()
+	out := make([]bool, len(s.Modules))
+	for _, i := range order {
+		if len(parents[i]) != 1 {
+			continue
+		}
+		p := parents[i][0]
+		pr, r := s.Modules[p].Rate, s.Modules[i].Rate
+		out[i] = len(s.Modules[i].FanOut) > 0 || pr > 0 && (r > pr || r == pr && out[p])
+	}
+	return out, nil
+}
+
 // anyOf returns which modules are anyof joins, or nil when none is.
 func (s *Session) anyOf() []bool {
 	var out []bool

@@ -75,6 +75,52 @@ func (f FanOut) Normalized() (FanOut, bool) {
 	return out, true
 }
 
+// ProvisionedQuantile is the share of a fan-out module's parent items
+// whose items the planner provisions machines for (planner's
+// fanOutMachines): all but the last 0.1%. The control loop re-plans a
+// fan-out whose measured Provisioned items need another number of batches
+// (scheduler/replan, cause "fanout").
+const ProvisionedQuantile = 0.999
+
+// Provisioned returns the items at ProvisionedQuantile of f (normalised):
+// the most items a parent item brings that the plan provisions for; 0 for
+// an empty f.
+func (f FanOut) Provisioned() int {
+	if len(f) == 0 {
+		return 0
+	}
+	return f.Draw(f.Cumulative(), ProvisionedQuantile)
+}
+
+// Count returns the sum of f's weights: the parent items of a measured
+// FanOut whose weights are counts (replan.ModuleRate.FanOut).
+func (f FanOut) Count() float64 {
+	var n float64
+	for _, s := range f {
+		n += s.Share
+	}
+	return n
+}
+
+// SCV returns the squared coefficient of variation of f's items per parent
+// item, Var/Mean² (queueing theory's SCV; 0 for a fixed count, 3 for 0 or
+// 12 objects in three images of four), from its weights whether or not they
+// are normalised; 0 when f is empty or its mean is 0.
+func (f FanOut) SCV() float64 {
+	var n, m1, m2 float64
+	for _, s := range f {
+		x := float64(s.Items)
+		n += s.Share
+		m1 += s.Share * x
+		m2 += s.Share * x * x
+	}
+	if n <= 0 || m1 <= 0 {
+		return 0
+	}
+	m1, m2 = m1/n, m2/n
+	return max(m2-m1*m1, 0) / (m1 * m1)
+}
+
 // Cumulative returns the running sums of f's Shares (the last forced to 1),
 // for Draw. f must be normalised.
 func (f FanOut) Cumulative() []float64 {

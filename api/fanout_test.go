@@ -2,6 +2,7 @@ package api
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -54,5 +55,59 @@ func TestFanOutNormalizedRefuses(t *testing.T) {
 		if _, ok := f.Normalized(); ok {
 			t.Errorf("%s: %v accepted", name, f)
 		}
+	}
+}
+
+// The measures the control loop reads off a measured distribution (counts,
+// not normalised): the items the planner provisions for (99.9th
+// percentile), the parent items counted, and the squared coefficient of
+// variation that makes a fan-out's item count noisier than a Poisson count.
+func TestFanOutMeasures(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		f           FanOut
+		provisioned int
+		count, scv  float64
+	}{
+		{"0 or 12, counts", FanOut{{Items: 0, Share: 1800}, {Items: 12, Share: 600}}, 12, 2400, 3},
+		{"always 3", FanOut{{Items: 3, Share: 1}}, 3, 1, 0},
+		{"one in 2000 brings 40", FanOut{{Items: 1, Share: 1999}, {Items: 40, Share: 1}}, 1, 2000, 0.7313},
+		{"none", nil, 0, 0, 0},
+		{"nothing found", FanOut{{Items: 0, Share: 5}}, 0, 5, 0},
+	} {
+		f := tc.f
+		if n, ok := f.Normalized(); ok {
+			f = n
+		}
+		if got := f.Provisioned(); got != tc.provisioned {
+			t.Errorf("%s: Provisioned() = %d; want %d", tc.name, got, tc.provisioned)
+		}
+		if got := tc.f.Count(); got != tc.count {
+			t.Errorf("%s: Count() = %g; want %g", tc.name, got, tc.count)
+		}
+		if got := tc.f.SCV(); math.Abs(got-tc.scv) > 1e-3 {
+			t.Errorf("%s: SCV() = %.4f; want %.4f", tc.name, got, tc.scv)
+		}
+	}
+}
+
+// FanOuts: a distribution, a higher rate than the one parent, or the same
+// rate as a fanned-out parent makes a module fan out; a lower rate (a
+// branch), two parents or a source does not.
+func TestSessionFanOuts(t *testing.T) {
+	s := Session{Name: "s", Modules: []Module{
+		{Name: "det", Rate: 10},
+		{Name: "cls", Rate: 25, After: []string{"det"}},
+		{Name: "rec", Rate: 25, After: []string{"cls"}},
+		{Name: "rare", Rate: 2, After: []string{"det"}},
+		{Name: "some", Rate: 5, After: []string{"det"}, FanOut: FanOut{{Items: 0, Share: 1}, {Items: 1, Share: 1}}},
+		{Name: "join", Rate: 25, After: []string{"rec", "rare"}},
+	}}
+	got, err := s.FanOuts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{false, true, true, false, true, false}; !slices.Equal(got, want) {
+		t.Errorf("FanOuts() = %v; want %v (det cls rec rare some join)", got, want)
 	}
 }

@@ -49,7 +49,10 @@ func newArrivals(start time.Time, o replan.MonitorOptions) (*arrivals, error) {
 // replan.MinWindowArrivals of its items (a branch taken by one item in ten
 // waits for 100 of them) and at least as many requests as the sources' (a
 // fan-out's items, several from one request, are no more independent than
-// the requests they come from).
+// the requests they come from). A fan-out module (api.Session.FanOuts, the
+// rule the DAGRunner runs it by) also counts its parent items by the items
+// each brought: the distribution the control loop plans it with once it
+// has counted enough (replan.HandleFanOut, cause "fanout").
 func (a *arrivals) track(cfg *api.Config) {
 	m := map[string]*sessionCounters{}
 	for _, s := range cfg.Sessions {
@@ -63,13 +66,21 @@ func (a *arrivals) track(cfg *api.Config) {
 			}
 		}
 		sc.refused = a.mon.Handle(s.Name, replan.RefusedModule, replan.EnvelopeWindow(slo, srcRate))
-		for _, mod := range s.Modules {
-			if len(mod.After) > 0 {
-				rate := mod.Rate
-				if srcRate > 0 {
-					rate = min(rate, srcRate)
-				}
-				sc.modules[mod.Name] = a.mon.Handle(s.Name, mod.Name, replan.EnvelopeWindow(slo, rate))
+		fanouts, _ := s.FanOuts() // a loaded config has no cycle
+		for i, mod := range s.Modules {
+			if len(mod.After) == 0 {
+				continue
+			}
+			rate := mod.Rate
+			if srcRate > 0 {
+				rate = min(rate, srcRate)
+			}
+			w := replan.EnvelopeWindow(slo, rate)
+			if i < len(fanouts) && fanouts[i] {
+				parent := s.Modules[s.ModuleIndex(mod.After[0])].Rate
+				sc.modules[mod.Name] = a.mon.HandleFanOut(s.Name, mod.Name, w, parent)
+			} else {
+				sc.modules[mod.Name] = a.mon.Handle(s.Name, mod.Name, w)
 			}
 		}
 		m[s.Name] = sc
@@ -91,12 +102,13 @@ func (a *arrivals) Arrived(session string) {
 }
 
 // ModuleArrived implements gateway.ModuleArrivalObserver: items arrivals at
-// module of session. One atomic load, two map lookups and one atomic add; no
-// lock, no allocation.
+// module of session, and on a fan-out module one parent item that brought
+// items (its measured distribution, replan.Counter.AddItems). Two atomic
+// loads, two map lookups and one or two atomic adds; no lock, no allocation.
 func (a *arrivals) ModuleArrived(session, module string, items int) {
 	if sc := (*a.table.Load())[session]; sc != nil {
 		if c := sc.modules[module]; c != nil {
-			c.Add(int64(items))
+			c.AddItems(items)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -135,14 +136,17 @@ func sessionConfig(slo time.Duration, mods ...api.Module) *api.Config {
 
 // Counting every module does not re-plan on noise: a chain whose modules
 // each see every request (paper-chain's m2 → m3 → a third, at 50 req/s
-// under a 900 ms SLO, and at 400 req/s under 300 ms, eight seeds each), and
-// a fan-out declared at 2 items a request whose requests make 1, 2 or 3
-// (OCR's boxes → cls, at 50 req/s, 40 seeds), 60 s of Poisson arrivals at
-// the embedded control's timing: no re-plan. The fan-out's items are as
-// noisy as the requests they come from (their count's variance is 2.3× a
-// Poisson count's); ExpandRates judges their rise on the requests' noise.
-// Without that (the recent span not divided by the items per request),
-// seed 23 of the 40 re-planned the fan-out on noise.
+// under a 900 ms SLO, and at 400 req/s under 300 ms, eight seeds each), a
+// fan-out declared at 2 items a request whose requests make 1, 2 or 3
+// (OCR's boxes → cls, at 50 req/s, 40 seeds), and a detector at 40 images/s
+// finding 0 or 12 objects declared with that distribution (16 seeds), 60 s
+// of Poisson arrivals at the embedded control's timing: no re-plan. A
+// fan-out's items are as noisy as the requests they come from (their
+// count's variance is 2.3× a Poisson count's for 1–3 items, 12× for 0 or
+// 12); ExpandRates judges their rise on the requests' noise. Without that
+// (the recent span not divided by the items per request), seed 23 of the 40
+// re-planned the 1–3 fan-out on noise; without the measured distribution's
+// share of it (1 + SCV), 5 of the 16 0-or-12 seeds re-planned (cause rate).
 func TestModuleCountsDoNotReplanOnNoise(t *testing.T) {
 	chain := func(r float64, slo time.Duration) *api.Config {
 		return sessionConfig(slo,
@@ -154,24 +158,29 @@ func TestModuleCountsDoNotReplanOnNoise(t *testing.T) {
 		api.Module{Name: "boxes", Rate: 50},
 		api.Module{Name: "cls", Rate: 100, After: []string{"boxes"}},
 		api.Module{Name: "rec", Rate: 100, After: []string{"cls"}})
+	zeroOr12 := fanOutConfig(api.FanOut{{Items: 0, Share: 3}, {Items: 12, Share: 1}})
+	oneToThree := func(rng *rand.Rand) int { return 1 + rng.IntN(3) }
 	for _, tc := range []struct {
-		name  string
-		cfg   func() *api.Config
-		rate  float64
-		seeds uint64
+		name    string
+		cfg     func() *api.Config
+		rate    float64
+		seeds   uint64
+		objects func(*rand.Rand) int
 	}{
-		{"chain 50 req/s", func() *api.Config { return chain(50, 900*time.Millisecond) }, 50, 8},
-		{"chain 400 req/s", func() *api.Config { return chain(400, 300*time.Millisecond) }, 400, 8},
-		{"fan-out 2 items", func() *api.Config { return fan }, 50, 40},
+		{"chain 50 req/s", func() *api.Config { return chain(50, 900*time.Millisecond) }, 50, 8, oneToThree},
+		{"chain 400 req/s", func() *api.Config { return chain(400, 300*time.Millisecond) }, 400, 8, oneToThree},
+		{"fan-out 2 items", func() *api.Config { return fan }, 50, 40, oneToThree},
+		{"fan-out 0 or 12 items", func() *api.Config { return zeroOr12 }, 40, 16, zeroOrTwelve},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := range tc.seeds {
 				l := newLoop(t, tc.cfg())
 				rng := rand.New(rand.NewPCG(seed, 35))
-				l.runner.Fn["boxes"] = func([]api.Tensor) ([]api.Tensor, error) {
-					n := 1 + rng.IntN(3)
+				detect := func([]api.Tensor) ([]api.Tensor, error) {
+					n := tc.objects(rng)
 					return []api.Tensor{{Name: "box", Datatype: "FP32", Shape: []int64{int64(n), 1}, Data: make([]byte, 4*n)}}, nil
 				}
+				l.runner.Fn["boxes"], l.runner.Fn["det"] = detect, detect
 				l.run(rng, "s", tc.rate, 60)
 				if len(l.published) != 1 {
 					t.Errorf("seed %d: %d re-plans %v on noise; want none", seed, len(l.published)-1, l.causes())
@@ -179,6 +188,39 @@ func TestModuleCountsDoNotReplanOnNoise(t *testing.T) {
 			}
 		})
 	}
+}
+
+// zeroOrTwelve is a detector's objects in an image: 0 in three images of
+// four, 12 in the fourth, drawn from rng.
+func zeroOrTwelve(rng *rand.Rand) int {
+	if rng.IntN(4) == 0 {
+		return 12
+	}
+	return 0
+}
+
+// fanOutConfig is a detector det at 40 images/s (model m) whose recognizer
+// rec (model r: batches of at most 4, 4/6/9 ms at 1/2/4) runs one item per
+// object found, at 3 objects an image, with the fanout f (nil: none), under
+// an 80 ms SLO.
+func fanOutConfig(f api.FanOut) *api.Config {
+	cfg := sessionConfig(80*time.Millisecond,
+		api.Module{Name: "det", Rate: 40},
+		api.Module{Name: "rec", Rate: 120, After: []string{"det"}})
+	r := api.Profile{Model: "r", Hardware: "v100"}
+	for _, e := range []struct {
+		b int
+		d time.Duration
+	}{{1, 4 * time.Millisecond}, {2, 6 * time.Millisecond}, {4, 9 * time.Millisecond}} {
+		r.Entries = append(r.Entries, api.ProfileEntry{Batch: e.b, Concurrency: 1, Duration: api.Duration(e.d)})
+	}
+	cfg.Profiles = append(cfg.Profiles, r)
+	cfg.Sessions[0].Modules[1].Model = "r"
+	if f != nil {
+		f, _ = f.Normalized()
+		cfg.Sessions[0].Modules[1].FanOut = f
+	}
+	return cfg
 }
 
 // A conditional branch's share learned through the gateway's counts: a
@@ -254,5 +296,50 @@ func TestArrivalsCountWithoutAllocating(t *testing.T) {
 	fan, _ := (*a.table.Load())["s"].modules["fan"].Closed(-1, nil)
 	if len(src) != 1 || src[0] != 1001 || len(fan) != 1 || fan[0] != 3003 {
 		t.Errorf("counted src %v, fan %v; want [1001], [3003]", src, fan)
+	}
+	got := a.mon.Snapshot(t0.Add(a.mon.Bucket())).FanOuts()
+	if want := (api.FanOut{{Items: 3, Share: 1001}}); len(got) != 1 || !slices.Equal(got[replan.ModuleKey{Session: "s", Module: "fan"}], want) {
+		t.Errorf("fan-out distributions %v; want s/fan %v (1001 parent items of 3) and no other", got, want)
+	}
+}
+
+// A fan-out's distribution learned through the gateway's counts: a
+// detector at 40 images/s finding 0 objects in three images of four and 12
+// in the fourth, drawn at random, whose recognizer (batches of at most 4)
+// is declared at its mean, 3 objects an image, without a distribution. Once
+// 1,000 images are counted (about 25 s) the controller re-plans rec (cause
+// fanout) with the measured distribution, about {0: 0.75, 12: 0.25}, and
+// more machines; no rate re-plan (the mean was right).
+func TestFanOutDistributionLearnedThroughTheGateway(t *testing.T) {
+	l := newLoop(t, fanOutConfig(nil))
+	rng := rand.New(rand.NewPCG(37, 1))
+	l.runner.Fn["det"] = func([]api.Tensor) ([]api.Tensor, error) {
+		n := zeroOrTwelve(rng)
+		return []api.Tensor{{Name: "box", Datatype: "FP32", Shape: []int64{int64(n), 1}, Data: make([]byte, 4*n)}}, nil
+	}
+	l.run(rng, "s", 40, 20)
+	if len(l.published) != 1 {
+		t.Fatalf("20 s (about 800 images): re-plans %v; want none before %d images", l.causes(), replan.MinFanOutSamples)
+	}
+	l.run(rng, "s", 40, 20)
+	if got := l.causes(); !slices.Equal(got, []string{replan.CauseFanOut}) {
+		t.Fatalf("40 s: re-plans %v; want one, with cause fanout", got)
+	}
+	rec := func(p *api.Plan) api.ModulePlan {
+		for _, m := range p.Sessions[0].Modules {
+			if m.Name == "rec" {
+				return m
+			}
+		}
+		t.Fatal("no rec in the plan")
+		return api.ModulePlan{}
+	}
+	before, after := rec(l.published[0].Plan), rec(l.published[1].Plan)
+	t.Logf("rec: cost %.3f → %.3f, planned fanout %v", before.Cost, after.Cost, after.FanOut)
+	if len(after.FanOut) != 2 || after.FanOut[1].Items != 12 || math.Abs(after.FanOut[1].Share-0.25) > 0.05 {
+		t.Errorf("planned fanout %v; want about {0: 0.75, 12: 0.25}", after.FanOut)
+	}
+	if after.Cost < before.Cost+1 {
+		t.Errorf("rec cost %.3f → %.3f; want a whole machine more for twelve objects at once", before.Cost, after.Cost)
 	}
 }

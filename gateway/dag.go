@@ -136,18 +136,12 @@ func compile(s api.Session) (*dag, error) {
 	if err := d.compileAnyOf(s); err != nil {
 		return nil, err
 	}
-	// Fan-out, in topological order so that a parent's is known: a higher rate
-	// than the one parent, or a fan-out distribution (api.Module.FanOut, whose
-	// mean may be below 1), starts it; the same rate as a fanned-out parent
-	// keeps it (one item per element all along a chain such as cls → rotate → rec).
-	for _, i := range d.order {
-		n := &d.mods[i]
-		if len(n.parents) != 1 {
-			continue
-		}
-		p := n.parents[0]
-		pr, r := s.Modules[p].Rate, s.Modules[i].Rate
-		n.fanout = len(s.Modules[i].FanOut) > 0 || pr > 0 && (r > pr || r == pr && d.mods[p].fanout)
+	fanouts, err := s.FanOuts() // api's rule, which the rate counters share
+	if err != nil {
+		return nil, err
+	}
+	for i := range d.mods {
+		d.mods[i].fanout = fanouts[i]
 	}
 	return d, nil
 }

@@ -110,9 +110,11 @@ var PanicPlaces = []string{"http", "grpc", "module", "batch", "timer", "goroutin
 // the first plan, a change of measured rates, of membership, of the config, an
 // operator's request, the control loop's periodic re-plan, a drift of the
 // measured durations from the profiles (docs/calibration.md), the Tuner's
-// scaling (no planner run), or two models found slowing each other on a
-// shared device (docs/calibration.md, "Co-location").
-var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic", "drift", "tune", "colocation"}
+// scaling (no planner run), two models found slowing each other on a
+// shared device (docs/calibration.md, "Co-location"), or a fan-out's
+// measured distribution needing another number of batches than planned
+// (docs/planner.md, "Fan-out as a distribution").
+var ReplanCauses = []string{"initial", "rate", "membership", "config", "manual", "periodic", "drift", "tune", "colocation", "fanout"}
 
 // latencyBuckets are the buckets of every latency histogram, in seconds: 1 ms
 // to about 16 s, doubling.

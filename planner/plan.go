@@ -314,14 +314,10 @@ func reassign(g *graph, mods []moduleInput, results []moduleResult, slo float64,
 	}
 }
 
-// fanOutQuantile is the share of a fan-out module's parent items whose items
-// fanOutMachines provisions for: the items of all but the last 0.1% of them.
-const fanOutQuantile = 0.999
-
 // fanOutMachines gives a module with a fan-out distribution (Llama's
 // input-dependent flow, api.Module.FanOut) the machines to run one parent
 // item's items side by side. The k items of a parent item (k the
-// fanOutQuantile of the distribution) arrive at once and need
+// api.ProvisionedQuantile of the distribution, FanOut.Provisioned) arrive at once and need
 // n = ⌈k/b⌉ batches (b the largest batch of the module's groups, d the
 // longest duration, L the module's budget, s). On m machines they take
 // ⌈n/m⌉ rounds of d; the rounds must fit in a third of what the budget
@@ -338,7 +334,7 @@ const fanOutQuantile = 0.999
 // met the SLO for 95% of requests against 100% at 3 a request
 // (simulate/fanout_test.go; docs/planner.md, "Fan-out as a distribution").
 func fanOutMachines(r *moduleResult, f api.FanOut, L float64) {
-	k := f.Draw(f.Cumulative(), fanOutQuantile)
+	k := f.Provisioned()
 	if k < 2 || len(r.groups) == 0 {
 		return
 	}

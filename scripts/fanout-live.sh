@@ -15,6 +15,8 @@
 # PLAN=under declares rec at 60 items/s (1.5 an image, half the true mean)
 # without the distribution, and prints the plan after the run and the
 # re-plans: the gateway counts rec's own items and re-plans it as measured.
+# PLAN=mean prints the same: from 1,000 images counted the gateway plans rec
+# with the distribution it measured (cause fanout); DURATION=60s shows it.
 #   PLAN=mean BACKENDS=1 scripts/fanout-live.sh; PLAN=dist BACKENDS=3 scripts/fanout-live.sh
 set -euo pipefail
 PLAN=${PLAN:-dist}
@@ -92,9 +94,9 @@ for line in sys.stdin:
         below = c
 print("  measured fanout: {%s}" % ", ".join("%d: %d" % kv for kv in sorted(seen.items())))
 '
-if [ "$PLAN" = under ]; then # the gateway learns rec's rate from its own counts
+if [ "$PLAN" = under ] || [ "$PLAN" = mean ]; then # the gateway learns rec's rate and distribution from its own counts
   plan " after the run"
-  curl -s "$G/metrics" | grep -E '^piccolo_plan_replans_total[{]cause="(rate|drift)"[}]' | tr '\n' ' '; echo
+  curl -s "$G/metrics" | grep -E '^piccolo_plan_replans_total[{]cause="(rate|drift|fanout)"[}]' | tr '\n' ' '; echo
 fi
 [ "$CASES" = all ] || exit 0
 # The neighbouring cases: above and below the planned rate, closed loops of

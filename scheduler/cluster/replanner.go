@@ -364,7 +364,10 @@ func members(s membership.Snapshot) []placement.Member {
 // items it measured per request when that is more than one, so that the
 // controller judges a rise of its items as significant only as far as the
 // requests they come from are (ModuleRate.Scaled's rule: f items from each
-// request make a count f times as noisy as a Poisson count of f·n items).
+// request make a count f times as noisy as a Poisson count of f·n items),
+// and by 1 + SCV more for a fan-out whose measured distribution varies
+// (ModuleRate.FanOut: 0 or 12 objects an image make a count 12 times as
+// noisy as a Poisson count of the same mean, not 3).
 //
 // A source, and a module without a measured rate, takes the session's
 // measured request rate (the rate of its sources', by cfg, with the highest
@@ -419,8 +422,13 @@ func ExpandRates(cfg *api.Config, s replan.RateSnapshot) replan.RateSnapshot {
 				case srcRate > 0:
 					perRequest = m.Rate / srcRate
 				}
-				if perRequest > 1 {
-					r.RecentSpan = time.Duration(float64(r.RecentSpan) / perRequest)
+				// The items' count is a compound Poisson count: its variance
+				// is perRequest × (1 + SCV) times a Poisson count's of the
+				// same mean (SCV of the measured fan-out distribution; 0 for
+				// a fixed count, 3 for 0 or 12 objects in three images of
+				// four), so the span is divided by that.
+				if d := perRequest * (1 + r.FanOut.SCV()); d > 1 {
+					r.RecentSpan = time.Duration(float64(r.RecentSpan) / d)
 				}
 				out.Rates = append(out.Rates, r)
 				continue

@@ -39,6 +39,9 @@ const (
 	// made again and placed with the pair kept apart (placement.Options
 	// Slowdowns; docs/calibration.md, "Co-location").
 	CauseColocation = "colocation"
+	// CauseFanOut is a fan-out module's measured distribution needing
+	// another number of batches than the one planned (fanout.go).
+	CauseFanOut = "fanout"
 )
 
 // DefaultUpSignificance is Options.UpSignificance's default: 4 standard
@@ -321,8 +324,9 @@ type Controller struct {
 	placed   *api.Plan
 	pubCfg   *api.Config // the config placed was published with
 	unplaced *api.Plan
-	planned  map[ModuleKey]float64 // rates the current plan was made for
-	override map[ModuleKey]float64 // measured rates in use instead of the config's
+	planned  map[ModuleKey]float64    // rates the current plan was made for
+	override map[ModuleKey]float64    // measured rates in use instead of the config's
+	fanOut   map[ModuleKey]api.FanOut // measured fan-out distributions in use instead of the config's (normalised)
 	upSince  map[ModuleKey]time.Time
 	downFrom map[ModuleKey]time.Time
 	lastPlan time.Time
@@ -401,7 +405,7 @@ func New(cfg *api.Config, members []placement.Member, o Options) (*Controller, e
 		return nil, err
 	}
 	c := &Controller{o: o, wake: make(chan struct{}, 1), sources: map[string]RateSnapshot{},
-		planned: map[ModuleKey]float64{}, override: map[ModuleKey]float64{}, upSince: map[ModuleKey]time.Time{}, downFrom: map[ModuleKey]time.Time{},
+		planned: map[ModuleKey]float64{}, override: map[ModuleKey]float64{}, fanOut: map[ModuleKey]api.FanOut{}, upSince: map[ModuleKey]time.Time{}, downFrom: map[ModuleKey]time.Time{},
 		counts: map[string]int{}}
 	c.cfg, c.decl = cfg, Declared(cfg)
 	c.setMembers(members)
@@ -534,6 +538,7 @@ func (c *Controller) step(now time.Time) {
 	c.in = inputs{}
 	measured, current := map[ModuleKey]float64{}, map[ModuleKey]float64{}
 	recent, recentSpan := map[ModuleKey]float64{}, map[ModuleKey]time.Duration{}
+	var fanOuts map[ModuleKey]api.FanOut
 	for src, s := range c.sources {
 		if now.Sub(s.At) > c.o.StaleRates {
 			delete(c.sources, src)
@@ -549,6 +554,12 @@ func (c *Controller) step(now time.Time) {
 		for k, r := range rr {
 			recent[k] += r
 			recentSpan[k] = max(recentSpan[k], rs[k])
+		}
+		for k, f := range s.FanOuts() {
+			if fanOuts == nil {
+				fanOuts = map[ModuleKey]api.FanOut{}
+			}
+			fanOuts[k] = addFanOut(fanOuts[k], f)
 		}
 	}
 	c.mu.Unlock()
@@ -592,6 +603,11 @@ func (c *Controller) step(now time.Time) {
 		c.takeMeasured(measured)
 		plan = true
 	}
+	if c.fanOutShifted(fanOuts) {
+		raise(CauseFanOut, now)
+		c.takeMeasured(measured)
+		plan = true
+	}
 	if at, ok := c.drifted(now); ok {
 		raise(CauseDrift, at)
 		plan = true
@@ -618,8 +634,11 @@ func (c *Controller) step(now time.Time) {
 }
 
 // applyConfig switches to cfg, dropping the measured rates of modules that are
-// gone or whose configured rate changed (the operator's new rate wins).
+// gone or whose configured rate changed (the operator's new rate wins), and
+// the measured fan-out distributions of modules gone or whose configured
+// fanout changed.
 func (c *Controller) applyConfig(cfg *api.Config) {
+	c.dropFanOuts(cfg)
 	now := Declared(cfg)
 	for k := range c.override {
 		if r, ok := now[k]; !ok || r != c.decl[k] {
@@ -871,7 +890,9 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 		var p *api.Plan
 		var err error
 		var took time.Duration
-		if handed != nil && handed.Plan != nil && maps.Equal(handed.Rates, rates) {
+		// A handed plan was made at the rates in use but with the config's
+		// fan-out distributions: not the plan when measured ones are in use.
+		if handed != nil && handed.Plan != nil && maps.Equal(handed.Rates, rates) && len(c.fanOut) == 0 {
 			p, err, took = handed.Plan, handed.Err, handed.Took
 		} else if p, err = c.o.Plan(cfg); p == nil {
 			fail(fmt.Errorf("planner: %w", err))
@@ -951,7 +972,7 @@ func (c *Controller) replan(now time.Time, cause pendingCause, plan bool, measur
 // or measured durations, not an operator's change (config, manual), the
 // pool's (membership) or the first plan.
 func keepsFit(cause string) bool {
-	return cause == CauseRate || cause == CauseDrift || cause == CauseColocation
+	return cause == CauseRate || cause == CauseDrift || cause == CauseColocation || cause == CauseFanOut
 }
 
 // sharesDevice reports whether placed puts two models on one backend.
@@ -974,8 +995,8 @@ func (c *Controller) covers(rates map[ModuleKey]float64) map[ModuleKey]float64 {
 	return c.o.Covers(rates)
 }
 
-// planningConfig is the config the planner sees: module rates replaced by the
-// measured ones in use, and, when members are known, the members as its
+// planningConfig is the config the planner sees: module rates and fan-out
+// distributions replaced by the measured ones in use, and, when members are known, the members as its
 // backends: the planner (serving.Plan) plans for the hardware types they
 // have, so a type that left is planned around, not waited for.
 func (c *Controller) planningConfig() (*api.Config, map[ModuleKey]float64) {
@@ -986,6 +1007,7 @@ func (c *Controller) planningConfig() (*api.Config, map[ModuleKey]float64) {
 		}
 	}
 	cfg := WithRates(c.cfg, rates)
+	withFanOuts(cfg, c.fanOut)
 	if len(c.members) > 0 {
 		// The planner sees the pool as its backends: a planner that fits the
 		// plan to the devices per type (serving.Plan) counts them.

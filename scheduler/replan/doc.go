@@ -65,7 +65,8 @@
 //	go mon.Run(ctx, replan.SystemClock{})        // advances the buckets
 //	// per module, when a plan is loaded (controlplane/arrivals.go):
 //	//   c := mon.Handle(session, module, replan.EnvelopeWindow(slo, configuredRate))
-//	// per request (a source), per item (another module): c.Add(1)
+//	//   (a fan-out module: mon.HandleFanOut(session, module, window, parentRate))
+//	// per request (a source): c.Add(1); per start of another module: c.AddItems(items)
 //	ctl, _ := replan.New(cfg, members, replan.Options{
 //		Plan:    func(c *api.Config) (*api.Plan, error) { return planner.Plan(c, opts) },
 //		Target: replan.Publisher(func(r *replan.Replan) error { /* build LiveRunner from r.Plan, swap, metrics.SetPlan(r.Plan, r.Cause, r.PlanTook+r.PlaceTook) */ }),
@@ -85,6 +86,15 @@
 // the gateway's id; rates add up.
 // Members convert from the membership package as placement.Member{ID, Hardware}; a
 // static config's backends as placement.Member{b.ID, b.Hardware}.
+//
+// Fan-out distributions (fanout.go) — a fan-out module's counter also counts
+// each parent item by the items it brought, in two generations of the horizon
+// (or of the time 1,000 parent items take at its parent's configured rate, at
+// most 10 minutes); snapshots carry the counts (ModuleRate.FanOut); from
+// MinFanOutSamples parent items on, the controller plans the module with the
+// measured distribution when its 99.9th percentile needs another number of
+// batches of the module's largest planned batch than the one in use (cause
+// "fanout"; a config changing the module's fanout drops it).
 //
 // Tuner (tuner.go) — InferLine's Tuner (§5, Algorithms 3–4): a pure decision
 // over 100 ms bucket counts (Observe, then Check, from one goroutine) that

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/piccolo-serving/piccolo/api"
 )
 
 // ModuleKey names one module of one session: the unit whose arrival rate is measured
@@ -97,6 +99,7 @@ type Counter struct {
 	m    *RateMonitor
 	span atomic.Int64 // the window, in buckets
 	ring []atomic.Int64
+	fan  atomic.Pointer[fanOutCounts] // a fan-out's parent items by items (HandleFanOut); nil for another module
 }
 
 // NewRateMonitor returns a monitor whose first bucket opens at start. Errors
@@ -130,6 +133,13 @@ func (m *RateMonitor) Horizon() time.Duration { return time.Duration(m.horizon) 
 // the counts are kept. Takes a lock: call it when a plan is loaded, not per
 // request.
 func (m *RateMonitor) Handle(session, module string, window time.Duration) *Counter {
+	c := m.handle(session, module, window)
+	c.fan.Store(nil) // no longer a fan-out's, if it was
+	return c
+}
+
+// handle is Handle without dropping a fan-out's counts (HandleFanOut).
+func (m *RateMonitor) handle(session, module string, window time.Duration) *Counter {
 	span := min(max(int64((window+m.bucket-1)/m.bucket), 1), int64(m.horizon))
 	k := ModuleKey{session, module}
 	m.mu.Lock()
@@ -175,6 +185,11 @@ func (m *RateMonitor) Advance(now time.Time) {
 			c.ring[j].Store(0)
 		}
 	}
+	for _, c := range list {
+		if f := c.fan.Load(); f != nil {
+			f.rotate(target)
+		}
+	}
 	m.cur.Store(target)
 }
 
@@ -197,6 +212,9 @@ func (m *RateMonitor) Snapshot(now time.Time) RateSnapshot {
 			recent := min(RecentWindows*span, closed)
 			r.Current, r.Envelope, r.Mean, r.Recent = c.rates(cur, closed, min(span, closed), recent)
 			r.RecentSpan = time.Duration(recent) * m.bucket
+		}
+		if f := c.fan.Load(); f != nil {
+			r.FanOut = f.counts()
 		}
 		s.Rates = append(s.Rates, r)
 	}
@@ -266,7 +284,11 @@ type RateSnapshot struct {
 // controller to judge whether a rise is significant (Options.UpSignificance):
 // RecentWindows windows of at least MinWindowArrivals (100) arrivals hold at
 // least 400, whose Poisson noise is at most 5%, half of one window's. 0 in
-// snapshots from before the field.
+// snapshots from before the field. FanOut, on a fan-out module's rate
+// (RateMonitor.HandleFanOut), is its parent items over the last one to two
+// generations counted by the items each brought: weights are counts, not
+// normalised (api.FanOut.Normalized makes them shares); nil for another
+// module and in snapshots from before the field.
 type ModuleRate struct {
 	Session    string        `json:"session"`
 	Module     string        `json:"module"`
@@ -276,6 +298,7 @@ type ModuleRate struct {
 	Mean       float64       `json:"mean"`
 	Recent     float64       `json:"recent,omitempty"`
 	RecentSpan time.Duration `json:"recent_span,omitempty"`
+	FanOut     api.FanOut    `json:"fanout,omitempty"`
 }
 
 // RefusedModule is the module name under which a gateway reports a
