@@ -18,7 +18,7 @@ var classNames = [dispatcher.Classes]string{gateway.ClassHigh: "high", gateway.C
 // Describe implements prometheus.Collector.
 func (r *LiveRunner) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{metrics.DescItems, metrics.DescDummies, metrics.DescClosed, metrics.DescBatches, metrics.DescSlotItems, metrics.DescSlotDummies,
-		metrics.DescSlotBusy, metrics.DescSlotLanes, metrics.DescSlotRate, metrics.DescOutstanding, metrics.DescOverflow, metrics.DescLocal, metrics.DescClassItems} {
+		metrics.DescSlotBusy, metrics.DescSlotLanes, metrics.DescSlotRate, metrics.DescOutstanding, metrics.DescOverflow, metrics.DescLateCommitted, metrics.DescLocal, metrics.DescClassItems} {
 		ch <- d
 	}
 	if r.ownHealth {
@@ -46,6 +46,7 @@ func (r *LiveRunner) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(metrics.DescClosed, prometheus.CounterValue, float64(n), s, m, dispatcher.Closer(c).String())
 			}
 			ch <- prometheus.MustNewConstMetric(metrics.DescOverflow, prometheus.CounterValue, float64(st.Overflow), s, m)
+			ch <- prometheus.MustNewConstMetric(metrics.DescLateCommitted, prometheus.CounterValue, float64(st.LateCommitted), s, m)
 			ch <- prometheus.MustNewConstMetric(metrics.DescLocal, prometheus.CounterValue, float64(st.Local), s, m)
 			for c, n := range st.ByClass {
 				ch <- prometheus.MustNewConstMetric(metrics.DescClassItems, prometheus.CounterValue, float64(n.Submitted), s, m, classNames[c], "submitted")

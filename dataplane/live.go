@@ -66,6 +66,12 @@ type LiveOptions struct {
 	// budgets from it to a sink), not its budget from now. Off: the paper's
 	// per-module budgets.
 	InvocationSlack bool
+	// LateCommit turns on Llama's late commit, per batch
+	// (dispatcher.Options.LateCommit; docs/dataplane.md, "Late commit"): a
+	// batch that would end late on its group's machine goes to an idle
+	// machine of another of the module's planned groups that ends it in
+	// time. Off: the group the plan's shares chose.
+	LateCommit bool
 	// Metrics, when set, records each module's queue and compute times and batch
 	// sizes (children resolved here, once per module).
 	Metrics *metrics.Metrics
@@ -354,7 +360,7 @@ func newLiveRunner(ctx context.Context, cfg *api.Config, plan *api.Plan, opts Li
 			}
 			lm.profiled = profiledIn(cfg, mp.Model)
 			d, err := dispatcher.New(mp, dispatcher.Options{Policy: opts.Policy, Flush: opts.Flush, ArrivalGap: gap, Sender: lm, Health: r.health, Devices: r.health,
-				Admission: opts.Admission, HandoffMargin: handoffMarginOf(cfg, sp.Name, mp.Name), Profiled: lm.profiled, Locality: lm.local})
+				Admission: opts.Admission, HandoffMargin: handoffMarginOf(cfg, sp.Name, mp.Name), Profiled: lm.profiled, Locality: lm.local, LateCommit: opts.LateCommit})
 			if err != nil {
 				return fail(fmt.Errorf("session %q: %w", sp.Name, err))
 			}

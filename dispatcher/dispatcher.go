@@ -76,6 +76,16 @@ type Options struct {
 	// as anywhere: nothing admission predicted changes); else the choice as
 	// without it. Cloudflow's dynamic dispatch with caching (docs/locality.md).
 	Locality bool
+	// LateCommit (Llama's late commit, per batch; off by default: the
+	// gateway's and `piccolo simulate`'s --late-commit): a batch that would
+	// end after its earliest item is due on the machine its group chose goes
+	// instead to an idle machine of another of the module's planned groups
+	// that ends it in time, the cheapest machine time (price × duration)
+	// first, without delaying a batch open for that machine's group past
+	// its latest send (lateCommitFor; docs/dataplane.md, "Late commit");
+	// admission counts those machines too. Spare machines (SetSpare) come
+	// after them.
+	LateCommit bool
 	// ClassFloor is, with Admission, the share of the admitted items (about
 	// the last 500) below which a priority class is admitted as class 0, so
 	// that no class starves; 0: DefaultClassFloor; negative: no floor.
@@ -129,6 +139,10 @@ type Stats struct {
 	// every machine of their group was busy and they would have completed
 	// too late there.
 	Overflow uint64
+	// LateCommitted counts the batches Options.LateCommit sent to a machine
+	// of another of the module's groups because their own would have ended
+	// them too late.
+	LateCommitted uint64
 	// Local counts the batches Options.Locality sent to a free machine on
 	// the backend holding their items (Item.Home).
 	Local uint64
@@ -166,6 +180,7 @@ type Dispatcher struct {
 	module string
 	policy Policy
 	local  bool  // Options.Locality
+	late   bool  // Options.LateCommit
 	frule  Flush // Options.Flush
 	early  bool  // flush.Early(), read once
 	admit  bool  // Options.Admission
@@ -418,7 +433,7 @@ func New(mp api.ModulePlan, opts Options) (*Dispatcher, error) {
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
-	d := &Dispatcher{module: mp.Name, policy: opts.Policy, frule: opts.Flush, early: opts.Flush.Early(), admit: opts.Admission, handoff: opts.HandoffMargin, local: opts.Locality, clock: opts.Clock, sender: opts.Sender,
+	d := &Dispatcher{module: mp.Name, policy: opts.Policy, frule: opts.Flush, early: opts.Flush.Early(), admit: opts.Admission, handoff: opts.HandoffMargin, local: opts.Locality, late: opts.LateCommit, clock: opts.Clock, sender: opts.Sender,
 		health: opts.Health, devs: opts.Devices, profiled: opts.Profiled, gap: opts.ArrivalGap.Seconds(), born: opts.Clock.Now()}
 	if !opts.Admission {
 		d.handoff = 0 // the margin is admission's: without it the machine choice keeps none either
@@ -1243,7 +1258,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	switch {
 	case m != nil:
 		d.stats.Local++
-	case len(d.spare) == 0:
+	case len(d.spare) == 0 && !d.late:
 		m, _ = d.pick(q, b.g, b, b.minDL, now)
 	default:
 		m, _, _, _ = d.target(q, b.g, b, nil, b.minDL, now, true)
@@ -1251,7 +1266,9 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	switch {
 	case m.slot.Group < 0:
 		d.stats.Overflow++
-	case q.m == nil && m.g == b.g:
+	case m.g != b.g:
+		d.stats.LateCommitted++
+	case q.m == nil:
 		b.g.advance(m)
 	}
 	m.place(b, now)

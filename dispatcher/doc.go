@@ -156,6 +156,13 @@
 // sent to them and Stats.Spare their work. Spare machines survive a plan
 // swap; SetSpare replaces them.
 //
+// With Options.LateCommit (Llama's late commit, per batch), such a batch
+// first goes to an idle machine of another of the module's planned groups
+// that completes it in time, the cheapest machine time first, unless it
+// would still run there when a batch open for that group must start
+// (lateCommitFor); Stats.LateCommitted counts them. The group a batch opens
+// for stays the plan's share.
+//
 // # Dummies (§III-D)
 //
 // The dispatcher injects dummy arrivals at the module's planned dummy rate,

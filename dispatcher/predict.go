@@ -124,11 +124,19 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 	// admission predicts it behind.
 	onset := it == nil || classOf(it.Class) > 0 || d.classesOffered&(d.classesOffered-1) == 0
 	end, margin = d.endOn(m, start, now, onset)
-	if !spares || len(d.spare) == 0 {
+	if !spares || len(d.spare) == 0 && !d.late {
 		return m, end, margin, false
 	}
 	due := d.dueOn(b, it, m.g.duration, now)
 	if due.IsZero() || !end.Add(margin).After(due) {
+		return m, end, margin, false
+	}
+	if d.late {
+		if o, e := d.lateCommitFor(b, it, m.g, now); o != nil {
+			return o, e, 0, false // idle: it starts now, nothing queued ahead
+		}
+	}
+	if len(d.spare) == 0 {
 		return m, end, margin, false
 	}
 	if m.idle() && !(m.duration() > m.slot.Duration && m.g.hasFasterPeer(m)) {
@@ -138,6 +146,74 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 		return s, e, d.queuedMargin(s, e, now, onset), false
 	}
 	return m, end, margin, false
+}
+
+// lateCommitFor returns, with Options.LateCommit, where a batch b (with it,
+// when not nil) that would end late on its group g's machine goes instead,
+// and when it ends there: among the idle machines of the module's other
+// planned groups that hold b (their batch ≥ its size), are up and end it
+// by its Due, the one whose machine time costs least (price × duration;
+// ties: the earlier end). Spares come after (target's step 3): the
+// planned machines are paid for either way. A machine of another group qualifies
+// only if b ends there before every batch open for that group (or for the
+// machine's own stream) must start to end by its earliest deadline
+// (queue.sendBy's time, read from its group's duration), so an item
+// admitted for that group is not made late. nil when none qualifies.
+// Under d.mu; O(machines), per batch closed late, never per request in
+// time.
+func (d *Dispatcher) lateCommitFor(b *Batch, it *Item, g *group, now time.Time) (*machine, time.Time) {
+	size := b.Size()
+	if it != nil {
+		size++
+	}
+	var best *machine
+	var bestEnd time.Time
+	var bestCost float64
+	for _, o := range d.st.machines {
+		if o.g == g || o.slot.Batch < size || !o.idle() || o.isDown() {
+			continue
+		}
+		dur := o.duration()
+		e := predictAt(o, o.startAt(now), now)
+		if e.After(d.dueOn(b, it, o.g.duration, now)) || !d.freeBefore(o, e) {
+			continue
+		}
+		price := o.slot.Cost
+		if o.slot.Occupancy > 0 {
+			price /= o.slot.Occupancy
+		}
+		c := price * dur.Seconds()
+		if best == nil || c < bestCost || c == bestCost && e.Before(bestEnd) {
+			best, bestEnd, bestCost = o, e, c
+		}
+	}
+	return best, bestEnd
+}
+
+// freeBefore reports whether a batch placed on o now, ending at end, leaves
+// o free by the latest start of every batch open for o's group or o's own
+// stream: its earliest deadline less o's group's duration (times the
+// group's slowness).
+func (d *Dispatcher) freeBefore(o *machine, end time.Time) bool {
+	latest := func(q *queue) bool {
+		if q == nil || q.open == nil || q.open.minDL.IsZero() {
+			return true
+		}
+		du := o.g.duration
+		if s := o.g.slow; s != 1 {
+			du = time.Duration(float64(du) * s)
+		}
+		return !end.After(q.open.minDL.Add(-du))
+	}
+	if !latest(o.q) {
+		return false
+	}
+	for _, q := range d.st.shared {
+		if q.open != nil && q.open.g == o.g && !latest(q) {
+			return false
+		}
+	}
+	return true
 }
 
 // endOn is predictAt and queuedMargin of a batch that starts on m at start,

@@ -530,6 +530,9 @@ var (
 	DescOverflow = prometheus.NewDesc(DispatcherOverflowBatchesTotal,
 		"Batches of a module sent to a spare machine (a backend of the pool its plan leaves idle, gateway --spare) because every machine of their group was busy, or the one chosen was idle but slower than planned (its pace or straggler slowness) while another of the group was faster, and they would have completed late there: to the spare that completed them in time, or, when none could, sooner than there.",
 		[]string{"session", "module"}, nil)
+	DescLateCommitted = prometheus.NewDesc(DispatcherLateCommittedBatchesTotal,
+		"Batches of a module sent to an idle machine of another of its planned groups, which ended them in time, because the machine their own group chose would have ended them late (Llama's late commit, gateway --late-commit).",
+		[]string{"session", "module"}, nil)
 	DescLocal = prometheus.NewDesc(DispatcherLocalBatchesTotal,
 		"Batches of a module sent to a free machine on the backend holding their items' inputs (locality, gateway --locality-bytes), where they name the held inputs instead of sending them.",
 		[]string{"session", "module"}, nil)

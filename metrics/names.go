@@ -58,6 +58,11 @@ const (
 	// were saturated; the spare machines' own batches, items and busy time are
 	// the slot metrics above with slot "spare<i>".
 	DispatcherOverflowBatchesTotal = "piccolo_dispatcher_overflow_batches_total"
+	// DispatcherLateCommittedBatchesTotal counts a module's batches sent to
+	// an idle machine of another of its planned groups because their own
+	// group's would have ended them late (gateway --late-commit,
+	// docs/dataplane.md "Late commit").
+	DispatcherLateCommittedBatchesTotal = "piccolo_dispatcher_late_committed_batches_total"
 	// DispatcherLocalBatchesTotal counts a module's batches sent to a free
 	// machine on the backend holding their inputs (gateway --locality-bytes,
 	// docs/locality.md).

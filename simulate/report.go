@@ -105,8 +105,9 @@ type DispatchCounts struct {
 	Sent             uint64 `json:"sent"` // items that went to a backend in a batch
 	DeadlineOnSubmit uint64 `json:"deadline_on_submit"`
 	DeadlineOnSend   uint64 `json:"deadline_on_send"`
-	Overloaded       uint64 `json:"overloaded"` // refused by admission
-	Overflow         uint64 `json:"overflow"`   // batches sent to spare machines
+	Overloaded       uint64 `json:"overloaded"`               // refused by admission
+	Overflow         uint64 `json:"overflow"`                 // batches sent to spare machines
+	LateCommitted    uint64 `json:"late_committed,omitempty"` // batches sent to another group's idle machine (Options.LateCommit)
 }
 
 // GroupReport is one config group: its planned WCL and the slowest item it ran.
@@ -214,7 +215,7 @@ func (m *module) report(win float64, elapsed time.Duration) ModuleReport {
 	if n := len(m.lat) + sumErrs(m.errs); n > 0 {
 		mr.BudgetAttainment = float64(m.good) / float64(n)
 	}
-	mr.Dispatcher = DispatchCounts{Submitted: st.Submitted, DeadlineOnSubmit: st.DeadlineOnSubmit, DeadlineOnSend: st.DeadlineOnSend, Overloaded: st.Overloaded, Overflow: st.Overflow}
+	mr.Dispatcher = DispatchCounts{Submitted: st.Submitted, DeadlineOnSubmit: st.DeadlineOnSubmit, DeadlineOnSend: st.DeadlineOnSend, Overloaded: st.Overloaded, Overflow: st.Overflow, LateCommitted: st.LateCommitted}
 	for _, sl := range st.Slots {
 		mr.Dispatcher.Sent += sl.Items
 	}

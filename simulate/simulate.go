@@ -65,6 +65,11 @@ type Options struct {
 	// gateway's --invocation-slack does. With Admission only: without it,
 	// items keep the paper's module deadlines.
 	InvocationSlack bool
+	// LateCommit sends a batch that would end late on its group's machine to
+	// an idle machine of another of the module's groups that ends it in
+	// time (dispatcher.Options.LateCommit), as the gateway's --late-commit
+	// does.
+	LateCommit bool
 	// Spare are machines outside the plan that a module's batches may
 	// overflow to (dispatcher.SetSpare): each applies to the module its
 	// Slot.Module names. Slots naming one backend (the same idle backend
@@ -402,7 +407,7 @@ func (s *sim) newSession(sp *api.SessionPlan, index uint64, driven bool) (*sessi
 		if err := send.set(mp, ss.tailDraws); err != nil {
 			return nil, fmt.Errorf("module %q: %w", mp.Name, err)
 		}
-		d, err := dispatcher.New(racingSets(*mp), dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Admission: s.o.Admission,
+		d, err := dispatcher.New(racingSets(*mp), dispatcher.Options{Policy: s.o.Policy, Flush: s.o.Flush, Admission: s.o.Admission, LateCommit: s.o.LateCommit,
 			ArrivalGap: gap, Clock: s.clock, Sender: send, Devices: s.devTable})
 		if err != nil {
 			return nil, err

@@ -51,6 +51,7 @@ type gatewayOptions struct {
 	backendToken            string
 	slack                   float64
 	invocationSlack         bool
+	lateCommit              bool
 	locality                int
 	admission               bool
 	hedge                   float64       // --hedge-budget
@@ -201,6 +202,7 @@ accepting, finishes requests in flight (up to --drain) and exits.`,
 	f.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", kserve.DefaultMaxConnsPerIP, "open HTTP connections one client address may hold (< 0: no cap)")
 	f.BoolVar(&o.admission, "admission", true, "refuse at once (429), at each module, an item the machines' queues say would finish too late for its request's deadline (docs/dataplane.md, \"Admission\"); false: only the DAG's lower-bound estimate refuses, and what it admits but cannot serve in time fails with 504")
 	f.BoolVar(&o.spare, "spare", true, "overflow a module's batches, when its planned machines are saturated, to the backends of the pool its plan leaves idle (models loaded there at plan apply) before refusing")
+	f.BoolVar(&o.lateCommit, "late-commit", false, "Llama's late commit, per batch: a batch that would end after its earliest item is due on the machine its group chose goes to an idle machine of another of the module's planned groups that ends it in time, the cheapest machine time first, never delaying a batch open for that group (docs/dataplane.md, \"Late commit\")")
 	f.IntVar(&o.locality, "locality-bytes", 0, "Cloudflow's locality: ask the backend running a module whose outputs feed another to hold each item's outputs of at least this many bytes, name them instead of sending them when the next module's batch goes to that backend, and send a batch to a free machine on the backend holding its items (docs/locality.md); 0: off")
 	f.BoolVar(&o.invocationSlack, "invocation-slack", false, "time each item's flush deadline by Llama's per-invocation slack: a module's share of the time the request has left (its budget over the longest path of budgets from it to a sink) instead of its budget from now, so an item whose upstream ran early keeps the time saved and a late one flushes sooner (docs/dataplane.md, \"Per-invocation slack\")")
 	f.Float64Var(&o.slack, "slack", 0.1, "share of each module's budget kept free for network and host delays, in [0, 1); at most the module's headroom in the plan (budget − WCL), so the deadline flush still fills the planned batch")
@@ -254,7 +256,7 @@ func runGateway(ctx context.Context, o *gatewayOptions, ready func(httpAddr, grp
 		return err
 	}
 	return gatewayprocess.Run(ctx, gatewayprocess.Options{Files: o.files, Listen: o.listen, GRPCListen: o.grpcListen, NoFuse: o.noFuse,
-		Policy: o.policy, MaxUtil: o.maxUtil, SessionUtil: sessionUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), Tenants: o.tenants, ConsulAuth: o.consulAuth, HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack, InvocationSlack: o.invocationSlack, Locality: o.locality,
+		Policy: o.policy, MaxUtil: o.maxUtil, SessionUtil: sessionUtil, Burst: o.burst, Dispatch: o.dispatch, Flush: o.flush, MaxBody: o.maxBody, MaxInflight: o.maxInflight, AdminListen: adminListen(o.adminListen), Tenants: o.tenants, ConsulAuth: o.consulAuth, HeaderTimeout: o.headerTimeout, MaxConnsPerIP: o.maxConnsPerIP, Door: o.door, DoorOpts: o.doorOpts, Slack: o.slack, InvocationSlack: o.invocationSlack, LateCommit: o.lateCommit, Locality: o.locality,
 		Admission: o.admission, Hedge: o.hedge, ProbeEvery: o.probeEvery, Spare: o.spare, Calibrate: o.calibrate, CalFile: o.calFile,
 		Drain: o.drain, DrainDelay: o.drainDelay, AdminToken: adminToken(o.adminToken), AdminTokens: o.adminTokens, Watch: o.watch, Consul: o.consul,
 		ClusterPrefix: o.clusterPrefix, Schedule: o.schedule, SchedulerID: o.schedulerID, SchedulerTTL: o.schedulerTTL, GatewayID: o.gatewayID,

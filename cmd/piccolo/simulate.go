@@ -61,6 +61,7 @@ WCL: 'over WCL' counts those that do.`,
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the arrival processes and jitter")
 	f.Float64Var(&o.Jitter, "jitter", 0, "batch durations vary uniformly by ±this fraction, in [0,1)")
 	f.BoolVar(&o.InvocationSlack, "invocation-slack", false, "time each item's flush deadline by Llama's per-invocation slack, as 'piccolo gateway --invocation-slack' does (docs/dataplane.md, \"Per-invocation slack\")")
+	f.BoolVar(&o.LateCommit, "late-commit", false, "send a batch that would end late on its group's machine to an idle machine of another of the module's planned groups that ends it in time, as 'piccolo gateway --late-commit' does (docs/dataplane.md, \"Late commit\")")
 	f.BoolVar(&o.Admission, "admission", false, "refuse at once a request the machines' queues say would finish after its deadline, as 'piccolo gateway' does (counted as refused, not as a failure); false: the paper's dispatcher, which admits everything")
 	f.BoolVar(&o.Place, "place", true, "run the plan on the devices placement packs it onto (fractional machines of different modules share a device and its lanes); false: every machine a device of its own. A plan naming backends runs on them")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")

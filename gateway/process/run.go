@@ -47,6 +47,9 @@ type Options struct {
 	// InvocationSlack (--invocation-slack) times each item's flush deadline
 	// by Llama's per-invocation slack (dataplane.LiveOptions.InvocationSlack).
 	InvocationSlack bool
+	// LateCommit (--late-commit) is dataplane.LiveOptions.LateCommit:
+	// Llama's late commit, per batch, across a module's planned groups.
+	LateCommit bool
 	// Locality (--locality-bytes) is dataplane.LiveOptions.Locality: the
 	// smallest output a backend is asked to hold (docs/locality.md); 0: off.
 	Locality  int
@@ -236,7 +239,7 @@ func Run(ctx context.Context, o Options, ready func(httpAddr, grpcAddr string)) 
 	if est != nil { // a nil *Estimator in the interface would not be nil
 		o.Loop.Calibration = est
 	}
-	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, InvocationSlack: o.InvocationSlack, Locality: o.Locality, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
+	liveOpts := dataplane.LiveOptions{Policy: pol, Flush: flush, SlackFraction: slack, InvocationSlack: o.InvocationSlack, LateCommit: o.LateCommit, Locality: o.Locality, Metrics: gm, Logger: log, HedgeBudget: hedge, ProbeInterval: o.ProbeEvery, Admission: o.Admission, Spare: o.Spare, BackendTLS: o.BackendTLS, BackendTLSMode: o.BackendTLSMode,
 		Calibration: est}
 	planOpts := serving.Options{Scheduler: planner.Options{Policy: o.Policy, MaxUtilization: o.MaxUtil, SessionUtilization: o.SessionUtil}, BurstTarget: o.Burst, NoAdmission: !o.Admission, Dispatch: pol, Flush: flush}
 	planner, covers, fuse, tp, err := o.planner(cfg, planOpts, flush, zap.NewStdLog(log).Writer())
