@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -280,12 +281,17 @@ func TestExpandRatesTakesEachModulesOwn(t *testing.T) {
 		{Name: "br", Rate: 5, After: []string{"src"}},
 		{Name: "fan", Rate: 12.5, After: []string{"src"}},
 		{Name: "old", Rate: 20, After: []string{"src"}},
+		{Name: "fan12", Rate: 30, After: []string{"src"}},
 	}}}}
 	rate := func(module string, r float64) replan.ModuleRate {
 		return replan.ModuleRate{Session: "s", Module: module, Window: 10 * time.Second, Current: r, Envelope: 1.2 * r, Mean: r, Recent: r, RecentSpan: 40 * time.Second}
 	}
+	// fan12: 0 or 12 items a request, 3 on average (SCV 3): its count is
+	// 3 × (1 + 3) = 12 times as noisy as a Poisson count of its mean.
+	fan12 := rate("fan12", 30)
+	fan12.FanOut = api.FanOut{{Items: 0, Share: 750}, {Items: 12, Share: 250}}
 	s := replan.RateSnapshot{Horizon: 30 * time.Second,
-		Rates: []replan.ModuleRate{rate("br", 9), rate("fan", 30), rate("gone", 1000), rate("src", 10)}}
+		Rates: []replan.ModuleRate{rate("br", 9), rate("fan", 30), rate("gone", 1000), rate("src", 10), fan12}}
 	got := map[string]replan.ModuleRate{}
 	for _, r := range cluster.ExpandRates(cfg, s).Rates {
 		got[r.Module] = r
@@ -294,13 +300,17 @@ func TestExpandRatesTakesEachModulesOwn(t *testing.T) {
 		envelope float64
 		span     time.Duration
 	}{
-		"src": {12, 40 * time.Second},
-		"br":  {10.8, 40 * time.Second},
-		"fan": {36, 40 * time.Second / 3},
-		"old": {24, 20 * time.Second}, // Scaled(2): the span of 2 items a request
+		"src":   {12, 40 * time.Second},
+		"br":    {10.8, 40 * time.Second},
+		"fan":   {36, 40 * time.Second / 3},
+		"old":   {24, 20 * time.Second}, // Scaled(2): the span of 2 items a request
+		"fan12": {36, 40 * time.Second / 12},
 	}
 	if len(got) != len(want) {
-		t.Errorf("expanded modules %v; want src, br, fan, old", got)
+		t.Errorf("expanded modules %v; want src, br, fan, old, fan12", got)
+	}
+	if !slices.Equal(got["fan12"].FanOut, fan12.FanOut) {
+		t.Errorf("fan12's measured distribution %v; want it handed on as measured, %v", got["fan12"].FanOut, fan12.FanOut)
 	}
 	for m, w := range want {
 		r := got[m]
