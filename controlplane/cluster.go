@@ -146,8 +146,10 @@ func StartConsulControl(ctx context.Context, o ClusterOptions, cfg *api.Config, 
 		if id == "" {
 			id = "gateway-" + cc.id
 		}
+		loop := o.Loop
+		loop.Chains = live.Locality > 0 // while it leads: this gateway's locality for every gateway's plan
 		cc.sched, err = cluster.NewReplanner(kv, cluster.ReplannerOptions{ID: id, Seed: cfg, Plan: pipe.Plan, Members: w,
-			Loop: o.Loop, TTL: o.SchedulerTTL, Logger: log})
+			Loop: loop, TTL: o.SchedulerTTL, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("--scheduler-ttl/--scheduler-id: %w", err)
 		}

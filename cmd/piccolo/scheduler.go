@@ -34,6 +34,7 @@ type schedulerOptions struct {
 	logFmt       string
 	listen       string
 	follow       bool // --calibration
+	chains       bool // --keep-chains
 
 	loop replan.Options // tests: the control loop's tuning
 }
@@ -80,6 +81,7 @@ GET /healthz are served there.`,
 	f.Float64Var(&o.burst, "burst-target", serving.DefaultBurstTarget, "with --max-utilization 0: the share of simulated Poisson requests that must meet the SLO")
 	f.StringVar(&o.logFmt, "log", logFormats.Names()[0], logFlagHelp)
 	f.StringVar(&o.listen, "listen", "", "serve /metrics and /healthz on this host:port; off (or empty, the default): none")
+	f.BoolVar(&o.chains, "keep-chains", false, "place each chain's fractional machines on one device, for gateways that hold intermediates on the backend (their --locality-bytes; docs/locality.md)")
 	f.BoolVar(&o.follow, "calibration", true, "while leading, plan and re-plan (drift, co-location) from every gateway's calibration in Consul KV, merged (docs/calibration.md, \"Cluster\"); false: the offline profiles only")
 	return cmd
 }
@@ -95,6 +97,7 @@ func runScheduler(ctx context.Context, o *schedulerOptions, ready func(metricsAd
 		}
 		o.loop.Calibration = est
 	}
+	o.loop.Chains = o.loop.Chains || o.chains
 	return schedulerprocess.Run(ctx, schedulerprocess.Options{Files: o.files, Consul: o.consul, Prefix: o.prefix, ID: o.id, TTL: o.ttl,
 		Policy: o.policy, MaxUtil: o.maxUtil, Burst: o.burst, Listen: o.listen, NewLogger: newLogger(o.logFmt), Loop: o.loop,
 		ConsulAuth: o.consulAuth, BackendToken: backendToken(o.backendToken)}, ready)

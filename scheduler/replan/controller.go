@@ -190,6 +190,12 @@ type Options struct {
 	// re-planned 12–26 times a minute, and each swap refused OCR requests
 	// (docs/calibration.md, "Drift to faster").
 	DriftHoldFaster time.Duration
+	// Chains places every plan keeping each chain's fractional machines on
+	// one device (placement.Options.Chains): for gateways that hold a
+	// module's outputs on the backend for the next (--locality-bytes;
+	// docs/locality.md). The embedded gateway's own Target sets it from its
+	// flag; the cluster's re-planner (a Publisher) places with this.
+	Chains bool
 	// Covers, when set, maps the module rates (req/s) a plan was made at to
 	// the rates it carries as the rate monitor measures them: the band a rate
 	// re-plan is judged against (default: the rates themselves). A trace plan
@@ -847,7 +853,7 @@ const slowdownMemory = 30 * time.Second
 // placeOptions are the options of every placement: the co-location
 // slowdowns learned so far, the drift threshold as their tolerance.
 func (c *Controller) placeOptions() placement.Options {
-	return placement.Options{Slowdowns: maps.Clone(c.slowdowns), Tolerance: c.o.DriftThreshold}
+	return placement.Options{Slowdowns: maps.Clone(c.slowdowns), Tolerance: c.o.DriftThreshold, Chains: c.o.Chains}
 }
 
 // takeMeasured makes the measured rates the ones to plan for.

@@ -49,6 +49,8 @@ type harness struct {
 	// (the harness is the controller's Target).
 	placed func()
 	failed func(cfg *api.Config, err error)
+	// placeOpts are the options of the latest Place.
+	placeOpts placement.Options
 }
 
 // Place implements Target: placement.Place, counted by h.placed.
@@ -56,6 +58,7 @@ func (h *harness) Place(p *api.Plan, m []placement.Member, prev *api.Plan, o pla
 	if h.placed != nil {
 		h.placed()
 	}
+	h.placeOpts = o
 	return placement.Place(p, m, prev, o)
 }
 
@@ -602,5 +605,17 @@ func TestRateRiseFromASourceWithoutRecent(t *testing.T) {
 	old(2*R, 5*time.Second)
 	if len(h.published) < 2 || h.published[1].Cause != CauseRate {
 		t.Fatalf("a step to 2× from a source without the recent rate: published %v; want a rate re-plan after the initial", causes(h.published))
+	}
+}
+
+// Options.Chains reaches every placement (the cluster's re-planner places
+// for gateways that hold intermediates: `piccolo scheduler --keep-chains`),
+// and without it none keeps chains.
+func TestChainsReachPlacement(t *testing.T) {
+	for _, chains := range []bool{false, true} {
+		h := newHarness(t, controlConfig(100, time.Second), pool("v100", 2), Options{Chains: chains})
+		if h.placeOpts.Chains != chains {
+			t.Errorf("Options.Chains %v: placed with Chains %v", chains, h.placeOpts.Chains)
+		}
 	}
 }
