@@ -67,7 +67,7 @@ import json, sys
 p = json.load(sys.stdin)
 for s in p.get("sessions", []):
     for m in s["modules"]:
-        print("plan%s: %s %s at %.0f req/s, machines %.3f budget %.1f ms cost %.3f" % (sys.argv[1], s["name"], m["name"], m.get("rate", 0), sum(g["machines"] for g in m["configs"]), m["budget_ms"], m["cost"]))
+        print("plan%s: %s %s at %.0f req/s, machines %.3f budget %.1f ms cost %.3f%s" % (sys.argv[1], s["name"], m["name"], m.get("rate", 0), sum(g["machines"] for g in m["configs"]), m["budget_ms"], m["cost"], (" fanout %s" % {f["items"]: round(f["share"], 3) for f in m["fanout"]}) if m.get("fanout") else ""))
 ' "$1" || true
 }
 plan ""
@@ -108,6 +108,7 @@ for f in "$work"/inputs/img0*.json; do
 done
 [ -n "$big" ] || { echo "fanout-live: no input found with 12 objects" >&2; exit 1; }
 lg "2x" --rate 80 --duration "$DURATION"
+plan " after 2x"
 lg "0.5x" --rate 20 --duration "$DURATION"
 for c in 4 200; do
   echo "  hey -c $c -z 5s, one 12-object image: $("$HEY" -z 5s -c $c -m POST -T application/json -D "$big" "$URL" | grep -E '^ *\[[0-9]+\]' | tr -s ' \t' ' ' | tr '\n' ';')"
