@@ -297,9 +297,12 @@ func TestArrivalsCountWithoutAllocating(t *testing.T) {
 	if len(src) != 1 || src[0] != 1001 || len(fan) != 1 || fan[0] != 3003 {
 		t.Errorf("counted src %v, fan %v; want [1001], [3003]", src, fan)
 	}
+	a.track(sessionConfig(time.Second, // the next plan: the counts stay
+		api.Module{Name: "src", Rate: 10},
+		api.Module{Name: "fan", Rate: 30, After: []string{"src"}}))
 	got := a.mon.Snapshot(t0.Add(a.mon.Bucket())).FanOuts()
 	if want := (api.FanOut{{Items: 3, Share: 1001}}); len(got) != 1 || !slices.Equal(got[replan.ModuleKey{Session: "s", Module: "fan"}], want) {
-		t.Errorf("fan-out distributions %v; want s/fan %v (1001 parent items of 3) and no other", got, want)
+		t.Errorf("fan-out distributions %v after the plan changed; want s/fan %v (1001 parent items of 3) and no other", got, want)
 	}
 }
 

@@ -48,7 +48,7 @@ type fanOutCounts struct {
 // MinFanOutSamples parent items take at parentRate (req/s; at most
 // maxFanOutMemory). Takes a lock: call it when a plan is loaded.
 func (m *RateMonitor) HandleFanOut(session, module string, window time.Duration, parentRate float64) *Counter {
-	c := m.Handle(session, module, window)
+	c := m.handle(session, module, window) // Handle would drop the counts
 	gen := m.Horizon()
 	if parentRate > 0 && !math.IsInf(parentRate, 1) {
 		gen = max(gen, min(time.Duration(MinFanOutSamples/parentRate*float64(time.Second)), maxFanOutMemory))
