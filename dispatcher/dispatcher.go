@@ -1255,20 +1255,21 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	if d.local && q.m == nil {
 		m = b.g.freeOn(b.home(), now)
 	}
+	committed := false
 	switch {
 	case m != nil:
 		d.stats.Local++
 	case len(d.spare) == 0 && !d.late:
 		m, _ = d.pick(q, b.g, b, b.minDL, now)
 	default:
-		m, _, _, _ = d.target(q, b.g, b, nil, b.minDL, now, true)
+		m, _, _, _, committed = d.target(q, b.g, b, nil, b.minDL, now, true)
 	}
 	switch {
 	case m.slot.Group < 0:
 		d.stats.Overflow++
-	case m.g != b.g:
+	case committed:
 		d.stats.LateCommitted++
-	case q.m == nil:
+	case q.m == nil && m.g == b.g:
 		b.g.advance(m)
 	}
 	m.place(b, now)

@@ -64,10 +64,10 @@ func (d *Dispatcher) predictMachine(now time.Time, it *Item) (*Slot, time.Time) 
 		if it != nil && !it.Deadline.IsZero() && (dl.IsZero() || it.Deadline.Before(dl)) {
 			dl = it.Deadline
 		}
-		m, at, _, _ = d.target(q, g, b, it, dl, now, true)
+		m, at, _, _, _ = d.target(q, g, b, it, dl, now, true)
 	} else {
 		for _, g := range st.groups {
-			if o, t, _, _ := d.target(nil, g, &noBatch, nil, time.Time{}, now, true); m == nil || t.Before(at) {
+			if o, t, _, _, _ := d.target(nil, g, &noBatch, nil, time.Time{}, now, true); m == nil || t.Before(at) {
 				m, at = o, t
 			}
 		}
@@ -110,14 +110,15 @@ var noBatch Batch
 // machines, and the spares are kept for the batches its busy machines
 // cannot take; every device 1.6x: overflowing the idle ones' batches too
 // refused 338 requests in the first 10 s, against 178). Admission reads it
-// (admitsLocked).
+// (admitsLocked). committed reports that Options.LateCommit moved the
+// batch to another planned group's machine (lateCommitFor; before step 3).
 //
 // The completion is now + (the wait for the machine's lane and device +
 // its duration) × its group's measured ratio (predictAt). b is the batch
 // (its size; &noBatch when none is open), it the item that would join it
 // (nil: none). The dispatcher's lock must be held; O(1) while the machine
 // next in rotation is free, no allocation.
-func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time.Time, spares bool) (m *machine, end time.Time, margin time.Duration, kept bool) {
+func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time.Time, spares bool) (m *machine, end time.Time, margin time.Duration, kept, committed bool) {
 	m, start := d.pick(q, g, b, dl, now)
 	// Where classes mix, the high class keeps a third at a surge's onset
 	// too (marginFor): promotion serves it ahead of the queue that
@@ -125,27 +126,27 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 	onset := it == nil || classOf(it.Class) > 0 || d.classesOffered&(d.classesOffered-1) == 0
 	end, margin = d.endOn(m, start, now, onset)
 	if !spares || len(d.spare) == 0 && !d.late {
-		return m, end, margin, false
+		return m, end, margin, false, false
 	}
 	due := d.dueOn(b, it, m.g.duration, now)
 	if due.IsZero() || !end.Add(margin).After(due) {
-		return m, end, margin, false
+		return m, end, margin, false, false
 	}
 	if d.late {
 		if o, e := d.lateCommitFor(b, it, m.g, now); o != nil {
-			return o, e, 0, false // idle: it starts now, nothing queued ahead
+			return o, e, 0, false, true // idle: it starts now, nothing queued ahead
 		}
 	}
 	if len(d.spare) == 0 {
-		return m, end, margin, false
+		return m, end, margin, false, false
 	}
 	if m.idle() && !(m.duration() > m.slot.Duration && m.g.hasFasterPeer(m)) {
-		return m, end, margin, true
+		return m, end, margin, true, false
 	}
 	if s, e, _ := d.spareFor(b, it, end, now); s != nil {
-		return s, e, d.queuedMargin(s, e, now, onset), false
+		return s, e, d.queuedMargin(s, e, now, onset), false, false
 	}
-	return m, end, margin, false
+	return m, end, margin, false, false
 }
 
 // lateCommitFor returns, with Options.LateCommit, where a batch b (with it,
@@ -382,7 +383,7 @@ func (d *Dispatcher) admitsLocked(q *queue, b *Batch, it *Item, now time.Time) b
 	if !it.Deadline.IsZero() && (dl.IsZero() || it.Deadline.Before(dl)) {
 		dl = it.Deadline
 	}
-	m, end, margin, kept := d.target(q, b.g, b, it, dl, now, true)
+	m, end, margin, kept, _ := d.target(q, b.g, b, it, dl, now, true)
 	due := d.dueFor(it, m.g.duration, now)
 	if due.IsZero() || !end.Add(margin).After(due) {
 		return true
