@@ -77,7 +77,10 @@ func (a *arrivals) track(cfg *api.Config) {
 			}
 			w := replan.EnvelopeWindow(slo, rate)
 			if i < len(fanouts) && fanouts[i] {
-				parent := s.Modules[s.ModuleIndex(mod.After[0])].Rate
+				var parent float64 // req/s; 0 (unknown): generations of the horizon
+				if pi := s.ModuleIndex(mod.After[0]); pi >= 0 {
+					parent = s.Modules[pi].Rate
+				}
 				sc.modules[mod.Name] = a.mon.HandleFanOut(s.Name, mod.Name, w, parent)
 			} else {
 				sc.modules[mod.Name] = a.mon.Handle(s.Name, mod.Name, w)
