@@ -1259,7 +1259,7 @@ func (d *Dispatcher) dispatchLocked(q *queue, now time.Time, out *outList, why C
 	switch {
 	case m != nil:
 		d.stats.Local++
-	case len(d.spare) == 0 && !d.late:
+	case !d.beyondPick():
 		m, _ = d.pick(q, b.g, b, b.minDL, now)
 	default:
 		m, _, _, _, committed = d.target(q, b.g, b, nil, b.minDL, now, true)

@@ -125,7 +125,7 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 	// admission predicts it behind.
 	onset := it == nil || classOf(it.Class) > 0 || d.classesOffered&(d.classesOffered-1) == 0
 	end, margin = d.endOn(m, start, now, onset)
-	if !spares || len(d.spare) == 0 && !d.late {
+	if !spares || !d.beyondPick() {
 		return m, end, margin, false, false
 	}
 	due := d.dueOn(b, it, m.g.duration, now)
@@ -149,6 +149,11 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 	return m, end, margin, false, false
 }
 
+// beyondPick reports whether target may send a batch elsewhere than pick's
+// machine: to a spare (SetSpare) or, with Options.LateCommit, to another
+// planned group's machine.
+func (d *Dispatcher) beyondPick() bool { return len(d.spare) > 0 || d.late }
+
 // lateCommitFor returns, with Options.LateCommit, where a batch b (with it,
 // when not nil) that would end late on its group g's machine goes instead,
 // and when it ends there: among the idle machines of the module's other
@@ -157,9 +162,8 @@ func (d *Dispatcher) target(q *queue, g *group, b *Batch, it *Item, dl, now time
 // ties: the earlier end). Spares come after (target's step 3): the
 // planned machines are paid for either way. A machine of another group qualifies
 // only if b ends there before every batch open for that group (or for the
-// machine's own stream) must start to end by its earliest deadline
-// (queue.sendBy's time, read from its group's duration), so an item
-// admitted for that group is not made late. nil when none qualifies.
+// machine's own stream) must be sent (freeBefore), so an item admitted for
+// that group is not made late. nil when none qualifies.
 // Under d.mu; O(machines), per batch closed late, never per request in
 // time.
 func (d *Dispatcher) lateCommitFor(b *Batch, it *Item, g *group, now time.Time) (*machine, time.Time) {
@@ -176,7 +180,7 @@ func (d *Dispatcher) lateCommitFor(b *Batch, it *Item, g *group, now time.Time) 
 		}
 		dur := o.duration()
 		e := predictAt(o, o.startAt(now), now)
-		if e.After(d.dueOn(b, it, o.g.duration, now)) || !d.freeBefore(o, e) {
+		if e.After(d.dueOn(b, it, o.g.duration, now)) || !d.freeBefore(o, e, now) {
 			continue
 		}
 		price := o.slot.Cost
@@ -192,25 +196,17 @@ func (d *Dispatcher) lateCommitFor(b *Batch, it *Item, g *group, now time.Time) 
 }
 
 // freeBefore reports whether a batch placed on o now, ending at end, leaves
-// o free by the latest start of every batch open for o's group or o's own
-// stream: its earliest deadline less o's group's duration (times the
-// group's slowness).
-func (d *Dispatcher) freeBefore(o *machine, end time.Time) bool {
-	latest := func(q *queue) bool {
-		if q == nil || q.open == nil || q.open.minDL.IsZero() {
-			return true
-		}
-		du := o.g.duration
-		if s := o.g.slow; s != 1 {
-			du = time.Duration(float64(du) * s)
-		}
-		return !end.After(q.open.minDL.Add(-du))
+// o free by the latest send (queue.sendBy, as the lanes stand now) of every
+// batch open for o's group or o's own stream.
+func (d *Dispatcher) freeBefore(o *machine, end, now time.Time) bool {
+	inTime := func(q *queue) bool {
+		return q == nil || q.open == nil || q.open.minDL.IsZero() || !end.After(q.sendBy(q.open.minDL, now))
 	}
-	if !latest(o.q) {
+	if !inTime(o.q) {
 		return false
 	}
 	for _, q := range d.st.shared {
-		if q.open != nil && q.open.g == o.g && !latest(q) {
+		if q.open != nil && q.open.g == o.g && !inTime(q) {
 			return false
 		}
 	}
