@@ -357,11 +357,7 @@ func TestSurgeMarginKeepsTheQueueShort(t *testing.T) {
 		lo, hi time.Duration // the range the slowest item after 150 ms must take
 	}{{50, 20 * time.Millisecond, 30 * time.Millisecond}, {400, 75 * time.Millisecond, 90 * time.Millisecond}} {
 		mp := api.ModulePlan{Name: "m", Rate: tc.rate, BudgetMs: 90, Configs: []api.GroupPlan{gp(1, 10, 1, tc.rate)}}
-		clock := NewVirtualClock(t0)
-		d, err := New(mp, Options{Flush: FlushIdle, Admission: true, HandoffMargin: 2 * time.Millisecond, Clock: clock, Sender: &vsender{clock: clock}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		d, clock := surgeDispatcher(t, mp)
 		var most time.Duration
 		admitted, ok := 0, 0
 		for i := range 150 {
@@ -402,11 +398,7 @@ func TestSurgeMarginKeepsTheQueueShort(t *testing.T) {
 // onset, against 22 with the cap (the machine serves 22).
 func TestSurgeMarginKeepsTheLaneBusy(t *testing.T) {
 	mp := api.ModulePlan{Name: "m", Rate: 5, BudgetMs: 90, Configs: []api.GroupPlan{gp(4, 35, 1, 5)}}
-	clock := NewVirtualClock(t0)
-	d, err := New(mp, Options{Flush: FlushIdle, Admission: true, HandoffMargin: 2 * time.Millisecond, Clock: clock, Sender: &vsender{clock: clock}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, clock := surgeDispatcher(t, mp)
 	// The onset: the offered estimate passes 1.5x the plan after about 20
 	// items (40 ms) and 3x after about 55 (110 ms); it ends 300 ms after the
 	// first. Counted: the items offered from 120 to 320 ms.
@@ -442,11 +434,7 @@ func TestSurgeMarginKeepsTheLaneBusy(t *testing.T) {
 // (40 ms, the onset's start) and 3x after about 67 (134 ms).
 func TestSurgeMarginOnset(t *testing.T) {
 	mp := api.ModulePlan{Name: "m", Rate: 50, BudgetMs: 90, Configs: []api.GroupPlan{gp(1, 10, 1, 50)}}
-	clock := NewVirtualClock(t0)
-	d, err := New(mp, Options{Flush: FlushIdle, Admission: true, HandoffMargin: 2 * time.Millisecond, Clock: clock, Sender: &vsender{clock: clock}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, clock := surgeDispatcher(t, mp)
 	var onset, after time.Duration // the slowest item admitted in 150–300 ms and in 500–1000 ms
 	for i := range 500 {
 		clock.AfterFunc(time.Duration(i)*2*time.Millisecond, func() {
@@ -469,4 +457,17 @@ func TestSurgeMarginOnset(t *testing.T) {
 	if onset < 20*time.Millisecond || onset > 30*time.Millisecond || after < 50*time.Millisecond || after > 60*time.Millisecond {
 		t.Errorf("slowest item admitted at 150–300 ms took %v, at 500–1000 ms %v; want 20–30 ms (two thirds of 90 ms kept) and 50–60 ms (a third)", onset, after)
 	}
+}
+
+// surgeDispatcher is the surge margin tests' dispatcher of mp: the idle
+// flush, admission with the live gateway's 2 ms handoff margin, on a virtual
+// clock at t0.
+func surgeDispatcher(t *testing.T, mp api.ModulePlan) (*Dispatcher, *VirtualClock) {
+	t.Helper()
+	clock := NewVirtualClock(t0)
+	d, err := New(mp, Options{Flush: FlushIdle, Admission: true, HandoffMargin: 2 * time.Millisecond, Clock: clock, Sender: &vsender{clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, clock
 }
