@@ -158,7 +158,7 @@ func TestModuleCountsDoNotReplanOnNoise(t *testing.T) {
 		api.Module{Name: "boxes", Rate: 50},
 		api.Module{Name: "cls", Rate: 100, After: []string{"boxes"}},
 		api.Module{Name: "rec", Rate: 100, After: []string{"cls"}})
-	zeroOr12 := fanOutConfig(api.FanOut{{Items: 0, Share: 3}, {Items: 12, Share: 1}})
+	zeroOr12 := fanOutConfig(t, api.FanOut{{Items: 0, Share: 3}, {Items: 12, Share: 1}})
 	oneToThree := func(rng *rand.Rand) int { return 1 + rng.IntN(3) }
 	for _, tc := range []struct {
 		name    string
@@ -199,23 +199,16 @@ func zeroOrTwelve(rng *rand.Rand) int {
 	return 0
 }
 
-// fanOutConfig is a detector det at 40 images/s (model m) whose recognizer
-// rec (model r: batches of at most 4, 4/6/9 ms at 1/2/4) runs one item per
-// object found, at 3 objects an image, with the fanout f (nil: none), under
-// an 80 ms SLO.
-func fanOutConfig(f api.FanOut) *api.Config {
-	cfg := sessionConfig(80*time.Millisecond,
-		api.Module{Name: "det", Rate: 40},
-		api.Module{Name: "rec", Rate: 120, After: []string{"det"}})
-	r := api.Profile{Model: "r", Hardware: "v100"}
-	for _, e := range []struct {
-		b int
-		d time.Duration
-	}{{1, 4 * time.Millisecond}, {2, 6 * time.Millisecond}, {4, 9 * time.Millisecond}} {
-		r.Entries = append(r.Entries, api.ProfileEntry{Batch: e.b, Concurrency: 1, Duration: api.Duration(e.d)})
+// fanOutConfig is scheduler/replan's testdata/fanout-learn.yaml (a
+// detector det at 40 images/s whose recognizer rec, batches of at most 4,
+// runs one item per object found, at 3 objects an image, under an 80 ms
+// SLO) with rec's fanout f (nil: none).
+func fanOutConfig(t *testing.T, f api.FanOut) *api.Config {
+	t.Helper()
+	cfg, err := api.Load("../scheduler/replan/testdata/fanout-learn.yaml")
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg.Profiles = append(cfg.Profiles, r)
-	cfg.Sessions[0].Modules[1].Model = "r"
 	if f != nil {
 		f, _ = f.Normalized()
 		cfg.Sessions[0].Modules[1].FanOut = f
@@ -314,7 +307,7 @@ func TestArrivalsCountWithoutAllocating(t *testing.T) {
 // fanout) with the measured distribution, about {0: 0.75, 12: 0.25}, and
 // more machines; no rate re-plan (the mean was right).
 func TestFanOutDistributionLearnedThroughTheGateway(t *testing.T) {
-	l := newLoop(t, fanOutConfig(nil))
+	l := newLoop(t, fanOutConfig(t, nil))
 	rng := rand.New(rand.NewPCG(37, 1))
 	l.runner.Fn["det"] = func([]api.Tensor) ([]api.Tensor, error) {
 		n := zeroOrTwelve(rng)

@@ -8,22 +8,15 @@ import (
 	"github.com/piccolo-serving/piccolo/api"
 )
 
-// fanOutConfig is a detector det at 40 images/s whose recognizer rec (model
-// r, batches of at most 4) runs one item per object found, declared at 3
-// objects an image without a distribution, under an SLO of slo.
-func fanOutConfig(slo time.Duration) *api.Config {
-	cfg := controlConfig(40, slo)
-	r := api.Profile{Model: "r", Hardware: "v100"}
-	for _, e := range []struct {
-		b int
-		d time.Duration
-	}{{1, 4 * time.Millisecond}, {2, 6 * time.Millisecond}, {4, 9 * time.Millisecond}} {
-		r.Entries = append(r.Entries, api.ProfileEntry{Batch: e.b, Concurrency: 1, Duration: api.Duration(e.d)})
-	}
-	cfg.Profiles = append(cfg.Profiles, r)
-	cfg.Sessions[0].Modules = []api.Module{
-		{Name: "det", Model: "m", Rate: 40},
-		{Name: "rec", Model: "r", Rate: 120, After: []string{"det"}},
+// fanOutConfig is testdata/fanout-learn.yaml: a detector det at 40
+// images/s whose recognizer rec (model r, batches of at most 4) runs one
+// item per object found, declared at 3 objects an image without a
+// distribution, under an 80 ms SLO.
+func fanOutConfig(t *testing.T) *api.Config {
+	t.Helper()
+	cfg, err := api.Load("testdata/fanout-learn.yaml")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return cfg
 }
@@ -77,7 +70,7 @@ func machines(m api.ModulePlan) float64 {
 // generations and the module re-planned down; a config that changes rec's
 // declared fanout drops the measured one.
 func TestFanOutDistributionLearnedLive(t *testing.T) {
-	cfg := fanOutConfig(80 * time.Millisecond)
+	cfg := fanOutConfig(t)
 	h := newHarness(t, cfg, pool("v100", 10), Options{})
 	det := h.mon.Handle("s", "det", EnvelopeWindow(80*time.Millisecond, 40))
 	rec := h.mon.HandleFanOut("s", "rec", EnvelopeWindow(80*time.Millisecond, 40), 40)
