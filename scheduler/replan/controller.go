@@ -613,7 +613,7 @@ func (c *Controller) step(now time.Time) {
 	// change is the rate rule's. Taking the envelopes here, a fan-out
 	// re-plan 4 s into a step to twice the rate planned the step at 66 of
 	// its 80 req/s, and the rate rule, its band now around 66, waited 8 s
-	// more (fanout-live.sh CASES=all: 100 and 122 refused at 2×; 72–95
+	// more (fanout-live.sh CASES=all: 100 and 122 refused at 2×; 84 and 95
 	// without).
 	if c.fanOutShifted(fanOuts) {
 		raise(CauseFanOut, now)
